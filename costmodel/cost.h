@@ -1,0 +1,190 @@
+// The MoE-aware cost model (paper §3.3-3.4, Appendix B): pure functions of
+// (workload, cluster, profile tables, plan). Every formula, unit and
+// constant is written down in docs/costmodel.md; this header is the map.
+//
+// The model is organised so that a search can reuse it cheaply:
+//   1. layer_costs(pi, h): per layer kind (dense, MoE) on device type h under
+//      pi, the per-micro-batch times and per-device bytes. Everything later is
+//      linear in these.
+//   2. stage_cost(...): one stage = a run of layers at a pipeline position on
+//      one device type with one recomputation choice.
+//   3. iteration latency: 1F1B over the stage times, DP sync, optimizer.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "costmodel/cluster.h"
+#include "costmodel/model.h"
+#include "costmodel/plan.h"
+#include "costmodel/profile.h"
+
+namespace hapmoe {
+
+// Costs of one layer of one kind for one micro-batch on one device.
+struct LayerCost {
+  double fwd_s = 0;             // forward: compute + exposed communication
+  double bwd_s = 0;             // backward without recomputation
+  double selective_extra_s = 0; // backward time added by selective recompute
+  double act_bytes = 0;         // activations kept per micro-batch, no recompute
+  double act_selective_bytes = 0;  // ... with selective recompute
+  double act_full_bytes = 0;       // ... fully recomputed (layer input only)
+  double dense_params = 0;      // non-expert parameters held per device
+  double expert_params = 0;     // routed-expert parameters held per device
+  double moe_buffer_bytes = 0;  // transient dispatch buffers (not summed)
+  // Breakdown of fwd_s, for reports.
+  double compute_fwd_s = 0;
+  double tp_comm_fwd_s = 0;     // TP (+SP) and CP collectives
+  double moe_comm_fwd_s = 0;    // dispatch + combine (+ expert-TP gathers)
+  Dispatcher dispatcher = Dispatcher::kAllToAll;  // the one chosen
+};
+
+// Per (pi, device type): the two layer kinds plus first/last-stage extras.
+struct TypeCosts {
+  int type = 0;
+  LayerCost dense;              // a dense layer
+  LayerCost moe;                // a MoE layer (zero if the model is dense)
+  double embedding_fwd_s = 0, embedding_bwd_s = 0;
+  double output_fwd_s = 0, output_bwd_s = 0;
+  double embedding_params = 0;  // per device, first stage
+  double output_params = 0;     // per device, last stage
+  double logits_bytes = 0;      // last stage transient logits
+  double capacity_bytes = 0;
+  double overhead_bytes = 0;
+  double activation_scale = 1;
+  // Bytes per parameter held: weights, gradients, optimizer states, for
+  // dense (sharded over DP) and expert (sharded over EDP) parameters.
+  double weight_bytes_per_param = 2;
+  double grad_bytes_per_param = 4;
+  double dense_opt_bytes_per_param = 0;
+  double expert_opt_bytes_per_param = 0;
+  double optimizer_s_per_param = 0;
+  // Gradient synchronisation: time(bytes) = latency + bytes * s_per_byte,
+  // for the DP group (dense grads) and the EDP group (expert grads).
+  double dp_sync_latency_s = 0, dp_sync_s_per_param = 0;
+  double edp_sync_latency_s = 0, edp_sync_s_per_param = 0;
+};
+
+// Where a stage sits and what it holds.
+struct StageShape {
+  int position = 0;       // 0-based pipeline rank
+  int first_layer = 0;    // global index of its first layer
+  int layers = 0;         // n_i
+  int moe_layers = 0;     // how many of them are MoE layers
+  int moe_in_first_recomputed = 0;  // MoE layers among the first
+                                    // recompute.layers (kFull only)
+  int prev_type = -1;     // device type of stage i-1, -1 for the first stage
+  Recompute recompute;
+};
+
+struct MemoryBreakdown {
+  double weights = 0;      // parameters (bf16/fp16)
+  double gradients = 0;    // fp32 main gradients
+  double optimizer = 0;    // fp32 master + Adam moments (sharded if ZeRO-1)
+  double activations = 0;  // kept by 1F1B at this position, calibrated
+  double moe_buffers = 0;  // transient dispatch buffers / logits
+  double overhead = 0;     // context, allocator, communication buffers
+  double total() const {
+    return weights + gradients + optimizer + activations + moe_buffers + overhead;
+  }
+};
+
+struct StageCost {
+  double fwd_s = 0;        // t_f,i including p2p from the previous stage
+  double bwd_s = 0;        // t_b,i including recompute and p2p back
+  double p2p_fwd_s = 0;    // part of fwd_s spent receiving activations
+  double p2p_bwd_s = 0;    // part of bwd_s spent sending gradients back
+  double recompute_s = 0;  // part of bwd_s spent recomputing
+  double dp_sync_s = 0;    // gradient synchronisation after the last micro-batch
+  double optimizer_s = 0;  // optimizer step
+  int in_flight = 0;       // micro-batches whose activations 1F1B keeps
+  MemoryBreakdown memory;
+  double capacity_bytes = 0;
+  bool fits() const { return memory.total() <= capacity_bytes; }
+};
+
+struct IterationBreakdown {
+  double edge_s = 0;       // sum_i (t_f,i + t_b,i)
+  double middle_s = 0;     // (M - 1) * max_i (t_f,i + t_b,i)
+  double dp_sync_s = 0;    // of the stage with the longest sync + optimizer
+  double optimizer_s = 0;
+  double total() const { return edge_s + middle_s + dp_sync_s + optimizer_s; }
+};
+
+struct StageReport {
+  int device_type = 0;
+  int devices = 0;
+  int first_layer = 0;
+  int layers = 0;
+  Recompute recompute;
+  StageCost cost;
+};
+
+struct PlanReport {
+  Plan plan;
+  int num_microbatches = 0;   // M = B / (b * DP)
+  double latency_s = 0;       // T_iter
+  IterationBreakdown breakdown;
+  double throughput_tokens_per_s = 0;
+  double tflops_per_device = 0;   // model TFLOP/s per device in use
+  double mfu = 0;                 // model FLOPs / (T_iter * sum of peaks)
+  int bottleneck_stage = 0;       // argmax_i (t_f,i + t_b,i)
+  bool fits = true;               // every stage within capacity
+  std::vector<StageReport> stages;
+};
+
+class CostModel {
+ public:
+  // The references must outlive the CostModel.
+  CostModel(const Workload& workload, const ClusterSpec& cluster,
+            const ProfileTables& tables);
+
+  const Workload& workload() const { return workload_; }
+  const ClusterSpec& cluster() const { return cluster_; }
+
+  int num_microbatches(const ParallelConfig& pi) const;
+
+  TypeCosts type_costs(const ParallelConfig& pi, int type) const;
+
+  // Receiving activations from the previous stage (forward) and sending
+  // gradients back (backward), charged to the later stage.
+  struct Boundary {
+    double fwd_s = 0;
+    double bwd_s = 0;
+  };
+  Boundary boundary(const ParallelConfig& pi, int prev_type, int type) const;
+
+  StageCost stage_cost(const ParallelConfig& pi, const TypeCosts& costs,
+                       const StageShape& shape) const;
+
+  // The least recomputation with which the stage fits in memory: the
+  // feasible choice with the smallest added time (ties: less recompute).
+  // std::nullopt if even full recomputation does not fit.
+  std::optional<Recompute> least_recompute(const ParallelConfig& pi,
+                                           const TypeCosts& costs,
+                                           StageShape shape) const;
+
+  // Layers [first, first + count) that are MoE layers.
+  int moe_layers_in(int first, int count) const;
+
+  // Evaluates a complete plan. Throws InputError if the plan does not
+  // match the model and cluster (see partition/constraints.h for the checks).
+  PlanReport evaluate(const Plan& plan) const;
+
+ private:
+  LayerCost layer_cost(const ParallelConfig& pi, int type, bool moe) const;
+
+  const Workload& workload_;
+  const ClusterSpec& cluster_;
+  const ProfileTables& tables_;
+  std::vector<int> moe_prefix_;  // moe_prefix_[l] = MoE layers in [0, l)
+};
+
+// 1F1B iteration latency from per-stage forward/backward/sync/optimizer
+// times and the number of micro-batches M (paper Eq. 2 and Appendix B; see
+// docs/costmodel.md for the form used and why).
+IterationBreakdown iteration_latency(const std::vector<StageCost>& stages,
+                                     int num_microbatches);
+
+}  // namespace hapmoe

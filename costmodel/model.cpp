@@ -1,0 +1,121 @@
+#include "costmodel/model.h"
+
+#include <algorithm>
+#include <string>
+
+namespace hapmoe {
+
+namespace {
+
+std::string field(const char* name, long long value) {
+  return std::string(name) + " = " + std::to_string(value);
+}
+
+}  // namespace
+
+int ModelSpec::num_moe_layers() const {
+  return static_cast<int>(std::count(moe_layers.begin(), moe_layers.end(), 1));
+}
+
+const char* to_string(Precision p) { return p == Precision::kBf16 ? "bf16" : "fp16"; }
+
+const char* to_string(Dispatcher d) {
+  switch (d) {
+    case Dispatcher::kAllToAll:
+      return "alltoall";
+    case Dispatcher::kAllGather:
+      return "allgather";
+    case Dispatcher::kAuto:
+      return "auto";
+  }
+  return "?";
+}
+
+const char* to_string(MlpKind m) { return m == MlpKind::kSwiGlu ? "swiglu" : "gelu"; }
+
+std::string validate(const ModelSpec& m) {
+  auto positive = [](const char* name, long long v) -> std::string {
+    return v > 0 ? "" : field(name, v) + " must be positive";
+  };
+  for (const auto& [name, value] :
+       {std::pair<const char*, long long>{"num_layers", m.num_layers},
+        {"hidden", m.hidden},
+        {"num_heads", m.num_heads},
+        {"num_kv_heads", m.num_kv_heads},
+        {"head_dim", m.head_dim},
+        {"vocab", m.vocab}}) {
+    if (auto e = positive(name, value); !e.empty()) return e;
+  }
+  if (m.num_layers > 100000) return field("num_layers", m.num_layers) + " is larger than 100000";
+  if (m.num_kv_heads > m.num_heads || m.num_heads % m.num_kv_heads != 0) {
+    return field("num_kv_heads", m.num_kv_heads) + " must divide num_heads = " +
+           std::to_string(m.num_heads);
+  }
+  const bool any_dense =
+      !m.is_moe() || std::any_of(m.moe_layers.begin(), m.moe_layers.end(),
+                                 [](std::uint8_t v) { return v == 0; });
+  if (any_dense && m.ffn_hidden <= 0) {
+    return field("ffn_hidden", m.ffn_hidden) + " must be positive (the model has dense layers)";
+  }
+  if (m.ffn_hidden < 0) return field("ffn_hidden", m.ffn_hidden) + " must not be negative";
+  if (m.positions == PositionKind::kLearned && m.max_positions <= 0) {
+    return field("max_positions", m.max_positions) + " must be positive with learned positions";
+  }
+  if (m.mla.enabled()) {
+    if (m.mla.qk_nope_head_dim <= 0 || m.mla.qk_rope_head_dim <= 0 || m.mla.v_head_dim <= 0) {
+      return "multi-latent attention needs positive qk_nope_head_dim, qk_rope_head_dim and "
+             "v_head_dim";
+    }
+    if (m.mla.q_lora_rank < 0) return field("q_lora_rank", m.mla.q_lora_rank) + " is negative";
+  }
+  if (!m.is_moe()) {
+    if (m.num_experts < 0) return field("num_experts", m.num_experts) + " is negative";
+    if (!m.moe_layers.empty() && m.num_moe_layers() > 0) {
+      return "moe layers are set but num_experts = 0";
+    }
+    return "";
+  }
+  if (m.top_k <= 0 || m.top_k > m.num_experts) {
+    return field("top_k", m.top_k) + " must be in [1, num_experts = " +
+           std::to_string(m.num_experts) + "]";
+  }
+  if (m.expert_ffn_hidden <= 0) {
+    return field("expert_ffn_hidden", m.expert_ffn_hidden) + " must be positive";
+  }
+  if (m.shared_expert_ffn_hidden < 0) {
+    return field("shared_expert_ffn_hidden", m.shared_expert_ffn_hidden) + " is negative";
+  }
+  if (static_cast<int>(m.moe_layers.size()) != m.num_layers) {
+    return "moe layer map has " + std::to_string(m.moe_layers.size()) +
+           " entries, expected num_layers = " + std::to_string(m.num_layers);
+  }
+  if (m.num_moe_layers() == 0) return "num_experts > 0 but no layer is a MoE layer";
+  return "";
+}
+
+std::string validate(const TrainingSpec& t, const ModelSpec& m) {
+  if (t.seq_len <= 0) return field("seq_len", t.seq_len) + " must be positive";
+  if (t.global_batch <= 0) return field("global_batch", t.global_batch) + " must be positive";
+  if (t.micro_batch <= 0) return field("micro_batch", t.micro_batch) + " must be positive";
+  if (t.global_batch % t.micro_batch != 0) {
+    return field("global_batch", t.global_batch) + " is not a multiple of micro_batch = " +
+           std::to_string(t.micro_batch);
+  }
+  if (m.max_positions > 0 && t.seq_len > m.max_positions) {
+    return field("seq_len", t.seq_len) + " exceeds the model's max_positions = " +
+           std::to_string(m.max_positions);
+  }
+  if (!(t.imbalance >= 1.0) || t.imbalance > 1000.0) {
+    return "imbalance = " + std::to_string(t.imbalance) + " must be in [1, 1000]";
+  }
+  if (!(t.gamma >= 0.0) || t.gamma > 1.0) {
+    return "gamma = " + std::to_string(t.gamma) + " must be in [0, 1]";
+  }
+  if (t.precision == Precision::kFp16 && m.is_moe()) {
+    // Megatron rejects --fp16 with expert parallelism; EP = 1 still works,
+    // so this is allowed here and checked per plan.
+  }
+  return "";
+}
+
+}  // namespace hapmoe

@@ -1,0 +1,109 @@
+// The model to train and the training settings: plain data, validated apart.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hapmoe {
+
+enum class Precision { kBf16, kFp16 };
+// Token dispatcher of the MoE layer. kAuto picks, per candidate plan, the
+// cheaper of the two exchange patterns (paper §3.3, "best primitive").
+enum class Dispatcher { kAllToAll, kAllGather, kAuto };
+// Gated (SwiGLU: three matrices) or plain (GELU: two matrices) MLP.
+enum class MlpKind { kSwiGlu, kGelu };
+enum class PositionKind { kRotary, kLearned };
+
+// Multi-latent attention (DeepSeek-V2/V3). Enabled when kv_lora_rank > 0.
+struct MlaSpec {
+  int q_lora_rank = 0;        // 0: queries projected directly from hidden
+  int kv_lora_rank = 0;       // compressed KV width
+  int qk_nope_head_dim = 0;   // per-head query/key width without rotary part
+  int qk_rope_head_dim = 0;   // per-head rotary part (shared key)
+  int v_head_dim = 0;         // per-head value width
+  bool enabled() const { return kv_lora_rank > 0; }
+  bool operator==(const MlaSpec&) const = default;
+};
+
+struct ModelSpec {
+  std::string name;                 // preset name or file it came from
+  int num_layers = 0;               // decoder layers N
+  int hidden = 0;                   // H
+  int num_heads = 0;                // attention heads a
+  int num_kv_heads = 0;             // KV heads / query groups g (= a for MHA)
+  int head_dim = 0;                 // per-head width d (kv channels)
+  int ffn_hidden = 0;               // dense MLP width F (dense layers)
+  MlpKind mlp = MlpKind::kSwiGlu;
+  PositionKind positions = PositionKind::kRotary;
+  int max_positions = 0;            // learned table size / max context
+  int vocab = 0;                    // vocabulary V (before padding)
+  bool tied_embeddings = false;     // output layer shares the embedding
+  MlaSpec mla;
+  // Mixture of experts. num_experts == 0 means a dense model.
+  int num_experts = 0;              // routed experts E
+  int top_k = 0;                    // experts per token k
+  int expert_ffn_hidden = 0;        // F_e, width of one routed expert
+  int shared_expert_ffn_hidden = 0; // total width of shared experts (0: none)
+  // One entry per layer: 1 if the layer's MLP is a MoE block. Empty for a
+  // dense model. Built from first-k-dense / layer-frequency settings.
+  std::vector<std::uint8_t> moe_layers;
+
+  bool is_moe() const { return num_experts > 0; }
+  bool is_moe_layer(int layer) const {
+    return !moe_layers.empty() && moe_layers[static_cast<std::size_t>(layer)] != 0;
+  }
+  int num_moe_layers() const;
+  bool operator==(const ModelSpec&) const = default;
+};
+
+struct TrainingSpec {
+  int seq_len = 4096;               // S, tokens per sample
+  int global_batch = 256;           // B, samples per iteration
+  int micro_batch = 1;              // b, samples per micro-batch
+  Precision precision = Precision::kBf16;
+  bool distributed_optimizer = true;  // ZeRO-1 sharding of optimizer state
+  Dispatcher dispatcher = Dispatcher::kAllToAll;
+  double imbalance = 1.2;           // rho = max/mean tokens per expert (>= 1)
+  double gamma = 1.0;               // gamma in [0,1]: share of rho on the path
+  bool operator==(const TrainingSpec&) const = default;
+};
+
+// What the cost model needs about the workload.
+struct Workload {
+  ModelSpec model;
+  TrainingSpec training;
+  bool operator==(const Workload&) const = default;
+};
+
+// Parameter counts of one layer (whole layer, before any sharding).
+struct LayerParams {
+  double attention = 0;   // projections + norms of the attention block
+  double mlp = 0;         // dense MLP (dense layers) or router + shared experts
+  double experts = 0;     // all routed experts of the layer (0 if dense)
+};
+
+LayerParams layer_params(const ModelSpec& model, bool moe_layer);
+// Embedding (and learned positions) and, if untied, the output layer.
+double embedding_params(const ModelSpec& model);
+double output_params(const ModelSpec& model);
+double total_params(const ModelSpec& model);
+// Parameters touched by one token (attention + k experts + shared + dense).
+double active_params(const ModelSpec& model);
+
+// Model FLOPs of one training iteration (forward + backward, no
+// recomputation), the numerator of MFU. Causal attention counts half of the
+// S^2 products.
+double model_flops_per_iteration(const Workload& workload);
+
+// "" when the model and settings are consistent, otherwise a message naming
+// the field and the value (e.g. "num_kv_heads = 5 does not divide
+// num_heads = 32").
+std::string validate(const ModelSpec& model);
+std::string validate(const TrainingSpec& training, const ModelSpec& model);
+
+const char* to_string(Precision);
+const char* to_string(Dispatcher);
+const char* to_string(MlpKind);
+
+}  // namespace hapmoe

@@ -1,0 +1,107 @@
+// Profile tables (paper §3.4): everything the cost model knows about the
+// hardware. The cost model reads only these tables; they are filled either
+// analytically from the device catalog (costmodel/analytic.h) or, later,
+// from measurements.
+#pragma once
+
+#include <array>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "costmodel/cluster.h"
+#include "costmodel/model.h"
+
+namespace hapmoe {
+
+// ---------------------------------------------------------------------------
+// Compute table: per device type h and (TP, CP), the time of the pieces of
+// one layer for one micro-batch on one device. The paper's t_dense(h,TP,CP)
+// is attention + dense_mlp; t_ffn(h,TP,CP) is dense_mlp.
+struct ComputeEntry {
+  // Forward times in seconds; backward times are in the *_bwd fields.
+  double attention_fwd = 0;      // norms, QKV/out projections, core attention
+  double core_attention_fwd = 0; // the S^2 part alone (selective recompute)
+  double dense_mlp_fwd = 0;      // one dense MLP of width F
+  double dense_act_fwd = 0;      // its activation function alone
+  double expert_fwd = 0;         // one expert-width MLP over the device's
+                                 // tokens, once (x top_k for routed experts)
+  double expert_act_fwd = 0;     // its activation function alone
+  double shared_fwd = 0;         // the shared experts (0 if none)
+  double router_fwd = 0;         // router GEMM, softmax and top-k
+  double embedding_fwd = 0;      // first stage: embedding lookup
+  double output_fwd = 0;         // last stage: output GEMM + cross entropy
+  double attention_bwd = 0;
+  double dense_mlp_bwd = 0;
+  double expert_bwd = 0;
+  double shared_bwd = 0;
+  double router_bwd = 0;
+  double embedding_bwd = 0;
+  double output_bwd = 0;
+};
+
+// ---------------------------------------------------------------------------
+// Communication primitives and link kinds (paper §3.4 (ii)).
+enum class Primitive { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kP2P };
+inline constexpr int kNumPrimitives = 5;
+const char* to_string(Primitive);
+
+enum class LinkKind { kIntraNode, kInterNode, kCrossType };
+const char* to_string(LinkKind);
+
+// A link: its kind and the device types at both ends (equal unless cross).
+struct Link {
+  LinkKind kind = LinkKind::kIntraNode;
+  int type_a = 0;
+  int type_b = 0;
+};
+
+// Parameters of one primitive on one link: t = steps * latency +
+// volume_factor * bytes / bandwidth, with the ring/pairwise algorithm
+// factors of docs/costmodel.md ("Collectives").
+struct PrimitiveEntry {
+  double bandwidth = 0;  // B/s per device per direction
+  double latency = 0;    // s per step
+};
+
+class CommTable {
+ public:
+  // `bytes` is the per-device buffer: for all-reduce the reduced tensor, for
+  // all-gather the gathered output, for reduce-scatter the input, for
+  // all-to-all what one device sends in total, for p2p the message.
+  double time(Primitive prim, double bytes, int world, const Link& link) const;
+
+  void set(Primitive prim, const Link& link, PrimitiveEntry entry);
+  const PrimitiveEntry& entry(Primitive prim, const Link& link) const;
+
+ private:
+  using Key = std::tuple<int, int, int, int>;  // prim, kind, a, b (a <= b)
+  static Key key(Primitive prim, const Link& link);
+  std::map<Key, PrimitiveEntry> entries_;
+};
+
+// ---------------------------------------------------------------------------
+// Per device type coefficients.
+struct DeviceCoefficients {
+  double capacity_bytes = 0;      // C_h, memory a plan may use
+  double eta = 1.0;               // eta_h in (0,1]: routed-expert kernel
+                                  // efficiency relative to the dense MLP
+  double hbm_bandwidth = 0;       // B/s, streaming of expert weights
+  double optimizer_s_per_param = 0;  // Adam step, seconds per local param
+  double activation_scale = 1.0;  // memory calibration: measured/analytic
+  double overhead_bytes = 0;      // memory calibration: context, buffers
+};
+
+struct ProfileTables {
+  std::vector<DeviceCoefficients> devices;  // index = device type
+  CommTable comm;
+  // compute[h][(tp, cp)]
+  std::vector<std::map<std::pair<int, int>, ComputeEntry>> compute;
+
+  // Throws InputError naming the device and degrees if the entry is absent.
+  const ComputeEntry& compute_entry(int type, int tp, int cp,
+                                    const std::string& type_name) const;
+};
+
+}  // namespace hapmoe
