@@ -1,0 +1,173 @@
+// Analytic (roofline) profile tables.
+//
+// Every GEMM is timed as max(2mnk / (peak * gemm_efficiency),
+// bytes(A, B, C) / HBM bandwidth); core attention is compute bound (flash
+// attention, causal); norms, residuals and activation functions are memory
+// bound. Backward GEMMs cost twice the forward (data and weight gradients).
+// The shapes are those of one device under TP with sequence parallelism and
+// CP: docs/costmodel.md, "Compute", gives every formula.
+#include "costmodel/analytic.h"
+
+#include <algorithm>
+
+#include "costmodel/errors.h"
+
+namespace hapmoe {
+
+double gemm_time(double m, double n, double k, const DeviceSpec& d, double bytes_per_element) {
+  const double compute = 2.0 * m * n * k / (d.peak_flops * d.gemm_efficiency);
+  const double traffic = bytes_per_element * (m * k + k * n + m * n) / d.hbm_bandwidth;
+  return std::max(compute, traffic);
+}
+
+namespace {
+
+struct Shapes {
+  double tokens;      // b*S/CP: tokens of the device's sequence chunk
+  double sp_tokens;   // b*S/(CP*TP): tokens held under sequence parallelism
+  double heads;       // a/TP
+  double kv_heads;    // g/TP
+  double qk_dim;      // per-head query/key width
+  double v_dim;       // per-head value width
+  double seq;         // S, keys seen by the chunk (all, through CP)
+};
+
+ComputeEntry compute_entry(const Workload& w, const DeviceSpec& dev, int micro_batch, int tp,
+                           int cp, const AnalyticAssumptions& as) {
+  const ModelSpec& m = w.model;
+  const double beta = 2.0;  // bf16/fp16 activations and weights
+  const double h = m.hidden;
+  Shapes s{};
+  s.seq = w.training.seq_len;
+  s.tokens = static_cast<double>(micro_batch) * s.seq / cp;
+  s.sp_tokens = s.tokens / tp;
+  s.heads = static_cast<double>(m.num_heads) / tp;
+  s.kv_heads = static_cast<double>(m.num_kv_heads) / tp;
+  s.qk_dim = m.mla.enabled() ? m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim : m.head_dim;
+  s.v_dim = m.mla.enabled() ? m.mla.v_head_dim : m.head_dim;
+  const double peak = dev.peak_flops * dev.gemm_efficiency;
+  auto stream = [&](double bytes) { return bytes / dev.hbm_bandwidth; };
+  const double block_elementwise = stream(as.elementwise_passes * s.sp_tokens * h * beta);
+
+  ComputeEntry e;
+  // Attention projections.
+  double proj = 0.0;
+  if (m.mla.enabled()) {
+    const double a = s.heads;
+    if (m.mla.q_lora_rank > 0) {
+      proj += gemm_time(s.tokens, m.mla.q_lora_rank, h, dev, beta);
+      proj += gemm_time(s.tokens, a * s.qk_dim, m.mla.q_lora_rank, dev, beta);
+    } else {
+      proj += gemm_time(s.tokens, a * s.qk_dim, h, dev, beta);
+    }
+    proj += gemm_time(s.tokens, m.mla.kv_lora_rank + m.mla.qk_rope_head_dim, h, dev, beta);
+    proj += gemm_time(s.tokens, a * (m.mla.qk_nope_head_dim + s.v_dim), m.mla.kv_lora_rank, dev,
+                      beta);
+    proj += gemm_time(s.tokens, h, a * s.v_dim, dev, beta);
+  } else {
+    proj += gemm_time(s.tokens, (s.heads + 2.0 * s.kv_heads) * s.qk_dim, h, dev, beta);
+    proj += gemm_time(s.tokens, h, s.heads * s.v_dim, dev, beta);
+  }
+  // Causal core attention: each query attends to S/2 keys on average.
+  const double core_flops = 2.0 * s.tokens * (s.seq / 2.0) * s.heads * (s.qk_dim + s.v_dim);
+  e.core_attention_fwd = core_flops / peak;
+  e.attention_fwd = proj + e.core_attention_fwd + block_elementwise;
+  e.attention_bwd = 2.0 * proj + as.attention_bwd_factor * e.core_attention_fwd +
+                    2.0 * block_elementwise;
+
+  // MLPs: up (and gate) projection, activation, down projection.
+  const bool gated = m.mlp == MlpKind::kSwiGlu;
+  const double up_factor = gated ? 2.0 : 1.0;
+  const double act_passes = gated ? 3.0 : 2.0;  // read gate+up, write; or read, write
+  auto mlp = [&](double rows, double width, double& fwd, double& act, double& bwd) {
+    if (width <= 0.0) {
+      fwd = act = bwd = 0.0;
+      return;
+    }
+    const double gemms =
+        gemm_time(rows, up_factor * width, h, dev, beta) + gemm_time(rows, h, width, dev, beta);
+    act = stream(act_passes * rows * width * beta);
+    fwd = gemms + act;
+    bwd = 2.0 * gemms + 2.0 * act;
+  };
+  double dense_bwd = 0.0;
+  mlp(s.tokens, m.ffn_hidden / static_cast<double>(tp), e.dense_mlp_fwd, e.dense_act_fwd,
+      dense_bwd);
+  e.dense_mlp_fwd += block_elementwise;
+  e.dense_mlp_bwd = dense_bwd + 2.0 * block_elementwise;
+
+  if (m.is_moe()) {
+    // One expert-width MLP over the device's (sequence-parallel) tokens, at
+    // full GEMM efficiency; the cost model multiplies by top-k, divides by
+    // eta_h and adds the expert-weight streaming bound.
+    const double rows = s.sp_tokens;
+    const double flops = 2.0 * rows * h * m.expert_ffn_hidden * (up_factor + 1.0);
+    e.expert_act_fwd = stream(act_passes * rows * m.expert_ffn_hidden * beta);
+    e.expert_fwd = flops / peak + e.expert_act_fwd;
+    e.expert_bwd = 2.0 * flops / peak + 2.0 * e.expert_act_fwd;
+    double shared_act = 0.0;
+    mlp(s.tokens, m.shared_expert_ffn_hidden / static_cast<double>(tp), e.shared_fwd, shared_act,
+        e.shared_bwd);
+    e.router_fwd = gemm_time(rows, m.num_experts, h, dev, beta) +
+                   stream(3.0 * rows * m.num_experts * 4.0) + block_elementwise;
+    e.router_bwd = 2.0 * e.router_fwd;
+  }
+  // Embedding lookup (memory bound) and output layer + cross entropy.
+  e.embedding_fwd = stream(2.0 * s.sp_tokens * h * beta);
+  e.embedding_bwd = 2.0 * e.embedding_fwd;
+  const double vocab_shard = static_cast<double>(m.vocab) / tp;
+  const double logits_stream = stream(s.tokens * vocab_shard * 3.0 * 4.0);  // fp32 passes
+  e.output_fwd = gemm_time(s.tokens, vocab_shard, h, dev, beta) + logits_stream;
+  e.output_bwd = 2.0 * gemm_time(s.tokens, vocab_shard, h, dev, beta) + logits_stream;
+  return e;
+}
+
+}  // namespace
+
+ProfileTables make_analytic_tables(const Workload& workload, const ClusterSpec& cluster,
+                                   int micro_batch, const std::vector<int>& tp_values,
+                                   const std::vector<int>& cp_values,
+                                   const AnalyticAssumptions& as) {
+  HAPMOE_REQUIRE(micro_batch > 0, "make_analytic_tables: micro_batch must be positive");
+  ProfileTables t;
+  const int types = cluster.num_types();
+  t.devices.resize(static_cast<std::size_t>(types));
+  t.compute.resize(static_cast<std::size_t>(types));
+  for (int h = 0; h < types; ++h) {
+    const DeviceSpec& d = cluster.pools[static_cast<std::size_t>(h)].device;
+    DeviceCoefficients& c = t.devices[static_cast<std::size_t>(h)];
+    c.capacity_bytes = d.memory_bytes;
+    c.eta = as.eta;
+    c.hbm_bandwidth = d.hbm_bandwidth;
+    // Adam step: read master, grad, m, v (4 B each); write master, m, v and
+    // the bf16 parameter: 30 bytes per parameter at HBM bandwidth.
+    c.optimizer_s_per_param = 30.0 / d.hbm_bandwidth;
+    c.activation_scale = as.activation_scale;
+    c.overhead_bytes = as.memory_overhead_bytes;
+    for (int tp : tp_values) {
+      for (int cp : cp_values) {
+        HAPMOE_REQUIRE(tp > 0 && cp > 0, "make_analytic_tables: TP and CP must be positive");
+        t.compute[static_cast<std::size_t>(h)][{tp, cp}] =
+            compute_entry(workload, d, micro_batch, tp, cp, as);
+      }
+    }
+    for (int p = 0; p < kNumPrimitives; ++p) {
+      const auto prim = static_cast<Primitive>(p);
+      t.comm.set(prim, {LinkKind::kIntraNode, h, h},
+                 {d.intra_node_bandwidth, d.intra_node_latency});
+      t.comm.set(prim, {LinkKind::kInterNode, h, h},
+                 {d.inter_node_bandwidth, d.inter_node_latency});
+    }
+  }
+  for (int a = 0; a < types; ++a) {
+    for (int b = a + 1; b < types; ++b) {
+      for (int p = 0; p < kNumPrimitives; ++p) {
+        t.comm.set(static_cast<Primitive>(p), {LinkKind::kCrossType, a, b},
+                   {cluster.cross_bandwidth(a, b), cluster.cross_latency(a, b)});
+      }
+    }
+  }
+  return t;
+}
+
+}  // namespace hapmoe

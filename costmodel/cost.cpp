@@ -1,0 +1,491 @@
+// The MoE-aware cost model. docs/costmodel.md gives every formula with its
+// units and source; the comments here name the section.
+#include "costmodel/cost.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "costmodel/errors.h"
+
+namespace hapmoe {
+
+namespace {
+
+constexpr double kFp32 = 4.0;
+
+// The link a group of `span` consecutive ranks of one device type uses:
+// inside a node when it fits in one and nodes split evenly into such
+// groups, else across nodes (docs/costmodel.md, "Placement").
+Link span_link(const ClusterSpec& cluster, int type, int span) {
+  const int per_node = cluster.pools[static_cast<std::size_t>(type)].devices_per_node;
+  const bool intra = span <= per_node && per_node % span == 0;
+  return {intra ? LinkKind::kIntraNode : LinkKind::kInterNode, type, type};
+}
+
+double bytes_per_element(const Workload& w) {
+  (void)w;  // bf16 and fp16 are both two bytes
+  return 2.0;
+}
+
+double imbalance_factor(const TrainingSpec& t) { return 1.0 + t.gamma * (t.imbalance - 1.0); }
+
+}  // namespace
+
+CostModel::CostModel(const Workload& workload, const ClusterSpec& cluster,
+                     const ProfileTables& tables)
+    : workload_(workload), cluster_(cluster), tables_(tables) {
+  const int n = workload.model.num_layers;
+  moe_prefix_.assign(static_cast<std::size_t>(n) + 1, 0);
+  for (int l = 0; l < n; ++l) {
+    moe_prefix_[static_cast<std::size_t>(l) + 1] =
+        moe_prefix_[static_cast<std::size_t>(l)] + (workload.model.is_moe_layer(l) ? 1 : 0);
+  }
+  HAPMOE_REQUIRE(static_cast<int>(tables.devices.size()) == cluster.num_types(),
+                 "CostModel: profile tables do not match the cluster's device types");
+}
+
+int CostModel::moe_layers_in(int first, int count) const {
+  HAPMOE_REQUIRE(first >= 0 && count >= 0 && first + count <= workload_.model.num_layers,
+                 "CostModel::moe_layers_in: layer range out of bounds");
+  return moe_prefix_[static_cast<std::size_t>(first + count)] -
+         moe_prefix_[static_cast<std::size_t>(first)];
+}
+
+int CostModel::num_microbatches(const ParallelConfig& pi) const {
+  return workload_.training.global_batch / (pi.micro_batch * pi.dp);
+}
+
+// --- One layer (docs/costmodel.md, "Layer") --------------------------------
+LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) const {
+  const ModelSpec& m = workload_.model;
+  const TrainingSpec& tr = workload_.training;
+  const DeviceSpec& dev = cluster_.pools[static_cast<std::size_t>(type)].device;
+  const DeviceCoefficients& coef = tables_.devices[static_cast<std::size_t>(type)];
+  const ComputeEntry& ce = tables_.compute_entry(type, pi.tp, pi.cp, dev.name);
+  const CommTable& comm = tables_.comm;
+  const double beta = bytes_per_element(workload_);
+  const double h = m.hidden;
+  const double seq_tokens = static_cast<double>(pi.micro_batch) * tr.seq_len / pi.cp;
+  const double tdev = seq_tokens / pi.tp;  // tokens held per device under SP
+  const bool gated = m.mlp == MlpKind::kSwiGlu;
+  const double up_factor = gated ? 2.0 : 1.0;
+  const double act_keep = gated ? 3.0 : 2.0;  // FC1 outputs + activation output
+
+  LayerCost c;
+  const LayerParams params = layer_params(m, moe);
+
+  // Attention block: compute, TP (sequence-parallel) collectives, CP ring.
+  const Link tp_link = span_link(cluster_, type, pi.tp);
+  const double sp_tensor = seq_tokens * h * beta;  // gathered activation of the TP group
+  const double tp_block =
+      pi.tp > 1 ? comm.time(Primitive::kAllGather, sp_tensor, pi.tp, tp_link) +
+                      comm.time(Primitive::kReduceScatter, sp_tensor, pi.tp, tp_link)
+                : 0.0;
+  double cp_fwd = 0.0;
+  double cp_bwd = 0.0;
+  if (pi.cp > 1) {
+    const Link cp_link = span_link(cluster_, type, pi.tp * pi.cp);
+    const double kv_width = m.mla.enabled()
+                                ? static_cast<double>(m.num_heads) / pi.tp *
+                                      (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim +
+                                       m.mla.v_head_dim)
+                                : 2.0 * m.num_kv_heads / pi.tp * m.head_dim;
+    const double chunk = seq_tokens * kv_width * beta;
+    const double ring = (pi.cp - 1) * comm.time(Primitive::kP2P, chunk, 2, cp_link);
+    // The ring overlaps with core attention; only the excess is exposed.
+    cp_fwd = std::max(0.0, ring - ce.core_attention_fwd);
+    cp_bwd = std::max(0.0, 2.0 * ring - 2.5 * ce.core_attention_fwd);
+  }
+  double compute_fwd = ce.attention_fwd;
+  double compute_bwd = ce.attention_bwd;
+  double tp_comm = tp_block + cp_fwd;
+  double tp_comm_bwd = tp_block + cp_bwd;
+  double moe_comm = 0.0;
+  double selective_extra = ce.core_attention_fwd;
+
+  // Activations kept per micro-batch (bytes), attention block.
+  double act_attn = 0.0;
+  if (m.mla.enabled()) {
+    const double a = m.num_heads;
+    act_attn = tdev * (2.0 * h + m.mla.q_lora_rank + m.mla.kv_lora_rank +
+                       2.0 * a * (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim) +
+                       2.0 * a * m.mla.v_head_dim) *
+               beta;
+  } else {
+    act_attn = tdev *
+               (2.0 * h + 2.0 * m.num_heads * m.head_dim + 2.0 * m.num_kv_heads * m.head_dim) *
+               beta;
+  }
+  double act = act_attn;
+  double act_selective = act_attn;
+
+  if (!moe) {
+    compute_fwd += ce.dense_mlp_fwd;
+    compute_bwd += ce.dense_mlp_bwd;
+    tp_comm += tp_block;
+    tp_comm_bwd += tp_block;
+    selective_extra += ce.dense_act_fwd;
+    const double mlp_act = tdev * (2.0 * h + act_keep * m.ffn_hidden) * beta;
+    act += mlp_act;
+    act_selective += mlp_act - tdev * m.ffn_hidden * beta;
+    c.dense_params = (params.attention + params.mlp) / pi.tp;
+    c.dispatcher = tr.dispatcher;
+  } else {
+    const double imb = imbalance_factor(tr);
+    const double k = m.top_k;
+    // Routed experts: k expert-width MLPs per token at kernel efficiency
+    // eta_h, bounded below by streaming the local expert weights from HBM.
+    const double local_expert_bytes = static_cast<double>(m.num_experts) / pi.ep *
+                                      (up_factor + 1.0) * h * m.expert_ffn_hidden / pi.tpe * beta;
+    const double expert_fwd = std::max(k * ce.expert_fwd * imb / coef.eta,
+                                       local_expert_bytes / coef.hbm_bandwidth);
+    const double expert_bwd = std::max(k * ce.expert_bwd * imb / coef.eta,
+                                       2.0 * local_expert_bytes / coef.hbm_bandwidth);
+    compute_fwd += ce.router_fwd + expert_fwd + ce.shared_fwd;
+    compute_bwd += ce.router_bwd + expert_bwd + ce.shared_bwd;
+    if (m.shared_expert_ffn_hidden > 0) {
+      tp_comm += tp_block;  // the shared expert is a TP-sharded MLP
+      tp_comm_bwd += tp_block;
+    }
+    selective_extra += k * ce.expert_act_fwd * imb / coef.eta;
+
+    // Dispatch and combine over the EP group (stride TPE, span EP*TPE),
+    // then gathers inside the expert-TP group.
+    const Link ep_link = span_link(cluster_, type, pi.ep * pi.tpe);
+    const double routed = tdev * k * h * beta;  // what one device sends
+    const double a2a = 2.0 * comm.time(Primitive::kAllToAll, routed, pi.ep, ep_link);
+    const double ag = comm.time(Primitive::kAllGather, tdev * pi.ep * h * beta, pi.ep, ep_link) +
+                      comm.time(Primitive::kReduceScatter, tdev * pi.ep * h * beta, pi.ep, ep_link);
+    Dispatcher chosen = tr.dispatcher;
+    if (chosen == Dispatcher::kAuto) chosen = ag < a2a ? Dispatcher::kAllGather : Dispatcher::kAllToAll;
+    double exchange = chosen == Dispatcher::kAllGather ? ag : a2a;
+    if (pi.tpe > 1) {
+      const Link etp_link = span_link(cluster_, type, pi.tpe);
+      const double gathered = routed * imb * pi.tpe;
+      exchange += comm.time(Primitive::kAllGather, gathered, pi.tpe, etp_link) +
+                  comm.time(Primitive::kReduceScatter, gathered, pi.tpe, etp_link);
+    }
+    moe_comm = exchange;
+    c.dispatcher = chosen;
+
+    const double expert_act = tdev * k * imb * (pi.tpe * h + act_keep * m.expert_ffn_hidden) * beta;
+    const double shared_act = tdev * act_keep * m.shared_expert_ffn_hidden * beta;
+    const double router_act = tdev * m.num_experts * 2.0 * kFp32;  // logits + probabilities
+    const double moe_act = tdev * 2.0 * h * beta + router_act + expert_act + shared_act;
+    act += moe_act;
+    act_selective += moe_act - tdev * k * imb * m.expert_ffn_hidden * beta -
+                     tdev * m.shared_expert_ffn_hidden * beta;
+    c.dense_params = (params.attention + params.mlp) / pi.tp;
+    c.expert_params = params.experts / (pi.ep * pi.tpe);
+    c.moe_buffer_bytes = chosen == Dispatcher::kAllGather
+                             ? tdev * pi.ep * pi.tpe * h * beta
+                             : 2.0 * routed * imb * pi.tpe;
+  }
+
+  c.compute_fwd_s = compute_fwd;
+  c.tp_comm_fwd_s = tp_comm;
+  c.moe_comm_fwd_s = moe_comm;
+  c.fwd_s = compute_fwd + tp_comm + moe_comm;
+  c.bwd_s = compute_bwd + tp_comm_bwd + moe_comm;
+  c.selective_extra_s = selective_extra;
+  c.act_bytes = act;
+  c.act_selective_bytes = act_selective;
+  c.act_full_bytes = tdev * h * beta;  // the layer input only
+  return c;
+}
+
+// --- Per (pi, type) --------------------------------------------------------
+TypeCosts CostModel::type_costs(const ParallelConfig& pi, int type) const {
+  const ModelSpec& m = workload_.model;
+  const TrainingSpec& tr = workload_.training;
+  const DeviceSpec& dev = cluster_.pools[static_cast<std::size_t>(type)].device;
+  const DeviceCoefficients& coef = tables_.devices[static_cast<std::size_t>(type)];
+  const ComputeEntry& ce = tables_.compute_entry(type, pi.tp, pi.cp, dev.name);
+  TypeCosts t;
+  t.type = type;
+  t.dense = layer_cost(pi, type, false);
+  if (m.is_moe()) t.moe = layer_cost(pi, type, true);
+  t.embedding_fwd_s = ce.embedding_fwd;
+  t.embedding_bwd_s = ce.embedding_bwd;
+  t.output_fwd_s = ce.output_fwd;
+  t.output_bwd_s = ce.output_bwd;
+  t.embedding_params = embedding_params(m) / pi.tp;
+  // The last stage holds the output matrix; with tied embeddings and PP > 1
+  // it holds its own copy of the embedding (Megatron).
+  const double out_matrix = static_cast<double>(m.vocab) * m.hidden;
+  t.output_params = (m.tied_embeddings && pi.pp == 1 ? 0.0 : out_matrix) / pi.tp;
+  // Logits of one micro-batch in bf16 plus an fp32 softmax copy.
+  t.logits_bytes = static_cast<double>(pi.micro_batch) * tr.seq_len / pi.cp *
+                   (static_cast<double>(m.vocab) / pi.tp) * (2.0 + kFp32);
+  t.capacity_bytes = coef.capacity_bytes;
+  t.overhead_bytes = coef.overhead_bytes;
+  t.activation_scale = coef.activation_scale;
+
+  // Bytes per parameter (REFERENCE.md §3.1, distributed optimizer table):
+  // bf16: 2 (param) + 4 (fp32 grad) + 12/d; fp16: 2 + 2 + 16/d.
+  const bool fp16 = tr.precision == Precision::kFp16;
+  t.weight_bytes_per_param = 2.0;
+  t.grad_bytes_per_param = fp16 ? 2.0 : 4.0;
+  const double opt = fp16 ? 16.0 : 12.0;
+  const double d_dense = static_cast<double>(pi.dp) * pi.cp;  // DP x CP shares dense weights
+  const double d_expert = pi.edp();
+  t.dense_opt_bytes_per_param = tr.distributed_optimizer ? opt / d_dense : opt;
+  t.expert_opt_bytes_per_param = tr.distributed_optimizer ? opt / d_expert : opt;
+  t.optimizer_s_per_param = coef.optimizer_s_per_param;
+
+  // Gradient synchronisation. Dense grads over DP x CP, expert grads over
+  // EDP; both groups spread over the whole stage. With the distributed
+  // optimizer: reduce-scatter of grads + all-gather of params; without: an
+  // all-reduce of grads. time(n params) = latency + n * slope.
+  const Link stage_link = span_link(cluster_, type, pi.stage_devices());
+  auto affine = [&](int world, double& latency, double& slope) {
+    auto time = [&](double params) {
+      if (tr.distributed_optimizer) {
+        return tables_.comm.time(Primitive::kReduceScatter, params * t.grad_bytes_per_param, world,
+                                 stage_link) +
+               tables_.comm.time(Primitive::kAllGather, params * t.weight_bytes_per_param, world,
+                                 stage_link);
+      }
+      return tables_.comm.time(Primitive::kAllReduce, params * t.grad_bytes_per_param, world,
+                               stage_link);
+    };
+    const double probe = 1e9;
+    latency = world > 1 ? time(1e-300) : 0.0;
+    slope = world > 1 ? (time(probe) - latency) / probe : 0.0;
+  };
+  affine(static_cast<int>(d_dense), t.dp_sync_latency_s, t.dp_sync_s_per_param);
+  affine(static_cast<int>(d_expert), t.edp_sync_latency_s, t.edp_sync_s_per_param);
+  return t;
+}
+
+CostModel::Boundary CostModel::boundary(const ParallelConfig& pi, int prev_type, int type) const {
+  if (prev_type < 0) return {};
+  const TrainingSpec& tr = workload_.training;
+  // Sequence-parallel scatter/gather: each device sends its 1/TP share.
+  const double bytes = static_cast<double>(pi.micro_batch) * tr.seq_len / (pi.cp * pi.tp) *
+                       workload_.model.hidden * bytes_per_element(workload_);
+  Link link;
+  if (prev_type != type) {
+    link = {LinkKind::kCrossType, prev_type, type};
+  } else {
+    // Adjacent stages of one type share a node only if a stage is smaller
+    // than a node.
+    const int per_node = cluster_.pools[static_cast<std::size_t>(type)].devices_per_node;
+    link = {pi.stage_devices() < per_node ? LinkKind::kIntraNode : LinkKind::kInterNode, type, type};
+  }
+  const double t = tables_.comm.time(Primitive::kP2P, bytes, 2, link);
+  return {t, t};
+}
+
+// --- One stage (docs/costmodel.md, "Stage") ---------------------------------
+StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
+                                const StageShape& s) const {
+  HAPMOE_REQUIRE(s.layers >= 0 && s.moe_layers >= 0 && s.moe_layers <= s.layers,
+                 "CostModel::stage_cost: inconsistent layer counts");
+  const int dense_layers = s.layers - s.moe_layers;
+  const bool first = s.position == 0;
+  const bool last = s.position == pi.pp - 1;
+  StageCost c;
+  c.fwd_s = dense_layers * tc.dense.fwd_s + s.moe_layers * tc.moe.fwd_s;
+  c.bwd_s = dense_layers * tc.dense.bwd_s + s.moe_layers * tc.moe.bwd_s;
+  if (first) {
+    c.fwd_s += tc.embedding_fwd_s;
+    c.bwd_s += tc.embedding_bwd_s;
+  }
+  if (last) {
+    c.fwd_s += tc.output_fwd_s;
+    c.bwd_s += tc.output_bwd_s;
+  }
+  const Boundary b = boundary(pi, s.prev_type, tc.type);
+  c.p2p_fwd_s = b.fwd_s;
+  c.p2p_bwd_s = b.bwd_s;
+  c.fwd_s += b.fwd_s;
+  c.bwd_s += b.bwd_s;
+
+  // Activations and recomputation.
+  double act = dense_layers * tc.dense.act_bytes + s.moe_layers * tc.moe.act_bytes;
+  switch (s.recompute.kind) {
+    case RecomputeKind::kNone:
+      break;
+    case RecomputeKind::kSelective:
+      c.recompute_s = dense_layers * tc.dense.selective_extra_s +
+                      s.moe_layers * tc.moe.selective_extra_s;
+      act = dense_layers * tc.dense.act_selective_bytes + s.moe_layers * tc.moe.act_selective_bytes;
+      break;
+    case RecomputeKind::kFull: {
+      HAPMOE_REQUIRE(s.recompute.layers >= 0 && s.recompute.layers <= s.layers &&
+                         s.moe_in_first_recomputed <= s.recompute.layers &&
+                         s.moe_in_first_recomputed <= s.moe_layers,
+                     "CostModel::stage_cost: recomputed layer counts out of range");
+      const int r_moe = s.moe_in_first_recomputed;
+      const int r_dense = s.recompute.layers - r_moe;
+      // A fully recomputed layer reruns its forward (collectives included)
+      // during the backward and keeps only its input.
+      c.recompute_s = r_dense * tc.dense.fwd_s + r_moe * tc.moe.fwd_s;
+      act -= r_dense * (tc.dense.act_bytes - tc.dense.act_full_bytes) +
+             r_moe * (tc.moe.act_bytes - tc.moe.act_full_bytes);
+      break;
+    }
+  }
+  c.bwd_s += c.recompute_s;
+  const int m = num_microbatches(pi);
+  c.in_flight = std::max(1, std::min(pi.pp - s.position, m));
+  const double dense_params = dense_layers * tc.dense.dense_params +
+                              s.moe_layers * tc.moe.dense_params +
+                              (first ? tc.embedding_params : 0.0) +
+                              (last ? tc.output_params : 0.0);
+  const double expert_params = s.moe_layers * tc.moe.expert_params;
+  const double params = dense_params + expert_params;
+  c.memory.weights = params * tc.weight_bytes_per_param;
+  c.memory.gradients = params * tc.grad_bytes_per_param;
+  c.memory.optimizer = dense_params * tc.dense_opt_bytes_per_param +
+                       expert_params * tc.expert_opt_bytes_per_param;
+  c.memory.activations = act * c.in_flight * tc.activation_scale;
+  double buffers = s.moe_layers > 0 ? tc.moe.moe_buffer_bytes : 0.0;
+  if (last) buffers = std::max(buffers, tc.logits_bytes);
+  c.memory.moe_buffers = buffers;
+  c.memory.overhead = tc.overhead_bytes;
+  c.capacity_bytes = tc.capacity_bytes;
+
+  // After the last micro-batch: gradient sync, then the optimizer step on
+  // the local shard.
+  c.dp_sync_s = (dense_params > 0 ? tc.dp_sync_latency_s + dense_params * tc.dp_sync_s_per_param
+                                  : 0.0) +
+                (expert_params > 0
+                     ? tc.edp_sync_latency_s + expert_params * tc.edp_sync_s_per_param
+                     : 0.0);
+  const TrainingSpec& tr = workload_.training;
+  const double shard = tr.distributed_optimizer
+                           ? dense_params / (static_cast<double>(pi.dp) * pi.cp) +
+                                 expert_params / pi.edp()
+                           : params;
+  c.optimizer_s = shard * tc.optimizer_s_per_param;
+  return c;
+}
+
+std::optional<Recompute> CostModel::least_recompute(const ParallelConfig& pi,
+                                                    const TypeCosts& tc,
+                                                    StageShape shape) const {
+  // Candidates in order of added time: none, selective, then full
+  // recomputation of r = 1..n layers (Megatron's block method recomputes
+  // the first r layers of the stage). Memory falls monotonically in r, so
+  // the least feasible r is found by bisection.
+  std::optional<Recompute> best;
+  double best_time = std::numeric_limits<double>::infinity();
+  auto consider = [&](const Recompute& r) {
+    shape.recompute = r;
+    if (r.kind == RecomputeKind::kFull) {
+      shape.moe_in_first_recomputed = moe_layers_in(shape.first_layer, r.layers);
+    }
+    const StageCost c = stage_cost(pi, tc, shape);
+    if (c.fits() && c.recompute_s < best_time) {
+      best = r;
+      best_time = c.recompute_s;
+    }
+    return c.fits();
+  };
+  if (consider({RecomputeKind::kNone, 0})) return best;
+  consider({RecomputeKind::kSelective, 0});
+  if (shape.layers == 0) return best;
+  if (!consider({RecomputeKind::kFull, shape.layers})) return best;
+  int lo = 1;
+  int hi = shape.layers;  // hi fits
+  while (lo < hi) {
+    const int mid = lo + (hi - lo) / 2;
+    StageShape probe = shape;
+    probe.recompute = {RecomputeKind::kFull, mid};
+    probe.moe_in_first_recomputed = moe_layers_in(shape.first_layer, mid);
+    if (stage_cost(pi, tc, probe).fits()) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  consider({RecomputeKind::kFull, hi});
+  return best;
+}
+
+// --- Iteration (docs/costmodel.md, "Iteration") ------------------------------
+IterationBreakdown iteration_latency(const std::vector<StageCost>& stages, int num_microbatches) {
+  HAPMOE_REQUIRE(!stages.empty() && num_microbatches >= 1,
+                 "iteration_latency: need at least one stage and one micro-batch");
+  IterationBreakdown it;
+  double bottleneck = 0.0;
+  double tail = -1.0;
+  for (const StageCost& s : stages) {
+    const double step = s.fwd_s + s.bwd_s;
+    it.edge_s += step;
+    bottleneck = std::max(bottleneck, step);
+    if (s.dp_sync_s + s.optimizer_s > tail) {
+      tail = s.dp_sync_s + s.optimizer_s;
+      it.dp_sync_s = s.dp_sync_s;
+      it.optimizer_s = s.optimizer_s;
+    }
+  }
+  it.middle_s = (num_microbatches - 1) * bottleneck;
+  return it;
+}
+
+PlanReport CostModel::evaluate(const Plan& plan) const {
+  const ParallelConfig& pi = plan.parallel;
+  HAPMOE_REQUIRE(static_cast<int>(plan.stages.size()) == pi.pp,
+                 "CostModel::evaluate: plan has a different number of stages than PP");
+  PlanReport r;
+  r.plan = plan;
+  r.num_microbatches = num_microbatches(pi);
+  std::vector<TypeCosts> per_type(static_cast<std::size_t>(cluster_.num_types()));
+  std::vector<bool> have(per_type.size(), false);
+  std::vector<StageCost> costs;
+  int layer = 0;
+  double peak_sum = 0.0;
+  for (int i = 0; i < pi.pp; ++i) {
+    const StagePlan& sp = plan.stages[static_cast<std::size_t>(i)];
+    const auto t = static_cast<std::size_t>(sp.device_type);
+    if (!have[t]) {
+      per_type[t] = type_costs(pi, sp.device_type);
+      have[t] = true;
+    }
+    StageShape shape;
+    shape.position = i;
+    shape.first_layer = layer;
+    shape.layers = sp.layers;
+    shape.moe_layers = moe_layers_in(layer, sp.layers);
+    shape.recompute = sp.recompute;
+    if (sp.recompute.kind == RecomputeKind::kFull) {
+      shape.moe_in_first_recomputed = moe_layers_in(layer, sp.recompute.layers);
+    }
+    shape.prev_type = i == 0 ? -1 : plan.stages[static_cast<std::size_t>(i) - 1].device_type;
+    StageCost c = stage_cost(pi, per_type[t], shape);
+    costs.push_back(c);
+    StageReport sr;
+    sr.device_type = sp.device_type;
+    sr.devices = pi.stage_devices();
+    sr.first_layer = layer;
+    sr.layers = sp.layers;
+    sr.recompute = sp.recompute;
+    sr.cost = c;
+    r.stages.push_back(sr);
+    r.fits = r.fits && c.fits();
+    peak_sum += cluster_.pools[t].device.peak_flops * pi.stage_devices();
+    layer += sp.layers;
+  }
+  r.breakdown = iteration_latency(costs, r.num_microbatches);
+  r.latency_s = r.breakdown.total();
+  double worst = -1.0;
+  for (int i = 0; i < pi.pp; ++i) {
+    const double step = costs[static_cast<std::size_t>(i)].fwd_s + costs[static_cast<std::size_t>(i)].bwd_s;
+    if (step > worst) {
+      worst = step;
+      r.bottleneck_stage = i;
+    }
+  }
+  const TrainingSpec& tr = workload_.training;
+  const double flops = model_flops_per_iteration(workload_);
+  r.throughput_tokens_per_s = static_cast<double>(tr.global_batch) * tr.seq_len / r.latency_s;
+  r.tflops_per_device = flops / r.latency_s / pi.devices() / 1e12;
+  r.mfu = flops / (r.latency_s * peak_sum);
+  return r;
+}
+
+}  // namespace hapmoe

@@ -119,3 +119,104 @@ std::string validate(const TrainingSpec& t, const ModelSpec& m) {
 }
 
 }  // namespace hapmoe
+
+namespace hapmoe {
+
+namespace {
+
+// Matrices of one MLP: SwiGLU has gate, up and down; GELU has up and down.
+double mlp_matrices(const ModelSpec& m) { return m.mlp == MlpKind::kSwiGlu ? 3.0 : 2.0; }
+
+double attention_projection_params(const ModelSpec& m) {
+  const double h = m.hidden;
+  const double a = m.num_heads;
+  if (m.mla.enabled()) {
+    const double qk = m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim;
+    const double q = m.mla.q_lora_rank > 0
+                         ? h * m.mla.q_lora_rank + m.mla.q_lora_rank + m.mla.q_lora_rank * a * qk
+                         : h * a * qk;
+    const double kv = h * (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) + m.mla.kv_lora_rank +
+                      m.mla.kv_lora_rank * a * (m.mla.qk_nope_head_dim + m.mla.v_head_dim);
+    return q + kv + a * m.mla.v_head_dim * h;
+  }
+  const double d = m.head_dim;
+  return h * a * d + 2.0 * h * m.num_kv_heads * d + a * d * h;
+}
+
+// Forward FLOPs per token of one layer's attention (projections + causal
+// core attention over a sequence of `seq` tokens).
+double attention_flops_per_token(const ModelSpec& m, double seq) {
+  const double a = m.num_heads;
+  const double qk = m.mla.enabled() ? m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim : m.head_dim;
+  const double v = m.mla.enabled() ? m.mla.v_head_dim : m.head_dim;
+  // Causal: each query sees seq/2 keys on average; 2 FLOPs per MAC.
+  const double core = 2.0 * (seq / 2.0) * a * (qk + v);
+  return 2.0 * attention_projection_params(m) + core;
+}
+
+}  // namespace
+
+LayerParams layer_params(const ModelSpec& m, bool moe_layer) {
+  LayerParams p;
+  const double h = m.hidden;
+  p.attention = attention_projection_params(m) + h;  // + input norm
+  if (moe_layer) {
+    p.mlp = h * m.num_experts + mlp_matrices(m) * h * m.shared_expert_ffn_hidden + h;
+    p.experts = static_cast<double>(m.num_experts) * mlp_matrices(m) * h * m.expert_ffn_hidden;
+  } else {
+    p.mlp = mlp_matrices(m) * h * m.ffn_hidden + h;
+  }
+  return p;
+}
+
+double embedding_params(const ModelSpec& m) {
+  double p = static_cast<double>(m.vocab) * m.hidden;
+  if (m.positions == PositionKind::kLearned) p += static_cast<double>(m.max_positions) * m.hidden;
+  return p;
+}
+
+double output_params(const ModelSpec& m) {
+  // Final norm, plus the output matrix when it is not tied to the embedding.
+  return m.hidden + (m.tied_embeddings ? 0.0 : static_cast<double>(m.vocab) * m.hidden);
+}
+
+double total_params(const ModelSpec& m) {
+  double p = embedding_params(m) + output_params(m);
+  for (int l = 0; l < m.num_layers; ++l) {
+    const auto lp = layer_params(m, m.is_moe_layer(l));
+    p += lp.attention + lp.mlp + lp.experts;
+  }
+  return p;
+}
+
+double active_params(const ModelSpec& m) {
+  double p = embedding_params(m) + output_params(m);
+  for (int l = 0; l < m.num_layers; ++l) {
+    const bool moe = m.is_moe_layer(l);
+    const auto lp = layer_params(m, moe);
+    p += lp.attention + lp.mlp;
+    if (moe) p += lp.experts * m.top_k / m.num_experts;
+  }
+  return p;
+}
+
+double model_flops_per_iteration(const Workload& w) {
+  const ModelSpec& m = w.model;
+  const double seq = w.training.seq_len;
+  const double h = m.hidden;
+  double per_token = 2.0 * h * m.vocab;  // output layer
+  for (int l = 0; l < m.num_layers; ++l) {
+    per_token += attention_flops_per_token(m, seq);
+    if (m.is_moe_layer(l)) {
+      per_token += 2.0 * h * m.num_experts;  // router
+      per_token += 2.0 * mlp_matrices(m) * h *
+                   (static_cast<double>(m.top_k) * m.expert_ffn_hidden + m.shared_expert_ffn_hidden);
+    } else {
+      per_token += 2.0 * mlp_matrices(m) * h * m.ffn_hidden;
+    }
+  }
+  // Backward costs twice the forward.
+  return 3.0 * per_token * seq * w.training.global_batch;
+}
+
+}  // namespace hapmoe

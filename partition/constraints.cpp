@@ -1,0 +1,109 @@
+#include "partition/constraints.h"
+
+#include <vector>
+
+namespace hapmoe {
+
+namespace {
+
+std::string deg(const char* name, int v) { return std::string(name) + "=" + std::to_string(v); }
+
+}  // namespace
+
+std::string check_parallel(const ParallelConfig& pi, const Workload& w) {
+  const ModelSpec& m = w.model;
+  const TrainingSpec& t = w.training;
+  for (const auto& [name, v] : {std::pair<const char*, int>{"pp", pi.pp},
+                                {"tp", pi.tp},
+                                {"cp", pi.cp},
+                                {"ep", pi.ep},
+                                {"tpe", pi.tpe},
+                                {"dp", pi.dp},
+                                {"micro_batch", pi.micro_batch}}) {
+    if (v < 1) return deg(name, v) + " must be at least 1";
+  }
+  if (pi.pp > m.num_layers) {
+    return deg("pp", pi.pp) + " exceeds the model's " + std::to_string(m.num_layers) + " layers";
+  }
+  if (m.num_heads % pi.tp != 0) {
+    return deg("tp", pi.tp) + " does not divide num_heads=" + std::to_string(m.num_heads);
+  }
+  if (m.num_kv_heads % pi.tp != 0) {
+    return deg("tp", pi.tp) + " does not divide num_kv_heads (query groups)=" +
+           std::to_string(m.num_kv_heads);
+  }
+  if (!m.is_moe() && (pi.ep != 1 || pi.tpe != 1)) {
+    return "ep and tpe must be 1 for a dense model (got " + deg("ep", pi.ep) + ", " +
+           deg("tpe", pi.tpe) + ")";
+  }
+  if (m.is_moe() && m.num_experts % pi.ep != 0) {
+    return deg("ep", pi.ep) + " does not divide num_experts=" + std::to_string(m.num_experts);
+  }
+  if (pi.stage_devices() % (pi.ep * pi.tpe) != 0) {
+    return "ep*tpe=" + std::to_string(pi.ep * pi.tpe) + " does not divide tp*cp*dp=" +
+           std::to_string(pi.stage_devices()) + " (the expert group must fold into the stage)";
+  }
+  if (pi.ep > 1 && t.precision == Precision::kFp16) {
+    return deg("ep", pi.ep) + " with fp16: Megatron-LM rejects expert parallelism with --fp16";
+  }
+  if (pi.cp > 1 && t.seq_len % (2 * pi.cp) != 0) {
+    return deg("cp", pi.cp) + ": seq_len=" + std::to_string(t.seq_len) +
+           " is not divisible by 2*cp=" + std::to_string(2 * pi.cp);
+  }
+  if (t.global_batch % (pi.micro_batch * pi.dp) != 0) {
+    return "global_batch=" + std::to_string(t.global_batch) +
+           " is not divisible by micro_batch*dp=" + std::to_string(pi.micro_batch * pi.dp);
+  }
+  return "";
+}
+
+std::string check_plan(const Plan& plan, const Workload& w, const ClusterSpec& cluster,
+                       const ConstraintOptions& options) {
+  const ParallelConfig& pi = plan.parallel;
+  if (auto e = check_parallel(pi, w); !e.empty()) return e;
+  if (static_cast<int>(plan.stages.size()) != pi.pp) {
+    return "the plan has " + std::to_string(plan.stages.size()) + " stages but pp=" +
+           std::to_string(pi.pp);
+  }
+  int layers = 0;
+  std::vector<int> stages_per_type(static_cast<std::size_t>(cluster.num_types()), 0);
+  for (std::size_t i = 0; i < plan.stages.size(); ++i) {
+    const StagePlan& s = plan.stages[i];
+    const std::string where = "stage " + std::to_string(i) + ": ";
+    if (s.device_type < 0 || s.device_type >= cluster.num_types()) {
+      return where + "device type index " + std::to_string(s.device_type) + " is not in the cluster";
+    }
+    if (s.layers < 1) return where + "layers=" + std::to_string(s.layers) + " must be at least 1";
+    if (s.recompute.kind == RecomputeKind::kFull &&
+        (s.recompute.layers < 1 || s.recompute.layers > s.layers)) {
+      return where + "full recomputation of " + std::to_string(s.recompute.layers) +
+             " layers, but the stage has " + std::to_string(s.layers);
+    }
+    layers += s.layers;
+    ++stages_per_type[static_cast<std::size_t>(s.device_type)];
+  }
+  if (layers != w.model.num_layers) {
+    return "the stages hold " + std::to_string(layers) + " layers but the model has " +
+           std::to_string(w.model.num_layers);
+  }
+  for (int h = 0; h < cluster.num_types(); ++h) {
+    const DevicePool& pool = cluster.pools[static_cast<std::size_t>(h)];
+    const int used = stages_per_type[static_cast<std::size_t>(h)];
+    if (used == 0) continue;
+    const long long need = static_cast<long long>(used) * pi.stage_devices();
+    if (need > pool.devices()) {
+      return std::to_string(used) + " stages of " + std::to_string(pi.stage_devices()) + " " +
+             pool.device.name + " devices need " + std::to_string(need) + ", the cluster has " +
+             std::to_string(pool.devices());
+    }
+    if (!options.allow_cross_node_tp &&
+        (pi.tp > pool.devices_per_node || pool.devices_per_node % pi.tp != 0)) {
+      return deg("tp", pi.tp) + " does not fit inside a " + pool.device.name + " node of " +
+             std::to_string(pool.devices_per_node) +
+             " devices (TP stays inside a node unless cross-node TP is allowed)";
+    }
+  }
+  return "";
+}
+
+}  // namespace hapmoe
