@@ -30,16 +30,16 @@ namespace hapmoe {
 
 namespace {
 
-constexpr double kGemmEfficiency = 0.75;  // assumption, see above
+constexpr double kGemmEfficiency = 0.75;     // assumption, see above
 constexpr double kIntraNodeLatency = 5e-6;   // s, assumption
 constexpr double kInterNodeLatency = 10e-6;  // s, assumption
 
 // One catalog entry in SI units. The figures are written as decimal
 // literals (312e12, 1.555e12, ...) so that each is the exact integer the
 // table gives, with no rounding from a unit conversion.
-DeviceSpec device(const char* name, double peak_flops, double memory_bytes,
-                  double hbm_bandwidth, double intra_node_bandwidth, double inter_node_bandwidth,
-                  int per_node, const char* source) {
+DeviceSpec device(const char* name, double peak_flops, double memory_bytes, double hbm_bandwidth,
+                  double intra_node_bandwidth, double inter_node_bandwidth, int per_node,
+                  const char* source) {
   DeviceSpec d;
   d.name = name;
   d.peak_flops = peak_flops;
@@ -139,8 +139,8 @@ struct Alias {
   const char* canonical;
 };
 constexpr Alias kAliases[] = {
-    {"ascend910b", "910B"}, {"ascend-910b", "910B"},      {"910b2", "910B"},
-    {"mi250x-gcd", "MI250X"}, {"gaudi-2", "Gaudi2"},      {"gaudi-3", "Gaudi3"},
+    {"ascend910b", "910B"},   {"ascend-910b", "910B"}, {"910b2", "910B"},
+    {"mi250x-gcd", "MI250X"}, {"gaudi-2", "Gaudi2"},   {"gaudi-3", "Gaudi3"},
 };
 
 std::string lower(std::string s) {

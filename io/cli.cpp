@@ -1,0 +1,213 @@
+#include "io/cli.h"
+
+#include <cxxopts.hpp>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "costmodel/analytic.h"
+#include "costmodel/cost.h"
+#include "costmodel/errors.h"
+#include "engine/pipeline_sim.h"
+#include "io/cluster_io.h"
+#include "io/json_strict.h"
+#include "io/model_io.h"
+#include "io/plan_io.h"
+#include "io/report.h"
+#include "partition/constraints.h"
+#include "io/version.h"
+
+namespace hapmoe {
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: hapmoe <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  evaluate   predict the iteration latency, memory and throughput of a given plan\n"
+    "  catalog    list the built-in devices, model presets and cluster presets\n"
+    "\n"
+    "`hapmoe <command> --help` shows the options of a command; `hapmoe --version` the version.\n"
+    "Exit codes: 0 ok, 2 bad input, 3 the plan does not fit in memory, 1 internal error.\n";
+
+// Options every command that takes a model and a cluster shares.
+void add_workload_options(cxxopts::Options& o) {
+  o.add_options("Model and cluster")
+      ("model", "model: a preset name (see `hapmoe catalog`), a Hugging Face config.json or a "
+                "hapmoe model JSON", cxxopts::value<std::string>())
+      ("cluster", "cluster: a preset (paper:16-1 ...), an inline spec (H800:16,910B:16 or "
+                  "910B:2x16) or a cluster JSON file", cxxopts::value<std::string>())
+      ("allow-cross-node-tp", "let tensor-parallel groups span nodes");
+  o.add_options("Training settings (override the model's defaults)")
+      ("seq-len", "sequence length in tokens", cxxopts::value<std::string>())
+      ("global-batch", "global batch in samples", cxxopts::value<std::string>())
+      ("micro-batch", "micro-batch in samples", cxxopts::value<std::string>())
+      ("precision", "bf16 or fp16 mixed precision", cxxopts::value<std::string>())
+      ("dispatcher", "MoE token dispatcher: alltoall, allgather or auto (cheaper per plan)",
+       cxxopts::value<std::string>())
+      ("imbalance", "router imbalance rho = max/mean tokens per expert (>= 1)",
+       cxxopts::value<std::string>())
+      ("gamma", "share gamma in [0,1] of the imbalance on the critical path",
+       cxxopts::value<std::string>())
+      ("no-distributed-optimizer", "replicate optimizer states over DP (no ZeRO-1)");
+}
+
+struct Inputs {
+  Workload workload;
+  ClusterSpec cluster;
+  ConstraintOptions constraints;
+};
+
+std::string required(const cxxopts::ParseResult& r, const char* name) {
+  if (r.count(name) == 0) throw InputError(std::string("--") + name, "is required");
+  return r[name].as<std::string>();
+}
+
+Inputs read_inputs(const cxxopts::ParseResult& r) {
+  Inputs in;
+  in.workload = load_workload(required(r, "model"));
+  in.cluster = load_cluster(required(r, "cluster"));
+  TrainingOverrides ov;
+  auto int_opt = [&](const char* name, std::int64_t lo, std::int64_t hi) -> std::optional<int> {
+    if (r.count(name) == 0) return std::nullopt;
+    return static_cast<int>(
+        parse_int_text(r[name].as<std::string>(), lo, hi, std::string("--") + name));
+  };
+  auto num_opt = [&](const char* name, double lo, double hi) -> std::optional<double> {
+    if (r.count(name) == 0) return std::nullopt;
+    return parse_number_text(r[name].as<std::string>(), lo, hi, std::string("--") + name);
+  };
+  ov.seq_len = int_opt("seq-len", 1, 1 << 22);
+  ov.global_batch = int_opt("global-batch", 1, 1 << 30);
+  ov.micro_batch = int_opt("micro-batch", 1, 1 << 20);
+  if (r.count("precision")) ov.precision = parse_precision(r["precision"].as<std::string>(), "--precision");
+  if (r.count("dispatcher")) {
+    ov.dispatcher = parse_dispatcher(r["dispatcher"].as<std::string>(), "--dispatcher");
+  }
+  ov.imbalance = num_opt("imbalance", 1.0, 1000.0);
+  ov.gamma = num_opt("gamma", 0.0, 1.0);
+  ov.no_distributed_optimizer = r.count("no-distributed-optimizer") > 0;
+  apply_overrides(ov, in.workload);
+  in.constraints.allow_cross_node_tp = r.count("allow-cross-node-tp") > 0;
+  return in;
+}
+
+// Parses argv for one command; returns nullopt after printing help.
+std::optional<cxxopts::ParseResult> parse(cxxopts::Options& o, int argc, const char* const* argv,
+                                          std::ostream& out) {
+  o.add_options()("h,help", "show this help");
+  o.set_width(100);
+  auto result = o.parse(argc, argv);
+  if (result.count("help")) {
+    out << o.help();
+    return std::nullopt;
+  }
+  if (!result.unmatched().empty()) {
+    throw InputError(result.unmatched().front(), "unexpected argument");
+  }
+  return result;
+}
+
+int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  cxxopts::Options o("hapmoe evaluate",
+                     "Predicts the iteration latency, memory per stage, throughput and MFU of one "
+                     "plan with the MoE-aware cost model (docs/costmodel.md).");
+  add_workload_options(o);
+  o.add_options("Plan")
+      ("plan", "plan JSON: {\"parallel\":{...},\"stages\":[...]} or an output of --plan-json",
+       cxxopts::value<std::string>())
+      ("plan-index", "which plan of an output document with several plans (default 0)",
+       cxxopts::value<std::string>())
+      ("plan-json", "write the report as JSON to this file", cxxopts::value<std::string>())
+      ("simulate", "also run an event simulation of the 1F1B schedule and print its makespan");
+  const auto parsed = parse(o, argc, argv, out);
+  if (!parsed) return kExitOk;
+  const auto& r = *parsed;
+  const Inputs in = read_inputs(r);
+  const int index = r.count("plan-index")
+                        ? static_cast<int>(parse_int_text(r["plan-index"].as<std::string>(), 0,
+                                                          1 << 20, "--plan-index"))
+                        : 0;
+  const std::string plan_path = required(r, "plan");
+  const Plan plan = load_plan(plan_path, in.cluster, in.workload.training.micro_batch, index);
+  if (auto e = check_plan(plan, in.workload, in.cluster, in.constraints); !e.empty()) {
+    throw InputError(plan_path, e);
+  }
+  const ProfileTables tables = make_analytic_tables(in.workload, in.cluster,
+                                                    plan.parallel.micro_batch, {plan.parallel.tp},
+                                                    {plan.parallel.cp});
+  const CostModel model(in.workload, in.cluster, tables);
+  const PlanReport report = model.evaluate(plan);
+  print_plan_report(out, report, in.workload, in.cluster);
+  if (r.count("simulate")) {
+    std::vector<double> f;
+    std::vector<double> b;
+    for (const StageReport& s : report.stages) {
+      f.push_back(s.cost.fwd_s);
+      b.push_back(s.cost.bwd_s);
+    }
+    const double sim = simulate_1f1b(f, b, report.num_microbatches).makespan;
+    const double formula = report.breakdown.edge_s + report.breakdown.middle_s;
+    out << "\n1F1B event simulation: pipeline " << format_seconds(sim) << " vs closed form "
+        << format_seconds(formula) << " (" << (formula - sim) / sim * 100.0 << "% above)\n";
+  }
+  if (r.count("plan-json")) {
+    nlohmann::ordered_json doc;
+    doc["plans"] = nlohmann::ordered_json::array({plan_report_json(report, in.cluster)});
+    write_file_atomic(r["plan-json"].as<std::string>(), doc.dump(2) + "\n");
+  }
+  if (!report.fits) {
+    err << "hapmoe: the plan does not fit in memory (see the warnings above)\n";
+    return kExitNoFit;
+  }
+  return kExitOk;
+}
+
+int cmd_catalog(int argc, const char* const* argv, std::ostream& out) {
+  cxxopts::Options o("hapmoe catalog", "Lists the built-in devices, model presets and clusters.");
+  if (!parse(o, argc, argv, out)) return kExitOk;
+  print_catalog(out);
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  if (argc < 2) {
+    err << kUsage;
+    return kExitInput;
+  }
+  const std::string command = argv[1];
+  try {
+    // Each command parses argv from its own name on.
+    if (command == "evaluate") return cmd_evaluate(argc - 1, argv + 1, out, err);
+    if (command == "catalog") return cmd_catalog(argc - 1, argv + 1, out);
+    if (command == "--help" || command == "-h" || command == "help") {
+      out << kUsage;
+      return kExitOk;
+    }
+    if (command == "--version") {
+      out << "hapmoe " << kVersion << " (" << kGitRevision << ")\n";
+      return kExitOk;
+    }
+    err << "hapmoe: unknown command '" << command << "'\n" << kUsage;
+    return kExitInput;
+  } catch (const InputError& e) {
+    err << "hapmoe " << command << ": error: " << e.what() << "\n";
+    return kExitInput;
+  } catch (const cxxopts::exceptions::exception& e) {
+    err << "hapmoe " << command << ": error: " << e.what() << " (see `hapmoe " << command
+        << " --help`)\n";
+    return kExitInput;
+  } catch (const std::bad_alloc&) {
+    err << "hapmoe " << command << ": error: out of memory\n";
+    return kExitInternal;
+  } catch (const std::exception& e) {
+    err << "hapmoe " << command << ": internal error: " << e.what() << "\n";
+    return kExitInternal;
+  }
+}
+
+}  // namespace hapmoe

@@ -1,0 +1,203 @@
+// The command line end to end: in-process through run_cli for the output,
+// and through the real executable for exit codes and files.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "io/cli.h"
+#include "io/json_strict.h"
+
+namespace hapmoe {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Run {
+  int code = 0;
+  std::string out;
+  std::string err;
+};
+
+Run run(std::vector<std::string> args) {
+  args.insert(args.begin(), "hapmoe");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  std::ostringstream out;
+  std::ostringstream err;
+  Run r;
+  r.code = run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+const std::string kPlan = std::string(HAPMOE_SOURCE_DIR) + "/examples/plans/mixtral-s-paper-16-1.json";
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("hapmoe_cli_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST(Cli, EvaluatePrintsLatencyBreakdownAndStages) {
+  const Run r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  for (const char* s : {"iteration latency", "edge", "middle", "dp sync", "optimizer",
+                        "tokens/s", "TFLOP/s per device", "MFU", "H800", "910B", "selective"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  }
+  EXPECT_TRUE(r.err.empty()) << r.err;
+}
+
+TEST(Cli, PlanJsonFeedsBackToIdenticalOutput) {
+  const fs::path d = temp_dir("feedback");
+  const std::string first = (d / "first.json").string();
+  const std::string second = (d / "second.json").string();
+  Run r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan,
+               "--plan-json", first});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", first,
+           "--plan-json", second});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(slurp(first), slurp(second));
+  const Json doc = parse_json(slurp(first), first);
+  const Json& p = doc.at("plans").at(0);
+  for (const char* k : {"latency_s", "throughput_tokens_per_s", "tflops_per_device", "mfu"}) {
+    EXPECT_TRUE(p.at(k).is_number()) << k;
+  }
+  EXPECT_EQ(p.at("parallel").at("num_microbatches").get<int>(), 64);  // 256 / (1 * 4)
+  for (const char* k : {"device", "devices", "layers", "recompute", "forward_s", "backward_s",
+                        "memory_bytes", "capacity_bytes"}) {
+    EXPECT_TRUE(p.at("stages").at(1).contains(k)) << k;
+  }
+  for (const char* k : {"edge_s", "middle_s", "dp_sync_s", "optimizer_s"}) {
+    EXPECT_TRUE(p.at("breakdown").contains(k)) << k;
+  }
+  fs::remove_all(d);
+}
+
+TEST(Cli, SimulateComparesWithClosedForm) {
+  const Run r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan,
+                     "--simulate"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("1F1B event simulation"), std::string::npos);
+}
+
+TEST(Cli, PlanThatDoesNotFitExitsThreeAndNamesTheStage) {
+  const fs::path d = temp_dir("nofit");
+  const fs::path plan = d / "plan.json";
+  std::ofstream(plan) << R"({"parallel":{"pp":1,"tp":1,"dp":8},
+                            "stages":[{"device":"910B","layers":24}]})";
+  const std::string out = (d / "out.json").string();
+  const Run r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan",
+                     plan.string(), "--plan-json", out});
+  EXPECT_EQ(r.code, kExitNoFit);
+  EXPECT_NE(r.out.find("WARNING: stage 0 does not fit in memory"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("short by"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("does not fit"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(out));  // the report is still written
+  fs::remove_all(d);
+}
+
+TEST(Cli, BadInputsExitTwoWithOneMessageAndNoOutput) {
+  const fs::path d = temp_dir("bad");
+  const std::string out = (d / "out.json").string();
+  const std::vector<std::vector<std::string>> cases = {
+      {"--model", "no-such-model", "--cluster", "paper:16-1", "--plan", kPlan},
+      {"--model", "mixtral-s", "--cluster", "H800:12", "--plan", kPlan},
+      {"--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", (d / "missing.json").string()},
+      {"--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan, "--seq-len", "abc"},
+      {"--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan, "--global-batch", "-3"},
+      {"--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan, "--gamma", "1.5"},
+      {"--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan, "--imbalance", "nan"},
+      {"--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan, "--bogus"},
+      {"--model", "mixtral-s", "--cluster", "paper:16-1"},
+      {"--model", "mixtral-s", "--cluster", "paper:32-1", "--plan", kPlan, "--global-batch", "250"},
+  };
+  for (auto args : cases) {
+    args.insert(args.begin(), "evaluate");
+    args.push_back("--plan-json");
+    args.push_back(out);
+    const Run r = run(args);
+    EXPECT_EQ(r.code, kExitInput) << args[2] << " " << args[4] << "\n" << r.err;
+    EXPECT_NE(r.err.find("error"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(fs::exists(out));
+  }
+  fs::remove_all(d);
+}
+
+TEST(Cli, PlanViolatingMegatronConstraintsIsRejected) {
+  const fs::path d = temp_dir("constraints");
+  const fs::path plan = d / "plan.json";
+  // EP = 3 does not divide 8 experts.
+  std::ofstream(plan) << R"({"parallel":{"pp":2,"tp":1,"ep":3,"dp":6},
+      "stages":[{"device":"H800","layers":12},{"device":"910B","layers":12}]})";
+  Run r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", plan.string()});
+  EXPECT_EQ(r.code, kExitInput);
+  EXPECT_NE(r.err.find("ep=3"), std::string::npos) << r.err;
+  // TP = 16 does not fit in a node of 8.
+  std::ofstream(plan, std::ios::trunc) << R"({"parallel":{"pp":1,"tp":16,"dp":1},
+      "stages":[{"device":"H800","layers":24}]})";
+  r = run({"evaluate", "--model", "llama2-7b", "--cluster", "H800:16", "--plan", plan.string()});
+  EXPECT_EQ(r.code, kExitInput);
+  EXPECT_NE(r.err.find("tp=16"), std::string::npos) << r.err;
+  fs::remove_all(d);
+}
+
+TEST(Cli, HelpVersionCatalogAndUsage) {
+  Run r = run({"--help"});
+  EXPECT_EQ(r.code, kExitOk);
+  EXPECT_NE(r.out.find("evaluate"), std::string::npos);
+  r = run({"evaluate", "--help"});
+  EXPECT_EQ(r.code, kExitOk);
+  for (const char* o : {"--model", "--cluster", "--plan", "--plan-json", "--seq-len",
+                        "--global-batch", "--micro-batch", "--precision", "--dispatcher",
+                        "--imbalance", "--gamma", "--no-distributed-optimizer", "--simulate"}) {
+    EXPECT_NE(r.out.find(o), std::string::npos) << o;
+  }
+  r = run({"--version"});
+  EXPECT_EQ(r.code, kExitOk);
+  EXPECT_NE(r.out.find("hapmoe"), std::string::npos);
+  r = run({"catalog"});
+  EXPECT_EQ(r.code, kExitOk);
+  for (const char* s : {"H800", "910B", "MI300X", "Gaudi3", "mixtral-s", "deepseek-v3",
+                        "paper:16-1-h", "paper:32-3"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s;
+  }
+  r = run({});
+  EXPECT_EQ(r.code, kExitInput);
+  r = run({"frobnicate"});
+  EXPECT_EQ(r.code, kExitInput);
+  EXPECT_NE(r.err.find("unknown command"), std::string::npos);
+}
+
+TEST(Cli, ExecutableExitCodes) {
+  const std::string bin = HAPMOE_BINARY;
+  const fs::path d = temp_dir("exe");
+  const std::string cmd_ok = bin + " evaluate --model mixtral-s --cluster paper:16-1 --plan " +
+                             kPlan + " >" + (d / "o").string() + " 2>" + (d / "e").string();
+  int status = std::system(cmd_ok.c_str());
+  EXPECT_EQ(WEXITSTATUS(status), 0) << slurp(d / "e");
+  const std::string cmd_bad = bin + " evaluate --model mixtral-s --cluster nowhere --plan " +
+                              kPlan + " >" + (d / "o").string() + " 2>" + (d / "e").string();
+  status = std::system(cmd_bad.c_str());
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_NE(slurp(d / "e").find("nowhere"), std::string::npos);
+  fs::remove_all(d);
+}
+
+}  // namespace
+}  // namespace hapmoe

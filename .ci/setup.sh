@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Set-up for a fresh Debian 12 machine, run as root (see README.md).
+#   bash .ci/setup.sh main   install what is missing, build (Release), run the main job
+#   bash .ci/setup.sh test   install what is missing, build, run the whole test suite
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=${1:-main}
+case "$mode" in main | test) ;; *)
+  echo "usage: bash .ci/setup.sh main|test" >&2
+  exit 2
+  ;;
+esac
+
+# Debian 12 packages the build and tests need; only the missing ones are
+# installed.
+packages=(build-essential cmake git mpich libmpich-dev libhdf5-dev hdf5-tools libcxxopts-dev
+  nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev python3-h5py python3-numpy)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+jobs=$(nproc)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$jobs"
+
+if [[ $mode == main ]]; then
+  # The main job on a built-in default: the paper's Mixtral-S on 8 H800 +
+  # 8 Ascend 910B, scoring a hand-written heterogeneous plan.
+  build/hapmoe evaluate --model mixtral-s --cluster paper:16-1 \
+    --plan examples/plans/mixtral-s-paper-16-1.json --plan-json build/plan.json
+else
+  ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600
+fi

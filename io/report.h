@@ -1,0 +1,25 @@
+// Human-readable output: plan reports and the catalog.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "costmodel/cluster.h"
+#include "costmodel/cost.h"
+#include "costmodel/model.h"
+
+namespace hapmoe {
+
+// The full report of one plan: latency and breakdown, throughput, the
+// stage table, and a plain warning for every stage that does not fit.
+void print_plan_report(std::ostream& out, const PlanReport& report, const Workload& workload,
+                       const ClusterSpec& cluster);
+
+// Devices, model presets and cluster presets with their figures.
+void print_catalog(std::ostream& out);
+
+// "12.3 GiB", "850 ms", "1.2e+05" style helpers shared by reports.
+std::string format_bytes(double bytes);
+std::string format_seconds(double seconds);
+
+}  // namespace hapmoe
