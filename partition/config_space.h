@@ -1,0 +1,38 @@
+// The configuration space Pi: every parallel configuration
+// pi = (PP, TP, CP, EP, TPE, DP) that Megatron-LM accepts for the model and
+// batch (partition/constraints.h) and that has room on the cluster: at
+// least PP stage groups of TP*CP*DP devices, each group of one device type
+// whose nodes can hold the TP group.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "costmodel/cluster.h"
+#include "costmodel/model.h"
+#include "costmodel/plan.h"
+#include "partition/constraints.h"
+
+namespace hapmoe {
+
+struct SpaceOptions {
+  ConstraintOptions constraints;
+  int max_pp = 0;  // 0: up to the number of layers
+};
+
+// Stage groups of `stage_devices` devices that type h can host under pi:
+// floor(devices_h / stage_devices), or 0 if a TP group does not fit in its
+// nodes (unless cross-node TP is allowed).
+int stage_capacity(const ClusterSpec& cluster, int type, const ParallelConfig& pi,
+                   const ConstraintOptions& options);
+
+// Pi in a canonical order (pp, tp, cp, ep, tpe, dp ascending, lexicographic),
+// identical on every rank for the same inputs. The micro-batch is the
+// workload's.
+std::vector<ParallelConfig> enumerate_configs(const Workload& workload, const ClusterSpec& cluster,
+                                              const SpaceOptions& options = {});
+
+// Positive divisors of n in ascending order.
+std::vector<int> divisors(int n);
+
+}  // namespace hapmoe
