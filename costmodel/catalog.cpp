@@ -18,7 +18,7 @@
 //   * gemm_efficiency = 0.75: the share of peak a large BF16 GEMM achieves.
 //     A planning default only; a measured profile replaces it.
 //   * intra_node_latency = 5 us, inter_node_latency = 10 us per collective
-//     step: round numbers of the usual NCCL/RCCL/HCCL order, not measured.
+//     step: round-number assumptions, neither sourced nor measured.
 #include <algorithm>
 #include <span>
 #include <string>

@@ -297,12 +297,6 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
     c.fwd_s += tc.output_fwd_s;
     c.bwd_s += tc.output_bwd_s;
   }
-  const Boundary b = boundary(pi, s.prev_type, tc.type);
-  c.p2p_fwd_s = b.fwd_s;
-  c.p2p_bwd_s = b.bwd_s;
-  c.fwd_s += b.fwd_s;
-  c.bwd_s += b.bwd_s;
-
   // Activations and recomputation.
   double act = dense_layers * tc.dense.act_bytes + s.moe_layers * tc.moe.act_bytes;
   switch (s.recompute.kind) {
@@ -329,6 +323,13 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
     }
   }
   c.bwd_s += c.recompute_s;
+  // The boundary is added last, so a search can add it to a cached stage
+  // cost with the very same rounding (engine/hsdp.cpp).
+  const Boundary b = boundary(pi, s.prev_type, tc.type);
+  c.p2p_fwd_s = b.fwd_s;
+  c.p2p_bwd_s = b.bwd_s;
+  c.fwd_s += b.fwd_s;
+  c.bwd_s += b.bwd_s;
   const int m = num_microbatches(pi);
   c.in_flight = std::max(1, std::min(pi.pp - s.position, m));
   const double dense_params = dense_layers * tc.dense.dense_params +

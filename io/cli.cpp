@@ -1,5 +1,6 @@
 #include "io/cli.h"
 
+#include <cstdio>
 #include <cxxopts.hpp>
 #include <exception>
 #include <memory>
@@ -9,6 +10,7 @@
 #include "costmodel/analytic.h"
 #include "costmodel/cost.h"
 #include "costmodel/errors.h"
+#include "engine/driver.h"
 #include "engine/pipeline_sim.h"
 #include "io/cluster_io.h"
 #include "io/json_strict.h"
@@ -26,6 +28,7 @@ constexpr const char* kUsage =
     "usage: hapmoe <command> [options]\n"
     "\n"
     "commands:\n"
+    "  plan       search the fastest plan that fits in memory (HS-DP, docs/search.md)\n"
     "  evaluate   predict the iteration latency, memory and throughput of a given plan\n"
     "  catalog    list the built-in devices, model presets and cluster presets\n"
     "\n"
@@ -165,6 +168,112 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
   return kExitOk;
 }
 
+int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  cxxopts::Options o("hapmoe plan",
+                     "Searches the 6-D space (PP, TP, CP, EP, TPE, DP) with non-uniform layer "
+                     "partitions, per-stage device types and recomputation for the fastest plan "
+                     "that fits in memory (HS-DP with three prunings, docs/search.md).");
+  add_workload_options(o);
+  o.add_options("Search")
+      ("top-k", "how many plans to list, the best of each configuration (default 5)",
+       cxxopts::value<std::string>())
+      ("prune", "prunings: all (default), none, or a comma list of lb, mem, comm",
+       cxxopts::value<std::string>())
+      ("delta", "load-balance tolerance delta (default 0.2)", cxxopts::value<std::string>())
+      ("eta", "cross-type communication threshold eta (default 2)", cxxopts::value<std::string>())
+      ("uniform", "force n_i = N/PP layers per stage (the paper's uniform baseline)")
+      ("bruteforce", "enumerate every plan without DP (small instances only)")
+      ("max-pp", "largest pipeline depth to consider (default: the number of layers)",
+       cxxopts::value<std::string>())
+      ("plan-json", "write the plans and search statistics as JSON to this file",
+       cxxopts::value<std::string>());
+  const auto parsed = parse(o, argc, argv, out);
+  if (!parsed) return kExitOk;
+  const auto& r = *parsed;
+  const Inputs in = read_inputs(r);
+  SearchOptions opt;
+  opt.space.constraints = in.constraints;
+  if (r.count("top-k")) {
+    opt.top_k = static_cast<int>(parse_int_text(r["top-k"].as<std::string>(), 1, 1000, "--top-k"));
+  }
+  if (r.count("prune")) opt.prune = parse_prune_set(r["prune"].as<std::string>(), "--prune");
+  if (r.count("delta")) opt.delta = parse_number_text(r["delta"].as<std::string>(), 0.0, 10.0, "--delta");
+  if (r.count("eta")) opt.eta = parse_number_text(r["eta"].as<std::string>(), 0.0, 1e6, "--eta");
+  if (r.count("max-pp")) {
+    opt.space.max_pp =
+        static_cast<int>(parse_int_text(r["max-pp"].as<std::string>(), 1, 100000, "--max-pp"));
+  }
+  opt.uniform = r.count("uniform") > 0;
+  const bool brute = r.count("bruteforce") > 0;
+  const SearchResult result = run_search(in.workload, in.cluster, opt, brute);
+  const ProfileTables tables = tables_for(in.workload, in.cluster, result.configs);
+  const CostModel model(in.workload, in.cluster, tables);
+  std::vector<PlanReport> reports;
+  for (const PlanCandidate& c : result.top) reports.push_back(model.evaluate(c.plan));
+  const SearchStats& s = result.stats;
+  if (!reports.empty()) {
+    print_plan_report(out, reports.front(), in.workload, in.cluster);
+    out << "\ntop " << reports.size() << " (best plan of each configuration)\n";
+    out << "  rank  latency      PP  TP  CP  EP TPE  DP  stages (device x layers, recompute)\n";
+    for (std::size_t k = 0; k < reports.size(); ++k) {
+      const PlanReport& p = reports[k];
+      const ParallelConfig& pi = p.plan.parallel;
+      std::string stages;
+      for (const StagePlan& st : p.plan.stages) {
+        if (!stages.empty()) stages += " | ";
+        stages += in.cluster.pools[static_cast<std::size_t>(st.device_type)].device.name + " x" +
+                  std::to_string(st.layers);
+        if (st.recompute.kind != RecomputeKind::kNone) stages += " " + to_string(st.recompute, st.layers);
+      }
+      char line[160];
+      std::snprintf(line, sizeof line, "  %4zu  %-11s %3d %3d %3d %3d %3d %3d  ", k + 1,
+                    format_seconds(p.latency_s).c_str(), pi.pp, pi.tp, pi.cp, pi.ep, pi.tpe, pi.dp);
+      out << line << stages << "\n";
+    }
+    out << "\n";
+  }
+  out << "search (" << (brute ? "brute force, prunings ignored" : "HS-DP, prune " + to_string(opt.prune))
+      << (opt.uniform ? ", uniform layers" : "") << ")\n";
+  out << "  configurations " << s.configs << ", evaluated " << s.configs_evaluated << "\n";
+  out << "  DP states " << s.states << ", transitions " << s.transitions << "\n";
+  out << "  pruned: load balance " << s.pruned_load_balance << ", memory " << s.pruned_memory
+      << ", hetero comm " << s.pruned_hetero_comm << "\n";
+  out << "  feasible plans " << s.feasible << ", wall time " << format_seconds(s.seconds) << "\n";
+  if (r.count("plan-json")) {
+    nlohmann::ordered_json doc;
+    doc["plans"] = nlohmann::ordered_json::array();
+    for (const PlanReport& p : reports) doc["plans"].push_back(plan_report_json(p, in.cluster));
+    doc["search"] = {{"configs", s.configs},
+                     {"configs_evaluated", s.configs_evaluated},
+                     {"states", s.states},
+                     {"transitions", s.transitions},
+                     {"pruned",
+                      {{"load_balance", s.pruned_load_balance},
+                       {"memory", s.pruned_memory},
+                       {"hetero_comm", s.pruned_hetero_comm}}},
+                     {"feasible", s.feasible},
+                     {"seconds", s.seconds}};
+    write_file_atomic(r["plan-json"].as<std::string>(), doc.dump(2) + "\n");
+  }
+  if (reports.empty()) {
+    err << "hapmoe plan: no plan fits in memory";
+    if (result.closest.known()) {
+      const Shortfall& c = result.closest;
+      const ParallelConfig& pi = c.parallel;
+      err << "; the closest: stage " << c.stage << " on "
+          << in.cluster.pools[static_cast<std::size_t>(c.device_type)].device.name << " with "
+          << c.layers << " layers under PP=" << pi.pp << " TP=" << pi.tp << " CP=" << pi.cp
+          << " EP=" << pi.ep << " TPE=" << pi.tpe << " DP=" << pi.dp << " is short by "
+          << format_bytes(c.bytes) << " even with full recomputation";
+    } else if (result.configs.empty()) {
+      err << "; no parallel configuration is valid for this model, batch and cluster";
+    }
+    err << "\n";
+    return kExitNoFit;
+  }
+  return kExitOk;
+}
+
 int cmd_catalog(int argc, const char* const* argv, std::ostream& out) {
   cxxopts::Options o("hapmoe catalog", "Lists the built-in devices, model presets and clusters.");
   if (!parse(o, argc, argv, out)) return kExitOk;
@@ -182,6 +291,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   const std::string command = argv[1];
   try {
     // Each command parses argv from its own name on.
+    if (command == "plan") return cmd_plan(argc - 1, argv + 1, out, err);
     if (command == "evaluate") return cmd_evaluate(argc - 1, argv + 1, out, err);
     if (command == "catalog") return cmd_catalog(argc - 1, argv + 1, out);
     if (command == "--help" || command == "-h" || command == "help") {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -178,17 +179,36 @@ std::vector<ClusterPreset> make_presets() {
 
 // ---------------------------------------------------------------- JSON
 
-// Reads a field that must be > 0 and <= hi. Absent (or null) gives nullopt
-// unless `required`.
-std::optional<double> read_positive(ObjectReader& r, const std::string& key, double hi,
-                                    bool required) {
-  std::optional<double> v;
-  if (required) {
-    v = r.get_number(key, 0, hi);
-  } else {
-    v = r.opt_number(key, 0, hi);
-  }
-  if (v && *v <= 0) {
+// The number fields of a JSON device, in the order cluster_to_json writes
+// them ("devices_per_node", an integer, goes after the first five).
+struct NumberField {
+  const char* key;
+  double hi;      // largest accepted JSON value
+  bool positive;  // must be > 0; otherwise >= 0
+  Unit unit;
+  double DeviceSpec::*member;
+};
+constexpr Unit kOneUnit{1, false};
+constexpr NumberField kNumberFields[] = {
+    {"peak_tflops", kMaxTflops, true, kTeraUnit, &DeviceSpec::peak_flops},
+    {"memory_gb", kMaxGb, true, kGigaUnit, &DeviceSpec::memory_bytes},
+    {"hbm_bandwidth_gb_s", kMaxGbPerSecond, true, kGigaUnit, &DeviceSpec::hbm_bandwidth},
+    {"intra_node_bandwidth_gb_s", kMaxGbPerSecond, true, kGigaUnit,
+     &DeviceSpec::intra_node_bandwidth},
+    {"inter_node_bandwidth_gb_s", kMaxGbPerSecond, true, kGigaUnit,
+     &DeviceSpec::inter_node_bandwidth},
+    {"gemm_efficiency", 1.0, true, kOneUnit, &DeviceSpec::gemm_efficiency},
+    {"intra_node_latency_us", kMaxMicroseconds, false, kMicroUnit, &DeviceSpec::intra_node_latency},
+    {"inter_node_latency_us", kMaxMicroseconds, false, kMicroUnit, &DeviceSpec::inter_node_latency},
+};
+constexpr std::size_t kFieldsBeforePerNode = 5;
+
+// Reads a number in [0, hi], or (0, hi] when `positive`. Absent (or null)
+// gives nullopt unless `required`.
+std::optional<double> read_number(ObjectReader& r, const std::string& key, double hi, bool positive,
+                                  bool required) {
+  const std::optional<double> v = required ? r.get_number(key, 0, hi) : r.opt_number(key, 0, hi);
+  if (positive && v && *v <= 0) {
     r.fail(key, "value " + format_number(*v) +
                     " must be greater than 0 (expected a number in (0, " + format_number(hi) +
                     "])");
@@ -196,15 +216,11 @@ std::optional<double> read_positive(ObjectReader& r, const std::string& key, dou
   return v;
 }
 
-template <typename T>
-void assign(std::optional<T> value, T& target) {
-  if (value) target = *value;
-}
-
-// One entry of "devices": `name` is its key, `r` reads its object.
+// One entry of "devices": `name` is its key, `r` reads its object. With
+// "base" every field is optional and starts from the catalog device;
+// without it every field is required.
 DeviceSpec read_device(const std::string& name, ObjectReader& r) {
   DeviceSpec d;
-  std::string base_name;
   const auto base = r.opt_string("base");
   if (base) {
     const DeviceSpec* b = find_device(*base);
@@ -212,62 +228,37 @@ DeviceSpec read_device(const std::string& name, ObjectReader& r) {
       r.fail("base", unknown_device_message(*base) + "; \"base\" must name a catalog device");
     }
     d = *b;
-    base_name = b->name;
   }
   const bool required = !base;
-  std::vector<std::string> overridden;
-  auto note = [&](const char* key, bool present) {
-    if (present) overridden.push_back(key);
+  std::string overridden;  // keys set on top of the base, for `source`
+  auto note = [&](const char* key) {
+    overridden += (overridden.empty() ? "" : ", ") + std::string(key);
   };
-
-  const auto tflops = read_positive(r, "peak_tflops", kMaxTflops, required);
-  const auto memory = read_positive(r, "memory_gb", kMaxGb, required);
-  const auto hbm = read_positive(r, "hbm_bandwidth_gb_s", kMaxGbPerSecond, required);
-  const auto intra = read_positive(r, "intra_node_bandwidth_gb_s", kMaxGbPerSecond, required);
-  const auto inter = read_positive(r, "inter_node_bandwidth_gb_s", kMaxGbPerSecond, required);
+  for (const NumberField& f : kNumberFields) {
+    if (const auto v = read_number(r, f.key, f.hi, f.positive, required)) {
+      d.*f.member = to_si(*v, f.unit);
+      note(f.key);
+    }
+  }
   const auto per_node =
       required ? std::optional<int>(r.get_int("devices_per_node", 1, kMaxDevicesPerNode))
                : r.opt_int("devices_per_node", 1, kMaxDevicesPerNode);
-  const auto efficiency = read_positive(r, "gemm_efficiency", 1.0, required);
-  const auto intra_lat =
-      required ? std::optional<double>(r.get_number("intra_node_latency_us", 0, kMaxMicroseconds))
-               : r.opt_number("intra_node_latency_us", 0, kMaxMicroseconds);
-  const auto inter_lat =
-      required ? std::optional<double>(r.get_number("inter_node_latency_us", 0, kMaxMicroseconds))
-               : r.opt_number("inter_node_latency_us", 0, kMaxMicroseconds);
+  if (per_node) {
+    d.devices_per_node = *per_node;
+    note("devices_per_node");
+  }
   const auto source = r.opt_string("source");
   r.finish();
 
-  d.name = name;
-  if (tflops) d.peak_flops = to_si(*tflops, kTeraUnit);
-  if (memory) d.memory_bytes = to_si(*memory, kGigaUnit);
-  if (hbm) d.hbm_bandwidth = to_si(*hbm, kGigaUnit);
-  if (intra) d.intra_node_bandwidth = to_si(*intra, kGigaUnit);
-  if (inter) d.inter_node_bandwidth = to_si(*inter, kGigaUnit);
-  assign(per_node, d.devices_per_node);
-  assign(efficiency, d.gemm_efficiency);
-  if (intra_lat) d.intra_node_latency = to_si(*intra_lat, kMicroUnit);
-  if (inter_lat) d.inter_node_latency = to_si(*inter_lat, kMicroUnit);
-
-  note("peak_tflops", tflops.has_value());
-  note("memory_gb", memory.has_value());
-  note("hbm_bandwidth_gb_s", hbm.has_value());
-  note("intra_node_bandwidth_gb_s", intra.has_value());
-  note("inter_node_bandwidth_gb_s", inter.has_value());
-  note("devices_per_node", per_node.has_value());
-  note("gemm_efficiency", efficiency.has_value());
-  note("intra_node_latency_us", intra_lat.has_value());
-  note("inter_node_latency_us", inter_lat.has_value());
   if (source) {
     d.source = *source;
   } else if (!base) {
     d.source = "user-defined in a cluster file";
   } else if (!overridden.empty()) {
-    std::string list;
-    for (const auto& k : overridden) list += (list.empty() ? "" : ", ") + k;
     d.source =
-        "catalog " + base_name + " (" + d.source + ") with " + list + " set in a cluster file";
+        "catalog " + d.name + " (" + d.source + ") with " + overridden + " set in a cluster file";
   }
+  d.name = name;
   return d;
 }
 
@@ -584,7 +575,8 @@ ClusterSpec parse_cluster_json(const std::string& text, const std::string& origi
       CrossLink link;
       link.type_a = types[0];
       link.type_b = types[1];
-      link.bandwidth = to_si(*read_positive(r, "bandwidth_gb_s", kMaxGbPerSecond, true), kGigaUnit);
+      link.bandwidth =
+          to_si(*read_number(r, "bandwidth_gb_s", kMaxGbPerSecond, true, true), kGigaUnit);
       const auto latency = r.opt_number("latency_us", 0, kMaxMicroseconds);
       link.latency =
           latency
@@ -626,6 +618,17 @@ ClusterSpec load_cluster(const std::string& spec) {
     throw InputError(where, "unknown cluster preset (presets: " + preset_names() + ")");
   }
   if (spec.find(':') != std::string::npos) return parse_inline_cluster(spec);
+  if (lowered.empty()) {
+    throw InputError(where, "empty cluster spec; give a preset (" + preset_names() +
+                                "), a cluster JSON file or an inline spec (TYPE:COUNT or "
+                                "TYPE:NODESxPER_NODE items separated by commas)");
+  }
+  if (const DeviceSpec* d = find_device(trim(spec))) {
+    throw InputError(where, "\"" + trim(spec) +
+                                "\" is a device type, not a cluster; give a count, e.g. " +
+                                d->name + ":" + std::to_string(d->devices_per_node) + " or " +
+                                d->name + ":2x" + std::to_string(d->devices_per_node));
+  }
   const bool looks_like_file = lowered.size() > 5 && lowered.substr(lowered.size() - 5) == ".json";
   throw InputError(where, std::string(looks_like_file ? "no such file; " : "") +
                               "not a cluster preset (" + preset_names() +
@@ -645,15 +648,10 @@ std::string cluster_to_json(const ClusterSpec& cluster) {
   for (const DevicePool& pool : cluster.pools) {
     const DeviceSpec& d = pool.device;
     OrderedJson dev;
-    dev["peak_tflops"] = from_si(d.peak_flops, kTeraUnit);
-    dev["memory_gb"] = from_si(d.memory_bytes, kGigaUnit);
-    dev["hbm_bandwidth_gb_s"] = from_si(d.hbm_bandwidth, kGigaUnit);
-    dev["intra_node_bandwidth_gb_s"] = from_si(d.intra_node_bandwidth, kGigaUnit);
-    dev["inter_node_bandwidth_gb_s"] = from_si(d.inter_node_bandwidth, kGigaUnit);
-    dev["devices_per_node"] = d.devices_per_node;
-    dev["gemm_efficiency"] = d.gemm_efficiency;
-    dev["intra_node_latency_us"] = from_si(d.intra_node_latency, kMicroUnit);
-    dev["inter_node_latency_us"] = from_si(d.inter_node_latency, kMicroUnit);
+    for (std::size_t i = 0; i < std::size(kNumberFields); ++i) {
+      if (i == kFieldsBeforePerNode) dev["devices_per_node"] = d.devices_per_node;
+      dev[kNumberFields[i].key] = from_si(d.*kNumberFields[i].member, kNumberFields[i].unit);
+    }
     dev["source"] = d.source;
     devices[d.name] = std::move(dev);
   }

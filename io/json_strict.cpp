@@ -70,9 +70,24 @@ std::string read_text_file(const std::string& path, std::size_t max_bytes) {
 }
 
 Json parse_json(const std::string& text, const std::string& origin) {
-  // One set of keys per open object, to reject duplicates at any depth.
-  std::vector<std::set<std::string>> keys;
-  std::vector<std::string> path;  // pointer tokens, for messages
+  // One frame per open object or array: the keys seen so far (objects, to
+  // reject duplicates at any depth) and the current key or index (for the
+  // JSON pointer in messages).
+  struct Frame {
+    bool array = false;
+    long long index = -1;
+    std::string key;
+    std::set<std::string> keys;
+  };
+  std::vector<Frame> frames;
+  auto pointer_to = [&](const std::string& key) {
+    std::string pointer;
+    for (std::size_t i = 0; i + 1 < frames.size(); ++i) {
+      pointer += "/" + (frames[i].array ? std::to_string(frames[i].index)
+                                        : escape_pointer_token(frames[i].key));
+    }
+    return pointer + "/" + escape_pointer_token(key);
+  };
   auto callback = [&](int depth, Json::parse_event_t event, Json& parsed) {
     if (depth > kMaxDepth) {
       throw InputError(origin, "JSON nested deeper than " +
@@ -80,21 +95,29 @@ Json parse_json(const std::string& text, const std::string& origin) {
     }
     switch (event) {
       case Json::parse_event_t::object_start:
-        keys.emplace_back();
+      case Json::parse_event_t::array_start:
+      case Json::parse_event_t::value:
+        if (!frames.empty() && frames.back().array) ++frames.back().index;
+        if (event != Json::parse_event_t::value) {
+          frames.emplace_back();
+          frames.back().array = event == Json::parse_event_t::array_start;
+        }
         break;
       case Json::parse_event_t::object_end:
-        if (!keys.empty()) keys.pop_back();
+      case Json::parse_event_t::array_end:
+        if (!frames.empty()) frames.pop_back();
         break;
       case Json::parse_event_t::key: {
         const auto key = parsed.get<std::string>();
-        if (!keys.empty() && !keys.back().insert(key).second) {
-          throw InputError(origin, "duplicate key \"" + key +
-                                       "\" (each key may appear once)");
+        if (!frames.empty()) {
+          frames.back().key = key;
+          if (!frames.back().keys.insert(key).second) {
+            throw InputError(origin + ":" + pointer_to(key),
+                             "duplicate key \"" + key + "\" (each key may appear once)");
+          }
         }
         break;
       }
-      default:
-        break;
     }
     return true;
   };
@@ -121,6 +144,12 @@ Json parse_json(const std::string& text, const std::string& origin) {
     throw InputError(origin + ":" + std::to_string(line) + ":" +
                          std::to_string(col),
                      "invalid JSON (" + what + ")");
+  } catch (const Json::out_of_range& e) {
+    // A number too large for a double ("1e400") is out_of_range.406.
+    std::string what = e.what();
+    const auto pos = what.find("] ");
+    if (pos != std::string::npos) what = what.substr(pos + 2);
+    throw InputError(origin, "invalid JSON (" + what + ")");
   }
 }
 

@@ -260,6 +260,16 @@ TEST(ClusterIo, JsonCountWithDevicesPerNode) {
   EXPECT_EQ(layout(c), (Layout{{"910B", 2, 16}, {"H100", 3, 8}}));
 }
 
+TEST(ClusterIo, JsonDocsExampleLoads) {
+  const ClusterSpec c = load_cluster(fixture("docs-example.json"));
+  EXPECT_EQ(layout(c), (Layout{{"H800-eff", 2, 8}, {"910B", 2, 8}, {"MyGPU", 1, 8}}));
+  EXPECT_EQ(c.pools[0].device.memory_bytes, 76e9);
+  EXPECT_EQ(c.pools[2].device.source, "vendor sheet rev 3");
+  EXPECT_EQ(c.cross_bandwidth(0, 1), 25e9);
+  EXPECT_EQ(c.cross_latency(0, 1), 15e-6);
+  EXPECT_EQ(c.cross_bandwidth(0, 2), 50e9);
+}
+
 // ------------------------------------------------------------------ JSON errors
 
 const std::string kMyGpu =
@@ -340,10 +350,19 @@ TEST(ClusterIo, JsonBadNumbers) {
                     {"c.json:/devices/X/inter_node_latency_us", "out of range", "-1"});
   expect_json_error(R"({"devices": {"X": {"base": "H800", "hbm_bandwidth_gb_s": 1e400}},
                         "pools": [{"device": "X", "nodes": 1}]})",
-                    {"c.json"});
+                    {"c.json", "invalid JSON", "1e400"});
 }
 
 TEST(ClusterIo, JsonDuplicateKey) {
+  // The pointer counts array elements, primitives and containers alike.
+  expect_json_error(R"({"pools": [{"device": "H800", "nodes": 1},
+                                  {"device": "910B", "nodes": 1, "nodes": 1}]})",
+                    {"c.json:/pools/1/nodes", "duplicate key \"nodes\""});
+  expect_json_error(R"({"links": [{"between": ["a", ["b"], {}]}, 5,
+                                  {"between": ["a", "b"], "x": 1, "x": 2}]})",
+                    {"c.json:/links/2/x", "duplicate key \"x\""});
+  expect_json_error(R"({"devices": {"a/b": {"base": "H800", "base": "H100"}}})",
+                    {"c.json:/devices/a~1b/base", "duplicate key \"base\""});
   expect_json_error(R"({"pools": [{"device": "H800", "nodes": 1, "nodes": 2}]})",
                     {"c.json", "/pools/0/nodes", "duplicate key \"nodes\""});
   expect_json_error(R"({"pools": [{"device": "H800", "nodes": 1}], "pools": []})",
@@ -448,7 +467,9 @@ TEST(ClusterIo, LoadClusterErrors) {
   expect_input_error([] { load_cluster("paper:64-1"); },
                      {"paper:64-1", "unknown cluster preset", "paper:32-3", "paper:dense"});
   expect_input_error([] { load_cluster("H800:12"); }, {"H800:12", "NODESxPER_NODE"});
-  expect_input_error([] { load_cluster(""); }, {"not a cluster preset"});
+  expect_input_error([] { load_cluster(""); }, {"empty cluster spec", "paper:16-1"});
+  expect_input_error([] { load_cluster("h800"); },
+                     {"\"h800\" is a device type, not a cluster", "H800:8 or H800:2x8"});
   expect_input_error([] { load_cluster(kData + "/clusters"); }, {"is a directory"});
 }
 
@@ -469,8 +490,8 @@ TEST(ClusterIo, RoundTripEveryPreset) {
 }
 
 TEST(ClusterIo, RoundTripFixtures) {
-  for (const char* name :
-       {"custom-base.json", "custom-device.json", "cross-link.json", "override-catalog.json"}) {
+  for (const char* name : {"custom-base.json", "custom-device.json", "cross-link.json",
+                           "override-catalog.json", "docs-example.json"}) {
     SCOPED_TRACE(name);
     expect_round_trip(load_cluster(fixture(name)));
   }

@@ -1,0 +1,572 @@
+// HS-DP: the exact search of one configuration pi (docs/search.md).
+//
+// Stages are placed first to last. A DP state is (u, j, h_prev): u the stage
+// groups used per device type so far (so i = sum u stages are placed), j the
+// layers covered, h_prev the type of the last stage (the next boundary
+// depends on it). T_iter = sum + (M-1)*max + tail is not a sum, so a state
+// keeps a Pareto front of labels (sum of stage steps, max stage step, max
+// stage sync+optimizer): every completion adds to the sum and can only raise
+// the maxima, so a label that is no better in any of the three can never
+// lead to a better plan. That makes the DP exact (tests/engine: DP ==
+// brute force).
+//
+// Each stage takes the least recomputation that fits (the choice with the
+// least added time; it dominates every other choice for that stage). The
+// prunings:
+//   (1) load balance: the stage-type mix c (stages per type, sum = PP) is
+//       enumerated; the balanced stage time T* = N / sum_h c_h / tau_h
+//       gives each type its share n*_h = T* / tau_h of layers, and n_i must
+//       lie in [floor((1-delta) n*), ceil((1+delta) n*)]. On a homogeneous
+//       cluster n* = N/PP, so the even split is always inside.
+//   (2) memory: a stage that does not fit even with full recomputation is
+//       cut at once. With this pruning off it is carried, marked
+//       infeasible, and dropped only when the plan is complete.
+//   (3) hetero comm: a boundary between two device types whose transfer
+//       (forward + backward) exceeds eta * T_comp is cut, T_comp the mean
+//       stage step of a balanced split.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <numeric>
+#include <tuple>
+#include <vector>
+
+#include "costmodel/errors.h"
+#include "engine/search.h"
+
+namespace hapmoe {
+
+SearchStats& SearchStats::operator+=(const SearchStats& o) {
+  configs += o.configs;
+  configs_evaluated += o.configs_evaluated;
+  states += o.states;
+  transitions += o.transitions;
+  pruned_load_balance += o.pruned_load_balance;
+  pruned_memory += o.pruned_memory;
+  pruned_hetero_comm += o.pruned_hetero_comm;
+  feasible += o.feasible;
+  seconds += o.seconds;
+  return *this;
+}
+
+namespace {
+
+auto recompute_key(const Recompute& r) { return std::make_tuple(static_cast<int>(r.kind), r.layers); }
+
+}  // namespace
+
+bool plan_key_less(const Plan& a, const Plan& b) {
+  const ParallelConfig& x = a.parallel;
+  const ParallelConfig& y = b.parallel;
+  const auto kx = std::tie(x.pp, x.tp, x.cp, x.ep, x.tpe, x.dp, x.micro_batch);
+  const auto ky = std::tie(y.pp, y.tp, y.cp, y.ep, y.tpe, y.dp, y.micro_batch);
+  if (kx != ky) return kx < ky;
+  const std::size_t n = std::min(a.stages.size(), b.stages.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const StagePlan& s = a.stages[i];
+    const StagePlan& t = b.stages[i];
+    const auto ks = std::make_tuple(s.device_type, s.layers, recompute_key(s.recompute));
+    const auto kt = std::make_tuple(t.device_type, t.layers, recompute_key(t.recompute));
+    if (ks != kt) return ks < kt;
+  }
+  return a.stages.size() < b.stages.size();
+}
+
+bool candidate_less(const PlanCandidate& a, const PlanCandidate& b) {
+  if (a.latency_s != b.latency_s) return a.latency_s < b.latency_s;
+  return plan_key_less(a.plan, b.plan);
+}
+
+namespace {
+
+// The cost of a stage (type h, position i, layers [j, j+n)) with its least
+// recomputation, before the boundary with its predecessor.
+struct StageEval {
+  bool feasible = false;
+  Recompute recompute;
+  double fwd = 0;    // StageCost::fwd_s without the boundary
+  double bwd = 0;    // StageCost::bwd_s without the boundary
+  double sync = 0;
+  double opt = 0;
+  double over = 0;   // bytes beyond capacity when infeasible (full recompute)
+};
+
+// Per-configuration evaluation context: type costs, boundaries, capacities,
+// and a memo of stage evaluations.
+class Evaluator {
+ public:
+  Evaluator(const CostModel& model, const ParallelConfig& pi, const SearchOptions& options)
+      : model_(model),
+        pi_(pi),
+        n_(model.workload().model.num_layers),
+        types_(model.cluster().num_types()),
+        m_(model.num_microbatches(pi)) {
+    caps_.resize(static_cast<std::size_t>(types_));
+    costs_.resize(static_cast<std::size_t>(types_));
+    for (int h = 0; h < types_; ++h) {
+      caps_[static_cast<std::size_t>(h)] =
+          std::min(stage_capacity(model.cluster(), h, pi, options.space.constraints), pi.pp);
+      if (caps_[static_cast<std::size_t>(h)] > 0) {
+        costs_[static_cast<std::size_t>(h)] = model.type_costs(pi, h);
+      }
+    }
+    boundary_.assign(static_cast<std::size_t>((types_ + 1) * types_), {});
+    for (int hp = 0; hp < types_; ++hp) {
+      for (int h = 0; h < types_; ++h) {
+        if (caps_[static_cast<std::size_t>(hp)] > 0 && caps_[static_cast<std::size_t>(h)] > 0) {
+          boundary_[static_cast<std::size_t>((hp + 1) * types_ + h)] = model.boundary(pi, hp, h);
+        }
+      }
+    }
+    memo_.assign(static_cast<std::size_t>(types_) * pi.pp * (n_ + 1) * (n_ + 1), {});
+    done_.assign(memo_.size(), 0);
+  }
+
+  int types() const { return types_; }
+  int layers() const { return n_; }
+  int microbatches() const { return m_; }
+  int cap(int h) const { return caps_[static_cast<std::size_t>(h)]; }
+  const ParallelConfig& pi() const { return pi_; }
+
+  const StageEval& stage(int h, int i, int j, int n) {
+    const std::size_t key =
+        ((static_cast<std::size_t>(h) * pi_.pp + i) * (n_ + 1) + j) * (n_ + 1) + n;
+    if (done_[key]) return memo_[key];
+    done_[key] = 1;
+    StageEval& e = memo_[key];
+    const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
+    StageShape shape;
+    shape.position = i;
+    shape.first_layer = j;
+    shape.layers = n;
+    shape.moe_layers = model_.moe_layers_in(j, n);
+    shape.prev_type = -1;
+    const std::optional<Recompute> r = model_.least_recompute(pi_, tc, shape);
+    e.feasible = r.has_value();
+    shape.recompute = r.value_or(Recompute{RecomputeKind::kFull, n});
+    if (shape.recompute.kind == RecomputeKind::kFull) {
+      shape.moe_in_first_recomputed = model_.moe_layers_in(j, shape.recompute.layers);
+    }
+    e.recompute = shape.recompute;
+    const StageCost c = model_.stage_cost(pi_, tc, shape);
+    e.fwd = c.fwd_s;
+    e.bwd = c.bwd_s;
+    e.sync = c.dp_sync_s;
+    e.opt = c.optimizer_s;
+    e.over = c.memory.total() - c.capacity_bytes;
+    return e;
+  }
+
+  const CostModel::Boundary& boundary(int hp, int h) const {
+    return boundary_[static_cast<std::size_t>((hp + 1) * types_ + h)];
+  }
+
+  // Per-layer step (forward + backward, no recomputation) of an average
+  // layer of the model on type h: the speed used for balance and T_comp.
+  double layer_step(int h) const {
+    const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
+    const int moe = model_.moe_layers_in(0, n_);
+    return ((n_ - moe) * (tc.dense.fwd_s + tc.dense.bwd_s) +
+            moe * (tc.moe.fwd_s + tc.moe.bwd_s)) /
+           n_;
+  }
+
+ private:
+  const CostModel& model_;
+  ParallelConfig pi_;
+  int n_;
+  int types_;
+  int m_;
+  std::vector<int> caps_;
+  std::vector<TypeCosts> costs_;
+  std::vector<CostModel::Boundary> boundary_;
+  std::vector<StageEval> memo_;
+  std::vector<std::uint8_t> done_;
+};
+
+// One DP label: the summary of a partial plan and how it was reached.
+struct Label {
+  double sum = 0;        // sum of stage steps
+  double max = 0;        // max stage step
+  double tail = -1;      // max stage sync + optimizer
+  double tail_sync = 0;  // sync and optimizer of the first stage reaching tail
+  double tail_opt = 0;
+  std::int32_t parent = -1;  // arena index of the previous label
+  std::int16_t type = 0;
+  std::int16_t layers = 0;
+  bool feasible = true;
+};
+
+// Appending a stage to a label, with the arithmetic of iteration_latency.
+Label extend(const Label& from, std::int32_t parent, int h, int n, const StageEval& e,
+             const CostModel::Boundary& b) {
+  Label l;
+  const double fwd = e.fwd + b.fwd_s;
+  const double bwd = e.bwd + b.bwd_s;
+  const double step = fwd + bwd;
+  l.sum = from.sum + step;
+  l.max = std::max(from.max, step);
+  if (e.sync + e.opt > from.tail) {
+    l.tail = e.sync + e.opt;
+    l.tail_sync = e.sync;
+    l.tail_opt = e.opt;
+  } else {
+    l.tail = from.tail;
+    l.tail_sync = from.tail_sync;
+    l.tail_opt = from.tail_opt;
+  }
+  l.parent = parent;
+  l.type = static_cast<std::int16_t>(h);
+  l.layers = static_cast<std::int16_t>(n);
+  l.feasible = from.feasible && e.feasible;
+  return l;
+}
+
+double latency(const Label& l, int m) {
+  IterationBreakdown it;
+  it.edge_s = l.sum;
+  it.middle_s = (m - 1) * l.max;
+  it.dp_sync_s = l.tail_sync;
+  it.optimizer_s = l.tail_opt;
+  return it.total();
+}
+
+bool dominates(const Label& a, const Label& b) {
+  return a.sum <= b.sum && a.max <= b.max && a.tail <= b.tail;
+}
+
+// Rebuilds the plan of a complete label.
+Plan rebuild(const std::vector<Label>& arena, std::int32_t index, Evaluator& ev) {
+  Plan plan;
+  plan.parallel = ev.pi();
+  std::vector<std::int32_t> chain;
+  for (std::int32_t k = index; k >= 0; k = arena[static_cast<std::size_t>(k)].parent) {
+    if (arena[static_cast<std::size_t>(k)].layers > 0) chain.push_back(k);
+  }
+  std::reverse(chain.begin(), chain.end());
+  int j = 0;
+  for (std::size_t i = 0; i < chain.size(); ++i) {
+    const Label& l = arena[static_cast<std::size_t>(chain[i])];
+    const StageEval& e = ev.stage(l.type, static_cast<int>(i), j, l.layers);
+    plan.stages.push_back({l.type, l.layers, e.recompute});
+    j += l.layers;
+  }
+  return plan;
+}
+
+// Offers a finished label to the configuration's best.
+void offer(ConfigOutcome& out, const std::vector<Label>& arena, std::int32_t index,
+           Evaluator& ev) {
+  const Label& l = arena[static_cast<std::size_t>(index)];
+  if (!l.feasible) return;
+  ++out.stats.feasible;
+  PlanCandidate c{latency(l, ev.microbatches()), {}};
+  if (out.best && c.latency_s > out.best->latency_s) return;
+  c.plan = rebuild(arena, index, ev);
+  if (!out.best || candidate_less(c, *out.best)) out.best = std::move(c);
+}
+
+void note_shortfall(ConfigOutcome& out, const StageEval& e, const ParallelConfig& pi, int stage,
+                    int h, int n) {
+  if (e.feasible || e.over >= out.closest.bytes) return;
+  out.closest.bytes = e.over;
+  out.closest.parallel = pi;
+  out.closest.stage = stage;
+  out.closest.device_type = h;
+  out.closest.layers = n;
+}
+
+// Layer windows per (stage position, type): [lo, hi].
+struct Windows {
+  std::vector<int> lo;
+  std::vector<int> hi;
+  int types = 0;
+  int lo_at(int i, int h) const { return lo[static_cast<std::size_t>(i * types + h)]; }
+  int hi_at(int i, int h) const { return hi[static_cast<std::size_t>(i * types + h)]; }
+};
+
+// The DP over one set of per-type stage limits. With `exact_mix`, a
+// complete plan must use exactly `limit[h]` stages of each type (the
+// load-balance pruning enumerates mixes); otherwise at most.
+void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const Windows& win,
+            const SearchOptions& opt, double comp_threshold, ConfigOutcome& out) {
+  const int pp = ev.pi().pp;
+  const int n = ev.layers();
+  const int types = ev.types();
+  // Enumerate the usage vectors u (u_h <= limit_h) level by level.
+  std::vector<std::vector<std::vector<int>>> levels(static_cast<std::size_t>(pp) + 1);
+  {
+    std::vector<int> u(static_cast<std::size_t>(types), 0);
+    // Depth-first over the mixed radix; bounded by sum u <= pp.
+    std::function<void(int, int)> gen = [&](int h, int used) {
+      if (h == types) {
+        levels[static_cast<std::size_t>(used)].push_back(u);
+        return;
+      }
+      for (int k = 0; k <= limit[static_cast<std::size_t>(h)] && used + k <= pp; ++k) {
+        u[static_cast<std::size_t>(h)] = k;
+        gen(h + 1, used + k);
+      }
+      u[static_cast<std::size_t>(h)] = 0;
+    };
+    gen(0, 0);
+  }
+  // Index of a usage vector inside its level.
+  auto find_u = [&](int level, const std::vector<int>& u) -> int {
+    const auto& lv = levels[static_cast<std::size_t>(level)];
+    const auto it = std::lower_bound(lv.begin(), lv.end(), u);
+    if (it == lv.end() || *it != u) return -1;
+    return static_cast<int>(it - lv.begin());
+  };
+  for (auto& lv : levels) std::sort(lv.begin(), lv.end());
+
+  std::vector<Label> arena;
+  arena.push_back(Label{});  // the root: nothing placed
+  // fronts of the current level: index (u_index * (n+1) + j) * (types+1) + (hp+1)
+  std::vector<std::vector<std::int32_t>> current(1 * (n + 1) * (types + 1));
+  current[static_cast<std::size_t>(0)] = {0};
+  for (int i = 0; i < pp; ++i) {
+    const auto& level_u = levels[static_cast<std::size_t>(i)];
+    const auto& next_u = levels[static_cast<std::size_t>(i) + 1];
+    std::vector<std::vector<std::int32_t>> next(next_u.size() * (n + 1) * (types + 1));
+    const int remaining_after = pp - i - 1;
+    for (std::size_t ui = 0; ui < level_u.size(); ++ui) {
+      std::vector<int> u = level_u[ui];
+      for (int j = i; j <= n; ++j) {
+        for (int hp = -1; hp < types; ++hp) {
+          const auto& front =
+              current[(ui * static_cast<std::size_t>(n + 1) + j) * (types + 1) + (hp + 1)];
+          if (front.empty()) continue;
+          ++out.stats.states;
+          for (int h = 0; h < types; ++h) {
+            if (u[static_cast<std::size_t>(h)] >= limit[static_cast<std::size_t>(h)]) continue;
+            // Structural bounds: every later stage needs at least a layer.
+            const int max_n = n - j - remaining_after;
+            for (int layers = 1; layers <= max_n; ++layers) {
+              if (remaining_after == 0 && layers != max_n) continue;
+              if (layers < win.lo_at(i, h) || layers > win.hi_at(i, h)) {
+                if (opt.uniform) continue;  // not part of the space searched
+                ++out.stats.pruned_load_balance;
+                continue;
+              }
+              const StageEval& e = ev.stage(h, i, j, layers);
+              if (!e.feasible) {
+                note_shortfall(out, e, ev.pi(), i, h, layers);
+                if (opt.prune.memory) {
+                  ++out.stats.pruned_memory;
+                  continue;
+                }
+              }
+              const CostModel::Boundary& b = ev.boundary(hp, h);
+              if (opt.prune.hetero_comm && hp >= 0 && hp != h &&
+                  b.fwd_s + b.bwd_s > comp_threshold) {
+                ++out.stats.pruned_hetero_comm;
+                continue;
+              }
+              ++out.stats.transitions;
+              u[static_cast<std::size_t>(h)] += 1;
+              const int nu = find_u(i + 1, u);
+              u[static_cast<std::size_t>(h)] -= 1;
+              const int nj = j + layers;
+              auto& dest = next[(static_cast<std::size_t>(nu) * (n + 1) + nj) * (types + 1) + (h + 1)];
+              for (std::int32_t from : front) {
+                Label cand = extend(arena[static_cast<std::size_t>(from)], from, h, layers, e, b);
+                // Keep the front non-dominated, feasible and infeasible
+                // labels apart (an infeasible one never completes).
+                bool dominated = false;
+                for (std::int32_t k : dest) {
+                  const Label& o = arena[static_cast<std::size_t>(k)];
+                  if (o.feasible == cand.feasible && dominates(o, cand)) {
+                    dominated = true;
+                    break;
+                  }
+                }
+                if (dominated) continue;
+                std::erase_if(dest, [&](std::int32_t k) {
+                  const Label& o = arena[static_cast<std::size_t>(k)];
+                  return o.feasible == cand.feasible && dominates(cand, o);
+                });
+                arena.push_back(cand);
+                dest.push_back(static_cast<std::int32_t>(arena.size() - 1));
+              }
+            }
+          }
+        }
+      }
+    }
+    current.swap(next);
+  }
+  // Complete plans: all PP stages, all N layers, the mix if required.
+  const auto& last = levels[static_cast<std::size_t>(pp)];
+  for (std::size_t ui = 0; ui < last.size(); ++ui) {
+    if (exact_mix && last[ui] != limit) continue;
+    for (int hp = 0; hp < types; ++hp) {
+      const auto& front = current[(ui * static_cast<std::size_t>(n + 1) + n) * (types + 1) + (hp + 1)];
+      ++out.stats.states;
+      for (std::int32_t k : front) offer(out, arena, k, ev);
+    }
+  }
+}
+
+Windows full_windows(const Evaluator& ev) {
+  Windows w;
+  w.types = ev.types();
+  const std::size_t size = static_cast<std::size_t>(ev.pi().pp * ev.types());
+  w.lo.assign(size, 1);
+  w.hi.assign(size, ev.layers());
+  return w;
+}
+
+// n_i = N/PP, the remainder spread over the first stages.
+void apply_uniform(const Evaluator& ev, Windows& w) {
+  const int pp = ev.pi().pp;
+  const int n = ev.layers();
+  for (int i = 0; i < pp; ++i) {
+    const int layers = n / pp + (i < n % pp ? 1 : 0);
+    for (int h = 0; h < ev.types(); ++h) {
+      w.lo[static_cast<std::size_t>(i * ev.types() + h)] = layers;
+      w.hi[static_cast<std::size_t>(i * ev.types() + h)] = layers;
+    }
+  }
+}
+
+}  // namespace
+
+ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
+                            const SearchOptions& opt) {
+  const auto start = std::chrono::steady_clock::now();
+  ConfigOutcome out;
+  out.stats.configs_evaluated = 1;
+  Evaluator ev(model, pi, opt);
+  const int types = ev.types();
+  const int n = ev.layers();
+  std::vector<int> usable;
+  for (int h = 0; h < types; ++h) {
+    if (ev.cap(h) > 0) usable.push_back(h);
+  }
+  // tau_h: the step of an average layer; T_comp: the mean stage step of a
+  // balanced split over the usable types.
+  std::vector<double> tau(static_cast<std::size_t>(types), 0.0);
+  double inv_sum = 0.0;
+  for (int h : usable) {
+    tau[static_cast<std::size_t>(h)] = ev.layer_step(h);
+    inv_sum += 1.0 / tau[static_cast<std::size_t>(h)];
+  }
+  const double mean_tau =
+      usable.empty() ? 0.0 : static_cast<double>(usable.size()) / inv_sum;  // harmonic mean
+  const double comp_threshold = opt.eta * n * mean_tau / pi.pp;
+
+  if (!usable.empty()) {
+    if (opt.prune.load_balance && !opt.uniform) {
+      // Enumerate mixes c (stages per type, sum PP, c_h <= cap_h).
+      std::vector<int> c(static_cast<std::size_t>(types), 0);
+      std::function<void(int, int)> mixes = [&](int h, int left) {
+        if (h == types) {
+          if (left != 0) return;
+          double speed = 0.0;  // sum_h c_h / tau_h
+          for (int t = 0; t < types; ++t) {
+            if (c[static_cast<std::size_t>(t)] > 0) {
+              speed += c[static_cast<std::size_t>(t)] / tau[static_cast<std::size_t>(t)];
+            }
+          }
+          const double t_star = n / speed;
+          Windows w;
+          w.types = types;
+          w.lo.resize(static_cast<std::size_t>(pi.pp * types));
+          w.hi.resize(w.lo.size());
+          for (int t = 0; t < types; ++t) {
+            const double share = c[static_cast<std::size_t>(t)] > 0
+                                     ? t_star / tau[static_cast<std::size_t>(t)]
+                                     : 0.0;
+            const int lo = std::max(1, static_cast<int>(std::floor((1.0 - opt.delta) * share)));
+            const int hi = std::min(n, static_cast<int>(std::ceil((1.0 + opt.delta) * share)));
+            for (int i = 0; i < pi.pp; ++i) {
+              w.lo[static_cast<std::size_t>(i * types + t)] = lo;
+              w.hi[static_cast<std::size_t>(i * types + t)] = hi;
+            }
+          }
+          run_dp(ev, c, /*exact_mix=*/true, w, opt, opt.eta * t_star, out);
+          return;
+        }
+        for (int k = 0; k <= std::min(ev.cap(h), left); ++k) {
+          c[static_cast<std::size_t>(h)] = k;
+          mixes(h + 1, left - k);
+        }
+        c[static_cast<std::size_t>(h)] = 0;
+      };
+      mixes(0, pi.pp);
+    } else {
+      std::vector<int> limit(static_cast<std::size_t>(types));
+      for (int h = 0; h < types; ++h) limit[static_cast<std::size_t>(h)] = ev.cap(h);
+      Windows w = full_windows(ev);
+      if (opt.uniform) apply_uniform(ev, w);
+      run_dp(ev, limit, /*exact_mix=*/false, w, opt, comp_threshold, out);
+    }
+  }
+  out.stats.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+double bruteforce_size(const CostModel& model, const ParallelConfig& pi,
+                       const SearchOptions& opt) {
+  const int n = model.workload().model.num_layers;
+  int types = 0;
+  for (int h = 0; h < model.cluster().num_types(); ++h) {
+    if (stage_capacity(model.cluster(), h, pi, opt.space.constraints) > 0) ++types;
+  }
+  // types^PP sequences times C(N-1, PP-1) compositions.
+  double size = std::pow(static_cast<double>(types), pi.pp);
+  if (!opt.uniform) {
+    double comb = 1.0;
+    for (int k = 1; k <= pi.pp - 1; ++k) comb = comb * (n - k) / k;
+    size *= comb;
+  }
+  return std::min(size, 4.6e18);
+}
+
+ConfigOutcome bruteforce_config(const CostModel& model, const ParallelConfig& pi,
+                                const SearchOptions& opt) {
+  const auto start = std::chrono::steady_clock::now();
+  ConfigOutcome out;
+  out.stats.configs_evaluated = 1;
+  Evaluator ev(model, pi, opt);
+  const int pp = pi.pp;
+  const int n = ev.layers();
+  std::vector<int> used(static_cast<std::size_t>(ev.types()), 0);
+  std::vector<Label> arena;  // the current path only, root first
+  arena.reserve(static_cast<std::size_t>(pp) + 1);
+  arena.push_back(Label{});
+  std::function<void(int, int, int)> place = [&](int i, int j, int hp) {
+    if (i == pp) {
+      ++out.stats.transitions;
+      offer(out, arena, static_cast<std::int32_t>(arena.size() - 1), ev);
+      return;
+    }
+    const int remaining_after = pp - i - 1;
+    for (int h = 0; h < ev.types(); ++h) {
+      if (used[static_cast<std::size_t>(h)] >= ev.cap(h)) continue;
+      const int max_n = n - j - remaining_after;
+      for (int layers = 1; layers <= max_n; ++layers) {
+        if (remaining_after == 0 && layers != max_n) continue;
+        if (opt.uniform && layers != n / pp + (i < n % pp ? 1 : 0)) continue;
+        const StageEval& e = ev.stage(h, i, j, layers);
+        note_shortfall(out, e, pi, i, h, layers);
+        const auto parent = static_cast<std::int32_t>(arena.size() - 1);
+        arena.push_back(extend(arena.back(), parent, h, layers, e, ev.boundary(hp, h)));
+        ++used[static_cast<std::size_t>(h)];
+        place(i + 1, j + layers, h);
+        --used[static_cast<std::size_t>(h)];
+        arena.pop_back();
+      }
+    }
+  };
+  place(0, 0, -1);
+  out.stats.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+}  // namespace hapmoe

@@ -1,0 +1,98 @@
+// HS-DP search (paper §3.5, Algorithm 1; docs/search.md): for every
+// configuration pi of the space, the best non-uniform partition, device
+// type per stage and recomputation per stage, with the three prunings.
+// This kernel knows nothing of MPI or threads.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "costmodel/cost.h"
+#include "costmodel/plan.h"
+#include "partition/config_space.h"
+
+namespace hapmoe {
+
+// Which of the paper's three prunings are on.
+struct PruneSet {
+  bool load_balance = true;  // (1) window on n_i around the balanced share
+  bool memory = true;        // (2) cut stages that do not fit with any recompute
+  bool hetero_comm = true;   // (3) cut cross-type boundaries costlier than eta * T_comp
+  bool operator==(const PruneSet&) const = default;
+};
+
+// "all", "none" or a comma list of lb, mem, comm. Throws InputError naming
+// `where` on anything else.
+PruneSet parse_prune_set(const std::string& text, const std::string& where);
+std::string to_string(const PruneSet& p);
+
+struct SearchOptions {
+  PruneSet prune;
+  double delta = 0.2;   // load-balance tolerance
+  double eta = 2.0;     // cross-type communication threshold
+  bool uniform = false; // n_i = N/PP, remainder to the first stages
+  int top_k = 5;
+  SpaceOptions space;
+};
+
+// Counters of one search, summed over configurations.
+struct SearchStats {
+  std::int64_t configs = 0;            // |Pi|
+  std::int64_t configs_evaluated = 0;  // configurations searched
+  std::int64_t states = 0;             // DP states with a non-empty front
+  std::int64_t transitions = 0;        // (state, type, layers) moves evaluated
+  std::int64_t pruned_load_balance = 0;
+  std::int64_t pruned_memory = 0;
+  std::int64_t pruned_hetero_comm = 0;
+  std::int64_t feasible = 0;           // complete plans that fit, reached
+  double seconds = 0;                  // wall time
+  SearchStats& operator+=(const SearchStats& o);
+};
+
+// The closest miss when nothing fits: the stage candidate that needs the
+// least memory beyond its capacity (with full recomputation).
+struct Shortfall {
+  double bytes = std::numeric_limits<double>::infinity();
+  ParallelConfig parallel;
+  int stage = -1;
+  int device_type = -1;
+  int layers = 0;
+  bool known() const { return stage >= 0; }
+};
+
+struct PlanCandidate {
+  double latency_s = 0;
+  Plan plan;
+};
+
+// Canonical order of plans: latency, then (pp, tp, cp, ep, tpe, dp,
+// micro-batch), then stages (type, layers, recompute) in order.
+bool plan_key_less(const Plan& a, const Plan& b);
+bool candidate_less(const PlanCandidate& a, const PlanCandidate& b);
+
+struct ConfigOutcome {
+  std::optional<PlanCandidate> best;
+  SearchStats stats;
+  Shortfall closest;
+};
+
+// The exact best plan of one configuration under the cost model (with the
+// prunings that are on).
+ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
+                            const SearchOptions& options);
+
+// Every plan of the same configuration, without DP (prunings ignored).
+// The same cost evaluation and summation order as search_config, so equal
+// plans have bit-identical latencies.
+ConfigOutcome bruteforce_config(const CostModel& model, const ParallelConfig& pi,
+                                const SearchOptions& options);
+
+// Plans brute force would enumerate for pi (types^PP x compositions of N),
+// saturating at 2^62.
+double bruteforce_size(const CostModel& model, const ParallelConfig& pi,
+                       const SearchOptions& options);
+
+}  // namespace hapmoe
