@@ -163,6 +163,45 @@ class Evaluator {
     return boundary_[static_cast<std::size_t>((hp + 1) * types_ + h)];
   }
 
+  // Step time a stage of type h pays besides its layers: the embedding on
+  // the first stage, the output layer on the last, the boundary with a
+  // predecessor of its own type on every other.
+  double fixed_step(int h, bool first, bool last) const {
+    const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
+    double t = 0.0;
+    if (first) {
+      t += tc.embedding_fwd_s + tc.embedding_bwd_s;
+    } else {
+      const CostModel::Boundary& b = boundary(h, h);
+      t += b.fwd_s + b.bwd_s;
+    }
+    if (last) t += tc.output_fwd_s + tc.output_bwd_s;
+    return t;
+  }
+
+  // The sync + optimizer time of a stage of type h as a line in its layer
+  // count: tail(n) ~ fixed + n * per_layer, measured on 1 and 2 layers.
+  struct TailLine {
+    double fixed = 0;
+    double per_layer = 0;
+  };
+  TailLine tail_line(int h, bool first, bool last) const {
+    const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
+    auto tail = [&](int layers) {
+      StageShape s;
+      s.position = first ? 0 : (last ? pi_.pp - 1 : std::min(1, pi_.pp - 1));
+      s.first_layer = first ? 0 : n_ - layers;
+      s.layers = layers;
+      s.moe_layers = model_.moe_layers_in(s.first_layer, layers);
+      const StageCost c = model_.stage_cost(pi_, tc, s);
+      return c.dp_sync_s + c.optimizer_s;
+    };
+    if (n_ < 2) return {tail(1), 0.0};
+    const double one = tail(1);
+    const double per_layer = tail(2) - one;
+    return {one - per_layer, per_layer};
+  }
+
   // Per-layer step (forward + backward, no recomputation) of an average
   // layer of the model on type h: the speed used for balance and T_comp.
   double layer_step(int h) const {
@@ -233,9 +272,41 @@ double latency(const Label& l, int m) {
   return it.total();
 }
 
-bool dominates(const Label& a, const Label& b) {
-  return a.sum <= b.sum && a.max <= b.max && a.tail <= b.tail;
+// The (type, layers) of the stages of a partial plan, first stage first.
+void path_of(const std::vector<Label>& arena, std::int32_t k, std::vector<std::int32_t>& out) {
+  out.clear();
+  for (; k >= 0; k = arena[static_cast<std::size_t>(k)].parent) {
+    const Label& l = arena[static_cast<std::size_t>(k)];
+    if (l.layers > 0) out.push_back(l.type * 65536 + l.layers);
+  }
+  std::reverse(out.begin(), out.end());
 }
+
+// a dominates b (same state): no worse in sum, max and tail, and no later
+// in the canonical plan order. Then every completion of a is no worse than
+// the same completion of b in (latency, plan key) -- floating-point sums
+// and maxima are monotone -- so dropping b keeps the DP exact, ties
+// included. (At one state both paths place the same layers, so the
+// recomputation of the first differing stage is decided by its type and
+// layers.)
+class Dominance {
+ public:
+  explicit Dominance(const std::vector<Label>& arena) : arena_(arena) {}
+  bool operator()(std::int32_t a, std::int32_t b) {
+    const Label& x = arena_[static_cast<std::size_t>(a)];
+    const Label& y = arena_[static_cast<std::size_t>(b)];
+    if (x.feasible != y.feasible) return false;
+    if (!(x.sum <= y.sum && x.max <= y.max && x.tail <= y.tail)) return false;
+    path_of(arena_, a, pa_);
+    path_of(arena_, b, pb_);
+    return pa_ <= pb_;
+  }
+
+ private:
+  const std::vector<Label>& arena_;
+  std::vector<std::int32_t> pa_;
+  std::vector<std::int32_t> pb_;
+};
 
 // Rebuilds the plan of a complete label.
 Plan rebuild(const std::vector<Label>& arena, std::int32_t index, Evaluator& ev) {
@@ -324,6 +395,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
 
   std::vector<Label> arena;
   arena.push_back(Label{});  // the root: nothing placed
+  Dominance dominates(arena);
   // fronts of the current level: index (u_index * (n+1) + j) * (types+1) + (hp+1)
   std::vector<std::vector<std::int32_t>> current(1 * (n + 1) * (types + 1));
   current[static_cast<std::size_t>(0)] = {0};
@@ -372,24 +444,24 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
               const int nj = j + layers;
               auto& dest = next[(static_cast<std::size_t>(nu) * (n + 1) + nj) * (types + 1) + (h + 1)];
               for (std::int32_t from : front) {
-                Label cand = extend(arena[static_cast<std::size_t>(from)], from, h, layers, e, b);
-                // Keep the front non-dominated, feasible and infeasible
-                // labels apart (an infeasible one never completes).
+                // Keep the front non-dominated; feasible and infeasible
+                // labels never dominate each other (an infeasible one
+                // never completes).
+                arena.push_back(extend(arena[static_cast<std::size_t>(from)], from, h, layers, e, b));
+                const auto cand = static_cast<std::int32_t>(arena.size() - 1);
                 bool dominated = false;
                 for (std::int32_t k : dest) {
-                  const Label& o = arena[static_cast<std::size_t>(k)];
-                  if (o.feasible == cand.feasible && dominates(o, cand)) {
+                  if (dominates(k, cand)) {
                     dominated = true;
                     break;
                   }
                 }
-                if (dominated) continue;
-                std::erase_if(dest, [&](std::int32_t k) {
-                  const Label& o = arena[static_cast<std::size_t>(k)];
-                  return o.feasible == cand.feasible && dominates(cand, o);
-                });
-                arena.push_back(cand);
-                dest.push_back(static_cast<std::int32_t>(arena.size() - 1));
+                if (dominated) {
+                  arena.pop_back();
+                  continue;
+                }
+                std::erase_if(dest, [&](std::int32_t k) { return dominates(cand, k); });
+                dest.push_back(cand);
               }
             }
           }
@@ -460,29 +532,89 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
 
   if (!usable.empty()) {
     if (opt.prune.load_balance && !opt.uniform) {
+      // Tail lines per type: middle, first, last stage.
+      std::vector<Evaluator::TailLine> tail_lines(static_cast<std::size_t>(3 * types));
+      for (int h : usable) {
+        tail_lines[static_cast<std::size_t>(3 * h)] = ev.tail_line(h, false, false);
+        tail_lines[static_cast<std::size_t>(3 * h + 1)] = ev.tail_line(h, true, pi.pp == 1);
+        tail_lines[static_cast<std::size_t>(3 * h + 2)] = ev.tail_line(h, pi.pp == 1, true);
+      }
       // Enumerate mixes c (stages per type, sum PP, c_h <= cap_h).
       std::vector<int> c(static_cast<std::size_t>(types), 0);
       std::function<void(int, int)> mixes = [&](int h, int left) {
         if (h == types) {
           if (left != 0) return;
+          // Balanced stage step T*: every stage i of type h takes
+          // n_i = (T* - fixed_i,h) / tau_h layers and the n_i sum to N. The
+          // types of the first and last stage are not known yet, so their
+          // fixed costs enter weighted by the mix (exact when homogeneous).
           double speed = 0.0;  // sum_h c_h / tau_h
+          double fixed = 0.0;  // sum_i fixed_i / tau_h(i), mix-weighted
           for (int t = 0; t < types; ++t) {
-            if (c[static_cast<std::size_t>(t)] > 0) {
-              speed += c[static_cast<std::size_t>(t)] / tau[static_cast<std::size_t>(t)];
+            const double ct = c[static_cast<std::size_t>(t)];
+            if (ct == 0) continue;
+            const double tt = tau[static_cast<std::size_t>(t)];
+            const double share = ct / pi.pp;  // chance of being first / last
+            speed += ct / tt;
+            if (pi.pp == 1) {
+              fixed += ev.fixed_step(t, true, true) / tt;
+            } else {
+              fixed += share * (ev.fixed_step(t, true, false) + ev.fixed_step(t, false, true)) / tt +
+                       (ct - 2.0 * share) * ev.fixed_step(t, false, false) / tt;
             }
           }
-          const double t_star = n / speed;
+          const double t_star = (n + fixed) / speed;
+          // The same balance for the tail (gradient sync + optimizer, which
+          // grows with the parameters a stage holds): with few micro-batches
+          // it can outweigh the step, so the window spans both shares.
+          double tail_speed = 0.0;
+          double tail_fixed = 0.0;
+          for (int t = 0; t < types; ++t) {
+            const double ct = c[static_cast<std::size_t>(t)];
+            if (ct == 0) continue;
+            const auto mid = tail_lines[static_cast<std::size_t>(3 * t)];
+            const auto first = tail_lines[static_cast<std::size_t>(3 * t + 1)];
+            const auto lastl = tail_lines[static_cast<std::size_t>(3 * t + 2)];
+            if (mid.per_layer <= 0.0) continue;
+            const double share = ct / pi.pp;
+            tail_speed += ct / mid.per_layer;
+            tail_fixed += (pi.pp == 1 ? first.fixed + lastl.fixed - mid.fixed
+                                      : share * (first.fixed + lastl.fixed) +
+                                            (ct - 2.0 * share) * mid.fixed) /
+                          mid.per_layer;
+          }
+          const double u_star = tail_speed > 0.0 ? (n + tail_fixed) / tail_speed : 0.0;
           Windows w;
           w.types = types;
           w.lo.resize(static_cast<std::size_t>(pi.pp * types));
           w.hi.resize(w.lo.size());
+          auto window = [&](double share, int& lo, int& hi) {
+            // Never empty: a stage whose fixed costs alone exceed the
+            // balanced time (an output layer with a large vocabulary)
+            // takes one layer.
+            share = std::max(0.0, share);
+            lo = std::clamp(static_cast<int>(std::floor((1.0 - opt.delta) * share)), 1, n);
+            hi = std::clamp(static_cast<int>(std::ceil((1.0 + opt.delta) * share)), lo, n);
+          };
           for (int t = 0; t < types; ++t) {
-            const double share = c[static_cast<std::size_t>(t)] > 0
-                                     ? t_star / tau[static_cast<std::size_t>(t)]
-                                     : 0.0;
-            const int lo = std::max(1, static_cast<int>(std::floor((1.0 - opt.delta) * share)));
-            const int hi = std::min(n, static_cast<int>(std::ceil((1.0 + opt.delta) * share)));
+            if (c[static_cast<std::size_t>(t)] == 0) continue;
             for (int i = 0; i < pi.pp; ++i) {
+              const bool first = i == 0;
+              const bool last = i == pi.pp - 1;
+              int lo = 0;
+              int hi = 0;
+              window((t_star - ev.fixed_step(t, first, last)) / tau[static_cast<std::size_t>(t)],
+                     lo, hi);
+              const auto mid = tail_lines[static_cast<std::size_t>(3 * t)];
+              if (mid.per_layer > 0.0) {
+                const auto line = first ? tail_lines[static_cast<std::size_t>(3 * t + 1)]
+                                        : (last ? tail_lines[static_cast<std::size_t>(3 * t + 2)] : mid);
+                int tlo = 0;
+                int thi = 0;
+                window((u_star - line.fixed) / mid.per_layer, tlo, thi);
+                lo = std::min(lo, tlo);
+                hi = std::max(hi, thi);
+              }
               w.lo[static_cast<std::size_t>(i * types + t)] = lo;
               w.hi[static_cast<std::size_t>(i * types + t)] = hi;
             }

@@ -1,6 +1,6 @@
 // Reading clusters: inline specs ("H800:16,910B:16", "910B:2x16"), presets
 // (the paper's twelve clusters "paper:16-1-h" ... "paper:32-3") and cluster
-// JSON files with custom device types and links (docs/inputs.md).
+// JSON files with custom device types and links (docs/clusters.md).
 #pragma once
 
 #include <span>

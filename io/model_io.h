@@ -1,5 +1,5 @@
 // Reading models: built-in presets, Hugging Face config.json files and the
-// project's own model JSON (docs/inputs.md). The kind of file is recognised
+// project's own model JSON (docs/models.md). The kind of file is recognised
 // from its content.
 #pragma once
 

@@ -1,0 +1,1646 @@
+// Independent tests of every term of the cost model against its
+// specification, docs/costmodel.md. Every expectation is computed here, by
+// hand, from the formulas of the doc on small synthetic inputs with round
+// numbers; no expectation comes from calling another function of the
+// implementation. Most layer/stage/iteration tests read hand-filled profile
+// tables (so the numbers are exact and independent of the analytic
+// generator); the analytic generator is tested on its own.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <iomanip>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "costmodel/analytic.h"
+#include "costmodel/cluster.h"
+#include "costmodel/cost.h"
+#include "costmodel/errors.h"
+#include "costmodel/model.h"
+#include "costmodel/plan.h"
+#include "costmodel/profile.h"
+
+namespace hapmoe {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Relative comparison (1e-12).
+::testing::AssertionResult RelNear(const char* actual_expr, const char* expected_expr,
+                                   double actual, double expected) {
+  const double scale = std::max(std::abs(actual), std::abs(expected));
+  if (actual == expected || std::abs(actual - expected) <= 1e-12 * scale) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure()
+         << std::setprecision(17) << actual_expr << " = " << actual << "\n  expected "
+         << expected_expr << " = " << expected << "\n  relative difference "
+         << std::abs(actual - expected) / scale;
+}
+#define EXPECT_REL(actual, expected) EXPECT_PRED_FORMAT2(RelNear, actual, expected)
+
+// ---------------------------------------------------------------------------
+// Doc formulas used as test-side arithmetic ("Analytic communication table"):
+// ring / pairwise primitives (all-gather, reduce-scatter, all-to-all):
+//   (w-1)·α + (w-1)/w · n/B
+double ring(double n, double w, double bandwidth, double latency) {
+  return (w - 1.0) * latency + (w - 1.0) / w * n / bandwidth;
+}
+// all-reduce: 2(w-1)·α + 2(w-1)/w · n/B
+double all_reduce(double n, double w, double bandwidth, double latency) {
+  return 2.0 * (w - 1.0) * latency + 2.0 * (w - 1.0) / w * n / bandwidth;
+}
+// point-to-point: α + n/B
+double p2p(double n, double bandwidth, double latency) { return latency + n / bandwidth; }
+
+// t_gemm(r, n, c) = max(2·r·n·c / (P·e), β·(r·c + c·n + r·n) / W) ("Analytic compute table").
+double roofline(double r, double n, double c, double peak_times_eff, double hbm) {
+  return std::max(2.0 * r * n * c / peak_times_eff, 2.0 * (r * c + c * n + r * n) / hbm);
+}
+
+// ---------------------------------------------------------------------------
+// Synthetic model: N = 4, H = 1024, a = 8, g = 2, d = 128, F = 4096,
+// V = 32000, SwiGLU (m = 3), rotary. The MoE variant: E = 8, k = 2,
+// F_e = 2048. Training: S = 1024, B = 64, b = 1, bf16, distributed
+// optimizer, all-to-all, rho = 1.4 and gamma = 0.5 so f_imb = 1 + 0.5·0.4 = 1.2.
+constexpr double kH = 1024, kA = 8, kG = 2, kD = 128, kF = 4096, kV = 32000;
+constexpr double kE = 8, kK = 2, kFe = 2048;
+constexpr double kS = 1024;
+constexpr double kImb = 1.2;  // f_imb = 1 + γ(ρ−1) = 1 + 0.5·(1.4−1)
+
+// Attention projection parameters: Q H·a·d + K,V 2·H·g·d + O a·d·H.
+constexpr double kAttnProj = kH * kA * kD + 2 * kH * kG * kD + kA * kD * kH;  // 2,621,440
+// Attention block parameters: projections + its input norm (H). The doc
+// leaves norm weights implicit; model.h counts one H vector per norm.
+constexpr double kAttnParams = kAttnProj + kH;
+// Dense MLP block: m·H·F + its norm (H).
+constexpr double kDenseMlpParams = 3 * kH * kF + kH;
+// MoE block, non-expert part: router H·E + shared m·H·F_s (0 here) + norm H.
+constexpr double kRouterParams = kH * kE + kH;
+// All routed experts of a layer: E·m·H·F_e.
+constexpr double kExpertParams = kE * 3 * kH * kFe;  // 50,331,648
+
+ModelSpec dense_model() {
+  ModelSpec m;
+  m.name = "synthetic-dense";
+  m.num_layers = 4;
+  m.hidden = 1024;
+  m.num_heads = 8;
+  m.num_kv_heads = 2;
+  m.head_dim = 128;
+  m.ffn_hidden = 4096;
+  m.mlp = MlpKind::kSwiGlu;
+  m.positions = PositionKind::kRotary;
+  m.max_positions = 4096;
+  m.vocab = 32000;
+  m.tied_embeddings = false;
+  return m;
+}
+
+ModelSpec moe_model(std::vector<std::uint8_t> layers = {1, 1, 1, 1}) {
+  ModelSpec m = dense_model();
+  m.name = "synthetic-moe";
+  m.num_experts = 8;
+  m.top_k = 2;
+  m.expert_ffn_hidden = 2048;
+  m.moe_layers = std::move(layers);
+  return m;
+}
+
+// Multi-latent attention: q_lora 384, kv_lora 128, d_nope 64, d_rope 32,
+// d_v 64 (d_qk = 96).
+ModelSpec mla_model() {
+  ModelSpec m = dense_model();
+  m.name = "synthetic-mla";
+  m.num_kv_heads = 8;
+  m.mla.q_lora_rank = 384;
+  m.mla.kv_lora_rank = 128;
+  m.mla.qk_nope_head_dim = 64;
+  m.mla.qk_rope_head_dim = 32;
+  m.mla.v_head_dim = 64;
+  return m;
+}
+
+TrainingSpec training() {
+  TrainingSpec t;
+  t.seq_len = 1024;
+  t.global_batch = 64;
+  t.micro_batch = 1;
+  t.precision = Precision::kBf16;
+  t.distributed_optimizer = true;
+  t.dispatcher = Dispatcher::kAllToAll;
+  t.imbalance = 1.4;
+  t.gamma = 0.5;
+  return t;
+}
+
+// Device A (type 0): 100 TFLOP/s, 8 per node. Device B (type 1): 50 TFLOP/s,
+// 4 per node. The figures matter for the analytic generator and MFU; the
+// hand-filled tables below carry their own numbers.
+DeviceSpec device_a() {
+  DeviceSpec d;
+  d.name = "DevA";
+  d.peak_flops = 100e12;
+  d.memory_bytes = 80e9;
+  d.hbm_bandwidth = 1e12;
+  d.intra_node_bandwidth = 100e9;
+  d.inter_node_bandwidth = 10e9;
+  d.devices_per_node = 8;
+  d.gemm_efficiency = 1.0;
+  d.intra_node_latency = 1e-6;
+  d.inter_node_latency = 2e-6;
+  return d;
+}
+
+DeviceSpec device_b() {
+  DeviceSpec d;
+  d.name = "DevB";
+  d.peak_flops = 50e12;
+  d.memory_bytes = 40e9;
+  d.hbm_bandwidth = 0.5e12;
+  d.intra_node_bandwidth = 50e9;
+  d.inter_node_bandwidth = 5e9;
+  d.devices_per_node = 4;
+  d.gemm_efficiency = 0.5;
+  d.intra_node_latency = 2e-6;
+  d.inter_node_latency = 4e-6;
+  return d;
+}
+
+ClusterSpec two_type_cluster() {
+  ClusterSpec c;
+  c.name = "synthetic-two-types";
+  c.pools.push_back({device_a(), 4, 8});
+  c.pools.push_back({device_b(), 4, 4});
+  return c;
+}
+
+// ---------------------------------------------------------------------------
+// Hand-filled communication table. Each primitive gets its own share of the
+// link bandwidth so a test notices when the wrong primitive is used:
+//
+//                AR      AG      RS      A2A     P2P      α
+//   type 0 intra 100e9   80e9    50e9    40e9    25e9     1 µs
+//   type 0 inter 10e9    8e9     5e9     4e9     2.5e9    2 µs
+//   type 1 intra 50e9    40e9    25e9    20e9    12.5e9   2 µs
+//   type 1 inter 5e9     4e9     2.5e9   2e9     1.25e9   4 µs
+//   cross 0-1    2e9     1.6e9   1e9     0.8e9   0.5e9    5 µs
+constexpr double kPrimShare[kNumPrimitives] = {1.0, 0.8, 0.5, 0.4, 0.25};
+
+void fill_comm(CommTable& comm) {
+  struct Row {
+    LinkKind kind;
+    int a, b;
+    double bandwidth, latency;
+  };
+  const Row rows[] = {{LinkKind::kIntraNode, 0, 0, 100e9, 1e-6},
+                      {LinkKind::kInterNode, 0, 0, 10e9, 2e-6},
+                      {LinkKind::kIntraNode, 1, 1, 50e9, 2e-6},
+                      {LinkKind::kInterNode, 1, 1, 5e9, 4e-6},
+                      {LinkKind::kCrossType, 0, 1, 2e9, 5e-6}};
+  for (const Row& r : rows) {
+    for (int p = 0; p < kNumPrimitives; ++p) {
+      comm.set(static_cast<Primitive>(p), {r.kind, r.a, r.b},
+               {r.bandwidth * kPrimShare[p], r.latency});
+    }
+  }
+}
+
+// Hand-filled compute entries (seconds per micro-batch on one device).
+ComputeEntry entry_a() {
+  ComputeEntry e;
+  e.attention_fwd = 1.0e-3;
+  e.core_attention_fwd = 4.0e-4;
+  e.dense_mlp_fwd = 2.0e-3;
+  e.dense_act_fwd = 1.0e-4;
+  e.expert_fwd = 5.0e-4;
+  e.expert_act_fwd = 5.0e-5;
+  e.shared_fwd = 0.0;
+  e.router_fwd = 1.0e-4;
+  e.embedding_fwd = 2.0e-5;
+  e.output_fwd = 3.0e-3;
+  e.attention_bwd = 2.2e-3;
+  e.dense_mlp_bwd = 4.0e-3;
+  e.expert_bwd = 1.0e-3;
+  e.shared_bwd = 0.0;
+  e.router_bwd = 2.0e-4;
+  e.embedding_bwd = 4.0e-5;
+  e.output_bwd = 6.5e-3;
+  return e;
+}
+
+ComputeEntry entry_b() {
+  ComputeEntry e;
+  e.attention_fwd = 1.5e-3;
+  e.core_attention_fwd = 6.0e-4;
+  e.dense_mlp_fwd = 3.0e-3;
+  e.dense_act_fwd = 1.5e-4;
+  e.expert_fwd = 8.0e-4;
+  e.expert_act_fwd = 8.0e-5;
+  e.shared_fwd = 0.0;
+  e.router_fwd = 1.5e-4;
+  e.embedding_fwd = 3.0e-5;
+  e.output_fwd = 4.5e-3;
+  e.attention_bwd = 3.3e-3;
+  e.dense_mlp_bwd = 6.0e-3;
+  e.expert_bwd = 1.6e-3;
+  e.shared_bwd = 0.0;
+  e.router_bwd = 3.0e-4;
+  e.embedding_bwd = 6.0e-5;
+  e.output_bwd = 9.5e-3;
+  return e;
+}
+
+// Coefficients: type 0 capacity 80e9, eta 0.8, HBM 1e12, 3e-11 s/param,
+// scale 1, overhead 2e9; type 1 capacity 40e9, eta 0.5, HBM 0.5e12,
+// 6e-11 s/param, scale 1.25, overhead 1e9.
+ProfileTables hand_tables() {
+  ProfileTables t;
+  t.devices.resize(2);
+  t.devices[0] = {80e9, 0.8, 1e12, 3e-11, 1.0, 2e9};
+  t.devices[1] = {40e9, 0.5, 0.5e12, 6e-11, 1.25, 1e9};
+  t.compute.resize(2);
+  for (int tp : {1, 2, 4, 8, 16}) {
+    for (int cp : {1, 2, 4}) {
+      t.compute[0][{tp, cp}] = entry_a();
+      t.compute[1][{tp, cp}] = entry_b();
+    }
+  }
+  fill_comm(t.comm);
+  return t;
+}
+
+ParallelConfig config(int pp, int tp, int cp, int ep, int tpe, int dp, int b = 1) {
+  ParallelConfig pi;
+  pi.pp = pp;
+  pi.tp = tp;
+  pi.cp = cp;
+  pi.ep = ep;
+  pi.tpe = tpe;
+  pi.dp = dp;
+  pi.micro_batch = b;
+  return pi;
+}
+
+// Hand-made per-type costs, to test the stage formulas on their own.
+TypeCosts hand_type_costs(int type) {
+  TypeCosts t;
+  t.type = type;
+  t.dense.fwd_s = 1e-3;
+  t.dense.bwd_s = 2e-3;
+  t.dense.selective_extra_s = 1e-4;
+  t.dense.act_bytes = 100e6;
+  t.dense.act_selective_bytes = 80e6;
+  t.dense.act_full_bytes = 10e6;
+  t.dense.dense_params = 50e6;
+  t.moe.fwd_s = 1.5e-3;
+  t.moe.bwd_s = 3e-3;
+  t.moe.selective_extra_s = 2e-4;
+  t.moe.act_bytes = 200e6;
+  t.moe.act_selective_bytes = 150e6;
+  t.moe.act_full_bytes = 10e6;
+  t.moe.dense_params = 20e6;
+  t.moe.expert_params = 100e6;
+  t.moe.moe_buffer_bytes = 30e6;
+  t.embedding_fwd_s = 1e-4;
+  t.embedding_bwd_s = 2e-4;
+  t.output_fwd_s = 5e-4;
+  t.output_bwd_s = 1e-3;
+  t.embedding_params = 16e6;
+  t.output_params = 16e6;
+  t.logits_bytes = 40e6;
+  t.capacity_bytes = 80e9;
+  t.overhead_bytes = 2e9;
+  t.activation_scale = 1.25;
+  t.weight_bytes_per_param = 2;
+  t.grad_bytes_per_param = 4;
+  t.dense_opt_bytes_per_param = 3;   // 12 / (DP·CP) with DP·CP = 4
+  t.expert_opt_bytes_per_param = 6;  // 12 / EDP with EDP = 2
+  t.optimizer_s_per_param = 1e-11;
+  t.dp_sync_latency_s = 1e-5;
+  t.dp_sync_s_per_param = 1e-10;
+  t.edp_sync_latency_s = 2e-5;
+  t.edp_sync_s_per_param = 2e-10;
+  return t;
+}
+
+StageShape shape(int position, int first_layer, int layers, int moe_layers, int prev_type,
+                 Recompute r = {}, int moe_in_first_recomputed = 0) {
+  StageShape s;
+  s.position = position;
+  s.first_layer = first_layer;
+  s.layers = layers;
+  s.moe_layers = moe_layers;
+  s.prev_type = prev_type;
+  s.recompute = r;
+  s.moe_in_first_recomputed = moe_in_first_recomputed;
+  return s;
+}
+
+// Fixture: the MoE workload, the two-type cluster and the hand tables. The
+// CostModel holds references, so it is built from the members on demand.
+class CostTerms : public ::testing::Test {
+ protected:
+  Workload workload{moe_model(), training()};
+  ClusterSpec cluster = two_type_cluster();
+  ProfileTables tables = hand_tables();
+  CostModel model() const { return CostModel(workload, cluster, tables); }
+};
+
+// ===========================================================================
+// Communication primitives (docs/costmodel.md, "Analytic communication table")
+
+TEST(CostTermsComm, EveryPrimitiveFormula) {
+  CommTable comm;
+  const Link intra{LinkKind::kIntraNode, 0, 0};
+  for (int p = 0; p < kNumPrimitives; ++p) {
+    comm.set(static_cast<Primitive>(p), intra, {100e9, 1e-6});  // B = 100 GB/s, α = 1 µs
+  }
+  const double n = 8e6;  // bytes; n/B = 8e-5 s
+  // all-reduce, w = 4: 2·3·1e-6 + 2·3/4·8e-5 = 6e-6 + 1.2e-4
+  EXPECT_REL(comm.time(Primitive::kAllReduce, n, 4, intra), 6e-6 + 1.2e-4);
+  // all-gather, w = 4: 3·1e-6 + 3/4·8e-5 = 3e-6 + 6e-5
+  EXPECT_REL(comm.time(Primitive::kAllGather, n, 4, intra), 3e-6 + 6e-5);
+  // reduce-scatter, w = 4: same form as all-gather
+  EXPECT_REL(comm.time(Primitive::kReduceScatter, n, 4, intra), 3e-6 + 6e-5);
+  // all-to-all, w = 8: 7·1e-6 + 7/8·8e-5 = 7e-6 + 7e-5
+  EXPECT_REL(comm.time(Primitive::kAllToAll, n, 8, intra), 7e-6 + 7e-5);
+  // all-reduce, w = 2: 2·1·1e-6 + 2·1/2·8e-5 = 2e-6 + 8e-5
+  EXPECT_REL(comm.time(Primitive::kAllReduce, n, 2, intra), 2e-6 + 8e-5);
+  // point-to-point: α + n/B = 1e-6 + 8e-5
+  EXPECT_REL(comm.time(Primitive::kP2P, n, 2, intra), 1e-6 + 8e-5);
+}
+
+TEST(CostTermsComm, GroupOfOneAndEmptyMessageCostNothing) {
+  CommTable comm;
+  const Link intra{LinkKind::kIntraNode, 0, 0};
+  for (int p = 0; p < kNumPrimitives; ++p) {
+    comm.set(static_cast<Primitive>(p), intra, {100e9, 1e-6});
+  }
+  // "A group of size 1 costs nothing."
+  for (Primitive p : {Primitive::kAllReduce, Primitive::kAllGather, Primitive::kReduceScatter,
+                      Primitive::kAllToAll}) {
+    EXPECT_EQ(comm.time(p, 8e6, 1, intra), 0.0) << to_string(p);
+  }
+  // No bytes, no time (not even the latency).
+  for (int p = 0; p < kNumPrimitives; ++p) {
+    EXPECT_EQ(comm.time(static_cast<Primitive>(p), 0.0, 8, intra), 0.0)
+        << to_string(static_cast<Primitive>(p));
+  }
+}
+
+TEST(CostTermsComm, EntriesAreKeyedByPrimitiveLinkKindAndTypes) {
+  CommTable comm;
+  fill_comm(comm);
+  // all-gather, type 1 intra: B = 40e9, α = 2 µs; w = 4, n = 4e6:
+  // 3·2e-6 + 3/4·4e6/40e9 = 6e-6 + 7.5e-5
+  EXPECT_REL(comm.time(Primitive::kAllGather, 4e6, 4, {LinkKind::kIntraNode, 1, 1}), 6e-6 + 7.5e-5);
+  // reduce-scatter, type 0 inter: B = 5e9, α = 2 µs: 3·2e-6 + 3/4·4e6/5e9 = 6e-6 + 6e-4
+  EXPECT_REL(comm.time(Primitive::kReduceScatter, 4e6, 4, {LinkKind::kInterNode, 0, 0}),
+             6e-6 + 6e-4);
+  // Cross link is symmetric in the two types: p2p B = 0.5e9, α = 5 µs.
+  EXPECT_REL(comm.time(Primitive::kP2P, 1e6, 2, {LinkKind::kCrossType, 1, 0}), 5e-6 + 1e6 / 0.5e9);
+  EXPECT_REL(comm.time(Primitive::kP2P, 1e6, 2, {LinkKind::kCrossType, 0, 1}), 5e-6 + 1e6 / 0.5e9);
+  // An absent entry is a contract violation.
+  CommTable empty;
+  EXPECT_THROW(empty.time(Primitive::kAllGather, 1e6, 4, {LinkKind::kIntraNode, 0, 0}),
+               ContractError);
+}
+
+// ===========================================================================
+// Roofline GEMM (docs/costmodel.md, "Analytic compute table")
+
+TEST(CostTermsAnalytic, GemmTimeComputeBound) {
+  DeviceSpec d = device_a();
+  d.gemm_efficiency = 0.5;  // P·e = 50e12
+  // 4096³ GEMM: compute 2·4096³/50e12 = 1.37438953472e11/5e13 = 2.74877906944e-3 s;
+  // traffic 2·3·4096²/1e12 = 1.00663296e-4 s: compute bound.
+  const double compute = 2.0 * 4096.0 * 4096.0 * 4096.0 / 50e12;
+  const double traffic = 2.0 * (3.0 * 4096.0 * 4096.0) / 1e12;
+  ASSERT_GT(compute, traffic);
+  EXPECT_REL(gemm_time(4096, 4096, 4096, d, 2.0), compute);
+  EXPECT_REL(compute, 2.74877906944e-3);
+}
+
+TEST(CostTermsAnalytic, GemmTimeMemoryBound) {
+  DeviceSpec d = device_a();
+  d.gemm_efficiency = 0.5;
+  // (r×c)·(c×n) with r = 64, n = 4096, c = 1024:
+  // compute 2·64·4096·1024/50e12 = 5.36870912e8/5e13 = 1.073741824e-5 s;
+  // traffic 2·(64·1024 + 1024·4096 + 64·4096)/1e12 = 2·4521984/1e12 = 9.043968e-6 s.
+  // Both close; make the GEMV (r = 1) clearly memory bound:
+  // compute 2·1·4096·1024/5e13 = 1.6777216e-7; traffic 2·(1024 + 4194304 + 4096)/1e12
+  // = 8.398848e-6: memory bound.
+  const double traffic = 2.0 * (1.0 * 1024 + 1024.0 * 4096 + 1.0 * 4096) / 1e12;
+  EXPECT_REL(gemm_time(1, 4096, 1024, d, 2.0), traffic);
+  EXPECT_REL(traffic, 8.398848e-6);
+  // The argument order is (r, n, c): r·c + c·n + r·n elements move.
+  EXPECT_REL(gemm_time(64, 4096, 1024, d, 2.0),
+             std::max(2.0 * 64 * 4096 * 1024 / 50e12,
+                      2.0 * (64.0 * 1024 + 1024.0 * 4096 + 64.0 * 4096) / 1e12));
+  EXPECT_REL(gemm_time(64, 4096, 1024, d, 2.0), 1.073741824e-5);
+}
+
+// ===========================================================================
+// Analytic compute entries at TP = 2, CP = 2, b = 1, S = 1024:
+// t = b·S/CP = 512 tokens, t_sp = t/TP = 256. Device: P = 100e12, e = 0.5,
+// W = 1e12 (P·e = 50e12).
+
+struct AnalyticCase {
+  Workload workload;
+  ClusterSpec cluster;
+  ProfileTables tables;
+};
+
+DeviceSpec roofline_device() {
+  DeviceSpec d = device_a();
+  d.name = "Roof";
+  d.gemm_efficiency = 0.5;
+  return d;
+}
+
+ClusterSpec single_cluster(const DeviceSpec& d) {
+  ClusterSpec c;
+  c.name = "single";
+  c.pools.push_back({d, 2, d.devices_per_node});
+  return c;
+}
+
+// MoE model with shared experts (F_s = 1024) and dense layers (moe 0,1,0,1).
+ModelSpec moe_shared_model() {
+  ModelSpec m = moe_model({0, 1, 0, 1});
+  m.shared_expert_ffn_hidden = 1024;
+  return m;
+}
+
+constexpr double kPe = 50e12;  // P·e of roofline_device()
+constexpr double kW = 1e12;    // HBM of roofline_device()
+
+const ComputeEntry& analytic_entry(const ProfileTables& t, int tp, int cp) {
+  return t.compute[0].at({tp, cp});
+}
+
+TEST(CostTermsAnalytic, AttentionProjectionsCoreAndNorms) {
+  const Workload w{moe_shared_model(), training()};
+  const ClusterSpec c = single_cluster(roofline_device());
+  const ProfileTables t = make_analytic_tables(w, c, 1, {2}, {2});
+  const ComputeEntry& e = analytic_entry(t, 2, 2);
+  const double tok = 512, tsp = 256;
+  // QKV: t_gemm(t, (a+2g)·d/TP, H) = t_gemm(512, (8+4)·128/2 = 768, 1024)
+  const double qkv = roofline(tok, (kA + 2 * kG) * kD / 2, kH, kPe, kW);
+  // output: t_gemm(t, H, a·d/TP) = t_gemm(512, 1024, 512)
+  const double out = roofline(tok, kH, kA * kD / 2, kPe, kW);
+  // causal core: 2·t·(S/2)·(a/TP)·(d_qk + d_v) / (P·e)
+  const double core = 2.0 * tok * (kS / 2) * (kA / 2) * (kD + kD) / kPe;
+  // norms/residuals/rotary: 8 passes of t_sp·H·β at W
+  const double elem = 8.0 * tsp * kH * 2.0 / kW;
+  EXPECT_REL(e.core_attention_fwd, core);
+  EXPECT_REL(core, 2.0 * 512 * 512 * 4 * 256 / 50e12);  // = 1.073741824e-5 s
+  EXPECT_REL(e.attention_fwd, qkv + out + core + elem);
+  // backward: GEMMs twice, core 2.5×, memory-bound passes twice
+  EXPECT_REL(e.attention_bwd, 2.0 * (qkv + out) + 2.5 * core + 2.0 * elem);
+}
+
+TEST(CostTermsAnalytic, MultiLatentAttentionProjections) {
+  Workload w{mla_model(), training()};
+  const ClusterSpec c = single_cluster(roofline_device());
+  {
+    // TP = 2, CP = 1: t = 1024, t_sp = 512, a/TP = 4, d_qk = 96, d_v = 64.
+    const ProfileTables t = make_analytic_tables(w, c, 1, {2}, {1});
+    const ComputeEntry& e = analytic_entry(t, 2, 1);
+    const double tok = 1024, tsp = 512;
+    const double q_down = roofline(tok, 384, kH, kPe, kW);            // H → q_lora
+    const double q_up = roofline(tok, 4 * 96, 384, kPe, kW);          // q_lora → a/TP·d_qk
+    const double kv_down = roofline(tok, 128 + 32, kH, kPe, kW);      // H → kv_lora + rope
+    const double kv_up = roofline(tok, 4 * (64 + 64), 128, kPe, kW);  // kv_lora → a/TP·(nope+v)
+    const double o = roofline(tok, kH, 4 * 64, kPe, kW);              // a/TP·d_v → H
+    const double core = 2.0 * tok * (kS / 2) * 4 * (96 + 64) / kPe;
+    const double elem = 8.0 * tsp * kH * 2.0 / kW;
+    const double proj = q_down + q_up + kv_down + kv_up + o;
+    EXPECT_REL(e.core_attention_fwd, core);
+    EXPECT_REL(e.attention_fwd, proj + core + elem);
+    EXPECT_REL(e.attention_bwd, 2.0 * proj + 2.5 * core + 2.0 * elem);
+  }
+  {
+    // q_lora_rank = 0: queries projected directly, t_gemm(t, a/TP·d_qk, H).
+    w.model.mla.q_lora_rank = 0;
+    const ProfileTables t = make_analytic_tables(w, c, 1, {2}, {1});
+    const ComputeEntry& e = analytic_entry(t, 2, 1);
+    const double tok = 1024, tsp = 512;
+    const double q = roofline(tok, 4 * 96, kH, kPe, kW);
+    const double kv_down = roofline(tok, 128 + 32, kH, kPe, kW);
+    const double kv_up = roofline(tok, 4 * (64 + 64), 128, kPe, kW);
+    const double o = roofline(tok, kH, 4 * 64, kPe, kW);
+    const double core = 2.0 * tok * (kS / 2) * 4 * (96 + 64) / kPe;
+    const double elem = 8.0 * tsp * kH * 2.0 / kW;
+    EXPECT_REL(e.attention_fwd, q + kv_down + kv_up + o + core + elem);
+  }
+}
+
+TEST(CostTermsAnalytic, DenseMlpSwiGluAndGelu) {
+  Workload w{moe_shared_model(), training()};
+  const ClusterSpec c = single_cluster(roofline_device());
+  const double tok = 512, tsp = 256;
+  const double elem = 8.0 * tsp * kH * 2.0 / kW;  // the MLP block's norms/residuals
+  {
+    // SwiGLU (m = 3): up+gate t_gemm(t, 2·F/TP, H), down t_gemm(t, H, F/TP),
+    // activation 3 passes of t·F/TP·β at W.
+    const ProfileTables t = make_analytic_tables(w, c, 1, {2}, {2});
+    const ComputeEntry& e = analytic_entry(t, 2, 2);
+    const double up = roofline(tok, 2 * kF / 2, kH, kPe, kW);
+    const double down = roofline(tok, kH, kF / 2, kPe, kW);
+    const double act = 3.0 * tok * (kF / 2) * 2.0 / kW;
+    EXPECT_REL(e.dense_act_fwd, act);
+    EXPECT_REL(e.dense_mlp_fwd, up + down + act + elem);
+    EXPECT_REL(e.dense_mlp_bwd, 2.0 * (up + down) + 2.0 * act + 2.0 * elem);
+  }
+  {
+    // GELU (m = 2): up t_gemm(t, F/TP, H), down t_gemm(t, H, F/TP), 2 passes.
+    w.model.mlp = MlpKind::kGelu;
+    const ProfileTables t = make_analytic_tables(w, c, 1, {2}, {2});
+    const ComputeEntry& e = analytic_entry(t, 2, 2);
+    const double up = roofline(tok, kF / 2, kH, kPe, kW);
+    const double down = roofline(tok, kH, kF / 2, kPe, kW);
+    const double act = 2.0 * tok * (kF / 2) * 2.0 / kW;
+    EXPECT_REL(e.dense_act_fwd, act);
+    EXPECT_REL(e.dense_mlp_fwd, up + down + act + elem);
+    EXPECT_REL(e.dense_mlp_bwd, 2.0 * (up + down) + 2.0 * act + 2.0 * elem);
+  }
+}
+
+TEST(CostTermsAnalytic, RoutedExpertMlp) {
+  const Workload w{moe_shared_model(), training()};
+  const ClusterSpec c = single_cluster(roofline_device());
+  const ProfileTables t = make_analytic_tables(w, c, 1, {2}, {2});
+  const ComputeEntry& e = analytic_entry(t, 2, 2);
+  const double tsp = 256;
+  // one expert-width MLP over t_sp tokens: 2·t_sp·H·F_e·m/(P·e) + activation
+  // (m passes of t_sp·F_e·β at W).
+  const double gemm = 2.0 * tsp * kH * kFe * 3 / kPe;  // = 3.221225472e9/5e13
+  const double act = 3.0 * tsp * kFe * 2.0 / kW;
+  EXPECT_REL(gemm, 6.442450944e-5);
+  EXPECT_REL(e.expert_act_fwd, act);
+  EXPECT_REL(e.expert_fwd, gemm + act);
+  EXPECT_REL(e.expert_bwd, 2.0 * gemm + 2.0 * act);
+}
+
+TEST(CostTermsAnalytic, SharedExpertsAreATpShardedMlp) {
+  const Workload w{moe_shared_model(), training()};
+  const ClusterSpec c = single_cluster(roofline_device());
+  const ProfileTables t = make_analytic_tables(w, c, 1, {2}, {2});
+  const ComputeEntry& e = analytic_entry(t, 2, 2);
+  const double tok = 512;
+  // width F_s = 1024 sharded over TP = 2: up+gate t_gemm(t, 2·512, H),
+  // down t_gemm(t, H, 512), activation 3 passes of t·512·β.
+  const double up = roofline(tok, 2 * 512, kH, kPe, kW);
+  const double down = roofline(tok, kH, 512, kPe, kW);
+  const double act = 3.0 * tok * 512 * 2.0 / kW;
+  EXPECT_REL(e.shared_fwd, up + down + act);
+  EXPECT_REL(e.shared_bwd, 2.0 * (up + down) + 2.0 * act);
+}
+
+TEST(CostTermsAnalytic, RouterGemmSoftmaxAndMoeBlockNorms) {
+  const Workload w{moe_shared_model(), training()};
+  const ClusterSpec c = single_cluster(roofline_device());
+  const ProfileTables t = make_analytic_tables(w, c, 1, {2}, {2});
+  const ComputeEntry& e = analytic_entry(t, 2, 2);
+  const double tsp = 256;
+  // router: t_gemm(t_sp, E, H) + 3 fp32 passes over t_sp·E logits.
+  const double gemm = roofline(tsp, kE, kH, kPe, kW);
+  const double softmax = 3.0 * tsp * kE * 4.0 / kW;
+  // The MoE block's own norms/residuals (8 passes of t_sp·H·β, "per block")
+  // are booked with the router: the MoE block has no other per-block entry.
+  const double elem = 8.0 * tsp * kH * 2.0 / kW;
+  EXPECT_REL(e.router_fwd, gemm + softmax + elem);
+  EXPECT_REL(e.router_bwd, 2.0 * (gemm + softmax + elem));
+}
+
+TEST(CostTermsAnalytic, EmbeddingAndOutputLayerForward) {
+  const Workload w{moe_shared_model(), training()};
+  const ClusterSpec c = single_cluster(roofline_device());
+  const ProfileTables t = make_analytic_tables(w, c, 1, {2}, {2});
+  const ComputeEntry& e = analytic_entry(t, 2, 2);
+  const double tok = 512, tsp = 256;
+  // embedding: 2 passes of t_sp·H·β; backward twice (memory-bound passes).
+  const double emb = 2.0 * tsp * kH * 2.0 / kW;
+  EXPECT_REL(e.embedding_fwd, emb);
+  EXPECT_REL(e.embedding_bwd, 2.0 * emb);
+  // output + loss: t_gemm(t, V/TP, H) + 3 fp32 passes over t·V/TP logits.
+  const double gemm = roofline(tok, kV / 2, kH, kPe, kW);
+  const double passes = 3.0 * tok * (kV / 2) * 4.0 / kW;
+  EXPECT_REL(e.output_fwd, gemm + passes);
+}
+
+TEST(CostTermsAnalytic, OutputLayerBackwardDoublesGemmAndPasses) {
+  const Workload w{moe_shared_model(), training()};
+  const ClusterSpec c = single_cluster(roofline_device());
+  const ProfileTables t = make_analytic_tables(w, c, 1, {2}, {2});
+  const ComputeEntry& e = analytic_entry(t, 2, 2);
+  const double tok = 512;
+  const double gemm = roofline(tok, kV / 2, kH, kPe, kW);
+  const double passes = 3.0 * tok * (kV / 2) * 4.0 / kW;  // 9.8304e-5 s
+  // "Backward GEMMs cost twice the forward (data and weight gradients);
+  // memory-bound passes twice."
+  EXPECT_REL(e.output_bwd, 2.0 * gemm + 2.0 * passes);
+}
+
+TEST(CostTermsAnalytic, CoefficientsAndCommunicationEntries) {
+  DeviceSpec a = device_a();
+  a.intra_node_latency = 5e-6;   // the doc's 5 µs inside a node
+  a.inter_node_latency = 10e-6;  // and 10 µs across nodes
+  DeviceSpec b = device_b();
+  b.intra_node_latency = 5e-6;
+  b.inter_node_latency = 10e-6;
+  ClusterSpec c;
+  c.name = "two";
+  c.pools.push_back({a, 1, 8});
+  c.pools.push_back({b, 1, 4});
+  const Workload w{moe_model(), training()};
+  const ProfileTables t = make_analytic_tables(w, c, 1, {1}, {1});
+  ASSERT_EQ(t.devices.size(), 2u);
+  // C_h = vendor memory; η = 1; W_h; optimizer 30 B/param at W_h; 2 GiB overhead; scale 1.
+  EXPECT_EQ(t.devices[0].capacity_bytes, 80e9);
+  EXPECT_EQ(t.devices[1].capacity_bytes, 40e9);
+  EXPECT_EQ(t.devices[0].eta, 1.0);
+  EXPECT_EQ(t.devices[0].hbm_bandwidth, 1e12);
+  EXPECT_REL(t.devices[0].optimizer_s_per_param, 30.0 / 1e12);
+  EXPECT_REL(t.devices[1].optimizer_s_per_param, 30.0 / 0.5e12);
+  EXPECT_EQ(t.devices[0].overhead_bytes, 2.0 * 1024 * 1024 * 1024);
+  EXPECT_EQ(t.devices[1].activation_scale, 1.0);
+  for (int p = 0; p < kNumPrimitives; ++p) {
+    const auto prim = static_cast<Primitive>(p);
+    // intra-node: device intra bandwidth, 5 µs
+    EXPECT_EQ(t.comm.entry(prim, {LinkKind::kIntraNode, 0, 0}).bandwidth, 100e9);
+    EXPECT_EQ(t.comm.entry(prim, {LinkKind::kIntraNode, 0, 0}).latency, 5e-6);
+    EXPECT_EQ(t.comm.entry(prim, {LinkKind::kIntraNode, 1, 1}).bandwidth, 50e9);
+    // across nodes: NIC bandwidth, 10 µs
+    EXPECT_EQ(t.comm.entry(prim, {LinkKind::kInterNode, 0, 0}).bandwidth, 10e9);
+    EXPECT_EQ(t.comm.entry(prim, {LinkKind::kInterNode, 1, 1}).latency, 10e-6);
+    // two types, no explicit link: the slower NIC (5e9) and the larger latency
+    EXPECT_EQ(t.comm.entry(prim, {LinkKind::kCrossType, 0, 1}).bandwidth, 5e9);
+    EXPECT_EQ(t.comm.entry(prim, {LinkKind::kCrossType, 0, 1}).latency, 10e-6);
+  }
+  // An explicit cross link of the cluster file wins.
+  c.cross_links.push_back({1, 0, 3e9, 7e-6});
+  const ProfileTables t2 = make_analytic_tables(w, c, 1, {1}, {1});
+  EXPECT_EQ(t2.comm.entry(Primitive::kP2P, {LinkKind::kCrossType, 0, 1}).bandwidth, 3e9);
+  EXPECT_EQ(t2.comm.entry(Primitive::kP2P, {LinkKind::kCrossType, 0, 1}).latency, 7e-6);
+}
+
+// ===========================================================================
+// Layer (docs/costmodel.md, "Layer"), on hand tables.
+
+TEST_F(CostTerms, DenseLayerTpCollectivesPerBlock) {
+  workload.model = dense_model();
+  const CostModel cm = model();
+  // TP = 2, CP = 1, DP = 4 on type 0 (8 per node): TP link span 2 → intra.
+  const TypeCosts tc = cm.type_costs(config(1, 2, 1, 1, 1, 4), 0);
+  // Per TP-sharded block an all-gather and a reduce-scatter of b·S/CP·H·β
+  // = 1·1024·1024·2 = 2,097,152 B, w = 2: AG 80e9, RS 50e9, α = 1 µs.
+  const double n = 1.0 * 1024 / 1 * kH * 2;
+  const double block = ring(n, 2, 80e9, 1e-6) + ring(n, 2, 50e9, 1e-6);
+  EXPECT_REL(block, 1e-6 + 0.5 * 2097152 / 80e9 + 1e-6 + 0.5 * 2097152 / 50e9);
+  // Dense layer: attention + dense MLP, two blocks.
+  EXPECT_REL(tc.dense.fwd_s, 1.0e-3 + 2.0e-3 + 2 * block);
+  EXPECT_REL(tc.dense.bwd_s, 2.2e-3 + 4.0e-3 + 2 * block);
+  EXPECT_REL(tc.dense.compute_fwd_s, 1.0e-3 + 2.0e-3);
+  EXPECT_REL(tc.dense.tp_comm_fwd_s, 2 * block);
+  EXPECT_EQ(tc.dense.moe_comm_fwd_s, 0.0);
+  // Selective recomputation reruns core attention and the activation function.
+  EXPECT_REL(tc.dense.selective_extra_s, 4.0e-4 + 1.0e-4);
+}
+
+TEST_F(CostTerms, NoTpNoCollectives) {
+  workload.model = dense_model();
+  const CostModel cm = model();
+  const TypeCosts tc = cm.type_costs(config(1, 1, 1, 1, 1, 8), 0);
+  EXPECT_REL(tc.dense.fwd_s, 1.0e-3 + 2.0e-3);
+  EXPECT_REL(tc.dense.bwd_s, 2.2e-3 + 4.0e-3);
+}
+
+TEST_F(CostTerms, TpGroupLargerThanNodeUsesInterNodeLink) {
+  workload.model = dense_model();
+  const CostModel cm = model();
+  // TP = 8 on type 1 (4 per node): span 8 > 4 → inter-node AG 4e9, RS 2.5e9, α = 4 µs.
+  const TypeCosts tc = cm.type_costs(config(1, 8, 1, 1, 1, 1), 1);
+  const double n = 1024.0 * kH * 2;  // b·S/CP·H·β
+  const double block = ring(n, 8, 4e9, 4e-6) + ring(n, 8, 2.5e9, 4e-6);
+  EXPECT_REL(tc.dense.fwd_s, 1.5e-3 + 3.0e-3 + 2 * block);
+}
+
+TEST_F(CostTerms, CpRingExposedOnlyBeyondCoreAttention) {
+  workload.model = dense_model();
+  // TP = 1, CP = 2 on type 0: CP link span TP·CP = 2 → intra p2p (25e9, 1 µs).
+  // KV chunk: b·S/CP · 2·g/TP·d · β = 512 · 2·2·128 · 2 = 524,288 B.
+  const double chunk = 512.0 * (2 * kG / 1 * kD) * 2;
+  EXPECT_EQ(chunk, 524288.0);
+  const double ring_time = (2 - 1) * p2p(chunk, 25e9, 1e-6);  // CP−1 steps
+  EXPECT_REL(ring_time, 1e-6 + 524288 / 25e9);                // 2.197152e-5 s
+  const ParallelConfig pi = config(1, 1, 2, 1, 1, 4);
+  struct Case {
+    double core, fwd_exposed, bwd_exposed;
+  };
+  const Case cases[] = {
+      // core 4e-4 hides the ring both ways
+      {4e-4, 0.0, 0.0},
+      // core 1e-5: fwd ring − core, bwd 2·ring − 2.5·core
+      {1e-5, ring_time - 1e-5, 2 * ring_time - 2.5 * 1e-5},
+      // core 2e-5: fwd exposed by 1.97152e-6, bwd 4.394304e-5 − 5e-5 < 0 → hidden
+      {2e-5, ring_time - 2e-5, 0.0},
+  };
+  for (const Case& cs : cases) {
+    tables.compute[0][{1, 2}].core_attention_fwd = cs.core;
+    const TypeCosts tc = model().type_costs(pi, 0);
+    SCOPED_TRACE(cs.core);
+    EXPECT_REL(tc.dense.fwd_s, 1.0e-3 + 2.0e-3 + cs.fwd_exposed);
+    EXPECT_REL(tc.dense.bwd_s, 2.2e-3 + 4.0e-3 + cs.bwd_exposed);
+  }
+}
+
+TEST_F(CostTerms, CpRingAcrossNodesAndWithTp) {
+  workload.model = dense_model();
+  tables.compute[0][{4, 4}].core_attention_fwd = 0.0;  // nothing to hide behind
+  // TP = 4, CP = 4 on type 0: CP span 16 > 8 → inter p2p (2.5e9, 2 µs).
+  // chunk = b·S/CP · 2·g/TP·d · β = 256 · (2·2/4·128) · 2 = 65,536 B; 3 steps.
+  const double chunk = 256.0 * (2 * kG / 4 * kD) * 2;
+  const double ring_time = 3 * p2p(chunk, 2.5e9, 2e-6);
+  // TP blocks: AG + RS of b·S/CP·H·β = 256·1024·2 over TP = 4 (span 4 → intra).
+  const double n = 256.0 * kH * 2;
+  const double block = ring(n, 4, 80e9, 1e-6) + ring(n, 4, 50e9, 1e-6);
+  const TypeCosts tc = model().type_costs(config(1, 4, 4, 1, 1, 1), 0);
+  EXPECT_REL(tc.dense.fwd_s, 1.0e-3 + 2.0e-3 + 2 * block + ring_time);
+  EXPECT_REL(tc.dense.bwd_s, 2.2e-3 + 4.0e-3 + 2 * block + 2 * ring_time);
+}
+
+TEST_F(CostTerms, CpRingMultiLatentAttentionChunk) {
+  workload.model = mla_model();
+  tables.compute[0][{1, 2}].core_attention_fwd = 1e-6;
+  // MLA KV chunk: b·S/CP · a/TP·(d_qk + d_v) · β = 512 · 8·(96 + 64) · 2 = 1,310,720 B.
+  const double chunk = 512.0 * 8 * (96 + 64) * 2;
+  const double ring_time = p2p(chunk, 25e9, 1e-6);
+  const TypeCosts tc = model().type_costs(config(1, 1, 2, 1, 1, 4), 0);
+  EXPECT_REL(tc.dense.fwd_s, 1.0e-3 + 2.0e-3 + (ring_time - 1e-6));
+  EXPECT_REL(tc.dense.bwd_s, 2.2e-3 + 4.0e-3 + (2 * ring_time - 2.5e-6));
+}
+
+TEST_F(CostTerms, ExpertTermComputeBranch) {
+  // TP = CP = EP = TPE = DP = 1: no collectives; type 0, η = 0.8, W_h = 1e12.
+  const TypeCosts tc = model().type_costs(config(1, 1, 1, 1, 1, 1), 0);
+  // k·t_expert·f_imb/η = 2·5e-4·1.2/0.8 = 1.5e-3 s
+  // W_local/W_h = (E/EP)·m·H·F_e/TPE·β / W_h = 8·3·1024·2048·2/1e12 = 1.00663296e-4 s
+  const double compute = kK * 5e-4 * kImb / 0.8;
+  const double stream = kE / 1 * 3 * kH * kFe / 1 * 2 / 1e12;
+  ASSERT_GT(compute, stream);
+  EXPECT_REL(compute, 1.5e-3);
+  EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + compute);  // attention + router + experts
+  // backward: k·t_expert_bwd·f/η = 2·1e-3·1.2/0.8 = 3e-3 vs 2·W_local/W_h
+  EXPECT_REL(tc.moe.bwd_s, 2.2e-3 + 2.0e-4 + kK * 1e-3 * kImb / 0.8);
+  EXPECT_REL(tc.moe.compute_fwd_s, 1.0e-3 + 1.0e-4 + compute);
+}
+
+TEST_F(CostTerms, ExpertTermWeightStreamingBranch) {
+  tables.compute[0][{1, 1}].expert_fwd = 1e-5;
+  tables.compute[0][{1, 1}].expert_bwd = 2e-5;
+  const TypeCosts tc = model().type_costs(config(1, 1, 1, 1, 1, 1), 0);
+  // k·t_expert·f/η = 2·1e-5·1.2/0.8 = 3e-5 < W_local/W_h = 1.00663296e-4
+  const double w_local = 8.0 * 3 * 1024 * 2048 * 2;  // 100,663,296 B
+  EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + w_local / 1e12);
+  // backward: 2·1e-5·... = 6e-5 < 2·W_local/W_h = 2.01326592e-4
+  EXPECT_REL(tc.moe.bwd_s, 2.2e-3 + 2.0e-4 + 2 * w_local / 1e12);
+}
+
+TEST_F(CostTerms, ExpertParallelismChangesOnlyTheStreamingBound) {
+  tables.compute[0][{1, 1}].expert_fwd = 1e-5;
+  // EP = 4 (4 devices): W_local = (8/4)·3·1024·2048·2 = 25,165,824 B → 2.5165824e-5 s
+  // < 2·1e-5·1.2/0.8 = 3e-5: now compute bound. TPE = 2, EP = 2 gives the same W_local.
+  const double compute = kK * 1e-5 * kImb / 0.8;
+  const double stream = 2.0 * 3 * 1024 * 2048 * 2 / 1e12;
+  ASSERT_GT(compute, stream);
+  const TypeCosts ep4 = model().type_costs(config(1, 1, 1, 4, 1, 4), 0);
+  EXPECT_REL(ep4.moe.compute_fwd_s, 1.0e-3 + 1.0e-4 + compute);
+  const TypeCosts ep2tpe2 = model().type_costs(config(1, 1, 1, 2, 2, 4), 0);
+  EXPECT_REL(ep2tpe2.moe.compute_fwd_s, 1.0e-3 + 1.0e-4 + compute);
+}
+
+TEST_F(CostTerms, ImbalanceFactorOnePlusGammaRhoMinusOne) {
+  struct Case {
+    double rho, gamma, factor;
+  };
+  const Case cases[] = {{1.4, 0.5, 1.2}, {2.0, 1.0, 2.0}, {3.0, 0.0, 1.0}, {1.0, 1.0, 1.0}};
+  for (const Case& cs : cases) {
+    workload.training.imbalance = cs.rho;
+    workload.training.gamma = cs.gamma;
+    const TypeCosts tc = model().type_costs(config(1, 1, 1, 1, 1, 1), 0);
+    SCOPED_TRACE(cs.rho);
+    // compute branch: k·t_expert·(1+γ(ρ−1))/η = 2·5e-4·factor/0.8 ≥ 1.25e-3 > 1.0066e-4
+    EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + 2 * 5e-4 * cs.factor / 0.8);
+  }
+}
+
+TEST_F(CostTerms, DispatchAllToAll) {
+  // TP = 1, EP = 4, DP = 4 on type 0: EP span EP·TPE = 4 → intra.
+  const ParallelConfig pi = config(1, 1, 1, 4, 1, 4);
+  const TypeCosts tc = model().type_costs(pi, 0);
+  // n = t_sp·k·H·β = 1024·2·1024·2 = 4,194,304 B; 2 × all-to-all (40e9, 1 µs) over EP = 4.
+  const double n = 1024.0 * kK * kH * 2;
+  const double a2a = 2 * ring(n, 4, 40e9, 1e-6);
+  EXPECT_REL(a2a, 2 * (3e-6 + 0.75 * 4194304 / 40e9));  // 1.632864e-4 s
+  EXPECT_REL(tc.moe.moe_comm_fwd_s, a2a);
+  // W_local = 2·3·1024·2048·2 = 25,165,824 B → 2.5e-5 s < 1.5e-3: compute branch.
+  const double compute = 1.0e-3 + 1.0e-4 + 1.5e-3;
+  EXPECT_REL(tc.moe.fwd_s, compute + a2a);
+  EXPECT_REL(tc.moe.bwd_s, 2.2e-3 + 2.0e-4 + 3e-3 + a2a);  // same exchange in the backward
+  EXPECT_EQ(tc.moe.dispatcher, Dispatcher::kAllToAll);
+  // Dispatch buffer (all-to-all): 2·t_sp·k·H·β·f_imb·TPE = 2·4194304·1.2
+  EXPECT_REL(tc.moe.moe_buffer_bytes, 2 * n * kImb * 1);
+}
+
+TEST_F(CostTerms, DispatchAllGather) {
+  workload.training.dispatcher = Dispatcher::kAllGather;
+  const TypeCosts tc = model().type_costs(config(1, 1, 1, 4, 1, 4), 0);
+  // all-gather + reduce-scatter of t_sp·EP·H·β = 1024·4·1024·2 = 8,388,608 B over EP = 4:
+  // AG 80e9, RS 50e9, α = 1 µs.
+  const double n = 1024.0 * 4 * kH * 2;
+  const double ag = ring(n, 4, 80e9, 1e-6) + ring(n, 4, 50e9, 1e-6);
+  EXPECT_REL(ag, 3e-6 + 0.75 * 8388608 / 80e9 + 3e-6 + 0.75 * 8388608 / 50e9);
+  EXPECT_REL(tc.moe.moe_comm_fwd_s, ag);
+  EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + 1.5e-3 + ag);
+  EXPECT_EQ(tc.moe.dispatcher, Dispatcher::kAllGather);
+  // Dispatch buffer (all-gather): t_sp·EP·TPE·H·β
+  EXPECT_REL(tc.moe.moe_buffer_bytes, 1024.0 * 4 * 1 * kH * 2);
+}
+
+TEST_F(CostTerms, DispatchAutoTakesTheCheaper) {
+  workload.training.dispatcher = Dispatcher::kAuto;
+  const ParallelConfig pi = config(1, 1, 1, 4, 1, 4);
+  const double n_a2a = 1024.0 * kK * kH * 2;  // t_sp·k·H·β
+  const double n_ag = 1024.0 * 4 * kH * 2;    // t_sp·EP·H·β
+  {
+    // all-to-all at 40e9: 1.632864e-4 s < all-gather 2.1047232e-4 s
+    const double a2a = 2 * ring(n_a2a, 4, 40e9, 1e-6);
+    const double ag = ring(n_ag, 4, 80e9, 1e-6) + ring(n_ag, 4, 50e9, 1e-6);
+    ASSERT_LT(a2a, ag);
+    const TypeCosts tc = model().type_costs(pi, 0);
+    EXPECT_EQ(tc.moe.dispatcher, Dispatcher::kAllToAll);
+    EXPECT_REL(tc.moe.moe_comm_fwd_s, a2a);
+  }
+  {
+    // Slow all-to-all (10e9): 6.351456e-4 s > all-gather → all-gather.
+    tables.comm.set(Primitive::kAllToAll, {LinkKind::kIntraNode, 0, 0}, {10e9, 1e-6});
+    const double a2a = 2 * ring(n_a2a, 4, 10e9, 1e-6);
+    const double ag = ring(n_ag, 4, 80e9, 1e-6) + ring(n_ag, 4, 50e9, 1e-6);
+    ASSERT_GT(a2a, ag);
+    const TypeCosts tc = model().type_costs(pi, 0);
+    EXPECT_EQ(tc.moe.dispatcher, Dispatcher::kAllGather);
+    EXPECT_REL(tc.moe.moe_comm_fwd_s, ag);
+    EXPECT_REL(tc.moe.moe_buffer_bytes, n_ag);
+  }
+}
+
+TEST_F(CostTerms, ExpertTensorParallelGathers) {
+  // TP = 1, EP = 2, TPE = 2, DP = 4 on type 0: EDP = 4/(2·2) = 1.
+  const TypeCosts tc = model().type_costs(config(1, 1, 1, 2, 2, 4), 0);
+  const double routed = 1024.0 * kK * kH * 2;  // t_sp·k·H·β = 4,194,304 B
+  // all-to-all over EP = 2 (EP span EP·TPE = 4 → intra)
+  const double a2a = 2 * ring(routed, 2, 40e9, 1e-6);
+  // TPE > 1: AG + RS of t_sp·k·H·β·f_imb·TPE over TPE = 2 (span 2 → intra)
+  const double gathered = routed * kImb * 2;
+  const double tpe = ring(gathered, 2, 80e9, 1e-6) + ring(gathered, 2, 50e9, 1e-6);
+  EXPECT_REL(tc.moe.moe_comm_fwd_s, a2a + tpe);
+  EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + 1.5e-3 + a2a + tpe);
+  EXPECT_REL(tc.moe.bwd_s, 2.2e-3 + 2.0e-4 + 3e-3 + a2a + tpe);
+  // buffer: 2·t_sp·k·H·β·f_imb·TPE
+  EXPECT_REL(tc.moe.moe_buffer_bytes, 2 * routed * kImb * 2);
+}
+
+TEST_F(CostTerms, EpGroupLinkSelection) {
+  const double routed = 1024.0 * kK * kH * 2;
+  {
+    // EP = 8 on type 0 (8 per node): span 8 → intra all-to-all (40e9, 1 µs).
+    const TypeCosts tc = model().type_costs(config(1, 1, 1, 8, 1, 8), 0);
+    EXPECT_REL(tc.moe.moe_comm_fwd_s, 2 * ring(routed, 8, 40e9, 1e-6));
+  }
+  {
+    // EP = 8 on type 1 (4 per node): span 8 > 4 → inter all-to-all (2e9, 4 µs).
+    const TypeCosts tc = model().type_costs(config(1, 1, 1, 8, 1, 8), 1);
+    EXPECT_REL(tc.moe.moe_comm_fwd_s, 2 * ring(routed, 8, 2e9, 4e-6));
+  }
+  {
+    // EP = 4, TPE = 2 on type 1: span EP·TPE = 8 > 4 → inter, world EP = 4;
+    // TPE span 2 → intra (AG 40e9, RS 25e9, 2 µs).
+    const TypeCosts tc = model().type_costs(config(1, 1, 1, 4, 2, 8), 1);
+    const double gathered = routed * kImb * 2;
+    EXPECT_REL(tc.moe.moe_comm_fwd_s, 2 * ring(routed, 4, 2e9, 4e-6) +
+                                          ring(gathered, 2, 40e9, 2e-6) +
+                                          ring(gathered, 2, 25e9, 2e-6));
+  }
+  {
+    // Nodes of 6: span 4 ≤ 6 but 6 is not a multiple of 4 → inter (4e9, 2 µs).
+    cluster.pools[0].devices_per_node = 6;
+    cluster.pools[0].device.devices_per_node = 6;
+    const TypeCosts tc = model().type_costs(config(1, 1, 1, 4, 1, 4), 0);
+    EXPECT_REL(tc.moe.moe_comm_fwd_s, 2 * ring(routed, 4, 4e9, 2e-6));
+  }
+}
+
+TEST_F(CostTerms, MoeLayerTpCollectivesOnlyForAttentionAndSharedExperts) {
+  const ParallelConfig pi = config(1, 2, 1, 1, 1, 2);
+  const double n = 1024.0 * kH * 2;  // b·S/CP·H·β
+  const double block = ring(n, 2, 80e9, 1e-6) + ring(n, 2, 50e9, 1e-6);
+  {
+    // No shared experts: only the attention block (routed experts have none).
+    const TypeCosts tc = model().type_costs(pi, 0);
+    EXPECT_REL(tc.moe.tp_comm_fwd_s, block);
+    EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + 1.5e-3 + block);
+  }
+  {
+    // Shared experts are a TP-sharded block: a second AG + RS.
+    workload.model.shared_expert_ffn_hidden = 1024;
+    tables.compute[0][{2, 1}].shared_fwd = 3e-4;
+    tables.compute[0][{2, 1}].shared_bwd = 6e-4;
+    const TypeCosts tc = model().type_costs(pi, 0);
+    EXPECT_REL(tc.moe.tp_comm_fwd_s, 2 * block);
+    EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + 1.5e-3 + 3e-4 + 2 * block);
+    EXPECT_REL(tc.moe.bwd_s, 2.2e-3 + 2.0e-4 + 3e-3 + 6e-4 + 2 * block);
+  }
+}
+
+// ===========================================================================
+// Activation memory per micro-batch (docs/costmodel.md table)
+
+TEST_F(CostTerms, ActivationBytesDenseLayer) {
+  workload.model = dense_model();
+  // TP = 2, CP = 1: t_sp = b·S/(CP·TP) = 512.
+  const TypeCosts tc = model().type_costs(config(1, 2, 1, 1, 1, 4), 0);
+  const double tsp = 512;
+  // attention: t_sp·(2H + 2a·d + 2g·d)·β = 512·(2048 + 2048 + 512)·2 = 4,718,592
+  const double attn = tsp * (2 * kH + 2 * kA * kD + 2 * kG * kD) * 2;
+  // dense MLP: t_sp·(2H + m·F)·β = 512·(2048 + 12288)·2 = 14,680,064
+  const double mlp = tsp * (2 * kH + 3 * kF) * 2;
+  EXPECT_EQ(attn, 4718592.0);
+  EXPECT_EQ(mlp, 14680064.0);
+  EXPECT_REL(tc.dense.act_bytes, attn + mlp);
+  // selective: drops the activation output, F per token
+  EXPECT_REL(tc.dense.act_selective_bytes, attn + mlp - tsp * kF * 2);
+  // full: the layer input t_sp·H·β only
+  EXPECT_REL(tc.dense.act_full_bytes, tsp * kH * 2);
+}
+
+TEST_F(CostTerms, ActivationBytesGeluLayer) {
+  workload.model = dense_model();
+  workload.model.mlp = MlpKind::kGelu;
+  const TypeCosts tc = model().type_costs(config(1, 1, 1, 1, 1, 8), 0);
+  const double tsp = 1024;
+  // m = 2 for GELU: t_sp·(2H + 2F)·β
+  const double attn = tsp * (2 * kH + 2 * kA * kD + 2 * kG * kD) * 2;
+  EXPECT_REL(tc.dense.act_bytes, attn + tsp * (2 * kH + 2 * kF) * 2);
+  EXPECT_REL(tc.dense.act_selective_bytes, attn + tsp * (2 * kH + 2 * kF) * 2 - tsp * kF * 2);
+}
+
+TEST_F(CostTerms, ActivationBytesMoeLayer) {
+  workload.model.shared_expert_ffn_hidden = 1024;
+  // TP = 2, EP = 2, TPE = 2, DP = 2: t_sp = 512.
+  const TypeCosts tc = model().type_costs(config(1, 2, 1, 2, 2, 2), 0);
+  const double tsp = 512, fs = 1024;
+  const double attn = tsp * (2 * kH + 2 * kA * kD + 2 * kG * kD) * 2;
+  // MoE: t_sp·(2H·β + 2E·4 + k·f_imb·(TPE·H + m·F_e)·β + m·F_s·β)
+  const double moe =
+      tsp * (2 * kH * 2 + 2 * kE * 4 + kK * kImb * (2 * kH + 3 * kFe) * 2 + 3 * fs * 2);
+  EXPECT_REL(tc.moe.act_bytes, attn + moe);
+  // selective drops k·f_imb·F_e + F_s per token
+  EXPECT_REL(tc.moe.act_selective_bytes, attn + moe - tsp * (kK * kImb * kFe + fs) * 2);
+  EXPECT_REL(tc.moe.act_full_bytes, tsp * kH * 2);
+}
+
+TEST_F(CostTerms, ActivationBytesMultiLatentAttention) {
+  workload.model = mla_model();
+  const TypeCosts tc = model().type_costs(config(1, 2, 1, 1, 1, 4), 0);
+  const double tsp = 512;
+  // MLA: t_sp·(2H + q_lora + kv_lora + 2a·d_qk + 2a·d_v)·β
+  const double attn = tsp * (2 * kH + 384 + 128 + 2 * kA * 96 + 2 * kA * 64) * 2;
+  const double mlp = tsp * (2 * kH + 3 * kF) * 2;
+  EXPECT_REL(tc.dense.act_bytes, attn + mlp);
+}
+
+// ===========================================================================
+// Selective recomputation time (docs/costmodel.md, "Activation memory"):
+// recompute core attention plus the dropped activation-function outputs.
+
+TEST_F(CostTerms, SelectiveRecomputeTimeMoeLayer) {
+  tables.devices[0].eta = 1.0;  // the doc does not say whether η scales the activation recompute
+  const TypeCosts tc = model().type_costs(config(1, 1, 1, 1, 1, 1), 0);
+  // core attention + k·f_imb expert activation functions = 4e-4 + 2·1.2·5e-5
+  EXPECT_REL(tc.moe.selective_extra_s, 4e-4 + kK * kImb * 5e-5);
+}
+
+TEST(CostTermsAnalytic, SelectiveRecomputeTimeDenseLayer) {
+  const Workload w{moe_shared_model(), training()};
+  const ClusterSpec c = single_cluster(roofline_device());
+  const ProfileTables t = make_analytic_tables(w, c, 1, {2}, {2});
+  const CostModel cm(w, c, t);
+  const TypeCosts tc = cm.type_costs(config(1, 2, 2, 1, 1, 1), 0);
+  const double tok = 512;
+  const double core = 2.0 * tok * (kS / 2) * (kA / 2) * (kD + kD) / kPe;
+  // core attention + the dense activation function (m passes of t·F/TP·β)
+  EXPECT_REL(tc.dense.selective_extra_s, core + 3.0 * tok * (kF / 2) * 2.0 / kW);
+}
+
+TEST(CostTermsAnalytic, SelectiveRecomputeIncludesSharedExpertActivation) {
+  // Selective recomputation drops "k·f_imb·F_e + F_s per MoE layer" of
+  // activation-function outputs and "recomputes them plus core attention":
+  // the shared experts' activation function must be rerun too.
+  const Workload w{moe_shared_model(), training()};
+  const ClusterSpec c = single_cluster(roofline_device());
+  const ProfileTables t = make_analytic_tables(w, c, 1, {2}, {2});
+  const CostModel cm(w, c, t);
+  const TypeCosts tc = cm.type_costs(config(1, 2, 2, 1, 1, 1), 0);
+  const double tok = 512, tsp = 256;
+  const double core = 2.0 * tok * (kS / 2) * (kA / 2) * (kD + kD) / kPe;
+  const double expert_act = 3.0 * tsp * kFe * 2.0 / kW;         // m passes of t_sp·F_e·β
+  const double shared_act = 3.0 * tok * (1024 / 2) * 2.0 / kW;  // m passes of t·F_s/TP·β
+  // η = 1 in the analytic tables.
+  EXPECT_REL(tc.moe.selective_extra_s, core + kK * kImb * expert_act + shared_act);
+}
+
+// ===========================================================================
+// Parameters per device and bytes per parameter (docs/costmodel.md, "Parameters per device")
+
+TEST_F(CostTerms, ParametersPerDevice) {
+  workload.model = moe_model({0, 1, 0, 1});
+  // TP = 2, EP = 4, TPE = 1, DP = 4.
+  const TypeCosts tc = model().type_costs(config(1, 2, 1, 4, 1, 4), 0);
+  // dense layer: (attention + MLP)/TP
+  EXPECT_REL(tc.dense.dense_params, (kAttnParams + kDenseMlpParams) / 2);
+  EXPECT_EQ(tc.dense.expert_params, 0.0);
+  // MoE layer: (attention + router + shared)/TP non-expert; E·m·H·F_e/(EP·TPE) expert
+  EXPECT_REL(tc.moe.dense_params, (kAttnParams + kRouterParams) / 2);
+  EXPECT_REL(tc.moe.expert_params, kExpertParams / 4);
+  // TPE divides the experts too: EP = 2, TPE = 2
+  const TypeCosts tpe = model().type_costs(config(1, 2, 1, 2, 2, 4), 0);
+  EXPECT_REL(tpe.moe.expert_params, kExpertParams / 4);
+}
+
+TEST_F(CostTerms, BytesPerParameter) {
+  // TP = 2, CP = 2, DP = 2, EP = 4: d = DP·CP = 4 dense, EDP = 8/4 = 2 expert.
+  const ParallelConfig pi = config(1, 2, 2, 4, 1, 2);
+  {
+    // bf16, distributed: 2 + 4 + 12/d
+    const TypeCosts tc = model().type_costs(pi, 0);
+    EXPECT_EQ(tc.weight_bytes_per_param, 2.0);
+    EXPECT_EQ(tc.grad_bytes_per_param, 4.0);
+    EXPECT_REL(tc.dense_opt_bytes_per_param, 12.0 / 4);
+    EXPECT_REL(tc.expert_opt_bytes_per_param, 12.0 / 2);
+  }
+  {
+    // fp16, distributed: 2 + 2 + 16/d
+    workload.training.precision = Precision::kFp16;
+    const TypeCosts tc = model().type_costs(pi, 0);
+    EXPECT_EQ(tc.weight_bytes_per_param, 2.0);
+    EXPECT_EQ(tc.grad_bytes_per_param, 2.0);
+    EXPECT_REL(tc.dense_opt_bytes_per_param, 16.0 / 4);
+    EXPECT_REL(tc.expert_opt_bytes_per_param, 16.0 / 2);
+  }
+  {
+    // non-distributed: d = 1 → bf16 2 + 4 + 12 = 18, fp16 2 + 2 + 16 = 20
+    workload.training.distributed_optimizer = false;
+    const TypeCosts fp16 = model().type_costs(pi, 0);
+    EXPECT_EQ(
+        fp16.weight_bytes_per_param + fp16.grad_bytes_per_param + fp16.dense_opt_bytes_per_param,
+        20.0);
+    EXPECT_EQ(fp16.expert_opt_bytes_per_param, 16.0);
+    workload.training.precision = Precision::kBf16;
+    const TypeCosts bf16 = model().type_costs(pi, 0);
+    EXPECT_EQ(
+        bf16.weight_bytes_per_param + bf16.grad_bytes_per_param + bf16.dense_opt_bytes_per_param,
+        18.0);
+    EXPECT_EQ(bf16.expert_opt_bytes_per_param, 12.0);
+  }
+}
+
+TEST_F(CostTerms, EmbeddingOnFirstStageOutputOnLast) {
+  {
+    // untied, PP = 2, TP = 2: embedding V·H/TP, output V·H/TP
+    const TypeCosts tc = model().type_costs(config(2, 2, 1, 1, 1, 1), 0);
+    EXPECT_REL(tc.embedding_params, kV * kH / 2);
+    EXPECT_REL(tc.output_params, kV * kH / 2);
+  }
+  {
+    // tied, PP = 2: the last stage holds its own copy
+    workload.model.tied_embeddings = true;
+    const TypeCosts tc = model().type_costs(config(2, 2, 1, 1, 1, 1), 0);
+    EXPECT_REL(tc.output_params, kV * kH / 2);
+  }
+  {
+    // tied, PP = 1: shared, no second copy
+    const TypeCosts tc = model().type_costs(config(1, 2, 1, 1, 1, 1), 0);
+    EXPECT_EQ(tc.output_params, 0.0);
+    EXPECT_REL(tc.embedding_params, kV * kH / 2);
+  }
+  {
+    // learned positions (max_positions = 4096) join the embedding: (V + 4096)·H/TP
+    workload.model.positions = PositionKind::kLearned;
+    const TypeCosts tc = model().type_costs(config(1, 2, 1, 1, 1, 1), 0);
+    EXPECT_REL(tc.embedding_params, (kV + 4096) * kH / 2);
+  }
+}
+
+TEST_F(CostTerms, StageWeightsPlaceEmbeddingAndOutput) {
+  workload.model = dense_model();
+  const CostModel cm = model();
+  // PP = 3, TP = 2, DP = 1: first and middle stage with one dense layer, last with two.
+  const ParallelConfig pi = config(3, 2, 1, 1, 1, 1);
+  const TypeCosts tc = cm.type_costs(pi, 0);
+  const double layer = (kAttnParams + kDenseMlpParams) / 2;
+  const double emb = kV * kH / 2, out = kV * kH / 2;
+  const StageCost first = cm.stage_cost(pi, tc, shape(0, 0, 1, 0, -1));
+  const StageCost middle = cm.stage_cost(pi, tc, shape(1, 1, 1, 0, 0));
+  const StageCost last = cm.stage_cost(pi, tc, shape(2, 2, 2, 0, 0));
+  EXPECT_REL(first.memory.weights, 2 * (layer + emb));
+  EXPECT_REL(middle.memory.weights, 2 * layer);
+  EXPECT_REL(last.memory.weights, 2 * (2 * layer + out));
+}
+
+TEST_F(CostTerms, WeightGradientOptimizerMemoryFromTheModel) {
+  // PP = 2, TP = 2, CP = 2, EP = 4, DP = 2: d = DP·CP = 4, EDP = 8/4 = 2.
+  const ParallelConfig pi = config(2, 2, 2, 4, 1, 2);
+  const CostModel cm = model();
+  const TypeCosts tc = cm.type_costs(pi, 0);
+  // First stage, two MoE layers: non-expert 2·(attention + router)/TP + V·H/TP,
+  // expert 2·E·m·H·F_e/(EP·TPE).
+  const double pd = 2 * (kAttnParams + kRouterParams) / 2 + kV * kH / 2;
+  const double pe = 2 * kExpertParams / 4;
+  const StageCost s = cm.stage_cost(pi, tc, shape(0, 0, 2, 2, -1));
+  EXPECT_REL(s.memory.weights, 2 * (pd + pe));
+  EXPECT_REL(s.memory.gradients, 4 * (pd + pe));
+  EXPECT_REL(s.memory.optimizer, 12.0 / 4 * pd + 12.0 / 2 * pe);
+}
+
+TEST_F(CostTerms, LogitsBytesOfTheLastStage) {
+  // b = 2, TP = 2, CP = 2: b·S/CP·V/TP·6 = 2·1024/2·32000/2·6 = 98,304,000 B
+  const TypeCosts tc = model().type_costs(config(2, 2, 2, 1, 1, 1, 2), 0);
+  EXPECT_REL(tc.logits_bytes, 2.0 * 1024 / 2 * (kV / 2) * 6);
+  EXPECT_EQ(tc.logits_bytes, 98304000.0);
+}
+
+// ===========================================================================
+// Stage (docs/costmodel.md, "Stage"), on hand-made per-type costs.
+// PP = 4, TP = 2, EP = 2, DP = 2, b = 1: M = 64/(1·2) = 32; EDP = 4/2 = 2.
+
+TEST_F(CostTerms, StageMemoryFirstStage) {
+  const ParallelConfig pi = config(4, 2, 1, 2, 1, 2);
+  const TypeCosts tc = hand_type_costs(0);
+  // position 0, one dense + two MoE layers
+  const StageCost s = model().stage_cost(pi, tc, shape(0, 0, 3, 2, -1));
+  EXPECT_EQ(s.in_flight, 4);  // min(PP − 0, M) = min(4, 32)
+  // parameters: non-expert 1·50e6 + 2·20e6 + 16e6 (embedding) = 106e6; expert 2·100e6
+  EXPECT_REL(s.memory.weights, 2 * 306e6);
+  EXPECT_REL(s.memory.gradients, 4 * 306e6);
+  EXPECT_REL(s.memory.optimizer, 3 * 106e6 + 6 * 200e6);
+  // activations (1·100e6 + 2·200e6) × 4 in flight × scale 1.25 = 2.5e9
+  EXPECT_REL(s.memory.activations, 500e6 * 4 * 1.25);
+  // dispatch buffer (not the last stage)
+  EXPECT_REL(s.memory.moe_buffers, 30e6);
+  EXPECT_REL(s.memory.overhead, 2e9);
+  EXPECT_REL(s.memory.total(), 612e6 + 1224e6 + 1518e6 + 2500e6 + 30e6 + 2000e6);
+  EXPECT_EQ(s.capacity_bytes, 80e9);
+}
+
+TEST_F(CostTerms, StageMemoryMiddleAndLastStages) {
+  const ParallelConfig pi = config(4, 2, 1, 2, 1, 2);
+  TypeCosts tc = hand_type_costs(0);
+  const CostModel cm = model();
+  {
+    // middle (position 1), two dense layers: 3 in flight, no buffers, no embedding
+    const StageCost s = cm.stage_cost(pi, tc, shape(1, 3, 2, 0, 0));
+    EXPECT_EQ(s.in_flight, 3);
+    EXPECT_REL(s.memory.activations, 200e6 * 3 * 1.25);
+    EXPECT_EQ(s.memory.moe_buffers, 0.0);
+    EXPECT_REL(s.memory.weights, 2 * 100e6);
+  }
+  {
+    // last (position 3), one MoE layer: 1 in flight, output params,
+    // buffers max(dispatch 30e6, logits 40e6) = 40e6
+    const StageCost s = cm.stage_cost(pi, tc, shape(3, 3, 1, 1, 0));
+    EXPECT_EQ(s.in_flight, 1);
+    EXPECT_REL(s.memory.activations, 200e6 * 1 * 1.25);
+    EXPECT_REL(s.memory.moe_buffers, 40e6);
+    EXPECT_REL(s.memory.weights, 2 * (20e6 + 16e6 + 100e6));
+  }
+  {
+    // a dispatch buffer larger than the logits wins
+    tc.moe.moe_buffer_bytes = 50e6;
+    const StageCost s = cm.stage_cost(pi, tc, shape(3, 3, 1, 1, 0));
+    EXPECT_REL(s.memory.moe_buffers, 50e6);
+  }
+  {
+    // last stage without MoE layers: the logits alone
+    const StageCost s = cm.stage_cost(pi, tc, shape(3, 3, 1, 0, 0));
+    EXPECT_REL(s.memory.moe_buffers, 40e6);
+  }
+}
+
+TEST_F(CostTerms, InFlightMicroBatchesWithFewMicroBatches) {
+  // B = 4, b = 1, DP = 2: M = 2 < PP = 4 → min(PP − i, M) = 2, 2, 2, 1.
+  workload.training.global_batch = 4;
+  const ParallelConfig pi = config(4, 2, 1, 2, 1, 2);
+  const CostModel cm = model();
+  EXPECT_EQ(cm.num_microbatches(pi), 2);
+  const TypeCosts tc = hand_type_costs(0);
+  const int expected[] = {2, 2, 2, 1};
+  for (int i = 0; i < 4; ++i) {
+    const StageCost s = cm.stage_cost(pi, tc, shape(i, i, 1, 0, i == 0 ? -1 : 0));
+    EXPECT_EQ(s.in_flight, expected[i]) << "position " << i;
+    EXPECT_REL(s.memory.activations, 100e6 * expected[i] * 1.25);
+  }
+}
+
+TEST_F(CostTerms, FitsAgainstCapacity) {
+  const ParallelConfig pi = config(4, 2, 1, 2, 1, 2);
+  TypeCosts tc = hand_type_costs(0);
+  const double total = 612e6 + 1224e6 + 1518e6 + 2500e6 + 30e6 + 2000e6;  // = 7.884e9
+  tc.capacity_bytes = total;                                              // total ≤ C_h fits
+  EXPECT_TRUE(model().stage_cost(pi, tc, shape(0, 0, 3, 2, -1)).fits());
+  tc.capacity_bytes = total - 1;
+  EXPECT_FALSE(model().stage_cost(pi, tc, shape(0, 0, 3, 2, -1)).fits());
+}
+
+TEST_F(CostTerms, StageTimesFirstMiddleLast) {
+  const ParallelConfig pi = config(4, 2, 1, 2, 1, 2);  // stage of 4 devices < 8 per node
+  const TypeCosts tc = hand_type_costs(0);
+  const CostModel cm = model();
+  // p2p: b·S/(CP·TP)·H·β = 512·1024·2 = 1,048,576 B on type 0 intra p2p (25e9, 1 µs)
+  const double boundary = p2p(512.0 * kH * 2, 25e9, 1e-6);
+  {
+    // first: Σ layers + embedding, no p2p
+    const StageCost s = cm.stage_cost(pi, tc, shape(0, 0, 3, 2, -1));
+    EXPECT_REL(s.fwd_s, 1e-3 + 2 * 1.5e-3 + 1e-4);
+    EXPECT_REL(s.bwd_s, 2e-3 + 2 * 3e-3 + 2e-4);
+    EXPECT_EQ(s.p2p_fwd_s, 0.0);
+    EXPECT_EQ(s.p2p_bwd_s, 0.0);
+  }
+  {
+    // middle: Σ layers + p2p from the previous stage, once each way
+    const StageCost s = cm.stage_cost(pi, tc, shape(1, 3, 2, 1, 0));
+    EXPECT_REL(s.p2p_fwd_s, boundary);
+    EXPECT_REL(s.p2p_bwd_s, boundary);
+    EXPECT_REL(s.fwd_s, 1e-3 + 1.5e-3 + boundary);
+    EXPECT_REL(s.bwd_s, 2e-3 + 3e-3 + boundary);
+  }
+  {
+    // last: Σ layers + output layer + p2p
+    const StageCost s = cm.stage_cost(pi, tc, shape(3, 3, 1, 1, 0));
+    EXPECT_REL(s.fwd_s, 1.5e-3 + 5e-4 + boundary);
+    EXPECT_REL(s.bwd_s, 3e-3 + 1e-3 + boundary);
+  }
+  {
+    // PP = 1: the only stage has both the embedding and the output layer
+    const StageCost s = cm.stage_cost(config(1, 2, 1, 2, 1, 2), tc, shape(0, 0, 2, 1, -1));
+    EXPECT_REL(s.fwd_s, 1e-3 + 1.5e-3 + 1e-4 + 5e-4);
+    EXPECT_REL(s.bwd_s, 2e-3 + 3e-3 + 2e-4 + 1e-3);
+  }
+}
+
+TEST_F(CostTerms, BoundaryLinks) {
+  const CostModel cm = model();
+  // bytes: b·S/(CP·TP)·H·β with TP = 2: 1,048,576 B
+  const double n = 512.0 * kH * 2;
+  // first stage: nothing
+  EXPECT_EQ(cm.boundary(config(2, 2, 1, 1, 1, 2), -1, 0).fwd_s, 0.0);
+  // type 0, stage of 4 < 8 per node: intra p2p (25e9, 1 µs)
+  auto b = cm.boundary(config(2, 2, 1, 1, 1, 2), 0, 0);
+  EXPECT_REL(b.fwd_s, p2p(n, 25e9, 1e-6));
+  EXPECT_REL(b.bwd_s, p2p(n, 25e9, 1e-6));
+  // type 0, stage of 8 = a node: inter p2p (2.5e9, 2 µs)
+  EXPECT_REL(cm.boundary(config(2, 2, 1, 1, 1, 4), 0, 0).fwd_s, p2p(n, 2.5e9, 2e-6));
+  // type 1, stage of 2 < 4: intra (12.5e9, 2 µs); stage of 4: inter (1.25e9, 4 µs)
+  EXPECT_REL(cm.boundary(config(2, 2, 1, 1, 1, 1), 1, 1).fwd_s, p2p(n, 12.5e9, 2e-6));
+  EXPECT_REL(cm.boundary(config(2, 2, 1, 1, 1, 2), 1, 1).fwd_s, p2p(n, 1.25e9, 4e-6));
+  // different types: the cross-type link (0.5e9, 5 µs), either direction
+  EXPECT_REL(cm.boundary(config(2, 2, 1, 1, 1, 2), 0, 1).fwd_s, p2p(n, 0.5e9, 5e-6));
+  EXPECT_REL(cm.boundary(config(2, 2, 1, 1, 1, 2), 1, 0).bwd_s, p2p(n, 0.5e9, 5e-6));
+  // CP = 2 halves the message: b·S/(CP·TP)·H·β = 256·1024·2
+  EXPECT_REL(cm.boundary(config(2, 2, 2, 1, 1, 1), 0, 0).fwd_s, p2p(256.0 * kH * 2, 25e9, 1e-6));
+}
+
+TEST(CostTermsAnalytic, CrossTypeBoundaryUsesClusterCrossLink) {
+  const Workload w{moe_model(), training()};
+  ClusterSpec c = two_type_cluster();
+  const ParallelConfig pi = config(2, 2, 1, 1, 1, 2);
+  const double n = 512.0 * kH * 2;
+  {
+    // No explicit link: ClusterSpec::cross_bandwidth = min NIC (10e9, 5e9) = 5e9,
+    // cross_latency = max(2 µs, 4 µs) = 4 µs.
+    const ProfileTables t = make_analytic_tables(w, c, 1, {2}, {1});
+    const CostModel cm(w, c, t);
+    EXPECT_REL(cm.boundary(pi, 0, 1).fwd_s, p2p(n, 5e9, 4e-6));
+  }
+  {
+    c.cross_links.push_back({0, 1, 3e9, 7e-6});
+    const ProfileTables t = make_analytic_tables(w, c, 1, {2}, {1});
+    const CostModel cm(w, c, t);
+    EXPECT_REL(cm.boundary(pi, 1, 0).bwd_s, p2p(n, 3e9, 7e-6));
+  }
+}
+
+TEST_F(CostTerms, RecomputationTime) {
+  const ParallelConfig pi = config(4, 2, 1, 2, 1, 2);
+  const TypeCosts tc = hand_type_costs(0);
+  const CostModel cm = model();
+  const double bwd = 2e-3 + 2 * 3e-3 + 2e-4;  // one dense + two MoE + embedding
+  {
+    // selective: Σ selective extras = 1e-4 + 2·2e-4; activations 80e6 + 2·150e6
+    const StageCost s =
+        cm.stage_cost(pi, tc, shape(0, 0, 3, 2, -1, {RecomputeKind::kSelective, 0}));
+    EXPECT_REL(s.recompute_s, 1e-4 + 2 * 2e-4);
+    EXPECT_REL(s.bwd_s, bwd + 5e-4);
+    EXPECT_REL(s.memory.activations, (80e6 + 2 * 150e6) * 4 * 1.25);
+  }
+  {
+    // full, K = 2 layers of which 1 MoE: adds one dense and one MoE forward;
+    // those layers keep only their input (10e6 each).
+    const StageCost s = cm.stage_cost(pi, tc, shape(0, 0, 3, 2, -1, {RecomputeKind::kFull, 2}, 1));
+    EXPECT_REL(s.recompute_s, 1e-3 + 1.5e-3);
+    EXPECT_REL(s.bwd_s, bwd + 2.5e-3);
+    EXPECT_REL(s.memory.activations, (10e6 + 10e6 + 200e6) * 4 * 1.25);
+    EXPECT_REL(s.fwd_s, 1e-3 + 2 * 1.5e-3 + 1e-4);  // the forward is unchanged
+  }
+  {
+    // full, K = n = 3: every layer recomputed
+    const StageCost s = cm.stage_cost(pi, tc, shape(0, 0, 3, 2, -1, {RecomputeKind::kFull, 3}, 2));
+    EXPECT_REL(s.recompute_s, 1e-3 + 2 * 1.5e-3);
+    EXPECT_REL(s.memory.activations, 3 * 10e6 * 4 * 1.25);
+  }
+}
+
+TEST_F(CostTerms, GradientSyncAndOptimizerFromPerTypeCosts) {
+  // time(n params) = latency + n·slope per group (cost.h); optimizer on the shard.
+  const ParallelConfig pi = config(4, 2, 1, 2, 1, 2);
+  const TypeCosts tc = hand_type_costs(0);
+  const StageCost s = model().stage_cost(pi, tc, shape(0, 0, 3, 2, -1));
+  // non-expert 106e6 over DP·CP, expert 200e6 over EDP
+  EXPECT_REL(s.dp_sync_s, 1e-5 + 106e6 * 1e-10 + 2e-5 + 200e6 * 2e-10);
+  // optimizer: (106e6/(DP·CP = 2) + 200e6/(EDP = 2)) · 1e-11
+  EXPECT_REL(s.optimizer_s, (106e6 / 2 + 200e6 / 2) * 1e-11);
+  // a stage without experts syncs only over DP
+  const StageCost dense_stage = model().stage_cost(pi, tc, shape(1, 3, 2, 0, 0));
+  EXPECT_REL(dense_stage.dp_sync_s, 1e-5 + 100e6 * 1e-10);
+}
+
+TEST_F(CostTerms, GradientSyncAndOptimizerFromTheModel) {
+  // PP = 1, TP = 2, CP = 2, EP = 4, DP = 2: stage of 8 devices; d = DP·CP = 4, EDP = 2.
+  const ParallelConfig pi = config(1, 2, 2, 4, 1, 2);
+  // Stage = whole model (4 MoE layers), embedding and untied output.
+  const double pd = 4 * (kAttnParams + kRouterParams) / 2 + kV * kH / 2 + kV * kH / 2;
+  const double pe = 4 * kExpertParams / 4;
+  {
+    // type 0: stage span 8 = node → intra (RS 50e9, AG 80e9, 1 µs).
+    // distributed: RS of 4 B/param + AG of 2 B/param, per group
+    const CostModel cm = model();
+    const StageCost s = cm.stage_cost(pi, cm.type_costs(pi, 0), shape(0, 0, 4, 4, -1));
+    const double sync = ring(4 * pd, 4, 50e9, 1e-6) + ring(2 * pd, 4, 80e9, 1e-6) +
+                        ring(4 * pe, 2, 50e9, 1e-6) + ring(2 * pe, 2, 80e9, 1e-6);
+    EXPECT_REL(s.dp_sync_s, sync);
+    // optimizer: (params/d)·30 B/param / W_h... here the table's 3e-11 s/param
+    EXPECT_REL(s.optimizer_s, (pd / 4 + pe / 2) * 3e-11);
+  }
+  {
+    // type 1 (4 per node): span 8 > 4 → inter (RS 2.5e9, AG 4e9, 4 µs)
+    const CostModel cm = model();
+    const StageCost s = cm.stage_cost(pi, cm.type_costs(pi, 1), shape(0, 0, 4, 4, -1));
+    const double sync = ring(4 * pd, 4, 2.5e9, 4e-6) + ring(2 * pd, 4, 4e9, 4e-6) +
+                        ring(4 * pe, 2, 2.5e9, 4e-6) + ring(2 * pe, 2, 4e9, 4e-6);
+    EXPECT_REL(s.dp_sync_s, sync);
+    EXPECT_REL(s.optimizer_s, (pd / 4 + pe / 2) * 6e-11);
+  }
+  {
+    // without the distributed optimizer: an all-reduce of gradients (4 B/param, AR 100e9)
+    // and the optimizer on all local parameters.
+    workload.training.distributed_optimizer = false;
+    const CostModel cm = model();
+    const StageCost s = cm.stage_cost(pi, cm.type_costs(pi, 0), shape(0, 0, 4, 4, -1));
+    EXPECT_REL(s.dp_sync_s,
+               all_reduce(4 * pd, 4, 100e9, 1e-6) + all_reduce(4 * pe, 2, 100e9, 1e-6));
+    EXPECT_REL(s.optimizer_s, (pd + pe) * 3e-11);
+  }
+}
+
+// ===========================================================================
+// least_recompute (docs/costmodel.md, "Recomputation").
+// Dense model, hand per-type costs, PP = 2, position 0, 4 dense layers:
+// fixed memory = 9 B/param · (4·50e6 + 16e6) + 2e9 overhead = 3.944e9 B;
+// activations × (2 in flight × 1.25):
+//   none 400e6 → 4.944e9    selective 320e6 → 4.744e9
+//   full:1 310e6 → 4.719e9   full:2 220e6 → 4.494e9
+//   full:3 130e6 → 4.269e9   full:4 40e6 → 4.044e9
+// added time: selective 4·1e-4 = 4e-4; full:K K·1e-3.
+
+class CostTermsLeastRecompute : public CostTerms {
+ protected:
+  std::optional<Recompute> pick(double capacity, TypeCosts tc = hand_type_costs(0)) {
+    workload.model = dense_model();
+    tc.capacity_bytes = capacity;
+    const CostModel cm = model();
+    return cm.least_recompute(config(2, 2, 1, 2, 1, 2), tc, shape(0, 0, 4, 0, -1));
+  }
+};
+
+TEST_F(CostTermsLeastRecompute, NoneWhenItFits) {
+  const auto r = pick(5.0e9);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->kind, RecomputeKind::kNone);
+}
+
+TEST_F(CostTermsLeastRecompute, SelectiveWhenCheapestThatFits) {
+  // 4.8e9: selective and every full:K fit; selective adds least (4e-4 s)
+  const auto r = pick(4.8e9);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->kind, RecomputeKind::kSelective);
+}
+
+TEST_F(CostTermsLeastRecompute, FullOneLayer) {
+  // 4.73e9: selective (4.744e9) does not fit, full:1 (4.719e9) does
+  const auto r = pick(4.73e9);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, (Recompute{RecomputeKind::kFull, 1}));
+}
+
+TEST_F(CostTermsLeastRecompute, FullTwoLayers) {
+  const auto r = pick(4.6e9);  // full:1 4.719e9 no, full:2 4.494e9 yes
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, (Recompute{RecomputeKind::kFull, 2}));
+}
+
+TEST_F(CostTermsLeastRecompute, FullAllLayers) {
+  const auto r = pick(4.05e9);  // only full:4 (4.044e9)
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, (Recompute{RecomputeKind::kFull, 4}));
+}
+
+TEST_F(CostTermsLeastRecompute, NothingFits) {
+  EXPECT_FALSE(pick(4.0e9).has_value());  // below full:4 (4.044e9)
+}
+
+TEST_F(CostTermsLeastRecompute, FullCheaperThanSelectiveWins) {
+  // Selective extra 5e-4 per layer: selective adds 2e-3 s, full:1 only 1e-3 s.
+  TypeCosts tc = hand_type_costs(0);
+  tc.dense.selective_extra_s = 5e-4;
+  const auto r = pick(4.8e9, tc);  // both fit
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, (Recompute{RecomputeKind::kFull, 1}));
+}
+
+TEST_F(CostTermsLeastRecompute, SelectiveWhenFullOneDoesNotFit) {
+  // Selective keeps 60e6 per layer: selective 240e6 → 3.944e9 + 0.6e9 = 4.544e9,
+  // full:1 still 4.719e9, full:2 4.494e9.
+  TypeCosts tc = hand_type_costs(0);
+  tc.dense.act_selective_bytes = 60e6;
+  auto r = pick(4.6e9, tc);  // selective and full:2 fit; selective adds less
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->kind, RecomputeKind::kSelective);
+  r = pick(4.5e9, tc);  // only full:2 and more
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, (Recompute{RecomputeKind::kFull, 2}));
+}
+
+TEST_F(CostTerms, LeastRecomputeCountsMoeLayersAmongTheFirstK) {
+  // Model layers 0,1,0,1; stage = layers 1..3 (MoE, dense, MoE) at position 0.
+  // Recomputing the first layer frees a MoE layer: 200e6 − 10e6.
+  workload.model = moe_model({0, 1, 0, 1});
+  TypeCosts tc = hand_type_costs(0);
+  // fixed: weights+grads+opt = 2·306e6 + 4·306e6 + (3·106e6 + 6·200e6) = 3.354e9,
+  // + buffer 30e6 + overhead 2e9 = 5.384e9. Activations × 2 × 1.25:
+  //   none (100 + 400)e6 → 6.634e9; selective 380e6 → 6.334e9; full:1 310e6 → 6.159e9
+  tc.capacity_bytes = 6.2e9;
+  const CostModel cm = model();
+  const auto r = cm.least_recompute(config(2, 2, 1, 2, 1, 2), tc, shape(0, 1, 3, 2, -1));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, (Recompute{RecomputeKind::kFull, 1}));
+}
+
+// ===========================================================================
+// Iteration (docs/costmodel.md, "Iteration (1F1B)")
+
+TEST(CostTermsIteration, EdgeMiddleAndSlowestSync) {
+  std::vector<StageCost> st(3);
+  auto set = [&](int i, double f, double b, double sync, double opt) {
+    st[static_cast<std::size_t>(i)].fwd_s = f;
+    st[static_cast<std::size_t>(i)].bwd_s = b;
+    st[static_cast<std::size_t>(i)].dp_sync_s = sync;
+    st[static_cast<std::size_t>(i)].optimizer_s = opt;
+  };
+  set(0, 1.0, 2.0, 0.5, 0.0);
+  set(1, 1.5, 2.5, 0.4, 0.2);
+  set(2, 0.5, 1.0, 0.3, 0.05);
+  const IterationBreakdown it = iteration_latency(st, 8);
+  // T_edge = Σ (t_f + t_b) = 3 + 4 + 1.5
+  EXPECT_REL(it.edge_s, 8.5);
+  // T_middle = (M − 1)·max (t_f + t_b) = 7·4
+  EXPECT_REL(it.middle_s, 28.0);
+  // sync + optimizer of the stage with the largest sum: stage 1 (0.6), not stage 0
+  // with the largest sync alone (0.5)
+  EXPECT_REL(it.dp_sync_s, 0.4);
+  EXPECT_REL(it.optimizer_s, 0.2);
+  EXPECT_REL(it.total(), 8.5 + 28.0 + 0.6);
+  // M = 1: no middle
+  EXPECT_EQ(iteration_latency(st, 1).middle_s, 0.0);
+}
+
+// ===========================================================================
+// evaluate() on a 2-stage heterogeneous plan, every number from the doc.
+// Model layers 0,1,0,1 (dense, MoE, dense, MoE). PP = 2, TP = 2, CP = 1,
+// EP = 2, TPE = 1, DP = 2, b = 1: stages of 4 devices, EDP = 2, M = 32.
+// Stage 0: type 0, layers 0..2, no recomputation. Stage 1: type 1, layer 3,
+// full recomputation of its one layer.
+
+struct DocLayerTimes {
+  double dense_fwd, dense_bwd, moe_fwd, moe_bwd;
+};
+
+// Per the doc's layer formulas for this plan on hand tables:
+DocLayerTimes doc_layer_times(const ComputeEntry& e, double ag_bw, double rs_bw, double a2a_bw,
+                              double lat, double eta, double hbm) {
+  const double n_tp = 1024.0 * kH * 2;  // b·S/CP·H·β
+  const double tp_block = ring(n_tp, 2, ag_bw, lat) + ring(n_tp, 2, rs_bw, lat);
+  const double routed = 512.0 * kK * kH * 2;  // t_sp·k·H·β, t_sp = 512
+  const double exchange = 2 * ring(routed, 2, a2a_bw, lat);
+  const double w_local = kE / 2 * 3 * kH * kFe / 1 * 2;  // (E/EP)·m·H·F_e/TPE·β
+  const double experts_fwd = std::max(kK * e.expert_fwd * kImb / eta, w_local / hbm);
+  const double experts_bwd = std::max(kK * e.expert_bwd * kImb / eta, 2 * w_local / hbm);
+  DocLayerTimes t;
+  t.dense_fwd = e.attention_fwd + e.dense_mlp_fwd + 2 * tp_block;
+  t.dense_bwd = e.attention_bwd + e.dense_mlp_bwd + 2 * tp_block;
+  t.moe_fwd = e.attention_fwd + e.router_fwd + experts_fwd + e.shared_fwd + tp_block + exchange;
+  t.moe_bwd = e.attention_bwd + e.router_bwd + experts_bwd + e.shared_bwd + tp_block + exchange;
+  return t;
+}
+
+TEST_F(CostTerms, EvaluateTwoStageHeterogeneousPlan) {
+  workload.model = moe_model({0, 1, 0, 1});
+  Plan plan;
+  plan.parallel = config(2, 2, 1, 2, 1, 2);
+  plan.stages = {{0, 3, {RecomputeKind::kNone, 0}}, {1, 1, {RecomputeKind::kFull, 1}}};
+  const CostModel cm = model();
+  const PlanReport r = cm.evaluate(plan);
+
+  // Layers: type 0 links intra (AG 80e9, RS 50e9, A2A 40e9, 1 µs), η 0.8, W 1e12;
+  // type 1 intra (AG 40e9, RS 25e9, A2A 20e9, 2 µs), η 0.5, W 0.5e12.
+  const DocLayerTimes a = doc_layer_times(entry_a(), 80e9, 50e9, 40e9, 1e-6, 0.8, 1e12);
+  const DocLayerTimes b = doc_layer_times(entry_b(), 40e9, 25e9, 20e9, 2e-6, 0.5, 0.5e12);
+  // Stage 0: dense + MoE + dense + embedding.
+  const double f0 = 2 * a.dense_fwd + a.moe_fwd + entry_a().embedding_fwd;
+  const double b0 = 2 * a.dense_bwd + a.moe_bwd + entry_a().embedding_bwd;
+  // Stage 1: MoE + output + cross-type p2p of b·S/(CP·TP)·H·β (0.5e9, 5 µs);
+  // full recomputation adds the layer's forward to the backward.
+  const double boundary = p2p(512.0 * kH * 2, 0.5e9, 5e-6);
+  const double f1 = b.moe_fwd + entry_b().output_fwd + boundary;
+  const double b1 = b.moe_bwd + entry_b().output_bwd + boundary + b.moe_fwd;
+  // Gradient sync (stage link span 4 → intra on both types): RS 4 B + AG 2 B per param
+  // over DP·CP = 2 (non-expert) and EDP = 2 (expert); optimizer on the shard.
+  const double pd0 =
+      2 * (kAttnParams + kDenseMlpParams) / 2 + (kAttnParams + kRouterParams) / 2 + kV * kH / 2;
+  const double pd1 = (kAttnParams + kRouterParams) / 2 + kV * kH / 2;
+  const double pe = kExpertParams / 2;  // one MoE layer per stage, EP = 2
+  const double sync0 = ring(4 * pd0, 2, 50e9, 1e-6) + ring(2 * pd0, 2, 80e9, 1e-6) +
+                       ring(4 * pe, 2, 50e9, 1e-6) + ring(2 * pe, 2, 80e9, 1e-6);
+  const double sync1 = ring(4 * pd1, 2, 25e9, 2e-6) + ring(2 * pd1, 2, 40e9, 2e-6) +
+                       ring(4 * pe, 2, 25e9, 2e-6) + ring(2 * pe, 2, 40e9, 2e-6);
+  const double opt0 = (pd0 / 2 + pe / 2) * 3e-11;
+  const double opt1 = (pd1 / 2 + pe / 2) * 6e-11;
+
+  ASSERT_EQ(r.stages.size(), 2u);
+  EXPECT_EQ(r.num_microbatches, 32);
+  EXPECT_REL(r.stages[0].cost.fwd_s, f0);
+  EXPECT_REL(r.stages[0].cost.bwd_s, b0);
+  EXPECT_REL(r.stages[1].cost.fwd_s, f1);
+  EXPECT_REL(r.stages[1].cost.bwd_s, b1);
+  EXPECT_REL(r.stages[0].cost.dp_sync_s, sync0);
+  EXPECT_REL(r.stages[1].cost.dp_sync_s, sync1);
+  EXPECT_REL(r.stages[0].cost.optimizer_s, opt0);
+  EXPECT_REL(r.stages[1].cost.optimizer_s, opt1);
+
+  // T_iter = Σ(t_f + t_b) + (M − 1)·max(t_f + t_b) + max(sync + opt)
+  const double latency = (f0 + b0) + (f1 + b1) + 31 * std::max(f0 + b0, f1 + b1) +
+                         std::max(sync0 + opt0, sync1 + opt1);
+  EXPECT_REL(r.latency_s, latency);
+  EXPECT_EQ(r.bottleneck_stage, f0 + b0 >= f1 + b1 ? 0 : 1);
+  EXPECT_TRUE(r.fits);
+
+  // Model FLOPs per iteration = 3 × forward, per token: each layer 2·(attention
+  // projection params) + 2·(S/2)·a·(d_qk + d_v); dense layers 2·m·H·F; MoE layers
+  // 2·H·E + 2·m·H·(k·F_e + F_s); output 2·H·V.
+  const double per_token = 4 * (2 * kAttnProj + 2 * (kS / 2) * kA * (kD + kD)) +
+                           2 * (2 * 3 * kH * kF) + 2 * (2 * kH * kE + 2 * 3 * kH * (kK * kFe)) +
+                           2 * kH * kV;
+  const double flops = 3 * per_token * kS * 64;
+  // tokens/s = B·S / T
+  EXPECT_REL(r.throughput_tokens_per_s, 64 * kS / latency);
+  // TFLOP/s per device: 8 devices in use
+  EXPECT_REL(r.tflops_per_device, flops / latency / 8 / 1e12);
+  // MFU with per-type peaks: 4·100e12 + 4·50e12
+  EXPECT_REL(r.mfu, flops / (latency * (4 * 100e12 + 4 * 50e12)));
+}
+
+}  // namespace
+}  // namespace hapmoe

@@ -1,0 +1,266 @@
+// HS-DP against brute force on random small instances (the oracle), the
+// prunings against the unpruned DP, and determinism.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <sstream>
+
+#include "costmodel/analytic.h"
+#include "costmodel/errors.h"
+#include "engine/driver.h"
+#include "engine/search.h"
+#include "partition/config_space.h"
+
+namespace hapmoe {
+namespace {
+
+// A random instance: N <= 10 layers, 1-3 device types, up to 32 devices,
+// random shapes and memory limits tight enough that some stages need
+// recomputation and some do not fit at all.
+struct Instance {
+  Workload workload;
+  ClusterSpec cluster;
+  std::string describe() const {
+    std::ostringstream s;
+    const ModelSpec& m = workload.model;
+    s << "N=" << m.num_layers << " H=" << m.hidden << " a=" << m.num_heads << " g="
+      << m.num_kv_heads << " E=" << m.num_experts << " k=" << m.top_k << " S="
+      << workload.training.seq_len << " B=" << workload.training.global_batch << " b="
+      << workload.training.micro_batch << " |";
+    for (const DevicePool& p : cluster.pools) {
+      s << " " << p.device.name << ":" << p.nodes << "x" << p.devices_per_node << "@"
+        << p.device.memory_bytes / 1e9 << "GB";
+    }
+    return s.str();
+  }
+};
+
+Instance random_instance(std::mt19937& rng) {
+  auto pick = [&](std::initializer_list<int> v) {
+    return *(v.begin() + static_cast<long>(rng() % v.size()));
+  };
+  Instance in;
+  ModelSpec& m = in.workload.model;
+  m.name = "random";
+  m.num_layers = 2 + static_cast<int>(rng() % 9);
+  m.hidden = pick({256, 512, 1024});
+  m.num_heads = pick({4, 8, 16});
+  m.num_kv_heads = pick({1, 2, 4});
+  m.head_dim = m.hidden / m.num_heads;
+  m.ffn_hidden = m.hidden * pick({2, 3, 4});
+  m.mlp = rng() % 2 ? MlpKind::kSwiGlu : MlpKind::kGelu;
+  m.vocab = pick({1000, 32000});
+  m.tied_embeddings = rng() % 2;
+  if (rng() % 10 < 6) {
+    m.num_experts = pick({2, 4, 8});
+    m.top_k = 1 + static_cast<int>(rng() % 2);
+    m.expert_ffn_hidden = m.hidden * pick({1, 2});
+    m.moe_layers.assign(static_cast<std::size_t>(m.num_layers), 1);
+    if (rng() % 3 == 0) m.moe_layers[0] = 0;  // a dense first layer
+  }
+  TrainingSpec& t = in.workload.training;
+  t.seq_len = pick({256, 512, 1024});
+  t.global_batch = pick({8, 16, 32});
+  t.micro_batch = pick({1, 2});
+  t.dispatcher = static_cast<Dispatcher>(rng() % 3);
+  t.distributed_optimizer = rng() % 4 != 0;
+
+  const int types = 1 + static_cast<int>(rng() % 3);
+  const char* names[] = {"H800", "910B", "MI300X"};
+  const double peaks[] = {989e12, 353.9e12, 1307.4e12};
+  int devices_left = 32;
+  for (int h = 0; h < types && devices_left > 0; ++h) {
+    DevicePool pool;
+    pool.device.name = names[h];
+    pool.device.peak_flops = peaks[h];
+    pool.device.hbm_bandwidth = 2e12 + 1e12 * h;
+    pool.device.intra_node_bandwidth = 100e9 * (h + 1);
+    pool.device.inter_node_bandwidth = 25e9;
+    pool.devices_per_node = pick({2, 4, 8});
+    pool.device.devices_per_node = pool.devices_per_node;
+    pool.nodes = 1 + static_cast<int>(rng() % 2);
+    if (pool.devices() > devices_left) pool.nodes = 1;
+    if (pool.devices() > devices_left) break;
+    devices_left -= pool.devices();
+    // Memory: a random multiple of a rough per-device share of the model
+    // state, plus the fixed overhead, so fits and misses both occur.
+    const double state = total_params(m) * 18.0 / pool.devices();
+    const double act = static_cast<double>(t.micro_batch) * t.seq_len * m.hidden * 40.0 *
+                       m.num_layers;
+    std::uniform_real_distribution<double> f(0.2, 3.0);
+    pool.device.memory_bytes = 2.0 * (1u << 30) + f(rng) * (state + act);
+    in.cluster.pools.push_back(pool);
+  }
+  return in;
+}
+
+void expect_same(const ConfigOutcome& a, const ConfigOutcome& b, const std::string& what) {
+  ASSERT_EQ(a.best.has_value(), b.best.has_value()) << what;
+  if (!a.best) return;
+  EXPECT_NEAR(a.best->latency_s, b.best->latency_s, 1e-9 * b.best->latency_s) << what;
+  auto show = [](const Plan& p) {
+    std::ostringstream o;
+    for (const auto& st : p.stages) o << st.device_type << "x" << st.layers << "r" << static_cast<int>(st.recompute.kind) << ":" << st.recompute.layers << " ";
+    return o.str();
+  };
+  EXPECT_EQ(a.best->plan, b.best->plan) << what << "\n dp: " << show(a.best->plan) << "\n bf: " << show(b.best->plan);
+}
+
+TEST(SearchOracle, DpEqualsBruteForceWithPruningsOff) {
+  std::mt19937 rng(20261122);
+  SearchOptions opt;
+  opt.prune = {false, false, false};
+  opt.space.max_pp = 4;
+  int instances = 0;
+  int configs = 0;
+  int with_plan = 0;
+  int with_recompute = 0;
+  while (instances < 300) {
+    const Instance in = random_instance(rng);
+    if (!validate(in.workload.model).empty() || !validate(in.cluster).empty()) continue;
+    const auto pis = enumerate_configs(in.workload, in.cluster, opt.space);
+    if (pis.empty()) continue;
+    const ProfileTables tables = tables_for(in.workload, in.cluster, pis);
+    const CostModel model(in.workload, in.cluster, tables);
+    double size = 0;
+    for (const auto& pi : pis) size += bruteforce_size(model, pi, opt);
+    if (size > 2e5) continue;
+    ++instances;
+    for (const auto& pi : pis) {
+      ++configs;
+      const ConfigOutcome dp = search_config(model, pi, opt);
+      const ConfigOutcome bf = bruteforce_config(model, pi, opt);
+      expect_same(dp, bf, in.describe());
+      if (bf.best) {
+        ++with_plan;
+        for (const StagePlan& s : bf.best->plan.stages) {
+          if (s.recompute.kind != RecomputeKind::kNone) {
+            ++with_recompute;
+            break;
+          }
+        }
+        // Bit-identical latency, and the same figure as evaluate().
+        EXPECT_EQ(dp.best->latency_s, bf.best->latency_s);
+        EXPECT_EQ(model.evaluate(dp.best->plan).latency_s, dp.best->latency_s);
+      }
+    }
+  }
+  // The instances exercise what they should: plans that fit, plans that
+  // need recomputation, configurations where nothing fits.
+  EXPECT_GT(with_plan, configs / 10);
+  EXPECT_LT(with_plan, configs);
+  EXPECT_GT(with_recompute, 20);
+}
+
+TEST(SearchOracle, PruningsNeverBeatTheUnprunedOptimum) {
+  std::mt19937 rng(7);
+  SearchOptions none;
+  none.prune = {false, false, false};
+  none.space.max_pp = 6;
+  int compared = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    const Instance in = random_instance(rng);
+    if (!validate(in.workload.model).empty() || !validate(in.cluster).empty()) continue;
+    const SearchResult base = run_search(in.workload, in.cluster, none);
+    for (const PruneSet p : {PruneSet{true, false, false}, PruneSet{false, true, false},
+                             PruneSet{false, false, true}, PruneSet{true, true, true}}) {
+      SearchOptions o = none;
+      o.prune = p;
+      const SearchResult r = run_search(in.workload, in.cluster, o);
+      if (r.top.empty()) continue;
+      ASSERT_FALSE(base.top.empty()) << in.describe();
+      EXPECT_GE(r.top.front().latency_s, base.top.front().latency_s * (1 - 1e-12))
+          << in.describe() << " prune " << to_string(p);
+      // Memory pruning alone is exact: it only cuts stages that cannot fit.
+      if (p == PruneSet{false, true, false}) {
+        EXPECT_EQ(r.top.front().plan, base.top.front().plan) << in.describe();
+        EXPECT_LE(r.stats.transitions, base.stats.transitions);
+      }
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 100);
+}
+
+TEST(SearchOracle, LoadBalancePruningLosesNothingOnHomogeneousClusters) {
+  std::mt19937 rng(99);
+  SearchOptions none;
+  none.prune = {false, false, false};
+  none.space.max_pp = 8;
+  SearchOptions lb = none;
+  lb.prune = {true, false, false};
+  int compared = 0;
+  for (int trial = 0; compared < 60 && trial < 2000; ++trial) {
+    Instance in = random_instance(rng);
+    in.cluster.pools.resize(1);
+    in.cluster.pools[0].device.memory_bytes *= 4;  // plenty: the balanced optimum
+    if (!validate(in.workload.model).empty() || !validate(in.cluster).empty()) continue;
+    const SearchResult a = run_search(in.workload, in.cluster, none);
+    const SearchResult b = run_search(in.workload, in.cluster, lb);
+    if (a.top.empty()) continue;
+    ASSERT_FALSE(b.top.empty()) << in.describe();
+    auto show = [](const Plan& p) {
+      std::ostringstream o;
+      const auto& q = p.parallel;
+      o << "pp" << q.pp << " tp" << q.tp << " cp" << q.cp << " ep" << q.ep << " tpe" << q.tpe << " dp" << q.dp << ": ";
+      for (const auto& st : p.stages) o << st.layers << "r" << static_cast<int>(st.recompute.kind) << " ";
+      return o.str();
+    };
+    EXPECT_EQ(b.top.front().latency_s, a.top.front().latency_s) << in.describe() << "\n none: " << show(a.top.front().plan) << "\n lb: " << show(b.top.front().plan);
+    EXPECT_LE(b.stats.transitions, a.stats.transitions);
+    ++compared;
+  }
+  EXPECT_GE(compared, 60);
+}
+
+TEST(SearchOracle, UniformForcesEvenLayers) {
+  std::mt19937 rng(5);
+  SearchOptions o;
+  o.uniform = true;
+  int checked = 0;
+  for (int trial = 0; checked < 30 && trial < 500; ++trial) {
+    const Instance in = random_instance(rng);
+    if (!validate(in.workload.model).empty() || !validate(in.cluster).empty()) continue;
+    const SearchResult r = run_search(in.workload, in.cluster, o);
+    for (const PlanCandidate& c : r.top) {
+      const int n = in.workload.model.num_layers;
+      const int pp = c.plan.parallel.pp;
+      for (int i = 0; i < pp; ++i) {
+        EXPECT_EQ(c.plan.stages[static_cast<std::size_t>(i)].layers, n / pp + (i < n % pp ? 1 : 0));
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 30);
+}
+
+TEST(Search, DeterministicAcrossRuns) {
+  std::mt19937 rng(42);
+  for (int trial = 0; trial < 20; ++trial) {
+    const Instance in = random_instance(rng);
+    if (!validate(in.workload.model).empty() || !validate(in.cluster).empty()) continue;
+    const SearchResult a = run_search(in.workload, in.cluster, {});
+    const SearchResult b = run_search(in.workload, in.cluster, {});
+    ASSERT_EQ(a.top.size(), b.top.size());
+    for (std::size_t k = 0; k < a.top.size(); ++k) {
+      EXPECT_EQ(a.top[k].plan, b.top[k].plan);
+      EXPECT_EQ(a.top[k].latency_s, b.top[k].latency_s);
+    }
+    EXPECT_EQ(a.stats.transitions, b.stats.transitions);
+    EXPECT_EQ(a.stats.states, b.stats.states);
+  }
+}
+
+TEST(Search, PruneSetParsing) {
+  EXPECT_EQ(parse_prune_set("all", "--prune"), (PruneSet{true, true, true}));
+  EXPECT_EQ(parse_prune_set("none", "--prune"), (PruneSet{false, false, false}));
+  EXPECT_EQ(parse_prune_set("lb,comm", "--prune"), (PruneSet{true, false, true}));
+  EXPECT_EQ(parse_prune_set("mem", "--prune"), (PruneSet{false, true, false}));
+  EXPECT_THROW(parse_prune_set("lb,bogus", "--prune"), InputError);
+  EXPECT_THROW(parse_prune_set("", "--prune"), InputError);
+  EXPECT_EQ(to_string(PruneSet{true, false, true}), "lb,comm");
+  EXPECT_EQ(to_string(PruneSet{false, false, false}), "none");
+}
+
+}  // namespace
+}  // namespace hapmoe
