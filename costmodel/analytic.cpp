@@ -105,9 +105,8 @@ ComputeEntry compute_entry(const Workload& w, const DeviceSpec& dev, int micro_b
     e.expert_act_fwd = stream(act_passes * rows * m.expert_ffn_hidden * beta);
     e.expert_fwd = flops / peak + e.expert_act_fwd;
     e.expert_bwd = 2.0 * flops / peak + 2.0 * e.expert_act_fwd;
-    double shared_act = 0.0;
-    mlp(s.tokens, m.shared_expert_ffn_hidden / static_cast<double>(tp), e.shared_fwd, shared_act,
-        e.shared_bwd);
+    mlp(s.tokens, m.shared_expert_ffn_hidden / static_cast<double>(tp), e.shared_fwd,
+        e.shared_act_fwd, e.shared_bwd);
     e.router_fwd = gemm_time(rows, m.num_experts, h, dev, beta) +
                    stream(3.0 * rows * m.num_experts * 4.0) + block_elementwise;
     e.router_bwd = 2.0 * e.router_fwd;
@@ -118,7 +117,7 @@ ComputeEntry compute_entry(const Workload& w, const DeviceSpec& dev, int micro_b
   const double vocab_shard = static_cast<double>(m.vocab) / tp;
   const double logits_stream = stream(s.tokens * vocab_shard * 3.0 * 4.0);  // fp32 passes
   e.output_fwd = gemm_time(s.tokens, vocab_shard, h, dev, beta) + logits_stream;
-  e.output_bwd = 2.0 * gemm_time(s.tokens, vocab_shard, h, dev, beta) + logits_stream;
+  e.output_bwd = 2.0 * gemm_time(s.tokens, vocab_shard, h, dev, beta) + 2.0 * logits_stream;
   return e;
 }
 

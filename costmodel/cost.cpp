@@ -148,7 +148,7 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
       tp_comm += tp_block;  // the shared expert is a TP-sharded MLP
       tp_comm_bwd += tp_block;
     }
-    selective_extra += k * ce.expert_act_fwd * imb / coef.eta;
+    selective_extra += k * ce.expert_act_fwd * imb / coef.eta + ce.shared_act_fwd;
 
     // Dispatch and combine over the EP group (stride TPE, span EP*TPE),
     // then gathers inside the expert-TP group.

@@ -127,20 +127,25 @@ namespace {
 // Matrices of one MLP: SwiGLU has gate, up and down; GELU has up and down.
 double mlp_matrices(const ModelSpec& m) { return m.mlp == MlpKind::kSwiGlu ? 3.0 : 2.0; }
 
-double attention_projection_params(const ModelSpec& m) {
+// Parameters of the attention projections (matrices only) and, for
+// multi-latent attention, of the norms of the two latent vectors.
+double attention_matrix_params(const ModelSpec& m) {
   const double h = m.hidden;
   const double a = m.num_heads;
   if (m.mla.enabled()) {
     const double qk = m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim;
-    const double q = m.mla.q_lora_rank > 0
-                         ? h * m.mla.q_lora_rank + m.mla.q_lora_rank + m.mla.q_lora_rank * a * qk
-                         : h * a * qk;
-    const double kv = h * (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) + m.mla.kv_lora_rank +
+    const double q = m.mla.q_lora_rank > 0 ? h * m.mla.q_lora_rank + m.mla.q_lora_rank * a * qk
+                                           : h * a * qk;
+    const double kv = h * (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) +
                       m.mla.kv_lora_rank * a * (m.mla.qk_nope_head_dim + m.mla.v_head_dim);
     return q + kv + a * m.mla.v_head_dim * h;
   }
   const double d = m.head_dim;
   return h * a * d + 2.0 * h * m.num_kv_heads * d + a * d * h;
+}
+
+double latent_norm_params(const ModelSpec& m) {
+  return m.mla.enabled() ? static_cast<double>(m.mla.q_lora_rank) + m.mla.kv_lora_rank : 0.0;
 }
 
 // Forward FLOPs per token of one layer's attention (projections + causal
@@ -151,7 +156,7 @@ double attention_flops_per_token(const ModelSpec& m, double seq) {
   const double v = m.mla.enabled() ? m.mla.v_head_dim : m.head_dim;
   // Causal: each query sees seq/2 keys on average; 2 FLOPs per MAC.
   const double core = 2.0 * (seq / 2.0) * a * (qk + v);
-  return 2.0 * attention_projection_params(m) + core;
+  return 2.0 * attention_matrix_params(m) + core;
 }
 
 }  // namespace
@@ -159,7 +164,7 @@ double attention_flops_per_token(const ModelSpec& m, double seq) {
 LayerParams layer_params(const ModelSpec& m, bool moe_layer) {
   LayerParams p;
   const double h = m.hidden;
-  p.attention = attention_projection_params(m) + h;  // + input norm
+  p.attention = attention_matrix_params(m) + latent_norm_params(m) + h;  // + input norm
   if (moe_layer) {
     p.mlp = h * m.num_experts + mlp_matrices(m) * h * m.shared_expert_ffn_hidden + h;
     p.experts = static_cast<double>(m.num_experts) * mlp_matrices(m) * h * m.expert_ffn_hidden;

@@ -97,7 +97,7 @@ double active_params(const ModelSpec& model);
 double model_flops_per_iteration(const Workload& workload);
 
 // "" when the model and settings are consistent, otherwise a message naming
-// the field and the value (e.g. "num_kv_heads = 5 does not divide
+// the field and the value (e.g. "num_kv_heads = 5 must divide
 // num_heads = 32").
 std::string validate(const ModelSpec& model);
 std::string validate(const TrainingSpec& training, const ModelSpec& model);

@@ -29,6 +29,7 @@ struct ComputeEntry {
                                  // tokens, once (x top_k for routed experts)
   double expert_act_fwd = 0;     // its activation function alone
   double shared_fwd = 0;         // the shared experts (0 if none)
+  double shared_act_fwd = 0;     // their activation function alone
   double router_fwd = 0;         // router GEMM, softmax and top-k
   double embedding_fwd = 0;      // first stage: embedding lookup
   double output_fwd = 0;         // last stage: output GEMM + cross entropy

@@ -334,8 +334,21 @@ void ObjectReader::finish() const {
   }
 }
 
+namespace {
+
+// Plain decimal only: no leading blanks or '+', no hex.
+bool plain_decimal(const std::string& text) {
+  if (text.empty()) return false;
+  const char c = text.front();
+  if (!(c == '-' || c == '.' || (c >= '0' && c <= '9'))) return false;
+  return text.find_first_of("xXpP") == std::string::npos;
+}
+
+}  // namespace
+
 std::int64_t parse_int_text(const std::string& text, std::int64_t lo, std::int64_t hi,
                             const std::string& what) {
+  if (!plain_decimal(text)) throw InputError(what, "expected an integer, got \"" + text + "\"");
   errno = 0;
   char* end = nullptr;
   const long long v = std::strtoll(text.c_str(), &end, 10);
@@ -351,6 +364,9 @@ std::int64_t parse_int_text(const std::string& text, std::int64_t lo, std::int64
 
 double parse_number_text(const std::string& text, double lo, double hi,
                          const std::string& what) {
+  if (!plain_decimal(text)) {
+    throw InputError(what, "expected a finite number, got \"" + text + "\"");
+  }
   errno = 0;
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);

@@ -427,16 +427,13 @@ TEST(CostTermsAnalytic, GemmTimeComputeBound) {
 TEST(CostTermsAnalytic, GemmTimeMemoryBound) {
   DeviceSpec d = device_a();
   d.gemm_efficiency = 0.5;
-  // (r×c)·(c×n) with r = 64, n = 4096, c = 1024:
-  // compute 2·64·4096·1024/50e12 = 5.36870912e8/5e13 = 1.073741824e-5 s;
-  // traffic 2·(64·1024 + 1024·4096 + 64·4096)/1e12 = 2·4521984/1e12 = 9.043968e-6 s.
-  // Both close; make the GEMV (r = 1) clearly memory bound:
-  // compute 2·1·4096·1024/5e13 = 1.6777216e-7; traffic 2·(1024 + 4194304 + 4096)/1e12
-  // = 8.398848e-6: memory bound.
+  // GEMV (r = 1, n = 4096, c = 1024): compute 2·1·4096·1024/5e13 = 1.6777216e-7 s;
+  // traffic 2·(1·1024 + 1024·4096 + 1·4096)/1e12 = 8.398848e-6 s: memory bound.
   const double traffic = 2.0 * (1.0 * 1024 + 1024.0 * 4096 + 1.0 * 4096) / 1e12;
   EXPECT_REL(gemm_time(1, 4096, 1024, d, 2.0), traffic);
   EXPECT_REL(traffic, 8.398848e-6);
-  // The argument order is (r, n, c): r·c + c·n + r·n elements move.
+  // The argument order is (r, n, c). r = 64: compute 2·64·4096·1024/5e13 =
+  // 1.073741824e-5 s beats traffic 2·(64·1024 + 1024·4096 + 64·4096)/1e12 = 9.043968e-6 s.
   EXPECT_REL(gemm_time(64, 4096, 1024, d, 2.0),
              std::max(2.0 * 64 * 4096 * 1024 / 50e12,
                       2.0 * (64.0 * 1024 + 1024.0 * 4096 + 64.0 * 4096) / 1e12));

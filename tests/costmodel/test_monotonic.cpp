@@ -79,11 +79,11 @@ ParallelConfig config(int pp, int tp, int cp, int ep, int tpe, int dp, int b = 1
 
 // Everything needed to cost one stage of one plan; the CostModel holds
 // references, so the inputs live here.
-struct Setup {
+struct CostInputs {
   Workload w;
   ClusterSpec c;
   ProfileTables t;
-  Setup(const Workload& workload_in, const ParallelConfig& pi)
+  CostInputs(const Workload& workload_in, const ParallelConfig& pi)
       : w(workload_in),
         c(h100_cluster()),
         t(make_analytic_tables(w, c, pi.micro_batch, {pi.tp}, {pi.cp})) {}
@@ -98,7 +98,7 @@ struct Costed {
 // Stage `position` of `pi` holding layers [first, first + layers).
 Costed cost_stage(const Workload& w, const ParallelConfig& pi, int position, int first, int layers,
                   Recompute r = {}) {
-  const Setup s(w, pi);
+  const CostInputs s(w, pi);
   const CostModel cm = s.model();
   Costed out;
   out.type = cm.type_costs(pi, 0);
@@ -223,7 +223,7 @@ TEST(CostMonotonic, LongerSequenceMoreTime) {
   const ParallelConfig pi = config(2, 2, 1, 2, 1, 4);
   for (int s : {1024, 2048, 4096, 8192}) {
     const Workload w = workload(s);
-    const Setup setup(w, pi);
+    const CostInputs setup(w, pi);
     const CostModel cm = setup.model();
     const TypeCosts tc = cm.type_costs(pi, 0);
     layer_fwd.push_back(tc.moe.fwd_s);
@@ -267,7 +267,7 @@ TEST(CostMonotonic, HigherImbalanceMoreTime) {
   const ParallelConfig pi = config(1, 1, 1, 2, 2, 8);  // TPE > 1: gathers carry ρ too
   std::vector<double> fwd, bwd, moe_comm, act;
   for (double rho : {1.0, 1.2, 1.5, 2.0}) {
-    const Setup setup(workload(4096, 1, rho), pi);
+    const CostInputs setup(workload(4096, 1, rho), pi);
     const TypeCosts tc = setup.model().type_costs(pi, 0);
     fwd.push_back(tc.moe.fwd_s);
     bwd.push_back(tc.moe.bwd_s);
@@ -286,7 +286,7 @@ TEST(CostMonotonic, SlowerLinkMoreTime) {
   w16.model.num_experts = 16;
   const ParallelConfig intra = config(1, 1, 1, 8, 1, 16);
   const ParallelConfig inter = config(1, 1, 1, 16, 1, 16);
-  const Setup a(w16, intra), b(w16, inter);
+  const CostInputs a(w16, intra), b(w16, inter);
   const double t_intra = a.model().type_costs(intra, 0).moe.moe_comm_fwd_s;
   const double t_inter = b.model().type_costs(inter, 0).moe.moe_comm_fwd_s;
   EXPECT_GT(t_inter, t_intra);

@@ -199,5 +199,107 @@ TEST(Cli, ExecutableExitCodes) {
   fs::remove_all(d);
 }
 
+// Drops the timing fields, the only ones allowed to differ between runs.
+Json without_timing(Json j) {
+  if (j.is_object()) {
+    j.erase("seconds");
+    for (auto& [k, v] : j.items()) v = without_timing(v);
+  } else if (j.is_array()) {
+    for (auto& v : j) v = without_timing(v);
+  }
+  return j;
+}
+
+TEST(CliPlan, PrintsBestTopKAndStatisticsAndWritesTheSchema) {
+  const fs::path d = temp_dir("plan");
+  const std::string out = (d / "plan.json").string();
+  const CliRun r = run({"plan", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan-json", out});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  for (const char* s : {"iteration latency", "top 5", "search (HS-DP, prune all)", "configurations",
+                        "transitions", "load balance", "feasible plans", "wall time"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  }
+  const Json doc = parse_json(slurp(out), out);
+  const Json& plans = doc.at("plans");
+  ASSERT_EQ(plans.size(), 5u);
+  for (std::size_t k = 1; k < plans.size(); ++k) {
+    EXPECT_LE(plans[k - 1].at("latency_s").get<double>(), plans[k].at("latency_s").get<double>());
+  }
+  const Json& search = doc.at("search");
+  for (const char* k : {"configs", "configs_evaluated", "states", "transitions", "feasible",
+                        "seconds"}) {
+    EXPECT_TRUE(search.at(k).is_number()) << k;
+  }
+  for (const char* k : {"load_balance", "memory", "hetero_comm"}) {
+    EXPECT_TRUE(search.at("pruned").at(k).is_number_integer()) << k;
+  }
+  EXPECT_GT(search.at("configs").get<int>(), 0);
+  // Every plan of the output evaluates to the same latency through evaluate.
+  for (std::size_t k = 0; k < plans.size(); ++k) {
+    const std::string back = (d / ("back" + std::to_string(k) + ".json")).string();
+    const CliRun e = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan",
+                          out, "--plan-index", std::to_string(k), "--plan-json", back});
+    ASSERT_EQ(e.code, kExitOk) << e.err;
+    const Json again = parse_json(slurp(back), back);
+    EXPECT_EQ(again.at("plans").at(0), plans[k]) << "plan " << k;
+  }
+  fs::remove_all(d);
+}
+
+TEST(CliPlan, OutputIsDeterministic) {
+  const fs::path d = temp_dir("determinism");
+  const std::string a = (d / "a.json").string();
+  const std::string b = (d / "b.json").string();
+  for (const std::string& f : {a, b}) {
+    const CliRun r = run({"plan", "--model", "mixtral-s", "--cluster", "paper:24-2", "--plan-json", f});
+    ASSERT_EQ(r.code, kExitOk) << r.err;
+  }
+  EXPECT_EQ(without_timing(parse_json(slurp(a), a)).dump(),
+            without_timing(parse_json(slurp(b), b)).dump());
+  fs::remove_all(d);
+}
+
+TEST(CliPlan, NothingFitsExitsThreeWithTheSmallestShortfall) {
+  const fs::path d = temp_dir("nothing");
+  const std::string out = (d / "plan.json").string();
+  const CliRun r = run({"plan", "--model", "mixtral-l", "--cluster", "H800:8", "--plan-json", out});
+  EXPECT_EQ(r.code, kExitNoFit) << r.err;
+  EXPECT_NE(r.err.find("no plan fits in memory"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("short by"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("GiB"), std::string::npos) << r.err;
+  fs::remove_all(d);
+}
+
+TEST(CliPlan, BruteForceAgreesOnASmallSpaceAndRefusesALargeOne) {
+  const std::vector<std::string> base = {"plan", "--model", "mixtral-s", "--cluster", "paper:16-1",
+                                         "--max-pp", "2", "--top-k", "3"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run(a);
+  };
+  const CliRun bf = with({"--bruteforce"});
+  const CliRun dp = with({"--prune", "none"});
+  ASSERT_EQ(bf.code, kExitOk) << bf.err;
+  ASSERT_EQ(dp.code, kExitOk) << dp.err;
+  auto table = [](const std::string& out) { return out.substr(0, out.find("search (")); };
+  EXPECT_EQ(table(bf.out), table(dp.out));
+  const CliRun big = run({"plan", "--model", "mixtral-l", "--cluster", "paper:32-3", "--bruteforce"});
+  EXPECT_EQ(big.code, kExitInput);
+  EXPECT_NE(big.err.find("brute force is limited to"), std::string::npos) << big.err;
+}
+
+TEST(CliPlan, BadSearchOptionsExitTwo) {
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"--prune", "lb,fast"}, {"--delta", "-1"}, {"--eta", "x"},
+        {"--top-k", "0"}, {"--max-pp", "0"}}) {
+    std::vector<std::string> a = {"plan", "--model", "mixtral-s", "--cluster", "paper:16-1"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    const CliRun r = run(a);
+    EXPECT_EQ(r.code, kExitInput) << extra[0];
+    EXPECT_NE(r.err.find(extra[0]), std::string::npos) << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace hapmoe

@@ -304,3 +304,20 @@ TEST(JsonStrictFiles, ReadTextFile) {
 
 }  // namespace
 }  // namespace hapmoe
+
+namespace hapmoe {
+namespace {
+
+TEST(JsonStrictText, RejectsBlanksPlusAndHex) {
+  EXPECT_THROW(parse_int_text(" 12", 0, 100, "--x"), InputError);
+  EXPECT_THROW(parse_int_text("+12", 0, 100, "--x"), InputError);
+  EXPECT_THROW(parse_int_text("0x10", 0, 100, "--x"), InputError);
+  EXPECT_EQ(parse_int_text("-3", -5, 100, "--x"), -3);
+  EXPECT_THROW(parse_number_text("0x1p3", 0, 100, "--x"), InputError);
+  EXPECT_THROW(parse_number_text(" 1.5", 0, 100, "--x"), InputError);
+  EXPECT_DOUBLE_EQ(parse_number_text(".5", 0, 1, "--x"), 0.5);
+  EXPECT_DOUBLE_EQ(parse_number_text("1e-3", 0, 1, "--x"), 1e-3);
+}
+
+}  // namespace
+}  // namespace hapmoe
