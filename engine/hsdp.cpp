@@ -120,8 +120,24 @@ class Evaluator {
         }
       }
     }
-    memo_.assign(static_cast<std::size_t>(types_) * pi.pp * (n_ + 1) * (n_ + 1), {});
-    done_.assign(memo_.size(), 0);
+    // The memo is reused across configurations of a thread: an entry is
+    // valid when its stamp is this evaluator's generation, so nothing is
+    // cleared between configurations.
+    thread_local std::vector<StageEval> memo;
+    thread_local std::vector<std::uint32_t> stamps;
+    thread_local std::uint32_t generation = 0;
+    const std::size_t size = static_cast<std::size_t>(types_) * pi.pp * (n_ + 1) * (n_ + 1);
+    if (memo.size() < size) {
+      memo.resize(size);
+      stamps.resize(size, 0);
+    }
+    if (++generation == 0) {  // wrapped: stale stamps could look valid
+      std::fill(stamps.begin(), stamps.end(), 0);
+      generation = 1;
+    }
+    memo_ = memo.data();
+    stamps_ = stamps.data();
+    generation_ = generation;
   }
 
   int types() const { return types_; }
@@ -133,9 +149,10 @@ class Evaluator {
   const StageEval& stage(int h, int i, int j, int n) {
     const std::size_t key =
         ((static_cast<std::size_t>(h) * pi_.pp + i) * (n_ + 1) + j) * (n_ + 1) + n;
-    if (done_[key]) return memo_[key];
-    done_[key] = 1;
     StageEval& e = memo_[key];
+    if (stamps_[key] == generation_) return e;
+    stamps_[key] = generation_;
+    e = StageEval{};
     const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
     StageShape shape;
     shape.position = i;
@@ -221,8 +238,9 @@ class Evaluator {
   std::vector<int> caps_;
   std::vector<TypeCosts> costs_;
   std::vector<CostModel::Boundary> boundary_;
-  std::vector<StageEval> memo_;
-  std::vector<std::uint8_t> done_;
+  StageEval* memo_ = nullptr;
+  std::uint32_t* stamps_ = nullptr;
+  std::uint32_t generation_ = 0;
 };
 
 // One DP label: the summary of a partial plan and how it was reached.
@@ -236,6 +254,11 @@ struct Label {
   std::int16_t type = 0;
   std::int16_t layers = 0;
   bool feasible = true;
+  // Canonical order of partial plans of one level (all have i stages):
+  // (rank of the parent in its level, type, layers). `rank` is this label's
+  // position in that order, assigned once its level is complete.
+  std::int64_t key = 0;
+  std::int32_t rank = 0;
 };
 
 // Appending a stage to a label, with the arithmetic of iteration_latency.
@@ -260,6 +283,7 @@ Label extend(const Label& from, std::int32_t parent, int h, int n, const StageEv
   l.type = static_cast<std::int16_t>(h);
   l.layers = static_cast<std::int16_t>(n);
   l.feasible = from.feasible && e.feasible;
+  l.key = (static_cast<std::int64_t>(from.rank) << 32) | (static_cast<std::int64_t>(h) << 16) | n;
   return l;
 }
 
@@ -272,41 +296,18 @@ double latency(const Label& l, int m) {
   return it.total();
 }
 
-// The (type, layers) of the stages of a partial plan, first stage first.
-void path_of(const std::vector<Label>& arena, std::int32_t k, std::vector<std::int32_t>& out) {
-  out.clear();
-  for (; k >= 0; k = arena[static_cast<std::size_t>(k)].parent) {
-    const Label& l = arena[static_cast<std::size_t>(k)];
-    if (l.layers > 0) out.push_back(l.type * 65536 + l.layers);
-  }
-  std::reverse(out.begin(), out.end());
-}
-
-// a dominates b (same state): no worse in sum, max and tail, and no later
+// a dominates b (same state): no worse in sum, max and tail, and not later
 // in the canonical plan order. Then every completion of a is no worse than
 // the same completion of b in (latency, plan key) -- floating-point sums
 // and maxima are monotone -- so dropping b keeps the DP exact, ties
-// included. (At one state both paths place the same layers, so the
-// recomputation of the first differing stage is decided by its type and
-// layers.)
-class Dominance {
- public:
-  explicit Dominance(const std::vector<Label>& arena) : arena_(arena) {}
-  bool operator()(std::int32_t a, std::int32_t b) {
-    const Label& x = arena_[static_cast<std::size_t>(a)];
-    const Label& y = arena_[static_cast<std::size_t>(b)];
-    if (x.feasible != y.feasible) return false;
-    if (!(x.sum <= y.sum && x.max <= y.max && x.tail <= y.tail)) return false;
-    path_of(arena_, a, pa_);
-    path_of(arena_, b, pb_);
-    return pa_ <= pb_;
-  }
-
- private:
-  const std::vector<Label>& arena_;
-  std::vector<std::int32_t> pa_;
-  std::vector<std::int32_t> pb_;
-};
+// included. Within a level, partial plans compare lexicographically by
+// (parent's rank, type, layers): Label::key. (At one state both paths
+// place the same layers, so the recomputation of the first differing
+// stage is decided by its type and layers.)
+bool dominates(const Label& a, const Label& b) {
+  return a.feasible == b.feasible && a.sum <= b.sum && a.max <= b.max && a.tail <= b.tail &&
+         a.key <= b.key;
+}
 
 // Rebuilds the plan of a complete label.
 Plan rebuild(const std::vector<Label>& arena, std::int32_t index, Evaluator& ev) {
@@ -393,92 +394,126 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
   };
   for (auto& lv : levels) std::sort(lv.begin(), lv.end());
 
+  // Successor of usage vector ui of level i when a stage of type h is added.
+  std::vector<std::vector<int>> succ(static_cast<std::size_t>(pp));
+  for (int i = 0; i < pp; ++i) {
+    const auto& lv = levels[static_cast<std::size_t>(i)];
+    auto& sc = succ[static_cast<std::size_t>(i)];
+    sc.assign(lv.size() * static_cast<std::size_t>(types), -1);
+    for (std::size_t ui = 0; ui < lv.size(); ++ui) {
+      std::vector<int> u = lv[ui];
+      for (int h = 0; h < types; ++h) {
+        if (u[static_cast<std::size_t>(h)] >= limit[static_cast<std::size_t>(h)]) continue;
+        ++u[static_cast<std::size_t>(h)];
+        sc[ui * static_cast<std::size_t>(types) + static_cast<std::size_t>(h)] = find_u(i + 1, u);
+        --u[static_cast<std::size_t>(h)];
+      }
+    }
+  }
+
   std::vector<Label> arena;
   arena.push_back(Label{});  // the root: nothing placed
-  Dominance dominates(arena);
-  // fronts of the current level: index (u_index * (n+1) + j) * (types+1) + (hp+1)
-  std::vector<std::vector<std::int32_t>> current(1 * (n + 1) * (types + 1));
-  current[static_cast<std::size_t>(0)] = {0};
+  // Fronts of a level, flat: index (u_index * (n+1) + j) * (types+1) + (hp+1),
+  // and the indices of the non-empty ones in increasing order.
+  const auto slot = [&](std::size_t ui, int j, int hp) {
+    return (ui * static_cast<std::size_t>(n + 1) + static_cast<std::size_t>(j)) *
+               static_cast<std::size_t>(types + 1) +
+           static_cast<std::size_t>(hp + 1);
+  };
+  std::size_t widest = 0;
+  for (const auto& lv : levels) widest = std::max(widest, lv.size());
+  std::vector<std::vector<std::int32_t>> current(widest * (n + 1) * (types + 1));
+  std::vector<std::vector<std::int32_t>> next(current.size());
+  std::vector<std::size_t> current_used = {slot(0, 0, -1)};
+  std::vector<std::size_t> next_used;
+  current[current_used.front()] = {0};
+  std::vector<std::int32_t> level_labels;
   for (int i = 0; i < pp; ++i) {
-    const auto& level_u = levels[static_cast<std::size_t>(i)];
-    const auto& next_u = levels[static_cast<std::size_t>(i) + 1];
-    std::vector<std::vector<std::int32_t>> next(next_u.size() * (n + 1) * (types + 1));
     const int remaining_after = pp - i - 1;
-    for (std::size_t ui = 0; ui < level_u.size(); ++ui) {
-      std::vector<int> u = level_u[ui];
-      for (int j = i; j <= n; ++j) {
-        for (int hp = -1; hp < types; ++hp) {
-          const auto& front =
-              current[(ui * static_cast<std::size_t>(n + 1) + j) * (types + 1) + (hp + 1)];
-          if (front.empty()) continue;
-          ++out.stats.states;
-          for (int h = 0; h < types; ++h) {
-            if (u[static_cast<std::size_t>(h)] >= limit[static_cast<std::size_t>(h)]) continue;
-            // Structural bounds: every later stage needs at least a layer.
-            const int max_n = n - j - remaining_after;
-            for (int layers = 1; layers <= max_n; ++layers) {
-              if (remaining_after == 0 && layers != max_n) continue;
-              if (layers < win.lo_at(i, h) || layers > win.hi_at(i, h)) {
-                if (opt.uniform) continue;  // not part of the space searched
-                ++out.stats.pruned_load_balance;
-                continue;
-              }
-              const StageEval& e = ev.stage(h, i, j, layers);
-              if (!e.feasible) {
-                note_shortfall(out, e, ev.pi(), i, h, layers);
-                if (opt.prune.memory) {
-                  ++out.stats.pruned_memory;
-                  continue;
-                }
-              }
-              const CostModel::Boundary& b = ev.boundary(hp, h);
-              if (opt.prune.hetero_comm && hp >= 0 && hp != h &&
-                  b.fwd_s + b.bwd_s > comp_threshold) {
-                ++out.stats.pruned_hetero_comm;
-                continue;
-              }
-              ++out.stats.transitions;
-              u[static_cast<std::size_t>(h)] += 1;
-              const int nu = find_u(i + 1, u);
-              u[static_cast<std::size_t>(h)] -= 1;
-              const int nj = j + layers;
-              auto& dest = next[(static_cast<std::size_t>(nu) * (n + 1) + nj) * (types + 1) + (h + 1)];
-              for (std::int32_t from : front) {
-                // Keep the front non-dominated; feasible and infeasible
-                // labels never dominate each other (an infeasible one
-                // never completes).
-                arena.push_back(extend(arena[static_cast<std::size_t>(from)], from, h, layers, e, b));
-                const auto cand = static_cast<std::int32_t>(arena.size() - 1);
-                bool dominated = false;
-                for (std::int32_t k : dest) {
-                  if (dominates(k, cand)) {
-                    dominated = true;
-                    break;
-                  }
-                }
-                if (dominated) {
-                  arena.pop_back();
-                  continue;
-                }
-                std::erase_if(dest, [&](std::int32_t k) { return dominates(cand, k); });
-                dest.push_back(cand);
+    const auto& sc = succ[static_cast<std::size_t>(i)];
+    next_used.clear();
+    for (const std::size_t index : current_used) {
+      const auto& front = current[index];
+      const int hp = static_cast<int>(index % static_cast<std::size_t>(types + 1)) - 1;
+      const int j = static_cast<int>((index / static_cast<std::size_t>(types + 1)) %
+                                     static_cast<std::size_t>(n + 1));
+      const std::size_t ui = index / static_cast<std::size_t>(types + 1) / static_cast<std::size_t>(n + 1);
+      ++out.stats.states;
+      for (int h = 0; h < types; ++h) {
+        const int nu = sc[ui * static_cast<std::size_t>(types) + static_cast<std::size_t>(h)];
+        if (nu < 0) continue;  // no group of this type left
+        // Structural bounds: every later stage needs at least a layer.
+        const int max_n = n - j - remaining_after;
+        if (max_n < 1) continue;
+        // The last stage takes all the remaining layers.
+        const int min_n = remaining_after == 0 ? max_n : 1;
+        const int lo = std::max(min_n, win.lo_at(i, h));
+        const int hi = std::min(max_n, win.hi_at(i, h));
+        if (!opt.uniform) {  // with --uniform the window is the space itself
+          out.stats.pruned_load_balance += (max_n - min_n + 1) - std::max(0, hi - lo + 1);
+        }
+        const CostModel::Boundary& b = ev.boundary(hp, h);
+        if (opt.prune.hetero_comm && hp >= 0 && hp != h && b.fwd_s + b.bwd_s > comp_threshold) {
+          out.stats.pruned_hetero_comm += std::max(0, hi - lo + 1);
+          continue;
+        }
+        for (int layers = lo; layers <= hi; ++layers) {
+          const StageEval& e = ev.stage(h, i, j, layers);
+          if (!e.feasible) {
+            note_shortfall(out, e, ev.pi(), i, h, layers);
+            if (opt.prune.memory) {
+              ++out.stats.pruned_memory;
+              continue;
+            }
+          }
+          ++out.stats.transitions;
+          const std::size_t dest_index = slot(static_cast<std::size_t>(nu), j + layers, h);
+          auto& dest = next[dest_index];
+          if (dest.empty()) next_used.push_back(dest_index);
+          for (std::int32_t from : front) {
+            // Keep the front non-dominated; feasible and infeasible labels
+            // never dominate each other (an infeasible one never completes).
+            const Label cand = extend(arena[static_cast<std::size_t>(from)], from, h, layers, e, b);
+            bool dominated = false;
+            for (std::int32_t k : dest) {
+              if (dominates(arena[static_cast<std::size_t>(k)], cand)) {
+                dominated = true;
+                break;
               }
             }
+            if (dominated) continue;
+            std::erase_if(dest, [&](std::int32_t k) {
+              return dominates(cand, arena[static_cast<std::size_t>(k)]);
+            });
+            arena.push_back(cand);
+            dest.push_back(static_cast<std::int32_t>(arena.size() - 1));
           }
         }
       }
     }
+    // Rank the level's surviving labels in canonical order.
+    level_labels.clear();
+    for (const std::size_t index : next_used) {
+      level_labels.insert(level_labels.end(), next[index].begin(), next[index].end());
+    }
+    std::sort(level_labels.begin(), level_labels.end(), [&](std::int32_t a, std::int32_t b) {
+      return arena[static_cast<std::size_t>(a)].key < arena[static_cast<std::size_t>(b)].key;
+    });
+    for (std::size_t r = 0; r < level_labels.size(); ++r) {
+      arena[static_cast<std::size_t>(level_labels[r])].rank = static_cast<std::int32_t>(r);
+    }
+    for (const std::size_t index : current_used) current[index].clear();
+    std::sort(next_used.begin(), next_used.end());
     current.swap(next);
+    current_used.swap(next_used);
   }
   // Complete plans: all PP stages, all N layers, the mix if required.
   const auto& last = levels[static_cast<std::size_t>(pp)];
-  for (std::size_t ui = 0; ui < last.size(); ++ui) {
+  for (const std::size_t index : current_used) {
+    const std::size_t ui = index / static_cast<std::size_t>(types + 1) / static_cast<std::size_t>(n + 1);
     if (exact_mix && last[ui] != limit) continue;
-    for (int hp = 0; hp < types; ++hp) {
-      const auto& front = current[(ui * static_cast<std::size_t>(n + 1) + n) * (types + 1) + (hp + 1)];
-      ++out.stats.states;
-      for (std::int32_t k : front) offer(out, arena, k, ev);
-    }
+    ++out.stats.states;
+    for (std::int32_t k : current[index]) offer(out, arena, k, ev);
   }
 }
 
