@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -40,10 +41,44 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
       throw InputError("--bruteforce", msg.str());
     }
   }
-  r.outcomes.reserve(r.configs.size());
-  for (const ParallelConfig& pi : r.configs) {
-    r.outcomes.push_back(bruteforce ? bruteforce_config(model, pi, opt)
-                                    : search_config(model, pi, opt));
+  r.outcomes.assign(r.configs.size(), {});
+  if (bruteforce) {
+    for (std::size_t c = 0; c < r.configs.size(); ++c) {
+      r.outcomes[c] = bruteforce_config(model, r.configs[c], opt);
+    }
+  } else {
+    // Branch and bound over Pi: configurations in increasing lower bound
+    // (then canonical order); one whose bound exceeds the K-th best
+    // latency found so far cannot enter the top K and is skipped.
+    std::vector<double> bounds(r.configs.size(), 0.0);
+    std::vector<std::size_t> order(r.configs.size());
+    for (std::size_t c = 0; c < r.configs.size(); ++c) {
+      bounds[c] = opt.bound ? config_lower_bound(model, r.configs[c], opt) : 0.0;
+      order[c] = c;
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return bounds[a] < bounds[b]; });
+    std::vector<PlanCandidate> top;  // the K best so far, sorted
+    const auto kth = [&] {
+      return static_cast<int>(top.size()) < opt.top_k
+                 ? std::numeric_limits<double>::infinity()
+                 : top.back().latency_s;
+    };
+    for (const std::size_t c : order) {
+      ConfigOutcome& o = r.outcomes[c];
+      o.lower_bound = bounds[c];
+      if (opt.bound && bounds[c] > kth() * (1.0 + 1e-12)) {
+        o.skipped = true;
+        o.stats.configs_bounded = 1;
+        continue;
+      }
+      const double lower_bound = o.lower_bound;
+      o = search_config(model, r.configs[c], opt, kth());
+      o.lower_bound = lower_bound;
+      if (!o.best) continue;
+      top.insert(std::upper_bound(top.begin(), top.end(), *o.best, candidate_less), *o.best);
+      if (static_cast<int>(top.size()) > opt.top_k) top.pop_back();
+    }
   }
   std::vector<PlanCandidate> all;
   for (const ConfigOutcome& o : r.outcomes) {

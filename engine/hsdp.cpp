@@ -29,6 +29,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <tuple>
 #include <vector>
@@ -46,6 +47,8 @@ SearchStats& SearchStats::operator+=(const SearchStats& o) {
   pruned_load_balance += o.pruned_load_balance;
   pruned_memory += o.pruned_memory;
   pruned_hetero_comm += o.pruned_hetero_comm;
+  pruned_bound += o.pruned_bound;
+  configs_bounded += o.configs_bounded;
   feasible += o.feasible;
   seconds += o.seconds;
   return *this;
@@ -111,6 +114,14 @@ class Evaluator {
       if (caps_[static_cast<std::size_t>(h)] > 0) {
         costs_[static_cast<std::size_t>(h)] = model.type_costs(pi, h);
       }
+    }
+    min_dense_step_ = std::numeric_limits<double>::infinity();
+    min_moe_step_ = std::numeric_limits<double>::infinity();
+    for (int h = 0; h < types_; ++h) {
+      if (caps_[static_cast<std::size_t>(h)] == 0) continue;
+      const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
+      min_dense_step_ = std::min(min_dense_step_, tc.dense.fwd_s + tc.dense.bwd_s);
+      min_moe_step_ = std::min(min_moe_step_, tc.moe.fwd_s + tc.moe.bwd_s);
     }
     boundary_.assign(static_cast<std::size_t>((types_ + 1) * types_), {});
     for (int hp = 0; hp < types_; ++hp) {
@@ -219,6 +230,14 @@ class Evaluator {
     return {one - per_layer, per_layer};
   }
 
+  // The cheapest step of the remaining layers [j, N) on any usable type,
+  // without recomputation or boundaries: a lower bound on what they add to
+  // the sum of stage steps.
+  double remaining_floor(int j) const {
+    const int moe = model_.moe_layers_in(j, n_ - j);
+    return (n_ - j - moe) * min_dense_step_ + moe * min_moe_step_;
+  }
+
   // Per-layer step (forward + backward, no recomputation) of an average
   // layer of the model on type h: the speed used for balance and T_comp.
   double layer_step(int h) const {
@@ -238,6 +257,8 @@ class Evaluator {
   std::vector<int> caps_;
   std::vector<TypeCosts> costs_;
   std::vector<CostModel::Boundary> boundary_;
+  double min_dense_step_ = 0;
+  double min_moe_step_ = 0;
   StageEval* memo_ = nullptr;
   std::uint32_t* stamps_ = nullptr;
   std::uint32_t generation_ = 0;
@@ -363,7 +384,8 @@ struct Windows {
 // complete plan must use exactly `limit[h]` stages of each type (the
 // load-balance pruning enumerates mixes); otherwise at most.
 void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const Windows& win,
-            const SearchOptions& opt, double comp_threshold, ConfigOutcome& out) {
+            const SearchOptions& opt, double comp_threshold, double incumbent,
+            ConfigOutcome& out) {
   const int pp = ev.pi().pp;
   const int n = ev.layers();
   const int types = ev.types();
@@ -469,11 +491,24 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
           ++out.stats.transitions;
           const std::size_t dest_index = slot(static_cast<std::size_t>(nu), j + layers, h);
           auto& dest = next[dest_index];
-          if (dest.empty()) next_used.push_back(dest_index);
+          const double floor = opt.bound ? ev.remaining_floor(j + layers) : 0.0;
           for (std::int32_t from : front) {
             // Keep the front non-dominated; feasible and infeasible labels
             // never dominate each other (an infeasible one never completes).
             const Label cand = extend(arena[static_cast<std::size_t>(from)], from, h, layers, e, b);
+            if (opt.bound) {
+              // Every completion adds at least `floor` to the sum and keeps
+              // the maxima; the margin keeps ties (equal latency, smaller
+              // key) and rounding on the safe side.
+              const double best = out.best ? std::min(incumbent, out.best->latency_s) : incumbent;
+              const double lb = (cand.sum + floor) + (ev.microbatches() - 1) * cand.max +
+                                cand.tail_sync + cand.tail_opt;
+              if (lb > best * (1.0 + 1e-12)) {
+                ++out.stats.pruned_bound;
+                continue;
+              }
+            }
+            if (dest.empty()) next_used.push_back(dest_index);
             bool dominated = false;
             for (std::int32_t k : dest) {
               if (dominates(arena[static_cast<std::size_t>(k)], cand)) {
@@ -541,8 +576,30 @@ void apply_uniform(const Evaluator& ev, Windows& w) {
 
 }  // namespace
 
+double config_lower_bound(const CostModel& model, const ParallelConfig& pi,
+                          const SearchOptions& opt) {
+  const ClusterSpec& cluster = model.cluster();
+  const int n = model.workload().model.num_layers;
+  const int moe = model.moe_layers_in(0, n);
+  double dense = std::numeric_limits<double>::infinity();
+  double moe_step = std::numeric_limits<double>::infinity();
+  double emb = std::numeric_limits<double>::infinity();
+  double output = std::numeric_limits<double>::infinity();
+  for (int h = 0; h < cluster.num_types(); ++h) {
+    if (stage_capacity(cluster, h, pi, opt.space.constraints) == 0) continue;
+    const TypeCosts tc = model.type_costs(pi, h);
+    dense = std::min(dense, tc.dense.fwd_s + tc.dense.bwd_s);
+    moe_step = std::min(moe_step, tc.moe.fwd_s + tc.moe.bwd_s);
+    emb = std::min(emb, tc.embedding_fwd_s + tc.embedding_bwd_s);
+    output = std::min(output, tc.output_fwd_s + tc.output_bwd_s);
+  }
+  if (!std::isfinite(dense)) return std::numeric_limits<double>::infinity();
+  const double sum = (n - moe) * dense + moe * (moe > 0 ? moe_step : 0.0) + emb + output;
+  return sum + (model.num_microbatches(pi) - 1) * (sum / pi.pp);
+}
+
 ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
-                            const SearchOptions& opt) {
+                            const SearchOptions& opt, double incumbent) {
   const auto start = std::chrono::steady_clock::now();
   ConfigOutcome out;
   out.stats.configs_evaluated = 1;
@@ -654,7 +711,7 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
               w.hi[static_cast<std::size_t>(i * types + t)] = hi;
             }
           }
-          run_dp(ev, c, /*exact_mix=*/true, w, opt, opt.eta * t_star, out);
+          run_dp(ev, c, /*exact_mix=*/true, w, opt, opt.eta * t_star, incumbent, out);
           return;
         }
         for (int k = 0; k <= std::min(ev.cap(h), left); ++k) {
@@ -669,7 +726,7 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
       for (int h = 0; h < types; ++h) limit[static_cast<std::size_t>(h)] = ev.cap(h);
       Windows w = full_windows(ev);
       if (opt.uniform) apply_uniform(ev, w);
-      run_dp(ev, limit, /*exact_mix=*/false, w, opt, comp_threshold, out);
+      run_dp(ev, limit, /*exact_mix=*/false, w, opt, comp_threshold, incumbent, out);
     }
   }
   out.stats.seconds =

@@ -35,6 +35,11 @@ struct SearchOptions {
   double eta = 2.0;     // cross-type communication threshold
   bool uniform = false; // n_i = N/PP, remainder to the first stages
   int top_k = 5;
+  // Branch and bound (exact, on by default): configurations whose lower
+  // bound exceeds the K-th best latency found are skipped, and partial
+  // plans that cannot beat the incumbent are dropped. Off gives the plain
+  // DP baseline of the pruning study.
+  bool bound = true;
   SpaceOptions space;
 };
 
@@ -47,6 +52,8 @@ struct SearchStats {
   std::int64_t pruned_load_balance = 0;
   std::int64_t pruned_memory = 0;
   std::int64_t pruned_hetero_comm = 0;
+  std::int64_t pruned_bound = 0;       // partial plans dropped by the bound
+  std::int64_t configs_bounded = 0;    // configurations skipped by their bound
   std::int64_t feasible = 0;           // complete plans that fit, reached
   double seconds = 0;                  // wall time
   SearchStats& operator+=(const SearchStats& o);
@@ -77,12 +84,25 @@ struct ConfigOutcome {
   std::optional<PlanCandidate> best;
   SearchStats stats;
   Shortfall closest;
+  double lower_bound = 0;  // config_lower_bound of the configuration
+  bool skipped = false;    // skipped by branch and bound, not searched
 };
 
 // The exact best plan of one configuration under the cost model (with the
-// prunings that are on).
+// prunings that are on). With options.bound, partial plans whose latency
+// cannot come within `incumbent` are dropped: the result is exact whenever
+// the configuration's best is at most `incumbent`, and otherwise may be
+// empty.
 ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
-                            const SearchOptions& options);
+                            const SearchOptions& options,
+                            double incumbent = std::numeric_limits<double>::infinity());
+
+// A lower bound on the latency of every plan of pi: with S the sum over
+// layers of the cheapest step of that layer on any usable type (plus the
+// cheapest embedding and output layer), T >= S + (M-1) * S / PP, since the
+// slowest stage takes at least the mean. +infinity if no type can host pi.
+double config_lower_bound(const CostModel& model, const ParallelConfig& pi,
+                          const SearchOptions& options);
 
 // Every plan of the same configuration, without DP (prunings ignored).
 // The same cost evaluation and summation order as search_config, so equal

@@ -183,6 +183,7 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
       ("eta", "cross-type communication threshold eta (default 2)", cxxopts::value<std::string>())
       ("uniform", "force n_i = N/PP layers per stage (the paper's uniform baseline)")
       ("bruteforce", "enumerate every plan without DP (small instances only)")
+      ("no-bound", "turn off branch and bound (exact either way; for measuring the plain DP)")
       ("max-pp", "largest pipeline depth to consider (default: the number of layers)",
        cxxopts::value<std::string>())
       ("plan-json", "write the plans and search statistics as JSON to this file",
@@ -204,6 +205,7 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
         static_cast<int>(parse_int_text(r["max-pp"].as<std::string>(), 1, 100000, "--max-pp"));
   }
   opt.uniform = r.count("uniform") > 0;
+  opt.bound = r.count("no-bound") == 0;
   const bool brute = r.count("bruteforce") > 0;
   const SearchResult result = run_search(in.workload, in.cluster, opt, brute);
   const ProfileTables tables = tables_for(in.workload, in.cluster, result.configs);
@@ -238,6 +240,10 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
   out << "  DP states " << s.states << ", transitions " << s.transitions << "\n";
   out << "  pruned: load balance " << s.pruned_load_balance << ", memory " << s.pruned_memory
       << ", hetero comm " << s.pruned_hetero_comm << "\n";
+  if (opt.bound && !brute) {
+    out << "  branch and bound: " << s.configs_bounded << " configurations skipped, "
+        << s.pruned_bound << " partial plans dropped\n";
+  }
   out << "  feasible plans " << s.feasible << ", wall time " << format_seconds(s.seconds) << "\n";
   if (r.count("plan-json")) {
     nlohmann::ordered_json doc;
@@ -250,7 +256,9 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
                      {"pruned",
                       {{"load_balance", s.pruned_load_balance},
                        {"memory", s.pruned_memory},
-                       {"hetero_comm", s.pruned_hetero_comm}}},
+                       {"hetero_comm", s.pruned_hetero_comm},
+                       {"bound", s.pruned_bound},
+                       {"configs_bound", s.configs_bounded}}},
                      {"feasible", s.feasible},
                      {"seconds", s.seconds}};
     write_file_atomic(r["plan-json"].as<std::string>(), doc.dump(2) + "\n");

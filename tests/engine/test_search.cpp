@@ -234,6 +234,53 @@ TEST(SearchOracle, UniformForcesEvenLayers) {
   EXPECT_GE(checked, 30);
 }
 
+TEST(SearchOracle, BranchAndBoundChangesNothing) {
+  std::mt19937 rng(31);
+  int compared = 0;
+  for (int trial = 0; trial < 150; ++trial) {
+    const Instance in = random_instance(rng);
+    if (!validate(in.workload.model).empty() || !validate(in.cluster).empty()) continue;
+    for (const PruneSet p : {PruneSet{true, true, true}, PruneSet{false, false, false}}) {
+      SearchOptions on;
+      on.prune = p;
+      on.top_k = 1 + static_cast<int>(rng() % 5);
+      SearchOptions off = on;
+      off.bound = false;
+      const SearchResult a = run_search(in.workload, in.cluster, on);
+      const SearchResult b = run_search(in.workload, in.cluster, off);
+      ASSERT_EQ(a.top.size(), b.top.size()) << in.describe();
+      for (std::size_t k = 0; k < a.top.size(); ++k) {
+        EXPECT_EQ(a.top[k].plan, b.top[k].plan) << in.describe() << " rank " << k;
+        EXPECT_EQ(a.top[k].latency_s, b.top[k].latency_s) << in.describe();
+      }
+      EXPECT_LE(a.stats.transitions, b.stats.transitions);
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 150);
+}
+
+TEST(Search, LowerBoundIsBelowEveryPlan) {
+  std::mt19937 rng(77);
+  int checked = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    const Instance in = random_instance(rng);
+    if (!validate(in.workload.model).empty() || !validate(in.cluster).empty()) continue;
+    SearchOptions o;
+    o.bound = false;
+    o.prune = {false, false, false};
+    const SearchResult r = run_search(in.workload, in.cluster, o);
+    const ProfileTables tables = tables_for(in.workload, in.cluster, r.configs);
+    const CostModel model(in.workload, in.cluster, tables);
+    for (std::size_t c = 0; c < r.configs.size(); ++c) {
+      if (!r.outcomes[c].best) continue;
+      EXPECT_LE(config_lower_bound(model, r.configs[c], o), r.outcomes[c].best->latency_s);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 500);
+}
+
 TEST(Search, DeterministicAcrossRuns) {
   std::mt19937 rng(42);
   for (int trial = 0; trial < 20; ++trial) {
