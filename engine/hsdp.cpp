@@ -117,6 +117,7 @@ class Evaluator {
     }
     min_dense_step_ = std::numeric_limits<double>::infinity();
     min_moe_step_ = std::numeric_limits<double>::infinity();
+    moe_total_ = model.moe_layers_in(0, n_);
     for (int h = 0; h < types_; ++h) {
       if (caps_[static_cast<std::size_t>(h)] == 0) continue;
       const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
@@ -238,6 +239,44 @@ class Evaluator {
     return (n_ - j - moe) * min_dense_step_ + moe * min_moe_step_;
   }
 
+  // The cheapest step of one layer of the model on type h.
+  double layer_floor(int h) const {
+    const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
+    const double d = tc.dense.fwd_s + tc.dense.bwd_s;
+    const double e = tc.moe.fwd_s + tc.moe.bwd_s;
+    return moe_total_ == n_ ? e : (moe_total_ == 0 ? d : std::min(d, e));
+  }
+
+  // A lower bound on the latency of every plan with stage mix c: the sum of
+  // steps is at least every layer, the embedding and the output layer on
+  // their cheapest type of the mix, and the slowest stage is at least the
+  // continuous balanced split N / sum_h (c_h / t_h), t_h the cheapest layer
+  // step on type h (fixed costs, boundaries and recomputation only add).
+  double mix_lower_bound(const std::vector<int>& c) const {
+    const double inf = std::numeric_limits<double>::infinity();
+    double dense = inf;
+    double moe = inf;
+    double emb = inf;
+    double out = inf;
+    double speed = 0.0;
+    for (int h = 0; h < types_; ++h) {
+      if (c[static_cast<std::size_t>(h)] == 0) continue;
+      const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
+      const double d = tc.dense.fwd_s + tc.dense.bwd_s;
+      const double e = tc.moe.fwd_s + tc.moe.bwd_s;
+      dense = std::min(dense, d);
+      moe = std::min(moe, e);
+      emb = std::min(emb, tc.embedding_fwd_s + tc.embedding_bwd_s);
+      out = std::min(out, tc.output_fwd_s + tc.output_bwd_s);
+      const double per_layer = moe_total_ == n_ ? e : (moe_total_ == 0 ? d : std::min(d, e));
+      speed += c[static_cast<std::size_t>(h)] / per_layer;
+    }
+    const double sum =
+        (n_ - moe_total_) * (moe_total_ == n_ ? 0.0 : dense) + moe_total_ * (moe_total_ > 0 ? moe : 0.0) +
+        emb + out;
+    return sum + (m_ - 1) * (n_ / speed);
+  }
+
   // Per-layer step (forward + backward, no recomputation) of an average
   // layer of the model on type h: the speed used for balance and T_comp.
   double layer_step(int h) const {
@@ -259,6 +298,7 @@ class Evaluator {
   std::vector<CostModel::Boundary> boundary_;
   double min_dense_step_ = 0;
   double min_moe_step_ = 0;
+  int moe_total_ = 0;
   StageEval* memo_ = nullptr;
   std::uint32_t* stamps_ = nullptr;
   std::uint32_t generation_ = 0;
@@ -380,90 +420,159 @@ struct Windows {
   int hi_at(int i, int h) const { return hi[static_cast<std::size_t>(i * types + h)]; }
 };
 
+// Reusable storage of the DP's fronts: an open-addressing map from a state
+// key to a front in a pool. Kept per thread and reused across runs, so a
+// run allocates nothing once the pool has grown.
+class FrontStore {
+ public:
+  static constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
+
+  // The front of `key`, created empty if new; `created` tells which.
+  std::vector<std::int32_t>& at(std::uint64_t key, bool& created) {
+    if ((used_.size() + 1) * 2 > keys_.size()) grow();
+    std::size_t mask = keys_.size() - 1;
+    std::size_t slot = hash(key) & mask;
+    while (keys_[slot] != kEmpty) {
+      if (keys_[slot] == key) {
+        created = false;
+        return pool_[static_cast<std::size_t>(values_[slot])];
+      }
+      slot = (slot + 1) & mask;
+    }
+    created = true;
+    keys_[slot] = key;
+    if (pool_used_ == pool_.size()) pool_.emplace_back();
+    values_[slot] = static_cast<std::int32_t>(pool_used_);
+    used_.push_back(slot);
+    auto& front = pool_[pool_used_++];
+    front.clear();
+    return front;
+  }
+
+  // Every (key, front) present, in insertion order.
+  std::size_t size() const { return used_.size(); }
+  std::uint64_t key(std::size_t k) const { return keys_[used_[k]]; }
+  std::vector<std::int32_t>& front(std::size_t k) {
+    return pool_[static_cast<std::size_t>(values_[used_[k]])];
+  }
+
+  // Empties the map; with `keep_pool_from`, fronts from that pool index on
+  // are recycled (the caller may still hold the older ones).
+  void clear() {
+    for (std::size_t slot : used_) keys_[slot] = kEmpty;
+    used_.clear();
+  }
+  void recycle_pool() { pool_used_ = 0; }
+  std::size_t pool_mark() const { return pool_used_; }
+
+ private:
+  static std::size_t hash(std::uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return static_cast<std::size_t>(k);
+  }
+  void grow() {
+    std::vector<std::uint64_t> old_keys = std::move(keys_);
+    std::vector<std::int32_t> old_values = std::move(values_);
+    const std::size_t size = std::max<std::size_t>(64, old_keys.size() * 2);
+    keys_.assign(size, kEmpty);
+    values_.assign(size, 0);
+    std::vector<std::size_t> old_used = std::move(used_);
+    used_.clear();
+    for (std::size_t slot : old_used) {
+      std::size_t s = hash(old_keys[slot]) & (size - 1);
+      while (keys_[s] != kEmpty) s = (s + 1) & (size - 1);
+      keys_[s] = old_keys[slot];
+      values_[s] = old_values[slot];
+      used_.push_back(s);
+    }
+  }
+
+  std::vector<std::uint64_t> keys_;
+  std::vector<std::int32_t> values_;
+  std::vector<std::size_t> used_;
+  std::vector<std::vector<std::int32_t>> pool_;
+  std::size_t pool_used_ = 0;
+};
+
 // The DP over one set of per-type stage limits. With `exact_mix`, a
 // complete plan must use exactly `limit[h]` stages of each type (the
 // load-balance pruning enumerates mixes); otherwise at most.
+//
+// A usage vector u (u_h <= limit_h) is coded in mixed radix; a state key
+// is (u code, j, h_prev). States are expanded level by level (i stages
+// placed), in increasing key order so the run is deterministic.
 void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const Windows& win,
             const SearchOptions& opt, double comp_threshold, double incumbent,
             ConfigOutcome& out) {
   const int pp = ev.pi().pp;
   const int n = ev.layers();
   const int types = ev.types();
-  // Enumerate the usage vectors u (u_h <= limit_h) level by level.
-  std::vector<std::vector<std::vector<int>>> levels(static_cast<std::size_t>(pp) + 1);
+  std::vector<std::uint64_t> stride(static_cast<std::size_t>(types));
+  std::uint64_t full = 0;  // code of u = limit
   {
-    std::vector<int> u(static_cast<std::size_t>(types), 0);
-    // Depth-first over the mixed radix; bounded by sum u <= pp.
-    std::function<void(int, int)> gen = [&](int h, int used) {
-      if (h == types) {
-        levels[static_cast<std::size_t>(used)].push_back(u);
-        return;
-      }
-      for (int k = 0; k <= limit[static_cast<std::size_t>(h)] && used + k <= pp; ++k) {
-        u[static_cast<std::size_t>(h)] = k;
-        gen(h + 1, used + k);
-      }
-      u[static_cast<std::size_t>(h)] = 0;
-    };
-    gen(0, 0);
-  }
-  // Index of a usage vector inside its level.
-  auto find_u = [&](int level, const std::vector<int>& u) -> int {
-    const auto& lv = levels[static_cast<std::size_t>(level)];
-    const auto it = std::lower_bound(lv.begin(), lv.end(), u);
-    if (it == lv.end() || *it != u) return -1;
-    return static_cast<int>(it - lv.begin());
-  };
-  for (auto& lv : levels) std::sort(lv.begin(), lv.end());
-
-  // Successor of usage vector ui of level i when a stage of type h is added.
-  std::vector<std::vector<int>> succ(static_cast<std::size_t>(pp));
-  for (int i = 0; i < pp; ++i) {
-    const auto& lv = levels[static_cast<std::size_t>(i)];
-    auto& sc = succ[static_cast<std::size_t>(i)];
-    sc.assign(lv.size() * static_cast<std::size_t>(types), -1);
-    for (std::size_t ui = 0; ui < lv.size(); ++ui) {
-      std::vector<int> u = lv[ui];
-      for (int h = 0; h < types; ++h) {
-        if (u[static_cast<std::size_t>(h)] >= limit[static_cast<std::size_t>(h)]) continue;
-        ++u[static_cast<std::size_t>(h)];
-        sc[ui * static_cast<std::size_t>(types) + static_cast<std::size_t>(h)] = find_u(i + 1, u);
-        --u[static_cast<std::size_t>(h)];
-      }
+    std::uint64_t st = 1;
+    for (int h = 0; h < types; ++h) {
+      stride[static_cast<std::size_t>(h)] = st;
+      full += st * static_cast<std::uint64_t>(limit[static_cast<std::size_t>(h)]);
+      st *= static_cast<std::uint64_t>(limit[static_cast<std::size_t>(h)] + 1);
     }
   }
+  const auto used_of = [&](std::uint64_t code, int h) {
+    return static_cast<int>(code / stride[static_cast<std::size_t>(h)] %
+                            static_cast<std::uint64_t>(limit[static_cast<std::size_t>(h)] + 1));
+  };
+  const std::uint64_t jspan = static_cast<std::uint64_t>(n + 1);
+  const std::uint64_t hspan = static_cast<std::uint64_t>(types + 1);
+  const auto make_key = [&](std::uint64_t code, int j, int hp) {
+    return (code * jspan + static_cast<std::uint64_t>(j)) * hspan + static_cast<std::uint64_t>(hp + 1);
+  };
+  // For the bound: the cheapest layer step per type and of the fastest.
+  double fastest = std::numeric_limits<double>::infinity();
+  std::vector<double> floor_of(static_cast<std::size_t>(types), 0.0);
+  for (int h = 0; h < types; ++h) {
+    if (limit[static_cast<std::size_t>(h)] == 0) continue;
+    floor_of[static_cast<std::size_t>(h)] = ev.layer_floor(h);
+    fastest = std::min(fastest, floor_of[static_cast<std::size_t>(h)]);
+  }
+
+  thread_local FrontStore store_a;
+  thread_local FrontStore store_b;
+  FrontStore* current = &store_a;
+  FrontStore* next = &store_b;
+  current->clear();
+  current->recycle_pool();
+  next->clear();
+  next->recycle_pool();
 
   std::vector<Label> arena;
   arena.push_back(Label{});  // the root: nothing placed
-  // Fronts of a level, flat: index (u_index * (n+1) + j) * (types+1) + (hp+1),
-  // and the indices of the non-empty ones in increasing order.
-  const auto slot = [&](std::size_t ui, int j, int hp) {
-    return (ui * static_cast<std::size_t>(n + 1) + static_cast<std::size_t>(j)) *
-               static_cast<std::size_t>(types + 1) +
-           static_cast<std::size_t>(hp + 1);
-  };
-  std::size_t widest = 0;
-  for (const auto& lv : levels) widest = std::max(widest, lv.size());
-  std::vector<std::vector<std::int32_t>> current(widest * (n + 1) * (types + 1));
-  std::vector<std::vector<std::int32_t>> next(current.size());
-  std::vector<std::size_t> current_used = {slot(0, 0, -1)};
-  std::vector<std::size_t> next_used;
-  current[current_used.front()] = {0};
+  {
+    bool created = false;
+    current->at(make_key(0, 0, -1), created).push_back(0);
+  }
   std::vector<std::int32_t> level_labels;
+  std::vector<std::size_t> order;
   for (int i = 0; i < pp; ++i) {
     const int remaining_after = pp - i - 1;
-    const auto& sc = succ[static_cast<std::size_t>(i)];
-    next_used.clear();
-    for (const std::size_t index : current_used) {
-      const auto& front = current[index];
-      const int hp = static_cast<int>(index % static_cast<std::size_t>(types + 1)) - 1;
-      const int j = static_cast<int>((index / static_cast<std::size_t>(types + 1)) %
-                                     static_cast<std::size_t>(n + 1));
-      const std::size_t ui = index / static_cast<std::size_t>(types + 1) / static_cast<std::size_t>(n + 1);
+    next->clear();
+    next->recycle_pool();
+    // Expand the states of level i in key order.
+    order.resize(current->size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::sort(order.begin(), order.end(),
+              [&](std::size_t a, std::size_t b) { return current->key(a) < current->key(b); });
+    for (const std::size_t k : order) {
+      const std::uint64_t key = current->key(k);
+      const auto& front = current->front(k);
+      if (front.empty()) continue;
+      const int hp = static_cast<int>(key % hspan) - 1;
+      const int j = static_cast<int>(key / hspan % jspan);
+      const std::uint64_t code = key / hspan / jspan;
       ++out.stats.states;
       for (int h = 0; h < types; ++h) {
-        const int nu = sc[ui * static_cast<std::size_t>(types) + static_cast<std::size_t>(h)];
-        if (nu < 0) continue;  // no group of this type left
+        if (used_of(code, h) >= limit[static_cast<std::size_t>(h)]) continue;
         // Structural bounds: every later stage needs at least a layer.
         const int max_n = n - j - remaining_after;
         if (max_n < 1) continue;
@@ -479,6 +588,18 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
           out.stats.pruned_hetero_comm += std::max(0, hi - lo + 1);
           continue;
         }
+        const std::uint64_t next_code = code + stride[static_cast<std::size_t>(h)];
+        // Sum over the stages still to place of 1 / (cheapest layer step of
+        // their type): exact types with a fixed mix, the fastest otherwise.
+        double speed_left = 0.0;
+        if (exact_mix) {
+          for (int t = 0; t < types; ++t) {
+            const int left = limit[static_cast<std::size_t>(t)] - used_of(next_code, t);
+            if (left > 0) speed_left += left / floor_of[static_cast<std::size_t>(t)];
+          }
+        } else {
+          speed_left = remaining_after / fastest;
+        }
         for (int layers = lo; layers <= hi; ++layers) {
           const StageEval& e = ev.stage(h, i, j, layers);
           if (!e.feasible) {
@@ -489,9 +610,12 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
             }
           }
           ++out.stats.transitions;
-          const std::size_t dest_index = slot(static_cast<std::size_t>(nu), j + layers, h);
-          auto& dest = next[dest_index];
           const double floor = opt.bound ? ev.remaining_floor(j + layers) : 0.0;
+          // The slowest stage is at least the balanced split of the layers
+          // left over the stages left.
+          const double max_floor = speed_left > 0.0 ? (n - j - layers) / speed_left : 0.0;
+          bool created = false;
+          auto& dest = next->at(make_key(next_code, j + layers, h), created);
           for (std::int32_t from : front) {
             // Keep the front non-dominated; feasible and infeasible labels
             // never dominate each other (an infeasible one never completes).
@@ -501,24 +625,24 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
               // the maxima; the margin keeps ties (equal latency, smaller
               // key) and rounding on the safe side.
               const double best = out.best ? std::min(incumbent, out.best->latency_s) : incumbent;
-              const double lb = (cand.sum + floor) + (ev.microbatches() - 1) * cand.max +
+              const double lb = (cand.sum + floor) +
+                                (ev.microbatches() - 1) * std::max(cand.max, max_floor) +
                                 cand.tail_sync + cand.tail_opt;
               if (lb > best * (1.0 + 1e-12)) {
                 ++out.stats.pruned_bound;
                 continue;
               }
             }
-            if (dest.empty()) next_used.push_back(dest_index);
             bool dominated = false;
-            for (std::int32_t k : dest) {
-              if (dominates(arena[static_cast<std::size_t>(k)], cand)) {
+            for (std::int32_t k2 : dest) {
+              if (dominates(arena[static_cast<std::size_t>(k2)], cand)) {
                 dominated = true;
                 break;
               }
             }
             if (dominated) continue;
-            std::erase_if(dest, [&](std::int32_t k) {
-              return dominates(cand, arena[static_cast<std::size_t>(k)]);
+            std::erase_if(dest, [&](std::int32_t k2) {
+              return dominates(cand, arena[static_cast<std::size_t>(k2)]);
             });
             arena.push_back(cand);
             dest.push_back(static_cast<std::int32_t>(arena.size() - 1));
@@ -528,8 +652,9 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
     }
     // Rank the level's surviving labels in canonical order.
     level_labels.clear();
-    for (const std::size_t index : next_used) {
-      level_labels.insert(level_labels.end(), next[index].begin(), next[index].end());
+    for (std::size_t k = 0; k < next->size(); ++k) {
+      const auto& f = next->front(k);
+      level_labels.insert(level_labels.end(), f.begin(), f.end());
     }
     std::sort(level_labels.begin(), level_labels.end(), [&](std::int32_t a, std::int32_t b) {
       return arena[static_cast<std::size_t>(a)].key < arena[static_cast<std::size_t>(b)].key;
@@ -537,18 +662,21 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
     for (std::size_t r = 0; r < level_labels.size(); ++r) {
       arena[static_cast<std::size_t>(level_labels[r])].rank = static_cast<std::int32_t>(r);
     }
-    for (const std::size_t index : current_used) current[index].clear();
-    std::sort(next_used.begin(), next_used.end());
-    current.swap(next);
-    current_used.swap(next_used);
+    std::swap(current, next);
   }
   // Complete plans: all PP stages, all N layers, the mix if required.
-  const auto& last = levels[static_cast<std::size_t>(pp)];
-  for (const std::size_t index : current_used) {
-    const std::size_t ui = index / static_cast<std::size_t>(types + 1) / static_cast<std::size_t>(n + 1);
-    if (exact_mix && last[ui] != limit) continue;
+  order.resize(current->size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return current->key(a) < current->key(b); });
+  for (const std::size_t k : order) {
+    const std::uint64_t key = current->key(k);
+    const auto& front = current->front(k);
+    if (front.empty()) continue;
+    if (static_cast<int>(key / hspan % jspan) != n) continue;
+    if (exact_mix && key / hspan / jspan != full) continue;
     ++out.stats.states;
-    for (std::int32_t k : current[index]) offer(out, arena, k, ev);
+    for (std::int32_t idx : front) offer(out, arena, idx, ev);
   }
 }
 
@@ -594,8 +722,29 @@ double config_lower_bound(const CostModel& model, const ParallelConfig& pi,
     output = std::min(output, tc.output_fwd_s + tc.output_bwd_s);
   }
   if (!std::isfinite(dense)) return std::numeric_limits<double>::infinity();
-  const double sum = (n - moe) * dense + moe * (moe > 0 ? moe_step : 0.0) + emb + output;
-  return sum + (model.num_microbatches(pi) - 1) * (sum / pi.pp);
+  const double sum = (n - moe) * (moe == n ? 0.0 : dense) + moe * (moe > 0 ? moe_step : 0.0) +
+                     emb + output;
+  // The slowest stage is at least the continuous balanced split over the
+  // fastest mix the capacities allow: stages go to the fastest types first.
+  std::vector<std::pair<double, int>> speed;  // (cheapest layer step, capacity)
+  for (int h = 0; h < cluster.num_types(); ++h) {
+    const int cap = stage_capacity(cluster, h, pi, opt.space.constraints);
+    if (cap == 0) continue;
+    const TypeCosts tc = model.type_costs(pi, h);
+    const double d = tc.dense.fwd_s + tc.dense.bwd_s;
+    const double e = tc.moe.fwd_s + tc.moe.bwd_s;
+    speed.push_back({moe == n ? e : (moe == 0 ? d : std::min(d, e)), cap});
+  }
+  std::sort(speed.begin(), speed.end());
+  double inverse = 0.0;
+  int left = pi.pp;
+  for (const auto& [step, cap] : speed) {
+    const int take = std::min(cap, left);
+    inverse += take / step;
+    left -= take;
+  }
+  if (left > 0) return std::numeric_limits<double>::infinity();  // not enough groups
+  return sum + (model.num_microbatches(pi) - 1) * (n / inverse);
 }
 
 ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
@@ -631,11 +780,41 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
         tail_lines[static_cast<std::size_t>(3 * h + 1)] = ev.tail_line(h, true, pi.pp == 1);
         tail_lines[static_cast<std::size_t>(3 * h + 2)] = ev.tail_line(h, pi.pp == 1, true);
       }
-      // Enumerate mixes c (stages per type, sum PP, c_h <= cap_h).
-      std::vector<int> c(static_cast<std::size_t>(types), 0);
-      std::function<void(int, int)> mixes = [&](int h, int left) {
-        if (h == types) {
-          if (left != 0) return;
+      // The mixes c (stages per type, sum PP, c_h <= cap_h), each with a
+      // lower bound on the latency of its plans, searched best bound first.
+      std::vector<std::vector<int>> all_mixes;
+      {
+        std::vector<int> m(static_cast<std::size_t>(types), 0);
+        std::function<void(int, int)> gen = [&](int h, int left) {
+          if (h == types) {
+            if (left == 0) all_mixes.push_back(m);
+            return;
+          }
+          for (int k = 0; k <= std::min(ev.cap(h), left); ++k) {
+            m[static_cast<std::size_t>(h)] = k;
+            gen(h + 1, left - k);
+          }
+          m[static_cast<std::size_t>(h)] = 0;
+        };
+        gen(0, pi.pp);
+      }
+      std::vector<double> mix_bound(all_mixes.size(), 0.0);
+      std::vector<std::size_t> mix_order(all_mixes.size());
+      for (std::size_t k = 0; k < all_mixes.size(); ++k) {
+        mix_bound[k] = opt.bound ? ev.mix_lower_bound(all_mixes[k]) : 0.0;
+        mix_order[k] = k;
+      }
+      std::stable_sort(mix_order.begin(), mix_order.end(), [&](std::size_t a, std::size_t b) {
+        return mix_bound[a] < mix_bound[b];
+      });
+      for (const std::size_t k : mix_order) {
+        const double best = out.best ? std::min(incumbent, out.best->latency_s) : incumbent;
+        if (opt.bound && mix_bound[k] > best * (1.0 + 1e-12)) {
+          ++out.stats.pruned_bound;
+          continue;
+        }
+        const std::vector<int>& c = all_mixes[k];
+        {
           // Balanced stage step T*: every stage i of type h takes
           // n_i = (T* - fixed_i,h) / tau_h layers and the n_i sum to N. The
           // types of the first and last stage are not known yet, so their
@@ -712,15 +891,8 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
             }
           }
           run_dp(ev, c, /*exact_mix=*/true, w, opt, opt.eta * t_star, incumbent, out);
-          return;
         }
-        for (int k = 0; k <= std::min(ev.cap(h), left); ++k) {
-          c[static_cast<std::size_t>(h)] = k;
-          mixes(h + 1, left - k);
-        }
-        c[static_cast<std::size_t>(h)] = 0;
-      };
-      mixes(0, pi.pp);
+      }
     } else {
       std::vector<int> limit(static_cast<std::size_t>(types));
       for (int h = 0; h < types; ++h) limit[static_cast<std::size_t>(h)] = ev.cap(h);
