@@ -23,13 +23,13 @@ double gemm_time(double m, double n, double k, const DeviceSpec& d, double bytes
 namespace {
 
 struct Shapes {
-  double tokens;      // b*S/CP: tokens of the device's sequence chunk
-  double sp_tokens;   // b*S/(CP*TP): tokens held under sequence parallelism
-  double heads;       // a/TP
-  double kv_heads;    // g/TP
-  double qk_dim;      // per-head query/key width
-  double v_dim;       // per-head value width
-  double seq;         // S, keys seen by the chunk (all, through CP)
+  double tokens;     // b*S/CP: tokens of the device's sequence chunk
+  double sp_tokens;  // b*S/(CP*TP): tokens held under sequence parallelism
+  double heads;      // a/TP
+  double kv_heads;   // g/TP
+  double qk_dim;     // per-head query/key width
+  double v_dim;      // per-head value width
+  double seq;        // S, keys seen by the chunk (all, through CP)
 };
 
 ComputeEntry compute_entry(const Workload& w, const DeviceSpec& dev, int micro_batch, int tp,
@@ -61,8 +61,8 @@ ComputeEntry compute_entry(const Workload& w, const DeviceSpec& dev, int micro_b
       proj += gemm_time(s.tokens, a * s.qk_dim, h, dev, beta);
     }
     proj += gemm_time(s.tokens, m.mla.kv_lora_rank + m.mla.qk_rope_head_dim, h, dev, beta);
-    proj += gemm_time(s.tokens, a * (m.mla.qk_nope_head_dim + s.v_dim), m.mla.kv_lora_rank, dev,
-                      beta);
+    proj +=
+        gemm_time(s.tokens, a * (m.mla.qk_nope_head_dim + s.v_dim), m.mla.kv_lora_rank, dev, beta);
     proj += gemm_time(s.tokens, h, a * s.v_dim, dev, beta);
   } else {
     proj += gemm_time(s.tokens, (s.heads + 2.0 * s.kv_heads) * s.qk_dim, h, dev, beta);
@@ -72,8 +72,8 @@ ComputeEntry compute_entry(const Workload& w, const DeviceSpec& dev, int micro_b
   const double core_flops = 2.0 * s.tokens * (s.seq / 2.0) * s.heads * (s.qk_dim + s.v_dim);
   e.core_attention_fwd = core_flops / peak;
   e.attention_fwd = proj + e.core_attention_fwd + block_elementwise;
-  e.attention_bwd = 2.0 * proj + as.attention_bwd_factor * e.core_attention_fwd +
-                    2.0 * block_elementwise;
+  e.attention_bwd =
+      2.0 * proj + as.attention_bwd_factor * e.core_attention_fwd + 2.0 * block_elementwise;
 
   // MLPs: up (and gate) projection, activation, down projection.
   const bool gated = m.mlp == MlpKind::kSwiGlu;

@@ -15,9 +15,9 @@ namespace hapmoe {
 struct AnalyticAssumptions {
   double memory_overhead_bytes = 2.0 * (1u << 30);  // context, NCCL, allocator
   double activation_scale = 1.0;                    // memory calibration
-  double eta = 1.0;                 // routed-expert kernel efficiency
-  double elementwise_passes = 8.0;  // tensor passes of norms/residuals per block
-  double attention_bwd_factor = 2.5;  // flash-attention backward / forward
+  double eta = 1.0;                                 // routed-expert kernel efficiency
+  double elementwise_passes = 8.0;                  // tensor passes of norms/residuals per block
+  double attention_bwd_factor = 2.5;                // flash-attention backward / forward
 };
 
 // Compute entries for every (tp, cp) pair given, at micro-batch size
@@ -29,7 +29,6 @@ ProfileTables make_analytic_tables(const Workload& workload, const ClusterSpec& 
 
 // Roofline time of one GEMM (m x k) * (k x n) in `bytes_per_element`
 // precision: max(compute at achievable peak, bytes moved at HBM bandwidth).
-double gemm_time(double m, double n, double k, const DeviceSpec& device,
-                 double bytes_per_element);
+double gemm_time(double m, double n, double k, const DeviceSpec& device, double bytes_per_element);
 
 }  // namespace hapmoe

@@ -153,8 +153,8 @@ std::string lower(std::string s) {
 }  // namespace
 
 std::span<const DeviceSpec> device_catalog() {
-  static const std::vector<DeviceSpec> catalog = make_catalog();
-  return catalog;
+  static const std::vector<DeviceSpec> kCatalog = make_catalog();
+  return kCatalog;
 }
 
 const DeviceSpec* find_device(const std::string& name) {

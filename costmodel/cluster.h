@@ -51,7 +51,7 @@ struct CrossLink {
 
 struct ClusterSpec {
   std::string name;
-  std::vector<DevicePool> pools;   // one per device type, no duplicates
+  std::vector<DevicePool> pools;       // one per device type, no duplicates
   std::vector<CrossLink> cross_links;  // explicit overrides, any order
 
   int num_types() const { return static_cast<int>(pools.size()); }

@@ -78,19 +78,18 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
   // Attention block: compute, TP (sequence-parallel) collectives, CP ring.
   const Link tp_link = span_link(cluster_, type, pi.tp);
   const double sp_tensor = seq_tokens * h * beta;  // gathered activation of the TP group
-  const double tp_block =
-      pi.tp > 1 ? comm.time(Primitive::kAllGather, sp_tensor, pi.tp, tp_link) +
-                      comm.time(Primitive::kReduceScatter, sp_tensor, pi.tp, tp_link)
-                : 0.0;
+  const double tp_block = pi.tp > 1
+                              ? comm.time(Primitive::kAllGather, sp_tensor, pi.tp, tp_link) +
+                                    comm.time(Primitive::kReduceScatter, sp_tensor, pi.tp, tp_link)
+                              : 0.0;
   double cp_fwd = 0.0;
   double cp_bwd = 0.0;
   if (pi.cp > 1) {
     const Link cp_link = span_link(cluster_, type, pi.tp * pi.cp);
-    const double kv_width = m.mla.enabled()
-                                ? static_cast<double>(m.num_heads) / pi.tp *
-                                      (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim +
-                                       m.mla.v_head_dim)
-                                : 2.0 * m.num_kv_heads / pi.tp * m.head_dim;
+    const double kv_width =
+        m.mla.enabled() ? static_cast<double>(m.num_heads) / pi.tp *
+                              (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim + m.mla.v_head_dim)
+                        : 2.0 * m.num_kv_heads / pi.tp * m.head_dim;
     const double chunk = seq_tokens * kv_width * beta;
     const double ring = (pi.cp - 1) * comm.time(Primitive::kP2P, chunk, 2, cp_link);
     // The ring overlaps with core attention; only the excess is exposed.
@@ -108,10 +107,11 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
   double act_attn = 0.0;
   if (m.mla.enabled()) {
     const double a = m.num_heads;
-    act_attn = tdev * (2.0 * h + m.mla.q_lora_rank + m.mla.kv_lora_rank +
-                       2.0 * a * (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim) +
-                       2.0 * a * m.mla.v_head_dim) *
-               beta;
+    act_attn =
+        tdev *
+        (2.0 * h + m.mla.q_lora_rank + m.mla.kv_lora_rank +
+         2.0 * a * (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim) + 2.0 * a * m.mla.v_head_dim) *
+        beta;
   } else {
     act_attn = tdev *
                (2.0 * h + 2.0 * m.num_heads * m.head_dim + 2.0 * m.num_kv_heads * m.head_dim) *
@@ -138,10 +138,10 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
     // eta_h, bounded below by streaming the local expert weights from HBM.
     const double local_expert_bytes = static_cast<double>(m.num_experts) / pi.ep *
                                       (up_factor + 1.0) * h * m.expert_ffn_hidden / pi.tpe * beta;
-    const double expert_fwd = std::max(k * ce.expert_fwd * imb / coef.eta,
-                                       local_expert_bytes / coef.hbm_bandwidth);
-    const double expert_bwd = std::max(k * ce.expert_bwd * imb / coef.eta,
-                                       2.0 * local_expert_bytes / coef.hbm_bandwidth);
+    const double expert_fwd =
+        std::max(k * ce.expert_fwd * imb / coef.eta, local_expert_bytes / coef.hbm_bandwidth);
+    const double expert_bwd =
+        std::max(k * ce.expert_bwd * imb / coef.eta, 2.0 * local_expert_bytes / coef.hbm_bandwidth);
     compute_fwd += ce.router_fwd + expert_fwd + ce.shared_fwd;
     compute_bwd += ce.router_bwd + expert_bwd + ce.shared_bwd;
     if (m.shared_expert_ffn_hidden > 0) {
@@ -158,7 +158,8 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
     const double ag = comm.time(Primitive::kAllGather, tdev * pi.ep * h * beta, pi.ep, ep_link) +
                       comm.time(Primitive::kReduceScatter, tdev * pi.ep * h * beta, pi.ep, ep_link);
     Dispatcher chosen = tr.dispatcher;
-    if (chosen == Dispatcher::kAuto) chosen = ag < a2a ? Dispatcher::kAllGather : Dispatcher::kAllToAll;
+    if (chosen == Dispatcher::kAuto)
+      chosen = ag < a2a ? Dispatcher::kAllGather : Dispatcher::kAllToAll;
     double exchange = chosen == Dispatcher::kAllGather ? ag : a2a;
     if (pi.tpe > 1) {
       const Link etp_link = span_link(cluster_, type, pi.tpe);
@@ -178,9 +179,8 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
                      tdev * m.shared_expert_ffn_hidden * beta;
     c.dense_params = (params.attention + params.mlp) / pi.tp;
     c.expert_params = params.experts / (pi.ep * pi.tpe);
-    c.moe_buffer_bytes = chosen == Dispatcher::kAllGather
-                             ? tdev * pi.ep * pi.tpe * h * beta
-                             : 2.0 * routed * imb * pi.tpe;
+    c.moe_buffer_bytes = chosen == Dispatcher::kAllGather ? tdev * pi.ep * pi.tpe * h * beta
+                                                          : 2.0 * routed * imb * pi.tpe;
   }
 
   c.compute_fwd_s = compute_fwd;
@@ -272,7 +272,8 @@ CostModel::Boundary CostModel::boundary(const ParallelConfig& pi, int prev_type,
     // Adjacent stages of one type share a node only if a stage is smaller
     // than a node.
     const int per_node = cluster_.pools[static_cast<std::size_t>(type)].devices_per_node;
-    link = {pi.stage_devices() < per_node ? LinkKind::kIntraNode : LinkKind::kInterNode, type, type};
+    link = {pi.stage_devices() < per_node ? LinkKind::kIntraNode : LinkKind::kInterNode, type,
+            type};
   }
   const double t = tables_.comm.time(Primitive::kP2P, bytes, 2, link);
   return {t, t};
@@ -303,8 +304,8 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
     case RecomputeKind::kNone:
       break;
     case RecomputeKind::kSelective:
-      c.recompute_s = dense_layers * tc.dense.selective_extra_s +
-                      s.moe_layers * tc.moe.selective_extra_s;
+      c.recompute_s =
+          dense_layers * tc.dense.selective_extra_s + s.moe_layers * tc.moe.selective_extra_s;
       act = dense_layers * tc.dense.act_selective_bytes + s.moe_layers * tc.moe.act_selective_bytes;
       break;
     case RecomputeKind::kFull: {
@@ -334,14 +335,13 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
   c.in_flight = std::max(1, std::min(pi.pp - s.position, m));
   const double dense_params = dense_layers * tc.dense.dense_params +
                               s.moe_layers * tc.moe.dense_params +
-                              (first ? tc.embedding_params : 0.0) +
-                              (last ? tc.output_params : 0.0);
+                              (first ? tc.embedding_params : 0.0) + (last ? tc.output_params : 0.0);
   const double expert_params = s.moe_layers * tc.moe.expert_params;
   const double params = dense_params + expert_params;
   c.memory.weights = params * tc.weight_bytes_per_param;
   c.memory.gradients = params * tc.grad_bytes_per_param;
-  c.memory.optimizer = dense_params * tc.dense_opt_bytes_per_param +
-                       expert_params * tc.expert_opt_bytes_per_param;
+  c.memory.optimizer =
+      dense_params * tc.dense_opt_bytes_per_param + expert_params * tc.expert_opt_bytes_per_param;
   c.memory.activations = act * c.in_flight * tc.activation_scale;
   double buffers = s.moe_layers > 0 ? tc.moe.moe_buffer_bytes : 0.0;
   if (last) buffers = std::max(buffers, tc.logits_bytes);
@@ -351,22 +351,19 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
 
   // After the last micro-batch: gradient sync, then the optimizer step on
   // the local shard.
-  c.dp_sync_s = (dense_params > 0 ? tc.dp_sync_latency_s + dense_params * tc.dp_sync_s_per_param
-                                  : 0.0) +
-                (expert_params > 0
-                     ? tc.edp_sync_latency_s + expert_params * tc.edp_sync_s_per_param
-                     : 0.0);
+  c.dp_sync_s =
+      (dense_params > 0 ? tc.dp_sync_latency_s + dense_params * tc.dp_sync_s_per_param : 0.0) +
+      (expert_params > 0 ? tc.edp_sync_latency_s + expert_params * tc.edp_sync_s_per_param : 0.0);
   const TrainingSpec& tr = workload_.training;
-  const double shard = tr.distributed_optimizer
-                           ? dense_params / (static_cast<double>(pi.dp) * pi.cp) +
-                                 expert_params / pi.edp()
-                           : params;
+  const double shard =
+      tr.distributed_optimizer
+          ? dense_params / (static_cast<double>(pi.dp) * pi.cp) + expert_params / pi.edp()
+          : params;
   c.optimizer_s = shard * tc.optimizer_s_per_param;
   return c;
 }
 
-std::optional<Recompute> CostModel::least_recompute(const ParallelConfig& pi,
-                                                    const TypeCosts& tc,
+std::optional<Recompute> CostModel::least_recompute(const ParallelConfig& pi, const TypeCosts& tc,
                                                     StageShape shape) const {
   // Candidates in order of added time: none, selective, then full
   // recomputation of r = 1..n layers (Megatron's block method recomputes
@@ -475,7 +472,8 @@ PlanReport CostModel::evaluate(const Plan& plan) const {
   r.latency_s = r.breakdown.total();
   double worst = -1.0;
   for (int i = 0; i < pi.pp; ++i) {
-    const double step = costs[static_cast<std::size_t>(i)].fwd_s + costs[static_cast<std::size_t>(i)].bwd_s;
+    const double step =
+        costs[static_cast<std::size_t>(i)].fwd_s + costs[static_cast<std::size_t>(i)].bwd_s;
     if (step > worst) {
       worst = step;
       r.bottleneck_stage = i;

@@ -24,27 +24,27 @@ namespace hapmoe {
 
 // Costs of one layer of one kind for one micro-batch on one device.
 struct LayerCost {
-  double fwd_s = 0;             // forward: compute + exposed communication
-  double bwd_s = 0;             // backward without recomputation
-  double selective_extra_s = 0; // backward time added by selective recompute
-  double act_bytes = 0;         // activations kept per micro-batch, no recompute
+  double fwd_s = 0;                // forward: compute + exposed communication
+  double bwd_s = 0;                // backward without recomputation
+  double selective_extra_s = 0;    // backward time added by selective recompute
+  double act_bytes = 0;            // activations kept per micro-batch, no recompute
   double act_selective_bytes = 0;  // ... with selective recompute
   double act_full_bytes = 0;       // ... fully recomputed (layer input only)
-  double dense_params = 0;      // non-expert parameters held per device
-  double expert_params = 0;     // routed-expert parameters held per device
-  double moe_buffer_bytes = 0;  // transient dispatch buffers (not summed)
+  double dense_params = 0;         // non-expert parameters held per device
+  double expert_params = 0;        // routed-expert parameters held per device
+  double moe_buffer_bytes = 0;     // transient dispatch buffers (not summed)
   // Breakdown of fwd_s, for reports.
   double compute_fwd_s = 0;
-  double tp_comm_fwd_s = 0;     // TP (+SP) and CP collectives
-  double moe_comm_fwd_s = 0;    // dispatch + combine (+ expert-TP gathers)
+  double tp_comm_fwd_s = 0;                       // TP (+SP) and CP collectives
+  double moe_comm_fwd_s = 0;                      // dispatch + combine (+ expert-TP gathers)
   Dispatcher dispatcher = Dispatcher::kAllToAll;  // the one chosen
 };
 
 // Per (pi, device type): the two layer kinds plus first/last-stage extras.
 struct TypeCosts {
   int type = 0;
-  LayerCost dense;              // a dense layer
-  LayerCost moe;                // a MoE layer (zero if the model is dense)
+  LayerCost dense;  // a dense layer
+  LayerCost moe;    // a MoE layer (zero if the model is dense)
   double embedding_fwd_s = 0, embedding_bwd_s = 0;
   double output_fwd_s = 0, output_bwd_s = 0;
   double embedding_params = 0;  // per device, first stage
@@ -68,13 +68,13 @@ struct TypeCosts {
 
 // Where a stage sits and what it holds.
 struct StageShape {
-  int position = 0;       // 0-based pipeline rank
-  int first_layer = 0;    // global index of its first layer
-  int layers = 0;         // n_i
-  int moe_layers = 0;     // how many of them are MoE layers
+  int position = 0;                 // 0-based pipeline rank
+  int first_layer = 0;              // global index of its first layer
+  int layers = 0;                   // n_i
+  int moe_layers = 0;               // how many of them are MoE layers
   int moe_in_first_recomputed = 0;  // MoE layers among the first
                                     // recompute.layers (kFull only)
-  int prev_type = -1;     // device type of stage i-1, -1 for the first stage
+  int prev_type = -1;               // device type of stage i-1, -1 for the first stage
   Recompute recompute;
 };
 
@@ -105,9 +105,9 @@ struct StageCost {
 };
 
 struct IterationBreakdown {
-  double edge_s = 0;       // sum_i (t_f,i + t_b,i)
-  double middle_s = 0;     // (M - 1) * max_i (t_f,i + t_b,i)
-  double dp_sync_s = 0;    // of the stage with the longest sync + optimizer
+  double edge_s = 0;     // sum_i (t_f,i + t_b,i)
+  double middle_s = 0;   // (M - 1) * max_i (t_f,i + t_b,i)
+  double dp_sync_s = 0;  // of the stage with the longest sync + optimizer
   double optimizer_s = 0;
   double total() const { return edge_s + middle_s + dp_sync_s + optimizer_s; }
 };
@@ -123,22 +123,21 @@ struct StageReport {
 
 struct PlanReport {
   Plan plan;
-  int num_microbatches = 0;   // M = B / (b * DP)
-  double latency_s = 0;       // T_iter
+  int num_microbatches = 0;  // M = B / (b * DP)
+  double latency_s = 0;      // T_iter
   IterationBreakdown breakdown;
   double throughput_tokens_per_s = 0;
-  double tflops_per_device = 0;   // model TFLOP/s per device in use
-  double mfu = 0;                 // model FLOPs / (T_iter * sum of peaks)
-  int bottleneck_stage = 0;       // argmax_i (t_f,i + t_b,i)
-  bool fits = true;               // every stage within capacity
+  double tflops_per_device = 0;  // model TFLOP/s per device in use
+  double mfu = 0;                // model FLOPs / (T_iter * sum of peaks)
+  int bottleneck_stage = 0;      // argmax_i (t_f,i + t_b,i)
+  bool fits = true;              // every stage within capacity
   std::vector<StageReport> stages;
 };
 
 class CostModel {
  public:
   // The references must outlive the CostModel.
-  CostModel(const Workload& workload, const ClusterSpec& cluster,
-            const ProfileTables& tables);
+  CostModel(const Workload& workload, const ClusterSpec& cluster, const ProfileTables& tables);
 
   const Workload& workload() const { return workload_; }
   const ClusterSpec& cluster() const { return cluster_; }
@@ -161,8 +160,7 @@ class CostModel {
   // The least recomputation with which the stage fits in memory: the
   // feasible choice with the smallest added time (ties: less recompute).
   // std::nullopt if even full recomputation does not fit.
-  std::optional<Recompute> least_recompute(const ParallelConfig& pi,
-                                           const TypeCosts& costs,
+  std::optional<Recompute> least_recompute(const ParallelConfig& pi, const TypeCosts& costs,
                                            StageShape shape) const;
 
   // Layers [first, first + count) that are MoE layers.
@@ -184,7 +182,6 @@ class CostModel {
 // 1F1B iteration latency from per-stage forward/backward/sync/optimizer
 // times and the number of micro-batches M (paper Eq. 2 and Appendix B; see
 // docs/costmodel.md for the form used and why).
-IterationBreakdown iteration_latency(const std::vector<StageCost>& stages,
-                                     int num_microbatches);
+IterationBreakdown iteration_latency(const std::vector<StageCost>& stages, int num_microbatches);
 
 }  // namespace hapmoe

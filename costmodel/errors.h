@@ -21,8 +21,7 @@ class InputError : public std::runtime_error {
   // `where` is a file name, "file:/json/pointer", "--option" or a preset
   // name; `what` says what is wrong and, where it helps, what is allowed.
   InputError(std::string where, const std::string& what)
-      : std::runtime_error(where.empty() ? what : where + ": " + what),
-        where_(std::move(where)) {}
+      : std::runtime_error(where.empty() ? what : where + ": " + what), where_(std::move(where)) {}
 
   const std::string& where() const { return where_; }
 
@@ -37,8 +36,8 @@ class ContractError : public std::logic_error {
 
 // REQUIRE(cond, message): a precondition of a public function. The message
 // should name the function and the offending value.
-#define HAPMOE_REQUIRE(cond, message)               \
-  do {                                              \
+#define HAPMOE_REQUIRE(cond, message)                    \
+  do {                                                   \
     if (!(cond)) throw ::hapmoe::ContractError(message); \
   } while (false)
 

@@ -37,23 +37,21 @@ std::string validate(const ModelSpec& m) {
   auto positive = [](const char* name, long long v) -> std::string {
     return v > 0 ? "" : field(name, v) + " must be positive";
   };
-  for (const auto& [name, value] :
-       {std::pair<const char*, long long>{"num_layers", m.num_layers},
-        {"hidden", m.hidden},
-        {"num_heads", m.num_heads},
-        {"num_kv_heads", m.num_kv_heads},
-        {"head_dim", m.head_dim},
-        {"vocab", m.vocab}}) {
+  for (const auto& [name, value] : {std::pair<const char*, long long>{"num_layers", m.num_layers},
+                                    {"hidden", m.hidden},
+                                    {"num_heads", m.num_heads},
+                                    {"num_kv_heads", m.num_kv_heads},
+                                    {"head_dim", m.head_dim},
+                                    {"vocab", m.vocab}}) {
     if (auto e = positive(name, value); !e.empty()) return e;
   }
   if (m.num_layers > 100000) return field("num_layers", m.num_layers) + " is larger than 100000";
   if (m.num_kv_heads > m.num_heads || m.num_heads % m.num_kv_heads != 0) {
-    return field("num_kv_heads", m.num_kv_heads) + " must divide num_heads = " +
-           std::to_string(m.num_heads);
+    return field("num_kv_heads", m.num_kv_heads) +
+           " must divide num_heads = " + std::to_string(m.num_heads);
   }
-  const bool any_dense =
-      !m.is_moe() || std::any_of(m.moe_layers.begin(), m.moe_layers.end(),
-                                 [](std::uint8_t v) { return v == 0; });
+  const bool any_dense = !m.is_moe() || std::any_of(m.moe_layers.begin(), m.moe_layers.end(),
+                                                    [](std::uint8_t v) { return v == 0; });
   if (any_dense && m.ffn_hidden <= 0) {
     return field("ffn_hidden", m.ffn_hidden) + " must be positive (the model has dense layers)";
   }
@@ -76,8 +74,8 @@ std::string validate(const ModelSpec& m) {
     return "";
   }
   if (m.top_k <= 0 || m.top_k > m.num_experts) {
-    return field("top_k", m.top_k) + " must be in [1, num_experts = " +
-           std::to_string(m.num_experts) + "]";
+    return field("top_k", m.top_k) +
+           " must be in [1, num_experts = " + std::to_string(m.num_experts) + "]";
   }
   if (m.expert_ffn_hidden <= 0) {
     return field("expert_ffn_hidden", m.expert_ffn_hidden) + " must be positive";
@@ -98,12 +96,12 @@ std::string validate(const TrainingSpec& t, const ModelSpec& m) {
   if (t.global_batch <= 0) return field("global_batch", t.global_batch) + " must be positive";
   if (t.micro_batch <= 0) return field("micro_batch", t.micro_batch) + " must be positive";
   if (t.global_batch % t.micro_batch != 0) {
-    return field("global_batch", t.global_batch) + " is not a multiple of micro_batch = " +
-           std::to_string(t.micro_batch);
+    return field("global_batch", t.global_batch) +
+           " is not a multiple of micro_batch = " + std::to_string(t.micro_batch);
   }
   if (m.max_positions > 0 && t.seq_len > m.max_positions) {
-    return field("seq_len", t.seq_len) + " exceeds the model's max_positions = " +
-           std::to_string(m.max_positions);
+    return field("seq_len", t.seq_len) +
+           " exceeds the model's max_positions = " + std::to_string(m.max_positions);
   }
   if (!(t.imbalance >= 1.0) || t.imbalance > 1000.0) {
     return "imbalance = " + std::to_string(t.imbalance) + " must be in [1, 1000]";
@@ -134,8 +132,8 @@ double attention_matrix_params(const ModelSpec& m) {
   const double a = m.num_heads;
   if (m.mla.enabled()) {
     const double qk = m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim;
-    const double q = m.mla.q_lora_rank > 0 ? h * m.mla.q_lora_rank + m.mla.q_lora_rank * a * qk
-                                           : h * a * qk;
+    const double q =
+        m.mla.q_lora_rank > 0 ? h * m.mla.q_lora_rank + m.mla.q_lora_rank * a * qk : h * a * qk;
     const double kv = h * (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) +
                       m.mla.kv_lora_rank * a * (m.mla.qk_nope_head_dim + m.mla.v_head_dim);
     return q + kv + a * m.mla.v_head_dim * h;
@@ -214,8 +212,9 @@ double model_flops_per_iteration(const Workload& w) {
     per_token += attention_flops_per_token(m, seq);
     if (m.is_moe_layer(l)) {
       per_token += 2.0 * h * m.num_experts;  // router
-      per_token += 2.0 * mlp_matrices(m) * h *
-                   (static_cast<double>(m.top_k) * m.expert_ffn_hidden + m.shared_expert_ffn_hidden);
+      per_token +=
+          2.0 * mlp_matrices(m) * h *
+          (static_cast<double>(m.top_k) * m.expert_ffn_hidden + m.shared_expert_ffn_hidden);
     } else {
       per_token += 2.0 * mlp_matrices(m) * h * m.ffn_hidden;
     }

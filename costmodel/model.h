@@ -17,34 +17,34 @@ enum class PositionKind { kRotary, kLearned };
 
 // Multi-latent attention (DeepSeek-V2/V3). Enabled when kv_lora_rank > 0.
 struct MlaSpec {
-  int q_lora_rank = 0;        // 0: queries projected directly from hidden
-  int kv_lora_rank = 0;       // compressed KV width
-  int qk_nope_head_dim = 0;   // per-head query/key width without rotary part
-  int qk_rope_head_dim = 0;   // per-head rotary part (shared key)
-  int v_head_dim = 0;         // per-head value width
+  int q_lora_rank = 0;       // 0: queries projected directly from hidden
+  int kv_lora_rank = 0;      // compressed KV width
+  int qk_nope_head_dim = 0;  // per-head query/key width without rotary part
+  int qk_rope_head_dim = 0;  // per-head rotary part (shared key)
+  int v_head_dim = 0;        // per-head value width
   bool enabled() const { return kv_lora_rank > 0; }
   bool operator==(const MlaSpec&) const = default;
 };
 
 struct ModelSpec {
-  std::string name;                 // preset name or file it came from
-  int num_layers = 0;               // decoder layers N
-  int hidden = 0;                   // H
-  int num_heads = 0;                // attention heads a
-  int num_kv_heads = 0;             // KV heads / query groups g (= a for MHA)
-  int head_dim = 0;                 // per-head width d (kv channels)
-  int ffn_hidden = 0;               // dense MLP width F (dense layers)
+  std::string name;      // preset name or file it came from
+  int num_layers = 0;    // decoder layers N
+  int hidden = 0;        // H
+  int num_heads = 0;     // attention heads a
+  int num_kv_heads = 0;  // KV heads / query groups g (= a for MHA)
+  int head_dim = 0;      // per-head width d (kv channels)
+  int ffn_hidden = 0;    // dense MLP width F (dense layers)
   MlpKind mlp = MlpKind::kSwiGlu;
   PositionKind positions = PositionKind::kRotary;
-  int max_positions = 0;            // learned table size / max context
-  int vocab = 0;                    // vocabulary V (before padding)
-  bool tied_embeddings = false;     // output layer shares the embedding
+  int max_positions = 0;         // learned table size / max context
+  int vocab = 0;                 // vocabulary V (before padding)
+  bool tied_embeddings = false;  // output layer shares the embedding
   MlaSpec mla;
   // Mixture of experts. num_experts == 0 means a dense model.
-  int num_experts = 0;              // routed experts E
-  int top_k = 0;                    // experts per token k
-  int expert_ffn_hidden = 0;        // F_e, width of one routed expert
-  int shared_expert_ffn_hidden = 0; // total width of shared experts (0: none)
+  int num_experts = 0;               // routed experts E
+  int top_k = 0;                     // experts per token k
+  int expert_ffn_hidden = 0;         // F_e, width of one routed expert
+  int shared_expert_ffn_hidden = 0;  // total width of shared experts (0: none)
   // One entry per layer: 1 if the layer's MLP is a MoE block. Empty for a
   // dense model. Built from first-k-dense / layer-frequency settings.
   std::vector<std::uint8_t> moe_layers;
@@ -58,14 +58,14 @@ struct ModelSpec {
 };
 
 struct TrainingSpec {
-  int seq_len = 4096;               // S, tokens per sample
-  int global_batch = 256;           // B, samples per iteration
-  int micro_batch = 1;              // b, samples per micro-batch
+  int seq_len = 4096;      // S, tokens per sample
+  int global_batch = 256;  // B, samples per iteration
+  int micro_batch = 1;     // b, samples per micro-batch
   Precision precision = Precision::kBf16;
   bool distributed_optimizer = true;  // ZeRO-1 sharding of optimizer state
   Dispatcher dispatcher = Dispatcher::kAllToAll;
-  double imbalance = 1.2;           // rho = max/mean tokens per expert (>= 1)
-  double gamma = 1.0;               // gamma in [0,1]: share of rho on the path
+  double imbalance = 1.2;  // rho = max/mean tokens per expert (>= 1)
+  double gamma = 1.0;      // gamma in [0,1]: share of rho on the path
   bool operator==(const TrainingSpec&) const = default;
 };
 
@@ -78,9 +78,9 @@ struct Workload {
 
 // Parameter counts of one layer (whole layer, before any sharding).
 struct LayerParams {
-  double attention = 0;   // projections + norms of the attention block
-  double mlp = 0;         // dense MLP (dense layers) or router + shared experts
-  double experts = 0;     // all routed experts of the layer (0 if dense)
+  double attention = 0;  // projections + norms of the attention block
+  double mlp = 0;        // dense MLP (dense layers) or router + shared experts
+  double experts = 0;    // all routed experts of the layer (0 if dense)
 };
 
 LayerParams layer_params(const ModelSpec& model, bool moe_layer);

@@ -87,8 +87,8 @@ const ComputeEntry& ProfileTables::compute_entry(int type, int tp, int cp,
   }
   const auto it = compute[static_cast<std::size_t>(type)].find({tp, cp});
   if (it == compute[static_cast<std::size_t>(type)].end()) {
-    throw InputError("profile", "no compute entry for " + type_name + " with TP=" +
-                                    std::to_string(tp) + " CP=" + std::to_string(cp));
+    throw InputError("profile", "no compute entry for " + type_name +
+                                    " with TP=" + std::to_string(tp) + " CP=" + std::to_string(cp));
   }
   return it->second;
 }

@@ -21,18 +21,18 @@ namespace hapmoe {
 // is attention + dense_mlp; t_ffn(h,TP,CP) is dense_mlp.
 struct ComputeEntry {
   // Forward times in seconds; backward times are in the *_bwd fields.
-  double attention_fwd = 0;      // norms, QKV/out projections, core attention
-  double core_attention_fwd = 0; // the S^2 part alone (selective recompute)
-  double dense_mlp_fwd = 0;      // one dense MLP of width F
-  double dense_act_fwd = 0;      // its activation function alone
-  double expert_fwd = 0;         // one expert-width MLP over the device's
-                                 // tokens, once (x top_k for routed experts)
-  double expert_act_fwd = 0;     // its activation function alone
-  double shared_fwd = 0;         // the shared experts (0 if none)
-  double shared_act_fwd = 0;     // their activation function alone
-  double router_fwd = 0;         // router GEMM, softmax and top-k
-  double embedding_fwd = 0;      // first stage: embedding lookup
-  double output_fwd = 0;         // last stage: output GEMM + cross entropy
+  double attention_fwd = 0;       // norms, QKV/out projections, core attention
+  double core_attention_fwd = 0;  // the S^2 part alone (selective recompute)
+  double dense_mlp_fwd = 0;       // one dense MLP of width F
+  double dense_act_fwd = 0;       // its activation function alone
+  double expert_fwd = 0;          // one expert-width MLP over the device's
+                                  // tokens, once (x top_k for routed experts)
+  double expert_act_fwd = 0;      // its activation function alone
+  double shared_fwd = 0;          // the shared experts (0 if none)
+  double shared_act_fwd = 0;      // their activation function alone
+  double router_fwd = 0;          // router GEMM, softmax and top-k
+  double embedding_fwd = 0;       // first stage: embedding lookup
+  double output_fwd = 0;          // last stage: output GEMM + cross entropy
   double attention_bwd = 0;
   double dense_mlp_bwd = 0;
   double expert_bwd = 0;
@@ -85,13 +85,13 @@ class CommTable {
 // ---------------------------------------------------------------------------
 // Per device type coefficients.
 struct DeviceCoefficients {
-  double capacity_bytes = 0;      // C_h, memory a plan may use
-  double eta = 1.0;               // eta_h in (0,1]: routed-expert kernel
-                                  // efficiency relative to the dense MLP
-  double hbm_bandwidth = 0;       // B/s, streaming of expert weights
+  double capacity_bytes = 0;         // C_h, memory a plan may use
+  double eta = 1.0;                  // eta_h in (0,1]: routed-expert kernel
+                                     // efficiency relative to the dense MLP
+  double hbm_bandwidth = 0;          // B/s, streaming of expert weights
   double optimizer_s_per_param = 0;  // Adam step, seconds per local param
-  double activation_scale = 1.0;  // memory calibration: measured/analytic
-  double overhead_bytes = 0;      // memory calibration: context, buffers
+  double activation_scale = 1.0;     // memory calibration: measured/analytic
+  double overhead_bytes = 0;         // memory calibration: context, buffers
 };
 
 struct ProfileTables {
@@ -101,8 +101,7 @@ struct ProfileTables {
   std::vector<std::map<std::pair<int, int>, ComputeEntry>> compute;
 
   // Throws InputError naming the device and degrees if the entry is absent.
-  const ComputeEntry& compute_entry(int type, int tp, int cp,
-                                    const std::string& type_name) const;
+  const ComputeEntry& compute_entry(int type, int tp, int cp, const std::string& type_name) const;
 };
 
 }  // namespace hapmoe

@@ -60,9 +60,8 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
                      [&](std::size_t a, std::size_t b) { return bounds[a] < bounds[b]; });
     std::vector<PlanCandidate> top;  // the K best so far, sorted
     const auto kth = [&] {
-      return static_cast<int>(top.size()) < opt.top_k
-                 ? std::numeric_limits<double>::infinity()
-                 : top.back().latency_s;
+      return static_cast<int>(top.size()) < opt.top_k ? std::numeric_limits<double>::infinity()
+                                                      : top.back().latency_s;
     };
     for (const std::size_t c : order) {
       ConfigOutcome& o = r.outcomes[c];
@@ -90,8 +89,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   if (static_cast<int>(all.size()) > opt.top_k) all.resize(static_cast<std::size_t>(opt.top_k));
   r.top = std::move(all);
   r.stats.configs = static_cast<std::int64_t>(r.configs.size());
-  r.stats.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }
 

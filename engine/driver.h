@@ -15,7 +15,7 @@ namespace hapmoe {
 struct SearchResult {
   std::vector<PlanCandidate> top;  // best first, at most top_k, one per pi
   SearchStats stats;
-  Shortfall closest;               // when nothing fits
+  Shortfall closest;  // when nothing fits
   std::vector<ParallelConfig> configs;
   std::vector<ConfigOutcome> outcomes;  // per config, same order
 };

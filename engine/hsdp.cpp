@@ -56,7 +56,9 @@ SearchStats& SearchStats::operator+=(const SearchStats& o) {
 
 namespace {
 
-auto recompute_key(const Recompute& r) { return std::make_tuple(static_cast<int>(r.kind), r.layers); }
+auto recompute_key(const Recompute& r) {
+  return std::make_tuple(static_cast<int>(r.kind), r.layers);
+}
 
 }  // namespace
 
@@ -89,11 +91,11 @@ namespace {
 struct StageEval {
   bool feasible = false;
   Recompute recompute;
-  double fwd = 0;    // StageCost::fwd_s without the boundary
-  double bwd = 0;    // StageCost::bwd_s without the boundary
+  double fwd = 0;  // StageCost::fwd_s without the boundary
+  double bwd = 0;  // StageCost::bwd_s without the boundary
   double sync = 0;
   double opt = 0;
-  double over = 0;   // bytes beyond capacity when infeasible (full recompute)
+  double over = 0;  // bytes beyond capacity when infeasible (full recompute)
 };
 
 // Per-configuration evaluation context: type costs, boundaries, capacities,
@@ -271,9 +273,8 @@ class Evaluator {
       const double per_layer = moe_total_ == n_ ? e : (moe_total_ == 0 ? d : std::min(d, e));
       speed += c[static_cast<std::size_t>(h)] / per_layer;
     }
-    const double sum =
-        (n_ - moe_total_) * (moe_total_ == n_ ? 0.0 : dense) + moe_total_ * (moe_total_ > 0 ? moe : 0.0) +
-        emb + out;
+    const double sum = (n_ - moe_total_) * (moe_total_ == n_ ? 0.0 : dense) +
+                       moe_total_ * (moe_total_ > 0 ? moe : 0.0) + emb + out;
     return sum + (m_ - 1) * (n_ / speed);
   }
 
@@ -282,8 +283,7 @@ class Evaluator {
   double layer_step(int h) const {
     const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
     const int moe = model_.moe_layers_in(0, n_);
-    return ((n_ - moe) * (tc.dense.fwd_s + tc.dense.bwd_s) +
-            moe * (tc.moe.fwd_s + tc.moe.bwd_s)) /
+    return ((n_ - moe) * (tc.dense.fwd_s + tc.dense.bwd_s) + moe * (tc.moe.fwd_s + tc.moe.bwd_s)) /
            n_;
   }
 
@@ -390,8 +390,7 @@ Plan rebuild(const std::vector<Label>& arena, std::int32_t index, Evaluator& ev)
 }
 
 // Offers a finished label to the configuration's best.
-void offer(ConfigOutcome& out, const std::vector<Label>& arena, std::int32_t index,
-           Evaluator& ev) {
+void offer(ConfigOutcome& out, const std::vector<Label>& arena, std::int32_t index, Evaluator& ev) {
   const Label& l = arena[static_cast<std::size_t>(index)];
   if (!l.feasible) return;
   ++out.stats.feasible;
@@ -504,8 +503,7 @@ class FrontStore {
 // is (u code, j, h_prev). States are expanded level by level (i stages
 // placed), in increasing key order so the run is deterministic.
 void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const Windows& win,
-            const SearchOptions& opt, double comp_threshold, double incumbent,
-            ConfigOutcome& out) {
+            const SearchOptions& opt, double comp_threshold, double incumbent, ConfigOutcome& out) {
   const int pp = ev.pi().pp;
   const int n = ev.layers();
   const int types = ev.types();
@@ -526,7 +524,8 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
   const std::uint64_t jspan = static_cast<std::uint64_t>(n + 1);
   const std::uint64_t hspan = static_cast<std::uint64_t>(types + 1);
   const auto make_key = [&](std::uint64_t code, int j, int hp) {
-    return (code * jspan + static_cast<std::uint64_t>(j)) * hspan + static_cast<std::uint64_t>(hp + 1);
+    return (code * jspan + static_cast<std::uint64_t>(j)) * hspan +
+           static_cast<std::uint64_t>(hp + 1);
   };
   // For the bound: the cheapest layer step per type and of the fastest.
   double fastest = std::numeric_limits<double>::infinity();
@@ -722,8 +721,8 @@ double config_lower_bound(const CostModel& model, const ParallelConfig& pi,
     output = std::min(output, tc.output_fwd_s + tc.output_bwd_s);
   }
   if (!std::isfinite(dense)) return std::numeric_limits<double>::infinity();
-  const double sum = (n - moe) * (moe == n ? 0.0 : dense) + moe * (moe > 0 ? moe_step : 0.0) +
-                     emb + output;
+  const double sum =
+      (n - moe) * (moe == n ? 0.0 : dense) + moe * (moe > 0 ? moe_step : 0.0) + emb + output;
   // The slowest stage is at least the continuous balanced split over the
   // fastest mix the capacities allow: stages go to the fastest types first.
   std::vector<std::pair<double, int>> speed;  // (cheapest layer step, capacity)
@@ -733,7 +732,7 @@ double config_lower_bound(const CostModel& model, const ParallelConfig& pi,
     const TypeCosts tc = model.type_costs(pi, h);
     const double d = tc.dense.fwd_s + tc.dense.bwd_s;
     const double e = tc.moe.fwd_s + tc.moe.bwd_s;
-    speed.push_back({moe == n ? e : (moe == 0 ? d : std::min(d, e)), cap});
+    speed.emplace_back(moe == n ? e : (moe == 0 ? d : std::min(d, e)), cap);
   }
   std::sort(speed.begin(), speed.end());
   double inverse = 0.0;
@@ -804,9 +803,8 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
         mix_bound[k] = opt.bound ? ev.mix_lower_bound(all_mixes[k]) : 0.0;
         mix_order[k] = k;
       }
-      std::stable_sort(mix_order.begin(), mix_order.end(), [&](std::size_t a, std::size_t b) {
-        return mix_bound[a] < mix_bound[b];
-      });
+      std::stable_sort(mix_order.begin(), mix_order.end(),
+                       [&](std::size_t a, std::size_t b) { return mix_bound[a] < mix_bound[b]; });
       for (const std::size_t k : mix_order) {
         const double best = out.best ? std::min(incumbent, out.best->latency_s) : incumbent;
         if (opt.bound && mix_bound[k] > best * (1.0 + 1e-12)) {
@@ -830,8 +828,9 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
             if (pi.pp == 1) {
               fixed += ev.fixed_step(t, true, true) / tt;
             } else {
-              fixed += share * (ev.fixed_step(t, true, false) + ev.fixed_step(t, false, true)) / tt +
-                       (ct - 2.0 * share) * ev.fixed_step(t, false, false) / tt;
+              fixed +=
+                  share * (ev.fixed_step(t, true, false) + ev.fixed_step(t, false, true)) / tt +
+                  (ct - 2.0 * share) * ev.fixed_step(t, false, false) / tt;
             }
           }
           const double t_star = (n + fixed) / speed;
@@ -878,8 +877,9 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
                      lo, hi);
               const auto mid = tail_lines[static_cast<std::size_t>(3 * t)];
               if (mid.per_layer > 0.0) {
-                const auto line = first ? tail_lines[static_cast<std::size_t>(3 * t + 1)]
-                                        : (last ? tail_lines[static_cast<std::size_t>(3 * t + 2)] : mid);
+                const auto line =
+                    first ? tail_lines[static_cast<std::size_t>(3 * t + 1)]
+                          : (last ? tail_lines[static_cast<std::size_t>(3 * t + 2)] : mid);
                 int tlo = 0;
                 int thi = 0;
                 window((u_star - line.fixed) / mid.per_layer, tlo, thi);
@@ -906,8 +906,7 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
   return out;
 }
 
-double bruteforce_size(const CostModel& model, const ParallelConfig& pi,
-                       const SearchOptions& opt) {
+double bruteforce_size(const CostModel& model, const ParallelConfig& pi, const SearchOptions& opt) {
   const int n = model.workload().model.num_layers;
   int types = 0;
   for (int h = 0; h < model.cluster().num_types(); ++h) {

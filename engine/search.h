@@ -31,9 +31,9 @@ std::string to_string(const PruneSet& p);
 
 struct SearchOptions {
   PruneSet prune;
-  double delta = 0.2;   // load-balance tolerance
-  double eta = 2.0;     // cross-type communication threshold
-  bool uniform = false; // n_i = N/PP, remainder to the first stages
+  double delta = 0.2;    // load-balance tolerance
+  double eta = 2.0;      // cross-type communication threshold
+  bool uniform = false;  // n_i = N/PP, remainder to the first stages
   int top_k = 5;
   // Branch and bound (exact, on by default): configurations whose lower
   // bound exceeds the K-th best latency found are skipped, and partial
@@ -52,10 +52,10 @@ struct SearchStats {
   std::int64_t pruned_load_balance = 0;
   std::int64_t pruned_memory = 0;
   std::int64_t pruned_hetero_comm = 0;
-  std::int64_t pruned_bound = 0;       // partial plans dropped by the bound
-  std::int64_t configs_bounded = 0;    // configurations skipped by their bound
-  std::int64_t feasible = 0;           // complete plans that fit, reached
-  double seconds = 0;                  // wall time
+  std::int64_t pruned_bound = 0;     // partial plans dropped by the bound
+  std::int64_t configs_bounded = 0;  // configurations skipped by their bound
+  std::int64_t feasible = 0;         // complete plans that fit, reached
+  double seconds = 0;                // wall time
   SearchStats& operator+=(const SearchStats& o);
 };
 

@@ -17,8 +17,8 @@
 #include "io/model_io.h"
 #include "io/plan_io.h"
 #include "io/report.h"
-#include "partition/constraints.h"
 #include "io/version.h"
+#include "partition/constraints.h"
 
 namespace hapmoe {
 
@@ -37,24 +37,28 @@ constexpr const char* kUsage =
 
 // Options every command that takes a model and a cluster shares.
 void add_workload_options(cxxopts::Options& o) {
-  o.add_options("Model and cluster")
-      ("model", "model: a preset name (see `hapmoe catalog`), a Hugging Face config.json or a "
-                "hapmoe model JSON", cxxopts::value<std::string>())
-      ("cluster", "cluster: a preset (paper:16-1 ...), an inline spec (H800:16,910B:16 or "
-                  "910B:2x16) or a cluster JSON file", cxxopts::value<std::string>())
-      ("allow-cross-node-tp", "let tensor-parallel groups span nodes");
-  o.add_options("Training settings (override the model's defaults)")
-      ("seq-len", "sequence length in tokens", cxxopts::value<std::string>())
-      ("global-batch", "global batch in samples", cxxopts::value<std::string>())
-      ("micro-batch", "micro-batch in samples", cxxopts::value<std::string>())
-      ("precision", "bf16 or fp16 mixed precision", cxxopts::value<std::string>())
-      ("dispatcher", "MoE token dispatcher: alltoall, allgather or auto (cheaper per plan)",
-       cxxopts::value<std::string>())
-      ("imbalance", "router imbalance rho = max/mean tokens per expert (>= 1)",
-       cxxopts::value<std::string>())
-      ("gamma", "share gamma in [0,1] of the imbalance on the critical path",
-       cxxopts::value<std::string>())
-      ("no-distributed-optimizer", "replicate optimizer states over DP (no ZeRO-1)");
+  o.add_options("Model and cluster")(
+      "model",
+      "model: a preset name (see `hapmoe catalog`), a Hugging Face config.json or a "
+      "hapmoe model JSON",
+      cxxopts::value<std::string>())(
+      "cluster",
+      "cluster: a preset (paper:16-1 ...), an inline spec (H800:16,910B:16 or "
+      "910B:2x16) or a cluster JSON file",
+      cxxopts::value<std::string>())("allow-cross-node-tp",
+                                     "let tensor-parallel groups span nodes");
+  o.add_options("Training settings (override the model's defaults)")(
+      "seq-len", "sequence length in tokens", cxxopts::value<std::string>())(
+      "global-batch", "global batch in samples", cxxopts::value<std::string>())(
+      "micro-batch", "micro-batch in samples", cxxopts::value<std::string>())(
+      "precision", "bf16 or fp16 mixed precision", cxxopts::value<std::string>())(
+      "dispatcher", "MoE token dispatcher: alltoall, allgather or auto (cheaper per plan)",
+      cxxopts::value<std::string>())("imbalance",
+                                     "router imbalance rho = max/mean tokens per expert (>= 1)",
+                                     cxxopts::value<std::string>())(
+      "gamma", "share gamma in [0,1] of the imbalance on the critical path",
+      cxxopts::value<std::string>())("no-distributed-optimizer",
+                                     "replicate optimizer states over DP (no ZeRO-1)");
 }
 
 struct Inputs {
@@ -85,7 +89,8 @@ Inputs read_inputs(const cxxopts::ParseResult& r) {
   ov.seq_len = int_opt("seq-len", 1, 1 << 22);
   ov.global_batch = int_opt("global-batch", 1, 1 << 30);
   ov.micro_batch = int_opt("micro-batch", 1, 1 << 20);
-  if (r.count("precision")) ov.precision = parse_precision(r["precision"].as<std::string>(), "--precision");
+  if (r.count("precision"))
+    ov.precision = parse_precision(r["precision"].as<std::string>(), "--precision");
   if (r.count("dispatcher")) {
     ov.dispatcher = parse_dispatcher(r["dispatcher"].as<std::string>(), "--dispatcher");
   }
@@ -118,13 +123,13 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
                      "Predicts the iteration latency, memory per stage, throughput and MFU of one "
                      "plan with the MoE-aware cost model (docs/costmodel.md).");
   add_workload_options(o);
-  o.add_options("Plan")
-      ("plan", "plan JSON: {\"parallel\":{...},\"stages\":[...]} or an output of --plan-json",
-       cxxopts::value<std::string>())
-      ("plan-index", "which plan of an output document with several plans (default 0)",
-       cxxopts::value<std::string>())
-      ("plan-json", "write the report as JSON to this file", cxxopts::value<std::string>())
-      ("simulate", "also run an event simulation of the 1F1B schedule and print its makespan");
+  o.add_options("Plan")(
+      "plan", "plan JSON: {\"parallel\":{...},\"stages\":[...]} or an output of --plan-json",
+      cxxopts::value<std::string>())(
+      "plan-index", "which plan of an output document with several plans (default 0)",
+      cxxopts::value<std::string>())("plan-json", "write the report as JSON to this file",
+                                     cxxopts::value<std::string>())(
+      "simulate", "also run an event simulation of the 1F1B schedule and print its makespan");
   const auto parsed = parse(o, argc, argv, out);
   if (!parsed) return kExitOk;
   const auto& r = *parsed;
@@ -138,9 +143,8 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
   if (auto e = check_plan(plan, in.workload, in.cluster, in.constraints); !e.empty()) {
     throw InputError(plan_path, e);
   }
-  const ProfileTables tables = make_analytic_tables(in.workload, in.cluster,
-                                                    plan.parallel.micro_batch, {plan.parallel.tp},
-                                                    {plan.parallel.cp});
+  const ProfileTables tables = make_analytic_tables(
+      in.workload, in.cluster, plan.parallel.micro_batch, {plan.parallel.tp}, {plan.parallel.cp});
   const CostModel model(in.workload, in.cluster, tables);
   const PlanReport report = model.evaluate(plan);
   print_plan_report(out, report, in.workload, in.cluster);
@@ -174,20 +178,20 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
                      "partitions, per-stage device types and recomputation for the fastest plan "
                      "that fits in memory (HS-DP with three prunings, docs/search.md).");
   add_workload_options(o);
-  o.add_options("Search")
-      ("top-k", "how many plans to list, the best of each configuration (default 5)",
-       cxxopts::value<std::string>())
-      ("prune", "prunings: all (default), none, or a comma list of lb, mem, comm",
-       cxxopts::value<std::string>())
-      ("delta", "load-balance tolerance delta (default 0.2)", cxxopts::value<std::string>())
-      ("eta", "cross-type communication threshold eta (default 2)", cxxopts::value<std::string>())
-      ("uniform", "force n_i = N/PP layers per stage (the paper's uniform baseline)")
-      ("bruteforce", "enumerate every plan without DP (small instances only)")
-      ("no-bound", "turn off branch and bound (exact either way; for measuring the plain DP)")
-      ("max-pp", "largest pipeline depth to consider (default: the number of layers)",
-       cxxopts::value<std::string>())
-      ("plan-json", "write the plans and search statistics as JSON to this file",
-       cxxopts::value<std::string>());
+  o.add_options("Search")("top-k",
+                          "how many plans to list, the best of each configuration (default 5)",
+                          cxxopts::value<std::string>())(
+      "prune", "prunings: all (default), none, or a comma list of lb, mem, comm",
+      cxxopts::value<std::string>())("delta", "load-balance tolerance delta (default 0.2)",
+                                     cxxopts::value<std::string>())(
+      "eta", "cross-type communication threshold eta (default 2)", cxxopts::value<std::string>())(
+      "uniform", "force n_i = N/PP layers per stage (the paper's uniform baseline)")(
+      "bruteforce", "enumerate every plan without DP (small instances only)")(
+      "no-bound", "turn off branch and bound (exact either way; for measuring the plain DP)")(
+      "max-pp", "largest pipeline depth to consider (default: the number of layers)",
+      cxxopts::value<std::string>())("plan-json",
+                                     "write the plans and search statistics as JSON to this file",
+                                     cxxopts::value<std::string>());
   const auto parsed = parse(o, argc, argv, out);
   if (!parsed) return kExitOk;
   const auto& r = *parsed;
@@ -198,7 +202,8 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
     opt.top_k = static_cast<int>(parse_int_text(r["top-k"].as<std::string>(), 1, 1000, "--top-k"));
   }
   if (r.count("prune")) opt.prune = parse_prune_set(r["prune"].as<std::string>(), "--prune");
-  if (r.count("delta")) opt.delta = parse_number_text(r["delta"].as<std::string>(), 0.0, 10.0, "--delta");
+  if (r.count("delta"))
+    opt.delta = parse_number_text(r["delta"].as<std::string>(), 0.0, 10.0, "--delta");
   if (r.count("eta")) opt.eta = parse_number_text(r["eta"].as<std::string>(), 0.0, 1e6, "--eta");
   if (r.count("max-pp")) {
     opt.space.max_pp =
@@ -225,7 +230,8 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
         if (!stages.empty()) stages += " | ";
         stages += in.cluster.pools[static_cast<std::size_t>(st.device_type)].device.name + " x" +
                   std::to_string(st.layers);
-        if (st.recompute.kind != RecomputeKind::kNone) stages += " " + to_string(st.recompute, st.layers);
+        if (st.recompute.kind != RecomputeKind::kNone)
+          stages += " " + to_string(st.recompute, st.layers);
       }
       char line[160];
       std::snprintf(line, sizeof line, "  %4zu  %-11s %3d %3d %3d %3d %3d %3d  ", k + 1,
@@ -234,7 +240,8 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
     }
     out << "\n";
   }
-  out << "search (" << (brute ? "brute force, prunings ignored" : "HS-DP, prune " + to_string(opt.prune))
+  out << "search ("
+      << (brute ? "brute force, prunings ignored" : "HS-DP, prune " + to_string(opt.prune))
       << (opt.uniform ? ", uniform layers" : "") << ")\n";
   out << "  configurations " << s.configs << ", evaluated " << s.configs_evaluated << "\n";
   out << "  DP states " << s.states << ", transitions " << s.transitions << "\n";

@@ -351,8 +351,8 @@ DevicePool read_pool(ObjectReader& r, const DeviceTable& table) {
 // ------------------------------------------------------------------ presets
 
 std::span<const ClusterPreset> cluster_presets() {
-  static const std::vector<ClusterPreset> presets = make_presets();
-  return presets;
+  static const std::vector<ClusterPreset> kPresets = make_presets();
+  return kPresets;
 }
 
 const ClusterPreset* find_cluster_preset(const std::string& name) {

@@ -90,8 +90,7 @@ Json parse_json(const std::string& text, const std::string& origin) {
   };
   auto callback = [&](int depth, Json::parse_event_t event, Json& parsed) {
     if (depth > kMaxDepth) {
-      throw InputError(origin, "JSON nested deeper than " +
-                                   std::to_string(kMaxDepth) + " levels");
+      throw InputError(origin, "JSON nested deeper than " + std::to_string(kMaxDepth) + " levels");
     }
     switch (event) {
       case Json::parse_event_t::object_start:
@@ -141,8 +140,7 @@ Json parse_json(const std::string& text, const std::string& origin) {
     // Keep nlohmann's explanation, drop its "[json.exception...]" prefix.
     const auto pos = what.find("parse error");
     if (pos != std::string::npos) what = what.substr(pos);
-    throw InputError(origin + ":" + std::to_string(line) + ":" +
-                         std::to_string(col),
+    throw InputError(origin + ":" + std::to_string(line) + ":" + std::to_string(col),
                      "invalid JSON (" + what + ")");
   } catch (const Json::out_of_range& e) {
     // A number too large for a double ("1e400") is out_of_range.406.
@@ -188,8 +186,7 @@ std::int64_t checked_int(const Json& value, std::int64_t lo, std::int64_t hi,
   return v;
 }
 
-double checked_number(const Json& value, double lo, double hi,
-                      const std::string& where) {
+double checked_number(const Json& value, double lo, double hi, const std::string& where) {
   std::ostringstream range;
   range << " (expected a number in [" << lo << ", " << hi << "])";
   if (value.is_boolean() || !value.is_number()) {
@@ -231,8 +228,7 @@ int ObjectReader::get_int(const std::string& key, std::int64_t lo, std::int64_t 
   return static_cast<int>(checked_int(at(key), lo, hi, join_where(origin_, pointer(key))));
 }
 
-std::optional<int> ObjectReader::opt_int(const std::string& key, std::int64_t lo,
-                                         std::int64_t hi) {
+std::optional<int> ObjectReader::opt_int(const std::string& key, std::int64_t lo, std::int64_t hi) {
   if (!has(key) || object_.at(key).is_null()) {
     used_.insert(key);
     return std::nullopt;
@@ -245,8 +241,7 @@ double ObjectReader::get_number(const std::string& key, double lo, double hi) {
   return checked_number(at(key), lo, hi, join_where(origin_, pointer(key)));
 }
 
-std::optional<double> ObjectReader::opt_number(const std::string& key, double lo,
-                                               double hi) {
+std::optional<double> ObjectReader::opt_number(const std::string& key, double lo, double hi) {
   if (!has(key) || object_.at(key).is_null()) {
     used_.insert(key);
     return std::nullopt;
@@ -274,8 +269,8 @@ std::string ObjectReader::get_string(const std::string& key) {
   const Json& v = at(key);
   if (!v.is_string()) fail(key, "must be a string, got " + describe(v));
   auto s = v.get<std::string>();
-  if (s.size() > 4096) fail(key, "string of " + std::to_string(s.size()) +
-                                     " characters is too long (at most 4096)");
+  if (s.size() > 4096)
+    fail(key, "string of " + std::to_string(s.size()) + " characters is too long (at most 4096)");
   return s;
 }
 
@@ -298,8 +293,8 @@ std::string ObjectReader::get_choice(const std::string& key,
   fail(key, "unknown value \"" + s + "\" (allowed: " + list + ")");
 }
 
-std::optional<std::string> ObjectReader::opt_choice(
-    const std::string& key, std::initializer_list<const char*> allowed) {
+std::optional<std::string> ObjectReader::opt_choice(const std::string& key,
+                                                    std::initializer_list<const char*> allowed) {
   if (!has(key) || object_.at(key).is_null()) {
     used_.insert(key);
     return std::nullopt;
@@ -356,22 +351,20 @@ std::int64_t parse_int_text(const std::string& text, std::int64_t lo, std::int64
     throw InputError(what, "expected an integer, got \"" + text + "\"");
   }
   if (v < lo || v > hi) {
-    throw InputError(what, "value " + text + " is out of range (expected [" +
-                               std::to_string(lo) + ", " + std::to_string(hi) + "])");
+    throw InputError(what, "value " + text + " is out of range (expected [" + std::to_string(lo) +
+                               ", " + std::to_string(hi) + "])");
   }
   return v;
 }
 
-double parse_number_text(const std::string& text, double lo, double hi,
-                         const std::string& what) {
+double parse_number_text(const std::string& text, double lo, double hi, const std::string& what) {
   if (!plain_decimal(text)) {
     throw InputError(what, "expected a finite number, got \"" + text + "\"");
   }
   errno = 0;
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE ||
-      !std::isfinite(v)) {
+  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(v)) {
     throw InputError(what, "expected a finite number, got \"" + text + "\"");
   }
   if (v < lo || v > hi) {

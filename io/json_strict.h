@@ -20,8 +20,7 @@ using Json = nlohmann::json;
 
 // Reads a whole file (at most `max_bytes`). Throws InputError naming the
 // path if it cannot be opened, is a directory or is too large.
-std::string read_text_file(const std::string& path,
-                           std::size_t max_bytes = 64u << 20);
+std::string read_text_file(const std::string& path, std::size_t max_bytes = 64u << 20);
 
 // Parses JSON text; comments are allowed, duplicate keys at any depth and
 // nesting deeper than 64 are errors. `origin` names the source in messages.
@@ -42,8 +41,7 @@ class ObjectReader {
   bool has(const std::string& key) const;
 
   int get_int(const std::string& key, std::int64_t lo, std::int64_t hi);
-  std::optional<int> opt_int(const std::string& key, std::int64_t lo,
-                             std::int64_t hi);
+  std::optional<int> opt_int(const std::string& key, std::int64_t lo, std::int64_t hi);
   double get_number(const std::string& key, double lo, double hi);
   std::optional<double> opt_number(const std::string& key, double lo, double hi);
   bool get_bool(const std::string& key);
@@ -52,8 +50,7 @@ class ObjectReader {
   std::optional<std::string> opt_string(const std::string& key);
   // A string that must be one of `allowed` (compared case-insensitively);
   // returns the matching entry of `allowed`.
-  std::string get_choice(const std::string& key,
-                         std::initializer_list<const char*> allowed);
+  std::string get_choice(const std::string& key, std::initializer_list<const char*> allowed);
   std::optional<std::string> opt_choice(const std::string& key,
                                         std::initializer_list<const char*> allowed);
   // Raw access for nested objects/arrays; marks the key as used.
@@ -84,15 +81,13 @@ class ObjectReader {
 // "origin:pointer" for messages.
 std::int64_t checked_int(const Json& value, std::int64_t lo, std::int64_t hi,
                          const std::string& where);
-double checked_number(const Json& value, double lo, double hi,
-                      const std::string& where);
+double checked_number(const Json& value, double lo, double hi, const std::string& where);
 
 // Parses a decimal integer or number from command-line text, fully
 // (no trailing characters), within [lo, hi]. `what` names the option.
-std::int64_t parse_int_text(const std::string& text, std::int64_t lo,
-                            std::int64_t hi, const std::string& what);
-double parse_number_text(const std::string& text, double lo, double hi,
-                         const std::string& what);
+std::int64_t parse_int_text(const std::string& text, std::int64_t lo, std::int64_t hi,
+                            const std::string& what);
+double parse_number_text(const std::string& text, double lo, double hi, const std::string& what);
 
 std::string to_lower(std::string s);
 

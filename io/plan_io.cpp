@@ -1,9 +1,9 @@
 #include "io/plan_io.h"
 
+#include <unistd.h>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include "costmodel/errors.h"
 
@@ -26,7 +26,8 @@ namespace {
 
 int resolve_device(const ClusterSpec& cluster, const std::string& name, const std::string& where) {
   for (int h = 0; h < cluster.num_types(); ++h) {
-    if (to_lower(cluster.pools[static_cast<std::size_t>(h)].device.name) == to_lower(name)) return h;
+    if (to_lower(cluster.pools[static_cast<std::size_t>(h)].device.name) == to_lower(name))
+      return h;
   }
   std::string known;
   for (const auto& p : cluster.pools) known += (known.empty() ? "" : ", ") + p.device.name;
@@ -50,21 +51,24 @@ Plan read_plan_object(const Json& j, const std::string& origin, const std::strin
     plan.parallel.ep = par.opt_int("ep", 1, kMaxDegree).value_or(1);
     plan.parallel.tpe = par.opt_int("tpe", 1, kMaxDegree).value_or(1);
     plan.parallel.dp = par.get_int("dp", 1, kMaxDegree);
-    plan.parallel.micro_batch = par.opt_int("micro_batch", 1, 1 << 20).value_or(default_micro_batch);
+    plan.parallel.micro_batch =
+        par.opt_int("micro_batch", 1, 1 << 20).value_or(default_micro_batch);
     par.ignore({"num_microbatches"});
     par.finish();
   }
   const Json& stages = root.get_raw("stages");
   const std::string stages_ptr = root.pointer("stages");
   if (!stages.is_array()) {
-    throw InputError(origin + ":" + stages_ptr, "must be an array of stages, got " + describe(stages));
+    throw InputError(origin + ":" + stages_ptr,
+                     "must be an array of stages, got " + describe(stages));
   }
   if (stages.empty()) throw InputError(origin + ":" + stages_ptr, "has no stages");
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const std::string sp = stages_ptr + "/" + std::to_string(i);
     ObjectReader st(stages[i], origin, sp);
     StagePlan s;
-    s.device_type = resolve_device(cluster, st.get_string("device"), origin + ":" + st.pointer("device"));
+    s.device_type =
+        resolve_device(cluster, st.get_string("device"), origin + ":" + st.pointer("device"));
     s.layers = st.get_int("layers", 1, 1000000);
     const auto rc = st.opt_string("recompute").value_or("none");
     s.recompute = parse_recompute(rc, s.layers, origin + ":" + st.pointer("recompute"));
@@ -79,8 +83,8 @@ Plan read_plan_object(const Json& j, const std::string& origin, const std::strin
 
 }  // namespace
 
-Plan parse_plan_json(const std::string& text, const std::string& origin,
-                     const ClusterSpec& cluster, int default_micro_batch, int index) {
+Plan parse_plan_json(const std::string& text, const std::string& origin, const ClusterSpec& cluster,
+                     int default_micro_batch, int index) {
   const Json j = parse_json(text, origin);
   if (j.is_object() && j.contains("plans")) {
     ObjectReader doc(j, origin, "");
@@ -115,9 +119,14 @@ nlohmann::ordered_json plan_report_json(const PlanReport& r, const ClusterSpec& 
   p["mfu"] = r.mfu;
   p["fits"] = r.fits;
   const ParallelConfig& pi = r.plan.parallel;
-  p["parallel"] = {{"pp", pi.pp},   {"tp", pi.tp},  {"cp", pi.cp},
-                   {"ep", pi.ep},   {"tpe", pi.tpe}, {"dp", pi.dp},
-                   {"micro_batch", pi.micro_batch}, {"num_microbatches", r.num_microbatches}};
+  p["parallel"] = {{"pp", pi.pp},
+                   {"tp", pi.tp},
+                   {"cp", pi.cp},
+                   {"ep", pi.ep},
+                   {"tpe", pi.tpe},
+                   {"dp", pi.dp},
+                   {"micro_batch", pi.micro_batch},
+                   {"num_microbatches", r.num_microbatches}};
   ordered_json stages = ordered_json::array();
   for (const StageReport& s : r.stages) {
     ordered_json st;
@@ -132,12 +141,10 @@ nlohmann::ordered_json plan_report_json(const PlanReport& r, const ClusterSpec& 
     st["optimizer_s"] = s.cost.optimizer_s;
     st["memory_bytes"] = s.cost.memory.total();
     st["capacity_bytes"] = s.cost.capacity_bytes;
-    st["memory"] = {{"weights", s.cost.memory.weights},
-                    {"gradients", s.cost.memory.gradients},
-                    {"optimizer", s.cost.memory.optimizer},
-                    {"activations", s.cost.memory.activations},
-                    {"moe_buffers", s.cost.memory.moe_buffers},
-                    {"overhead", s.cost.memory.overhead}};
+    st["memory"] = {
+        {"weights", s.cost.memory.weights},         {"gradients", s.cost.memory.gradients},
+        {"optimizer", s.cost.memory.optimizer},     {"activations", s.cost.memory.activations},
+        {"moe_buffers", s.cost.memory.moe_buffers}, {"overhead", s.cost.memory.overhead}};
     st["fits"] = s.cost.fits();
     stages.push_back(st);
   }
@@ -153,7 +160,8 @@ void write_file_atomic(const std::string& path, const std::string& text) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  const fs::path tmp = dir / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()));
+  const fs::path tmp =
+      dir / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()));
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw InputError(path, "cannot write (directory missing or not writable)");

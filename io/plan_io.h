@@ -17,8 +17,8 @@ namespace hapmoe {
 // an output fed back evaluates to the same figures). Device names are
 // resolved against `cluster`; a missing micro_batch takes
 // `default_micro_batch`. Throws InputError naming file, pointer and value.
-Plan parse_plan_json(const std::string& text, const std::string& origin,
-                     const ClusterSpec& cluster, int default_micro_batch, int index = 0);
+Plan parse_plan_json(const std::string& text, const std::string& origin, const ClusterSpec& cluster,
+                     int default_micro_batch, int index = 0);
 Plan load_plan(const std::string& path, const ClusterSpec& cluster, int default_micro_batch,
                int index = 0);
 

@@ -45,15 +45,15 @@ std::string format_seconds(double s) {
 void print_plan_report(std::ostream& out, const PlanReport& r, const Workload& w,
                        const ClusterSpec& cluster) {
   const ParallelConfig& pi = r.plan.parallel;
-  out << "model    " << w.model.name << fmt(" (%d layers, seq %d, global batch %d)\n",
-                                            w.model.num_layers, w.training.seq_len,
-                                            w.training.global_batch);
+  out << "model    " << w.model.name
+      << fmt(" (%d layers, seq %d, global batch %d)\n", w.model.num_layers, w.training.seq_len,
+             w.training.global_batch);
   out << "cluster  " << (cluster.name.empty() ? describe_cluster(cluster) : cluster.name) << " ("
       << describe_cluster(cluster) << fmt(", %d devices)\n", cluster.total_devices());
-  out << fmt("plan     PP=%d TP=%d CP=%d EP=%d TPE=%d DP=%d, micro-batch %d, %d micro-batches, "
-             "%d devices in use\n\n",
-             pi.pp, pi.tp, pi.cp, pi.ep, pi.tpe, pi.dp, pi.micro_batch, r.num_microbatches,
-             pi.devices());
+  out << fmt(
+      "plan     PP=%d TP=%d CP=%d EP=%d TPE=%d DP=%d, micro-batch %d, %d micro-batches, "
+      "%d devices in use\n\n",
+      pi.pp, pi.tp, pi.cp, pi.ep, pi.tpe, pi.dp, pi.micro_batch, r.num_microbatches, pi.devices());
   out << "iteration latency  " << format_seconds(r.latency_s) << "\n";
   out << "  edge             " << format_seconds(r.breakdown.edge_s) << "   sum of stage fwd+bwd\n";
   out << "  middle           " << format_seconds(r.breakdown.middle_s)
@@ -62,7 +62,8 @@ void print_plan_report(std::ostream& out, const PlanReport& r, const Workload& w
   out << "  optimizer        " << format_seconds(r.breakdown.optimizer_s) << "\n";
   out << fmt("throughput         %.0f tokens/s, %.1f TFLOP/s per device, MFU %.1f%%\n\n",
              r.throughput_tokens_per_s, r.tflops_per_device, r.mfu * 100.0);
-  out << "stage  device      devices  layers  recompute   forward    backward   memory / capacity\n";
+  out << "stage  device      devices  layers  recompute   forward    backward   memory / "
+         "capacity\n";
   for (std::size_t i = 0; i < r.stages.size(); ++i) {
     const StageReport& s = r.stages[i];
     const std::string dev = cluster.pools[static_cast<std::size_t>(s.device_type)].device.name;
@@ -83,12 +84,12 @@ void print_plan_report(std::ostream& out, const PlanReport& r, const Workload& w
     out << fmt("WARNING: stage %zu does not fit in memory: needs %s, capacity %s (short by %s).\n",
                i, format_bytes(m.total()).c_str(), format_bytes(s.cost.capacity_bytes).c_str(),
                format_bytes(m.total() - s.cost.capacity_bytes).c_str());
-    out << fmt("         weights %s, gradients %s, optimizer %s, activations %s (%d micro-batches "
-               "in flight), buffers %s, overhead %s\n",
-               format_bytes(m.weights).c_str(), format_bytes(m.gradients).c_str(),
-               format_bytes(m.optimizer).c_str(), format_bytes(m.activations).c_str(),
-               s.cost.in_flight, format_bytes(m.moe_buffers).c_str(),
-               format_bytes(m.overhead).c_str());
+    out << fmt(
+        "         weights %s, gradients %s, optimizer %s, activations %s (%d micro-batches "
+        "in flight), buffers %s, overhead %s\n",
+        format_bytes(m.weights).c_str(), format_bytes(m.gradients).c_str(),
+        format_bytes(m.optimizer).c_str(), format_bytes(m.activations).c_str(), s.cost.in_flight,
+        format_bytes(m.moe_buffers).c_str(), format_bytes(m.overhead).c_str());
   }
 }
 
@@ -97,9 +98,9 @@ void print_catalog(std::ostream& out) {
   out << fmt("  %-10s %10s %9s %9s %11s %11s %5s\n", "name", "TFLOP/s", "HBM GB", "HBM TB/s",
              "intra GB/s", "inter GB/s", "/node");
   for (const DeviceSpec& d : device_catalog()) {
-    out << fmt("  %-10s %10.1f %9.0f %9.2f %11.1f %11.1f %5d\n", d.name.c_str(), d.peak_flops / 1e12,
-               d.memory_bytes / 1e9, d.hbm_bandwidth / 1e12, d.intra_node_bandwidth / 1e9,
-               d.inter_node_bandwidth / 1e9, d.devices_per_node);
+    out << fmt("  %-10s %10.1f %9.0f %9.2f %11.1f %11.1f %5d\n", d.name.c_str(),
+               d.peak_flops / 1e12, d.memory_bytes / 1e9, d.hbm_bandwidth / 1e12,
+               d.intra_node_bandwidth / 1e9, d.inter_node_bandwidth / 1e9, d.devices_per_node);
   }
   out << "\nModel presets\n";
   out << fmt("  %-16s %6s %6s %6s %4s %7s %5s %8s %8s  %s\n", "name", "layers", "hidden", "heads",
@@ -107,8 +108,8 @@ void print_catalog(std::ostream& out) {
   for (const ModelPreset& p : model_presets()) {
     const ModelSpec& m = p.workload.model;
     out << fmt("  %-16s %6d %6d %6d %4d %7d %5d %7.1fB %7.1fB  %s\n", p.name.c_str(), m.num_layers,
-               m.hidden, m.num_heads, m.num_kv_heads, m.num_experts, m.top_k,
-               total_params(m) / 1e9, active_params(m) / 1e9, p.description.c_str());
+               m.hidden, m.num_heads, m.num_kv_heads, m.num_experts, m.top_k, total_params(m) / 1e9,
+               active_params(m) / 1e9, p.description.c_str());
   }
   out << "\nCluster presets\n";
   for (const ClusterPreset& p : cluster_presets()) {

@@ -29,8 +29,8 @@ std::string check_parallel(const ParallelConfig& pi, const Workload& w) {
     return deg("tp", pi.tp) + " does not divide num_heads=" + std::to_string(m.num_heads);
   }
   if (m.num_kv_heads % pi.tp != 0) {
-    return deg("tp", pi.tp) + " does not divide num_kv_heads (query groups)=" +
-           std::to_string(m.num_kv_heads);
+    return deg("tp", pi.tp) +
+           " does not divide num_kv_heads (query groups)=" + std::to_string(m.num_kv_heads);
   }
   if (!m.is_moe() && (pi.ep != 1 || pi.tpe != 1)) {
     return "ep and tpe must be 1 for a dense model (got " + deg("ep", pi.ep) + ", " +
@@ -40,8 +40,9 @@ std::string check_parallel(const ParallelConfig& pi, const Workload& w) {
     return deg("ep", pi.ep) + " does not divide num_experts=" + std::to_string(m.num_experts);
   }
   if (pi.stage_devices() % (pi.ep * pi.tpe) != 0) {
-    return "ep*tpe=" + std::to_string(pi.ep * pi.tpe) + " does not divide tp*cp*dp=" +
-           std::to_string(pi.stage_devices()) + " (the expert group must fold into the stage)";
+    return "ep*tpe=" + std::to_string(pi.ep * pi.tpe) +
+           " does not divide tp*cp*dp=" + std::to_string(pi.stage_devices()) +
+           " (the expert group must fold into the stage)";
   }
   if (pi.ep > 1 && t.precision == Precision::kFp16) {
     return deg("ep", pi.ep) + " with fp16: Megatron-LM rejects expert parallelism with --fp16";
@@ -62,8 +63,8 @@ std::string check_plan(const Plan& plan, const Workload& w, const ClusterSpec& c
   const ParallelConfig& pi = plan.parallel;
   if (auto e = check_parallel(pi, w); !e.empty()) return e;
   if (static_cast<int>(plan.stages.size()) != pi.pp) {
-    return "the plan has " + std::to_string(plan.stages.size()) + " stages but pp=" +
-           std::to_string(pi.pp);
+    return "the plan has " + std::to_string(plan.stages.size()) +
+           " stages but pp=" + std::to_string(pi.pp);
   }
   int layers = 0;
   std::vector<int> stages_per_type(static_cast<std::size_t>(cluster.num_types()), 0);
@@ -71,7 +72,8 @@ std::string check_plan(const Plan& plan, const Workload& w, const ClusterSpec& c
     const StagePlan& s = plan.stages[i];
     const std::string where = "stage " + std::to_string(i) + ": ";
     if (s.device_type < 0 || s.device_type >= cluster.num_types()) {
-      return where + "device type index " + std::to_string(s.device_type) + " is not in the cluster";
+      return where + "device type index " + std::to_string(s.device_type) +
+             " is not in the cluster";
     }
     if (s.layers < 1) return where + "layers=" + std::to_string(s.layers) + " must be at least 1";
     if (s.recompute.kind == RecomputeKind::kFull &&

@@ -46,9 +46,8 @@ TEST(PipelineSim, OpOrderIsOneForwardOneBackward) {
   for (const PipelineOp& op : t.ops) {
     if (op.stage == 0) stage0.push_back({op.forward, op.microbatch});
   }
-  const std::vector<std::pair<bool, int>> expected = {{true, 0},  {true, 1},  {true, 2},
-                                                      {false, 0}, {true, 3},  {false, 1},
-                                                      {false, 2}, {false, 3}};
+  const std::vector<std::pair<bool, int>> expected = {
+      {true, 0}, {true, 1}, {true, 2}, {false, 0}, {true, 3}, {false, 1}, {false, 2}, {false, 3}};
   EXPECT_EQ(stage0, expected);
   // No two ops of a stage overlap, and every op starts after its input.
   for (const PipelineOp& a : t.ops) {

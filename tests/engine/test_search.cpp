@@ -23,10 +23,10 @@ struct Instance {
   std::string describe() const {
     std::ostringstream s;
     const ModelSpec& m = workload.model;
-    s << "N=" << m.num_layers << " H=" << m.hidden << " a=" << m.num_heads << " g="
-      << m.num_kv_heads << " E=" << m.num_experts << " k=" << m.top_k << " S="
-      << workload.training.seq_len << " B=" << workload.training.global_batch << " b="
-      << workload.training.micro_batch << " |";
+    s << "N=" << m.num_layers << " H=" << m.hidden << " a=" << m.num_heads
+      << " g=" << m.num_kv_heads << " E=" << m.num_experts << " k=" << m.top_k
+      << " S=" << workload.training.seq_len << " B=" << workload.training.global_batch
+      << " b=" << workload.training.micro_batch << " |";
     for (const DevicePool& p : cluster.pools) {
       s << " " << p.device.name << ":" << p.nodes << "x" << p.devices_per_node << "@"
         << p.device.memory_bytes / 1e9 << "GB";
@@ -85,8 +85,8 @@ Instance random_instance(std::mt19937& rng) {
     // Memory: a random multiple of a rough per-device share of the model
     // state, plus the fixed overhead, so fits and misses both occur.
     const double state = total_params(m) * 18.0 / pool.devices();
-    const double act = static_cast<double>(t.micro_batch) * t.seq_len * m.hidden * 40.0 *
-                       m.num_layers;
+    const double act =
+        static_cast<double>(t.micro_batch) * t.seq_len * m.hidden * 40.0 * m.num_layers;
     std::uniform_real_distribution<double> f(0.2, 3.0);
     pool.device.memory_bytes = 2.0 * (1u << 30) + f(rng) * (state + act);
     in.cluster.pools.push_back(pool);
@@ -100,10 +100,13 @@ void expect_same(const ConfigOutcome& a, const ConfigOutcome& b, const std::stri
   EXPECT_NEAR(a.best->latency_s, b.best->latency_s, 1e-9 * b.best->latency_s) << what;
   auto show = [](const Plan& p) {
     std::ostringstream o;
-    for (const auto& st : p.stages) o << st.device_type << "x" << st.layers << "r" << static_cast<int>(st.recompute.kind) << ":" << st.recompute.layers << " ";
+    for (const auto& st : p.stages)
+      o << st.device_type << "x" << st.layers << "r" << static_cast<int>(st.recompute.kind) << ":"
+        << st.recompute.layers << " ";
     return o.str();
   };
-  EXPECT_EQ(a.best->plan, b.best->plan) << what << "\n dp: " << show(a.best->plan) << "\n bf: " << show(b.best->plan);
+  EXPECT_EQ(a.best->plan, b.best->plan)
+      << what << "\n dp: " << show(a.best->plan) << "\n bf: " << show(b.best->plan);
 }
 
 TEST(SearchOracle, DpEqualsBruteForceWithPruningsOff) {
@@ -202,11 +205,15 @@ TEST(SearchOracle, LoadBalancePruningLosesNothingOnHomogeneousClusters) {
     auto show = [](const Plan& p) {
       std::ostringstream o;
       const auto& q = p.parallel;
-      o << "pp" << q.pp << " tp" << q.tp << " cp" << q.cp << " ep" << q.ep << " tpe" << q.tpe << " dp" << q.dp << ": ";
-      for (const auto& st : p.stages) o << st.layers << "r" << static_cast<int>(st.recompute.kind) << " ";
+      o << "pp" << q.pp << " tp" << q.tp << " cp" << q.cp << " ep" << q.ep << " tpe" << q.tpe
+        << " dp" << q.dp << ": ";
+      for (const auto& st : p.stages)
+        o << st.layers << "r" << static_cast<int>(st.recompute.kind) << " ";
       return o.str();
     };
-    EXPECT_EQ(b.top.front().latency_s, a.top.front().latency_s) << in.describe() << "\n none: " << show(a.top.front().plan) << "\n lb: " << show(b.top.front().plan);
+    EXPECT_EQ(b.top.front().latency_s, a.top.front().latency_s)
+        << in.describe() << "\n none: " << show(a.top.front().plan)
+        << "\n lb: " << show(b.top.front().plan);
     EXPECT_LE(b.stats.transitions, a.stats.transitions);
     ++compared;
   }

@@ -37,7 +37,8 @@ CliRun run(std::vector<std::string> args) {
   return r;
 }
 
-const std::string kPlan = std::string(HAPMOE_SOURCE_DIR) + "/examples/plans/mixtral-s-paper-16-1.json";
+const std::string kPlan =
+    std::string(HAPMOE_SOURCE_DIR) + "/examples/plans/mixtral-s-paper-16-1.json";
 
 fs::path temp_dir(const std::string& name) {
   const fs::path d = fs::temp_directory_path() / ("hapmoe_cli_" + name);
@@ -52,10 +53,11 @@ std::string slurp(const fs::path& p) {
 }
 
 TEST(Cli, EvaluatePrintsLatencyBreakdownAndStages) {
-  const CliRun r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan});
+  const CliRun r =
+      run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan});
   ASSERT_EQ(r.code, kExitOk) << r.err;
-  for (const char* s : {"iteration latency", "edge", "middle", "dp sync", "optimizer",
-                        "tokens/s", "TFLOP/s per device", "MFU", "H800", "910B"}) {
+  for (const char* s : {"iteration latency", "edge", "middle", "dp sync", "optimizer", "tokens/s",
+                        "TFLOP/s per device", "MFU", "H800", "910B"}) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
   }
   EXPECT_TRUE(r.err.empty()) << r.err;
@@ -66,7 +68,7 @@ TEST(Cli, PlanJsonFeedsBackToIdenticalOutput) {
   const std::string first = (d / "first.json").string();
   const std::string second = (d / "second.json").string();
   CliRun r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan,
-               "--plan-json", first});
+                  "--plan-json", first});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", first,
            "--plan-json", second});
@@ -89,8 +91,8 @@ TEST(Cli, PlanJsonFeedsBackToIdenticalOutput) {
 }
 
 TEST(Cli, SimulateComparesWithClosedForm) {
-  const CliRun r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan,
-                     "--simulate"});
+  const CliRun r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan",
+                        kPlan, "--simulate"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_NE(r.out.find("1F1B event simulation"), std::string::npos);
 }
@@ -102,7 +104,7 @@ TEST(Cli, PlanThatDoesNotFitExitsThreeAndNamesTheStage) {
                             "stages":[{"device":"910B","layers":24}]})";
   const std::string out = (d / "out.json").string();
   const CliRun r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan",
-                     plan.string(), "--plan-json", out});
+                        plan.string(), "--plan-json", out});
   EXPECT_EQ(r.code, kExitNoFit);
   EXPECT_NE(r.out.find("WARNING: stage 0 does not fit in memory"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("short by"), std::string::npos) << r.out;
@@ -145,7 +147,8 @@ TEST(Cli, PlanViolatingMegatronConstraintsIsRejected) {
   // EP = 3 does not divide 8 experts.
   std::ofstream(plan) << R"({"parallel":{"pp":2,"tp":1,"ep":3,"dp":6},
       "stages":[{"device":"H800","layers":12},{"device":"910B","layers":12}]})";
-  CliRun r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", plan.string()});
+  CliRun r =
+      run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", plan.string()});
   EXPECT_EQ(r.code, kExitInput);
   EXPECT_NE(r.err.find("ep=3"), std::string::npos) << r.err;
   // TP = 16 does not fit in a node of 8.
@@ -213,7 +216,8 @@ Json without_timing(Json j) {
 TEST(CliPlan, PrintsBestTopKAndStatisticsAndWritesTheSchema) {
   const fs::path d = temp_dir("plan");
   const std::string out = (d / "plan.json").string();
-  const CliRun r = run({"plan", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan-json", out});
+  const CliRun r =
+      run({"plan", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan-json", out});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   for (const char* s : {"iteration latency", "top 5", "search (HS-DP, prune all)", "configurations",
                         "transitions", "load balance", "feasible plans", "wall time"}) {
@@ -226,8 +230,8 @@ TEST(CliPlan, PrintsBestTopKAndStatisticsAndWritesTheSchema) {
     EXPECT_LE(plans[k - 1].at("latency_s").get<double>(), plans[k].at("latency_s").get<double>());
   }
   const Json& search = doc.at("search");
-  for (const char* k : {"configs", "configs_evaluated", "states", "transitions", "feasible",
-                        "seconds"}) {
+  for (const char* k :
+       {"configs", "configs_evaluated", "states", "transitions", "feasible", "seconds"}) {
     EXPECT_TRUE(search.at(k).is_number()) << k;
   }
   for (const char* k : {"load_balance", "memory", "hetero_comm"}) {
@@ -251,7 +255,8 @@ TEST(CliPlan, OutputIsDeterministic) {
   const std::string a = (d / "a.json").string();
   const std::string b = (d / "b.json").string();
   for (const std::string& f : {a, b}) {
-    const CliRun r = run({"plan", "--model", "mixtral-s", "--cluster", "paper:24-2", "--plan-json", f});
+    const CliRun r =
+        run({"plan", "--model", "mixtral-s", "--cluster", "paper:24-2", "--plan-json", f});
     ASSERT_EQ(r.code, kExitOk) << r.err;
   }
   EXPECT_EQ(without_timing(parse_json(slurp(a), a)).dump(),
@@ -271,8 +276,8 @@ TEST(CliPlan, NothingFitsExitsThreeWithTheSmallestShortfall) {
 }
 
 TEST(CliPlan, BruteForceAgreesOnASmallSpaceAndRefusesALargeOne) {
-  const std::vector<std::string> base = {"plan", "--model", "mixtral-s", "--cluster", "paper:16-1",
-                                         "--max-pp", "2", "--top-k", "3"};
+  const std::vector<std::string> base = {
+      "plan", "--model", "mixtral-s", "--cluster", "paper:16-1", "--max-pp", "2", "--top-k", "3"};
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> a = base;
     a.insert(a.end(), extra.begin(), extra.end());
@@ -284,15 +289,18 @@ TEST(CliPlan, BruteForceAgreesOnASmallSpaceAndRefusesALargeOne) {
   ASSERT_EQ(dp.code, kExitOk) << dp.err;
   auto table = [](const std::string& out) { return out.substr(0, out.find("search (")); };
   EXPECT_EQ(table(bf.out), table(dp.out));
-  const CliRun big = run({"plan", "--model", "mixtral-l", "--cluster", "paper:32-3", "--bruteforce"});
+  const CliRun big =
+      run({"plan", "--model", "mixtral-l", "--cluster", "paper:32-3", "--bruteforce"});
   EXPECT_EQ(big.code, kExitInput);
   EXPECT_NE(big.err.find("brute force is limited to"), std::string::npos) << big.err;
 }
 
 TEST(CliPlan, BadSearchOptionsExitTwo) {
-  for (const std::vector<std::string>& extra :
-       {std::vector<std::string>{"--prune", "lb,fast"}, {"--delta", "-1"}, {"--eta", "x"},
-        {"--top-k", "0"}, {"--max-pp", "0"}}) {
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{"--prune", "lb,fast"},
+                                                {"--delta", "-1"},
+                                                {"--eta", "x"},
+                                                {"--top-k", "0"},
+                                                {"--max-pp", "0"}}) {
     std::vector<std::string> a = {"plan", "--model", "mixtral-s", "--cluster", "paper:16-1"};
     a.insert(a.end(), extra.begin(), extra.end());
     const CliRun r = run(a);

@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 
 #include "costmodel/analytic.h"
 #include "costmodel/errors.h"
@@ -50,8 +50,9 @@ TEST(PlanIo, RecomputeForms) {
   EXPECT_EQ(parse_recompute("Selective", 5, "x"), (Recompute{RecomputeKind::kSelective, 0}));
   EXPECT_EQ(parse_recompute("full", 5, "x"), (Recompute{RecomputeKind::kFull, 5}));
   EXPECT_EQ(parse_recompute("full:2", 5, "x"), (Recompute{RecomputeKind::kFull, 2}));
-  EXPECT_NE(error_of([] { parse_recompute("partial", 5, "f:/stages/0/recompute"); })
-                .find("f:/stages/0/recompute"),
+  EXPECT_NE(error_of([] {
+              parse_recompute("partial", 5, "f:/stages/0/recompute");
+            }).find("f:/stages/0/recompute"),
             std::string::npos);
   EXPECT_THROW(parse_recompute("full:x", 5, "x"), InputError);
   EXPECT_THROW(parse_recompute("full:0", 5, "x"), InputError);
