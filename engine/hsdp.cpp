@@ -98,6 +98,36 @@ struct StageEval {
   double over = 0;  // bytes beyond capacity when infeasible (full recompute)
 };
 
+// What one more layer of each kind adds to a stage's sync + optimizer time
+// on a type (the tail is affine in the stage's parameters): the difference
+// between a two-layer and a one-layer stage at the same position.
+struct LayerTails {
+  double dense = 0;
+  double moe = 0;
+};
+
+LayerTails layer_tails(const CostModel& model, const ParallelConfig& pi, const TypeCosts& tc) {
+  auto tail = [&](int layers, int moe_layers) {
+    StageShape s;
+    s.position = std::min(1, pi.pp - 1);
+    s.layers = layers;
+    s.moe_layers = moe_layers;
+    const StageCost c = model.stage_cost(pi, tc, s);
+    return c.dp_sync_s + c.optimizer_s;
+  };
+  LayerTails t;
+  t.dense = tail(2, 0) - tail(1, 0);
+  if (model.workload().model.is_moe()) t.moe = tail(2, 2) - tail(1, 1);
+  return t;
+}
+
+// The least the layers can add to the largest stage tail: the tails of all
+// stages sum to at least every layer's cheapest tail, and the largest is at
+// least the mean.
+double tail_floor(int dense_layers, int moe_layers, double dense_tail, double moe_tail, int pp) {
+  return (dense_layers * dense_tail + moe_layers * moe_tail) / pp;
+}
+
 // Per-configuration evaluation context: type costs, boundaries, capacities,
 // and a memo of stage evaluations.
 class Evaluator {
@@ -120,6 +150,13 @@ class Evaluator {
     min_dense_step_ = std::numeric_limits<double>::infinity();
     min_moe_step_ = std::numeric_limits<double>::infinity();
     moe_total_ = model.moe_layers_in(0, n_);
+    tails_.resize(static_cast<std::size_t>(types_));
+    for (int h = 0; h < types_; ++h) {
+      if (caps_[static_cast<std::size_t>(h)] > 0) {
+        tails_[static_cast<std::size_t>(h)] =
+            layer_tails(model, pi, costs_[static_cast<std::size_t>(h)]);
+      }
+    }
     for (int h = 0; h < types_; ++h) {
       if (caps_[static_cast<std::size_t>(h)] == 0) continue;
       const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
@@ -261,8 +298,12 @@ class Evaluator {
     double emb = inf;
     double out = inf;
     double speed = 0.0;
+    double dense_tail = inf;
+    double moe_tail = inf;
     for (int h = 0; h < types_; ++h) {
       if (c[static_cast<std::size_t>(h)] == 0) continue;
+      dense_tail = std::min(dense_tail, tails_[static_cast<std::size_t>(h)].dense);
+      moe_tail = std::min(moe_tail, tails_[static_cast<std::size_t>(h)].moe);
       const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
       const double d = tc.dense.fwd_s + tc.dense.bwd_s;
       const double e = tc.moe.fwd_s + tc.moe.bwd_s;
@@ -275,7 +316,8 @@ class Evaluator {
     }
     const double sum = (n_ - moe_total_) * (moe_total_ == n_ ? 0.0 : dense) +
                        moe_total_ * (moe_total_ > 0 ? moe : 0.0) + emb + out;
-    return sum + (m_ - 1) * (n_ / speed);
+    return sum + (m_ - 1) * (n_ / speed) +
+           tail_floor(n_ - moe_total_, moe_total_, dense_tail, moe_tail, pi_.pp);
   }
 
   // Per-layer step (forward + backward, no recomputation) of an average
@@ -299,6 +341,7 @@ class Evaluator {
   double min_dense_step_ = 0;
   double min_moe_step_ = 0;
   int moe_total_ = 0;
+  std::vector<LayerTails> tails_;
   StageEval* memo_ = nullptr;
   std::uint32_t* stamps_ = nullptr;
   std::uint32_t generation_ = 0;
@@ -703,28 +746,18 @@ void apply_uniform(const Evaluator& ev, Windows& w) {
 
 }  // namespace
 
-double config_lower_bound(const CostModel& model, const ParallelConfig& pi,
-                          const SearchOptions& opt) {
+ConfigBound config_lower_bound(const CostModel& model, const ParallelConfig& pi,
+                               const SearchOptions& opt) {
   const ClusterSpec& cluster = model.cluster();
   const int n = model.workload().model.num_layers;
   const int moe = model.moe_layers_in(0, n);
-  double dense = std::numeric_limits<double>::infinity();
-  double moe_step = std::numeric_limits<double>::infinity();
-  double emb = std::numeric_limits<double>::infinity();
-  double output = std::numeric_limits<double>::infinity();
-  for (int h = 0; h < cluster.num_types(); ++h) {
-    if (stage_capacity(cluster, h, pi, opt.space.constraints) == 0) continue;
-    const TypeCosts tc = model.type_costs(pi, h);
-    dense = std::min(dense, tc.dense.fwd_s + tc.dense.bwd_s);
-    moe_step = std::min(moe_step, tc.moe.fwd_s + tc.moe.bwd_s);
-    emb = std::min(emb, tc.embedding_fwd_s + tc.embedding_bwd_s);
-    output = std::min(output, tc.output_fwd_s + tc.output_bwd_s);
-  }
-  if (!std::isfinite(dense)) return std::numeric_limits<double>::infinity();
-  const double sum =
-      (n - moe) * (moe == n ? 0.0 : dense) + moe * (moe > 0 ? moe_step : 0.0) + emb + output;
-  // The slowest stage is at least the continuous balanced split over the
-  // fastest mix the capacities allow: stages go to the fastest types first.
+  const double inf = std::numeric_limits<double>::infinity();
+  double dense = inf;
+  double moe_step = inf;
+  double emb = inf;
+  double output = inf;
+  double dense_tail = inf;
+  double moe_tail = inf;
   std::vector<std::pair<double, int>> speed;  // (cheapest layer step, capacity)
   for (int h = 0; h < cluster.num_types(); ++h) {
     const int cap = stage_capacity(cluster, h, pi, opt.space.constraints);
@@ -732,8 +765,20 @@ double config_lower_bound(const CostModel& model, const ParallelConfig& pi,
     const TypeCosts tc = model.type_costs(pi, h);
     const double d = tc.dense.fwd_s + tc.dense.bwd_s;
     const double e = tc.moe.fwd_s + tc.moe.bwd_s;
+    dense = std::min(dense, d);
+    moe_step = std::min(moe_step, e);
+    emb = std::min(emb, tc.embedding_fwd_s + tc.embedding_bwd_s);
+    output = std::min(output, tc.output_fwd_s + tc.output_bwd_s);
+    const LayerTails t = layer_tails(model, pi, tc);
+    dense_tail = std::min(dense_tail, t.dense);
+    moe_tail = std::min(moe_tail, t.moe);
     speed.emplace_back(moe == n ? e : (moe == 0 ? d : std::min(d, e)), cap);
   }
+  if (speed.empty()) return {inf, inf};
+  const double sum =
+      (n - moe) * (moe == n ? 0.0 : dense) + moe * (moe > 0 ? moe_step : 0.0) + emb + output;
+  // The slowest stage is at least the continuous balanced split over the
+  // fastest mix the capacities allow: stages go to the fastest types first.
   std::sort(speed.begin(), speed.end());
   double inverse = 0.0;
   int left = pi.pp;
@@ -742,8 +787,11 @@ double config_lower_bound(const CostModel& model, const ParallelConfig& pi,
     inverse += take / step;
     left -= take;
   }
-  if (left > 0) return std::numeric_limits<double>::infinity();  // not enough groups
-  return sum + (model.num_microbatches(pi) - 1) * (n / inverse);
+  if (left > 0) return {inf, inf};  // not enough stage groups
+  ConfigBound b;
+  b.steps = sum + (model.num_microbatches(pi) - 1) * (n / inverse);
+  b.latency = b.steps + tail_floor(n - moe, moe, dense_tail, moe_tail, pi.pp);
+  return b;
 }
 
 ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,

@@ -97,12 +97,18 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
                             const SearchOptions& options,
                             double incumbent = std::numeric_limits<double>::infinity());
 
-// A lower bound on the latency of every plan of pi: with S the sum over
+// Lower bounds on the latency of every plan of pi. With S the sum over
 // layers of the cheapest step of that layer on any usable type (plus the
-// cheapest embedding and output layer), T >= S + (M-1) * S / PP, since the
-// slowest stage takes at least the mean. +infinity if no type can host pi.
-double config_lower_bound(const CostModel& model, const ParallelConfig& pi,
-                          const SearchOptions& options);
+// cheapest embedding and output layer): the slowest stage takes at least
+// the continuous balanced split over the fastest stage mix the capacities
+// allow, and the largest stage tail (sync + optimizer) at least the mean.
+// +infinity if pi has too few stage groups.
+struct ConfigBound {
+  double latency = 0;  // S + (M-1) * balanced max + mean tail: skip above it
+  double steps = 0;    // the same without the tail: the search order
+};
+ConfigBound config_lower_bound(const CostModel& model, const ParallelConfig& pi,
+                               const SearchOptions& options);
 
 // Every plan of the same configuration, without DP (prunings ignored).
 // The same cost evaluation and summation order as search_config, so equal

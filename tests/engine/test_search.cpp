@@ -281,7 +281,9 @@ TEST(Search, LowerBoundIsBelowEveryPlan) {
     const CostModel model(in.workload, in.cluster, tables);
     for (std::size_t c = 0; c < r.configs.size(); ++c) {
       if (!r.outcomes[c].best) continue;
-      EXPECT_LE(config_lower_bound(model, r.configs[c], o), r.outcomes[c].best->latency_s);
+      const ConfigBound b = config_lower_bound(model, r.configs[c], o);
+      EXPECT_LE(b.latency, r.outcomes[c].best->latency_s);
+      EXPECT_LE(b.steps, b.latency);
       ++checked;
     }
   }
