@@ -497,15 +497,17 @@ class FrontStore {
   std::vector<std::int32_t>& front(std::size_t k) {
     return pool_[static_cast<std::size_t>(values_[used_[k]])];
   }
+  const std::vector<std::int32_t>& front(std::size_t k) const {
+    return pool_[static_cast<std::size_t>(values_[used_[k]])];
+  }
 
-  // Empties the map; with `keep_pool_from`, fronts from that pool index on
-  // are recycled (the caller may still hold the older ones).
+  // Empties the map (the fronts stay in the pool until recycled).
   void clear() {
     for (std::size_t slot : used_) keys_[slot] = kEmpty;
     used_.clear();
   }
+  // Makes every front of the pool reusable.
   void recycle_pool() { pool_used_ = 0; }
-  std::size_t pool_mark() const { return pool_used_; }
 
  private:
   static std::size_t hash(std::uint64_t k) {
@@ -537,6 +539,14 @@ class FrontStore {
   std::vector<std::vector<std::int32_t>> pool_;
   std::size_t pool_used_ = 0;
 };
+
+// The entries of `store` in increasing key order (deterministic runs).
+void key_order(const FrontStore& store, std::vector<std::size_t>& order) {
+  order.resize(store.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return store.key(a) < store.key(b); });
+}
 
 // The DP over one set of per-type stage limits. With `exact_mix`, a
 // complete plan must use exactly `limit[h]` stages of each type (the
@@ -601,10 +611,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
     next->clear();
     next->recycle_pool();
     // Expand the states of level i in key order.
-    order.resize(current->size());
-    std::iota(order.begin(), order.end(), std::size_t{0});
-    std::sort(order.begin(), order.end(),
-              [&](std::size_t a, std::size_t b) { return current->key(a) < current->key(b); });
+    key_order(*current, order);
     for (const std::size_t k : order) {
       const std::uint64_t key = current->key(k);
       const auto& front = current->front(k);
@@ -707,10 +714,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
     std::swap(current, next);
   }
   // Complete plans: all PP stages, all N layers, the mix if required.
-  order.resize(current->size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::sort(order.begin(), order.end(),
-            [&](std::size_t a, std::size_t b) { return current->key(a) < current->key(b); });
+  key_order(*current, order);
   for (const std::size_t k : order) {
     const std::uint64_t key = current->key(k);
     const auto& front = current->front(k);
