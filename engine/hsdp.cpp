@@ -798,6 +798,93 @@ ConfigBound config_lower_bound(const CostModel& model, const ParallelConfig& pi,
   return b;
 }
 
+// The load-balance windows of a stage mix c (docs/search.md, pruning 1):
+// per (position, type), the layers around the step-balanced and the
+// tail-balanced shares, +-delta. Sets `t_star`, the balanced stage step.
+Windows balanced_windows(const Evaluator& ev, const std::vector<int>& c,
+                         const std::vector<double>& tau,
+                         const std::vector<Evaluator::TailLine>& tail_lines, double delta,
+                         double& t_star_out) {
+  const int types = ev.types();
+  const int n = ev.layers();
+  const int pp = ev.pi().pp;
+  // Balanced stage step T*: every stage i of type h takes
+  // n_i = (T* - fixed_i,h) / tau_h layers and the n_i sum to N. The
+  // types of the first and last stage are not known yet, so their
+  // fixed costs enter weighted by the mix (exact when homogeneous).
+  double speed = 0.0;  // sum_h c_h / tau_h
+  double fixed = 0.0;  // sum_i fixed_i / tau_h(i), mix-weighted
+  for (int t = 0; t < types; ++t) {
+    const double ct = c[static_cast<std::size_t>(t)];
+    if (ct == 0) continue;
+    const double tt = tau[static_cast<std::size_t>(t)];
+    const double share = ct / pp;  // chance of being first / last
+    speed += ct / tt;
+    if (pp == 1) {
+      fixed += ev.fixed_step(t, true, true) / tt;
+    } else {
+      fixed += share * (ev.fixed_step(t, true, false) + ev.fixed_step(t, false, true)) / tt +
+               (ct - 2.0 * share) * ev.fixed_step(t, false, false) / tt;
+    }
+  }
+  const double t_star = (n + fixed) / speed;
+  // The same balance for the tail (gradient sync + optimizer, which
+  // grows with the parameters a stage holds): with few micro-batches
+  // it can outweigh the step, so the window spans both shares.
+  double tail_speed = 0.0;
+  double tail_fixed = 0.0;
+  for (int t = 0; t < types; ++t) {
+    const double ct = c[static_cast<std::size_t>(t)];
+    if (ct == 0) continue;
+    const auto mid = tail_lines[static_cast<std::size_t>(3 * t)];
+    const auto first = tail_lines[static_cast<std::size_t>(3 * t + 1)];
+    const auto lastl = tail_lines[static_cast<std::size_t>(3 * t + 2)];
+    if (mid.per_layer <= 0.0) continue;
+    const double share = ct / pp;
+    tail_speed += ct / mid.per_layer;
+    tail_fixed += (pp == 1 ? first.fixed + lastl.fixed - mid.fixed
+                           : share * (first.fixed + lastl.fixed) + (ct - 2.0 * share) * mid.fixed) /
+                  mid.per_layer;
+  }
+  const double u_star = tail_speed > 0.0 ? (n + tail_fixed) / tail_speed : 0.0;
+  Windows w;
+  w.types = types;
+  w.lo.resize(static_cast<std::size_t>(pp * types));
+  w.hi.resize(w.lo.size());
+  auto window = [&](double share, int& lo, int& hi) {
+    // Never empty: a stage whose fixed costs alone exceed the
+    // balanced time (an output layer with a large vocabulary)
+    // takes one layer.
+    share = std::max(0.0, share);
+    lo = std::clamp(static_cast<int>(std::floor((1.0 - delta) * share)), 1, n);
+    hi = std::clamp(static_cast<int>(std::ceil((1.0 + delta) * share)), lo, n);
+  };
+  for (int t = 0; t < types; ++t) {
+    if (c[static_cast<std::size_t>(t)] == 0) continue;
+    for (int i = 0; i < pp; ++i) {
+      const bool first = i == 0;
+      const bool last = i == pp - 1;
+      int lo = 0;
+      int hi = 0;
+      window((t_star - ev.fixed_step(t, first, last)) / tau[static_cast<std::size_t>(t)], lo, hi);
+      const auto mid = tail_lines[static_cast<std::size_t>(3 * t)];
+      if (mid.per_layer > 0.0) {
+        const auto line = first ? tail_lines[static_cast<std::size_t>(3 * t + 1)]
+                                : (last ? tail_lines[static_cast<std::size_t>(3 * t + 2)] : mid);
+        int tlo = 0;
+        int thi = 0;
+        window((u_star - line.fixed) / mid.per_layer, tlo, thi);
+        lo = std::min(lo, tlo);
+        hi = std::max(hi, thi);
+      }
+      w.lo[static_cast<std::size_t>(i * types + t)] = lo;
+      w.hi[static_cast<std::size_t>(i * types + t)] = hi;
+    }
+  }
+  t_star_out = t_star;
+  return w;
+}
+
 ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
                             const SearchOptions& opt, double incumbent) {
   const auto start = std::chrono::steady_clock::now();
@@ -864,86 +951,9 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
           continue;
         }
         const std::vector<int>& c = all_mixes[k];
-        {
-          // Balanced stage step T*: every stage i of type h takes
-          // n_i = (T* - fixed_i,h) / tau_h layers and the n_i sum to N. The
-          // types of the first and last stage are not known yet, so their
-          // fixed costs enter weighted by the mix (exact when homogeneous).
-          double speed = 0.0;  // sum_h c_h / tau_h
-          double fixed = 0.0;  // sum_i fixed_i / tau_h(i), mix-weighted
-          for (int t = 0; t < types; ++t) {
-            const double ct = c[static_cast<std::size_t>(t)];
-            if (ct == 0) continue;
-            const double tt = tau[static_cast<std::size_t>(t)];
-            const double share = ct / pi.pp;  // chance of being first / last
-            speed += ct / tt;
-            if (pi.pp == 1) {
-              fixed += ev.fixed_step(t, true, true) / tt;
-            } else {
-              fixed +=
-                  share * (ev.fixed_step(t, true, false) + ev.fixed_step(t, false, true)) / tt +
-                  (ct - 2.0 * share) * ev.fixed_step(t, false, false) / tt;
-            }
-          }
-          const double t_star = (n + fixed) / speed;
-          // The same balance for the tail (gradient sync + optimizer, which
-          // grows with the parameters a stage holds): with few micro-batches
-          // it can outweigh the step, so the window spans both shares.
-          double tail_speed = 0.0;
-          double tail_fixed = 0.0;
-          for (int t = 0; t < types; ++t) {
-            const double ct = c[static_cast<std::size_t>(t)];
-            if (ct == 0) continue;
-            const auto mid = tail_lines[static_cast<std::size_t>(3 * t)];
-            const auto first = tail_lines[static_cast<std::size_t>(3 * t + 1)];
-            const auto lastl = tail_lines[static_cast<std::size_t>(3 * t + 2)];
-            if (mid.per_layer <= 0.0) continue;
-            const double share = ct / pi.pp;
-            tail_speed += ct / mid.per_layer;
-            tail_fixed += (pi.pp == 1 ? first.fixed + lastl.fixed - mid.fixed
-                                      : share * (first.fixed + lastl.fixed) +
-                                            (ct - 2.0 * share) * mid.fixed) /
-                          mid.per_layer;
-          }
-          const double u_star = tail_speed > 0.0 ? (n + tail_fixed) / tail_speed : 0.0;
-          Windows w;
-          w.types = types;
-          w.lo.resize(static_cast<std::size_t>(pi.pp * types));
-          w.hi.resize(w.lo.size());
-          auto window = [&](double share, int& lo, int& hi) {
-            // Never empty: a stage whose fixed costs alone exceed the
-            // balanced time (an output layer with a large vocabulary)
-            // takes one layer.
-            share = std::max(0.0, share);
-            lo = std::clamp(static_cast<int>(std::floor((1.0 - opt.delta) * share)), 1, n);
-            hi = std::clamp(static_cast<int>(std::ceil((1.0 + opt.delta) * share)), lo, n);
-          };
-          for (int t = 0; t < types; ++t) {
-            if (c[static_cast<std::size_t>(t)] == 0) continue;
-            for (int i = 0; i < pi.pp; ++i) {
-              const bool first = i == 0;
-              const bool last = i == pi.pp - 1;
-              int lo = 0;
-              int hi = 0;
-              window((t_star - ev.fixed_step(t, first, last)) / tau[static_cast<std::size_t>(t)],
-                     lo, hi);
-              const auto mid = tail_lines[static_cast<std::size_t>(3 * t)];
-              if (mid.per_layer > 0.0) {
-                const auto line =
-                    first ? tail_lines[static_cast<std::size_t>(3 * t + 1)]
-                          : (last ? tail_lines[static_cast<std::size_t>(3 * t + 2)] : mid);
-                int tlo = 0;
-                int thi = 0;
-                window((u_star - line.fixed) / mid.per_layer, tlo, thi);
-                lo = std::min(lo, tlo);
-                hi = std::max(hi, thi);
-              }
-              w.lo[static_cast<std::size_t>(i * types + t)] = lo;
-              w.hi[static_cast<std::size_t>(i * types + t)] = hi;
-            }
-          }
-          run_dp(ev, c, /*exact_mix=*/true, w, opt, opt.eta * t_star, incumbent, out);
-        }
+        double t_star = 0.0;
+        const Windows w = balanced_windows(ev, c, tau, tail_lines, opt.delta, t_star);
+        run_dp(ev, c, /*exact_mix=*/true, w, opt, opt.eta * t_star, incumbent, out);
       }
     } else {
       std::vector<int> limit(static_cast<std::size_t>(types));
