@@ -17,22 +17,10 @@
 #include <vector>
 
 #include "costmodel/model.h"
+#include "tests/costmodel/rel_near.h"
 
 namespace hapmoe {
 namespace {
-
-::testing::AssertionResult RelNear(const char* actual_expr, const char* expected_expr,
-                                   double actual, double expected) {
-  const double scale = std::max(std::abs(actual), std::abs(expected));
-  if (actual == expected || std::abs(actual - expected) <= 1e-12 * scale) {
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure()
-         << std::setprecision(17) << actual_expr << " = " << actual << "\n  expected "
-         << expected_expr << " = " << expected << "\n  relative difference "
-         << std::abs(actual - expected) / scale;
-}
-#define EXPECT_REL(actual, expected) EXPECT_PRED_FORMAT2(RelNear, actual, expected)
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
