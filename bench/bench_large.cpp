@@ -1,0 +1,307 @@
+// The large case: 12,288 devices (H800:4096, MI300X:4096, 910B:4096), global
+// batch scaled to the cluster (12288), one thread.
+//
+//   pruned   - run_search with the default options (three prunings, branch
+//              and bound): wall time, |Pi|, configurations evaluated, DP
+//              states, transitions, pruned counts, peak RSS (VmHWM), best
+//              latency.
+//   unpruned - the plain DP (prune none, bound off) over the whole space is
+//              far too slow to run (single configurations take seconds to
+//              minutes); a seeded uniform random sample of Pi goes through
+//              search_config with prune none and bound off, and the total is
+//              extrapolated as mean time per sampled configuration x |Pi|,
+//              with the standard error of that estimate.
+//
+//   bench_large MODEL [--sample N] [--seed S] [--budget SECONDS]
+//                     [--config-limit SECONDS] [--verbose] [--no-pruned]
+//                     [--no-sample] [--cluster SPEC] [--global-batch B]
+//   MODEL: mixtral-l | deepseek-v3 (any model preset or file works)
+//
+//   --sample N         configurations drawn (default 200) with std::sample
+//                      and mt19937_64(--seed), then measured in shuffled order;
+//   --budget S         no new sampled configuration is started after S seconds
+//                      (default 240): the ones measured are still a uniform
+//                      random sample, just a smaller one;
+//   --config-limit S   each sampled configuration runs in a forked child killed
+//                      after S seconds (default 60); a killed one counts as S
+//                      seconds, and the extrapolation is then a lower bound
+//                      (printed with ">=").
+//   --verbose          one line per sampled configuration.
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/driver.h"
+#include "engine/search.h"
+#include "io/cluster_io.h"
+#include "io/model_io.h"
+#include "partition/config_space.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Peak resident set size of this process in KiB (VmHWM), -1 if unknown.
+long peak_rss_kib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+long long ll(std::int64_t v) { return static_cast<long long>(v); }
+
+// One sampled configuration, timed inside the child (trivially copyable).
+struct Sample {
+  double seconds = 0;
+  long long transitions = 0;
+  double latency = std::numeric_limits<double>::infinity();
+};
+
+// search_config(model, pi, opt) timed in a forked child; nullopt if it did
+// not finish within limit_s seconds (the child is killed) or failed.
+std::optional<Sample> sample_limited(const hapmoe::CostModel& model,
+                                     const hapmoe::ParallelConfig& pi,
+                                     const hapmoe::SearchOptions& opt, double limit_s) {
+  std::fflush(stdout);
+  int fd[2];
+  if (pipe(fd) != 0) return std::nullopt;
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fd[0]);
+    close(fd[1]);
+    return std::nullopt;
+  }
+  if (pid == 0) {
+    close(fd[0]);
+    int rc = 1;
+    try {
+      const auto start = Clock::now();
+      const hapmoe::ConfigOutcome o = hapmoe::search_config(model, pi, opt);
+      Sample s;
+      s.seconds = seconds_since(start);
+      s.transitions = o.stats.transitions;
+      if (o.best) s.latency = o.best->latency_s;
+      rc = write(fd[1], &s, sizeof s) == static_cast<ssize_t>(sizeof s) ? 0 : 1;
+    } catch (...) {
+    }
+    _exit(rc);
+  }
+  close(fd[1]);
+  pollfd p{fd[0], POLLIN, 0};
+  const int ready = poll(&p, 1, static_cast<int>(limit_s * 1000.0));
+  std::optional<Sample> out;
+  if (ready > 0) {
+    Sample s;
+    if (read(fd[0], &s, sizeof s) == static_cast<ssize_t>(sizeof s)) out = s;
+  } else {
+    kill(pid, SIGKILL);
+  }
+  close(fd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return out;
+}
+
+int usage(const char* argv0) {
+  std::fprintf(stderr,
+               "usage: %s MODEL [--sample N] [--seed S] [--budget SECONDS]\n"
+               "          [--config-limit SECONDS] [--verbose] [--no-pruned] [--no-sample]\n"
+               "          [--cluster SPEC] [--global-batch B]\n"
+               "  MODEL: mixtral-l | deepseek-v3\n",
+               argv0);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return usage(argv[0]);
+  const std::string model_name = argv[1];
+  std::string cluster_spec = "H800:4096,MI300X:4096,910B:4096";
+  int global_batch = 12288;
+  int sample_size = 200;
+  std::uint64_t seed = 20240611;
+  double budget = 240.0;
+  double config_limit = 60.0;
+  bool run_pruned = true;
+  bool run_sample = true;
+  bool verbose = false;
+  for (int a = 2; a < argc; ++a) {
+    const std::string arg = argv[a];
+    const bool has_value = a + 1 < argc;
+    if (arg == "--sample" && has_value) {
+      sample_size = std::stoi(argv[++a]);
+    } else if (arg == "--seed" && has_value) {
+      seed = std::stoull(argv[++a]);
+    } else if (arg == "--budget" && has_value) {
+      budget = std::stod(argv[++a]);
+    } else if (arg == "--config-limit" && has_value) {
+      config_limit = std::stod(argv[++a]);
+    } else if (arg == "--cluster" && has_value) {
+      cluster_spec = argv[++a];
+    } else if (arg == "--global-batch" && has_value) {
+      global_batch = std::stoi(argv[++a]);
+    } else if (arg == "--verbose") {
+      verbose = true;
+    } else if (arg == "--no-pruned") {
+      run_pruned = false;
+    } else if (arg == "--no-sample") {
+      run_sample = false;
+    } else {
+      return usage(argv[0]);
+    }
+  }
+
+  try {
+    hapmoe::Workload w = hapmoe::load_workload(model_name);
+    hapmoe::TrainingOverrides ov;
+    ov.global_batch = global_batch;
+    hapmoe::apply_overrides(ov, w);
+    const hapmoe::ClusterSpec cluster = hapmoe::load_cluster(cluster_spec);
+    std::printf("model %s, cluster %s, global batch %d, one thread\n", model_name.c_str(),
+                cluster_spec.c_str(), global_batch);
+
+    if (run_pruned) {
+      const hapmoe::SearchOptions opt;  // defaults: prune all, bound on
+      const auto start = Clock::now();
+      const hapmoe::SearchResult r = hapmoe::run_search(w, cluster, opt);
+      const double secs = seconds_since(start);
+      const long rss = peak_rss_kib();
+      const hapmoe::SearchStats& s = r.stats;
+      std::printf("\npruned (default options; steady_clock around run_search, incl. tables)\n");
+      std::printf("  wall time          %.2f s\n", secs);
+      std::printf("  configurations     %lld\n", ll(s.configs));
+      std::printf("  evaluated          %lld\n", ll(s.configs_evaluated));
+      std::printf("  skipped by bound   %lld\n", ll(s.configs_bounded));
+      std::printf("  DP states          %lld\n", ll(s.states));
+      std::printf("  transitions        %lld (%.3g)\n", ll(s.transitions),
+                  static_cast<double>(s.transitions));
+      std::printf("  pruned lb/mem/comm %lld / %lld / %lld\n", ll(s.pruned_load_balance),
+                  ll(s.pruned_memory), ll(s.pruned_hetero_comm));
+      std::printf("  bound: partial     %lld\n", ll(s.pruned_bound));
+      std::printf("  feasible           %lld\n", ll(s.feasible));
+      std::printf("  peak RSS (VmHWM)   %.1f MiB\n", static_cast<double>(rss) / 1024.0);
+      if (r.top.empty()) {
+        std::printf("  best latency       none (nothing fits)\n");
+      } else {
+        const hapmoe::ParallelConfig& pi = r.top.front().plan.parallel;
+        std::printf("  best latency       %.6f s (PP %d TP %d CP %d EP %d TPE %d DP %d)\n",
+                    r.top.front().latency_s, pi.pp, pi.tp, pi.cp, pi.ep, pi.tpe, pi.dp);
+      }
+      std::fflush(stdout);
+    }
+
+    if (run_sample && sample_size > 0) {
+      const hapmoe::SearchOptions base;
+      const auto t0 = Clock::now();
+      const std::vector<hapmoe::ParallelConfig> configs =
+          hapmoe::enumerate_configs(w, cluster, base.space);
+      const hapmoe::ProfileTables tables = hapmoe::tables_for(w, cluster, configs);
+      const hapmoe::CostModel model(w, cluster, tables);
+      const double setup = seconds_since(t0);
+
+      std::vector<std::size_t> index(configs.size());
+      std::iota(index.begin(), index.end(), std::size_t{0});
+      std::vector<std::size_t> picked;
+      const std::size_t n = std::min(static_cast<std::size_t>(sample_size), configs.size());
+      std::mt19937_64 rng(seed);
+      std::sample(index.begin(), index.end(), std::back_inserter(picked), n, rng);
+      // std::sample keeps Pi's order (PP first); measure in random order so
+      // that stopping at the budget does not bias the sample.
+      std::shuffle(picked.begin(), picked.end(), rng);
+
+      hapmoe::SearchOptions plain;
+      plain.prune = hapmoe::PruneSet{false, false, false};
+      plain.bound = false;
+      std::printf("\nunpruned baseline (prune none, bound off), sampled%s\n", verbose ? ":" : "");
+      std::vector<double> times;
+      std::int64_t transitions = 0;
+      int censored = 0;
+      double best = std::numeric_limits<double>::infinity();
+      const auto sample_start = Clock::now();
+      bool cut = false;
+      for (const std::size_t c : picked) {
+        if (budget > 0 && seconds_since(sample_start) > budget) {
+          cut = true;
+          break;
+        }
+        const hapmoe::ParallelConfig& pi = configs[c];
+        const std::optional<Sample> s = sample_limited(model, pi, plain, config_limit);
+        if (s) {
+          times.push_back(s->seconds);
+          transitions += s->transitions;
+          best = std::min(best, s->latency);
+        } else {
+          times.push_back(config_limit);
+          ++censored;
+        }
+        if (verbose) {
+          std::printf("    PP %2d TP %d CP %2d EP %2d TPE %2d DP %4d: %s%10.1f ms", pi.pp, pi.tp,
+                      pi.cp, pi.ep, pi.tpe, pi.dp, s ? "  " : "> ", times.back() * 1e3);
+          if (s) std::printf(", %lld transitions", s->transitions);
+          std::printf("\n");
+          std::fflush(stdout);
+        }
+      }
+      const double k = static_cast<double>(times.size());
+      const double sum = std::accumulate(times.begin(), times.end(), 0.0);
+      const double mean = sum / k;
+      double var = 0;
+      for (const double t : times) var += (t - mean) * (t - mean);
+      var = times.size() > 1 ? var / (k - 1) : 0.0;
+      const double se = std::sqrt(var / k);
+      std::vector<double> sorted = times;
+      std::sort(sorted.begin(), sorted.end());
+      const double total = static_cast<double>(configs.size());
+      const char* ge = censored > 0 ? ">= " : "";
+      std::printf("  method             uniform random sample of Pi without replacement\n");
+      std::printf("                     (std::sample + shuffle, mt19937_64 seed %llu), each\n",
+                  static_cast<unsigned long long>(seed));
+      std::printf("                     through search_config in a child process;\n");
+      std::printf("                     total = mean time per config x |Pi|\n");
+      std::printf("  |Pi|               %zu (enumeration + tables %.2f s)\n", configs.size(),
+                  setup);
+      std::printf(
+          "  sample             %zu of %zu drawn measured%s, %d over the %.0f s "
+          "per-config limit\n",
+          times.size(), picked.size(), cut ? " (budget reached)" : "", censored, config_limit);
+      std::printf(
+          "  per config         mean %s%.1f ms, median %.1f ms, min %.1f ms, max %s%.1f ms\n", ge,
+          mean * 1e3, sorted[sorted.size() / 2] * 1e3, sorted.front() * 1e3,
+          censored > 0 ? "> " : "", sorted.back() * 1e3);
+      if (censored == 0) {
+        std::printf("  sample transitions %lld (%.3g/s)\n", ll(transitions),
+                    static_cast<double>(transitions) / sum);
+      }
+      std::printf("  extrapolated       %s%.3g s = %s%.1f days (1 std. error %.2g s)\n", ge,
+                  mean * total, ge, mean * total / 86400.0, se * total);
+      if (std::isfinite(best)) std::printf("  best in sample     %.6f s\n", best);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
