@@ -278,6 +278,30 @@ class Evaluator {
     return (n_ - j - moe) * min_dense_step_ + moe * min_moe_step_;
   }
 
+  // The most layers a stage of type h can hold with the least recomputation
+  // that fits (full at worst), at the later pipeline positions (fewest
+  // micro-batches in flight); N when memory does not limit it below the
+  // most a stage can take, 0 if not even one layer fits.
+  int max_fitting_layers(int h) {
+    const int most = n_ - (pi_.pp - 1);  // the most a stage can take
+    int best = 0;
+    for (int i = std::max(0, pi_.pp - 2); i < pi_.pp; ++i) {
+      if (stage(h, i, n_ - most, most).feasible) return n_;  // memory does not limit
+      int lo = 0;                                            // fits (0 trivially)
+      int hi = most - 1;
+      while (lo < hi) {
+        const int mid = lo + (hi - lo + 1) / 2;
+        if (stage(h, i, n_ - mid, mid).feasible) {
+          lo = mid;
+        } else {
+          hi = mid - 1;
+        }
+      }
+      best = std::max(best, lo);
+    }
+    return best;
+  }
+
   // The cheapest step of one layer of the model on type h.
   double layer_floor(int h) const {
     const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
@@ -802,7 +826,7 @@ ConfigBound config_lower_bound(const CostModel& model, const ParallelConfig& pi,
 // per (position, type), the layers around the step-balanced and the
 // tail-balanced shares, +-delta. Sets `t_star`, the balanced stage step.
 Windows balanced_windows(const Evaluator& ev, const std::vector<int>& c,
-                         const std::vector<double>& tau,
+                         const std::vector<double>& tau, const std::vector<int>& fit_max,
                          const std::vector<Evaluator::TailLine>& tail_lines, double delta,
                          double& t_star_out) {
   const int types = ev.types();
@@ -827,7 +851,42 @@ Windows balanced_windows(const Evaluator& ev, const std::vector<int>& c,
                (ct - 2.0 * share) * ev.fixed_step(t, false, false) / tt;
     }
   }
-  const double t_star = (n + fixed) / speed;
+  double t_star = (n + fixed) / speed;
+  // Memory: a type whose balanced share exceeds the most layers its stages
+  // can hold takes that many, and the others take more (water-filling:
+  // sum_t c_t * min((T - F_t) / tau_t, fit_t) = N, solved for T by
+  // bisection). Not binding on a homogeneous cluster that fits.
+  const auto share_of = [&](int t, double t_step) {
+    const double raw = (t_step - ev.fixed_step(t, false, false)) / tau[static_cast<std::size_t>(t)];
+    return std::clamp(raw, 0.0, static_cast<double>(fit_max[static_cast<std::size_t>(t)]));
+  };
+  bool binding = false;
+  double capacity = 0.0;
+  for (int t = 0; t < types; ++t) {
+    if (c[static_cast<std::size_t>(t)] == 0) continue;
+    capacity +=
+        c[static_cast<std::size_t>(t)] * static_cast<double>(fit_max[static_cast<std::size_t>(t)]);
+    const double raw = (t_star - ev.fixed_step(t, false, false)) / tau[static_cast<std::size_t>(t)];
+    binding = binding || (fit_max[static_cast<std::size_t>(t)] < n &&
+                          raw > fit_max[static_cast<std::size_t>(t)]);
+  }
+  if (binding && capacity >= n) {
+    double lo_t = 0.0;
+    double hi_t = t_star;
+    const auto placed = [&](double t_step) {
+      double sum = 0.0;
+      for (int t = 0; t < types; ++t) sum += c[static_cast<std::size_t>(t)] * share_of(t, t_step);
+      return sum;
+    };
+    while (placed(hi_t) < n) hi_t *= 2.0;
+    for (int iter = 0; iter < 100; ++iter) {
+      const double mid = 0.5 * (lo_t + hi_t);
+      (placed(mid) < n ? lo_t : hi_t) = mid;
+    }
+    t_star = hi_t;
+  } else {
+    binding = false;
+  }
   // The same balance for the tail (gradient sync + optimizer, which
   // grows with the parameters a stage holds): with few micro-batches
   // it can outweigh the step, so the window spans both shares.
@@ -866,7 +925,10 @@ Windows balanced_windows(const Evaluator& ev, const std::vector<int>& c,
       const bool last = i == pp - 1;
       int lo = 0;
       int hi = 0;
-      window((t_star - ev.fixed_step(t, first, last)) / tau[static_cast<std::size_t>(t)], lo, hi);
+      double share = (t_star - ev.fixed_step(t, first, last)) / tau[static_cast<std::size_t>(t)];
+      if (binding)
+        share = std::min(share, static_cast<double>(fit_max[static_cast<std::size_t>(t)]));
+      window(share, lo, hi);
       const auto mid = tail_lines[static_cast<std::size_t>(3 * t)];
       if (mid.per_layer > 0.0) {
         const auto line = first ? tail_lines[static_cast<std::size_t>(3 * t + 1)]
@@ -911,6 +973,9 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
 
   if (!usable.empty()) {
     if (opt.prune.load_balance && !opt.uniform) {
+      // The most layers a stage of each type can hold (memory).
+      std::vector<int> fit_max(static_cast<std::size_t>(types), 0);
+      for (int h : usable) fit_max[static_cast<std::size_t>(h)] = ev.max_fitting_layers(h);
       // Tail lines per type: middle, first, last stage.
       std::vector<Evaluator::TailLine> tail_lines(static_cast<std::size_t>(3 * types));
       for (int h : usable) {
@@ -952,7 +1017,7 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
         }
         const std::vector<int>& c = all_mixes[k];
         double t_star = 0.0;
-        const Windows w = balanced_windows(ev, c, tau, tail_lines, opt.delta, t_star);
+        const Windows w = balanced_windows(ev, c, tau, fit_max, tail_lines, opt.delta, t_star);
         run_dp(ev, c, /*exact_mix=*/true, w, opt, opt.eta * t_star, incumbent, out);
       }
     } else {
