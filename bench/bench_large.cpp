@@ -27,10 +27,6 @@
 //                      seconds, and the extrapolation is then a lower bound
 //                      (printed with ">=").
 //   --verbose          one line per sampled configuration.
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -46,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/run_limited.h"
 #include "engine/driver.h"
 #include "engine/search.h"
 #include "io/cluster_io.h"
@@ -84,44 +81,17 @@ struct Sample {
 std::optional<Sample> sample_limited(const hapmoe::CostModel& model,
                                      const hapmoe::ParallelConfig& pi,
                                      const hapmoe::SearchOptions& opt, double limit_s) {
-  std::fflush(stdout);
-  int fd[2];
-  if (pipe(fd) != 0) return std::nullopt;
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(fd[0]);
-    close(fd[1]);
-    return std::nullopt;
-  }
-  if (pid == 0) {
-    close(fd[0]);
-    int rc = 1;
-    try {
-      const auto start = Clock::now();
-      const hapmoe::ConfigOutcome o = hapmoe::search_config(model, pi, opt);
-      Sample s;
-      s.seconds = seconds_since(start);
-      s.transitions = o.stats.transitions;
-      if (o.best) s.latency = o.best->latency_s;
-      rc = write(fd[1], &s, sizeof s) == static_cast<ssize_t>(sizeof s) ? 0 : 1;
-    } catch (...) {
-    }
-    _exit(rc);
-  }
-  close(fd[1]);
-  pollfd p{fd[0], POLLIN, 0};
-  const int ready = poll(&p, 1, static_cast<int>(limit_s * 1000.0));
-  std::optional<Sample> out;
-  if (ready > 0) {
-    Sample s;
-    if (read(fd[0], &s, sizeof s) == static_cast<ssize_t>(sizeof s)) out = s;
-  } else {
-    kill(pid, SIGKILL);
-  }
-  close(fd[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return out;
+  return hapmoe::bench::run_limited(
+      [&] {
+        const auto start = Clock::now();
+        const hapmoe::ConfigOutcome o = hapmoe::search_config(model, pi, opt);
+        Sample s;
+        s.seconds = seconds_since(start);
+        s.transitions = o.stats.transitions;
+        if (o.best) s.latency = o.best->latency_s;
+        return s;
+      },
+      limit_s);
 }
 
 int usage(const char* argv0) {

@@ -18,10 +18,6 @@
 //
 //   bench_paper_cases [--model M]... [--cluster C]... [--repeat R]
 //                     [--base-limit S] [--ref-limit S] [--no-base]
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -34,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/run_limited.h"
 #include "engine/driver.h"
 #include "engine/search.h"
 #include "io/cluster_io.h"
@@ -99,45 +96,6 @@ Measure exact_reference(const hapmoe::Workload& w, const hapmoe::ClusterSpec& c,
   m.ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return m;
-}
-
-// f() in a forked child; nullopt if it did not finish within
-// limit_s seconds (the child is then killed) or failed.
-template <class F>
-std::optional<Measure> run_limited(F f, double limit_s) {
-  std::fflush(stdout);
-  int fd[2];
-  if (pipe(fd) != 0) return std::nullopt;
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(fd[0]);
-    close(fd[1]);
-    return std::nullopt;
-  }
-  if (pid == 0) {
-    close(fd[0]);
-    int rc = 1;
-    try {
-      const Measure m = f();
-      rc = write(fd[1], &m, sizeof m) == static_cast<ssize_t>(sizeof m) ? 0 : 1;
-    } catch (...) {
-    }
-    _exit(rc);
-  }
-  close(fd[1]);
-  pollfd p{fd[0], POLLIN, 0};
-  const int ready = poll(&p, 1, static_cast<int>(limit_s * 1000.0));
-  std::optional<Measure> out;
-  if (ready > 0) {
-    Measure m;
-    if (read(fd[0], &m, sizeof m) == static_cast<ssize_t>(sizeof m)) out = m;
-  } else {
-    kill(pid, SIGKILL);
-  }
-  close(fd[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return out;
 }
 
 int usage(const char* argv0) {
@@ -233,7 +191,7 @@ int main(int argc, char** argv) {
           continue;
         }
         const std::optional<Measure> u =
-            run_limited([&] { return measure(w, c, plain); }, base_limit);
+            hapmoe::bench::run_limited([&] { return measure(w, c, plain); }, base_limit);
         std::optional<double> reference;
         bool starred = false;
         if (u) {
@@ -245,8 +203,8 @@ int main(int argc, char** argv) {
           std::printf(" %10s %11s %10s",
                       ("> " + std::to_string(static_cast<int>(base_limit)) + " s").c_str(), "-",
                       "-");
-          if (const std::optional<Measure> e =
-                  run_limited([&] { return exact_reference(w, c, p.latency); }, ref_limit)) {
+          if (const std::optional<Measure> e = hapmoe::bench::run_limited(
+                  [&] { return exact_reference(w, c, p.latency); }, ref_limit)) {
             reference = e->latency;
             starred = true;
           }
