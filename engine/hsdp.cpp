@@ -128,6 +128,78 @@ double tail_floor(int dense_layers, int moe_layers, double dense_tail, double mo
   return (dense_layers * dense_tail + moe_layers * moe_tail) / pp;
 }
 
+// What the bottleneck bound knows of one device type: the cheapest step
+// of a dense and of a MoE layer, the least fixed step every stage of the
+// type pays (embedding or a boundary), and how many stages may use it.
+struct StageFloor {
+  double dense = 0;
+  double moe = 0;
+  double fixed = 0;
+  int stages = 0;
+};
+
+// A lower bound on the slowest stage step of every plan with `pp` stages
+// drawn from `types` (at most `stages` of each) holding `dense` dense and
+// `moe` MoE layers, one at least per stage: the least T at which the
+// stages, with n_i <= (T - fixed) / step layers each, can hold all the
+// layers (and, separately, all the MoE and all the dense layers), the
+// stages taken from the types that hold the most at T. Discrete, so
+// tighter than the continuous split when stages hold few layers;
+// +infinity when pp stages are not available.
+double bottleneck_floor(const std::vector<StageFloor>& types, int pp, int dense, int moe) {
+  const double inf = std::numeric_limits<double>::infinity();
+  int available = 0;
+  double hi = 0.0;
+  for (const StageFloor& t : types) {
+    available += t.stages;
+    hi = std::max(hi, t.fixed + (dense + moe) * std::max(t.dense, t.moe));
+  }
+  hi = 2.0 * hi + std::numeric_limits<double>::min();  // clear of rounding
+  if (available < pp || pp <= 0 || dense + moe < pp) return inf;
+  std::vector<std::pair<long long, int>> hold(types.size());  // (layers a stage holds, stages)
+  // Do pp stages with at most T each hold `need` layers priced `price`?
+  const auto holds = [&](double t_step, int need, auto price, bool one_each) {
+    for (std::size_t k = 0; k < types.size(); ++k) {
+      const double per = price(types[k]);
+      const double room = (t_step - types[k].fixed) / per;
+      hold[k] = {room < 0.0 ? 0 : static_cast<long long>(std::min(room, 1e9)), types[k].stages};
+    }
+    std::sort(hold.begin(), hold.end(), std::greater<>());
+    long long total = 0;
+    int left = pp;
+    for (const auto& [layers, stages] : hold) {
+      const int take = std::min(stages, left);
+      if (take == 0) break;
+      if (one_each && layers < 1) return false;
+      total += layers * take;
+      left -= take;
+    }
+    return total >= need;
+  };
+  const auto fits = [&](double t_step) {
+    return holds(
+               t_step, dense + moe,
+               [&](const StageFloor& t) {
+                 return moe == 0 ? t.dense : (dense == 0 ? t.moe : std::min(t.dense, t.moe));
+               },
+               true) &&
+           (moe == 0 || holds(
+                            t_step, moe, [](const StageFloor& t) { return t.moe; }, false)) &&
+           (dense == 0 || holds(
+                              t_step, dense, [](const StageFloor& t) { return t.dense; }, false));
+  };
+  if (!fits(hi)) return inf;  // cannot happen: every stage holds N layers at hi
+  double lo = 0.0;            // fits(lo) is false
+  if (fits(lo)) return 0.0;
+  for (int iter = 0; iter < 80; ++iter) {
+    const double mid = 0.5 * (lo + hi);
+    (fits(mid) ? hi : lo) = mid;
+  }
+  // Every plan's slowest stage exceeds lo; the margin covers the rounding
+  // of stage steps summed in another order than fixed + n * step.
+  return lo * (1.0 - 1e-9);
+}
+
 // Per-configuration evaluation context: type costs, boundaries, capacities,
 // and a memo of stage evaluations.
 class Evaluator {
@@ -311,19 +383,19 @@ class Evaluator {
   }
 
   // A lower bound on the latency of every plan with stage mix c: the sum of
-  // steps is at least every layer, the embedding and the output layer on
-  // their cheapest type of the mix, and the slowest stage is at least the
-  // continuous balanced split N / sum_h (c_h / t_h), t_h the cheapest layer
-  // step on type h (fixed costs, boundaries and recomputation only add).
+  // steps is at least every layer, the embedding, the output layer and
+  // PP - 1 boundaries at their cheapest in the mix, and the slowest stage
+  // at least the bottleneck floor of the mix (recomputation only adds).
   double mix_lower_bound(const std::vector<int>& c) const {
     const double inf = std::numeric_limits<double>::infinity();
     double dense = inf;
     double moe = inf;
     double emb = inf;
     double out = inf;
-    double speed = 0.0;
+    double link = inf;
     double dense_tail = inf;
     double moe_tail = inf;
+    std::vector<StageFloor> floors;
     for (int h = 0; h < types_; ++h) {
       if (c[static_cast<std::size_t>(h)] == 0) continue;
       dense_tail = std::min(dense_tail, tails_[static_cast<std::size_t>(h)].dense);
@@ -335,12 +407,18 @@ class Evaluator {
       moe = std::min(moe, e);
       emb = std::min(emb, tc.embedding_fwd_s + tc.embedding_bwd_s);
       out = std::min(out, tc.output_fwd_s + tc.output_bwd_s);
-      const double per_layer = moe_total_ == n_ ? e : (moe_total_ == 0 ? d : std::min(d, e));
-      speed += c[static_cast<std::size_t>(h)] / per_layer;
+      StageFloor f{d, e, tc.embedding_fwd_s + tc.embedding_bwd_s, c[static_cast<std::size_t>(h)]};
+      for (int hp = 0; hp < types_; ++hp) {
+        if (c[static_cast<std::size_t>(hp)] == 0) continue;
+        const CostModel::Boundary& b = boundary(hp, h);
+        f.fixed = std::min(f.fixed, b.fwd_s + b.bwd_s);
+        link = std::min(link, b.fwd_s + b.bwd_s);
+      }
+      floors.push_back(f);
     }
     const double sum = (n_ - moe_total_) * (moe_total_ == n_ ? 0.0 : dense) +
-                       moe_total_ * (moe_total_ > 0 ? moe : 0.0) + emb + out;
-    return sum + (m_ - 1) * (n_ / speed) +
+                       moe_total_ * (moe_total_ > 0 ? moe : 0.0) + emb + out + (pi_.pp - 1) * link;
+    return sum + (m_ - 1) * bottleneck_floor(floors, pi_.pp, n_ - moe_total_, moe_total_) +
            tail_floor(n_ - moe_total_, moe_total_, dense_tail, moe_tail, pi_.pp);
   }
 
@@ -424,17 +502,34 @@ double latency(const Label& l, int m) {
   return it.total();
 }
 
-// a dominates b (same state): no worse in sum, max and tail, and not later
-// in the canonical plan order. Then every completion of a is no worse than
-// the same completion of b in (latency, plan key) -- floating-point sums
-// and maxima are monotone -- so dropping b keeps the DP exact, ties
-// included. Within a level, partial plans compare lexicographically by
+// a dominates b (same state): no worse in sum, max and tail, and either
+// not later in the canonical plan order or ahead in the sum by more than
+// `gap`. Then every completion of a is no worse than the same completion
+// of b in (latency, plan key) -- floating-point sums and maxima are
+// monotone -- so dropping b keeps the DP exact, ties included.
+//
+// Ties: a better max or tail can be absorbed by a later, larger stage, so
+// b's completion may tie a's and win on the key; a and b then both stay
+// unless a is ahead in the sum by more than `gap`, a margin far above the
+// rounding of any latency up to U, the best latency this configuration
+// can still matter at (docs/search.md): the completions of b are then
+// strictly slower. With no such U yet, gap is infinite and the key
+// decides. Within a level, partial plans compare lexicographically by
 // (parent's rank, type, layers): Label::key. (At one state both paths
 // place the same layers, so the recomputation of the first differing
 // stage is decided by its type and layers.)
-bool dominates(const Label& a, const Label& b) {
+bool dominates(const Label& a, const Label& b, double gap) {
   return a.feasible == b.feasible && a.sum <= b.sum && a.max <= b.max && a.tail <= b.tail &&
-         a.key <= b.key;
+         (a.key <= b.key || b.sum - a.sum > gap);
+}
+
+// The sum margin of `dominates` for plans of `pp` stages whose latency
+// matters only up to `upper`: a latency is a sum of pp + 3 terms, each
+// rounding costs at most 2^-53 of it, so a lead of more than
+// 2 (pp + 3) 2^-53 upper survives on both sides; 1e-14 (pp + 4) upper is
+// about 20 times that.
+double tie_gap(int pp, double upper) {
+  return std::isfinite(upper) ? 1e-14 * (pp + 4) * upper : std::numeric_limits<double>::infinity();
 }
 
 // Rebuilds the plan of a complete label.
@@ -630,6 +725,9 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
   }
   std::vector<std::int32_t> level_labels;
   std::vector<std::size_t> order;
+  // Plans slower than the incumbent or this configuration's best so far
+  // cannot be its result: the latency that matters is at most U.
+  const double gap = tie_gap(pp, out.best ? std::min(incumbent, out.best->latency_s) : incumbent);
   for (int i = 0; i < pp; ++i) {
     const int remaining_after = pp - i - 1;
     next->clear();
@@ -708,14 +806,14 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
             }
             bool dominated = false;
             for (std::int32_t k2 : dest) {
-              if (dominates(arena[static_cast<std::size_t>(k2)], cand)) {
+              if (dominates(arena[static_cast<std::size_t>(k2)], cand, gap)) {
                 dominated = true;
                 break;
               }
             }
             if (dominated) continue;
             std::erase_if(dest, [&](std::int32_t k2) {
-              return dominates(cand, arena[static_cast<std::size_t>(k2)]);
+              return dominates(cand, arena[static_cast<std::size_t>(k2)], gap);
             });
             arena.push_back(cand);
             dest.push_back(static_cast<std::int32_t>(arena.size() - 1));
@@ -786,7 +884,8 @@ ConfigBound config_lower_bound(const CostModel& model, const ParallelConfig& pi,
   double output = inf;
   double dense_tail = inf;
   double moe_tail = inf;
-  std::vector<std::pair<double, int>> speed;  // (cheapest layer step, capacity)
+  std::vector<int> usable;
+  std::vector<StageFloor> floors;
   for (int h = 0; h < cluster.num_types(); ++h) {
     const int cap = stage_capacity(cluster, h, pi, opt.space.constraints);
     if (cap == 0) continue;
@@ -800,24 +899,25 @@ ConfigBound config_lower_bound(const CostModel& model, const ParallelConfig& pi,
     const LayerTails t = layer_tails(model, pi, tc);
     dense_tail = std::min(dense_tail, t.dense);
     moe_tail = std::min(moe_tail, t.moe);
-    speed.emplace_back(moe == n ? e : (moe == 0 ? d : std::min(d, e)), cap);
+    usable.push_back(h);
+    floors.push_back({d, e, tc.embedding_fwd_s + tc.embedding_bwd_s, cap});
   }
-  if (speed.empty()) return {inf, inf};
-  const double sum =
-      (n - moe) * (moe == n ? 0.0 : dense) + moe * (moe > 0 ? moe_step : 0.0) + emb + output;
-  // The slowest stage is at least the continuous balanced split over the
-  // fastest mix the capacities allow: stages go to the fastest types first.
-  std::sort(speed.begin(), speed.end());
-  double inverse = 0.0;
-  int left = pi.pp;
-  for (const auto& [step, cap] : speed) {
-    const int take = std::min(cap, left);
-    inverse += take / step;
-    left -= take;
+  if (usable.empty()) return {inf, inf};
+  // Every stage but the first pays a boundary from a usable type.
+  double link = inf;
+  for (std::size_t k = 0; k < usable.size(); ++k) {
+    for (const int hp : usable) {
+      const CostModel::Boundary b = model.boundary(pi, hp, usable[k]);
+      floors[k].fixed = std::min(floors[k].fixed, b.fwd_s + b.bwd_s);
+      link = std::min(link, b.fwd_s + b.bwd_s);
+    }
   }
-  if (left > 0) return {inf, inf};  // not enough stage groups
+  const double slowest = bottleneck_floor(floors, pi.pp, n - moe, moe);
+  if (!std::isfinite(slowest)) return {inf, inf};  // not enough stage groups
+  const double sum = (n - moe) * (moe == n ? 0.0 : dense) + moe * (moe > 0 ? moe_step : 0.0) + emb +
+                     output + (pi.pp - 1) * link;
   ConfigBound b;
-  b.steps = sum + (model.num_microbatches(pi) - 1) * (n / inverse);
+  b.steps = sum + (model.num_microbatches(pi) - 1) * slowest;
   b.latency = b.steps + tail_floor(n - moe, moe, dense_tail, moe_tail, pi.pp);
   return b;
 }

@@ -145,6 +145,14 @@ TEST(SearchOracle, DpEqualsBruteForceWithPruningsOff) {
         // Bit-identical latency, and the same figure as evaluate().
         EXPECT_EQ(dp.best->latency_s, bf.best->latency_s);
         EXPECT_EQ(model.evaluate(dp.best->plan).latency_s, dp.best->latency_s);
+        // With an incumbent (the tight optimum, or a looser one) partial
+        // plans ahead in the sum by more than the tie margin drop the
+        // others regardless of their key: still the same plan.
+        for (const double slack : {1.0, 1.5}) {
+          const double incumbent = bf.best->latency_s * slack;
+          expect_same(search_config(model, pi, opt, incumbent), bf,
+                      in.describe() + " incumbent x" + std::to_string(slack));
+        }
       }
     }
   }
