@@ -1,13 +1,23 @@
 #include "engine/driver.h"
 
+#include <omp.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
+#include <new>
+#include <numeric>
 #include <set>
 #include <sstream>
+#include <string>
+#include <type_traits>
 
 #include "costmodel/analytic.h"
 #include "costmodel/errors.h"
+#include "partition/shard.h"
 
 namespace hapmoe {
 
@@ -23,65 +33,315 @@ ProfileTables tables_for(const Workload& w, const ClusterSpec& cluster,
                               {cps.begin(), cps.end()});
 }
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// The one parallel loop of hapmoe: body(i) for i in [0, n) on `threads`
+// OpenMP threads, dynamically scheduled (items are given in decreasing
+// estimated work). Exceptions never cross the parallel region: the first
+// failure stops the items not yet started, and the message of the lowest
+// failed item is returned ("" when none failed).
+template <class Body>
+std::string parallel_for(int threads, std::size_t n, Body&& body) {
+  std::vector<std::string> errors(n);
+  std::atomic<bool> failed{false};
+  const auto count = static_cast<std::int64_t>(n);
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (std::int64_t i = 0; i < count; ++i) {
+    if (failed.load(std::memory_order_relaxed)) continue;
+    std::string& error = errors[static_cast<std::size_t>(i)];
+    try {
+      body(static_cast<std::size_t>(i));
+    } catch (const std::bad_alloc&) {
+      error = "out of memory";
+    } catch (const std::exception& e) {
+      error = e.what();
+      if (error.empty()) error = "unknown error";
+    } catch (...) {
+      error = "unknown exception";
+    }
+    if (!error.empty()) failed.store(true, std::memory_order_relaxed);
+  }
+  for (std::string& e : errors) {
+    if (!e.empty()) return std::move(e);
+  }
+  return {};
+}
+
+// Bytes for Comm::allgather: trivially copyable values in order.
+class Writer {
+ public:
+  template <class T>
+  void put(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    buf_.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  void put_string(const std::string& s) {
+    put(static_cast<std::uint64_t>(s.size()));
+    buf_ += s;
+  }
+  std::string take() { return std::move(buf_); }
+
+ private:
+  std::string buf_;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::string& s) : s_(s) {}
+  template <class T>
+  T get() {
+    static_assert(std::is_trivially_copyable_v<T>);
+    HAPMOE_REQUIRE(pos_ + sizeof(T) <= s_.size(), "run_search: truncated message from a rank");
+    T v;
+    std::memcpy(&v, s_.data() + pos_, sizeof v);
+    pos_ += sizeof v;
+    return v;
+  }
+  std::string get_string() {
+    const auto n = static_cast<std::size_t>(get<std::uint64_t>());
+    HAPMOE_REQUIRE(pos_ + n <= s_.size(), "run_search: truncated message from a rank");
+    std::string v = s_.substr(pos_, n);
+    pos_ += n;
+    return v;
+  }
+  bool done() const { return pos_ == s_.size(); }
+
+ private:
+  const std::string& s_;
+  std::size_t pos_ = 0;
+};
+
+void put_outcome(Writer& w, const ConfigOutcome& o) {
+  w.put(o.stats);
+  w.put(o.closest);
+  w.put(o.lower_bound);
+  w.put(o.skipped);
+  w.put(o.best.has_value());
+  if (o.best) {
+    w.put(o.best->latency_s);
+    w.put(o.best->plan.parallel);
+    w.put(static_cast<std::uint32_t>(o.best->plan.stages.size()));
+    for (const StagePlan& s : o.best->plan.stages) w.put(s);
+  }
+}
+
+ConfigOutcome get_outcome(Reader& r) {
+  ConfigOutcome o;
+  o.stats = r.get<SearchStats>();
+  o.closest = r.get<Shortfall>();
+  o.lower_bound = r.get<double>();
+  o.skipped = r.get<bool>();
+  if (r.get<bool>()) {
+    PlanCandidate c;
+    c.latency_s = r.get<double>();
+    c.plan.parallel = r.get<ParallelConfig>();
+    c.plan.stages.resize(r.get<std::uint32_t>());
+    for (StagePlan& s : c.plan.stages) s = r.get<StagePlan>();
+    o.best = std::move(c);
+  }
+  return o;
+}
+
+std::string on_rank(const Comm& comm, const std::string& error) {
+  if (error.empty() || comm.size() == 1) return error;
+  return "rank " + std::to_string(comm.rank()) + ": " + error;
+}
+
+}  // namespace
+
+int default_threads(const Comm& comm) {
+  if (std::getenv("OMP_NUM_THREADS") != nullptr) return std::max(1, omp_get_max_threads());
+  return std::max(1, omp_get_num_procs() / std::max(1, comm.local_size()));
+}
+
 SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const SearchOptions& opt,
                         bool bruteforce) {
-  const auto start = std::chrono::steady_clock::now();
+  SerialComm serial;
+  return run_search(w, cluster, opt, bruteforce, serial, RunOptions{});
+}
+
+SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const SearchOptions& opt,
+                        bool bruteforce, Comm& comm, const RunOptions& run) {
+  HAPMOE_REQUIRE(run.threads >= 1 && run.round >= 1, "run_search: threads and round must be >= 1");
+  const auto start = Clock::now();
+  const int ranks = comm.size();
+  const int me = comm.rank();
+  RankFigures mine;
+  mine.rank = me;
+  mine.threads = run.threads;
+
   SearchResult r;
   r.configs = enumerate_configs(w, cluster, opt.space);
   const ProfileTables tables = tables_for(w, cluster, r.configs);
   const CostModel model(w, cluster, tables);
+  const std::size_t n = r.configs.size();
+
+  // Bounds and work estimates: a contiguous block per rank, gathered.
+  std::vector<ConfigBound> bounds(n);
+  r.estimates.assign(n, 0.0);
+  {
+    const std::size_t lo = n * static_cast<std::size_t>(me) / static_cast<std::size_t>(ranks);
+    const std::size_t hi = n * static_cast<std::size_t>(me + 1) / static_cast<std::size_t>(ranks);
+    constexpr std::size_t kChunk = 512;
+    const auto t = Clock::now();
+    const std::string error =
+        parallel_for(run.threads, (hi - lo + kChunk - 1) / kChunk, [&](std::size_t chunk) {
+          const std::size_t end = std::min(hi, lo + (chunk + 1) * kChunk);
+          for (std::size_t c = lo + chunk * kChunk; c < end; ++c) {
+            if (bruteforce) {
+              r.estimates[c] = bruteforce_size(model, r.configs[c], opt);
+              continue;
+            }
+            if (opt.bound) bounds[c] = config_lower_bound(model, r.configs[c], opt);
+            r.estimates[c] = work_estimate(model, r.configs[c], opt);
+          }
+        });
+    mine.busy_s += since(t);
+    Writer out;
+    out.put_string(on_rank(comm, error));
+    for (std::size_t c = lo; c < hi; ++c) {
+      out.put(bounds[c]);
+      out.put(r.estimates[c]);
+    }
+    const auto wait = Clock::now();
+    const std::vector<std::string> all = comm.allgather(out.take());
+    mine.idle_s += since(wait);
+    std::string first;
+    for (int k = 0; k < ranks; ++k) {
+      Reader in(all[static_cast<std::size_t>(k)]);
+      std::string e = in.get_string();
+      if (first.empty()) first = std::move(e);
+      const std::size_t klo = n * static_cast<std::size_t>(k) / static_cast<std::size_t>(ranks);
+      const std::size_t khi = n * static_cast<std::size_t>(k + 1) / static_cast<std::size_t>(ranks);
+      for (std::size_t c = klo; c < khi && first.empty(); ++c) {
+        bounds[c] = in.get<ConfigBound>();
+        r.estimates[c] = in.get<double>();
+      }
+    }
+    if (!first.empty()) throw SearchFailure(first);
+  }
   if (bruteforce) {
-    double total = 0.0;
-    for (const ParallelConfig& pi : r.configs) total += bruteforce_size(model, pi, opt);
+    const double total = std::accumulate(r.estimates.begin(), r.estimates.end(), 0.0);
     if (total > kBruteForceLimit) {
       std::ostringstream msg;
-      msg << "the space has about " << total << " plans over " << r.configs.size()
+      msg << "the space has about " << total << " plans over " << n
           << " configurations; brute force is limited to " << kBruteForceLimit
           << " plans (use the DP, or a smaller model/cluster)";
       throw InputError("--bruteforce", msg.str());
     }
   }
-  r.outcomes.assign(r.configs.size(), {});
-  if (bruteforce) {
-    for (std::size_t c = 0; c < r.configs.size(); ++c) {
-      r.outcomes[c] = bruteforce_config(model, r.configs[c], opt);
+
+  r.outcomes.assign(n, {});
+  r.ran_on.assign(n, -1);
+  std::vector<PlanCandidate> top;        // the K best so far, sorted
+  std::atomic<std::int64_t> started{0};  // searches this rank began (test hook)
+  const auto kth = [&] {
+    return static_cast<int>(top.size()) < opt.top_k ? std::numeric_limits<double>::infinity()
+                                                    : top.back().latency_s;
+  };
+
+  // One round: `batch` searched against `incumbent`, split over the ranks
+  // by estimated work (LPT), over the threads dynamically; the outcomes
+  // gathered on every rank.
+  const auto run_round = [&](const std::vector<std::size_t>& batch, double incumbent) {
+    std::vector<double> work(batch.size());
+    for (std::size_t k = 0; k < batch.size(); ++k) work[k] = r.estimates[batch[k]];
+    const Shard shard = lpt_split(work, ranks);
+    std::vector<std::size_t> local;  // positions in batch, largest estimate first
+    for (std::size_t k = 0; k < batch.size(); ++k) {
+      if (shard.owner[k] == me) local.push_back(k);
     }
-  } else {
-    // Branch and bound over Pi: configurations in increasing lower bound
-    // (then canonical order); one whose bound exceeds the K-th best
-    // latency found so far cannot enter the top K and is skipped.
-    // The order uses the bound without the tail term: it finds good
-    // incumbents sooner (measured in bench/README.md).
-    std::vector<ConfigBound> bounds(r.configs.size());
-    std::vector<std::size_t> order(r.configs.size());
-    for (std::size_t c = 0; c < r.configs.size(); ++c) {
-      if (opt.bound) bounds[c] = config_lower_bound(model, r.configs[c], opt);
-      order[c] = c;
+    std::stable_sort(local.begin(), local.end(),
+                     [&](std::size_t a, std::size_t b) { return work[a] > work[b]; });
+    std::vector<ConfigOutcome> results(local.size());
+    const auto t = Clock::now();
+    const std::string error = parallel_for(run.threads, local.size(), [&](std::size_t i) {
+      const std::size_t c = batch[local[i]];
+      if (started.fetch_add(1) == run.fail_at) {
+        throw std::runtime_error("injected failure (test hook) in configuration " +
+                                 std::to_string(c));
+      }
+      results[i] = bruteforce ? bruteforce_config(model, r.configs[c], opt)
+                              : search_config(model, r.configs[c], opt, incumbent);
+    });
+    mine.busy_s += since(t);
+    Writer out;
+    out.put_string(on_rank(comm, error));
+    if (error.empty()) {
+      for (std::size_t i = 0; i < local.size(); ++i) {
+        out.put(static_cast<std::uint64_t>(batch[local[i]]));
+        put_outcome(out, results[i]);
+        mine.configs += 1;
+        mine.transitions += results[i].stats.transitions;
+        mine.estimate += work[local[i]];
+      }
     }
+    const auto wait = Clock::now();
+    const std::vector<std::string> all = comm.allgather(out.take());
+    mine.idle_s += since(wait);
+    std::string first;
+    for (int k = 0; k < ranks && first.empty(); ++k) {
+      Reader in(all[static_cast<std::size_t>(k)]);
+      first = in.get_string();
+      while (first.empty() && !in.done()) {
+        const auto c = static_cast<std::size_t>(in.get<std::uint64_t>());
+        HAPMOE_REQUIRE(c < n, "run_search: configuration index out of range from a rank");
+        r.outcomes[c] = get_outcome(in);
+        r.ran_on[c] = k;
+      }
+    }
+    if (!first.empty()) throw SearchFailure(first);
+  };
+
+  // Configurations in increasing lower bound (then canonical order); in a
+  // round, one whose bound exceeds the K-th best latency found before the
+  // round cannot enter the top K and is skipped. The order uses the bound
+  // without the tail term: it finds good incumbents sooner (measured in
+  // bench/README.md). Without the bound (or for brute force) one round
+  // holds everything.
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  if (!bruteforce && opt.bound) {
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
       return bounds[a].steps < bounds[b].steps;
     });
-    std::vector<PlanCandidate> top;  // the K best so far, sorted
-    const auto kth = [&] {
-      return static_cast<int>(top.size()) < opt.top_k ? std::numeric_limits<double>::infinity()
-                                                      : top.back().latency_s;
-    };
-    for (const std::size_t c : order) {
+  }
+  const bool rounds = !bruteforce && opt.bound;
+  std::size_t pos = 0;
+  std::size_t round_size = 1;
+  while (pos < n) {
+    const double incumbent = kth();
+    std::vector<std::size_t> batch;
+    while (pos < n && (!rounds || batch.size() < round_size)) {
+      const std::size_t c = order[pos++];
       ConfigOutcome& o = r.outcomes[c];
       o.lower_bound = bounds[c].latency;
-      if (opt.bound && bounds[c].latency > kth() * (1.0 + 1e-12)) {
+      if (rounds && bounds[c].latency > incumbent * (1.0 + 1e-12)) {
         o.skipped = true;
         o.stats.configs_bounded = 1;
         continue;
       }
-      const double lower_bound = o.lower_bound;
-      o = search_config(model, r.configs[c], opt, kth());
-      o.lower_bound = lower_bound;
+      batch.push_back(c);
+    }
+    round_size = std::min(round_size * 2, static_cast<std::size_t>(run.round));
+    if (batch.empty()) continue;
+    ++r.rounds;
+    run_round(batch, incumbent);
+    for (const std::size_t c : batch) {
+      ConfigOutcome& o = r.outcomes[c];
+      o.lower_bound = bounds[c].latency;
       if (!o.best) continue;
       top.insert(std::upper_bound(top.begin(), top.end(), *o.best, candidate_less), *o.best);
       if (static_cast<int>(top.size()) > opt.top_k) top.pop_back();
     }
   }
+
   std::vector<PlanCandidate> all;
   for (const ConfigOutcome& o : r.outcomes) {
     r.stats += o.stats;
@@ -91,8 +351,19 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   std::sort(all.begin(), all.end(), candidate_less);
   if (static_cast<int>(all.size()) > opt.top_k) all.resize(static_cast<std::size_t>(opt.top_k));
   r.top = std::move(all);
-  r.stats.configs = static_cast<std::int64_t>(r.configs.size());
-  r.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.stats.configs = static_cast<std::int64_t>(n);
+
+  // Per-rank figures, on every rank.
+  {
+    Writer out;
+    out.put(mine);
+    const std::vector<std::string> figures = comm.allgather(out.take());
+    for (const std::string& f : figures) {
+      Reader in(f);
+      r.ranks.push_back(in.get<RankFigures>());
+    }
+  }
+  r.stats.seconds = since(start);
   return r;
 }
 

@@ -1,16 +1,44 @@
-// The search over the whole configuration space: enumerate Pi, build the
-// profile tables once, run the HS-DP kernel (or brute force) on every pi,
-// keep the top K by (latency, canonical plan key).
+// The search over the whole configuration space (docs/search.md,
+// docs/parallel.md): enumerate Pi, build the profile tables once, run the
+// HS-DP kernel (or brute force) on every pi, keep the top K by (latency,
+// canonical plan key) -- over MPI ranks (a Comm) and OpenMP threads.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "costmodel/cluster.h"
 #include "costmodel/model.h"
 #include "costmodel/profile.h"
+#include "engine/comm.h"
 #include "engine/search.h"
 
 namespace hapmoe {
+
+// How one process runs its share of the search.
+struct RunOptions {
+  int threads = 1;  // OpenMP threads of this rank
+  // Branch and bound runs in rounds: the configurations of a round are
+  // searched against the incumbent of its start, so any split of a round
+  // over ranks and threads gives the same results and statistics. Rounds
+  // grow 1, 2, 4, ... up to this many configurations. Changing it changes
+  // the statistics (not the plans).
+  int round = 32;
+  // Test hook (tests, docs/parallel.md): this rank throws when it starts
+  // its search number fail_at (0 = its first); -1 never.
+  std::int64_t fail_at = -1;
+};
+
+// What one rank did.
+struct RankFigures {
+  int rank = 0;
+  int threads = 1;
+  std::int64_t configs = 0;      // configurations it searched
+  std::int64_t transitions = 0;  // their transitions
+  double estimate = 0;           // their work estimate
+  double busy_s = 0;             // computing (bounds and searches)
+  double idle_s = 0;             // waiting for the other ranks
+};
 
 struct SearchResult {
   std::vector<PlanCandidate> top;  // best first, at most top_k, one per pi
@@ -18,6 +46,10 @@ struct SearchResult {
   Shortfall closest;  // when nothing fits
   std::vector<ParallelConfig> configs;
   std::vector<ConfigOutcome> outcomes;  // per config, same order
+  std::vector<double> estimates;        // per config: work_estimate
+  std::vector<int> ran_on;              // per config: the rank that searched it, -1 if none
+  std::vector<RankFigures> ranks;       // per rank
+  int rounds = 0;                       // branch-and-bound rounds
 };
 
 // Profile tables with a compute entry for every (TP, CP) in `configs`.
@@ -27,9 +59,26 @@ ProfileTables tables_for(const Workload& workload, const ClusterSpec& cluster,
 // Brute force refuses spaces larger than this many plans.
 inline constexpr double kBruteForceLimit = 2e7;
 
-// Throws InputError("--bruteforce", ...) when brute force would exceed
-// kBruteForceLimit plans.
+// Collective over `comm`: every rank gets the same result. Throws
+// InputError("--bruteforce", ...) when brute force would exceed
+// kBruteForceLimit plans, and SearchFailure when any rank failed.
+SearchResult run_search(const Workload& workload, const ClusterSpec& cluster,
+                        const SearchOptions& options, bool bruteforce, Comm& comm,
+                        const RunOptions& run);
+
+// The threads a rank uses by default: OMP_NUM_THREADS when set, otherwise
+// the cores of the node shared by its ranks (at least 1).
+int default_threads(const Comm& comm);
+
+// One process, one thread.
 SearchResult run_search(const Workload& workload, const ClusterSpec& cluster,
                         const SearchOptions& options, bool bruteforce = false);
+
+// A failure of the search on some rank (an exception in the kernel, out of
+// memory), reported identically on every rank.
+class SearchFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 }  // namespace hapmoe

@@ -1138,6 +1138,32 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
   return out;
 }
 
+double work_estimate(const CostModel& model, const ParallelConfig& pi, const SearchOptions& opt) {
+  const int n = model.workload().model.num_layers;
+  // ways[s]: the mixes of the types so far with s stages (a convolution
+  // with each type's box [0, cap]), or the usage vectors without the
+  // load-balance pruning's mix enumeration.
+  std::vector<double> ways(static_cast<std::size_t>(pi.pp) + 1, 0.0);
+  ways[0] = 1.0;
+  double vectors = 1.0;
+  for (int h = 0; h < model.cluster().num_types(); ++h) {
+    const int cap = std::min(stage_capacity(model.cluster(), h, pi, opt.space.constraints), pi.pp);
+    if (cap == 0) continue;
+    vectors *= cap + 1;
+    std::vector<double> next(ways.size(), 0.0);
+    double window = 0.0;  // sum of ways[s - cap .. s]
+    for (std::size_t s = 0; s < ways.size(); ++s) {
+      window += ways[s];
+      if (s >= static_cast<std::size_t>(cap) + 1)
+        window -= ways[s - static_cast<std::size_t>(cap) - 1];
+      next[s] = window;
+    }
+    ways = std::move(next);
+  }
+  const bool mixes = opt.prune.load_balance && !opt.uniform;
+  return static_cast<double>(pi.pp) * n * (mixes ? ways.back() : vectors);
+}
+
 double bruteforce_size(const CostModel& model, const ParallelConfig& pi, const SearchOptions& opt) {
   const int n = model.workload().model.num_layers;
   int types = 0;

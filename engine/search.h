@@ -110,6 +110,13 @@ struct ConfigBound {
 ConfigBound config_lower_bound(const CostModel& model, const ParallelConfig& pi,
                                const SearchOptions& options);
 
+// A relative estimate of the work search_config does on pi without a
+// bound: PP x N x the stage mixes (or usage vectors) its DP runs over. For
+// splitting work between workers; bench/README.md measures how well it
+// predicts the work done.
+double work_estimate(const CostModel& model, const ParallelConfig& pi,
+                     const SearchOptions& options);
+
 // Every plan of the same configuration, without DP (prunings ignored).
 // The same cost evaluation and summation order as search_config, so equal
 // plans have bit-identical latencies.

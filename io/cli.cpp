@@ -1,6 +1,7 @@
 #include "io/cli.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cxxopts.hpp>
 #include <exception>
 #include <memory>
@@ -118,7 +119,8 @@ std::optional<cxxopts::ParseResult> parse(cxxopts::Options& o, int argc, const c
   return result;
 }
 
-int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
+                 Comm& comm) {
   cxxopts::Options o("hapmoe evaluate",
                      "Predicts the iteration latency, memory per stage, throughput and MFU of one "
                      "plan with the MoE-aware cost model (docs/costmodel.md).");
@@ -160,7 +162,7 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
     out << "\n1F1B event simulation: pipeline " << format_seconds(sim) << " vs closed form "
         << format_seconds(formula) << " (" << (formula - sim) / sim * 100.0 << "% above)\n";
   }
-  if (r.count("plan-json")) {
+  if (r.count("plan-json") && comm.rank() == 0) {
     nlohmann::ordered_json doc;
     doc["plans"] = nlohmann::ordered_json::array({plan_report_json(report, in.cluster)});
     write_file_atomic(r["plan-json"].as<std::string>(), doc.dump(2) + "\n");
@@ -172,7 +174,35 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
   return kExitOk;
 }
 
-int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+// The test hook of docs/parallel.md: HAPMOE_TEST_FAIL=input@R makes rank R
+// fail reading its inputs, search@R its first search.
+struct FaultHook {
+  int input_rank = -1;
+  int search_rank = -1;
+};
+
+FaultHook fault_hook() {
+  FaultHook h;
+  const char* v = std::getenv("HAPMOE_TEST_FAIL");
+  if (v == nullptr) return h;
+  const std::string text = v;
+  const auto at = text.find('@');
+  const std::string what = text.substr(0, at);
+  const int rank =
+      at == std::string::npos
+          ? 0
+          : static_cast<int>(parse_int_text(text.substr(at + 1), 0, 1 << 20, "HAPMOE_TEST_FAIL"));
+  if (what == "input") {
+    h.input_rank = rank;
+  } else if (what == "search") {
+    h.search_rank = rank;
+  } else {
+    throw InputError("HAPMOE_TEST_FAIL", "'" + text + "': expected input@RANK or search@RANK");
+  }
+  return h;
+}
+
+int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream& err, Comm& comm) {
   cxxopts::Options o("hapmoe plan",
                      "Searches the 6-D space (PP, TP, CP, EP, TPE, DP) with non-uniform layer "
                      "partitions, per-stage device types and recomputation for the fastest plan "
@@ -192,27 +222,62 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
       cxxopts::value<std::string>())("plan-json",
                                      "write the plans and search statistics as JSON to this file",
                                      cxxopts::value<std::string>());
+  o.add_options("Parallel run (docs/parallel.md; start with mpiexec -n R for R ranks)")(
+      "threads",
+      "OpenMP threads per rank (default: OMP_NUM_THREADS, else the node's cores over its ranks)",
+      cxxopts::value<std::string>())(
+      "round",
+      "most configurations per branch-and-bound round (default 32); the plans never depend on "
+      "it, the statistics do, and neither depends on ranks or threads",
+      cxxopts::value<std::string>());
   const auto parsed = parse(o, argc, argv, out);
   if (!parsed) return kExitOk;
   const auto& r = *parsed;
-  const Inputs in = read_inputs(r);
+  // Inputs are read on every rank; a failure on some ranks only (a file
+  // missing on one node) is agreed on before the search starts, so no
+  // rank waits for one that gave up.
+  Inputs in;
   SearchOptions opt;
-  opt.space.constraints = in.constraints;
-  if (r.count("top-k")) {
-    opt.top_k = static_cast<int>(parse_int_text(r["top-k"].as<std::string>(), 1, 1000, "--top-k"));
+  RunOptions run;
+  std::string failed;
+  try {
+    const FaultHook hook = fault_hook();
+    if (hook.input_rank == comm.rank()) {
+      throw InputError("HAPMOE_TEST_FAIL", "injected input failure (test hook)");
+    }
+    if (hook.search_rank == comm.rank()) run.fail_at = 0;
+    in = read_inputs(r);
+    opt.space.constraints = in.constraints;
+    if (r.count("top-k")) {
+      opt.top_k =
+          static_cast<int>(parse_int_text(r["top-k"].as<std::string>(), 1, 1000, "--top-k"));
+    }
+    if (r.count("prune")) opt.prune = parse_prune_set(r["prune"].as<std::string>(), "--prune");
+    if (r.count("delta"))
+      opt.delta = parse_number_text(r["delta"].as<std::string>(), 0.0, 10.0, "--delta");
+    if (r.count("eta")) opt.eta = parse_number_text(r["eta"].as<std::string>(), 0.0, 1e6, "--eta");
+    if (r.count("max-pp")) {
+      opt.space.max_pp =
+          static_cast<int>(parse_int_text(r["max-pp"].as<std::string>(), 1, 100000, "--max-pp"));
+    }
+    opt.uniform = r.count("uniform") > 0;
+    opt.bound = r.count("no-bound") == 0;
+    run.threads =
+        r.count("threads")
+            ? static_cast<int>(parse_int_text(r["threads"].as<std::string>(), 1, 4096, "--threads"))
+            : default_threads(comm);
+    if (r.count("round")) {
+      run.round =
+          static_cast<int>(parse_int_text(r["round"].as<std::string>(), 1, 1 << 20, "--round"));
+    }
+  } catch (const InputError& e) {
+    failed = comm.size() > 1 ? "rank " + std::to_string(comm.rank()) + ": " + e.what() : e.what();
   }
-  if (r.count("prune")) opt.prune = parse_prune_set(r["prune"].as<std::string>(), "--prune");
-  if (r.count("delta"))
-    opt.delta = parse_number_text(r["delta"].as<std::string>(), 0.0, 10.0, "--delta");
-  if (r.count("eta")) opt.eta = parse_number_text(r["eta"].as<std::string>(), 0.0, 1e6, "--eta");
-  if (r.count("max-pp")) {
-    opt.space.max_pp =
-        static_cast<int>(parse_int_text(r["max-pp"].as<std::string>(), 1, 100000, "--max-pp"));
+  if (const std::string first = first_error(comm, failed); !first.empty()) {
+    throw InputError("", first);
   }
-  opt.uniform = r.count("uniform") > 0;
-  opt.bound = r.count("no-bound") == 0;
   const bool brute = r.count("bruteforce") > 0;
-  const SearchResult result = run_search(in.workload, in.cluster, opt, brute);
+  const SearchResult result = run_search(in.workload, in.cluster, opt, brute, comm, run);
   const ProfileTables tables = tables_for(in.workload, in.cluster, result.configs);
   const CostModel model(in.workload, in.cluster, tables);
   std::vector<PlanReport> reports;
@@ -251,8 +316,11 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
     out << "  branch and bound: " << s.configs_bounded << " configurations skipped, "
         << s.pruned_bound << " partial plans dropped\n";
   }
-  out << "  feasible plans " << s.feasible << ", wall time " << format_seconds(s.seconds) << "\n";
-  if (r.count("plan-json")) {
+  out << "  feasible plans " << s.feasible << "\n";
+  out << "  wall time " << format_seconds(s.seconds) << " on " << comm.size()
+      << (comm.size() == 1 ? " rank" : " ranks") << " x " << run.threads
+      << (run.threads == 1 ? " thread" : " threads") << "\n";
+  if (r.count("plan-json") && comm.rank() == 0) {
     nlohmann::ordered_json doc;
     doc["plans"] = nlohmann::ordered_json::array();
     for (const PlanReport& p : reports) doc["plans"].push_back(plan_report_json(p, in.cluster));
@@ -268,6 +336,22 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
                        {"configs_bound", s.configs_bounded}}},
                      {"feasible", s.feasible},
                      {"seconds", s.seconds}};
+    // How the run was spread: differs with ranks and threads, unlike
+    // everything above (docs/parallel.md).
+    nlohmann::ordered_json per_rank = nlohmann::ordered_json::array();
+    for (const RankFigures& f : result.ranks) {
+      per_rank.push_back({{"rank", f.rank},
+                          {"threads", f.threads},
+                          {"configs", f.configs},
+                          {"transitions", f.transitions},
+                          {"work_estimate", f.estimate},
+                          {"busy_seconds", f.busy_s},
+                          {"idle_seconds", f.idle_s}});
+    }
+    doc["run"] = {{"ranks", comm.size()},
+                  {"threads", run.threads},
+                  {"rounds", result.rounds},
+                  {"per_rank", per_rank}};
     write_file_atomic(r["plan-json"].as<std::string>(), doc.dump(2) + "\n");
   }
   if (reports.empty()) {
@@ -299,6 +383,11 @@ int cmd_catalog(int argc, const char* const* argv, std::ostream& out) {
 }  // namespace
 
 int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  SerialComm serial;
+  return run_cli(argc, argv, out, err, serial);
+}
+
+int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err, Comm& comm) {
   if (argc < 2) {
     err << kUsage;
     return kExitInput;
@@ -306,8 +395,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   const std::string command = argv[1];
   try {
     // Each command parses argv from its own name on.
-    if (command == "plan") return cmd_plan(argc - 1, argv + 1, out, err);
-    if (command == "evaluate") return cmd_evaluate(argc - 1, argv + 1, out, err);
+    if (command == "plan") return cmd_plan(argc - 1, argv + 1, out, err, comm);
+    if (command == "evaluate") return cmd_evaluate(argc - 1, argv + 1, out, err, comm);
     if (command == "catalog") return cmd_catalog(argc - 1, argv + 1, out);
     if (command == "--help" || command == "-h" || command == "help") {
       out << kUsage;

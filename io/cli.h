@@ -7,6 +7,8 @@
 
 #include <ostream>
 
+#include "engine/comm.h"
+
 namespace hapmoe {
 
 inline constexpr int kExitOk = 0;
@@ -14,6 +16,13 @@ inline constexpr int kExitInternal = 1;
 inline constexpr int kExitInput = 2;
 inline constexpr int kExitNoFit = 3;
 
+// Under MPI every rank runs it with the same arguments; only rank 0's
+// streams should print (main passes null streams elsewhere) and only rank 0
+// writes files. Errors that only some ranks hit are agreed on before any
+// search, so every rank returns the same exit code.
+int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err, Comm& comm);
+
+// One process (SerialComm).
 int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err);
 
 }  // namespace hapmoe
