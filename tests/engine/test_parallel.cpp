@@ -1,0 +1,114 @@
+// The driver under OpenMP threads and branch-and-bound rounds, in one
+// process (the MPI runs are in tests/mpi).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "engine/driver.h"
+#include "io/cluster_io.h"
+#include "io/model_io.h"
+
+namespace hapmoe {
+namespace {
+
+struct Case {
+  std::string model;
+  std::string cluster;
+};
+
+void expect_identical(const SearchResult& a, const SearchResult& b, const std::string& what) {
+  ASSERT_EQ(a.top.size(), b.top.size()) << what;
+  for (std::size_t k = 0; k < a.top.size(); ++k) {
+    EXPECT_EQ(a.top[k].plan, b.top[k].plan) << what << " rank " << k;
+    EXPECT_EQ(a.top[k].latency_s, b.top[k].latency_s) << what << " rank " << k;
+  }
+  EXPECT_EQ(a.stats.configs_evaluated, b.stats.configs_evaluated) << what;
+  EXPECT_EQ(a.stats.states, b.stats.states) << what;
+  EXPECT_EQ(a.stats.transitions, b.stats.transitions) << what;
+  EXPECT_EQ(a.stats.pruned_bound, b.stats.pruned_bound) << what;
+  EXPECT_EQ(a.stats.pruned_load_balance, b.stats.pruned_load_balance) << what;
+  EXPECT_EQ(a.stats.feasible, b.stats.feasible) << what;
+  EXPECT_EQ(a.rounds, b.rounds) << what;
+}
+
+TEST(Parallel, ThreadsChangeNothingButTime) {
+  // The last has one configuration: fewer than the threads.
+  const std::string small = std::string(HAPMOE_TEST_DATA) + "/models/small-moe.json";
+  for (const Case& c : {Case{"mixtral-s", "paper:32-2"}, Case{"mixtral-l", "paper:24-3"},
+                        Case{small, "H800:4"}, Case{small, "H800:1"}}) {
+    const Workload w = load_workload(c.model);
+    const ClusterSpec cl = load_cluster(c.cluster);
+    SerialComm comm;
+    RunOptions one;
+    RunOptions two;
+    two.threads = 2;
+    RunOptions five;  // more threads than a round's configurations
+    five.threads = 5;
+    const SearchResult a = run_search(w, cl, {}, false, comm, one);
+    const SearchResult b = run_search(w, cl, {}, false, comm, two);
+    const SearchResult d = run_search(w, cl, {}, false, comm, five);
+    const std::string what = c.model + " on " + c.cluster;
+    expect_identical(a, b, what + " (1 vs 2 threads)");
+    expect_identical(a, d, what + " (1 vs 5 threads)");
+    ASSERT_FALSE(a.top.empty()) << what;
+    ASSERT_EQ(a.ranks.size(), 1u);
+    EXPECT_EQ(a.ranks[0].configs, a.stats.configs_evaluated);
+    EXPECT_EQ(a.ranks[0].transitions, a.stats.transitions);
+  }
+}
+
+TEST(Parallel, RoundsChangeStatisticsNotPlans) {
+  const Workload w = load_workload("mixtral-l");
+  const ClusterSpec cl = load_cluster("paper:32-1");
+  SerialComm comm;
+  RunOptions sequential;  // one configuration per round: the incumbent after each
+  sequential.round = 1;
+  RunOptions wide;
+  wide.round = 256;
+  wide.threads = 2;
+  const SearchResult a = run_search(w, cl, {}, false, comm, sequential);
+  const SearchResult b = run_search(w, cl, {}, false, comm, wide);
+  ASSERT_EQ(a.top.size(), b.top.size());
+  for (std::size_t k = 0; k < a.top.size(); ++k) EXPECT_EQ(a.top[k].plan, b.top[k].plan);
+  EXPECT_GT(a.rounds, b.rounds);
+  // A round searches against the incumbent of its start, so wider rounds
+  // search at least as many configurations.
+  EXPECT_LE(a.stats.configs_evaluated, b.stats.configs_evaluated);
+}
+
+TEST(Parallel, AFailingSearchIsReportedNotLost) {
+  const Workload w = load_workload("mixtral-s");
+  const ClusterSpec cl = load_cluster("paper:32-2");
+  SerialComm comm;
+  for (const int threads : {1, 2}) {
+    RunOptions run;
+    run.threads = threads;
+    run.fail_at = 3;
+    try {
+      run_search(w, cl, {}, false, comm, run);
+      ADD_FAILURE() << "no SearchFailure with " << threads << " threads";
+    } catch (const SearchFailure& e) {
+      EXPECT_NE(std::string(e.what()).find("injected failure"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Parallel, BruteForceAcrossThreads) {
+  const Workload w = load_workload(std::string(HAPMOE_TEST_DATA) + "/models/small-moe.json");
+  const ClusterSpec cl = load_cluster("H800:4,910B:4");
+  SearchOptions opt;
+  opt.space.max_pp = 3;
+  SerialComm comm;
+  RunOptions two;
+  two.threads = 2;
+  const SearchResult a = run_search(w, cl, opt, true, comm, RunOptions{});
+  const SearchResult b = run_search(w, cl, opt, true, comm, two);
+  const SearchResult dp = run_search(w, cl, opt, false, comm, two);
+  expect_identical(a, b, "brute force, 1 vs 2 threads");
+  ASSERT_FALSE(a.top.empty());
+  EXPECT_EQ(a.top[0].latency_s, dp.top[0].latency_s);
+}
+
+}  // namespace
+}  // namespace hapmoe

@@ -1,0 +1,25 @@
+#!/bin/bash
+# One rank fails alone (issue 4): the job ends, with one message and the
+# documented exit code, and writes no output file. The CTest timeout bounds
+# the time; a hang fails the test.
+#   rank_failure.sh MPIEXEC HAPMOE FAULT EXPECTED_EXIT -- <hapmoe plan arguments>
+set -uo pipefail
+mpiexec=$1
+hapmoe=$2
+fault=$3
+expected=$4
+shift 5
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+start=$(date +%s)
+HAPMOE_TEST_FAIL=$fault "$mpiexec" -n 2 "$hapmoe" plan "$@" --threads 1 \
+  --plan-json "$work/plan.json" > "$work/out.txt" 2> "$work/err.txt"
+code=$?
+echo "exit $code after $(($(date +%s) - start)) s; stderr:"
+cat "$work/err.txt"
+[[ $code == "$expected" ]] || { echo "FAIL: expected exit $expected"; exit 1; }
+lines=$(grep -c "hapmoe plan" "$work/err.txt")
+[[ $lines == 1 ]] || { echo "FAIL: $lines messages, expected one"; exit 1; }
+grep -q "rank 1" "$work/err.txt" || { echo "FAIL: the message does not name rank 1"; exit 1; }
+[[ ! -e $work/plan.json ]] || { echo "FAIL: an output file was written"; exit 1; }
+echo ok

@@ -1,0 +1,38 @@
+#!/bin/bash
+# The same best plan, top K and statistics for R in {1,2,3} ranks x T in
+# {1,2} threads (issue 4): text and --plan-json byte-identical once the
+# timing and run-layout fields are removed.
+#   same_plan.sh MPIEXEC HAPMOE -- <hapmoe plan arguments>
+set -euo pipefail
+mpiexec=$1
+hapmoe=$2
+shift 3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+normalize_json() {
+  /usr/bin/python3 - "$1" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+doc.pop("run", None)
+doc["search"].pop("seconds", None)
+print(json.dumps(doc, indent=1))
+PY
+}
+for ranks in 1 2 3; do
+  for threads in 1 2; do
+    tag="r${ranks}t${threads}"
+    "$mpiexec" -n "$ranks" "$hapmoe" plan "$@" --threads "$threads" \
+      --plan-json "$work/$tag.json" > "$work/$tag.txt"
+    grep -v "wall time" "$work/$tag.txt" > "$work/$tag.cmp"
+    normalize_json "$work/$tag.json" > "$work/$tag.norm"
+    grep -q "on $ranks rank.* x $threads thread" "$work/$tag.txt" ||
+      { echo "FAIL: $tag does not report $ranks ranks x $threads threads"; exit 1; }
+    if [[ $tag != r1t1 ]]; then
+      cmp -s "$work/r1t1.cmp" "$work/$tag.cmp" ||
+        { echo "FAIL: text differs for $tag"; diff "$work/r1t1.cmp" "$work/$tag.cmp"; exit 1; }
+      cmp -s "$work/r1t1.norm" "$work/$tag.norm" ||
+        { echo "FAIL: JSON differs for $tag"; diff "$work/r1t1.norm" "$work/$tag.norm"; exit 1; }
+    fi
+    echo "ok $tag: $(grep -m1 '^plan ' "$work/$tag.txt")"
+  done
+done
