@@ -37,6 +37,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Rounds up to this many configurations get work_estimate's finer form.
+constexpr std::size_t kFineEstimates = 4096;
+
 double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
@@ -250,8 +253,15 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   // by estimated work (LPT), over the threads dynamically; the outcomes
   // gathered on every rank.
   const auto run_round = [&](const std::vector<std::size_t>& batch, double incumbent) {
+    // Small rounds get the finer estimate (the mixes the bound keeps).
     std::vector<double> work(batch.size());
-    for (std::size_t k = 0; k < batch.size(); ++k) work[k] = r.estimates[batch[k]];
+    for (std::size_t k = 0; k < batch.size(); ++k) {
+      const std::size_t c = batch[k];
+      if (!bruteforce && batch.size() <= kFineEstimates) {
+        r.estimates[c] = work_estimate(model, r.configs[c], opt, incumbent);
+      }
+      work[k] = r.estimates[c];
+    }
     const Shard shard = lpt_split(work, ranks);
     std::vector<std::size_t> local;  // positions in batch, largest estimate first
     for (std::size_t k = 0; k < batch.size(); ++k) {
@@ -314,7 +324,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   }
   const bool rounds = !bruteforce && opt.bound;
   std::size_t pos = 0;
-  std::size_t round_size = 1;
+  const auto round_size = static_cast<std::size_t>(run.round);
   while (pos < n) {
     const double incumbent = kth();
     std::vector<std::size_t> batch;
@@ -329,7 +339,6 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
       }
       batch.push_back(c);
     }
-    round_size = std::min(round_size * 2, static_cast<std::size_t>(run.round));
     if (batch.empty()) continue;
     ++r.rounds;
     run_round(batch, incumbent);

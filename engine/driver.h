@@ -18,11 +18,11 @@ namespace hapmoe {
 // How one process runs its share of the search.
 struct RunOptions {
   int threads = 1;  // OpenMP threads of this rank
-  // Branch and bound runs in rounds: the configurations of a round are
-  // searched against the incumbent of its start, so any split of a round
-  // over ranks and threads gives the same results and statistics. Rounds
-  // grow 1, 2, 4, ... up to this many configurations. Changing it changes
-  // the statistics (not the plans).
+  // Branch and bound runs in rounds of this many configurations (those
+  // not skipped), each searched against the incumbent of the round's
+  // start, so any split of a round over ranks and threads gives the same
+  // results and statistics. Changing it changes the statistics (not the
+  // plans).
   int round = 32;
   // Test hook (tests, docs/parallel.md): this rank throws when it starts
   // its search number fail_at (0 = its first); -1 never.

@@ -676,8 +676,12 @@ void key_order(const FrontStore& store, std::vector<std::size_t>& order) {
 // A usage vector u (u_h <= limit_h) is coded in mixed radix; a state key
 // is (u code, j, h_prev). States are expanded level by level (i stages
 // placed), in increasing key order so the run is deterministic.
+//
+// With `value_only`, labels dominate on (sum, max, tail) alone: the best
+// latency is still exact, the plan among equal latencies is not canonical.
 void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const Windows& win,
-            const SearchOptions& opt, double comp_threshold, double incumbent, ConfigOutcome& out) {
+            const SearchOptions& opt, double comp_threshold, double incumbent, bool value_only,
+            ConfigOutcome& out) {
   const int pp = ev.pi().pp;
   const int n = ev.layers();
   const int types = ev.types();
@@ -731,8 +735,9 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
   // result, nor (with the bound on) slower than the incumbent: the
   // latency that matters is at most U.
   const double inf = std::numeric_limits<double>::infinity();
-  const double gap =
-      tie_gap(pp, std::min(opt.bound ? incumbent : inf, out.best ? out.best->latency_s : inf));
+  const double gap = value_only ? -inf
+                                : tie_gap(pp, std::min(opt.bound ? incumbent : inf,
+                                                       out.best ? out.best->latency_s : inf));
   for (int i = 0; i < pp; ++i) {
     const int remaining_after = pp - i - 1;
     next->clear();
@@ -1052,8 +1057,30 @@ Windows balanced_windows(const Evaluator& ev, const std::vector<int>& c,
   return w;
 }
 
-ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
-                            const SearchOptions& opt, double incumbent) {
+namespace {
+
+// The stage mixes c of pi: stages per type, sum PP, c_h <= cap_h.
+std::vector<std::vector<int>> stage_mixes(const Evaluator& ev) {
+  const int types = ev.types();
+  std::vector<std::vector<int>> all;
+  std::vector<int> m(static_cast<std::size_t>(types), 0);
+  std::function<void(int, int)> gen = [&](int h, int left) {
+    if (h == types) {
+      if (left == 0) all.push_back(m);
+      return;
+    }
+    for (int k = 0; k <= std::min(ev.cap(h), left); ++k) {
+      m[static_cast<std::size_t>(h)] = k;
+      gen(h + 1, left - k);
+    }
+    m[static_cast<std::size_t>(h)] = 0;
+  };
+  gen(0, ev.pi().pp);
+  return all;
+}
+
+ConfigOutcome search_once(const CostModel& model, const ParallelConfig& pi,
+                          const SearchOptions& opt, double incumbent, bool value_only) {
   const auto start = std::chrono::steady_clock::now();
   ConfigOutcome out;
   out.stats.configs_evaluated = 1;
@@ -1090,22 +1117,7 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
       }
       // The mixes c (stages per type, sum PP, c_h <= cap_h), each with a
       // lower bound on the latency of its plans, searched best bound first.
-      std::vector<std::vector<int>> all_mixes;
-      {
-        std::vector<int> m(static_cast<std::size_t>(types), 0);
-        std::function<void(int, int)> gen = [&](int h, int left) {
-          if (h == types) {
-            if (left == 0) all_mixes.push_back(m);
-            return;
-          }
-          for (int k = 0; k <= std::min(ev.cap(h), left); ++k) {
-            m[static_cast<std::size_t>(h)] = k;
-            gen(h + 1, left - k);
-          }
-          m[static_cast<std::size_t>(h)] = 0;
-        };
-        gen(0, pi.pp);
-      }
+      const std::vector<std::vector<int>> all_mixes = stage_mixes(ev);
       std::vector<double> mix_bound(all_mixes.size(), 0.0);
       std::vector<std::size_t> mix_order(all_mixes.size());
       for (std::size_t k = 0; k < all_mixes.size(); ++k) {
@@ -1123,18 +1135,38 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
         const std::vector<int>& c = all_mixes[k];
         double t_star = 0.0;
         const Windows w = balanced_windows(ev, c, tau, fit_max, tail_lines, opt.delta, t_star);
-        run_dp(ev, c, /*exact_mix=*/true, w, opt, opt.eta * t_star, incumbent, out);
+        run_dp(ev, c, /*exact_mix=*/true, w, opt, opt.eta * t_star, incumbent, value_only, out);
       }
     } else {
       std::vector<int> limit(static_cast<std::size_t>(types));
       for (int h = 0; h < types; ++h) limit[static_cast<std::size_t>(h)] = ev.cap(h);
       Windows w = full_windows(ev);
       if (opt.uniform) apply_uniform(ev, w);
-      run_dp(ev, limit, /*exact_mix=*/false, w, opt, comp_threshold, incumbent, out);
+      run_dp(ev, limit, /*exact_mix=*/false, w, opt, comp_threshold, incumbent, value_only, out);
     }
   }
   out.stats.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+}  // namespace
+
+ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
+                            const SearchOptions& opt, double incumbent) {
+  if (!opt.bound || std::isfinite(incumbent)) return search_once(model, pi, opt, incumbent, false);
+  // No incumbent yet: without a latency that bounds the answer, ties keep
+  // fronts large (docs/search.md). A first pass with dominance on the
+  // values alone finds the exact best latency; the second, bounded by it,
+  // finds the canonical plan among the plans that reach it. Both passes
+  // count in the statistics.
+  const ConfigOutcome probe = search_once(model, pi, opt, incumbent, true);
+  if (!probe.best) return probe;  // nothing fits: the second pass finds nothing either
+  ConfigOutcome out = search_once(model, pi, opt, probe.best->latency_s, false);
+  const double seconds = out.stats.seconds + probe.stats.seconds;
+  out.stats += probe.stats;
+  out.stats.configs_evaluated = 1;
+  out.stats.seconds = seconds;
   return out;
 }
 
@@ -1162,6 +1194,20 @@ double work_estimate(const CostModel& model, const ParallelConfig& pi, const Sea
   }
   const bool mixes = opt.prune.load_balance && !opt.uniform;
   return static_cast<double>(pi.pp) * n * (mixes ? ways.back() : vectors);
+}
+
+double work_estimate(const CostModel& model, const ParallelConfig& pi, const SearchOptions& opt,
+                     double incumbent) {
+  if (!opt.prune.load_balance || opt.uniform) return work_estimate(model, pi, opt);
+  const Evaluator ev(model, pi, opt);
+  double states = 0.0;  // usage vectors over the mixes the bound keeps
+  for (const std::vector<int>& c : stage_mixes(ev)) {
+    if (opt.bound && ev.mix_lower_bound(c) > incumbent * (1.0 + 1e-12)) continue;
+    double vectors = 1.0;
+    for (const int k : c) vectors *= k + 1;
+    states += vectors;
+  }
+  return static_cast<double>(pi.pp) * ev.layers() * std::max(states, 1.0);
 }
 
 double bruteforce_size(const CostModel& model, const ParallelConfig& pi, const SearchOptions& opt) {

@@ -268,7 +268,9 @@ TEST(SearchOracle, BranchAndBoundChangesNothing) {
         EXPECT_EQ(a.top[k].plan, b.top[k].plan) << in.describe() << " rank " << k;
         EXPECT_EQ(a.top[k].latency_s, b.top[k].latency_s) << in.describe();
       }
-      EXPECT_LE(a.stats.transitions, b.stats.transitions);
+      // (Transitions may be more with the bound on tiny instances: a
+      // configuration searched without an incumbent runs twice.)
+      EXPECT_LE(a.stats.configs_evaluated, b.stats.configs_evaluated);
       ++compared;
     }
   }
