@@ -242,6 +242,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
 
   r.outcomes.assign(n, {});
   r.ran_on.assign(n, -1);
+  r.round_of.assign(n, -1);
   std::vector<PlanCandidate> top;        // the K best so far, sorted
   std::atomic<std::int64_t> started{0};  // searches this rank began (test hook)
   const auto kth = [&] {
@@ -340,6 +341,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
       batch.push_back(c);
     }
     if (batch.empty()) continue;
+    for (const std::size_t c : batch) r.round_of[c] = r.rounds;
     ++r.rounds;
     run_round(batch, incumbent);
     for (const std::size_t c : batch) {

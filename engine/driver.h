@@ -48,6 +48,7 @@ struct SearchResult {
   std::vector<ConfigOutcome> outcomes;  // per config, same order
   std::vector<double> estimates;        // per config: work_estimate
   std::vector<int> ran_on;              // per config: the rank that searched it, -1 if none
+  std::vector<int> round_of;            // per config: its round, -1 if not searched
   std::vector<RankFigures> ranks;       // per rank
   int rounds = 0;                       // branch-and-bound rounds
 };
