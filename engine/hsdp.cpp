@@ -1160,7 +1160,7 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
   // values alone finds the exact best latency; the second, bounded by it,
   // finds the canonical plan among the plans that reach it. Both passes
   // count in the statistics.
-  const ConfigOutcome probe = search_once(model, pi, opt, incumbent, true);
+  ConfigOutcome probe = search_once(model, pi, opt, incumbent, true);
   if (!probe.best) return probe;  // nothing fits: the second pass finds nothing either
   ConfigOutcome out = search_once(model, pi, opt, probe.best->latency_s, false);
   const double seconds = out.stats.seconds + probe.stats.seconds;
