@@ -37,9 +37,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Rounds up to this many configurations get work_estimate's finer form.
-constexpr std::size_t kFineEstimates = 4096;
-
 double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
@@ -201,8 +198,13 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
               r.estimates[c] = bruteforce_size(model, r.configs[c], opt);
               continue;
             }
-            if (opt.bound) bounds[c] = config_lower_bound(model, r.configs[c], opt);
-            r.estimates[c] = work_estimate(model, r.configs[c], opt);
+            // With the bound, each round estimates its own configurations
+            // (finer, below); without it, one round holds all of Pi.
+            if (opt.bound) {
+              bounds[c] = config_lower_bound(model, r.configs[c], opt);
+            } else {
+              r.estimates[c] = work_estimate(model, r.configs[c], opt);
+            }
           }
         });
     mine.busy_s += since(t);
@@ -254,11 +256,11 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   // by estimated work (LPT), over the threads dynamically; the outcomes
   // gathered on every rank.
   const auto run_round = [&](const std::vector<std::size_t>& batch, double incumbent) {
-    // Small rounds get the finer estimate (the mixes the bound keeps).
+    // Bounded rounds get the finer estimate (the mixes the bound keeps).
     std::vector<double> work(batch.size());
     for (std::size_t k = 0; k < batch.size(); ++k) {
       const std::size_t c = batch[k];
-      if (!bruteforce && batch.size() <= kFineEstimates) {
+      if (!bruteforce && opt.bound) {
         r.estimates[c] = work_estimate(model, r.configs[c], opt, incumbent);
       }
       work[k] = r.estimates[c];
