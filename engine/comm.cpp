@@ -4,6 +4,17 @@
 
 namespace hapmoe {
 
+static_assert(std::atomic_ref<std::int64_t>::is_always_lock_free,
+              "the node counter lives in memory shared between processes");
+
+std::int64_t claim_below(std::atomic_ref<std::int64_t> counter, std::int64_t limit) {
+  std::int64_t v = counter.load(std::memory_order_relaxed);
+  while (v < limit) {
+    if (counter.compare_exchange_weak(v, v + 1, std::memory_order_relaxed)) return v;
+  }
+  return -1;
+}
+
 void SerialComm::abort(int code) { std::_Exit(code); }
 
 std::string first_error(Comm& comm, const std::string& mine) {

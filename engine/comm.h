@@ -1,9 +1,12 @@
 // The only communication the search needs, behind a small interface: the
 // driver runs on a Comm, an MPI job gets MpiComm (engine/comm_mpi.cpp, the
 // one file that includes mpi.h) and a single process SerialComm. Every
-// call is collective: all ranks make the same calls in the same order.
+// call but claim() is collective: all ranks make the same calls in the
+// same order.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,20 +20,48 @@ class Comm {
   virtual int size() const = 0;
   // Ranks of this job on this node (for a default thread count).
   virtual int local_size() const = 0;
+  // The nodes of the job (groups of ranks sharing memory), numbered by
+  // their lowest rank, and this rank's node.
+  virtual int nodes() const = 0;
+  virtual int node() const = 0;
   // Every rank's `bytes`, in rank order, on every rank.
   virtual std::vector<std::string> allgather(const std::string& bytes) = 0;
+  // Work hand-out inside a node: a counter shared by the ranks of this node
+  // and their threads, starting at 0. Returns its value and adds 1 when the
+  // value is below `limit`, else returns -1 and leaves it: it never passes
+  // the limit, so after a batch of `n` items claimed to the end (limit =
+  // base + n) every rank of the node knows the next base. Not collective,
+  // no MPI call (an atomic in memory shared by the node): any thread may
+  // call it at any time.
+  virtual std::int64_t claim(std::int64_t limit) = 0;
+  // The counter's value now. The same on every rank of the node when read
+  // after the last claim of a batch and before a collective that precedes
+  // the next claim.
+  virtual std::int64_t claimed() = 0;
   // Ends every rank of the job now with `code`; for when ranks can no
   // longer agree (a failure outside the collective protocol).
   [[noreturn]] virtual void abort(int code) = 0;
 };
+
+// claim() on a counter: the one atomic step behind every Comm's claim.
+std::int64_t claim_below(std::atomic_ref<std::int64_t> counter, std::int64_t limit);
 
 class SerialComm final : public Comm {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
   int local_size() const override { return 1; }
+  int nodes() const override { return 1; }
+  int node() const override { return 0; }
   std::vector<std::string> allgather(const std::string& bytes) override { return {bytes}; }
+  std::int64_t claim(std::int64_t limit) override {
+    return claim_below(std::atomic_ref<std::int64_t>(counter_), limit);
+  }
+  std::int64_t claimed() override { return std::atomic_ref<std::int64_t>(counter_).load(); }
   [[noreturn]] void abort(int code) override;
+
+ private:
+  alignas(std::atomic_ref<std::int64_t>::required_alignment) std::int64_t counter_ = 0;
 };
 
 // The job's communicator: MPI when the process was started by an MPI
@@ -38,6 +69,10 @@ class SerialComm final : public Comm {
 // OMPI_COMM_WORLD_SIZE in the environment), a SerialComm otherwise, so a
 // plain run never pays MPI's start-up. MPI is initialised here and
 // finalised when the returned object is destroyed.
+//
+// HAPMOE_RANKS_PER_NODE=K (tests, docs/parallel.md) cuts each node into
+// groups of K ranks that act as separate nodes, so one machine can stand
+// for several.
 std::unique_ptr<Comm> make_world_comm(int& argc, char**& argv);
 
 // The first non-empty error of any rank (lowest rank first), identical on

@@ -1,6 +1,8 @@
 // MpiComm: the Comm of an MPI job. The only file that includes mpi.h.
 #include <mpi.h>
 
+#include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <stdexcept>
@@ -21,23 +23,69 @@ class MpiComm final : public Comm {
  public:
   MpiComm(int& argc, char**& argv) {
     int provided = 0;
-    // Only the main thread calls MPI (OpenMP threads never do).
+    // Only the main thread calls MPI (OpenMP threads never do; claim() is
+    // a plain atomic on shared memory).
     check(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
     check(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
     check(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
-    MPI_Comm node = MPI_COMM_NULL;
-    check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
+    check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_),
           "MPI_Comm_split_type");
-    check(MPI_Comm_size(node, &local_size_), "MPI_Comm_size");
-    MPI_Comm_free(&node);
+    if (const char* k = std::getenv("HAPMOE_RANKS_PER_NODE")) {  // test hook: smaller "nodes"
+      const int per = std::atoi(k);
+      if (per >= 1) {
+        int local = 0;
+        check(MPI_Comm_rank(node_, &local), "MPI_Comm_rank");
+        MPI_Comm part = MPI_COMM_NULL;
+        check(MPI_Comm_split(node_, local / per, rank_, &part), "MPI_Comm_split");
+        MPI_Comm_free(&node_);
+        node_ = part;
+      }
+    }
+    int local = 0;
+    check(MPI_Comm_size(node_, &local_size_), "MPI_Comm_size");
+    check(MPI_Comm_rank(node_, &local), "MPI_Comm_rank");
+    // Node numbers: a node is named by its lowest world rank (its local
+    // rank 0, as the split keys are world ranks).
+    int leader = rank_;
+    check(MPI_Bcast(&leader, 1, MPI_INT, 0, node_), "MPI_Bcast");
+    std::vector<int> leaders(static_cast<std::size_t>(size_));
+    check(MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, MPI_COMM_WORLD),
+          "MPI_Allgather");
+    for (int r = 0; r < size_; ++r) {
+      if (leaders[static_cast<std::size_t>(r)] != r) continue;  // not a leader
+      if (r < leader) ++node_index_;
+      ++nodes_;
+    }
+    // The node's work counter: one int64 in memory the node's ranks share.
+    const MPI_Aint bytes = local == 0 ? static_cast<MPI_Aint>(sizeof(std::int64_t)) : 0;
+    void* base = nullptr;
+    check(MPI_Win_allocate_shared(bytes, static_cast<int>(sizeof(std::int64_t)), MPI_INFO_NULL,
+                                  node_, &base, &window_),
+          "MPI_Win_allocate_shared");
+    MPI_Aint size = 0;
+    int unit = 0;
+    check(MPI_Win_shared_query(window_, 0, &size, &unit, &counter_), "MPI_Win_shared_query");
+    if (reinterpret_cast<std::uintptr_t>(counter_) %
+            std::atomic_ref<std::int64_t>::required_alignment !=
+        0) {
+      throw std::runtime_error("MPI_Win_allocate_shared: misaligned node counter");
+    }
+    if (local == 0) *static_cast<std::int64_t*>(counter_) = 0;
+    check(MPI_Barrier(node_), "MPI_Barrier");  // the counter is 0 before anyone claims
   }
   MpiComm(const MpiComm&) = delete;
   MpiComm& operator=(const MpiComm&) = delete;
-  ~MpiComm() override { MPI_Finalize(); }
+  ~MpiComm() override {
+    MPI_Win_free(&window_);
+    MPI_Comm_free(&node_);
+    MPI_Finalize();
+  }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   int local_size() const override { return local_size_; }
+  int nodes() const override { return nodes_; }
+  int node() const override { return node_index_; }
 
   std::vector<std::string> allgather(const std::string& bytes) override {
     // Sizes first, then the bytes; MPI counts are int, so a rank's share
@@ -68,6 +116,14 @@ class MpiComm final : public Comm {
     return out;
   }
 
+  std::int64_t claim(std::int64_t limit) override {
+    return claim_below(std::atomic_ref<std::int64_t>(*static_cast<std::int64_t*>(counter_)), limit);
+  }
+
+  std::int64_t claimed() override {
+    return std::atomic_ref<std::int64_t>(*static_cast<std::int64_t*>(counter_)).load();
+  }
+
   [[noreturn]] void abort(int code) override {
     MPI_Abort(MPI_COMM_WORLD, code);
     std::_Exit(code);
@@ -77,6 +133,11 @@ class MpiComm final : public Comm {
   int rank_ = 0;
   int size_ = 1;
   int local_size_ = 1;
+  int nodes_ = 0;
+  int node_index_ = 0;
+  MPI_Comm node_ = MPI_COMM_NULL;
+  MPI_Win window_ = MPI_WIN_NULL;
+  void* counter_ = nullptr;  // the node's counter, in the window
 };
 
 bool launched_by_mpi() {

@@ -41,18 +41,20 @@ double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// The one parallel loop of hapmoe: body(i) for i in [0, n) on `threads`
-// OpenMP threads, dynamically scheduled (items are given in decreasing
-// estimated work). Exceptions never cross the parallel region: the first
-// failure stops the items not yet started, and the message of the lowest
-// failed item is returned ("" when none failed).
-template <class Body>
-std::string parallel_for(int threads, std::size_t n, Body&& body) {
+// The one parallel loop of hapmoe: `threads` OpenMP threads take items
+// from `next` (an index, or a negative value when there are none left)
+// and run body(item) on each, so items are handed out dynamically (they
+// come in decreasing estimated work). `next` may be shared with other
+// processes (Comm::claim). Exceptions never cross the parallel region:
+// after the first failure the items still handed out are drained without
+// running them, and the message of the lowest failed item is returned
+// ("" when none failed).
+template <class Next, class Body>
+std::string parallel_for_each(int threads, std::size_t n, Next&& next, Body&& body) {
   std::vector<std::string> errors(n);
   std::atomic<bool> failed{false};
-  const auto count = static_cast<std::int64_t>(n);
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (std::int64_t i = 0; i < count; ++i) {
+#pragma omp parallel num_threads(threads)
+  for (std::int64_t i = next(); i >= 0; i = next()) {
     if (failed.load(std::memory_order_relaxed)) continue;
     std::string& error = errors[static_cast<std::size_t>(i)];
     try {
@@ -71,6 +73,20 @@ std::string parallel_for(int threads, std::size_t n, Body&& body) {
     if (!e.empty()) return std::move(e);
   }
   return {};
+}
+
+// body(i) for i in [0, n) on this process's threads.
+template <class Body>
+std::string parallel_for(int threads, std::size_t n, Body&& body) {
+  std::atomic<std::int64_t> counter{0};
+  const auto count = static_cast<std::int64_t>(n);
+  return parallel_for_each(
+      threads, n,
+      [&] {
+        const std::int64_t i = counter.fetch_add(1, std::memory_order_relaxed);
+        return i < count ? i : -1;
+      },
+      std::forward<Body>(body));
 }
 
 // Bytes for Comm::allgather: trivially copyable values in order.
@@ -172,6 +188,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   const auto start = Clock::now();
   const int ranks = comm.size();
   const int me = comm.rank();
+  const std::int64_t claimed_at_start = comm.claimed();
   RankFigures mine;
   mine.rank = me;
   mine.threads = run.threads;
@@ -252,9 +269,16 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
                                                     : top.back().latency_s;
   };
 
-  // One round: `batch` searched against `incumbent`, split over the ranks
-  // by estimated work (LPT), over the threads dynamically; the outcomes
-  // gathered on every rank.
+  // One round: `batch` searched against `incumbent`, split over the nodes
+  // by estimated work (LPT), handed out dynamically to the node's ranks
+  // and their threads (the node's claim counter), largest estimate first;
+  // the outcomes gathered on every rank. Which worker runs an item changes
+  // nothing but the timing: every item is searched against the same
+  // incumbent.
+  // The node counter's value before this round: where the last search on
+  // this Comm left it (read by every rank of the node before the bounds'
+  // allgather, so before any rank claims).
+  std::int64_t claimed = claimed_at_start;
   const auto run_round = [&](const std::vector<std::size_t>& batch, double incumbent) {
     // Bounded rounds get the finer estimate (the mixes the bound keeps).
     std::vector<double> work(batch.size());
@@ -265,29 +289,41 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
       }
       work[k] = r.estimates[c];
     }
-    const Shard shard = lpt_split(work, ranks);
+    const Shard shard = lpt_split(work, comm.nodes());
     std::vector<std::size_t> local;  // positions in batch, largest estimate first
     for (std::size_t k = 0; k < batch.size(); ++k) {
-      if (shard.owner[k] == me) local.push_back(k);
+      if (shard.owner[k] == comm.node()) local.push_back(k);
     }
     std::stable_sort(local.begin(), local.end(),
                      [&](std::size_t a, std::size_t b) { return work[a] > work[b]; });
     std::vector<ConfigOutcome> results(local.size());
+    std::vector<char> ran(local.size(), 0);  // by this rank
+    const std::int64_t base = claimed;
+    const std::int64_t limit = base + static_cast<std::int64_t>(local.size());
+    claimed = limit;
     const auto t = Clock::now();
-    const std::string error = parallel_for(run.threads, local.size(), [&](std::size_t i) {
-      const std::size_t c = batch[local[i]];
-      if (started.fetch_add(1) == run.fail_at) {
-        throw std::runtime_error("injected failure (test hook) in configuration " +
-                                 std::to_string(c));
-      }
-      results[i] = bruteforce ? bruteforce_config(model, r.configs[c], opt)
-                              : search_config(model, r.configs[c], opt, incumbent);
-    });
+    const std::string error = parallel_for_each(
+        run.threads, local.size(),
+        [&] {
+          const std::int64_t v = comm.claim(limit);
+          return v < 0 ? v : v - base;
+        },
+        [&](std::size_t i) {
+          const std::size_t c = batch[local[i]];
+          ran[i] = 1;
+          if (started.fetch_add(1) == run.fail_at) {
+            throw std::runtime_error("injected failure (test hook) in configuration " +
+                                     std::to_string(c));
+          }
+          results[i] = bruteforce ? bruteforce_config(model, r.configs[c], opt)
+                                  : search_config(model, r.configs[c], opt, incumbent);
+        });
     mine.busy_s += since(t);
     Writer out;
     out.put_string(on_rank(comm, error));
     if (error.empty()) {
       for (std::size_t i = 0; i < local.size(); ++i) {
+        if (!ran[i]) continue;
         out.put(static_cast<std::uint64_t>(batch[local[i]]));
         put_outcome(out, results[i]);
         mine.configs += 1;
@@ -299,17 +335,21 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     const std::vector<std::string> all = comm.allgather(out.take());
     mine.idle_s += since(wait);
     std::string first;
+    std::size_t received = 0;
     for (int k = 0; k < ranks && first.empty(); ++k) {
       Reader in(all[static_cast<std::size_t>(k)]);
       first = in.get_string();
       while (first.empty() && !in.done()) {
         const auto c = static_cast<std::size_t>(in.get<std::uint64_t>());
-        HAPMOE_REQUIRE(c < n, "run_search: configuration index out of range from a rank");
+        HAPMOE_REQUIRE(c < n && r.round_of[c] == r.rounds - 1 && r.ran_on[c] < 0,
+                       "run_search: a rank sent a configuration not in the round, or twice");
         r.outcomes[c] = get_outcome(in);
         r.ran_on[c] = k;
+        ++received;
       }
     }
     if (!first.empty()) throw SearchFailure(first);
+    HAPMOE_REQUIRE(received == batch.size(), "run_search: a configuration of the round was lost");
   };
 
   // Configurations in increasing lower bound (then canonical order); in a

@@ -319,7 +319,9 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
   out << "  feasible plans " << s.feasible << "\n";
   out << "  wall time " << format_seconds(s.seconds) << " on " << comm.size()
       << (comm.size() == 1 ? " rank" : " ranks") << " x " << run.threads
-      << (run.threads == 1 ? " thread" : " threads") << "\n";
+      << (run.threads == 1 ? " thread" : " threads");
+  if (comm.nodes() > 1) out << " (" << comm.nodes() << " nodes)";
+  out << "\n";
   if (r.count("plan-json") && comm.rank() == 0) {
     nlohmann::ordered_json doc;
     doc["plans"] = nlohmann::ordered_json::array();
@@ -349,6 +351,7 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
                           {"idle_seconds", f.idle_s}});
     }
     doc["run"] = {{"ranks", comm.size()},
+                  {"nodes", comm.nodes()},
                   {"threads", run.threads},
                   {"rounds", result.rounds},
                   {"per_rank", per_rank}};
