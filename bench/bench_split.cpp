@@ -1,21 +1,30 @@
-// How well the work-estimate split would balance R ranks, from the work the
-// search really did (issue 4): one run on one thread records, per searched
-// configuration, its round, its work estimate and its measured seconds; for
-// R = 1 ... 4096 every round is split by lpt_split over the estimates and
-// timed with the measured seconds. Prints, per R, the predicted search time
-// (sum over rounds of the most loaded rank), the ideal (sum over rounds of
-// the round's work / R, i.e. perfect balance) and their ratio (the
-// imbalance, max/mean), and the correlation of estimate and measured work.
+// How well the engine's work split would balance R workers, from the work
+// the search really did (issue 4): one run on one thread records, per
+// searched configuration, its round, its work estimate and its measured
+// seconds. For R = 1 ... 4096 workers in nodes of W (W = 1: every worker a
+// node of its own, the static LPT split; W > 1: the round is split over the
+// R / W nodes by LPT on the estimates, and inside a node handed out
+// dynamically, largest estimate first, to whichever worker is free -- the
+// scheme of engine/driver.cpp), each round is timed with the measured
+// seconds. Prints per R the predicted search time (sum over rounds of the
+// slowest worker), max/mean (that over the perfectly balanced time, the sum
+// over rounds of the round's work / R), and the floor no split of whole
+// configurations can beat (sum over rounds of max(work / R, the longest
+// configuration)); and the correlation of estimate and measured work.
 //
-//   bench_split [MODEL] [CLUSTER] [GLOBAL_BATCH]   (default: the large case,
-//   deepseek-v3 on H800:4096,MI300X:4096,910B:4096, global batch 12288)
+//   bench_split [--no-bound] [MODEL] [CLUSTER] [GLOBAL_BATCH]
+//   (default: the large case, deepseek-v3 on H800:4096,MI300X:4096,910B:4096,
+//   global batch 12288; --no-bound: the search without branch and bound, one
+//   round over all of Pi)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <map>
 #include <numeric>
+#include <queue>
 #include <string>
 #include <vector>
 
@@ -48,16 +57,37 @@ std::vector<double> ranks_of(const std::vector<double>& v) {
   return r;
 }
 
+// Items (seconds, in hand-out order) over `workers` that each take the
+// next item when free: the time the last one finishes.
+double list_schedule(const std::vector<double>& seconds, int workers) {
+  std::priority_queue<double, std::vector<double>, std::greater<>> free_at;
+  for (int k = 0; k < workers; ++k) free_at.push(0.0);
+  double end = 0.0;
+  for (const double t : seconds) {
+    const double start = free_at.top();
+    free_at.pop();
+    free_at.push(start + t);
+    end = std::max(end, start + t);
+  }
+  return end;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
-  const std::string model = argc > 1 ? argv[1] : "deepseek-v3";
-  const std::string cluster = argc > 2 ? argv[2] : "H800:4096,MI300X:4096,910B:4096";
+  std::vector<std::string> args(argv + 1, argv + argc);
+  hapmoe::SearchOptions opt;
+  if (!args.empty() && args.front() == "--no-bound") {
+    opt.bound = false;
+    args.erase(args.begin());
+  }
+  const std::string model = args.size() > 0 ? args[0] : "deepseek-v3";
+  const std::string cluster = args.size() > 1 ? args[1] : "H800:4096,MI300X:4096,910B:4096";
   hapmoe::Workload w = hapmoe::load_workload(model);
-  w.training.global_batch = argc > 3 ? std::atoi(argv[3]) : 12288;
+  w.training.global_batch = args.size() > 2 ? std::atoi(args[2].c_str()) : 12288;
   const hapmoe::ClusterSpec cl = hapmoe::load_cluster(cluster);
   hapmoe::SerialComm comm;
-  const hapmoe::SearchResult r = hapmoe::run_search(w, cl, {}, false, comm, hapmoe::RunOptions{});
+  const hapmoe::SearchResult r = hapmoe::run_search(w, cl, opt, false, comm, hapmoe::RunOptions{});
   std::map<int, std::vector<std::size_t>> rounds;
   std::vector<double> est;
   std::vector<double> sec;
@@ -67,32 +97,55 @@ int main(int argc, char** argv) try {
     est.push_back(r.estimates[c]);
     sec.push_back(r.outcomes[c].stats.seconds);
   }
-  std::printf("%s on %s, global batch %d: %zu configurations searched in %zu rounds, %.2f s\n",
-              model.c_str(), cluster.c_str(), w.training.global_batch, est.size(), rounds.size(),
-              r.stats.seconds);
-  std::printf("estimate vs measured seconds: Pearson %.3f, Spearman %.3f\n\n", pearson(est, sec),
-              pearson(ranks_of(est), ranks_of(sec)));
-  std::printf("%6s %12s %12s %10s %12s\n", "ranks", "predicted_s", "ideal_s", "max/mean",
-              "speed-up");
   const double serial = std::accumulate(sec.begin(), sec.end(), 0.0);
+  std::printf("%s on %s, global batch %d%s: %zu configurations searched in %zu rounds, %.2f s\n",
+              model.c_str(), cluster.c_str(), w.training.global_batch,
+              opt.bound ? "" : ", no bound", est.size(), rounds.size(), r.stats.seconds);
+  std::printf(
+      "estimate vs measured seconds: Pearson %.3f, Spearman %.3f; longest %.3f s of %.3f s\n\n",
+      pearson(est, sec), pearson(ranks_of(est), ranks_of(sec)),
+      *std::max_element(sec.begin(), sec.end()), serial);
+  const std::vector<int> per_node = {1, 16, 64};
+  std::printf("%6s %10s", "ranks", "ideal_s");
+  for (const int wpn : per_node) std::printf("   W=%-2d pred_s max/mean", wpn);
+  std::printf(" %10s %9s\n", "floor_s", "floor_x");
   for (int ranks = 1; ranks <= 4096; ranks *= 2) {
-    double predicted = 0.0;
     double ideal = 0.0;
+    double floor = 0.0;
+    std::vector<double> predicted(per_node.size(), 0.0);
     for (const auto& [round, items] : rounds) {
       std::vector<double> work;
-      for (const std::size_t c : items) work.push_back(r.estimates[c]);
-      const hapmoe::Shard s = hapmoe::lpt_split(work, ranks);
-      std::vector<double> load(static_cast<std::size_t>(ranks), 0.0);
       double total = 0.0;
-      for (std::size_t k = 0; k < items.size(); ++k) {
-        load[static_cast<std::size_t>(s.owner[k])] += r.outcomes[items[k]].stats.seconds;
-        total += r.outcomes[items[k]].stats.seconds;
+      double longest = 0.0;
+      for (const std::size_t c : items) {
+        work.push_back(r.estimates[c]);
+        total += r.outcomes[c].stats.seconds;
+        longest = std::max(longest, r.outcomes[c].stats.seconds);
       }
-      predicted += *std::max_element(load.begin(), load.end());
       ideal += total / ranks;
+      floor += std::max(total / ranks, longest);
+      for (std::size_t v = 0; v < per_node.size(); ++v) {
+        const int workers = std::min(per_node[v], ranks);
+        const int nodes = ranks / workers;
+        const hapmoe::Shard s = hapmoe::lpt_split(work, nodes);
+        double slowest = 0.0;
+        for (int node = 0; node < nodes; ++node) {
+          std::vector<std::size_t> mine;  // largest estimate first, as the driver hands out
+          for (std::size_t k = 0; k < items.size(); ++k) {
+            if (s.owner[k] == node) mine.push_back(k);
+          }
+          std::stable_sort(mine.begin(), mine.end(),
+                           [&](std::size_t a, std::size_t b) { return work[a] > work[b]; });
+          std::vector<double> seconds;
+          for (const std::size_t k : mine) seconds.push_back(r.outcomes[items[k]].stats.seconds);
+          slowest = std::max(slowest, list_schedule(seconds, workers));
+        }
+        predicted[v] += slowest;
+      }
     }
-    std::printf("%6d %12.3f %12.3f %10.3f %12.2f\n", ranks, predicted, ideal, predicted / ideal,
-                serial / predicted);
+    std::printf("%6d %10.3f", ranks, ideal);
+    for (const double p : predicted) std::printf("   %13.3f %8.3f", p, p / ideal);
+    std::printf(" %10.3f %9.3f\n", floor, floor / ideal);
   }
   return 0;
 } catch (const std::exception& e) {
