@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <new>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -262,6 +264,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   r.outcomes.assign(n, {});
   r.ran_on.assign(n, -1);
   r.round_of.assign(n, -1);
+  r.parts.assign(n, 0);
   std::vector<PlanCandidate> top;        // the K best so far, sorted
   std::atomic<std::int64_t> started{0};  // searches this rank began (test hook)
   const auto kth = [&] {
@@ -269,30 +272,53 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
                                                     : top.back().latency_s;
   };
 
-  // One round: `batch` searched against `incumbent`, split over the nodes
-  // by estimated work (LPT), handed out dynamically to the node's ranks
-  // and their threads (the node's claim counter), largest estimate first;
-  // the outcomes gathered on every rank. Which worker runs an item changes
-  // nothing but the timing: every item is searched against the same
-  // incumbent.
+  // One round: `batch` searched against `incumbent`. A configuration whose
+  // estimate is a large share of the round's is cut into parts
+  // (SearchPart; the rule depends on the estimates only, never on R or T).
+  // The units (configuration, part) are split over the nodes by estimated
+  // work (LPT), handed out dynamically to the node's ranks and their
+  // threads (the node's claim counter), largest estimate first; the
+  // outcomes gathered on every rank and the parts merged in order. Which
+  // worker runs a unit changes nothing but the timing: every unit is
+  // searched against the same incumbent.
+  struct Unit {
+    std::size_t config = 0;
+    SearchPart part;
+    double work = 0;
+  };
   // The node counter's value before this round: where the last search on
   // this Comm left it (read by every rank of the node before the bounds'
   // allgather, so before any rank claims).
   std::int64_t claimed = claimed_at_start;
   const auto run_round = [&](const std::vector<std::size_t>& batch, double incumbent) {
     // Bounded rounds get the finer estimate (the mixes the bound keeps).
-    std::vector<double> work(batch.size());
-    for (std::size_t k = 0; k < batch.size(); ++k) {
-      const std::size_t c = batch[k];
+    double total = 0.0;
+    for (const std::size_t c : batch) {
       if (!bruteforce && opt.bound) {
         r.estimates[c] = work_estimate(model, r.configs[c], opt, incumbent);
       }
-      work[k] = r.estimates[c];
+      total += r.estimates[c];
     }
+    std::vector<Unit> units;
+    for (const std::size_t c : batch) {
+      int parts = 1;
+      if (!bruteforce && run.parts_per_round > 0 && total > 0.0 && std::isfinite(incumbent)) {
+        const double share = r.estimates[c] / total * run.parts_per_round;
+        if (share > 1.0) {
+          parts = std::min(max_parts(model, r.configs[c], opt),
+                           static_cast<int>(std::min(std::ceil(share), 1e6)));
+        }
+      }
+      for (int p = 0; p < parts; ++p) {
+        units.push_back({c, SearchPart{p, parts}, r.estimates[c] / parts});
+      }
+    }
+    std::vector<double> work(units.size());
+    for (std::size_t u = 0; u < units.size(); ++u) work[u] = units[u].work;
     const Shard shard = lpt_split(work, comm.nodes());
-    std::vector<std::size_t> local;  // positions in batch, largest estimate first
-    for (std::size_t k = 0; k < batch.size(); ++k) {
-      if (shard.owner[k] == comm.node()) local.push_back(k);
+    std::vector<std::size_t> local;  // units of this node, largest estimate first
+    for (std::size_t u = 0; u < units.size(); ++u) {
+      if (shard.owner[u] == comm.node()) local.push_back(u);
     }
     std::stable_sort(local.begin(), local.end(),
                      [&](std::size_t a, std::size_t b) { return work[a] > work[b]; });
@@ -309,14 +335,15 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
           return v < 0 ? v : v - base;
         },
         [&](std::size_t i) {
-          const std::size_t c = batch[local[i]];
+          const Unit& unit = units[local[i]];
           ran[i] = 1;
           if (started.fetch_add(1) == run.fail_at) {
             throw std::runtime_error("injected failure (test hook) in configuration " +
-                                     std::to_string(c));
+                                     std::to_string(unit.config));
           }
-          results[i] = bruteforce ? bruteforce_config(model, r.configs[c], opt)
-                                  : search_config(model, r.configs[c], opt, incumbent);
+          const ParallelConfig& pi = r.configs[unit.config];
+          results[i] = bruteforce ? bruteforce_config(model, pi, opt)
+                                  : search_config(model, pi, opt, incumbent, unit.part);
         });
     mine.busy_s += since(t);
     Writer out;
@@ -324,9 +351,10 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     if (error.empty()) {
       for (std::size_t i = 0; i < local.size(); ++i) {
         if (!ran[i]) continue;
-        out.put(static_cast<std::uint64_t>(batch[local[i]]));
+        out.put(static_cast<std::uint64_t>(local[i]));
         put_outcome(out, results[i]);
-        mine.configs += 1;
+        mine.configs += units[local[i]].part.index == 0 ? 1 : 0;
+        mine.parts += 1;
         mine.transitions += results[i].stats.transitions;
         mine.estimate += work[local[i]];
       }
@@ -335,21 +363,31 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     const std::vector<std::string> all = comm.allgather(out.take());
     mine.idle_s += since(wait);
     std::string first;
-    std::size_t received = 0;
+    std::vector<std::optional<ConfigOutcome>> got(units.size());
+    std::vector<int> by(units.size(), -1);
     for (int k = 0; k < ranks && first.empty(); ++k) {
       Reader in(all[static_cast<std::size_t>(k)]);
       first = in.get_string();
       while (first.empty() && !in.done()) {
-        const auto c = static_cast<std::size_t>(in.get<std::uint64_t>());
-        HAPMOE_REQUIRE(c < n && r.round_of[c] == r.rounds - 1 && r.ran_on[c] < 0,
-                       "run_search: a rank sent a configuration not in the round, or twice");
-        r.outcomes[c] = get_outcome(in);
-        r.ran_on[c] = k;
-        ++received;
+        const auto u = static_cast<std::size_t>(in.get<std::uint64_t>());
+        HAPMOE_REQUIRE(u < units.size() && !got[u],
+                       "run_search: a rank sent a unit not in the round, or twice");
+        got[u] = get_outcome(in);
+        by[u] = k;
       }
     }
     if (!first.empty()) throw SearchFailure(first);
-    HAPMOE_REQUIRE(received == batch.size(), "run_search: a configuration of the round was lost");
+    // Parts of a configuration are consecutive units: merged in order.
+    for (std::size_t u = 0; u < units.size(); ++u) {
+      HAPMOE_REQUIRE(got[u].has_value(), "run_search: a unit of the round was lost");
+      const std::size_t c = units[u].config;
+      if (units[u].part.index == 0) {
+        r.outcomes[c] = {};
+        r.ran_on[c] = by[u];
+        r.parts[c] = units[u].part.count;
+      }
+      merge_part(r.outcomes[c], *got[u]);
+    }
   };
 
   // Configurations in increasing lower bound (then canonical order); in a

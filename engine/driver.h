@@ -24,6 +24,13 @@ struct RunOptions {
   // results and statistics. Changing it changes the statistics (not the
   // plans).
   int round = 32;
+  // A configuration whose estimated work exceeds 1/parts_per_round of its
+  // round's is cut into up to (its share x parts_per_round) parts
+  // (SearchPart) that any workers search apart; 0 never cuts. Like
+  // `round`, it changes the statistics (parts tighten their bound only
+  // among their own stage mixes), never the plans, and it does not depend
+  // on the ranks and threads.
+  int parts_per_round = 0;
   // Test hook (tests, docs/parallel.md): this rank throws when it starts
   // its search number fail_at (0 = its first); -1 never.
   std::int64_t fail_at = -1;
@@ -33,7 +40,8 @@ struct RunOptions {
 struct RankFigures {
   int rank = 0;
   int threads = 1;
-  std::int64_t configs = 0;      // configurations it searched
+  std::int64_t configs = 0;      // configurations whose first part it searched
+  std::int64_t parts = 0;        // units (configurations or parts of one) it searched
   std::int64_t transitions = 0;  // their transitions
   double estimate = 0;           // their work estimate
   double busy_s = 0;             // computing (bounds and searches)
@@ -47,10 +55,11 @@ struct SearchResult {
   std::vector<ParallelConfig> configs;
   std::vector<ConfigOutcome> outcomes;  // per config, same order
   std::vector<double> estimates;        // per config: work_estimate
-  std::vector<int> ran_on;              // per config: the rank that searched it, -1 if none
-  std::vector<int> round_of;            // per config: its round, -1 if not searched
-  std::vector<RankFigures> ranks;       // per rank
-  int rounds = 0;                       // branch-and-bound rounds
+  std::vector<int> ran_on;    // per config: the rank that searched (its first part), -1 if none
+  std::vector<int> round_of;  // per config: its round, -1 if not searched
+  std::vector<int> parts;     // per config: the parts it was searched in, 0 if not
+  std::vector<RankFigures> ranks;  // per rank
+  int rounds = 0;                  // branch-and-bound rounds
 };
 
 // Profile tables with a compute entry for every (TP, CP) in `configs`.

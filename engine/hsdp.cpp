@@ -1080,7 +1080,8 @@ std::vector<std::vector<int>> stage_mixes(const Evaluator& ev) {
 }
 
 ConfigOutcome search_once(const CostModel& model, const ParallelConfig& pi,
-                          const SearchOptions& opt, double incumbent, bool value_only) {
+                          const SearchOptions& opt, double incumbent, bool value_only,
+                          SearchPart part) {
   const auto start = std::chrono::steady_clock::now();
   ConfigOutcome out;
   out.stats.configs_evaluated = 1;
@@ -1126,7 +1127,9 @@ ConfigOutcome search_once(const CostModel& model, const ParallelConfig& pi,
       }
       std::stable_sort(mix_order.begin(), mix_order.end(),
                        [&](std::size_t a, std::size_t b) { return mix_bound[a] < mix_bound[b]; });
-      for (const std::size_t k : mix_order) {
+      for (std::size_t at = static_cast<std::size_t>(part.index); at < mix_order.size();
+           at += static_cast<std::size_t>(part.count)) {
+        const std::size_t k = mix_order[at];
         const double best = out.best ? std::min(incumbent, out.best->latency_s) : incumbent;
         if (opt.bound && mix_bound[k] > best * (1.0 + 1e-12)) {
           ++out.stats.pruned_bound;
@@ -1137,7 +1140,7 @@ ConfigOutcome search_once(const CostModel& model, const ParallelConfig& pi,
         const Windows w = balanced_windows(ev, c, tau, fit_max, tail_lines, opt.delta, t_star);
         run_dp(ev, c, /*exact_mix=*/true, w, opt, opt.eta * t_star, incumbent, value_only, out);
       }
-    } else {
+    } else if (part.index == 0) {  // one part only
       std::vector<int> limit(static_cast<std::size_t>(types));
       for (int h = 0; h < types; ++h) limit[static_cast<std::size_t>(h)] = ev.cap(h);
       Windows w = full_windows(ev);
@@ -1152,17 +1155,34 @@ ConfigOutcome search_once(const CostModel& model, const ParallelConfig& pi,
 
 }  // namespace
 
+int max_parts(const CostModel& model, const ParallelConfig& pi, const SearchOptions& opt) {
+  if (!opt.prune.load_balance || opt.uniform) return 1;
+  const Evaluator ev(model, pi, opt);
+  return std::max<int>(1, static_cast<int>(stage_mixes(ev).size()));
+}
+
+void merge_part(ConfigOutcome& into, const ConfigOutcome& part) {
+  if (part.best && (!into.best || candidate_less(*part.best, *into.best))) into.best = part.best;
+  if (part.closest.bytes < into.closest.bytes) into.closest = part.closest;
+  into.stats += part.stats;
+  into.stats.configs_evaluated = 1;
+}
+
 ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
-                            const SearchOptions& opt, double incumbent) {
-  if (!opt.bound || std::isfinite(incumbent)) return search_once(model, pi, opt, incumbent, false);
+                            const SearchOptions& opt, double incumbent, SearchPart part) {
+  HAPMOE_REQUIRE(part.count >= 1 && part.index >= 0 && part.index < part.count,
+                 "search_config: part index out of range");
+  if (!opt.bound || std::isfinite(incumbent)) {
+    return search_once(model, pi, opt, incumbent, false, part);
+  }
   // No incumbent yet: without a latency that bounds the answer, ties keep
   // fronts large (docs/search.md). A first pass with dominance on the
   // values alone finds the exact best latency; the second, bounded by it,
   // finds the canonical plan among the plans that reach it. Both passes
   // count in the statistics.
-  ConfigOutcome probe = search_once(model, pi, opt, incumbent, true);
+  ConfigOutcome probe = search_once(model, pi, opt, incumbent, true, part);
   if (!probe.best) return probe;  // nothing fits: the second pass finds nothing either
-  ConfigOutcome out = search_once(model, pi, opt, probe.best->latency_s, false);
+  ConfigOutcome out = search_once(model, pi, opt, probe.best->latency_s, false, part);
   const double seconds = out.stats.seconds + probe.stats.seconds;
   out.stats += probe.stats;
   out.stats.configs_evaluated = 1;

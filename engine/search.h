@@ -88,6 +88,30 @@ struct ConfigOutcome {
   bool skipped = false;    // skipped by branch and bound, not searched
 };
 
+// One part of a configuration's search, so that a configuration too large
+// for one worker can be spread over several. Under the load-balance pruning
+// the stage mixes, in increasing order of their lower bound, are dealt
+// round-robin to `count` parts (each part gets good mixes early, which
+// tighten its own bound); part `index` searches its share. Without the
+// mix enumeration there is one part. Parts are searched independently
+// (against the same incumbent) and merged with merge_part: the best plan
+// is the configuration's exact best, the counters are the parts' sums
+// (more work than one search, which tightens across all mixes).
+struct SearchPart {
+  int index = 0;
+  int count = 1;
+};
+
+// How many parts pi's search can be cut into: its stage mixes under the
+// load-balance pruning (1 without it, or with --uniform).
+int max_parts(const CostModel& model, const ParallelConfig& pi, const SearchOptions& options);
+
+// Folds the outcome of one part of a configuration into `into` (a
+// default-constructed outcome to start): the better plan by
+// candidate_less, the closer shortfall, counters summed (one
+// configuration evaluated).
+void merge_part(ConfigOutcome& into, const ConfigOutcome& part);
+
 // The exact best plan of one configuration under the cost model (with the
 // prunings that are on). With options.bound, partial plans whose latency
 // cannot come within `incumbent` are dropped: the result is exact whenever
@@ -95,7 +119,8 @@ struct ConfigOutcome {
 // empty.
 ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
                             const SearchOptions& options,
-                            double incumbent = std::numeric_limits<double>::infinity());
+                            double incumbent = std::numeric_limits<double>::infinity(),
+                            SearchPart part = {});
 
 // Lower bounds on the latency of every plan of pi. With S the sum over
 // layers of the cheapest step of that layer on any usable type (plus the

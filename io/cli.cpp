@@ -229,6 +229,11 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
       "round",
       "most configurations per branch-and-bound round (default 32); the plans never depend on "
       "it, the statistics do, and neither depends on ranks or threads",
+      cxxopts::value<std::string>())(
+      "parts-per-round",
+      "cut a configuration whose estimated work exceeds 1/N of its round's into parts (its "
+      "stage mixes) that several workers search apart (default 0: never); like --round it "
+      "changes the statistics, not the plans",
       cxxopts::value<std::string>());
   const auto parsed = parse(o, argc, argv, out);
   if (!parsed) return kExitOk;
@@ -269,6 +274,10 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
     if (r.count("round")) {
       run.round =
           static_cast<int>(parse_int_text(r["round"].as<std::string>(), 1, 1 << 20, "--round"));
+    }
+    if (r.count("parts-per-round")) {
+      run.parts_per_round = static_cast<int>(
+          parse_int_text(r["parts-per-round"].as<std::string>(), 0, 1 << 20, "--parts-per-round"));
     }
   } catch (const InputError& e) {
     failed = comm.size() > 1 ? "rank " + std::to_string(comm.rank()) + ": " + e.what() : e.what();
@@ -345,6 +354,7 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
       per_rank.push_back({{"rank", f.rank},
                           {"threads", f.threads},
                           {"configs", f.configs},
+                          {"parts", f.parts},
                           {"transitions", f.transitions},
                           {"work_estimate", f.estimate},
                           {"busy_seconds", f.busy_s},

@@ -77,6 +77,50 @@ TEST(Parallel, RoundsChangeStatisticsNotPlans) {
   EXPECT_LE(a.stats.configs_evaluated, b.stats.configs_evaluated);
 }
 
+TEST(Parallel, PartsChangeStatisticsNotPlansAndNotWithThreads) {
+  for (const Case& c : {Case{"mixtral-l", "paper:32-1"}, Case{"mixtral-s", "H800:64,910B:64"}}) {
+    const Workload w = load_workload(c.model);
+    const ClusterSpec cl = load_cluster(c.cluster);
+    SerialComm comm;
+    RunOptions whole;
+    RunOptions parts;
+    parts.parts_per_round = 64;
+    RunOptions parts_two = parts;
+    parts_two.threads = 2;
+    RunOptions parts_five = parts;
+    parts_five.threads = 5;
+    parts_five.round = 4;  // fewer configurations per round, more parts each
+    const SearchResult a = run_search(w, cl, {}, false, comm, whole);
+    const SearchResult b = run_search(w, cl, {}, false, comm, parts);
+    const SearchResult d = run_search(w, cl, {}, false, comm, parts_two);
+    const SearchResult e = run_search(w, cl, {}, false, comm, parts_five);
+    const std::string what = c.model + " on " + c.cluster;
+    ASSERT_FALSE(a.top.empty()) << what;
+    for (const SearchResult* x : {&b, &e}) {
+      ASSERT_EQ(a.top.size(), x->top.size()) << what;
+      for (std::size_t k = 0; k < a.top.size(); ++k) {
+        EXPECT_EQ(a.top[k].plan, x->top[k].plan) << what << " rank " << k;
+        EXPECT_EQ(a.top[k].latency_s, x->top[k].latency_s) << what << " rank " << k;
+      }
+    }
+    expect_identical(b, d, what + " (parts, 1 vs 2 threads)");
+    // Some configuration was really cut, and every part was searched once.
+    const auto cut = [](const SearchResult& r) {
+      std::int64_t units = 0;
+      bool any = false;
+      for (const int p : r.parts) {
+        units += p;
+        any = any || p > 1;
+      }
+      EXPECT_EQ(units, r.ranks[0].parts);
+      return any;
+    };
+    EXPECT_TRUE(cut(b)) << what;
+    EXPECT_TRUE(cut(e)) << what;
+    EXPECT_FALSE(cut(a)) << what;
+  }
+}
+
 TEST(Parallel, AFailingSearchIsReportedNotLost) {
   const Workload w = load_workload("mixtral-s");
   const ClusterSpec cl = load_cluster("paper:32-2");

@@ -2,8 +2,10 @@
 // prunings against the unpruned DP, and determinism.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <random>
 #include <sstream>
+#include <vector>
 
 #include "costmodel/analytic.h"
 #include "costmodel/errors.h"
@@ -275,6 +277,54 @@ TEST(SearchOracle, BranchAndBoundChangesNothing) {
     }
   }
   EXPECT_GT(compared, 150);
+}
+
+TEST(SearchOracle, PartsMergeToTheWholeSearch) {
+  // A configuration cut into parts (its stage mixes dealt round-robin)
+  // and merged gives the same best plan, to the bit, as one search: with
+  // and without the bound, with no incumbent, a loose one and the tight one.
+  std::mt19937 rng(4242);
+  int compared = 0;
+  int cut = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    const Instance in = random_instance(rng);
+    if (!validate(in.workload.model).empty() || !validate(in.cluster).empty()) continue;
+    SearchOptions opt;
+    opt.bound = rng() % 4 != 0;
+    opt.space.max_pp = 6;
+    const auto pis = enumerate_configs(in.workload, in.cluster, opt.space);
+    if (pis.empty()) continue;
+    const ProfileTables tables = tables_for(in.workload, in.cluster, pis);
+    const CostModel model(in.workload, in.cluster, tables);
+    for (const auto& pi : pis) {
+      const ConfigOutcome whole = search_config(model, pi, opt);
+      const int most = max_parts(model, pi, opt);
+      ASSERT_GE(most, 1);
+      std::vector<double> incumbents = {std::numeric_limits<double>::infinity()};
+      if (whole.best)
+        incumbents.insert(incumbents.end(), {whole.best->latency_s * 1.5, whole.best->latency_s});
+      for (const double incumbent : incumbents) {
+        const ConfigOutcome reference = search_config(model, pi, opt, incumbent);
+        for (const int count : {2, 3, most}) {
+          ConfigOutcome merged;
+          for (int p = 0; p < count; ++p) {
+            merge_part(merged, search_config(model, pi, opt, incumbent, SearchPart{p, count}));
+          }
+          const std::string what = in.describe() + " parts " + std::to_string(count) +
+                                   " incumbent " + std::to_string(incumbent);
+          expect_same(merged, reference, what);
+          if (reference.best) {
+            EXPECT_EQ(merged.best->latency_s, reference.best->latency_s) << what;
+          }
+          EXPECT_EQ(merged.stats.configs_evaluated, 1);
+          ++compared;
+          if (count > 1 && most > 1) ++cut;
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 300);
+  EXPECT_GT(cut, 100);
 }
 
 TEST(Search, LowerBoundIsBelowEveryPlan) {
