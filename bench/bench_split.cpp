@@ -77,8 +77,18 @@ double list_schedule(const std::vector<double>& seconds, int workers) {
 int main(int argc, char** argv) try {
   std::vector<std::string> args(argv + 1, argv + argc);
   hapmoe::SearchOptions opt;
-  if (!args.empty() && args.front() == "--no-bound") {
-    opt.bound = false;
+  hapmoe::RunOptions run;
+  while (!args.empty() && args.front().starts_with("--")) {
+    if (args.front() == "--no-bound") {
+      opt.bound = false;
+    } else if (args.front() == "--parts" && args.size() > 1) {
+      run.parts_per_round = std::atoi(args[1].c_str());
+      args.erase(args.begin());
+    } else {
+      throw std::runtime_error(
+          "usage: bench_split [--no-bound] [--parts N] [MODEL] [CLUSTER] "
+          "[GLOBAL_BATCH]");
+    }
     args.erase(args.begin());
   }
   const std::string model = args.size() > 0 ? args[0] : "deepseek-v3";
@@ -87,20 +97,23 @@ int main(int argc, char** argv) try {
   w.training.global_batch = args.size() > 2 ? std::atoi(args[2].c_str()) : 12288;
   const hapmoe::ClusterSpec cl = hapmoe::load_cluster(cluster);
   hapmoe::SerialComm comm;
-  const hapmoe::SearchResult r = hapmoe::run_search(w, cl, opt, false, comm, hapmoe::RunOptions{});
+  const hapmoe::SearchResult r = hapmoe::run_search(w, cl, opt, false, comm, run);
+  // Items: the units the search handed out (configurations, or parts).
   std::map<int, std::vector<std::size_t>> rounds;
   std::vector<double> est;
   std::vector<double> sec;
-  for (std::size_t c = 0; c < r.configs.size(); ++c) {
-    if (r.round_of[c] < 0) continue;
-    rounds[r.round_of[c]].push_back(c);
-    est.push_back(r.estimates[c]);
-    sec.push_back(r.outcomes[c].stats.seconds);
+  for (std::size_t u = 0; u < r.units.size(); ++u) {
+    rounds[r.units[u].round].push_back(u);
+    est.push_back(r.units[u].estimate);
+    sec.push_back(r.units[u].seconds);
   }
   const double serial = std::accumulate(sec.begin(), sec.end(), 0.0);
-  std::printf("%s on %s, global batch %d%s: %zu configurations searched in %zu rounds, %.2f s\n",
-              model.c_str(), cluster.c_str(), w.training.global_batch,
-              opt.bound ? "" : ", no bound", est.size(), rounds.size(), r.stats.seconds);
+  std::printf(
+      "%s on %s, global batch %d%s, parts per round %d: %lld configurations searched as %zu "
+      "units in %zu rounds, %.2f s, %lld transitions\n",
+      model.c_str(), cluster.c_str(), w.training.global_batch, opt.bound ? "" : ", no bound",
+      run.parts_per_round, static_cast<long long>(r.stats.configs_evaluated), est.size(),
+      rounds.size(), r.stats.seconds, static_cast<long long>(r.stats.transitions));
   std::printf(
       "estimate vs measured seconds: Pearson %.3f, Spearman %.3f; longest %.3f s of %.3f s\n\n",
       pearson(est, sec), pearson(ranks_of(est), ranks_of(sec)),
@@ -117,10 +130,10 @@ int main(int argc, char** argv) try {
       std::vector<double> work;
       double total = 0.0;
       double longest = 0.0;
-      for (const std::size_t c : items) {
-        work.push_back(r.estimates[c]);
-        total += r.outcomes[c].stats.seconds;
-        longest = std::max(longest, r.outcomes[c].stats.seconds);
+      for (const std::size_t u : items) {
+        work.push_back(est[u]);
+        total += sec[u];
+        longest = std::max(longest, sec[u]);
       }
       ideal += total / ranks;
       floor += std::max(total / ranks, longest);
@@ -137,7 +150,7 @@ int main(int argc, char** argv) try {
           std::stable_sort(mine.begin(), mine.end(),
                            [&](std::size_t a, std::size_t b) { return work[a] > work[b]; });
           std::vector<double> seconds;
-          for (const std::size_t k : mine) seconds.push_back(r.outcomes[items[k]].stats.seconds);
+          for (const std::size_t k : mine) seconds.push_back(sec[items[k]]);
           slowest = std::max(slowest, list_schedule(seconds, workers));
         }
         predicted[v] += slowest;

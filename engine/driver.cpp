@@ -387,6 +387,8 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
         r.parts[c] = units[u].part.count;
       }
       merge_part(r.outcomes[c], *got[u]);
+      r.units.push_back({c, units[u].part, r.rounds - 1, by[u], units[u].work,
+                         got[u]->stats.seconds, got[u]->stats.transitions});
     }
   };
 

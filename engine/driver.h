@@ -48,6 +48,18 @@ struct RankFigures {
   double idle_s = 0;             // waiting for the other ranks
 };
 
+// One unit of work the search handed out: a configuration, or one part of
+// it (RunOptions::parts_per_round).
+struct UnitFigures {
+  std::size_t config = 0;
+  SearchPart part;
+  int round = 0;
+  int rank = 0;         // the rank that searched it
+  double estimate = 0;  // its share of the configuration's work estimate
+  double seconds = 0;   // its search time
+  std::int64_t transitions = 0;
+};
+
 struct SearchResult {
   std::vector<PlanCandidate> top;  // best first, at most top_k, one per pi
   SearchStats stats;
@@ -59,6 +71,7 @@ struct SearchResult {
   std::vector<int> round_of;  // per config: its round, -1 if not searched
   std::vector<int> parts;     // per config: the parts it was searched in, 0 if not
   std::vector<RankFigures> ranks;  // per rank
+  std::vector<UnitFigures> units;  // per unit searched: by round, parts of a config together
   int rounds = 0;                  // branch-and-bound rounds
 };
 
