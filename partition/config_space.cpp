@@ -61,6 +61,7 @@ std::vector<ParallelConfig> enumerate_configs(const Workload& w, const ClusterSp
       for (int cp : cps) {
         if (static_cast<long long>(tp) * cp > max_devices) break;
         for (int ep : eps) {
+          if (options.fixed_ep > 0 && ep != options.fixed_ep) continue;
           for (int dp : dps) {
             const long long stage = static_cast<long long>(tp) * cp * dp;
             if (stage > max_devices) break;
@@ -68,6 +69,7 @@ std::vector<ParallelConfig> enumerate_configs(const Workload& w, const ClusterSp
             if (stage % ep != 0) continue;
             const int folded = static_cast<int>(stage / ep);
             for (int tpe : m.is_moe() ? divisors(folded) : std::vector<int>{1}) {
+              if (options.fixed_tpe > 0 && tpe != options.fixed_tpe) continue;
               ParallelConfig pi{pp, tp, cp, ep, tpe, dp, t.micro_batch};
               if (!check_parallel(pi, w).empty()) continue;
               int groups = 0;

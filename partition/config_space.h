@@ -18,6 +18,10 @@ namespace hapmoe {
 struct SpaceOptions {
   ConstraintOptions constraints;
   int max_pp = 0;  // 0: up to the number of layers
+  // Only configurations with this EP / TPE (0: any): the Metis-style
+  // baseline fixes them (engine/baselines.h).
+  int fixed_ep = 0;
+  int fixed_tpe = 0;
 };
 
 // Stage groups of `stage_devices` devices that type h can host under pi:

@@ -1,0 +1,307 @@
+#include "engine/baselines.h"
+
+#include <algorithm>
+#include <numeric>
+#include <utility>
+
+#include "costmodel/errors.h"
+#include "partition/config_space.h"
+#include "partition/constraints.h"
+
+namespace hapmoe {
+
+Baseline parse_baseline(const std::string& text, const std::string& where) {
+  for (const Baseline b : all_baselines()) {
+    if (text == to_string(b)) return b;
+  }
+  throw InputError(where, "unknown baseline '" + text +
+                              "' (hapmoe, uniform, mi, metis-style or homogeneous-only)");
+}
+
+std::string to_string(Baseline b) {
+  switch (b) {
+    case Baseline::kNone:
+      return "hapmoe";
+    case Baseline::kUniform:
+      return "uniform";
+    case Baseline::kMi:
+      return "mi";
+    case Baseline::kMetisStyle:
+      return "metis-style";
+    case Baseline::kHomogeneousOnly:
+      return "homogeneous-only";
+  }
+  return "?";
+}
+
+std::vector<Baseline> all_baselines() {
+  return {Baseline::kNone, Baseline::kUniform, Baseline::kMi, Baseline::kMetisStyle,
+          Baseline::kHomogeneousOnly};
+}
+
+ClusterSpec single_type(const ClusterSpec& cluster, int type) {
+  ClusterSpec one;
+  one.name = cluster.name + "/" + cluster.pools[static_cast<std::size_t>(type)].device.name;
+  one.pools.push_back(cluster.pools[static_cast<std::size_t>(type)]);
+  return one;
+}
+
+namespace {
+
+// Stages per device type for `pp` stages in proportion to the devices of
+// each type (largest remainder, pool order on ties), at most cap[h] each,
+// at least one for every type with room when pp allows. Empty if the
+// stages do not fit.
+std::vector<int> proportional_stages(const ClusterSpec& cluster, const std::vector<int>& cap,
+                                     int pp) {
+  const int types = cluster.num_types();
+  std::vector<int> c(static_cast<std::size_t>(types), 0);
+  double devices = 0.0;
+  int usable = 0;
+  for (int h = 0; h < types; ++h) {
+    if (cap[static_cast<std::size_t>(h)] == 0) continue;
+    devices += cluster.pools[static_cast<std::size_t>(h)].devices();
+    ++usable;
+  }
+  if (usable == 0) return {};
+  std::vector<std::pair<double, int>> remainders;  // (-fraction, type)
+  int given = 0;
+  for (int h = 0; h < types; ++h) {
+    if (cap[static_cast<std::size_t>(h)] == 0) continue;
+    const double share = pp * cluster.pools[static_cast<std::size_t>(h)].devices() / devices;
+    c[static_cast<std::size_t>(h)] = static_cast<int>(share);
+    given += c[static_cast<std::size_t>(h)];
+    remainders.emplace_back(-(share - c[static_cast<std::size_t>(h)]), h);
+  }
+  std::sort(remainders.begin(), remainders.end());
+  for (std::size_t k = 0; given < pp; k = (k + 1) % remainders.size(), ++given) {
+    ++c[static_cast<std::size_t>(remainders[k].second)];
+  }
+  // Every usable type gets a stage when there are enough stages: from the
+  // type with the most.
+  if (pp >= usable) {
+    for (int h = 0; h < types; ++h) {
+      if (cap[static_cast<std::size_t>(h)] == 0 || c[static_cast<std::size_t>(h)] > 0) continue;
+      const auto most = std::max_element(c.begin(), c.end());
+      --*most;
+      c[static_cast<std::size_t>(h)] = 1;
+    }
+  }
+  // Capacity: the excess moves to types with room, in pool order.
+  int excess = 0;
+  for (int h = 0; h < types; ++h) {
+    const int over = c[static_cast<std::size_t>(h)] - cap[static_cast<std::size_t>(h)];
+    if (over > 0) {
+      excess += over;
+      c[static_cast<std::size_t>(h)] = cap[static_cast<std::size_t>(h)];
+    }
+  }
+  for (int h = 0; h < types && excess > 0; ++h) {
+    const int room = cap[static_cast<std::size_t>(h)] - c[static_cast<std::size_t>(h)];
+    const int take = std::min(room, excess);
+    c[static_cast<std::size_t>(h)] += take;
+    excess -= take;
+  }
+  if (excess > 0) return {};
+  return c;
+}
+
+// Appends `part` (a search on the cluster of type `type` alone) to
+// `into`, its device types mapped back to the full cluster.
+void append(SearchResult& into, SearchResult part, int type) {
+  const auto remap = [&](std::optional<PlanCandidate>& c) {
+    if (!c) return;
+    for (StagePlan& s : c->plan.stages) s.device_type = type;
+  };
+  const std::size_t offset = into.configs.size();
+  for (ConfigOutcome& o : part.outcomes) {
+    remap(o.best);
+    if (o.closest.known()) o.closest.device_type = type;
+  }
+  if (part.closest.known()) part.closest.device_type = type;
+  if (part.closest.bytes < into.closest.bytes) into.closest = part.closest;
+  for (PlanCandidate& c : part.top) {
+    for (StagePlan& s : c.plan.stages) s.device_type = type;
+    into.top.push_back(std::move(c));
+  }
+  const std::int64_t configs = into.stats.configs + part.stats.configs;
+  into.stats += part.stats;
+  into.stats.configs = configs;
+  const auto extend = [](auto& a, auto& b) { a.insert(a.end(), b.begin(), b.end()); };
+  extend(into.configs, part.configs);
+  extend(into.outcomes, part.outcomes);
+  extend(into.estimates, part.estimates);
+  extend(into.ran_on, part.ran_on);
+  extend(into.parts, part.parts);
+  for (int& r : part.round_of) r = r < 0 ? r : r + into.rounds;
+  extend(into.round_of, part.round_of);
+  for (UnitFigures& u : part.units) {
+    u.config += offset;
+    u.round += into.rounds;
+  }
+  extend(into.units, part.units);
+  into.rounds += part.rounds;
+  if (into.ranks.empty()) {
+    into.ranks = part.ranks;
+  } else {
+    for (std::size_t k = 0; k < into.ranks.size() && k < part.ranks.size(); ++k) {
+      RankFigures& a = into.ranks[k];
+      const RankFigures& b = part.ranks[k];
+      a.configs += b.configs;
+      a.parts += b.parts;
+      a.transitions += b.transitions;
+      a.estimate += b.estimate;
+      a.busy_s += b.busy_s;
+      a.idle_s += b.idle_s;
+    }
+  }
+}
+
+// The best of the searches on each device type alone, merged.
+SearchResult homogeneous_only(const Workload& w, const ClusterSpec& cluster,
+                              const SearchOptions& opt, Comm& comm, const RunOptions& run) {
+  SearchResult all;
+  for (int h = 0; h < cluster.num_types(); ++h) {
+    append(all, run_search(w, single_type(cluster, h), opt, false, comm, run), h);
+  }
+  std::stable_sort(all.top.begin(), all.top.end(), candidate_less);
+  if (static_cast<int>(all.top.size()) > opt.top_k) {
+    all.top.resize(static_cast<std::size_t>(opt.top_k));
+  }
+  return all;
+}
+
+}  // namespace
+
+std::optional<PlanCandidate> mi_plan(const Workload& w, const ClusterSpec& cluster,
+                                     const ConstraintOptions& constraints) {
+  const ModelSpec& m = w.model;
+  const TrainingSpec& t = w.training;
+  if (t.global_batch % t.micro_batch != 0) return std::nullopt;
+  // TP: within the smallest node, at most 8, dividing heads and KV groups.
+  int node = 8;
+  for (const DevicePool& p : cluster.pools) node = std::min(node, p.devices_per_node);
+  int tp = 1;
+  for (const int d : divisors(std::gcd(m.num_heads, m.num_kv_heads))) {
+    if (d <= node) tp = d;
+  }
+  ParallelConfig base{1, tp, 1, 1, 1, 1, t.micro_batch};
+  const ProfileTables tables = tables_for(w, cluster, {base});
+  const CostModel model(w, cluster, tables);
+  const std::vector<int> dps = divisors(t.global_batch / t.micro_batch);
+  int usable = 0;
+  for (const DevicePool& p : cluster.pools) usable += p.devices() >= tp ? 1 : 0;
+  for (int pp = std::max(1, usable); pp <= m.num_layers; ++pp) {
+    for (auto dp = dps.rbegin(); dp != dps.rend(); ++dp) {
+      ParallelConfig pi = base;
+      pi.pp = pp;
+      pi.dp = *dp;
+      if (m.is_moe()) {
+        for (const int e : divisors(m.num_experts)) {
+          if (pi.stage_devices() % e == 0) pi.ep = e;
+        }
+      }
+      if (!check_parallel(pi, w).empty()) continue;
+      std::vector<int> cap;
+      for (int h = 0; h < cluster.num_types(); ++h) {
+        cap.push_back(stage_capacity(cluster, h, pi, constraints));
+      }
+      const std::vector<int> per_type = proportional_stages(cluster, cap, pp);
+      if (per_type.empty()) continue;  // the stages do not fit: a smaller DP
+      // The largest DP that fits the cluster: this PP's plan, fitting in
+      // memory or not (a smaller DP only needs more memory per device).
+      Plan plan;
+      plan.parallel = pi;
+      for (int h = 0; h < cluster.num_types(); ++h) {
+        for (int k = 0; k < per_type[static_cast<std::size_t>(h)]; ++k) {
+          const int i = static_cast<int>(plan.stages.size());
+          plan.stages.push_back({h, m.num_layers / pp + (i < m.num_layers % pp ? 1 : 0), {}});
+        }
+      }
+      PlanReport report = model.evaluate(plan);
+      if (!report.fits) {
+        for (StagePlan& s : plan.stages) s.recompute = {RecomputeKind::kFull, s.layers};
+        report = model.evaluate(plan);
+      }
+      if (report.fits) return PlanCandidate{report.latency_s, plan};
+      break;  // next PP
+    }
+  }
+  return std::nullopt;
+}
+
+BaselineRun run_baseline(Baseline baseline, const Workload& w, const ClusterSpec& cluster,
+                         const SearchOptions& options, Comm& comm, const RunOptions& run) {
+  BaselineRun out;
+  SearchOptions opt = options;
+  switch (baseline) {
+    case Baseline::kNone:
+      out.result = run_search(w, cluster, opt, false, comm, run);
+      break;
+    case Baseline::kUniform:
+      opt.uniform = true;
+      out.result = run_search(w, cluster, opt, false, comm, run);
+      out.rule = "layers split evenly over the stages";
+      break;
+    case Baseline::kHomogeneousOnly:
+      out.result = homogeneous_only(w, cluster, opt, comm, run);
+      out.rule = "the best plan on one device type alone";
+      break;
+    case Baseline::kMetisStyle: {
+      // EP and TPE from homogeneous profiling: those of the best plan on
+      // one device type alone (else of its closest miss, else 1 and 1).
+      const SearchResult homogeneous = homogeneous_only(w, cluster, opt, comm, run);
+      std::string from;
+      if (!homogeneous.top.empty()) {
+        const Plan& best = homogeneous.top.front().plan;
+        opt.space.fixed_ep = best.parallel.ep;
+        opt.space.fixed_tpe = best.parallel.tpe;
+        from =
+            "the best plan on " +
+            cluster.pools[static_cast<std::size_t>(best.stages.front().device_type)].device.name +
+            " alone";
+      } else if (homogeneous.closest.known()) {
+        opt.space.fixed_ep = homogeneous.closest.parallel.ep;
+        opt.space.fixed_tpe = homogeneous.closest.parallel.tpe;
+        from = "the closest miss on one device type (nothing fits on one type alone)";
+      } else {
+        opt.space.fixed_ep = 1;
+        opt.space.fixed_tpe = 1;
+        from = "no homogeneous configuration at all";
+      }
+      out.result = run_search(w, cluster, opt, false, comm, run);
+      out.rule = "EP=" + std::to_string(opt.space.fixed_ep) +
+                 " TPE=" + std::to_string(opt.space.fixed_tpe) + " fixed from " + from;
+      break;
+    }
+    case Baseline::kMi: {
+      const std::optional<PlanCandidate> plan = mi_plan(w, cluster, opt.space.constraints);
+      SearchResult& r = out.result;
+      r.stats.configs = 1;
+      for (int k = 0; k < comm.size(); ++k) r.ranks.push_back({k, run.threads});
+      out.rule = "Megatron-LM set by hand (docs/baselines.md)";
+      if (!plan) {
+        out.rule += ": no PP fits in memory";
+        break;
+      }
+      r.stats.configs_evaluated = 1;
+      r.stats.feasible = 1;
+      r.configs = {plan->plan.parallel};
+      ConfigOutcome o;
+      o.best = *plan;
+      o.stats.configs_evaluated = 1;
+      o.stats.feasible = 1;
+      r.outcomes = {o};
+      r.estimates = {0.0};
+      r.ran_on = {0};
+      r.round_of = {0};
+      r.parts = {1};
+      r.rounds = 1;
+      r.top = {*plan};
+      break;
+    }
+  }
+  return out;
+}
+
+}  // namespace hapmoe

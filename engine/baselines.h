@@ -1,0 +1,58 @@
+// Baselines for comparison (issue 6, docs/baselines.md), all scored by the
+// same cost model as hapmoe's own search, so plans compare line by line:
+//   uniform           hapmoe's search with layers split evenly over stages
+//                     (the paper's "disable non-uniform PP/DP" ablation);
+//   mi                what a practitioner configures by hand in Megatron-LM:
+//                     a fixed rule, not a search (mi_plan);
+//   metis-style       the heterogeneous search of PP/DP/TP/CP, placement and
+//                     non-uniform layers with EP and TPE fixed to the best
+//                     homogeneous choice;
+//   homogeneous-only  the best plan on one device type alone.
+// Each returns a SearchResult like run_search (plans best first, statistics
+// summed over the searches it ran), collective over the Comm.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "costmodel/cost.h"
+#include "engine/driver.h"
+#include "partition/constraints.h"
+
+namespace hapmoe {
+
+enum class Baseline { kNone, kUniform, kMi, kMetisStyle, kHomogeneousOnly };
+
+// "hapmoe" (kNone: the search itself), "uniform", "mi", "metis-style",
+// "homogeneous-only"; InputError naming `where` otherwise.
+Baseline parse_baseline(const std::string& text, const std::string& where);
+std::string to_string(Baseline b);
+// Every baseline, in the order `compare` prints them (hapmoe first).
+std::vector<Baseline> all_baselines();
+
+// The MI rule (docs/baselines.md): TP the largest divisor of the heads and
+// KV groups within a node (at most 8), CP = TPE = 1, the smallest PP (from
+// the number of device types up) whose plan fits, for it the largest DP
+// whose stage groups fit on the cluster, EP the largest divisor of the
+// experts that divides TP x DP, stages per device type in proportion to
+// its devices (pool order), even layers, no recomputation unless a stage
+// does not fit, then full recomputation everywhere. The plan with its
+// latency; nullopt when no PP fits.
+std::optional<PlanCandidate> mi_plan(const Workload& workload, const ClusterSpec& cluster,
+                                     const ConstraintOptions& constraints);
+
+struct BaselineRun {
+  SearchResult result;
+  // What the baseline fixed, in a line (e.g. "EP=8 TPE=1 from H800 alone").
+  std::string rule;
+};
+
+// Runs `baseline` (kNone: run_search). Collective over `comm`.
+BaselineRun run_baseline(Baseline baseline, const Workload& workload, const ClusterSpec& cluster,
+                         const SearchOptions& options, Comm& comm, const RunOptions& run);
+
+// The cluster of type h alone (its pool, no cross links).
+ClusterSpec single_type(const ClusterSpec& cluster, int type);
+
+}  // namespace hapmoe
