@@ -1,0 +1,281 @@
+#!/usr/bin/python3
+"""The pruning study (issue 6): reads the sweep archive written by
+`hapmoe sweep bench/pruning_study.json`, prints the tables of bench/README.md
+("Pruning study") and draws the figures next to it.
+
+    /usr/bin/python3 bench/pruning_study.py ARCHIVE.h5 [--figures DIR] [--csv FILE]
+
+Uses Debian's python3-h5py, python3-numpy and (for the figures)
+python3-matplotlib. Each case's search counters come from /cases/N/search/totals
+and its best latency from /cases/N/plans/plans; the gap of a pruning set is
+its best latency over the unpruned optimum of the same model and cluster (the
+`prune none` case with the same bound setting; branch and bound is exact, so
+with the bound on that is the exact optimum of the unpruned space).
+"""
+import argparse
+import collections
+import csv
+import json
+import math
+import os
+import sys
+
+import h5py
+import numpy as np
+
+PRUNE_ORDER = ["none", "lb", "mem", "comm", "lb,mem", "lb,comm", "mem,comm", "all"]
+DEFAULTS = {"prune": "all", "delta": 0.2, "eta": 2.0, "uniform": False, "bound": True,
+            "global_batch": None}
+
+
+def canonical_prune(text):
+    if text in ("all", "lb,mem,comm"):
+        return "all"
+    if text in ("none", ""):
+        return "none"
+    parts = [p for p in ("lb", "mem", "comm") if p in text.split(",")]
+    return ",".join(parts) if len(parts) < 3 else "all"
+
+
+def read_cases(path):
+    rows = []
+    with h5py.File(path, "r") as f:
+        if f.attrs.get("kind") != "sweep":
+            sys.exit(f"{path}: not a sweep archive")
+        for name in sorted(f["cases"]):
+            g = f["cases"][name]
+            case = json.loads(g.attrs["case"])
+            totals = g["search/totals"][()][0]
+            plans = g["plans/plans"][()]
+            row = {k: case.get(k, v) for k, v in DEFAULTS.items()}
+            row["prune"] = canonical_prune(str(row["prune"]))
+            row.update(
+                name=g.attrs["name"],
+                model=case["model"],
+                cluster=case["cluster"],
+                latency=float(plans[0]["latency_s"]) if len(plans) else math.inf,
+                seconds=float(totals["seconds"]),
+                configs=int(totals["configs"]),
+                evaluated=int(totals["configs_evaluated"]),
+                states=int(totals["states"]),
+                transitions=int(totals["transitions"]),
+                pruned_lb=int(totals["pruned_load_balance"]),
+                pruned_mem=int(totals["pruned_memory"]),
+                pruned_comm=int(totals["pruned_hetero_comm"]),
+            )
+            rows.append(row)
+    return rows
+
+
+def is_default(row, *except_keys):
+    return all(row[k] == v for k, v in DEFAULTS.items()
+               if k not in except_keys and k not in ("global_batch",))
+
+
+def gap(latency, reference):
+    if math.isinf(reference):
+        return math.nan if math.isinf(latency) else -math.inf  # (never: pruning only removes)
+    if math.isinf(latency):
+        return math.inf  # the pruning lost every plan
+    return latency / reference - 1.0
+
+
+def geomean(values):
+    values = [v for v in values if v > 0 and math.isfinite(v)]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
+
+
+def subset_table(rows, bound, title, out):
+    """Per pruning set: search size, time and gap against `prune none`, over the cases."""
+    groups = collections.defaultdict(dict)
+    for r in rows:
+        if r["bound"] == bound and is_default(r, "prune", "bound"):
+            groups[(r["model"], r["cluster"], r["global_batch"])][r["prune"]] = r
+    groups = {k: v for k, v in groups.items() if "none" in v}
+    if not groups:
+        return None
+    print(f"\n### {title}\n", file=out)
+    print(f"{len(groups)} model x cluster cases; per pruning set: totals over the cases, "
+          "the geometric mean of the per-case ratio to `none`, and the optimality gap.\n", file=out)
+    print("| prune | searched configs | DP states | transitions | search s | "
+          "time vs none (geo. mean) | transitions vs none (geo. mean) | cases with gap > 0 | "
+          "max gap | lost every plan |", file=out)
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|", file=out)
+    summary = {}
+    for p in PRUNE_ORDER:
+        present = [g for g in groups.values() if p in g]
+        if not present:
+            continue
+        t = sum(g[p]["seconds"] for g in present)
+        tr = sum(g[p]["transitions"] for g in present)
+        st = sum(g[p]["states"] for g in present)
+        ev = sum(g[p]["evaluated"] for g in present)
+        time_ratio = geomean([g[p]["seconds"] / g["none"]["seconds"] for g in present])
+        tr_ratio = geomean([max(g[p]["transitions"], 1) / max(g["none"]["transitions"], 1)
+                            for g in present])
+        gaps = [gap(g[p]["latency"], g["none"]["latency"]) for g in present]
+        finite = [x for x in gaps if math.isfinite(x)]
+        lost = sum(1 for x in gaps if math.isinf(x) and x > 0)
+        positive = sum(1 for x in finite if x > 1e-12)
+        worst = max(finite) if finite else math.nan
+        summary[p] = dict(seconds=t, time_ratio=time_ratio, max_gap=worst, lost=lost)
+        print(f"| {p} | {ev:,} | {st:,} | {tr:,} | {t:.2f} | {time_ratio:.3f} | {tr_ratio:.3g} | "
+              f"{positive} | {100 * worst:.2f} % | {lost} |", file=out)
+    return summary
+
+
+def tradeoff_table(rows, key, out):
+    """delta or eta against time and gap, prune all, bound on."""
+    base = {}
+    for r in rows:
+        if r["bound"] and is_default(r, "prune") and r["prune"] == "none":
+            base[(r["model"], r["cluster"])] = r
+    values = collections.defaultdict(list)
+    for r in rows:
+        if r["prune"] != "all" or not r["bound"] or r["uniform"]:
+            continue
+        others = [k for k in ("delta", "eta") if k != key]
+        if any(r[k] != DEFAULTS[k] for k in others) or r["global_batch"] is not None:
+            continue
+        if (r["model"], r["cluster"]) in base:
+            values[float(r[key])].append(r)
+    if not values:
+        return []
+    print(f"\n### {key}: time saved against the optimality gap (prune all, bound on)\n", file=out)
+    print(f"| {key} | cases | search s (sum) | unpruned s (sum) | time vs none (geo. mean) | "
+          "cases with gap > 0 | mean gap | max gap | lost every plan |", file=out)
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|", file=out)
+    curve = []
+    for v in sorted(values):
+        rs = values[v]
+        t = sum(r["seconds"] for r in rs)
+        t0 = sum(base[(r["model"], r["cluster"])]["seconds"] for r in rs)
+        ratio = geomean([r["seconds"] / base[(r["model"], r["cluster"])]["seconds"] for r in rs])
+        gaps = [gap(r["latency"], base[(r["model"], r["cluster"])]["latency"]) for r in rs]
+        finite = [x for x in gaps if math.isfinite(x)]
+        lost = sum(1 for x in gaps if math.isinf(x) and x > 0)
+        mean = float(np.mean(finite)) if finite else math.nan
+        worst = max(finite) if finite else math.nan
+        print(f"| {v:g} | {len(rs)} | {t:.2f} | {t0:.2f} | {ratio:.3f} | "
+              f"{sum(1 for x in finite if x > 1e-12)} | {100 * mean:.2f} % | {100 * worst:.2f} % | "
+              f"{lost} |", file=out)
+        curve.append((v, ratio, mean, worst))
+    return curve
+
+
+def uniform_table(rows, out):
+    pairs = collections.defaultdict(dict)
+    for r in rows:
+        if r["prune"] == "all" and r["bound"] and is_default(r, "uniform", "prune"):
+            pairs[(r["model"], r["cluster"])][r["uniform"]] = r
+    pairs = {k: v for k, v in pairs.items() if True in v and False in v}
+    if not pairs:
+        return []
+    print("\n### Uniform against non-uniform layers (prune all, bound on)\n", file=out)
+    print("| model | cluster | non-uniform s | uniform s | uniform / non-uniform |", file=out)
+    print("|---|---|---:|---:|---:|", file=out)
+    ratios = []
+    for (model, cluster), v in sorted(pairs.items()):
+        a, b = v[False]["latency"], v[True]["latency"]
+        ratio = b / a if math.isfinite(a) and math.isfinite(b) else math.nan
+        ratios.append((model, cluster, ratio))
+        shown = f"{ratio:.3f}" if math.isfinite(ratio) else "no plan"
+        print(f"| {model} | {cluster} | {a:.3f} | {b:.3f} | {shown} |", file=out)
+    return ratios
+
+
+def figures(directory, subsets, curves, ratios):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("(no figures: install python3-matplotlib)", file=sys.stderr)
+        return
+    os.makedirs(directory, exist_ok=True)
+    if subsets:
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        width = 0.8 / len(subsets)
+        for k, (label, summary) in enumerate(subsets.items()):
+            names = [p for p in PRUNE_ORDER if p in summary]
+            x = np.arange(len(names)) + k * width
+            axes[0].bar(x, [summary[p]["time_ratio"] for p in names], width, label=label)
+            axes[1].bar(x, [100 * summary[p]["max_gap"] for p in names], width, label=label)
+        for ax in axes:
+            ax.set_xticks(np.arange(len(names)) + width * (len(subsets) - 1) / 2)
+            ax.set_xticklabels(names, rotation=30)
+            ax.set_xlabel("prunings on")
+            ax.legend(fontsize=8)
+        axes[0].set_yscale("log")
+        axes[0].set_ylabel("search time / unpruned (geometric mean)")
+        axes[1].set_ylabel("max optimality gap (%)")
+        fig.suptitle("Pruning sets: search time and optimality gap")
+        fig.tight_layout()
+        for ext in ("png", "svg"):
+            fig.savefig(os.path.join(directory, f"pruning_sets.{ext}"), dpi=110)
+        plt.close(fig)
+    if curves:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for key, curve in curves.items():
+            if not curve:
+                continue
+            ax.plot([1 - c[1] for c in curve], [100 * c[3] for c in curve], "o-", label=f"{key}")
+            for v, r, _, worst in curve:
+                ax.annotate(f"{v:g}", (1 - r, 100 * worst), fontsize=7,
+                            xytext=(3, 3), textcoords="offset points")
+        ax.set_xlabel("search time saved vs unpruned (1 - geometric mean ratio)")
+        ax.set_ylabel("max optimality gap (%)")
+        ax.set_title("Trade-off of delta and eta (prune all)")
+        ax.legend()
+        fig.tight_layout()
+        for ext in ("png", "svg"):
+            fig.savefig(os.path.join(directory, f"pruning_tradeoff.{ext}"), dpi=110)
+        plt.close(fig)
+    if ratios:
+        fig, ax = plt.subplots(figsize=(10, 4))
+        labels = [f"{m}\n{c.replace('paper:', '')}" for m, c, _ in ratios]
+        ax.bar(range(len(ratios)), [r if math.isfinite(r) else 0 for _, _, r in ratios])
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_xticks(range(len(ratios)))
+        ax.set_xticklabels(labels, rotation=90, fontsize=7)
+        ax.set_ylabel("latency uniform / non-uniform")
+        ax.set_title("Cost of uniform layer splits (0 = no uniform plan fits)")
+        fig.tight_layout()
+        for ext in ("png", "svg"):
+            fig.savefig(os.path.join(directory, f"uniform_ratio.{ext}"), dpi=110)
+        plt.close(fig)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("archive")
+    ap.add_argument("--figures", help="directory for the PNG/SVG figures")
+    ap.add_argument("--csv", help="write one row per case to this CSV file")
+    args = ap.parse_args()
+    rows = read_cases(args.archive)
+    out = sys.stdout
+    print(f"{len(rows)} cases from {args.archive}", file=out)
+    subsets = {}
+    for label, bound, title, pick in [
+            ("paper, bound on", True, "Pruning sets on the paper's 24 cases (branch and bound on)",
+             lambda r: r["cluster"].startswith("paper:")),
+            ("paper, plain DP", False, "Pruning sets, plain DP (bound off), Mixtral-S",
+             lambda r: r["cluster"].startswith("paper:")),
+            ("large, bound on", True, "Pruning sets on the large clusters (branch and bound on)",
+             lambda r: not r["cluster"].startswith("paper:"))]:
+        summary = subset_table([r for r in rows if pick(r)], bound, title, out)
+        if summary:
+            subsets[label] = summary
+    curves = {k: tradeoff_table(rows, k, out) for k in ("delta", "eta")}
+    ratios = uniform_table(rows, out)
+    if args.figures:
+        figures(args.figures, subsets, curves, ratios)
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+            w.writeheader()
+            w.writerows(rows)
+
+
+if __name__ == "__main__":
+    main()
