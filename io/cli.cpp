@@ -1,11 +1,14 @@
 #include "io/cli.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cxxopts.hpp>
 #include <exception>
 #include <functional>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +24,7 @@
 #include "io/model_io.h"
 #include "io/plan_io.h"
 #include "io/report.h"
+#include "io/sweep.h"
 #include "io/version.h"
 #include "partition/constraints.h"
 
@@ -35,10 +39,12 @@ constexpr const char* kUsage =
     "  plan       search the fastest plan that fits in memory (HS-DP, docs/search.md)\n"
     "  evaluate   predict the iteration latency, memory and throughput of a given plan\n"
     "  catalog    list the built-in devices, model presets and cluster presets\n"
+    "  sweep      run many searches (a list and/or a product of cases) into one archive\n"
     "  show       print the summary of an HDF5 archive (--out) without re-running anything\n"
     "\n"
     "`hapmoe <command> --help` shows the options of a command; `hapmoe --version` the version.\n"
-    "Exit codes: 0 ok, 2 bad input, 3 the plan does not fit in memory, 1 internal error.\n";
+    "Exit codes: 0 ok, 2 bad input, 3 the plan does not fit in memory, 4 sweep stopped by a\n"
+    "signal (resume it with --resume), 1 internal error.\n";
 
 // Options every command that takes a model and a cluster shares.
 void add_workload_options(cxxopts::Options& o) {
@@ -497,6 +503,44 @@ int cmd_catalog(int argc, const char* const* argv, std::ostream& out) {
   return kExitOk;
 }
 
+int cmd_sweep(int argc, const char* const* argv, std::ostream& out, std::ostream& err, Comm& comm) {
+  cxxopts::Options o("hapmoe sweep",
+                     "Runs every case of a sweep file (a list of cases and/or Cartesian products "
+                     "of models, clusters and options) into one HDF5 archive, committing each "
+                     "case as it finishes. SIGTERM or SIGUSR1 finishes the case in flight and "
+                     "exits with code 4; --resume then runs only what is missing "
+                     "(docs/archive.md).");
+  o.add_options()("sweep", "the sweep file", cxxopts::value<std::string>())(
+      "out", "the archive (required)", cxxopts::value<std::string>())(
+      "resume", "finish the sweep in --out: skip the cases it holds (the sweep must be the same)")(
+      "threads",
+      "OpenMP threads per rank (default: OMP_NUM_THREADS, else the node's cores over its ranks)",
+      cxxopts::value<std::string>())(
+      "checkpoint-every",
+      "commit finished cases at most every this many seconds (default 0: after every case)",
+      cxxopts::value<std::string>());
+  o.parse_positional({"sweep"});
+  o.positional_help("SWEEP.json");
+  const auto parsed = parse(o, argc, argv, out);
+  if (!parsed) return kExitOk;
+  const auto& r = *parsed;
+  SweepRunOptions s;
+  s.sweep_path = required(r, "sweep");
+  s.out = required(r, "out");
+  s.resume = r.count("resume") > 0;
+  s.threads =
+      r.count("threads")
+          ? static_cast<int>(parse_int_text(r["threads"].as<std::string>(), 1, 4096, "--threads"))
+          : default_threads(comm);
+  if (r.count("checkpoint-every")) {
+    s.checkpoint_s =
+        parse_number_text(r["checkpoint-every"].as<std::string>(), 0.0, 1e7, "--checkpoint-every");
+  }
+  s.tty = &err == &std::cerr && ::isatty(STDERR_FILENO) == 1;
+  s.command_line = "hapmoe " + command_line(argc, argv);
+  return run_sweep(s, out, err, comm);
+}
+
 int cmd_show(int argc, const char* const* argv, std::ostream& out) {
   cxxopts::Options o("hapmoe show",
                      "Prints the summary of an archive written with --out (best plan, top K, "
@@ -534,6 +578,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     if (command == "evaluate") return cmd_evaluate(argc - 1, argv + 1, out, err, comm);
     if (command == "catalog") return cmd_catalog(argc - 1, argv + 1, out);
     if (command == "show") return cmd_show(argc - 1, argv + 1, out);
+    if (command == "sweep") return cmd_sweep(argc - 1, argv + 1, out, err, comm);
     if (command == "--help" || command == "-h" || command == "help") {
       out << kUsage;
       return kExitOk;
