@@ -11,6 +11,7 @@
 #include "io/archive.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -460,6 +461,28 @@ void write_archive_atomic(const std::string& path, const std::function<void(h5::
   if (dfd >= 0) {
     ::fsync(dfd);  // best effort: the rename itself is durable after this
     ::close(dfd);
+  }
+  remove_stale_temporaries(path);
+}
+
+void remove_stale_temporaries(const std::string& path) {
+  const fs::path target(path);
+  const std::string prefix = "." + target.filename().string() + ".tmp.";
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(directory_of(target), ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string pid_text = name.substr(prefix.size());
+    if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos ||
+        pid_text.size() > 9) {
+      continue;
+    }
+    const auto pid = static_cast<pid_t>(std::stol(pid_text));
+    if (pid == ::getpid()) continue;
+    if (::kill(pid, 0) != 0 && errno == ESRCH) {
+      std::error_code rm;
+      fs::remove(e.path(), rm);
+    }
   }
 }
 

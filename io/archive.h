@@ -88,6 +88,11 @@ void check_archive_path(const std::string& path, const std::string& option = "--
 void write_archive_atomic(const std::string& path, const std::function<void(h5::File&)>& fill,
                           const std::string& option = "--out");
 
+// Removes the temporary files of earlier writers of `path` that were
+// killed (".NAME.tmp.PID" whose PID is no longer a live process on this
+// host). write_archive_atomic calls it after each successful rename.
+void remove_stale_temporaries(const std::string& path);
+
 // Test hook for crash tests: called between writing the temporary file
 // and renaming it (nullptr: nothing).
 extern void (*g_archive_before_rename)(const std::string& tmp_path);

@@ -275,6 +275,7 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
       }
       check_archive_path(o.out);
       if (archive_exists) existing = read_existing(o.out, def);
+      remove_stale_temporaries(o.out);
     }
     for (std::size_t i = 0; i < def.cases.size(); ++i) {
       const SweepCase& c = def.cases[i];
