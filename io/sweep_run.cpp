@@ -103,7 +103,6 @@ void crash_hook(const std::string&) {
 void install_crash_hook() {
   g_commits = 0;
   g_crash_at_commit = 0;
-  g_archive_before_rename = nullptr;
   const char* v = std::getenv("HAPMOE_TEST_CRASH");
   if (v == nullptr) return;
   const std::string t = v;
@@ -420,16 +419,19 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
       progress.case_done(c, fin.result.stats.configs, best);
       pending.push_back(std::move(fin));
     }
-    // Every rank takes the same decisions: the stop flag is agreed on.
+    // Every rank takes the same decisions: rank 0's clock decides when a
+    // commit is due, and the stop flag is agreed on after the commit (a
+    // signal during a commit stops before the next case).
+    const bool due = o.checkpoint_s <= 0 || seconds_since(last_commit) >= o.checkpoint_s;
+    if (done_count == total || !from_root(comm, comm.rank() == 0 && due ? "1" : "").empty()) {
+      commit();
+    }
     stopped = !first_error(comm, g_sweep_stop_signal != 0 ? "stop" : "").empty();
-    const bool due = o.checkpoint_s <= 0 ||
-                     seconds_since(last_commit) >= o.checkpoint_s;  // rank 0's clock decides
-    const bool commit_now = stopped || done_count == total ||
-                            !from_root(comm, comm.rank() == 0 && due ? "1" : "").empty();
-    if (commit_now) commit();
+    if (stopped) commit();  // what --checkpoint-every held back
     if (stopped) break;
   }
 
+  if (stopped && done_count == total) stopped = false;  // nothing left to requeue
   if (comm.rank() == 0) {
     if (stopped) {
       progress.interrupt();
