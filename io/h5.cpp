@@ -46,6 +46,16 @@ hsize_t chunk_rows(std::size_t n, std::size_t row_bytes) {
   return static_cast<hsize_t>(std::clamp<std::size_t>(n, 1, target));
 }
 
+// Transfer properties with a type-conversion buffer sized to the data:
+// HDF5's default is a zeroed 1 MiB buffer per read or write, which costs
+// more than writing a small table.
+Handle transfer(std::size_t n, hid_t mem_type) {
+  Handle dxpl(check_id(H5Pcreate(H5P_DATASET_XFER), "transfer properties"), H5Pclose);
+  const std::size_t bytes = std::clamp<std::size_t>(n * H5Tget_size(mem_type) * 2, 4096, 1u << 20);
+  check(H5Pset_buffer(dxpl.id(), bytes, nullptr, nullptr), "conversion buffer");
+  return dxpl;
+}
+
 Handle simple_space(std::size_t n, bool unlimited) {
   const hsize_t dims[1] = {static_cast<hsize_t>(n)};
   const hsize_t max[1] = {unlimited ? H5S_UNLIMITED : static_cast<hsize_t>(n)};
@@ -231,7 +241,10 @@ void Group::write_raw(const std::string& name, hid_t mem_type, std::size_t n,
                                 H5P_DEFAULT),
                      "create dataset " + p),
             H5Dclose);
-  if (n > 0) check(H5Dwrite(ds.id(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "write " + p);
+  if (n > 0) {
+    check(H5Dwrite(ds.id(), mem_type, H5S_ALL, H5S_ALL, transfer(n, mem_type).id(), data),
+          "write " + p);
+  }
   ds.close("close dataset " + p);
 }
 
@@ -249,7 +262,8 @@ void Group::read_raw(const std::string& name, hid_t mem_type, std::size_t n, voi
   if (n == 0) return;
   const std::string p = join(path_, name);
   Handle ds(check_id(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), "open dataset " + p), H5Dclose);
-  check(H5Dread(ds.id(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "read " + p);
+  check(H5Dread(ds.id(), mem_type, H5S_ALL, H5S_ALL, transfer(n, mem_type).id(), data),
+        "read " + p);
 }
 
 void Group::reclaim(hid_t mem_type, std::size_t n, void* data) {

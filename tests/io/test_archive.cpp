@@ -18,7 +18,9 @@
 #include "costmodel/errors.h"
 #include "io/archive.h"
 #include "io/cli.h"
+#include "io/cluster_io.h"
 #include "io/h5.h"
+#include "io/model_io.h"
 #include "io/sweep.h"
 
 namespace hapmoe {
@@ -335,6 +337,34 @@ TEST(Sweep, Sigusr1StopsAfterTheCaseInFlightAndResumeFinishes) {
   r = run({"sweep", (d / "s.json").string(), "--out", out, "--resume", "--threads", "1"});
   EXPECT_EQ(r.code, kExitOk) << r.err;
   EXPECT_NE(r.out.find("2 of 2 cases done (complete)"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace hapmoe
+
+namespace hapmoe {
+namespace {
+
+// The sweeps shipped in bench/ parse and every case's model and cluster
+// load (running them is a benchmark, not a test).
+TEST(SweepFile, BenchSweepsAreValid) {
+  for (const char* name : {"paper_sweep.json", "large_sweep.json"}) {
+    const std::string path = std::string(HAPMOE_SOURCE_DIR) + "/bench/" + name;
+    const SweepDefinition s = load_sweep(path);
+    for (const SweepCase& c : s.cases) {
+      Workload w = load_workload(c.model);
+      EXPECT_NO_THROW(apply_overrides(c.overrides, w)) << name << ": " << c.name;
+      const ClusterSpec cl = load_cluster(c.cluster);
+      EXPECT_GE(cl.total_devices(), 16) << c.name;
+    }
+    if (std::string(name) == "paper_sweep.json") {
+      EXPECT_EQ(s.cases.size(), 24u);
+    } else {
+      EXPECT_EQ(s.cases.size(), 10u);
+      EXPECT_EQ(load_cluster(s.cases.front().cluster).total_devices(), 1024);
+      EXPECT_EQ(load_cluster(s.cases.back().cluster).total_devices(), 16384);
+    }
+  }
 }
 
 }  // namespace
