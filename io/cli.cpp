@@ -162,7 +162,7 @@ void write_out(Comm& comm, const std::string& path, const std::function<void(h5:
   if (comm.rank() == 0) {
     try {
       write_archive_atomic(path, fill);
-    } catch (const InputError& e) {
+    } catch (const std::exception& e) {  // any: the other ranks are waiting below
       failed = e.what();
     }
   }

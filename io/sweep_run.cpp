@@ -378,7 +378,7 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
         archive_exists = true;
       } catch (const InputError& e) {
         bad = e.what();
-      } catch (const h5::H5Error& e) {
+      } catch (const std::exception& e) {  // any: the other ranks are waiting below
         bad = "--out " + o.out + ": " + e.what();
       }
       g_committing = 0;
