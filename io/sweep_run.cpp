@@ -267,12 +267,12 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
     def = load_sweep(o.sweep_path);
     if (comm.rank() == 0) {
       std::error_code ec;
+      check_archive_path(o.out);
       archive_exists = std::filesystem::exists(o.out, ec);
       if (archive_exists && !o.resume) {
         throw InputError("--out " + o.out,
                          "exists; pass --resume to finish that sweep, or remove it first");
       }
-      check_archive_path(o.out);
       if (archive_exists) existing = read_existing(o.out, def);
       remove_stale_temporaries(o.out);
     }

@@ -104,6 +104,21 @@ TEST(Archive, PlanOutThenShowPrintsTheSameBestPlan) {
   }
 }
 
+// Nothing fits: exit 3, and the archive is still written, with no plans
+// but every configuration's statistics.
+TEST(Archive, NoFitStillWritesTheArchive) {
+  const fs::path d = temp_dir("nofit");
+  const CliRun p = run({"plan", "--model", "mixtral-l", "--cluster", "paper:16-1", "--threads", "1",
+                        "--out", (d / "run.h5").string()});
+  ASSERT_EQ(p.code, kExitNoFit) << p.err;
+  const CliRun s = run({"show", (d / "run.h5").string()});
+  ASSERT_EQ(s.code, kExitOk) << s.err;
+  EXPECT_NE(s.out.find("no plan (nothing fits in memory)"), std::string::npos) << s.out;
+  const h5::File f = h5::File::open_read((d / "run.h5").string());
+  EXPECT_EQ(f.open_group("plans").extent("plans"), 0u);
+  EXPECT_GT(f.open_group("search").extent("configs"), 0u);
+}
+
 TEST(Archive, TablesReadBackThroughTheWrapper) {
   const fs::path d = temp_dir("tables");
   ASSERT_EQ(run(plan_to(d / "run.h5")).code, kExitOk);
@@ -314,6 +329,23 @@ TEST(Sweep, BadCaseInputFailsBeforeAnySearch) {
   EXPECT_NE(r.err.find("case 1 (no-such-model paper:16-1)"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(d / "s.h5"));
   EXPECT_EQ(r.err.find("cases,"), std::string::npos) << "a case ran:\n" << r.err;
+}
+
+// --checkpoint-every S: finished cases wait for the interval (here the end
+// of the sweep) and are committed together.
+TEST(Sweep, CheckpointEveryBatchesCommits) {
+  const fs::path d = temp_dir("sweep_interval");
+  spit(d / "s.json", kTwoCases);
+  const std::string out = (d / "s.h5").string();
+  static int commits = 0;
+  commits = 0;
+  g_archive_before_rename = [](const std::string&) { ++commits; };
+  const CliRun r = run({"sweep", (d / "s.json").string(), "--out", out, "--threads", "1",
+                        "--checkpoint-every", "3600"});
+  g_archive_before_rename = nullptr;
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(commits, 1);
+  EXPECT_NE(r.out.find("2 of 2 cases done (complete)"), std::string::npos) << r.out;
 }
 
 // SIGUSR1 (what Slurm sends before the time limit), here raised inside the
