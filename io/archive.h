@@ -11,7 +11,6 @@
 #pragma once
 
 #include <functional>
-#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>

@@ -1,7 +1,6 @@
 // `hapmoe show FILE.h5`: the summary of an archive, read back from the
 // tables io/archive.cpp wrote, without re-running the cost model or the
 // search.
-#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <string>

@@ -5,11 +5,12 @@
 // A product's axes vary in the sorted order of their keys, the last
 // fastest (JSON objects have no order that survives every tool), so the
 // case list of a file is the same wherever it is read.
+#include "io/sweep.h"
+
 #include <set>
 
 #include "costmodel/errors.h"
 #include "io/json_strict.h"
-#include "io/sweep.h"
 
 namespace hapmoe {
 

@@ -4,7 +4,6 @@
 // overrides, search options).
 #pragma once
 
-#include <atomic>
 #include <csignal>
 #include <ostream>
 #include <string>
