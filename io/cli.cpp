@@ -1,9 +1,14 @@
 #include "io/cli.h"
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cxxopts.hpp>
 #include <exception>
+#include <functional>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,11 +18,13 @@
 #include "costmodel/errors.h"
 #include "engine/driver.h"
 #include "engine/pipeline_sim.h"
+#include "io/archive.h"
 #include "io/cluster_io.h"
 #include "io/json_strict.h"
 #include "io/model_io.h"
 #include "io/plan_io.h"
 #include "io/report.h"
+#include "io/sweep.h"
 #include "io/version.h"
 #include "partition/constraints.h"
 
@@ -32,9 +39,12 @@ constexpr const char* kUsage =
     "  plan       search the fastest plan that fits in memory (HS-DP, docs/search.md)\n"
     "  evaluate   predict the iteration latency, memory and throughput of a given plan\n"
     "  catalog    list the built-in devices, model presets and cluster presets\n"
+    "  sweep      run many searches (a list and/or a product of cases) into one archive\n"
+    "  show       print the summary of an HDF5 archive (--out) without re-running anything\n"
     "\n"
     "`hapmoe <command> --help` shows the options of a command; `hapmoe --version` the version.\n"
-    "Exit codes: 0 ok, 2 bad input, 3 the plan does not fit in memory, 1 internal error.\n";
+    "Exit codes: 0 ok, 2 bad input, 3 the plan does not fit in memory, 4 sweep stopped by a\n"
+    "signal (resume it with --resume), 1 internal error.\n";
 
 // Options every command that takes a model and a cluster shares.
 void add_workload_options(cxxopts::Options& o) {
@@ -103,6 +113,79 @@ Inputs read_inputs(const cxxopts::ParseResult& r) {
   return in;
 }
 
+// --out: the HDF5 archive of the run (docs/archive.md).
+void add_out_option(cxxopts::Options& o) {
+  o.add_options("Archive")("out",
+                           "write an HDF5 archive of the run (inputs, plans, statistics, "
+                           "provenance; docs/archive.md) to this file",
+                           cxxopts::value<std::string>());
+}
+
+// The start of a command, for the archive's provenance.
+struct Started {
+  std::string utc = utc_now();
+  std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now();
+};
+
+Provenance provenance(const Started& started, int argc, const char* const* argv, int ranks,
+                      int threads) {
+  Provenance p;
+  p.command_line = "hapmoe " + command_line(argc, argv);
+  p.ranks = ranks;
+  p.threads = threads;
+  p.start_time = started.utc;
+  p.end_time = utc_now();
+  p.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started.at).count();
+  p.host = host_name();
+  return p;
+}
+
+// The archive's record of the inputs as given: the option values as typed
+// and the text of the model and cluster files.
+ArchiveInputs given_inputs(const cxxopts::ParseResult& r, const Inputs& in) {
+  ArchiveInputs a;
+  for (const auto& kv : r.arguments()) a.options_given[kv.key()] = kv.value();
+  a.model_given = r.count("model") ? r["model"].as<std::string>() : "";
+  a.cluster_given = r.count("cluster") ? r["cluster"].as<std::string>() : "";
+  a.model_file_text = given_file_text(a.model_given);
+  a.cluster_file_text = given_file_text(a.cluster_given);
+  a.workload = &in.workload;
+  a.cluster = &in.cluster;
+  return a;
+}
+
+// Rank 0 writes the archive; a failure there is agreed on so every rank
+// exits with the same code.
+void write_out(Comm& comm, const std::string& path, const std::function<void(h5::File&)>& fill) {
+  std::string failed;
+  if (comm.rank() == 0) {
+    try {
+      write_archive_atomic(path, fill);
+    } catch (const std::exception& e) {  // any: the other ranks are waiting below
+      failed = e.what();
+    }
+  }
+  if (const std::string first = first_error(comm, failed); !first.empty()) {
+    throw InputError("", first);
+  }
+}
+
+// Rank 0 checks --out before any work; every rank learns the verdict.
+void check_out(Comm& comm, const cxxopts::ParseResult& r) {
+  std::string failed;
+  if (comm.rank() == 0 && r.count("out")) {
+    try {
+      check_archive_path(r["out"].as<std::string>());
+    } catch (const InputError& e) {
+      failed = e.what();
+    }
+  }
+  if (const std::string first = first_error(comm, failed); !first.empty()) {
+    throw InputError("", first);
+  }
+}
+
 // Parses argv for one command; returns nullopt after printing help.
 std::optional<cxxopts::ParseResult> parse(cxxopts::Options& o, int argc, const char* const* argv,
                                           std::ostream& out) {
@@ -132,9 +215,12 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
       cxxopts::value<std::string>())("plan-json", "write the report as JSON to this file",
                                      cxxopts::value<std::string>())(
       "simulate", "also run an event simulation of the 1F1B schedule and print its makespan");
+  add_out_option(o);
+  const Started started;
   const auto parsed = parse(o, argc, argv, out);
   if (!parsed) return kExitOk;
   const auto& r = *parsed;
+  check_out(comm, r);
   const Inputs in = read_inputs(r);
   const int index = r.count("plan-index")
                         ? static_cast<int>(parse_int_text(r["plan-index"].as<std::string>(), 0,
@@ -166,6 +252,19 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
     nlohmann::ordered_json doc;
     doc["plans"] = nlohmann::ordered_json::array({plan_report_json(report, in.cluster)});
     write_file_atomic(r["plan-json"].as<std::string>(), doc.dump(2) + "\n");
+  }
+  if (r.count("out")) {
+    ArchiveInputs a = given_inputs(r, in);
+    a.options_resolved = {{"plan", plan_path},
+                          {"plan_index", index},
+                          {"allow_cross_node_tp", in.constraints.allow_cross_node_tp}};
+    a.tables = &tables;
+    const Provenance p = provenance(started, argc, argv, comm.size(), 1);
+    write_out(comm, r["out"].as<std::string>(), [&](h5::File& f) {
+      write_header(f, "evaluate");
+      write_provenance(f, p);
+      write_run(f, a, {report}, nullptr);
+    });
   }
   if (!report.fits) {
     err << "hapmoe: the plan does not fit in memory (see the warnings above)\n";
@@ -235,6 +334,8 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
       "stage mixes) that several workers search apart (default 0: never); like --round it "
       "changes the statistics, not the plans",
       cxxopts::value<std::string>());
+  add_out_option(o);
+  const Started started;
   const auto parsed = parse(o, argc, argv, out);
   if (!parsed) return kExitOk;
   const auto& r = *parsed;
@@ -251,6 +352,7 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
       throw InputError("HAPMOE_TEST_FAIL", "injected input failure (test hook)");
     }
     if (hook.search_rank == comm.rank()) run.fail_at = 0;
+    if (comm.rank() == 0 && r.count("out")) check_archive_path(r["out"].as<std::string>());
     in = read_inputs(r);
     opt.space.constraints = in.constraints;
     if (r.count("top-k")) {
@@ -367,6 +469,27 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
                   {"per_rank", per_rank}};
     write_file_atomic(r["plan-json"].as<std::string>(), doc.dump(2) + "\n");
   }
+  if (r.count("out")) {
+    ArchiveInputs a = given_inputs(r, in);
+    a.options_resolved = {{"top_k", opt.top_k},
+                          {"prune", to_string(opt.prune)},
+                          {"delta", opt.delta},
+                          {"eta", opt.eta},
+                          {"uniform", opt.uniform},
+                          {"bound", opt.bound},
+                          {"bruteforce", brute},
+                          {"max_pp", opt.space.max_pp},
+                          {"allow_cross_node_tp", opt.space.constraints.allow_cross_node_tp},
+                          {"round", run.round},
+                          {"threads", run.threads}};
+    a.tables = &tables;
+    const Provenance p = provenance(started, argc, argv, comm.size(), run.threads);
+    write_out(comm, r["out"].as<std::string>(), [&](h5::File& f) {
+      write_header(f, "plan");
+      write_provenance(f, p);
+      write_run(f, a, reports, &result);
+    });
+  }
   if (reports.empty()) {
     err << "hapmoe plan: no plan fits in memory";
     if (result.closest.known()) {
@@ -393,6 +516,62 @@ int cmd_catalog(int argc, const char* const* argv, std::ostream& out) {
   return kExitOk;
 }
 
+int cmd_sweep(int argc, const char* const* argv, std::ostream& out, std::ostream& err, Comm& comm) {
+  cxxopts::Options o("hapmoe sweep",
+                     "Runs every case of a sweep file (a list of cases and/or Cartesian products "
+                     "of models, clusters and options) into one HDF5 archive, committing each "
+                     "case as it finishes. SIGTERM or SIGUSR1 finishes the case in flight and "
+                     "exits with code 4; --resume then runs only what is missing "
+                     "(docs/archive.md).");
+  o.add_options()("sweep", "the sweep file", cxxopts::value<std::string>())(
+      "out", "the archive (required)", cxxopts::value<std::string>())(
+      "resume", "finish the sweep in --out: skip the cases it holds (the sweep must be the same)")(
+      "threads",
+      "OpenMP threads per rank (default: OMP_NUM_THREADS, else the node's cores over its ranks)",
+      cxxopts::value<std::string>())(
+      "checkpoint-every",
+      "commit finished cases at most every this many seconds (default 0: after every case)",
+      cxxopts::value<std::string>());
+  o.parse_positional({"sweep"});
+  o.positional_help("SWEEP.json");
+  const auto parsed = parse(o, argc, argv, out);
+  if (!parsed) return kExitOk;
+  const auto& r = *parsed;
+  SweepRunOptions s;
+  s.sweep_path = required(r, "sweep");
+  s.out = required(r, "out");
+  s.resume = r.count("resume") > 0;
+  s.threads =
+      r.count("threads")
+          ? static_cast<int>(parse_int_text(r["threads"].as<std::string>(), 1, 4096, "--threads"))
+          : default_threads(comm);
+  if (r.count("checkpoint-every")) {
+    s.checkpoint_s =
+        parse_number_text(r["checkpoint-every"].as<std::string>(), 0.0, 1e7, "--checkpoint-every");
+  }
+  s.tty = &err == &std::cerr && ::isatty(STDERR_FILENO) == 1;
+  s.command_line = "hapmoe " + command_line(argc, argv);
+  return run_sweep(s, out, err, comm);
+}
+
+int cmd_show(int argc, const char* const* argv, std::ostream& out) {
+  cxxopts::Options o("hapmoe show",
+                     "Prints the summary of an archive written with --out (best plan, top K, "
+                     "search statistics; for a sweep, one line per case) without re-running "
+                     "anything. docs/archive.md describes the file.");
+  o.add_options()("case", "a sweep archive: print this case (its name or group) in full",
+                  cxxopts::value<std::string>())("file", "the archive",
+                                                 cxxopts::value<std::string>());
+  o.parse_positional({"file"});
+  o.positional_help("FILE.h5");
+  const auto parsed = parse(o, argc, argv, out);
+  if (!parsed) return kExitOk;
+  const auto& r = *parsed;
+  print_archive_summary(out, required(r, "file"),
+                        r.count("case") ? r["case"].as<std::string>() : "");
+  return kExitOk;
+}
+
 }  // namespace
 
 int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
@@ -411,6 +590,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     if (command == "plan") return cmd_plan(argc - 1, argv + 1, out, err, comm);
     if (command == "evaluate") return cmd_evaluate(argc - 1, argv + 1, out, err, comm);
     if (command == "catalog") return cmd_catalog(argc - 1, argv + 1, out);
+    if (command == "show") return cmd_show(argc - 1, argv + 1, out);
+    if (command == "sweep") return cmd_sweep(argc - 1, argv + 1, out, err, comm);
     if (command == "--help" || command == "-h" || command == "help") {
       out << kUsage;
       return kExitOk;

@@ -2,7 +2,8 @@
 // set-up, so tests can call it in-process.
 //
 // Exit codes: 0 success; 2 bad input or usage; 3 the plan does not fit in
-// memory (outputs are still written); 1 internal error.
+// memory (outputs are still written); 4 a sweep stopped by SIGTERM/SIGUSR1
+// with a valid archive (run it again with --resume); 1 internal error.
 #pragma once
 
 #include <ostream>
@@ -15,6 +16,7 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitInternal = 1;
 inline constexpr int kExitInput = 2;
 inline constexpr int kExitNoFit = 3;
+inline constexpr int kExitStopped = 4;
 
 // Under MPI every rank runs it with the same arguments; only rank 0's
 // streams should print (main passes null streams elsewhere) and only rank 0

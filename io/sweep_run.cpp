@@ -1,0 +1,448 @@
+// Running a sweep (docs/archive.md, "Sweeps"): every case in order, each
+// with the whole communicator, committed to the archive as it finishes.
+//
+// Policy:
+// - Spreading: a case is one run_search over all ranks (the engine already
+//   splits its configurations over ranks and threads, identically for any
+//   R x T). Giving each rank whole cases instead would leave ranks idle on
+//   the largest case and make the result of a case depend on how cases were
+//   dealt; the per-case search is where the work is.
+// - Commit: the archive is rewritten to a temporary name (the finished
+//   cases of the previous archive copied with H5Ocopy, the new ones
+//   written), fsync'ed and renamed over the old one. So the archive on disk
+//   is always a complete, valid file holding every committed case, and a
+//   kill at any instant loses at most the cases not yet committed. The
+//   rewrite copies the earlier cases each time (quadratic in the archive
+//   size); --checkpoint-every bounds how often that happens for sweeps of
+//   many large cases.
+// - Resume: the cases in the archive (matched by their index and the whole
+//   sweep's canonical definition) are skipped; the others run exactly as
+//   they would have (a search's results depend only on its inputs), so the
+//   final archive equals an uninterrupted run's except for timings and
+//   provenance.
+// - Signals: SIGTERM or SIGUSR1 set a flag; the case in flight finishes, is
+//   committed, and the sweep exits with kExitStopped (4). A second signal
+//   abandons the case in flight at once (after a commit in progress, if
+//   any), leaving the last committed archive.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "costmodel/errors.h"
+#include "engine/driver.h"
+#include "io/archive.h"
+#include "io/cli.h"
+#include "io/cluster_io.h"
+#include "io/json_strict.h"
+#include "io/report.h"
+#include "io/sweep.h"
+
+namespace hapmoe {
+
+volatile std::sig_atomic_t g_sweep_stop_signal = 0;
+
+namespace {
+
+volatile std::sig_atomic_t g_committing = 0;
+volatile std::sig_atomic_t g_exit_after_commit = 0;
+
+extern "C" void on_stop_signal(int sig) {
+  if (g_sweep_stop_signal != 0) {
+    // The second signal: abandon now, unless a commit is being written.
+    if (g_committing != 0) {
+      g_exit_after_commit = 1;
+      return;
+    }
+    _exit(kExitStopped);
+  }
+  g_sweep_stop_signal = sig;
+}
+
+// Installs the handlers for the sweep's lifetime, restores the old ones.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_sweep_stop_signal = 0;
+    g_exit_after_commit = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &sa, &old_term_);
+    sigaction(SIGUSR1, &sa, &old_usr1_);
+  }
+  ~StopSignals() {
+    sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGUSR1, &old_usr1_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  struct sigaction old_term_ {};
+  struct sigaction old_usr1_ {};
+};
+
+// Test hook (tests/io/sweep_kill.sh): HAPMOE_TEST_CRASH=commit@K kills the
+// process with SIGKILL inside its K-th commit (1 = first), after the
+// temporary file is complete and before the rename.
+int g_crash_at_commit = 0;
+int g_commits = 0;
+void crash_hook(const std::string&) {
+  if (++g_commits == g_crash_at_commit) std::raise(SIGKILL);
+}
+
+void install_crash_hook() {
+  g_commits = 0;
+  g_crash_at_commit = 0;
+  const char* v = std::getenv("HAPMOE_TEST_CRASH");
+  if (v == nullptr) return;
+  const std::string t = v;
+  if (t.rfind("commit@", 0) != 0) {
+    throw InputError("HAPMOE_TEST_CRASH", "'" + t + "': expected commit@K");
+  }
+  g_crash_at_commit =
+      static_cast<int>(parse_int_text(t.substr(7), 1, 1 << 20, "HAPMOE_TEST_CRASH"));
+  g_archive_before_rename = crash_hook;
+}
+
+std::string group_name(std::size_t index, std::size_t total) {
+  const int width = std::max(4, static_cast<int>(std::to_string(total).size()));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%0*zu", width, index);
+  return buf;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::string duration_text(double s) {
+  char buf[32];
+  if (s < 60) {
+    std::snprintf(buf, sizeof buf, "%.1f s", s);
+  } else if (s < 3600) {
+    std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s) / 3600,
+                  static_cast<int>(s) / 60 % 60);
+  }
+  return buf;
+}
+
+// What rank 0 keeps of a finished case until it is committed.
+struct Finished {
+  std::size_t index = 0;
+  SearchResult result;
+  ProfileTables tables;
+  std::vector<PlanReport> reports;
+  Provenance provenance;
+};
+
+// The state of the archive on disk, as read on rank 0.
+struct Existing {
+  std::vector<std::size_t> done;  // case indices
+  std::int64_t runs = 0;          // invocations that wrote it
+};
+
+Existing read_existing(const std::string& path, const SweepDefinition& def) {
+  Existing e;
+  const std::string where = "--out " + path;
+  try {
+    const h5::File f = h5::File::open_read(path);
+    const h5::Attributes root = f.attrs();
+    if (!root.has("format") || root.get_string("format") != kArchiveFormat ||
+        root.get_string("kind") != "sweep") {
+      throw InputError(where,
+                       "is not a hapmoe sweep archive; --resume needs the archive of the "
+                       "same sweep");
+    }
+    const h5::Group s = f.open_group("sweep");
+    if (s.attrs().get_string("cases") != def.canonical()) {
+      throw InputError(where, "holds another sweep (its cases differ from " + def.origin +
+                                  "); --resume needs the same sweep file, or use another --out");
+    }
+    e.runs = s.attrs().get_int("runs");
+    const h5::Group cases = f.open_group("cases");
+    for (const std::string& n : cases.children()) {
+      const h5::Group c = cases.open_group(n);
+      e.done.push_back(static_cast<std::size_t>(c.attrs().get_int("index")));
+    }
+  } catch (const h5::H5Error& x) {
+    throw InputError(where, std::string("cannot read the existing archive: ") + x.what());
+  }
+  return e;
+}
+
+// A collective: rank 0's `text` on every rank.
+std::string from_root(Comm& comm, const std::string& text) {
+  return comm.allgather(comm.rank() == 0 ? text : std::string()).front();
+}
+
+void agree(Comm& comm, const std::string& failed) {
+  if (const std::string first = first_error(comm, failed); !first.empty()) {
+    throw InputError("", first);
+  }
+}
+
+class Progress {
+ public:
+  Progress(std::ostream& err, bool tty, std::size_t total, std::size_t done_before)
+      : err_(err),
+        tty_(tty),
+        total_(total),
+        done_(done_before),
+        start_(std::chrono::steady_clock::now()) {}
+
+  void case_done(const SweepCase& c, std::int64_t configs, const std::string& best) {
+    ++done_;
+    ++run_now_;
+    configs_ += configs;
+    const double elapsed = seconds_since(start_);
+    const double rate = elapsed > 0 ? static_cast<double>(configs_) / elapsed : 0.0;
+    const double remaining =
+        static_cast<double>(total_ - done_) * elapsed / static_cast<double>(run_now_);
+    char line[256];
+    if (tty_) {
+      constexpr int kWidth = 24;
+      const int filled = static_cast<int>(kWidth * static_cast<double>(done_) /
+                                          static_cast<double>(std::max<std::size_t>(total_, 1)));
+      std::string bar(static_cast<std::size_t>(filled), '#');
+      bar.resize(kWidth, '.');
+      std::snprintf(line, sizeof line,
+                    "\r[%s] %zu/%zu cases  %.0f configs/s  elapsed %s  remaining ~%s   ",
+                    bar.c_str(), done_, total_, rate, duration_text(elapsed).c_str(),
+                    duration_text(remaining).c_str());
+      err_ << line;
+      if (done_ == total_) err_ << "\n";
+      err_.flush();
+    } else {
+      std::snprintf(
+          line, sizeof line,
+          "hapmoe sweep: %zu/%zu cases, %.0f configs/s, elapsed %s, remaining ~%s: ", done_, total_,
+          rate, duration_text(elapsed).c_str(), duration_text(remaining).c_str());
+      err_ << line << c.name << ": " << best << "\n";
+      err_.flush();
+    }
+  }
+  // Ends a live bar before other output.
+  void interrupt() {
+    if (tty_ && done_ != total_) err_ << "\n";
+  }
+
+ private:
+  std::ostream& err_;
+  bool tty_;
+  std::size_t total_;
+  std::size_t done_;
+  std::size_t run_now_ = 0;
+  std::int64_t configs_ = 0;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
+
+int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Comm& comm) {
+  const std::string started_utc = utc_now();
+  const auto started = std::chrono::steady_clock::now();
+  StopSignals signals;
+  // 1. The sweep, the archive and every case's inputs, checked before any
+  // search; a failure on any rank is every rank's.
+  SweepDefinition def;
+  std::vector<Workload> workloads;
+  std::vector<ClusterSpec> clusters;
+  Existing existing;
+  bool archive_exists = false;
+  std::string failed;
+  try {
+    install_crash_hook();
+    def = load_sweep(o.sweep_path);
+    if (comm.rank() == 0) {
+      std::error_code ec;
+      check_archive_path(o.out);
+      archive_exists = std::filesystem::exists(o.out, ec);
+      if (archive_exists && !o.resume) {
+        throw InputError("--out " + o.out,
+                         "exists; pass --resume to finish that sweep, or remove it first");
+      }
+      if (archive_exists) existing = read_existing(o.out, def);
+      remove_stale_temporaries(o.out);
+    }
+    for (std::size_t i = 0; i < def.cases.size(); ++i) {
+      const SweepCase& c = def.cases[i];
+      try {
+        Workload w = load_workload(c.model);
+        apply_overrides(c.overrides, w);
+        workloads.push_back(std::move(w));
+        clusters.push_back(load_cluster(c.cluster));
+      } catch (const InputError& e) {
+        throw InputError(o.sweep_path + ": case " + std::to_string(i) + " (" + c.name + ")",
+                         e.what());
+      }
+    }
+  } catch (const InputError& e) {
+    failed = comm.size() > 1 ? "rank " + std::to_string(comm.rank()) + ": " + e.what() : e.what();
+  }
+  agree(comm, failed);
+
+  // 2. Which cases are done (rank 0 read the archive).
+  std::vector<bool> done(def.cases.size(), false);
+  {
+    nlohmann::json list = nlohmann::json::array();
+    for (std::size_t i : existing.done) list.push_back(i);
+    list.push_back(archive_exists ? 1 : 0);
+    const nlohmann::json got = nlohmann::json::parse(from_root(comm, list.dump()));
+    archive_exists = got.back().get<int>() != 0;
+    for (std::size_t k = 0; k + 1 < got.size(); ++k) {
+      const auto i = got[k].get<std::size_t>();
+      if (i < done.size()) done[i] = true;
+    }
+  }
+  const std::size_t total = def.cases.size();
+  std::size_t done_count = static_cast<std::size_t>(std::count(done.begin(), done.end(), true));
+  if (comm.rank() == 0 && done_count > 0) {
+    err << "hapmoe sweep: resuming " << o.out << ": " << done_count << " of " << total
+        << " cases already done\n";
+  }
+
+  // 3. The cases, committed as they finish.
+  Progress progress(err, o.tty, total, done_count);
+  std::vector<Finished> pending;
+  auto last_commit = std::chrono::steady_clock::now();
+  bool stopped = false;
+  auto commit = [&]() {
+    std::string bad;
+    if (comm.rank() == 0 && !pending.empty()) {
+      Provenance run;
+      run.command_line = o.command_line;
+      run.ranks = comm.size();
+      run.threads = o.threads;
+      run.start_time = started_utc;
+      run.end_time = utc_now();
+      run.wall_seconds = seconds_since(started);
+      run.host = host_name();
+      const std::size_t now_done = done_count;
+      g_committing = 1;
+      try {
+        write_archive_atomic(o.out, [&](h5::File& f) {
+          write_header(f, "sweep");
+          write_provenance(f, run);
+          {
+            const h5::Group s = f.create_group("sweep");
+            const h5::Attributes a = s.attrs();
+            a.set("file", def.origin);
+            a.set("text", def.text);
+            a.set("cases", def.canonical());
+            a.set("cases_total", static_cast<std::int64_t>(total));
+            a.set("cases_done", static_cast<std::int64_t>(now_done));
+            a.set("complete", now_done == total ? 1 : 0);
+            a.set("runs", existing.runs + 1);
+          }
+          const h5::Group cases = f.create_group("cases");
+          if (archive_exists) {
+            const h5::File old = h5::File::open_read(o.out);
+            const h5::Group old_cases = old.open_group("cases");
+            for (const std::string& n : old_cases.children()) cases.copy_from(old_cases, n, n);
+          }
+          for (const Finished& fin : pending) {
+            const SweepCase& c = def.cases[fin.index];
+            const h5::Group g = cases.create_group(group_name(fin.index, total));
+            const h5::Attributes a = g.attrs();
+            a.set("name", c.name);
+            a.set("index", static_cast<std::int64_t>(fin.index));
+            a.set("case", c.resolved.dump());
+            a.set("status", fin.reports.empty() ? "no_fit" : "ok");
+            write_provenance(g, fin.provenance);
+            ArchiveInputs in;
+            in.model_given = c.model;
+            in.model_file_text = given_file_text(c.model);
+            in.cluster_given = c.cluster;
+            in.cluster_file_text = given_file_text(c.cluster);
+            in.options_given = c.resolved;
+            in.options_resolved = c.resolved;
+            in.options_resolved["threads"] = o.threads;
+            in.workload = &workloads[fin.index];
+            in.cluster = &clusters[fin.index];
+            in.tables = &fin.tables;
+            write_run(g, in, fin.reports, &fin.result);
+          }
+        });
+        archive_exists = true;
+      } catch (const InputError& e) {
+        bad = e.what();
+      } catch (const std::exception& e) {  // any: the other ranks are waiting below
+        bad = "--out " + o.out + ": " + e.what();
+      }
+      g_committing = 0;
+      if (g_exit_after_commit != 0) _exit(kExitStopped);
+    }
+    pending.clear();
+    last_commit = std::chrono::steady_clock::now();
+    agree(comm, bad);
+  };
+
+  for (std::size_t i = 0; i < total; ++i) {
+    if (done[i]) continue;
+    const SweepCase& c = def.cases[i];
+    const std::string case_start = utc_now();
+    const auto t0 = std::chrono::steady_clock::now();
+    RunOptions run;
+    run.threads = o.threads;
+    run.round = c.round;
+    Finished fin;
+    fin.index = i;
+    fin.result = run_search(workloads[i], clusters[i], c.options, c.bruteforce, comm, run);
+    fin.tables = tables_for(workloads[i], clusters[i], fin.result.configs);
+    {
+      const CostModel model(workloads[i], clusters[i], fin.tables);
+      for (const PlanCandidate& p : fin.result.top) fin.reports.push_back(model.evaluate(p.plan));
+    }
+    fin.provenance.command_line = o.command_line;
+    fin.provenance.ranks = comm.size();
+    fin.provenance.threads = o.threads;
+    fin.provenance.start_time = case_start;
+    fin.provenance.end_time = utc_now();
+    fin.provenance.wall_seconds = seconds_since(t0);
+    fin.provenance.host = host_name();
+    ++done_count;
+    if (comm.rank() == 0) {
+      const std::string best =
+          fin.reports.empty() ? "no plan fits" : format_seconds(fin.reports.front().latency_s);
+      progress.case_done(c, fin.result.stats.configs, best);
+      pending.push_back(std::move(fin));
+    }
+    // Every rank takes the same decisions: rank 0's clock decides when a
+    // commit is due, and the stop flag is agreed on after the commit (a
+    // signal during a commit stops before the next case).
+    const bool due = o.checkpoint_s <= 0 || seconds_since(last_commit) >= o.checkpoint_s;
+    if (done_count == total || !from_root(comm, comm.rank() == 0 && due ? "1" : "").empty()) {
+      commit();
+    }
+    stopped = !first_error(comm, g_sweep_stop_signal != 0 ? "stop" : "").empty();
+    if (stopped) commit();  // what --checkpoint-every held back
+    if (stopped) break;
+  }
+
+  if (stopped && done_count == total) stopped = false;  // nothing left to requeue
+  if (comm.rank() == 0) {
+    if (stopped) {
+      progress.interrupt();
+      err << "hapmoe sweep: stopped by SIGTERM/SIGUSR1: " << done_count << " of " << total
+          << " cases committed to " << o.out << "; run again with --resume to finish (exit code "
+          << kExitStopped << ")\n";
+    } else if (archive_exists) {
+      print_archive_summary(out, o.out);
+    }
+  }
+  return stopped ? kExitStopped : kExitOk;
+}
+
+}  // namespace hapmoe

@@ -1,0 +1,403 @@
+// The HDF5 archive and sweeps through run_cli, in-process (issue 5):
+// --out on plan and evaluate, hapmoe show, bad output paths found before
+// any search, a failed write that leaves the old archive, sweep files and
+// --resume. tests/io/archive_plan.sh and sweep_kill.sh cover h5dump, h5py,
+// MPI and kills.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "costmodel/errors.h"
+#include "io/archive.h"
+#include "io/cli.h"
+#include "io/cluster_io.h"
+#include "io/h5.h"
+#include "io/model_io.h"
+#include "io/sweep.h"
+
+namespace hapmoe {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliRun {
+  int code = 0;
+  std::string out;
+  std::string err;
+};
+
+CliRun run(std::vector<std::string> args) {
+  args.insert(args.begin(), "hapmoe");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  std::ostringstream out;
+  std::ostringstream err;
+  CliRun r;
+  r.code = run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("hapmoe_archive_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void spit(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
+
+bool has_temporaries(const fs::path& dir) {
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().filename().string().find(".tmp.") != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::string line_starting(const std::string& text, const std::string& prefix) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(prefix, 0) == 0) return line;
+  }
+  return "";
+}
+
+const std::vector<std::string> kPlanArgs = {"plan",       "--model",   "mixtral-s", "--cluster",
+                                            "paper:16-1", "--threads", "1"};
+
+std::vector<std::string> plan_to(const fs::path& out) {
+  std::vector<std::string> a = kPlanArgs;
+  a.push_back("--out");
+  a.push_back(out.string());
+  return a;
+}
+
+TEST(Archive, PlanOutThenShowPrintsTheSameBestPlan) {
+  const fs::path d = temp_dir("plan");
+  const CliRun p = run(plan_to(d / "run.h5"));
+  ASSERT_EQ(p.code, kExitOk) << p.err;
+  EXPECT_FALSE(has_temporaries(d));
+  const CliRun s = run({"show", (d / "run.h5").string()});
+  ASSERT_EQ(s.code, kExitOk) << s.err;
+  // "plan     PP=4 ..., 256 micro-batches, 16 devices in use" vs "best plan  PP=4 ..."
+  std::string want = line_starting(p.out, "plan     ").substr(9);
+  want = want.substr(0, want.find(" devices in use"));
+  EXPECT_NE(s.out.find("best plan  " + want), std::string::npos) << s.out;
+  EXPECT_EQ(line_starting(s.out, "iteration latency"), line_starting(p.out, "iteration latency"));
+  for (const char* k : {"(plan, format 1)", "top 5", "configurations", "pruned: load balance",
+                        "feasible plans", "command: hapmoe plan --model mixtral-s"}) {
+    EXPECT_NE(s.out.find(k), std::string::npos) << k << "\n" << s.out;
+  }
+}
+
+// Nothing fits: exit 3, and the archive is still written, with no plans
+// but every configuration's statistics.
+TEST(Archive, NoFitStillWritesTheArchive) {
+  const fs::path d = temp_dir("nofit");
+  const CliRun p = run({"plan", "--model", "mixtral-l", "--cluster", "paper:16-1", "--threads", "1",
+                        "--out", (d / "run.h5").string()});
+  ASSERT_EQ(p.code, kExitNoFit) << p.err;
+  const CliRun s = run({"show", (d / "run.h5").string()});
+  ASSERT_EQ(s.code, kExitOk) << s.err;
+  EXPECT_NE(s.out.find("no plan (nothing fits in memory)"), std::string::npos) << s.out;
+  const h5::File f = h5::File::open_read((d / "run.h5").string());
+  EXPECT_EQ(f.open_group("plans").extent("plans"), 0u);
+  EXPECT_GT(f.open_group("search").extent("configs"), 0u);
+}
+
+TEST(Archive, TablesReadBackThroughTheWrapper) {
+  const fs::path d = temp_dir("tables");
+  ASSERT_EQ(run(plan_to(d / "run.h5")).code, kExitOk);
+  const h5::File f = h5::File::open_read((d / "run.h5").string());
+  EXPECT_EQ(f.attrs().get_string("format"), kArchiveFormat);
+  EXPECT_EQ(f.attrs().get_string("kind"), "plan");
+  const h5::Group plans = f.open_group("plans");
+  EXPECT_EQ(plans.extent("plans"), 5u);
+  const auto offsets = plans.read_array<std::int64_t>("stage_offsets");
+  ASSERT_EQ(offsets.size(), 6u);
+  EXPECT_EQ(static_cast<std::size_t>(offsets.back()), plans.extent("stages"));
+  const h5::Group search = f.open_group("search");
+  EXPECT_GT(search.extent("configs"), 100u);
+  EXPECT_EQ(search.extent("ranks"), 1u);
+  EXPECT_EQ(search.extent("totals"), 1u);
+  const h5::Group prov = f.open_group("provenance");
+  EXPECT_EQ(prov.attrs().get_int("ranks"), 1);
+  EXPECT_EQ(prov.attrs().get_int("threads"), 1);
+  EXPECT_FALSE(prov.attrs().get_string("host").empty());
+  EXPECT_EQ(prov.attrs().get_string("start_time").size(), 24u);  // 2026-11-22T19:02:03.123Z
+}
+
+TEST(Archive, EvaluateOut) {
+  const fs::path d = temp_dir("evaluate");
+  const std::string plan =
+      std::string(HAPMOE_SOURCE_DIR) + "/examples/plans/mixtral-s-paper-16-1.json";
+  const CliRun e = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan",
+                        plan, "--out", (d / "e.h5").string()});
+  ASSERT_EQ(e.code, kExitOk) << e.err;
+  const CliRun s = run({"show", (d / "e.h5").string()});
+  ASSERT_EQ(s.code, kExitOk) << s.err;
+  EXPECT_NE(s.out.find("(evaluate, format 1)"), std::string::npos) << s.out;
+  EXPECT_EQ(line_starting(s.out, "iteration latency"), line_starting(e.out, "iteration latency"));
+  EXPECT_EQ(s.out.find("\nsearch\n"), std::string::npos);
+}
+
+// Bad --out paths: exit 2, a message naming --out and the path, and no
+// search output (the check comes first).
+void expect_bad_out(const fs::path& out, const std::string& why) {
+  const CliRun r = run(plan_to(out));
+  EXPECT_EQ(r.code, kExitInput) << r.out;
+  EXPECT_NE(r.err.find("--out " + out.string()), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("iteration latency"), std::string::npos) << "searched first:\n" << r.out;
+}
+
+TEST(Archive, BadOutPathsFailBeforeTheSearch) {
+  const fs::path d = temp_dir("bad");
+  expect_bad_out(d / "missing" / "run.h5", "does not exist");
+  expect_bad_out("/proc/hapmoe-test.h5", "cannot create a file in /proc");
+  fs::create_directories(d / "dir.h5");
+  expect_bad_out(d / "dir.h5", "is a directory");
+  spit(d / "notes.h5", "my notes\n");
+  expect_bad_out(d / "notes.h5", "is not an HDF5 file");
+  EXPECT_EQ(slurp(d / "notes.h5"), "my notes\n");
+}
+
+TEST(Archive, ReadOnlyDirectory) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root ignores permission bits (/proc covers this)";
+  const fs::path d = temp_dir("readonly");
+  fs::permissions(d, fs::perms::owner_read | fs::perms::owner_exec);
+  expect_bad_out(d / "run.h5", "cannot create a file");
+  fs::permissions(d, fs::perms::owner_all);
+}
+
+TEST(Archive, FailedWriteLeavesTheOldArchive) {
+  const fs::path d = temp_dir("failed");
+  ASSERT_EQ(run(plan_to(d / "run.h5")).code, kExitOk);
+  const std::string before = slurp(d / "run.h5");
+  g_archive_before_rename = [](const std::string&) {
+    throw InputError("--out", "injected failure before the rename");
+  };
+  std::vector<std::string> args = plan_to(d / "run.h5");
+  args.push_back("--top-k");
+  args.push_back("2");
+  const CliRun r = run(args);
+  g_archive_before_rename = nullptr;
+  EXPECT_EQ(r.code, kExitInput);
+  EXPECT_NE(r.err.find("injected failure"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(d / "run.h5"), before);
+  EXPECT_FALSE(has_temporaries(d));
+  // And a successful write replaces it.
+  ASSERT_EQ(run(args).code, kExitOk);
+  EXPECT_NE(slurp(d / "run.h5"), before);
+}
+
+TEST(Archive, StaleTemporariesOfDeadWritersAreRemoved) {
+  const fs::path d = temp_dir("stale");
+  spit(d / ".run.h5.tmp.999999999", "half");  // no such pid
+  spit(d / ".run.h5.tmp.1", "init's");        // a live pid: left alone
+  ASSERT_EQ(run(plan_to(d / "run.h5")).code, kExitOk);
+  EXPECT_FALSE(fs::exists(d / ".run.h5.tmp.999999999"));
+  EXPECT_TRUE(fs::exists(d / ".run.h5.tmp.1"));
+}
+
+TEST(Archive, ShowRejectsWhatIsNotAnArchive) {
+  const fs::path d = temp_dir("show");
+  spit(d / "x.h5", "text");
+  CliRun r = run({"show", (d / "x.h5").string()});
+  EXPECT_EQ(r.code, kExitInput);
+  EXPECT_NE(r.err.find("is not an HDF5 file"), std::string::npos) << r.err;
+  r = run({"show", (d / "none.h5").string()});
+  EXPECT_EQ(r.code, kExitInput);
+  {
+    h5::File f = h5::File::create((d / "other.h5").string());
+    f.close();
+  }
+  r = run({"show", (d / "other.h5").string()});
+  EXPECT_EQ(r.code, kExitInput);
+  EXPECT_NE(r.err.find("not a hapmoe archive"), std::string::npos) << r.err;
+  r = run({"show"});
+  EXPECT_EQ(r.code, kExitInput);
+}
+
+// --- Sweeps -----------------------------------------------------------------
+
+TEST(SweepFile, ProductOrderDefaultsAndNames) {
+  const SweepDefinition s = parse_sweep_json(R"({
+    "defaults": {"top_k": 3, "delta": 0.3},
+    "cases": [{"name": "first", "model": "mixtral-s", "cluster": "paper:16-1", "prune": "none"}],
+    "product": {"model": "mixtral-s", "cluster": ["paper:16-1", "paper:24-3"],
+                "eta": [1, 4], "uniform": true}
+  })",
+                                             "s.json");
+  ASSERT_EQ(s.cases.size(), 5u);
+  EXPECT_EQ(s.cases[0].name, "first");
+  EXPECT_EQ(s.cases[0].options.prune, (PruneSet{false, false, false}));
+  EXPECT_EQ(s.cases[0].options.top_k, 3);
+  EXPECT_DOUBLE_EQ(s.cases[0].options.delta, 0.3);
+  // Axes in key order, the last fastest: cluster, then eta.
+  EXPECT_EQ(s.cases[1].name, "mixtral-s paper:16-1 eta=1 uniform=true");
+  EXPECT_EQ(s.cases[2].name, "mixtral-s paper:16-1 eta=4 uniform=true");
+  EXPECT_EQ(s.cases[3].cluster, "paper:24-3");
+  EXPECT_DOUBLE_EQ(s.cases[4].options.eta, 4.0);
+  EXPECT_TRUE(s.cases[4].options.uniform);
+  EXPECT_EQ(s.cases[4].options.top_k, 3);
+}
+
+void expect_sweep_error(const std::string& text, const std::string& where) {
+  try {
+    parse_sweep_json(text, "s.json");
+    ADD_FAILURE() << "accepted: " << text;
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(where), std::string::npos) << e.what();
+  }
+}
+
+TEST(SweepFile, StrictErrorsNameTheField) {
+  expect_sweep_error(R"({"cases": [{"model": "m", "cluster": "c", "bogus": 1}]})",
+                     "s.json:/cases/0/bogus: unknown field");
+  expect_sweep_error(R"({"product": {"model": "m", "cluster": []}})",
+                     "s.json:/product/cluster: is an empty axis");
+  expect_sweep_error(
+      R"({"cases": [{"model": "m", "cluster": "c"}, {"model": "m", "cluster": "c"}]})",
+      "appears twice");
+  expect_sweep_error(R"({"description": "nothing"})", "has no cases");
+  expect_sweep_error(R"({"case": []})", "s.json:/case: unknown field");
+  expect_sweep_error(R"({"cases": [{"model": "m", "cluster": "c", "delta": -1}]})", "delta");
+  expect_sweep_error(R"({"cases": [{"model": "m", "cluster": "c", "prune": "lb,x"}]})", "prune");
+  expect_sweep_error(R"({"cases": [{"model": "m"}]})", "cluster");
+  expect_sweep_error(R"({"product": {"name": "x", "model": "m", "cluster": "c"}})",
+                     "/product/name");
+  expect_sweep_error(R"({"defaults": {"top_k": 0}, "cases": [{"model": "m", "cluster": "c"}]})",
+                     "top_k");
+}
+
+const char* kTwoCases = R"({
+  "cases": [{"model": "mixtral-s", "cluster": "paper:16-1"},
+            {"model": "mixtral-s", "cluster": "paper:16-2", "prune": "lb,mem", "top_k": 2}]
+})";
+
+TEST(Sweep, RunsResumesAndRefusesToOverwrite) {
+  const fs::path d = temp_dir("sweep");
+  spit(d / "s.json", kTwoCases);
+  const std::string out = (d / "s.h5").string();
+  CliRun r = run({"sweep", (d / "s.json").string(), "--out", out, "--threads", "1"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.err.find("hapmoe sweep: 2/2 cases"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("2 of 2 cases done (complete)"), std::string::npos) << r.out;
+  const std::string first = slurp(out);
+  // Without --resume an existing archive is never overwritten.
+  r = run({"sweep", (d / "s.json").string(), "--out", out});
+  EXPECT_EQ(r.code, kExitInput);
+  EXPECT_NE(r.err.find("pass --resume"), std::string::npos) << r.err;
+  // With it, nothing is left to do.
+  r = run({"sweep", (d / "s.json").string(), "--out", out, "--resume"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.err.find("2 of 2 cases already done"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(out), first);
+  // show --case prints one case in full.
+  r = run({"show", out, "--case", "mixtral-s paper:16-2 prune=lb,mem top_k=2"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("top 2"), std::string::npos) << r.out;
+  // Another sweep cannot resume this archive.
+  spit(d / "t.json", R"({"cases": [{"model": "mixtral-s", "cluster": "paper:16-3"}]})");
+  r = run({"sweep", (d / "t.json").string(), "--out", out, "--resume"});
+  EXPECT_EQ(r.code, kExitInput);
+  EXPECT_NE(r.err.find("holds another sweep"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(out), first);
+}
+
+TEST(Sweep, BadCaseInputFailsBeforeAnySearch) {
+  const fs::path d = temp_dir("sweep_bad");
+  spit(d / "s.json", R"({"cases": [{"model": "mixtral-s", "cluster": "paper:16-1"},
+                                  {"model": "no-such-model", "cluster": "paper:16-1"}]})");
+  const CliRun r = run({"sweep", (d / "s.json").string(), "--out", (d / "s.h5").string()});
+  EXPECT_EQ(r.code, kExitInput);
+  EXPECT_NE(r.err.find("case 1 (no-such-model paper:16-1)"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(d / "s.h5"));
+  EXPECT_EQ(r.err.find("cases,"), std::string::npos) << "a case ran:\n" << r.err;
+}
+
+// --checkpoint-every S: finished cases wait for the interval (here the end
+// of the sweep) and are committed together.
+TEST(Sweep, CheckpointEveryBatchesCommits) {
+  const fs::path d = temp_dir("sweep_interval");
+  spit(d / "s.json", kTwoCases);
+  const std::string out = (d / "s.h5").string();
+  static int commits = 0;
+  commits = 0;
+  g_archive_before_rename = [](const std::string&) { ++commits; };
+  const CliRun r = run({"sweep", (d / "s.json").string(), "--out", out, "--threads", "1",
+                        "--checkpoint-every", "3600"});
+  g_archive_before_rename = nullptr;
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(commits, 1);
+  EXPECT_NE(r.out.find("2 of 2 cases done (complete)"), std::string::npos) << r.out;
+}
+
+// SIGUSR1 (what Slurm sends before the time limit), here raised inside the
+// first commit: the sweep stops after that case with exit code 4 and a
+// valid archive, and --resume finishes the rest.
+TEST(Sweep, Sigusr1StopsAfterTheCaseInFlightAndResumeFinishes) {
+  const fs::path d = temp_dir("sweep_signal");
+  spit(d / "s.json", kTwoCases);
+  const std::string out = (d / "s.h5").string();
+  static int raised = 0;
+  raised = 0;
+  g_archive_before_rename = [](const std::string&) {
+    if (raised++ == 0) std::raise(SIGUSR1);
+  };
+  CliRun r = run({"sweep", (d / "s.json").string(), "--out", out, "--threads", "1"});
+  g_archive_before_rename = nullptr;
+  EXPECT_EQ(r.code, kExitStopped) << r.err;
+  EXPECT_NE(r.err.find("1 of 2 cases committed"), std::string::npos) << r.err;
+  r = run({"show", out});
+  EXPECT_NE(r.out.find("1 of 2 cases done (incomplete"), std::string::npos) << r.out;
+  r = run({"sweep", (d / "s.json").string(), "--out", out, "--resume", "--threads", "1"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("2 of 2 cases done (complete)"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace hapmoe
+
+namespace hapmoe {
+namespace {
+
+// The sweeps shipped in bench/ parse and every case's model and cluster
+// load (running them is a benchmark, not a test).
+TEST(SweepFile, BenchSweepsAreValid) {
+  for (const char* name : {"paper_sweep.json", "large_sweep.json"}) {
+    const std::string path = std::string(HAPMOE_SOURCE_DIR) + "/bench/" + name;
+    const SweepDefinition s = load_sweep(path);
+    for (const SweepCase& c : s.cases) {
+      Workload w = load_workload(c.model);
+      EXPECT_NO_THROW(apply_overrides(c.overrides, w)) << name << ": " << c.name;
+      const ClusterSpec cl = load_cluster(c.cluster);
+      EXPECT_GE(cl.total_devices(), 16) << c.name;
+    }
+    if (std::string(name) == "paper_sweep.json") {
+      EXPECT_EQ(s.cases.size(), 24u);
+    } else {
+      EXPECT_EQ(s.cases.size(), 10u);
+      EXPECT_EQ(load_cluster(s.cases.front().cluster).total_devices(), 1024);
+      EXPECT_EQ(load_cluster(s.cases.back().cluster).total_devices(), 16384);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hapmoe
