@@ -165,9 +165,8 @@ void print_run(std::ostream& out, const h5::Group& run) {
   }
 }
 
+// A sweep's cases, or a compare's baselines (one case each).
 void print_sweep(std::ostream& out, const h5::File& f, const std::string& case_name) {
-  const h5::Group sweep = f.open_group("sweep");
-  const h5::Attributes a = sweep.attrs();
   const h5::Group cases = f.open_group("cases");
   const std::vector<std::string> names = cases.children();
   if (!case_name.empty()) {
@@ -182,10 +181,16 @@ void print_sweep(std::ostream& out, const h5::File& f, const std::string& case_n
     }
     throw InputError("--case " + case_name, "no such case in " + f.file_path());
   }
-  out << "sweep " << a.get_string("file") << ": " << names.size() << " of "
-      << a.get_int("cases_total") << " cases done"
-      << (a.get_int("complete") != 0 ? " (complete)" : " (incomplete: run again with --resume)")
-      << "\n\n";
+  if (f.has("sweep")) {
+    const h5::Group sweep = f.open_group("sweep");  // outlives its attributes
+    const h5::Attributes a = sweep.attrs();
+    out << "sweep " << a.get_string("file") << ": " << names.size() << " of "
+        << a.get_int("cases_total") << " cases done"
+        << (a.get_int("complete") != 0 ? " (complete)" : " (incomplete: run again with --resume)")
+        << "\n\n";
+  } else {
+    out << "compare: " << names.size() << " baselines (docs/baselines.md)\n\n";
+  }
   out << "  case  latency      PP  TP  CP  EP TPE  DP  configs   seconds  name\n";
   for (const std::string& n : names) {
     const h5::Group c = cases.open_group(n);
@@ -224,10 +229,12 @@ void print_archive_summary(std::ostream& out, const std::string& path,
     out << "archive  " << path << " (" << kind << ", format " << root.get_int("format_version")
         << ")\n";
     print_provenance(out, f, "         ");
-    if (kind == "sweep") {
+    if (kind == "sweep" || kind == "compare") {
       print_sweep(out, f, case_name);
     } else {
-      if (!case_name.empty()) throw InputError("--case", "only sweep archives have cases");
+      if (!case_name.empty()) {
+        throw InputError("--case", "only sweep and compare archives have cases");
+      }
       print_run(out, f);
     }
   } catch (const h5::H5Error& e) {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include "costmodel/analytic.h"
 #include "costmodel/cost.h"
 #include "costmodel/errors.h"
+#include "engine/baselines.h"
 #include "engine/driver.h"
 #include "engine/pipeline_sim.h"
 #include "io/archive.h"
@@ -38,6 +40,7 @@ constexpr const char* kUsage =
     "commands:\n"
     "  plan       search the fastest plan that fits in memory (HS-DP, docs/search.md)\n"
     "  evaluate   predict the iteration latency, memory and throughput of a given plan\n"
+    "  compare    run hapmoe and every baseline, one table normalised to MI (docs/baselines.md)\n"
     "  catalog    list the built-in devices, model presets and cluster presets\n"
     "  sweep      run many searches (a list and/or a product of cases) into one archive\n"
     "  show       print the summary of an HDF5 archive (--out) without re-running anything\n"
@@ -301,12 +304,28 @@ FaultHook fault_hook() {
   return h;
 }
 
-int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream& err, Comm& comm) {
-  cxxopts::Options o("hapmoe plan",
-                     "Searches the 6-D space (PP, TP, CP, EP, TPE, DP) with non-uniform layer "
-                     "partitions, per-stage device types and recomputation for the fastest plan "
-                     "that fits in memory (HS-DP with three prunings, docs/search.md).");
-  add_workload_options(o);
+// "H800 x12 | MI300X x12 full | [910B x1] *8": the stages of a plan on one
+// line (device x layers, recomputation), runs of equal stages folded.
+std::string stages_text(const Plan& plan, const ClusterSpec& cluster) {
+  std::string stages;
+  const auto& st = plan.stages;
+  for (std::size_t i = 0; i < st.size();) {
+    std::size_t run = 1;
+    while (i + run < st.size() && st[i + run] == st[i]) ++run;
+    std::string one = cluster.pools[static_cast<std::size_t>(st[i].device_type)].device.name +
+                      " x" + std::to_string(st[i].layers);
+    if (st[i].recompute.kind != RecomputeKind::kNone) {
+      one += " " + to_string(st[i].recompute, st[i].layers);
+    }
+    if (!stages.empty()) stages += " | ";
+    stages += run == 1 ? one : "[" + one + "] *" + std::to_string(run);
+    i += run;
+  }
+  return stages;
+}
+
+// Options of the search, shared by plan and compare.
+void add_search_options(cxxopts::Options& o) {
   o.add_options("Search")("top-k",
                           "how many plans to list, the best of each configuration (default 5)",
                           cxxopts::value<std::string>())(
@@ -315,12 +334,9 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
                                      cxxopts::value<std::string>())(
       "eta", "cross-type communication threshold eta (default 2)", cxxopts::value<std::string>())(
       "uniform", "force n_i = N/PP layers per stage (the paper's uniform baseline)")(
-      "bruteforce", "enumerate every plan without DP (small instances only)")(
       "no-bound", "turn off branch and bound (exact either way; for measuring the plain DP)")(
       "max-pp", "largest pipeline depth to consider (default: the number of layers)",
-      cxxopts::value<std::string>())("plan-json",
-                                     "write the plans and search statistics as JSON to this file",
-                                     cxxopts::value<std::string>());
+      cxxopts::value<std::string>());
   o.add_options("Parallel run (docs/parallel.md; start with mpiexec -n R for R ranks)")(
       "threads",
       "OpenMP threads per rank (default: OMP_NUM_THREADS, else the node's cores over its ranks)",
@@ -334,6 +350,68 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
       "stage mixes) that several workers search apart (default 0: never); like --round it "
       "changes the statistics, not the plans",
       cxxopts::value<std::string>());
+}
+
+// The values of add_search_options' options (InputError on a bad one).
+void read_search_options(const cxxopts::ParseResult& r, const Inputs& in, Comm& comm,
+                         SearchOptions& opt, RunOptions& run) {
+  opt.space.constraints = in.constraints;
+  if (r.count("top-k")) {
+    opt.top_k = static_cast<int>(parse_int_text(r["top-k"].as<std::string>(), 1, 1000, "--top-k"));
+  }
+  if (r.count("prune")) opt.prune = parse_prune_set(r["prune"].as<std::string>(), "--prune");
+  if (r.count("delta"))
+    opt.delta = parse_number_text(r["delta"].as<std::string>(), 0.0, 10.0, "--delta");
+  if (r.count("eta")) opt.eta = parse_number_text(r["eta"].as<std::string>(), 0.0, 1e6, "--eta");
+  if (r.count("max-pp")) {
+    opt.space.max_pp =
+        static_cast<int>(parse_int_text(r["max-pp"].as<std::string>(), 1, 100000, "--max-pp"));
+  }
+  opt.uniform = r.count("uniform") > 0;
+  opt.bound = r.count("no-bound") == 0;
+  run.threads =
+      r.count("threads")
+          ? static_cast<int>(parse_int_text(r["threads"].as<std::string>(), 1, 4096, "--threads"))
+          : default_threads(comm);
+  if (r.count("round")) {
+    run.round =
+        static_cast<int>(parse_int_text(r["round"].as<std::string>(), 1, 1 << 20, "--round"));
+  }
+  if (r.count("parts-per-round")) {
+    run.parts_per_round = static_cast<int>(
+        parse_int_text(r["parts-per-round"].as<std::string>(), 0, 1 << 20, "--parts-per-round"));
+  }
+}
+
+// The search options with their values after defaults, for the archive.
+nlohmann::ordered_json resolved_search_options(const SearchOptions& opt, const RunOptions& run) {
+  return {{"top_k", opt.top_k},
+          {"prune", to_string(opt.prune)},
+          {"delta", opt.delta},
+          {"eta", opt.eta},
+          {"uniform", opt.uniform},
+          {"bound", opt.bound},
+          {"max_pp", opt.space.max_pp},
+          {"allow_cross_node_tp", opt.space.constraints.allow_cross_node_tp},
+          {"round", run.round},
+          {"parts_per_round", run.parts_per_round},
+          {"threads", run.threads}};
+}
+
+int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream& err, Comm& comm) {
+  cxxopts::Options o("hapmoe plan",
+                     "Searches the 6-D space (PP, TP, CP, EP, TPE, DP) with non-uniform layer "
+                     "partitions, per-stage device types and recomputation for the fastest plan "
+                     "that fits in memory (HS-DP with three prunings, docs/search.md).");
+  add_workload_options(o);
+  add_search_options(o);
+  o.add_options("Search")("bruteforce", "enumerate every plan without DP (small instances only)")(
+      "baseline",
+      "run a baseline instead of hapmoe's search: uniform, mi, metis-style or homogeneous-only "
+      "(docs/baselines.md); the output is the same as the search's",
+      cxxopts::value<std::string>())("plan-json",
+                                     "write the plans and search statistics as JSON to this file",
+                                     cxxopts::value<std::string>());
   add_out_option(o);
   const Started started;
   const auto parsed = parse(o, argc, argv, out);
@@ -345,6 +423,7 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
   Inputs in;
   SearchOptions opt;
   RunOptions run;
+  Baseline baseline = Baseline::kNone;
   std::string failed;
   try {
     const FaultHook hook = fault_hook();
@@ -354,32 +433,10 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
     if (hook.search_rank == comm.rank()) run.fail_at = 0;
     if (comm.rank() == 0 && r.count("out")) check_archive_path(r["out"].as<std::string>());
     in = read_inputs(r);
-    opt.space.constraints = in.constraints;
-    if (r.count("top-k")) {
-      opt.top_k =
-          static_cast<int>(parse_int_text(r["top-k"].as<std::string>(), 1, 1000, "--top-k"));
-    }
-    if (r.count("prune")) opt.prune = parse_prune_set(r["prune"].as<std::string>(), "--prune");
-    if (r.count("delta"))
-      opt.delta = parse_number_text(r["delta"].as<std::string>(), 0.0, 10.0, "--delta");
-    if (r.count("eta")) opt.eta = parse_number_text(r["eta"].as<std::string>(), 0.0, 1e6, "--eta");
-    if (r.count("max-pp")) {
-      opt.space.max_pp =
-          static_cast<int>(parse_int_text(r["max-pp"].as<std::string>(), 1, 100000, "--max-pp"));
-    }
-    opt.uniform = r.count("uniform") > 0;
-    opt.bound = r.count("no-bound") == 0;
-    run.threads =
-        r.count("threads")
-            ? static_cast<int>(parse_int_text(r["threads"].as<std::string>(), 1, 4096, "--threads"))
-            : default_threads(comm);
-    if (r.count("round")) {
-      run.round =
-          static_cast<int>(parse_int_text(r["round"].as<std::string>(), 1, 1 << 20, "--round"));
-    }
-    if (r.count("parts-per-round")) {
-      run.parts_per_round = static_cast<int>(
-          parse_int_text(r["parts-per-round"].as<std::string>(), 0, 1 << 20, "--parts-per-round"));
+    read_search_options(r, in, comm, opt, run);
+    if (r.count("baseline")) {
+      baseline = parse_baseline(r["baseline"].as<std::string>(), "--baseline");
+      if (r.count("bruteforce")) throw InputError("--baseline", "does not go with --bruteforce");
     }
   } catch (const InputError& e) {
     failed = comm.size() > 1 ? "rank " + std::to_string(comm.rank()) + ": " + e.what() : e.what();
@@ -388,7 +445,10 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
     throw InputError("", first);
   }
   const bool brute = r.count("bruteforce") > 0;
-  const SearchResult result = run_search(in.workload, in.cluster, opt, brute, comm, run);
+  const BaselineRun ran =
+      brute ? BaselineRun{run_search(in.workload, in.cluster, opt, true, comm, run), ""}
+            : run_baseline(baseline, in.workload, in.cluster, opt, comm, run);
+  const SearchResult& result = ran.result;
   const ProfileTables tables = tables_for(in.workload, in.cluster, result.configs);
   const CostModel model(in.workload, in.cluster, tables);
   std::vector<PlanReport> reports;
@@ -401,20 +461,16 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
     for (std::size_t k = 0; k < reports.size(); ++k) {
       const PlanReport& p = reports[k];
       const ParallelConfig& pi = p.plan.parallel;
-      std::string stages;
-      for (const StagePlan& st : p.plan.stages) {
-        if (!stages.empty()) stages += " | ";
-        stages += in.cluster.pools[static_cast<std::size_t>(st.device_type)].device.name + " x" +
-                  std::to_string(st.layers);
-        if (st.recompute.kind != RecomputeKind::kNone)
-          stages += " " + to_string(st.recompute, st.layers);
-      }
+      const std::string stages = stages_text(p.plan, in.cluster);
       char line[160];
       std::snprintf(line, sizeof line, "  %4zu  %-11s %3d %3d %3d %3d %3d %3d  ", k + 1,
                     format_seconds(p.latency_s).c_str(), pi.pp, pi.tp, pi.cp, pi.ep, pi.tpe, pi.dp);
       out << line << stages << "\n";
     }
     out << "\n";
+  }
+  if (baseline != Baseline::kNone) {
+    out << "baseline " << to_string(baseline) << ": " << ran.rule << "\n";
   }
   out << "search ("
       << (brute ? "brute force, prunings ignored" : "HS-DP, prune " + to_string(opt.prune))
@@ -437,6 +493,9 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
     nlohmann::ordered_json doc;
     doc["plans"] = nlohmann::ordered_json::array();
     for (const PlanReport& p : reports) doc["plans"].push_back(plan_report_json(p, in.cluster));
+    if (baseline != Baseline::kNone) {
+      doc["baseline"] = {{"name", to_string(baseline)}, {"rule", ran.rule}};
+    }
     doc["search"] = {{"configs", s.configs},
                      {"configs_evaluated", s.configs_evaluated},
                      {"states", s.states},
@@ -471,17 +530,10 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
   }
   if (r.count("out")) {
     ArchiveInputs a = given_inputs(r, in);
-    a.options_resolved = {{"top_k", opt.top_k},
-                          {"prune", to_string(opt.prune)},
-                          {"delta", opt.delta},
-                          {"eta", opt.eta},
-                          {"uniform", opt.uniform},
-                          {"bound", opt.bound},
-                          {"bruteforce", brute},
-                          {"max_pp", opt.space.max_pp},
-                          {"allow_cross_node_tp", opt.space.constraints.allow_cross_node_tp},
-                          {"round", run.round},
-                          {"threads", run.threads}};
+    a.options_resolved = resolved_search_options(opt, run);
+    a.options_resolved["bruteforce"] = brute;
+    a.options_resolved["baseline"] = to_string(baseline);
+    a.options_resolved["baseline_rule"] = ran.rule;
     a.tables = &tables;
     const Provenance p = provenance(started, argc, argv, comm.size(), run.threads);
     write_out(comm, r["out"].as<std::string>(), [&](h5::File& f) {
@@ -504,6 +556,152 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
       err << "; no parallel configuration is valid for this model, batch and cluster";
     }
     err << "\n";
+    return kExitNoFit;
+  }
+  return kExitOk;
+}
+
+int cmd_compare(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
+                Comm& comm) {
+  cxxopts::Options o("hapmoe compare",
+                     "Runs hapmoe's search and every baseline (uniform, mi, metis-style, "
+                     "homogeneous-only; docs/baselines.md) on one model and cluster and prints "
+                     "latency, tokens/s, TFLOP/s per device and MFU, normalised to MI.");
+  add_workload_options(o);
+  add_search_options(o);
+  o.add_options("Output")("plan-json",
+                          "write every baseline's plans and search statistics as JSON to this file",
+                          cxxopts::value<std::string>());
+  add_out_option(o);
+  const Started started;
+  const auto parsed = parse(o, argc, argv, out);
+  if (!parsed) return kExitOk;
+  const auto& r = *parsed;
+  Inputs in;
+  SearchOptions opt;
+  RunOptions run;
+  std::string failed;
+  try {
+    if (comm.rank() == 0 && r.count("out")) check_archive_path(r["out"].as<std::string>());
+    in = read_inputs(r);
+    read_search_options(r, in, comm, opt, run);
+  } catch (const InputError& e) {
+    failed = comm.size() > 1 ? "rank " + std::to_string(comm.rank()) + ": " + e.what() : e.what();
+  }
+  if (const std::string first = first_error(comm, failed); !first.empty()) {
+    throw InputError("", first);
+  }
+  struct Row {
+    Baseline baseline;
+    BaselineRun ran;
+    std::vector<PlanReport> reports;
+    ProfileTables tables;
+  };
+  std::vector<Row> rows;
+  for (const Baseline b : all_baselines()) {
+    Row row{b, run_baseline(b, in.workload, in.cluster, opt, comm, run), {}, {}};
+    row.tables = tables_for(in.workload, in.cluster, row.ran.result.configs);
+    const CostModel model(in.workload, in.cluster, row.tables);
+    for (const PlanCandidate& c : row.ran.result.top) row.reports.push_back(model.evaluate(c.plan));
+    rows.push_back(std::move(row));
+  }
+  const auto mi = std::find_if(rows.begin(), rows.end(),
+                               [](const Row& x) { return x.baseline == Baseline::kMi; });
+  const PlanReport* norm = mi->reports.empty() ? nullptr : &mi->reports.front();
+  out << "compare  " << in.workload.model.name << " on " << cluster_summary(in.cluster)
+      << (norm ? ", normalised to mi" : " (mi has no plan: nothing to normalise to)") << "\n\n";
+  out << "  baseline          latency     tokens/s  TFLOP/s/dev    MFU  thr/mi  lat/mi  plan\n";
+  for (const Row& row : rows) {
+    char line[200];
+    if (row.reports.empty()) {
+      std::snprintf(line, sizeof line, "  %-16s  %-10s\n", to_string(row.baseline).c_str(),
+                    "no plan fits");
+      out << line;
+      continue;
+    }
+    const PlanReport& p = row.reports.front();
+    const ParallelConfig& pi = p.plan.parallel;
+    std::string thr = "-";
+    std::string lat = "-";
+    if (norm) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.2fx",
+                    p.throughput_tokens_per_s / norm->throughput_tokens_per_s);
+      thr = buf;
+      std::snprintf(buf, sizeof buf, "%.2fx", p.latency_s / norm->latency_s);
+      lat = buf;
+    }
+    std::snprintf(line, sizeof line,
+                  "  %-16s  %-10s %10.0f %12.1f %6.1f%% %7s %7s  PP%d TP%d CP%d EP%d TPE%d DP%d: ",
+                  to_string(row.baseline).c_str(), format_seconds(p.latency_s).c_str(),
+                  p.throughput_tokens_per_s, p.tflops_per_device, 100.0 * p.mfu, thr.c_str(),
+                  lat.c_str(), pi.pp, pi.tp, pi.cp, pi.ep, pi.tpe, pi.dp);
+    out << line << stages_text(p.plan, in.cluster) << "\n";
+  }
+  out << "\n";
+  for (const Row& row : rows) {
+    if (row.ran.rule.empty()) continue;
+    out << "  " << to_string(row.baseline) << ": " << row.ran.rule << "\n";
+  }
+  std::int64_t configs = 0;
+  double seconds = 0.0;
+  for (const Row& row : rows) {
+    configs += row.ran.result.stats.configs_evaluated;
+    seconds += row.ran.result.stats.seconds;
+  }
+  out << "  searched " << configs << " configurations in " << format_seconds(seconds) << " on "
+      << comm.size() << (comm.size() == 1 ? " rank" : " ranks") << " x " << run.threads
+      << (run.threads == 1 ? " thread" : " threads") << "\n";
+  if (r.count("plan-json") && comm.rank() == 0) {
+    nlohmann::ordered_json doc;
+    doc["normalised_to"] = norm ? "mi" : "";
+    doc["baselines"] = nlohmann::ordered_json::array();
+    for (const Row& row : rows) {
+      nlohmann::ordered_json b;
+      b["name"] = to_string(row.baseline);
+      b["rule"] = row.ran.rule;
+      b["plans"] = nlohmann::ordered_json::array();
+      for (const PlanReport& p : row.reports) b["plans"].push_back(plan_report_json(p, in.cluster));
+      const SearchStats& st = row.ran.result.stats;
+      b["search"] = {{"configs", st.configs},   {"configs_evaluated", st.configs_evaluated},
+                     {"states", st.states},     {"transitions", st.transitions},
+                     {"feasible", st.feasible}, {"seconds", st.seconds}};
+      doc["baselines"].push_back(b);
+    }
+    write_file_atomic(r["plan-json"].as<std::string>(), doc.dump(2) + "\n");
+  }
+  if (r.count("out")) {
+    const Provenance p = provenance(started, argc, argv, comm.size(), run.threads);
+    write_out(comm, r["out"].as<std::string>(), [&](h5::File& f) {
+      write_header(f, "compare");
+      write_provenance(f, p);
+      const h5::Group cmp = f.create_group("compare");
+      cmp.attrs().set("normalised_to", norm ? "mi" : "");
+      cmp.attrs().set("baselines", static_cast<std::int64_t>(rows.size()));
+      const h5::Group cases = f.create_group("cases");
+      for (std::size_t k = 0; k < rows.size(); ++k) {
+        const Row& row = rows[k];
+        std::string name = std::to_string(k);
+        name.insert(0, name.size() < 4 ? 4 - name.size() : 0, '0');  // as a sweep's cases
+        const h5::Group g = cases.create_group(name);
+        g.attrs().set("name", to_string(row.baseline));
+        g.attrs().set("index", static_cast<std::int64_t>(k));
+        g.attrs().set("case", nlohmann::ordered_json{{"baseline", to_string(row.baseline)},
+                                                     {"rule", row.ran.rule}}
+                                  .dump());
+        g.attrs().set("status", row.reports.empty() ? "no_fit" : "ok");
+        write_provenance(g, p);
+        ArchiveInputs a = given_inputs(r, in);
+        a.options_resolved = resolved_search_options(opt, run);
+        a.options_resolved["baseline"] = to_string(row.baseline);
+        a.options_resolved["baseline_rule"] = row.ran.rule;
+        a.tables = &row.tables;
+        write_run(g, a, row.reports, &row.ran.result);
+      }
+    });
+  }
+  if (rows.front().reports.empty()) {
+    err << "hapmoe compare: no plan fits in memory\n";
     return kExitNoFit;
   }
   return kExitOk;
@@ -590,6 +788,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     if (command == "plan") return cmd_plan(argc - 1, argv + 1, out, err, comm);
     if (command == "evaluate") return cmd_evaluate(argc - 1, argv + 1, out, err, comm);
     if (command == "catalog") return cmd_catalog(argc - 1, argv + 1, out);
+    if (command == "compare") return cmd_compare(argc - 1, argv + 1, out, err, comm);
     if (command == "show") return cmd_show(argc - 1, argv + 1, out);
     if (command == "sweep") return cmd_sweep(argc - 1, argv + 1, out, err, comm);
     if (command == "--help" || command == "-h" || command == "help") {

@@ -131,6 +131,11 @@ H5T_class_t attribute_class(const Handle& a, const std::string& name) {
 
 }  // namespace
 
+Attributes::Attributes(hid_t object) : object_(object) {
+  check(H5Iinc_ref(object), "H5Iinc_ref");
+  ref_ = Handle(object, &H5Idec_ref);
+}
+
 void Attributes::set(const std::string& name, const std::string& value) const {
   const Type t = utf8_string_type();
   Handle a = create_attribute(object_, name, t.id());

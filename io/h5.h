@@ -141,11 +141,12 @@ void Compound<Row>::insert(const char* name, std::size_t offset, const Type& fie
 
 class Group;
 
-// Attributes of a group or the file's root; a view that must not outlive
-// its group.
+// Attributes of a group or the file's root. Holds a reference to the
+// object, so it stays valid when the Group it came from is gone
+// (`f.open_group("sweep").attrs().get_string(...)` is safe).
 class Attributes {
  public:
-  explicit Attributes(hid_t object) : object_(object) {}
+  explicit Attributes(hid_t object);
   void set(const std::string& name, const std::string& value) const;
   void set(const std::string& name, const char* value) const { set(name, std::string(value)); }
   void set(const std::string& name, std::int64_t value) const;
@@ -158,6 +159,7 @@ class Attributes {
   double get_double(const std::string& name) const;
 
  private:
+  Handle ref_;  // one reference to the object, dropped with the Attributes
   hid_t object_;
 };
 

@@ -88,7 +88,7 @@ Plan parse_plan_json(const std::string& text, const std::string& origin, const C
   const Json j = parse_json(text, origin);
   if (j.is_object() && j.contains("plans")) {
     ObjectReader doc(j, origin, "");
-    doc.ignore({"search", "run", "model", "cluster", "hapmoe"});
+    doc.ignore({"search", "run", "baseline", "model", "cluster", "hapmoe"});
     const Json& plans = doc.get_raw("plans");
     doc.finish();
     if (!plans.is_array() || plans.empty()) {

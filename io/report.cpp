@@ -42,14 +42,18 @@ std::string format_seconds(double s) {
   return fmt("%.1f us", s * 1e6);
 }
 
+std::string cluster_summary(const ClusterSpec& cluster) {
+  return (cluster.name.empty() ? describe_cluster(cluster) : cluster.name) + " (" +
+         describe_cluster(cluster) + fmt(", %d devices)", cluster.total_devices());
+}
+
 void print_plan_report(std::ostream& out, const PlanReport& r, const Workload& w,
                        const ClusterSpec& cluster) {
   const ParallelConfig& pi = r.plan.parallel;
   out << "model    " << w.model.name
       << fmt(" (%d layers, seq %d, global batch %d)\n", w.model.num_layers, w.training.seq_len,
              w.training.global_batch);
-  out << "cluster  " << (cluster.name.empty() ? describe_cluster(cluster) : cluster.name) << " ("
-      << describe_cluster(cluster) << fmt(", %d devices)\n", cluster.total_devices());
+  out << "cluster  " << cluster_summary(cluster) << "\n";
   out << fmt(
       "plan     PP=%d TP=%d CP=%d EP=%d TPE=%d DP=%d, micro-batch %d, %d micro-batches, "
       "%d devices in use\n\n",

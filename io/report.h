@@ -18,6 +18,9 @@ void print_plan_report(std::ostream& out, const PlanReport& report, const Worklo
 // Devices, model presets and cluster presets with their figures.
 void print_catalog(std::ostream& out);
 
+// "paper:32-2 (16 x H800 + 16 x MI300X, 32 devices)": name and pools.
+std::string cluster_summary(const ClusterSpec& cluster);
+
 // "12.3 GiB", "850 ms", "1.2e+05" style helpers shared by reports.
 std::string format_bytes(double bytes);
 std::string format_seconds(double seconds);

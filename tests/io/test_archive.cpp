@@ -233,6 +233,23 @@ TEST(Archive, ShowRejectsWhatIsNotAnArchive) {
   EXPECT_EQ(r.code, kExitInput);
 }
 
+TEST(Archive, AttributesOutliveTheirGroup) {
+  // Regression: `show` read a sweep's attributes through a temporary Group,
+  // whose handle closed before the read ("not a location").
+  const fs::path d = temp_dir("attrs");
+  const std::string path = (d / "a.h5").string();
+  {
+    h5::File f = h5::File::create(path);
+    f.create_group("g").attrs().set("x", "value");
+    f.close();
+  }
+  const h5::File f = h5::File::open_read(path);
+  EXPECT_EQ(f.open_group("g").attrs().get_string("x"), "value");
+  const h5::Attributes kept = f.open_group("g").attrs();
+  EXPECT_TRUE(kept.has("x"));
+  fs::remove_all(d);
+}
+
 // --- Sweeps -----------------------------------------------------------------
 
 TEST(SweepFile, ProductOrderDefaultsAndNames) {

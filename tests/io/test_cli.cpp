@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -310,6 +312,72 @@ TEST(CliPlan, BadSearchOptionsExitTwo) {
     EXPECT_EQ(r.code, kExitInput) << extra[0];
     EXPECT_NE(r.err.find(extra[0]), std::string::npos) << r.err;
   }
+}
+
+}  // namespace
+}  // namespace hapmoe
+
+namespace hapmoe {
+namespace {
+
+TEST(CliBaselines, EveryBaselineWritesThePlanSchemaAndEvaluatesBack) {
+  const fs::path d = temp_dir("baselines");
+  for (const char* name : {"uniform", "mi", "metis-style", "homogeneous-only"}) {
+    const std::string out = (d / (std::string(name) + ".json")).string();
+    const CliRun r = run({"plan", "--model", "mixtral-s", "--cluster", "paper:32-2", "--baseline",
+                          name, "--plan-json", out});
+    ASSERT_EQ(r.code, kExitOk) << name << ": " << r.err;
+    EXPECT_NE(r.out.find(std::string("baseline ") + name + ": "), std::string::npos) << r.out;
+    const Json doc = parse_json(slurp(out), out);
+    EXPECT_EQ(doc.at("baseline").at("name").get<std::string>(), name);
+    ASSERT_FALSE(doc.at("plans").empty()) << name;
+    // The baseline's plan scores the same through evaluate.
+    const std::string back = (d / (std::string(name) + "-back.json")).string();
+    const CliRun e = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:32-2", "--plan",
+                          out, "--plan-json", back});
+    ASSERT_EQ(e.code, kExitOk) << e.err;
+    EXPECT_EQ(parse_json(slurp(back), back).at("plans").at(0), doc.at("plans").at(0)) << name;
+  }
+  const CliRun bad =
+      run({"plan", "--model", "mixtral-s", "--cluster", "paper:32-2", "--baseline", "alpa"});
+  EXPECT_EQ(bad.code, kExitInput);
+  EXPECT_NE(bad.err.find("--baseline"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("alpa"), std::string::npos) << bad.err;
+  fs::remove_all(d);
+}
+
+TEST(CliBaselines, CompareNormalisesToMiAndArchivesEveryBaseline) {
+  const fs::path d = temp_dir("compare");
+  const std::string json = (d / "cmp.json").string();
+  const std::string h5 = (d / "cmp.h5").string();
+  const CliRun r = run({"compare", "--model", "mixtral-s", "--cluster", "paper:32-2", "--plan-json",
+                        json, "--out", h5});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("normalised to mi"), std::string::npos) << r.out;
+  const Json doc = parse_json(slurp(json), json);
+  ASSERT_EQ(doc.at("baselines").size(), 5u);
+  std::map<std::string, double> tokens;
+  for (const Json& b : doc.at("baselines")) {
+    ASSERT_FALSE(b.at("plans").empty()) << b.at("name");
+    tokens[b.at("name").get<std::string>()] =
+        b.at("plans").at(0).at("throughput_tokens_per_s").get<double>();
+  }
+  // The table's MI row is 1.00x; hapmoe's ratio is its throughput over MI's.
+  EXPECT_NE(r.out.find("1.00x   1.00x"), std::string::npos) << r.out;
+  char ratio[32];
+  std::snprintf(ratio, sizeof ratio, "%.2fx", tokens["hapmoe"] / tokens["mi"]);
+  EXPECT_NE(r.out.find(ratio), std::string::npos) << ratio << "\n" << r.out;
+  for (const auto& [name, t] : tokens) EXPECT_GE(tokens["hapmoe"], t) << name;
+  // The archive holds one case per baseline; show lists them.
+  const CliRun s = run({"show", h5});
+  ASSERT_EQ(s.code, kExitOk) << s.err;
+  for (const char* name : {"hapmoe", "uniform", "mi", "metis-style", "homogeneous-only"}) {
+    EXPECT_NE(s.out.find(name), std::string::npos) << name << "\n" << s.out;
+  }
+  const CliRun one = run({"show", h5, "--case", "mi"});
+  ASSERT_EQ(one.code, kExitOk) << one.err;
+  EXPECT_NE(one.out.find("PP"), std::string::npos) << one.out;
+  fs::remove_all(d);
 }
 
 }  // namespace
