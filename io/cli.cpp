@@ -518,6 +518,9 @@ int cmd_sweep(int argc, const char* const* argv, std::ostream& out, std::ostream
       cxxopts::value<std::string>())(
       "checkpoint-every",
       "commit finished cases at most every this many seconds (default 0: after every case)",
+      cxxopts::value<std::string>())(
+      "progress-every",
+      "while a case runs, a progress line every this many seconds (default 60; 0: none)",
       cxxopts::value<std::string>());
   o.parse_positional({"sweep"});
   o.positional_help("SWEEP.json");
@@ -535,6 +538,10 @@ int cmd_sweep(int argc, const char* const* argv, std::ostream& out, std::ostream
   if (r.count("checkpoint-every")) {
     s.checkpoint_s =
         parse_number_text(r["checkpoint-every"].as<std::string>(), 0.0, 1e7, "--checkpoint-every");
+  }
+  if (r.count("progress-every")) {
+    s.progress_s =
+        parse_number_text(r["progress-every"].as<std::string>(), 0.0, 1e7, "--progress-every");
   }
   s.tty = &err == &std::cerr && ::isatty(STDERR_FILENO) == 1;
   s.command_line = "hapmoe " + command_line(argc, argv);

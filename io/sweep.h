@@ -51,6 +51,7 @@ struct SweepRunOptions {
   bool resume = false;      // finish an existing archive of the same sweep
   int threads = 1;          // OpenMP threads per rank
   double checkpoint_s = 0;  // commit at most this often (0: after every case)
+  double progress_s = 60;   // a progress line while a case runs this long (0: none)
   bool tty = false;         // stderr is a terminal: a live bar, not lines
   std::string command_line;
 };

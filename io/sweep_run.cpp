@@ -30,11 +30,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 #include "costmodel/errors.h"
 #include "engine/driver.h"
@@ -233,6 +237,21 @@ class Progress {
       err_.flush();
     }
   }
+  // A case still running after `seconds` (case `number`, 1-based).
+  void case_running(const SweepCase& c, std::size_t number, double seconds) {
+    char line[256];
+    if (tty_) {
+      std::snprintf(line, sizeof line, "\r%zu/%zu cases done, case %zu running for %s   ", done_,
+                    total_, number, duration_text(seconds).c_str());
+      err_ << line;
+    } else {
+      std::snprintf(line, sizeof line,
+                    "hapmoe sweep: case %zu/%zu running for %s, elapsed %s: ", number, total_,
+                    duration_text(seconds).c_str(), duration_text(seconds_since(start_)).c_str());
+      err_ << line << c.name << "\n";
+    }
+    err_.flush();
+  }
   // Ends a live bar before other output.
   void interrupt() {
     if (tty_ && done_ != total_) err_ << "\n";
@@ -246,6 +265,39 @@ class Progress {
   std::size_t run_now_ = 0;
   std::int64_t configs_ = 0;
   std::chrono::steady_clock::time_point start_;
+};
+
+// Calls `beat(seconds since start)` every `every_s` seconds from a thread
+// of its own until destroyed (never if every_s <= 0): progress while a long
+// case runs. Only this thread writes to the progress stream meanwhile.
+class Heartbeat {
+ public:
+  Heartbeat(double every_s, std::function<void(double)> beat) {
+    if (every_s <= 0) return;
+    thread_ = std::thread([this, every_s, beat = std::move(beat)] {
+      const auto start = std::chrono::steady_clock::now();
+      const auto period = std::chrono::duration<double>(every_s);
+      std::unique_lock<std::mutex> lock(mutex_);
+      while (!cv_.wait_for(lock, period, [this] { return stop_; })) beat(seconds_since(start));
+    });
+  }
+  ~Heartbeat() {
+    if (!thread_.joinable()) return;
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 }  // namespace
@@ -399,7 +451,14 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
     run.round = c.round;
     Finished fin;
     fin.index = i;
-    fin.result = run_search(workloads[i], clusters[i], c.options, c.bruteforce, comm, run);
+    {
+      const double every = comm.rank() != 0 ? 0.0
+                           : o.tty          ? std::min(o.progress_s, 1.0)
+                                            : o.progress_s;
+      const std::size_t number = done_count + 1;
+      const Heartbeat beat(every, [&](double s) { progress.case_running(c, number, s); });
+      fin.result = run_search(workloads[i], clusters[i], c.options, c.bruteforce, comm, run);
+    }
     fin.tables = tables_for(workloads[i], clusters[i], fin.result.configs);
     {
       const CostModel model(workloads[i], clusters[i], fin.tables);

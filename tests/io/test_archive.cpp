@@ -348,6 +348,19 @@ TEST(Sweep, CheckpointEveryBatchesCommits) {
   EXPECT_NE(r.out.find("2 of 2 cases done (complete)"), std::string::npos) << r.out;
 }
 
+// A case that runs long gets progress lines while it runs (~0.2 s here,
+// a line every 0.05 s).
+TEST(Sweep, ProgressWhileACaseRuns) {
+  const fs::path d = temp_dir("sweep_progress");
+  spit(d / "s.json", R"({"cases": [{"name": "plain DP", "model": "mixtral-s",
+                                    "cluster": "paper:16-1", "prune": "mem", "bound": false}]})");
+  const CliRun r = run({"sweep", (d / "s.json").string(), "--out", (d / "s.h5").string(),
+                        "--threads", "1", "--progress-every", "0.05"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.err.find("hapmoe sweep: case 1/1 running for"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("hapmoe sweep: 1/1 cases"), std::string::npos) << r.err;
+}
+
 // SIGUSR1 (what Slurm sends before the time limit), here raised inside the
 // first commit: the sweep stops after that case with exit code 4 and a
 // valid archive, and --resume finishes the rest.
