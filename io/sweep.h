@@ -52,7 +52,10 @@ struct SweepRunOptions {
   int threads = 1;          // OpenMP threads per rank
   double checkpoint_s = 0;  // commit at most this often (0: after every case)
   double progress_s = 60;   // a progress line while a case runs this long (0: none)
-  bool tty = false;         // stderr is a terminal: a live bar, not lines
+  // Give each rank whole cases (each searched alone, gathered to rank 0)
+  // instead of running every case over all ranks.
+  bool spread_cases = false;
+  bool tty = false;  // stderr is a terminal: a live bar, not lines
   std::string command_line;
 };
 
