@@ -1,12 +1,15 @@
-// Running a sweep (docs/archive.md, "Sweeps"): every case in order, each
-// with the whole communicator, committed to the archive as it finishes.
+// Running a sweep (docs/archive.md, "Sweeps"): every case in order,
+// committed to the archive as it finishes.
 //
 // Policy:
-// - Spreading: a case is one run_search over all ranks (the engine already
-//   splits its configurations over ranks and threads, identically for any
-//   R x T). Giving each rank whole cases instead would leave ranks idle on
-//   the largest case and make the result of a case depend on how cases were
-//   dealt; the per-case search is where the work is.
+// - Spreading: by default a case is one run_search over all ranks (the
+//   engine already splits its configurations over ranks and threads,
+//   identically for any R x T); dealing whole cases to ranks would leave
+//   ranks idle behind the largest case, and the work of a large sweep is
+//   inside its cases. --spread cases deals whole cases in rounds of R (each
+//   searched alone, the results gathered to rank 0 as bytes) for sweeps of
+//   many small cases, where a search's collectives cost more than its work.
+//   The results are the same either way; only rank 0 writes.
 // - Commit: the archive is rewritten to a temporary name (the finished
 //   cases of the previous archive copied with H5Ocopy, the new ones
 //   written), fsync'ed and renamed over the old one. So the archive on disk
