@@ -660,9 +660,8 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
         if (!b.empty() && b[0] == 'E') throw SearchFailure(b.substr(1));
       }
       if (comm.rank() == 0) {
-        for (std::size_t r = 0; r < in_round; ++r) {
-          round.push_back(r == 0 ? std::move(fin) : decode(all[r].substr(1)));
-        }
+        round.push_back(std::move(fin));  // rank 0 always runs the round's first case
+        for (std::size_t r = 1; r < in_round; ++r) round.push_back(decode(all[r].substr(1)));
       }
     } else if (comm.rank() == 0) {
       round.push_back(std::move(fin));
