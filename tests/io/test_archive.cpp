@@ -37,6 +37,7 @@ struct CliRun {
 CliRun run(std::vector<std::string> args) {
   args.insert(args.begin(), "hapmoe");
   std::vector<const char*> argv;
+  argv.reserve(args.size());
   for (const auto& a : args) argv.push_back(a.c_str());
   std::ostringstream out;
   std::ostringstream err;
@@ -48,7 +49,7 @@ CliRun run(std::vector<std::string> args) {
 }
 
 fs::path temp_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("hapmoe_archive_" + name);
+  fs::path d = fs::temp_directory_path() / ("hapmoe_archive_" + name);
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -81,7 +82,7 @@ const std::vector<std::string> kPlanArgs = {"plan",       "--model",   "mixtral-
 
 std::vector<std::string> plan_to(const fs::path& out) {
   std::vector<std::string> a = kPlanArgs;
-  a.push_back("--out");
+  a.emplace_back("--out");
   a.push_back(out.string());
   return a;
 }
@@ -192,8 +193,8 @@ TEST(Archive, FailedWriteLeavesTheOldArchive) {
     throw InputError("--out", "injected failure before the rename");
   };
   std::vector<std::string> args = plan_to(d / "run.h5");
-  args.push_back("--top-k");
-  args.push_back("2");
+  args.emplace_back("--top-k");
+  args.emplace_back("2");
   const CliRun r = run(args);
   g_archive_before_rename = nullptr;
   EXPECT_EQ(r.code, kExitInput);
@@ -285,7 +286,7 @@ TEST(SweepFile, StrictErrorsNameTheField) {
                      "top_k");
 }
 
-const char* kTwoCases = R"({
+constexpr const char* kTwoCases = R"({
   "cases": [{"model": "mixtral-s", "cluster": "paper:16-1"},
             {"model": "mixtral-s", "cluster": "paper:16-2", "prune": "lb,mem", "top_k": 2}]
 })";
