@@ -255,6 +255,7 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
   }
   if (r.count("out")) {
     ArchiveInputs a = given_inputs(r, in);
+    a.plan_file_text = given_file_text(plan_path);
     a.options_resolved = {{"plan", plan_path},
                           {"plan_index", index},
                           {"allow_cross_node_tp", in.constraints.allow_cross_node_tp}};

@@ -154,6 +154,11 @@ TEST(Archive, EvaluateOut) {
   EXPECT_NE(s.out.find("(evaluate, format 1)"), std::string::npos) << s.out;
   EXPECT_EQ(line_starting(s.out, "iteration latency"), line_starting(e.out, "iteration latency"));
   EXPECT_EQ(s.out.find("\nsearch\n"), std::string::npos);
+  const h5::File f = h5::File::open_read((d / "e.h5").string());
+  const h5::Group inputs = f.open_group("inputs");
+  std::ifstream in(plan);
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  EXPECT_EQ(inputs.attrs().get_string("plan_file_text"), text);
 }
 
 // Bad --out paths: exit 2, a message naming --out and the path, and no
