@@ -666,15 +666,25 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
     } else if (comm.rank() == 0) {
       round.push_back(std::move(fin));
     }
-    for (Finished& f : round) {  // rank 0 only
-      const std::size_t k = f.index;
-      f.tables = tables_for(workloads[k], clusters[k], f.result.configs);
-      const CostModel model(workloads[k], clusters[k], f.tables);
-      for (const PlanCandidate& p : f.result.top) f.reports.push_back(model.evaluate(p.plan));
-      const std::string best =
-          f.reports.empty() ? "no plan fits" : format_seconds(f.reports.front().latency_s);
-      progress.case_done(def.cases[k], f.result.stats.configs, best);
-      pending.push_back(std::move(f));
+    // Rank 0 alone rebuilds the tables and reports; a failure there is
+    // agreed on, so no rank waits at the next collective for one that left.
+    std::string bad;
+    try {
+      for (Finished& f : round) {  // rank 0 only
+        const std::size_t k = f.index;
+        f.tables = tables_for(workloads[k], clusters[k], f.result.configs);
+        const CostModel model(workloads[k], clusters[k], f.tables);
+        for (const PlanCandidate& p : f.result.top) f.reports.push_back(model.evaluate(p.plan));
+        const std::string best =
+            f.reports.empty() ? "no plan fits" : format_seconds(f.reports.front().latency_s);
+        progress.case_done(def.cases[k], f.result.stats.configs, best);
+        pending.push_back(std::move(f));
+      }
+    } catch (const std::exception& e) {
+      bad = e.what();
+    }
+    if (const std::string first = first_error(comm, bad); !first.empty()) {
+      throw SearchFailure(first);
     }
     done_count += in_round;
     // Every rank takes the same decisions: rank 0's clock decides when a
