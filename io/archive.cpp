@@ -209,6 +209,7 @@ void write_inputs(const h5::Group& group, const ArchiveInputs& in) {
   a.set("model_file_text", in.model_file_text);
   a.set("cluster_given", in.cluster_given);
   a.set("cluster_file_text", in.cluster_file_text);
+  if (!in.plan_file_text.empty()) a.set("plan_file_text", in.plan_file_text);
   a.set("options_given", in.options_given.dump());
   a.set("options", in.options_resolved.dump());
   if (in.workload != nullptr) {

@@ -52,6 +52,7 @@ struct ArchiveInputs {
   std::string model_file_text;    // that file's text, "" for a preset
   std::string cluster_given;      // --cluster as given
   std::string cluster_file_text;  // that file's text, "" for a preset or inline spec
+  std::string plan_file_text;     // evaluate: the --plan file's text (written when not "")
   nlohmann::ordered_json options_given = nlohmann::ordered_json::object();     // as typed
   nlohmann::ordered_json options_resolved = nlohmann::ordered_json::object();  // with defaults
   const Workload* workload = nullptr;  // resolved (after overrides)

@@ -258,6 +258,7 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
   }
   if (r.count("out")) {
     ArchiveInputs a = given_inputs(r, in);
+    a.plan_file_text = given_file_text(plan_path);
     a.options_resolved = {{"plan", plan_path},
                           {"plan_index", index},
                           {"allow_cross_node_tp", in.constraints.allow_cross_node_tp}};
@@ -729,6 +730,13 @@ int cmd_sweep(int argc, const char* const* argv, std::ostream& out, std::ostream
       cxxopts::value<std::string>())(
       "checkpoint-every",
       "commit finished cases at most every this many seconds (default 0: after every case)",
+      cxxopts::value<std::string>())(
+      "progress-every",
+      "while a case runs, a progress line every this many seconds (default 60; 0: none)",
+      cxxopts::value<std::string>())(
+      "spread",
+      "over MPI ranks: configs (default: each case over all ranks) or cases (whole "
+      "cases to ranks, for many small cases)",
       cxxopts::value<std::string>());
   o.parse_positional({"sweep"});
   o.positional_help("SWEEP.json");
@@ -746,6 +754,17 @@ int cmd_sweep(int argc, const char* const* argv, std::ostream& out, std::ostream
   if (r.count("checkpoint-every")) {
     s.checkpoint_s =
         parse_number_text(r["checkpoint-every"].as<std::string>(), 0.0, 1e7, "--checkpoint-every");
+  }
+  if (r.count("progress-every")) {
+    s.progress_s =
+        parse_number_text(r["progress-every"].as<std::string>(), 0.0, 1e7, "--progress-every");
+  }
+  if (r.count("spread")) {
+    const std::string spread = to_lower(r["spread"].as<std::string>());
+    if (spread != "configs" && spread != "cases") {
+      throw InputError("--spread", "'" + spread + "': expected configs or cases");
+    }
+    s.spread_cases = spread == "cases";
   }
   s.tty = &err == &std::cerr && ::isatty(STDERR_FILENO) == 1;
   s.command_line = "hapmoe " + command_line(argc, argv);

@@ -56,7 +56,7 @@ std::string render(const Json& v) { return v.is_string() ? v.get<std::string>() 
 
 // A merged case object (defaults, then the case's own fields) and where it
 // came from.
-struct RawCase {
+struct RawCase {  // NOLINT(bugprone-exception-escape): nlohmann::json members, as elsewhere
   Json fields;
   Json own;             // the fields not from "defaults" (for the generated name)
   std::string pointer;  // for messages

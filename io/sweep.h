@@ -51,7 +51,11 @@ struct SweepRunOptions {
   bool resume = false;      // finish an existing archive of the same sweep
   int threads = 1;          // OpenMP threads per rank
   double checkpoint_s = 0;  // commit at most this often (0: after every case)
-  bool tty = false;         // stderr is a terminal: a live bar, not lines
+  double progress_s = 60;   // a progress line while a case runs this long (0: none)
+  // Give each rank whole cases (each searched alone, gathered to rank 0)
+  // instead of running every case over all ranks.
+  bool spread_cases = false;
+  bool tty = false;  // stderr is a terminal: a live bar, not lines
   std::string command_line;
 };
 

@@ -1,12 +1,15 @@
-// Running a sweep (docs/archive.md, "Sweeps"): every case in order, each
-// with the whole communicator, committed to the archive as it finishes.
+// Running a sweep (docs/archive.md, "Sweeps"): every case in order,
+// committed to the archive as it finishes.
 //
 // Policy:
-// - Spreading: a case is one run_search over all ranks (the engine already
-//   splits its configurations over ranks and threads, identically for any
-//   R x T). Giving each rank whole cases instead would leave ranks idle on
-//   the largest case and make the result of a case depend on how cases were
-//   dealt; the per-case search is where the work is.
+// - Spreading: by default a case is one run_search over all ranks (the
+//   engine already splits its configurations over ranks and threads,
+//   identically for any R x T); dealing whole cases to ranks would leave
+//   ranks idle behind the largest case, and the work of a large sweep is
+//   inside its cases. --spread cases deals whole cases in rounds of R (each
+//   searched alone, the results gathered to rank 0 as bytes) for sweeps of
+//   many small cases, where a search's collectives cost more than its work.
+//   The results are the same either way; only rank 0 writes.
 // - Commit: the archive is rewritten to a temporary name (the finished
 //   cases of the previous archive copied with H5Ocopy, the new ones
 //   written), fsync'ed and renamed over the old one. So the archive on disk
@@ -30,11 +33,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <thread>
+#include <type_traits>
 
 #include "costmodel/errors.h"
 #include "engine/driver.h"
@@ -141,11 +150,163 @@ std::string duration_text(double s) {
 // What rank 0 keeps of a finished case until it is committed.
 struct Finished {
   std::size_t index = 0;
+  int ran_on = -1;  // the world rank that ran it alone (--spread cases); -1: all ranks
   SearchResult result;
   ProfileTables tables;
   std::vector<PlanReport> reports;
   Provenance provenance;
 };
+
+// --- A finished case as bytes, for --spread cases ------------------------------
+// Every rank runs the same binary on the same machine type, so plain data
+// travels as its bytes; what holds vectors or strings is written field by
+// field. The profile tables and reports are not sent: rank 0 rebuilds them
+// from the inputs and the plans (the same pure functions, the same figures).
+
+class Bytes {
+ public:
+  template <class T>
+  void put(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    data_.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  void put(const std::string& s) {
+    put(s.size());
+    data_ += s;
+  }
+  template <class T>
+  void put(const std::vector<T>& v) {
+    put(v.size());
+    for (const T& x : v) put(x);
+  }
+  void put(const Plan& p) {
+    put(p.parallel);
+    put(p.stages);
+  }
+  void put(const PlanCandidate& c) {
+    put(c.latency_s);
+    put(c.plan);
+  }
+  void put(const ConfigOutcome& o) {
+    put(o.best.has_value());
+    if (o.best) put(*o.best);
+    put(o.stats);
+    put(o.closest);
+    put(o.lower_bound);
+    put(o.skipped);
+  }
+  const std::string& data() const { return data_; }
+
+ private:
+  std::string data_;
+};
+
+class Unbytes {
+ public:
+  explicit Unbytes(const std::string& data) : data_(data) {}
+  template <class T>
+  void get(T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    take(&v, sizeof v);
+  }
+  void get(std::string& s) {
+    std::size_t n = 0;
+    get(n);
+    if (n > data_.size() - at_) throw std::runtime_error("sweep: truncated case data");
+    s.assign(data_, at_, n);
+    at_ += n;
+  }
+  template <class T>
+  void get(std::vector<T>& v) {
+    std::size_t n = 0;
+    get(n);
+    if (n > data_.size() - at_) throw std::runtime_error("sweep: truncated case data");
+    v.resize(n);
+    for (T& x : v) get(x);
+  }
+  void get(Plan& p) {
+    get(p.parallel);
+    get(p.stages);
+  }
+  void get(PlanCandidate& c) {
+    get(c.latency_s);
+    get(c.plan);
+  }
+  void get(ConfigOutcome& o) {
+    bool has = false;
+    get(has);
+    if (has) {
+      o.best.emplace();
+      get(*o.best);
+    }
+    get(o.stats);
+    get(o.closest);
+    get(o.lower_bound);
+    get(o.skipped);
+  }
+
+ private:
+  void take(void* out, std::size_t n) {
+    if (n > data_.size() - at_) throw std::runtime_error("sweep: truncated case data");
+    std::memcpy(out, data_.data() + at_, n);
+    at_ += n;
+  }
+  const std::string& data_;
+  std::size_t at_ = 0;
+};
+
+std::string encode(const Finished& f) {
+  Bytes b;
+  b.put(f.index);
+  b.put(f.ran_on);
+  const SearchResult& r = f.result;
+  b.put(r.top);
+  b.put(r.stats);
+  b.put(r.closest);
+  b.put(r.configs);
+  b.put(r.outcomes);
+  b.put(r.estimates);
+  b.put(r.ran_on);
+  b.put(r.round_of);
+  b.put(r.ranks);
+  b.put(r.rounds);
+  const Provenance& p = f.provenance;
+  b.put(p.command_line);
+  b.put(p.ranks);
+  b.put(p.threads);
+  b.put(p.start_time);
+  b.put(p.end_time);
+  b.put(p.wall_seconds);
+  b.put(p.host);
+  return b.data();
+}
+
+Finished decode(const std::string& data) {
+  Finished f;
+  Unbytes b(data);
+  b.get(f.index);
+  b.get(f.ran_on);
+  SearchResult& r = f.result;
+  b.get(r.top);
+  b.get(r.stats);
+  b.get(r.closest);
+  b.get(r.configs);
+  b.get(r.outcomes);
+  b.get(r.estimates);
+  b.get(r.ran_on);
+  b.get(r.round_of);
+  b.get(r.ranks);
+  b.get(r.rounds);
+  Provenance& p = f.provenance;
+  b.get(p.command_line);
+  b.get(p.ranks);
+  b.get(p.threads);
+  b.get(p.start_time);
+  b.get(p.end_time);
+  b.get(p.wall_seconds);
+  b.get(p.host);
+  return f;
+}
 
 // The state of the archive on disk, as read on rank 0.
 struct Existing {
@@ -233,6 +394,21 @@ class Progress {
       err_.flush();
     }
   }
+  // A case still running after `seconds` (case `number`, 1-based).
+  void case_running(const SweepCase& c, std::size_t number, double seconds) {
+    char line[256];
+    if (tty_) {
+      std::snprintf(line, sizeof line, "\r%zu/%zu cases done, case %zu running for %s   ", done_,
+                    total_, number, duration_text(seconds).c_str());
+      err_ << line;
+    } else {
+      std::snprintf(line, sizeof line,
+                    "hapmoe sweep: case %zu/%zu running for %s, elapsed %s: ", number, total_,
+                    duration_text(seconds).c_str(), duration_text(seconds_since(start_)).c_str());
+      err_ << line << c.name << "\n";
+    }
+    err_.flush();
+  }
   // Ends a live bar before other output.
   void interrupt() {
     if (tty_ && done_ != total_) err_ << "\n";
@@ -246,6 +422,39 @@ class Progress {
   std::size_t run_now_ = 0;
   std::int64_t configs_ = 0;
   std::chrono::steady_clock::time_point start_;
+};
+
+// Calls `beat(seconds since start)` every `every_s` seconds from a thread
+// of its own until destroyed (never if every_s <= 0): progress while a long
+// case runs. Only this thread writes to the progress stream meanwhile.
+class Heartbeat {
+ public:
+  Heartbeat(double every_s, std::function<void(double)> beat) {
+    if (every_s <= 0) return;
+    thread_ = std::thread([this, every_s, beat = std::move(beat)] {
+      const auto start = std::chrono::steady_clock::now();
+      const auto period = std::chrono::duration<double>(every_s);
+      std::unique_lock<std::mutex> lock(mutex_);
+      while (!cv_.wait_for(lock, period, [this] { return stop_; })) beat(seconds_since(start));
+    });
+  }
+  ~Heartbeat() {
+    if (!thread_.joinable()) return;
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 }  // namespace
@@ -360,6 +569,7 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
             a.set("index", static_cast<std::int64_t>(fin.index));
             a.set("case", c.resolved.dump());
             a.set("status", fin.reports.empty() ? "no_fit" : "ok");
+            a.set("ran_on_rank", fin.ran_on);
             write_provenance(g, fin.provenance);
             ArchiveInputs in;
             in.model_given = c.model;
@@ -389,39 +599,97 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
     agree(comm, bad);
   };
 
+  // Rounds: one case over all ranks, or (--spread cases) one case per
+  // rank, each alone, gathered to rank 0.
+  std::vector<std::size_t> todo;
   for (std::size_t i = 0; i < total; ++i) {
-    if (done[i]) continue;
+    if (!done[i]) todo.push_back(i);
+  }
+  const bool by_case = o.spread_cases && comm.size() > 1;
+  const auto world = static_cast<std::size_t>(comm.size());
+  const std::size_t per_round = by_case ? world : 1;
+  for (std::size_t start = 0; start < todo.size(); start += per_round) {
+    const std::size_t in_round = std::min(per_round, todo.size() - start);
+    const auto me = static_cast<std::size_t>(comm.rank());
+    const bool runs = !by_case || me < in_round;
+    const std::size_t i = todo[start + (by_case && runs ? me : 0)];
     const SweepCase& c = def.cases[i];
-    const std::string case_start = utc_now();
-    const auto t0 = std::chrono::steady_clock::now();
-    RunOptions run;
-    run.threads = o.threads;
-    run.round = c.round;
     Finished fin;
     fin.index = i;
-    fin.result = run_search(workloads[i], clusters[i], c.options, c.bruteforce, comm, run);
-    fin.tables = tables_for(workloads[i], clusters[i], fin.result.configs);
-    {
-      const CostModel model(workloads[i], clusters[i], fin.tables);
-      for (const PlanCandidate& p : fin.result.top) fin.reports.push_back(model.evaluate(p.plan));
+    std::string failure;
+    if (runs) {
+      const std::string case_start = utc_now();
+      const auto t0 = std::chrono::steady_clock::now();
+      RunOptions run;
+      run.threads = o.threads;
+      run.round = c.round;
+      const double every = comm.rank() != 0 ? 0.0
+                           : o.tty          ? std::min(o.progress_s, 1.0)
+                                            : o.progress_s;
+      const std::size_t number = done_count + 1;
+      {
+        const Heartbeat beat(every, [&](double s) { progress.case_running(c, number, s); });
+        if (by_case) {
+          // Alone: a failure must still reach the gather below.
+          SerialComm alone;
+          try {
+            fin.result = run_search(workloads[i], clusters[i], c.options, c.bruteforce, alone, run);
+          } catch (const std::exception& e) {
+            failure = "rank " + std::to_string(me) + ": case " + std::to_string(i) + " (" + c.name +
+                      "): " + e.what();
+          }
+          fin.ran_on = comm.rank();
+        } else {
+          fin.result = run_search(workloads[i], clusters[i], c.options, c.bruteforce, comm, run);
+        }
+      }
+      fin.provenance.command_line = o.command_line;
+      fin.provenance.ranks = by_case ? 1 : comm.size();
+      fin.provenance.threads = o.threads;
+      fin.provenance.start_time = case_start;
+      fin.provenance.end_time = utc_now();
+      fin.provenance.wall_seconds = seconds_since(t0);
+      fin.provenance.host = host_name();
     }
-    fin.provenance.command_line = o.command_line;
-    fin.provenance.ranks = comm.size();
-    fin.provenance.threads = o.threads;
-    fin.provenance.start_time = case_start;
-    fin.provenance.end_time = utc_now();
-    fin.provenance.wall_seconds = seconds_since(t0);
-    fin.provenance.host = host_name();
-    ++done_count;
-    if (comm.rank() == 0) {
-      const std::string best =
-          fin.reports.empty() ? "no plan fits" : format_seconds(fin.reports.front().latency_s);
-      progress.case_done(c, fin.result.stats.configs, best);
-      pending.push_back(std::move(fin));
+    std::vector<Finished> round;
+    if (by_case) {
+      const std::vector<std::string> all = comm.allgather(!failure.empty() ? "E" + failure
+                                                          : runs           ? "C" + encode(fin)
+                                                                           : std::string());
+      for (const std::string& b : all) {
+        if (!b.empty() && b[0] == 'E') throw SearchFailure(b.substr(1));
+      }
+      if (comm.rank() == 0) {
+        round.push_back(std::move(fin));  // rank 0 always runs the round's first case
+        for (std::size_t r = 1; r < in_round; ++r) round.push_back(decode(all[r].substr(1)));
+      }
+    } else if (comm.rank() == 0) {
+      round.push_back(std::move(fin));
     }
+    // Rank 0 alone rebuilds the tables and reports; a failure there is
+    // agreed on, so no rank waits at the next collective for one that left.
+    std::string bad;
+    try {
+      for (Finished& f : round) {  // rank 0 only
+        const std::size_t k = f.index;
+        f.tables = tables_for(workloads[k], clusters[k], f.result.configs);
+        const CostModel model(workloads[k], clusters[k], f.tables);
+        for (const PlanCandidate& p : f.result.top) f.reports.push_back(model.evaluate(p.plan));
+        const std::string best =
+            f.reports.empty() ? "no plan fits" : format_seconds(f.reports.front().latency_s);
+        progress.case_done(def.cases[k], f.result.stats.configs, best);
+        pending.push_back(std::move(f));
+      }
+    } catch (const std::exception& e) {
+      bad = e.what();
+    }
+    if (const std::string first = first_error(comm, bad); !first.empty()) {
+      throw SearchFailure(first);
+    }
+    done_count += in_round;
     // Every rank takes the same decisions: rank 0's clock decides when a
     // commit is due, and the stop flag is agreed on after the commit (a
-    // signal during a commit stops before the next case).
+    // signal during a commit stops before the next round).
     const bool due = o.checkpoint_s <= 0 || seconds_since(last_commit) >= o.checkpoint_s;
     if (done_count == total || !from_root(comm, comm.rank() == 0 && due ? "1" : "").empty()) {
       commit();

@@ -22,6 +22,8 @@ import sys
 # processes: they differ between two runs of the same inputs.
 TIMING_FIELDS = {"seconds", "busy_seconds", "idle_seconds"}
 TIMING_ATTRS = {"runs"}
+# Which rank ran what (dropped with --ignore-layout).
+LAYOUT_ATTRS = {"ran_on_rank"}
 
 
 def need_h5py():
@@ -50,7 +52,7 @@ def dump(path, ignore_layout=False):
 
     def attrs(name, obj):
         for k in sorted(obj.attrs):
-            if k in TIMING_ATTRS:
+            if k in TIMING_ATTRS or (ignore_layout and k in LAYOUT_ATTRS):
                 continue
             v = obj.attrs[k]
             if isinstance(v, np.generic):

@@ -5,14 +5,16 @@
 #   1. SIGKILL inside a commit (after the temporary file, before the rename);
 #   2. SIGTERM: the case in flight is finished and committed, exit code 4;
 #   3. SIGKILL after seeded random delays, --resume each time, until done.
-#   sweep_kill.sh HAPMOE SWEEP SEED [MPIEXEC]
-# With MPIEXEC, step 2 runs over 2 ranks and the comparison ignores which
-# rank searched what.
+#   sweep_kill.sh HAPMOE SWEEP SEED [MPIEXEC [SPREAD]]
+# With MPIEXEC, step 2 runs over 2 ranks (with --spread SPREAD if given) and
+# the comparison ignores which rank searched what.
 set -uo pipefail
 hapmoe=$1
 sweep=$2
 seed=$3
 mpiexec=${4:-}
+spread=()
+[[ -n ${5:-} ]] && spread=(--spread "$5")
 tool="$(dirname "$0")/archive_tool.py"
 /usr/bin/python3 -c 'import h5py' 2>/dev/null || { echo "SKIP: no python3-h5py"; exit 77; }
 work=$(mktemp -d)
@@ -43,7 +45,7 @@ echo "ok: SIGKILL inside the second commit leaves the first commit: $(committed)
 # 2. SIGTERM: finishes the case in flight, exit 4.
 if [[ -n $mpiexec ]]; then
   "$mpiexec" -n 2 "$hapmoe" sweep "$sweep" --out "$work/run.h5" --resume --threads 1 \
-    >/dev/null 2>"$work/term.err" &
+    "${spread[@]}" >/dev/null 2>"$work/term.err" &
 else
   "$hapmoe" sweep "$sweep" --out "$work/run.h5" --resume --threads 1 >/dev/null \
     2>"$work/term.err" &

@@ -37,6 +37,7 @@ struct CliRun {
 CliRun run(std::vector<std::string> args) {
   args.insert(args.begin(), "hapmoe");
   std::vector<const char*> argv;
+  argv.reserve(args.size());
   for (const auto& a : args) argv.push_back(a.c_str());
   std::ostringstream out;
   std::ostringstream err;
@@ -48,7 +49,7 @@ CliRun run(std::vector<std::string> args) {
 }
 
 fs::path temp_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("hapmoe_archive_" + name);
+  fs::path d = fs::temp_directory_path() / ("hapmoe_archive_" + name);
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -81,7 +82,7 @@ const std::vector<std::string> kPlanArgs = {"plan",       "--model",   "mixtral-
 
 std::vector<std::string> plan_to(const fs::path& out) {
   std::vector<std::string> a = kPlanArgs;
-  a.push_back("--out");
+  a.emplace_back("--out");
   a.push_back(out.string());
   return a;
 }
@@ -153,6 +154,11 @@ TEST(Archive, EvaluateOut) {
   EXPECT_NE(s.out.find("(evaluate, format 1)"), std::string::npos) << s.out;
   EXPECT_EQ(line_starting(s.out, "iteration latency"), line_starting(e.out, "iteration latency"));
   EXPECT_EQ(s.out.find("\nsearch\n"), std::string::npos);
+  const h5::File f = h5::File::open_read((d / "e.h5").string());
+  const h5::Group inputs = f.open_group("inputs");
+  std::ifstream in(plan);
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  EXPECT_EQ(inputs.attrs().get_string("plan_file_text"), text);
 }
 
 // Bad --out paths: exit 2, a message naming --out and the path, and no
@@ -192,8 +198,8 @@ TEST(Archive, FailedWriteLeavesTheOldArchive) {
     throw InputError("--out", "injected failure before the rename");
   };
   std::vector<std::string> args = plan_to(d / "run.h5");
-  args.push_back("--top-k");
-  args.push_back("2");
+  args.emplace_back("--top-k");
+  args.emplace_back("2");
   const CliRun r = run(args);
   g_archive_before_rename = nullptr;
   EXPECT_EQ(r.code, kExitInput);
@@ -302,7 +308,7 @@ TEST(SweepFile, StrictErrorsNameTheField) {
                      "top_k");
 }
 
-const char* kTwoCases = R"({
+constexpr const char* kTwoCases = R"({
   "cases": [{"model": "mixtral-s", "cluster": "paper:16-1"},
             {"model": "mixtral-s", "cluster": "paper:16-2", "prune": "lb,mem", "top_k": 2}]
 })";
@@ -363,6 +369,19 @@ TEST(Sweep, CheckpointEveryBatchesCommits) {
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_EQ(commits, 1);
   EXPECT_NE(r.out.find("2 of 2 cases done (complete)"), std::string::npos) << r.out;
+}
+
+// A case that runs long gets progress lines while it runs (~0.2 s here,
+// a line every 0.05 s).
+TEST(Sweep, ProgressWhileACaseRuns) {
+  const fs::path d = temp_dir("sweep_progress");
+  spit(d / "s.json", R"({"cases": [{"name": "plain DP", "model": "mixtral-s",
+                                    "cluster": "paper:16-1", "prune": "mem", "bound": false}]})");
+  const CliRun r = run({"sweep", (d / "s.json").string(), "--out", (d / "s.h5").string(),
+                        "--threads", "1", "--progress-every", "0.05"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.err.find("hapmoe sweep: case 1/1 running for"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("hapmoe sweep: 1/1 cases"), std::string::npos) << r.err;
 }
 
 // SIGUSR1 (what Slurm sends before the time limit), here raised inside the
