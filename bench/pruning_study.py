@@ -118,7 +118,8 @@ def subset_table(rows, bound, title, out):
         lost = sum(1 for x in gaps if math.isinf(x) and x > 0)
         positive = sum(1 for x in finite if x > 1e-12)
         worst = max(finite) if finite else math.nan
-        summary[p] = dict(seconds=t, time_ratio=time_ratio, max_gap=worst, lost=lost)
+        summary[p] = dict(seconds=t, time_ratio=time_ratio, tr_ratio=tr_ratio, max_gap=worst,
+                          lost=lost)
         print(f"| {p} | {ev:,} | {st:,} | {tr:,} | {t:.2f} | {time_ratio:.3f} | {tr_ratio:.3g} | "
               f"{positive} | {100 * worst:.2f} % | {lost} |", file=out)
     return summary
@@ -137,14 +138,16 @@ def tradeoff_table(rows, key, out):
         others = [k for k in ("delta", "eta") if k != key]
         if any(r[k] != DEFAULTS[k] for k in others) or r["global_batch"] is not None:
             continue
-        if (r["model"], r["cluster"]) in base:
+        if (r["model"], r["cluster"]) in base and r["cluster"].startswith("paper:"):
             values[float(r[key])].append(r)
     if not values:
         return []
     print(f"\n### {key}: time saved against the optimality gap (prune all, bound on)\n", file=out)
+    rule = {"delta": "pruned_lb", "eta": "pruned_comm"}[key]
     print(f"| {key} | cases | search s (sum) | unpruned s (sum) | time vs none (geo. mean) | "
+          f"moves cut by {'load balance' if key == 'delta' else 'hetero comm'} | "
           "cases with gap > 0 | mean gap | max gap | lost every plan |", file=out)
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|", file=out)
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|", file=out)
     curve = []
     for v in sorted(values):
         rs = values[v]
@@ -156,7 +159,8 @@ def tradeoff_table(rows, key, out):
         lost = sum(1 for x in gaps if math.isinf(x) and x > 0)
         mean = float(np.mean(finite)) if finite else math.nan
         worst = max(finite) if finite else math.nan
-        print(f"| {v:g} | {len(rs)} | {t:.2f} | {t0:.2f} | {ratio:.3f} | "
+        cut = sum(r[rule] for r in rs)
+        print(f"| {v:g} | {len(rs)} | {t:.2f} | {t0:.2f} | {ratio:.3f} | {cut:,} | "
               f"{sum(1 for x in finite if x > 1e-12)} | {100 * mean:.2f} % | {100 * worst:.2f} % | "
               f"{lost} |", file=out)
         curve.append((v, ratio, mean, worst))
@@ -177,9 +181,11 @@ def uniform_table(rows, out):
     ratios = []
     for (model, cluster), v in sorted(pairs.items()):
         a, b = v[False]["latency"], v[True]["latency"]
-        ratio = b / a if math.isfinite(a) and math.isfinite(b) else math.nan
+        # nan: neither fits; inf: only the non-uniform plan fits.
+        ratio = b / a if math.isfinite(a) else math.nan
         ratios.append((model, cluster, ratio))
-        shown = f"{ratio:.3f}" if math.isfinite(ratio) else "no plan"
+        shown = (f"{ratio:.3f}" if math.isfinite(ratio) else
+                 "uniform: no fit" if math.isinf(ratio) else "no plan")
         print(f"| {model} | {cluster} | {a:.3f} | {b:.3f} | {shown} |", file=out)
     return ratios
 
@@ -200,16 +206,20 @@ def figures(directory, subsets, curves, ratios):
             names = [p for p in PRUNE_ORDER if p in summary]
             x = np.arange(len(names)) + k * width
             axes[0].bar(x, [summary[p]["time_ratio"] for p in names], width, label=label)
-            axes[1].bar(x, [100 * summary[p]["max_gap"] for p in names], width, label=label)
+            axes[1].bar(x, [summary[p]["tr_ratio"] for p in names], width, label=label)
         for ax in axes:
             ax.set_xticks(np.arange(len(names)) + width * (len(subsets) - 1) / 2)
             ax.set_xticklabels(names, rotation=30)
             ax.set_xlabel("prunings on")
             ax.legend(fontsize=8)
-        axes[0].set_yscale("log")
+        for ax in axes:
+            ax.set_yscale("log")
         axes[0].set_ylabel("search time / unpruned (geometric mean)")
-        axes[1].set_ylabel("max optimality gap (%)")
-        fig.suptitle("Pruning sets: search time and optimality gap")
+        axes[1].set_ylabel("DP transitions / unpruned (geometric mean)")
+        worst = max(s["max_gap"] for summary in subsets.values() for s in summary.values())
+        lost = sum(s["lost"] for summary in subsets.values() for s in summary.values())
+        fig.suptitle("Pruning sets: search time and size. Largest optimality gap over every set "
+                     f"and case: {100 * worst:.3f} %" + (f", {lost} lost every plan" if lost else ""))
         fig.tight_layout()
         for ext in ("png", "svg"):
             fig.savefig(os.path.join(directory, f"pruning_sets.{ext}"), dpi=110)
@@ -232,14 +242,25 @@ def figures(directory, subsets, curves, ratios):
             fig.savefig(os.path.join(directory, f"pruning_tradeoff.{ext}"), dpi=110)
         plt.close(fig)
     if ratios:
+        # Cases where neither fits are left out; where only the non-uniform
+        # plan fits, a red bar marks "uniform: nothing fits".
+        shown = [(m, c, r) for m, c, r in ratios if not math.isnan(r)]
+        top = max([r for _, _, r in shown if math.isfinite(r)] + [1.0]) * 1.1
         fig, ax = plt.subplots(figsize=(10, 4))
-        labels = [f"{m}\n{c.replace('paper:', '')}" for m, c, _ in ratios]
-        ax.bar(range(len(ratios)), [r if math.isfinite(r) else 0 for _, _, r in ratios])
+        labels = [f"{m}\n{c.replace('paper:', '')}" for m, c, _ in shown]
+        heights = [r if math.isfinite(r) else top for _, _, r in shown]
+        colors = ["tab:blue" if math.isfinite(r) else "tab:red" for _, _, r in shown]
+        ax.bar(range(len(shown)), heights, color=colors)
+        for k, (_, _, r) in enumerate(shown):
+            if not math.isfinite(r):
+                ax.text(k, top * 0.5, "uniform:\nno fit", rotation=90, ha="center", va="center",
+                        fontsize=7, color="white")
         ax.axhline(1.0, color="grey", lw=0.8)
-        ax.set_xticks(range(len(ratios)))
+        ax.set_ylim(0, top * 1.02)
+        ax.set_xticks(range(len(shown)))
         ax.set_xticklabels(labels, rotation=90, fontsize=7)
         ax.set_ylabel("latency uniform / non-uniform")
-        ax.set_title("Cost of uniform layer splits (0 = no uniform plan fits)")
+        ax.set_title("Cost of uniform layer splits (cases where nothing fits left out)")
         fig.tight_layout()
         for ext in ("png", "svg"):
             fig.savefig(os.path.join(directory, f"uniform_ratio.{ext}"), dpi=110)

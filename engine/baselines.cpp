@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
 #include <utility>
 
 #include "costmodel/errors.h"
@@ -171,10 +172,15 @@ SearchResult homogeneous_only(const Workload& w, const ClusterSpec& cluster,
   return all;
 }
 
-}  // namespace
+// The MI rule for one TP and CP: the smallest PP whose plan fits.
+std::optional<PlanCandidate> mi_plan_with_cp(const Workload& w, const ClusterSpec& cluster,
+                                             const ConstraintOptions& constraints,
+                                             const CostModel& model, const ParallelConfig& base,
+                                             const std::vector<int>& dps, int usable);
 
-std::optional<PlanCandidate> mi_plan(const Workload& w, const ClusterSpec& cluster,
-                                     const ConstraintOptions& constraints) {
+// The MI rule on every device type of `cluster`.
+std::optional<PlanCandidate> mi_plan_all_types(const Workload& w, const ClusterSpec& cluster,
+                                               const ConstraintOptions& constraints) {
   const ModelSpec& m = w.model;
   const TrainingSpec& t = w.training;
   if (t.global_batch % t.micro_batch != 0) return std::nullopt;
@@ -185,12 +191,70 @@ std::optional<PlanCandidate> mi_plan(const Workload& w, const ClusterSpec& clust
   for (const int d : divisors(std::gcd(m.num_heads, m.num_kv_heads))) {
     if (d <= node) tp = d;
   }
-  ParallelConfig base{1, tp, 1, 1, 1, 1, t.micro_batch};
-  const ProfileTables tables = tables_for(w, cluster, {base});
+  // CP: 1, or the smallest that lets a long sequence fit.
+  std::vector<ParallelConfig> bases;
+  for (const int cp : divisors(t.seq_len)) {
+    if (cp == 1 || t.seq_len % (2 * cp) == 0) bases.push_back({1, tp, cp, 1, 1, 1, t.micro_batch});
+  }
+  const ProfileTables tables = tables_for(w, cluster, bases);
   const CostModel model(w, cluster, tables);
   const std::vector<int> dps = divisors(t.global_batch / t.micro_batch);
   int usable = 0;
   for (const DevicePool& p : cluster.pools) usable += p.devices() >= tp ? 1 : 0;
+  for (const ParallelConfig& base : bases) {
+    if (base.tp * base.cp > cluster.total_devices()) break;
+    if (auto plan = mi_plan_with_cp(w, cluster, constraints, model, base, dps, usable)) return plan;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<PlanCandidate> mi_plan(const Workload& w, const ClusterSpec& cluster,
+                                     const ConstraintOptions& constraints) {
+  if (auto plan = mi_plan_all_types(w, cluster, constraints)) return plan;
+  // What a practitioner does when the small devices cannot hold their
+  // share: leave them out, the device types with the least memory first.
+  std::vector<int> by_memory(static_cast<std::size_t>(cluster.num_types()));
+  std::iota(by_memory.begin(), by_memory.end(), 0);
+  std::stable_sort(by_memory.begin(), by_memory.end(), [&](int a, int b) {
+    return cluster.pools[static_cast<std::size_t>(a)].device.memory_bytes >
+           cluster.pools[static_cast<std::size_t>(b)].device.memory_bytes;
+  });
+  for (std::size_t keep = by_memory.size() - 1; keep >= 1; --keep) {
+    std::vector<int> kept(by_memory.begin(), by_memory.begin() + static_cast<long>(keep));
+    std::sort(kept.begin(), kept.end());  // pool order
+    ClusterSpec sub = cluster;
+    sub.pools.clear();
+    sub.cross_links.clear();
+    for (const int h : kept) sub.pools.push_back(cluster.pools[static_cast<std::size_t>(h)]);
+    for (const CrossLink& l : cluster.cross_links) {
+      const auto a = std::find(kept.begin(), kept.end(), l.type_a);
+      const auto b = std::find(kept.begin(), kept.end(), l.type_b);
+      if (a == kept.end() || b == kept.end()) continue;
+      sub.cross_links.push_back({static_cast<int>(a - kept.begin()),
+                                 static_cast<int>(b - kept.begin()), l.bandwidth, l.latency});
+    }
+    std::optional<PlanCandidate> plan = mi_plan_all_types(w, sub, constraints);
+    if (!plan) continue;
+    for (StagePlan& st : plan->plan.stages) {
+      st.device_type = kept[static_cast<std::size_t>(st.device_type)];
+    }
+    // Scored on the whole cluster, like every other plan.
+    const ProfileTables tables = tables_for(w, cluster, {plan->plan.parallel});
+    plan->latency_s = CostModel(w, cluster, tables).evaluate(plan->plan).latency_s;
+    return plan;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+std::optional<PlanCandidate> mi_plan_with_cp(const Workload& w, const ClusterSpec& cluster,
+                                             const ConstraintOptions& constraints,
+                                             const CostModel& model, const ParallelConfig& base,
+                                             const std::vector<int>& dps, int usable) {
+  const ModelSpec& m = w.model;
   for (int pp = std::max(1, usable); pp <= m.num_layers; ++pp) {
     for (auto dp = dps.rbegin(); dp != dps.rend(); ++dp) {
       ParallelConfig pi = base;
@@ -229,6 +293,8 @@ std::optional<PlanCandidate> mi_plan(const Workload& w, const ClusterSpec& clust
   }
   return std::nullopt;
 }
+
+}  // namespace
 
 BaselineRun run_baseline(Baseline baseline, const Workload& w, const ClusterSpec& cluster,
                          const SearchOptions& options, Comm& comm, const RunOptions& run) {
@@ -283,6 +349,14 @@ BaselineRun run_baseline(Baseline baseline, const Workload& w, const ClusterSpec
       if (!plan) {
         out.rule += ": no PP fits in memory";
         break;
+      }
+      std::set<int> used;
+      for (const StagePlan& st : plan->plan.stages) used.insert(st.device_type);
+      if (static_cast<int>(used.size()) < cluster.num_types()) {
+        out.rule += "; stages on every device type do not fit, so only on";
+        for (const int h : used) {
+          out.rule += " " + cluster.pools[static_cast<std::size_t>(h)].device.name;
+        }
       }
       r.stats.configs_evaluated = 1;
       r.stats.feasible = 1;

@@ -1,10 +1,16 @@
 // `hapmoe show FILE.h5`: the summary of an archive, read back from the
 // tables io/archive.cpp wrote, without re-running the cost model or the
 // search.
+#include <algorithm>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "costmodel/errors.h"
 #include "io/archive.h"
@@ -165,6 +171,77 @@ void print_run(std::ostream& out, const h5::Group& run) {
   }
 }
 
+// The cases of a sweep that ran baselines (the case field "baseline"),
+// grouped by everything else of the case (model, cluster, options): per
+// model and baseline, the geometric mean over the groups where MI has a
+// plan of throughput and latency relative to MI's (the paper's "normalized
+// to MI" table). Nothing when the sweep has no MI case.
+void print_baseline_means(std::ostream& out, const h5::Group& cases,
+                          const std::vector<std::string>& names) {
+  struct Result {
+    double tokens = 0;
+    double latency = 0;
+  };
+  // group key -> baseline -> result (absent: no plan); group key -> model
+  std::map<std::string, std::map<std::string, std::optional<Result>>> groups;
+  std::map<std::string, std::string> model_of;
+  std::vector<std::string> order;  // baselines in first-seen order
+  for (const std::string& n : names) {
+    const h5::Group c = cases.open_group(n);
+    nlohmann::json j = nlohmann::json::parse(c.attrs().get_string("case"), nullptr, false);
+    if (!j.is_object()) continue;
+    const std::string baseline = j.value("baseline", std::string("hapmoe"));
+    j.erase("name");
+    j.erase("baseline");
+    const std::string key = j.dump();
+    model_of[key] = j.value("model", std::string("?"));
+    if (std::find(order.begin(), order.end(), baseline) == order.end()) order.push_back(baseline);
+    const std::vector<PlanRow> plans = read_plans(c);
+    groups[key][baseline] =
+        plans.empty() ? std::nullopt
+                      : std::optional<Result>(
+                            Result{plans.front().throughput_tokens_per_s, plans.front().latency_s});
+  }
+  if (std::find(order.begin(), order.end(), "mi") == order.end() || order.size() < 2) return;
+  std::map<std::string, std::map<std::string, std::vector<double>>> tokens;  // model, baseline
+  std::map<std::string, std::map<std::string, std::vector<double>>> latency;
+  std::map<std::string, int> without_mi;
+  for (const auto& [key, results] : groups) {
+    const auto mi = results.find("mi");
+    if (mi == results.end() || !mi->second) {
+      ++without_mi[model_of[key]];
+      continue;
+    }
+    for (const auto& [baseline, r] : results) {
+      if (!r) continue;
+      tokens[model_of[key]][baseline].push_back(r->tokens / mi->second->tokens);
+      latency[model_of[key]][baseline].push_back(r->latency / mi->second->latency);
+    }
+  }
+  const auto geomean = [](const std::vector<double>& v) {
+    double log_sum = 0.0;
+    for (const double x : v) log_sum += std::log(x);
+    return std::exp(log_sum / static_cast<double>(v.size()));
+  };
+  out << "\nbaselines, normalised to mi (geometric mean over the cases where mi has a plan)\n";
+  out << "  model             baseline          throughput  latency  cases\n";
+  for (const auto& [model, by] : tokens) {
+    for (const std::string& b : order) {
+      const auto t = by.find(b);
+      if (t == by.end()) {
+        out << fmt("  %-17s %-17s %10s %8s  0\n", model.c_str(), b.c_str(), "no plan", "");
+        continue;
+      }
+      out << fmt("  %-17s %-17s %9.2fx %7.2fx  %zu\n", model.c_str(), b.c_str(), geomean(t->second),
+                 geomean(latency.at(model).at(b)), t->second.size());
+    }
+    if (without_mi.count(model)) {
+      out << fmt("  %-17s (%d more cases where mi has no plan)\n", model.c_str(),
+                 without_mi.at(model));
+    }
+  }
+}
+
 // A sweep's cases, or a compare's baselines (one case each).
 void print_sweep(std::ostream& out, const h5::File& f, const std::string& case_name) {
   const h5::Group cases = f.open_group("cases");
@@ -211,6 +288,7 @@ void print_sweep(std::ostream& out, const h5::File& f, const std::string& case_n
     }
     out << c.attrs().get_string("name") << "\n";
   }
+  print_baseline_means(out, cases, names);
   out << "\n`hapmoe show " << f.file_path() << " --case NAME` prints one case in full.\n";
 }
 

@@ -687,9 +687,11 @@ int cmd_compare(int argc, const char* const* argv, std::ostream& out, std::ostre
         const h5::Group g = cases.create_group(name);
         g.attrs().set("name", to_string(row.baseline));
         g.attrs().set("index", static_cast<std::int64_t>(k));
-        g.attrs().set("case", nlohmann::ordered_json{{"baseline", to_string(row.baseline)},
-                                                     {"rule", row.ran.rule}}
+        g.attrs().set("case", nlohmann::ordered_json{{"model", r["model"].as<std::string>()},
+                                                     {"cluster", r["cluster"].as<std::string>()},
+                                                     {"baseline", to_string(row.baseline)}}
                                   .dump());
+        g.attrs().set("rule", row.ran.rule);
         g.attrs().set("status", row.reports.empty() ? "no_fit" : "ok");
         write_provenance(g, p);
         ArchiveInputs a = given_inputs(r, in);

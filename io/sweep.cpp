@@ -7,6 +7,8 @@
 // case list of a file is the same wherever it is read.
 #include "io/sweep.h"
 
+#include "engine/baselines.h"
+
 #include <set>
 
 #include "costmodel/errors.h"
@@ -23,7 +25,8 @@ constexpr const char* kCaseFields[] = {"name",        "model",     "cluster",
                                        "bruteforce",  "max_pp",    "allow_cross_node_tp",
                                        "round",       "seq_len",   "global_batch",
                                        "micro_batch", "precision", "dispatcher",
-                                       "imbalance",   "gamma",     "distributed_optimizer"};
+                                       "imbalance",   "gamma",     "distributed_optimizer",
+                                       "baseline"};
 
 bool is_case_field(const std::string& key) {
   for (const char* f : kCaseFields) {
@@ -43,7 +46,7 @@ void check_fields(const Json& object, const std::string& origin, const std::stri
                        "unknown field (a case has: model, cluster, name, top_k, prune, delta, "
                        "eta, uniform, bound, bruteforce, max_pp, allow_cross_node_tp, round, "
                        "seq_len, global_batch, micro_batch, precision, dispatcher, imbalance, "
-                       "gamma, distributed_optimizer)");
+                       "gamma, distributed_optimizer, baseline)");
     }
     if (!allow_name && item.key() == "name") {
       throw InputError(origin + ":" + pointer + "/name",
@@ -78,6 +81,12 @@ SweepCase resolve(const RawCase& raw, const std::string& origin) {
   if (auto v = r.opt_int("max_pp", 1, 100000)) o.space.max_pp = *v;
   if (auto v = r.opt_bool("allow_cross_node_tp")) o.space.constraints.allow_cross_node_tp = *v;
   c.bruteforce = r.opt_bool("bruteforce").value_or(false);
+  if (auto v = r.opt_string("baseline")) {
+    c.baseline = parse_baseline(*v, origin + ":" + r.pointer("baseline"));
+    if (c.bruteforce && c.baseline != Baseline::kNone) {
+      r.fail("baseline", "does not go with bruteforce");
+    }
+  }
   c.round = r.opt_int("round", 1, 1 << 20).value_or(32);
   TrainingOverrides& t = c.overrides;
   t.seq_len = r.opt_int("seq_len", 1, 1 << 22);
@@ -116,6 +125,7 @@ SweepCase resolve(const RawCase& raw, const std::string& origin) {
   j["uniform"] = o.uniform;
   j["bound"] = o.bound;
   j["bruteforce"] = c.bruteforce;
+  j["baseline"] = to_string(c.baseline);
   j["max_pp"] = o.space.max_pp;
   j["allow_cross_node_tp"] = o.space.constraints.allow_cross_node_tp;
   j["round"] = c.round;

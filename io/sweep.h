@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/baselines.h"
 #include "engine/comm.h"
 #include "engine/search.h"
 #include "io/model_io.h"
@@ -25,6 +26,7 @@ struct SweepCase {
   TrainingOverrides overrides;
   SearchOptions options;
   bool bruteforce = false;
+  Baseline baseline = Baseline::kNone;  // a baseline instead of the search (docs/baselines.md)
   int round = 32;  // RunOptions::round (changes the statistics, never the plans)
   // The case as canonical JSON (every field, sorted keys): what --resume
   // compares.

@@ -60,6 +60,15 @@ volatile std::sig_atomic_t g_sweep_stop_signal = 0;
 
 namespace {
 
+// One case's search: hapmoe's, brute force, or a baseline's.
+SearchResult search_case(const SweepCase& c, const Workload& w, const ClusterSpec& cluster,
+                         Comm& comm, const RunOptions& run) {
+  if (c.baseline != Baseline::kNone) {
+    return run_baseline(c.baseline, w, cluster, c.options, comm, run).result;
+  }
+  return run_search(w, cluster, c.options, c.bruteforce, comm, run);
+}
+
 volatile std::sig_atomic_t g_committing = 0;
 volatile std::sig_atomic_t g_exit_after_commit = 0;
 
@@ -633,14 +642,14 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
           // Alone: a failure must still reach the gather below.
           SerialComm alone;
           try {
-            fin.result = run_search(workloads[i], clusters[i], c.options, c.bruteforce, alone, run);
+            fin.result = search_case(c, workloads[i], clusters[i], alone, run);
           } catch (const std::exception& e) {
             failure = "rank " + std::to_string(me) + ": case " + std::to_string(i) + " (" + c.name +
                       "): " + e.what();
           }
           fin.ran_on = comm.rank();
         } else {
-          fin.result = run_search(workloads[i], clusters[i], c.options, c.bruteforce, comm, run);
+          fin.result = search_case(c, workloads[i], clusters[i], comm, run);
         }
       }
       fin.provenance.command_line = o.command_line;

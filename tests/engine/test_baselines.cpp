@@ -23,11 +23,10 @@ struct Case {
 };
 
 const std::vector<Case>& cases() {
-  static const std::vector<Case> c = {{"mixtral-s", "paper:16-1"},
-                                      {"mixtral-s", "paper:32-2"},
-                                      {"mixtral-s", "paper:16-3-h"},
-                                      {"mixtral-l", "paper:24-3"},
-                                      {"llama2-7b", "A100-80GB:16,910B:16"}};
+  static const std::vector<Case> c = {
+      {"mixtral-s", "paper:16-1"},   {"mixtral-s", "paper:32-2"},
+      {"mixtral-s", "paper:16-3-h"}, {"mixtral-l", "paper:24-3"},
+      {"mixtral-l", "paper:32-3"},   {"llama2-7b", "A100-80GB:16,910B:16"}};
   return c;
 }
 
@@ -92,9 +91,12 @@ TEST(Baselines, HapmoeIsNeverWorseAndEachBaselineKeepsItsRule) {
           EXPECT_EQ(pi.cp, 1) << who;
           EXPECT_EQ(pi.tpe, 1) << who;
           EXPECT_LE(most - least, 1) << who;
-          // Every device type with room is used, stages grouped by type in
-          // pool order; one recomputation for all stages.
-          EXPECT_EQ(static_cast<int>(types.size()), cl.num_types()) << who;
+          // Every device type is used unless it cannot hold its stages (the
+          // rule says so), stages grouped by type in pool order; one
+          // recomputation for all stages.
+          if (static_cast<int>(types.size()) < cl.num_types()) {
+            EXPECT_NE(run.rule.find("do not fit, so only on"), std::string::npos) << who;
+          }
           EXPECT_TRUE(std::is_sorted(
               top.plan.stages.begin(), top.plan.stages.end(),
               [](const StagePlan& a, const StagePlan& x) { return a.device_type < x.device_type; }))

@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -20,6 +22,7 @@
 #include "io/cli.h"
 #include "io/cluster_io.h"
 #include "io/h5.h"
+#include "io/json_strict.h"
 #include "io/model_io.h"
 #include "io/sweep.h"
 
@@ -306,6 +309,51 @@ TEST(SweepFile, StrictErrorsNameTheField) {
                      "/product/name");
   expect_sweep_error(R"({"defaults": {"top_k": 0}, "cases": [{"model": "m", "cluster": "c"}]})",
                      "top_k");
+}
+
+TEST(Sweep, BaselineCasesGiveGeometricMeansNormalisedToMi) {
+  const fs::path d = temp_dir("sweep_baselines");
+  spit(d / "s.json", R"({"defaults": {"top_k": 1}, "product": {"model": "mixtral-s",
+    "cluster": ["paper:16-2", "paper:32-2"], "baseline": ["hapmoe", "mi", "uniform"]}})");
+  const std::string out = (d / "s.h5").string();
+  CliRun r = run({"sweep", (d / "s.json").string(), "--out", out, "--threads", "1"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  r = run({"show", out});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("baselines, normalised to mi"), std::string::npos) << r.out;
+  // Per case, the same plans as `plan --baseline`; the mean is over both
+  // clusters.
+  double log_ratio = 0.0;
+  for (const char* cluster : {"paper:16-2", "paper:32-2"}) {
+    const std::string hj = (d / "h.json").string();
+    const std::string mj = (d / "m.json").string();
+    ASSERT_EQ(run({"plan", "--model", "mixtral-s", "--cluster", cluster, "--top-k", "1",
+                   "--plan-json", hj})
+                  .code,
+              kExitOk);
+    ASSERT_EQ(run({"plan", "--model", "mixtral-s", "--cluster", cluster, "--baseline", "mi",
+                   "--plan-json", mj})
+                  .code,
+              kExitOk);
+    const auto tokens = [](const std::string& path) {
+      return parse_json(slurp(path), path)
+          .at("plans")
+          .at(0)
+          .at("throughput_tokens_per_s")
+          .get<double>();
+    };
+    log_ratio += std::log(tokens(hj) / tokens(mj));
+  }
+  char expected[64];
+  std::snprintf(expected, sizeof expected, "hapmoe            %9.2fx", std::exp(log_ratio / 2));
+  EXPECT_NE(r.out.find(expected), std::string::npos) << expected << "\n" << r.out;
+  EXPECT_NE(r.out.find("mi                     1.00x    1.00x  2"), std::string::npos) << r.out;
+  // A baseline name is checked like every field.
+  spit(d / "bad.json", R"({"cases": [{"model": "m", "cluster": "c", "baseline": "alpa"}]})");
+  r = run({"sweep", (d / "bad.json").string(), "--out", (d / "bad.h5").string()});
+  EXPECT_EQ(r.code, kExitInput);
+  EXPECT_NE(r.err.find("/cases/0/baseline"), std::string::npos) << r.err;
+  fs::remove_all(d);
 }
 
 constexpr const char* kTwoCases = R"({
