@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "costmodel/errors.h"
+
 namespace hapmoe {
 
 static_assert(std::atomic_ref<std::int64_t>::is_always_lock_free,
@@ -23,6 +25,22 @@ std::string first_error(Comm& comm, const std::string& mine) {
     if (!e.empty()) return e;
   }
   return {};
+}
+
+}  // namespace hapmoe
+
+namespace hapmoe {
+
+void read_on_every_rank(Comm& comm, const std::function<void()>& read) {
+  std::string failed;
+  try {
+    read();
+  } catch (const InputError& e) {
+    failed = comm.size() > 1 ? "rank " + std::to_string(comm.rank()) + ": " + e.what() : e.what();
+  }
+  if (const std::string first = first_error(comm, failed); !first.empty()) {
+    throw InputError("", first);
+  }
 }
 
 }  // namespace hapmoe

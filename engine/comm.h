@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -79,5 +80,11 @@ std::unique_ptr<Comm> make_world_comm(int& argc, char**& argv);
 // every rank, or "" when all are empty. Collective: every rank calls it at
 // the same point, failed or not, so no rank waits for one that gave up.
 std::string first_error(Comm& comm, const std::string& mine);
+
+// Runs `read` (reading and checking inputs) on this rank and agrees on the
+// outcome: when it throws InputError on any rank, every rank throws an
+// InputError with the first failing rank's message (prefixed "rank R: "
+// under MPI). Collective, like first_error.
+void read_on_every_rank(Comm& comm, const std::function<void()>& read);
 
 }  // namespace hapmoe

@@ -265,8 +265,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   r.ran_on.assign(n, -1);
   r.round_of.assign(n, -1);
   r.parts.assign(n, 0);
-  std::vector<PlanCandidate> top;        // the K best so far, sorted
-  std::atomic<std::int64_t> started{0};  // searches this rank began (test hook)
+  std::vector<PlanCandidate> top;  // the K best so far, sorted
   const auto kth = [&] {
     return static_cast<int>(top.size()) < opt.top_k ? std::numeric_limits<double>::infinity()
                                                     : top.back().latency_s;
@@ -286,6 +285,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     SearchPart part;
     double work = 0;
   };
+  std::atomic<std::int64_t> started{0};  // searches this rank began (test hook)
   // The node counter's value before this round: where the last search on
   // this Comm left it (read by every rank of the node before the bounds'
   // allgather, so before any rank claims).
@@ -328,23 +328,29 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     const std::int64_t limit = base + static_cast<std::int64_t>(local.size());
     claimed = limit;
     const auto t = Clock::now();
-    const std::string error = parallel_for_each(
-        run.threads, local.size(),
-        [&] {
-          const std::int64_t v = comm.claim(limit);
-          return v < 0 ? v : v - base;
-        },
-        [&](std::size_t i) {
-          const Unit& unit = units[local[i]];
-          ran[i] = 1;
-          if (started.fetch_add(1) == run.fail_at) {
-            throw std::runtime_error("injected failure (test hook) in configuration " +
-                                     std::to_string(unit.config));
-          }
-          const ParallelConfig& pi = r.configs[unit.config];
-          results[i] = bruteforce ? bruteforce_config(model, pi, opt)
-                                  : search_config(model, pi, opt, incumbent, unit.part);
-        });
+    // The test hook fails this rank in a given round, whether or not it
+    // would have claimed work there (it claims none; the others do it all).
+    const bool inject = r.rounds - 1 == run.fail_round;
+    const std::string error =
+        inject ? "injected failure (test hook) in round " + std::to_string(r.rounds - 1)
+               : parallel_for_each(
+                     run.threads, local.size(),
+                     [&] {
+                       const std::int64_t v = comm.claim(limit);
+                       return v < 0 ? v : v - base;
+                     },
+                     [&](std::size_t i) {
+                       const Unit& unit = units[local[i]];
+                       ran[i] = 1;
+                       if (started.fetch_add(1) == run.fail_search) {
+                         throw std::runtime_error("injected failure (test hook) in configuration " +
+                                                  std::to_string(unit.config));
+                       }
+                       const ParallelConfig& pi = r.configs[unit.config];
+                       results[i] = bruteforce
+                                        ? bruteforce_config(model, pi, opt)
+                                        : search_config(model, pi, opt, incumbent, unit.part);
+                     });
     mine.busy_s += since(t);
     Writer out;
     out.put_string(on_rank(comm, error));

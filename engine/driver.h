@@ -31,9 +31,13 @@ struct RunOptions {
   // among their own stage mixes), never the plans, and it does not depend
   // on the ranks and threads.
   int parts_per_round = 0;
-  // Test hook (tests, docs/parallel.md): this rank throws when it starts
-  // its search number fail_at (0 = its first); -1 never.
-  std::int64_t fail_at = -1;
+  // Test hook (tests, docs/parallel.md): this rank fails in round
+  // fail_round (0 = the first) before claiming any work, so the failure
+  // happens however the work is handed out; -1 never.
+  int fail_round = -1;
+  // Test hook: this rank throws inside the parallel loop when it starts its
+  // search number fail_search (0 = its first); -1 never.
+  std::int64_t fail_search = -1;
 };
 
 // What one rank did.

@@ -425,13 +425,12 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
   SearchOptions opt;
   RunOptions run;
   Baseline baseline = Baseline::kNone;
-  std::string failed;
-  try {
+  read_on_every_rank(comm, [&] {
     const FaultHook hook = fault_hook();
     if (hook.input_rank == comm.rank()) {
       throw InputError("HAPMOE_TEST_FAIL", "injected input failure (test hook)");
     }
-    if (hook.search_rank == comm.rank()) run.fail_at = 0;
+    if (hook.search_rank == comm.rank()) run.fail_round = 0;
     if (comm.rank() == 0 && r.count("out")) check_archive_path(r["out"].as<std::string>());
     in = read_inputs(r);
     read_search_options(r, in, comm, opt, run);
@@ -439,12 +438,7 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
       baseline = parse_baseline(r["baseline"].as<std::string>(), "--baseline");
       if (r.count("bruteforce")) throw InputError("--baseline", "does not go with --bruteforce");
     }
-  } catch (const InputError& e) {
-    failed = comm.size() > 1 ? "rank " + std::to_string(comm.rank()) + ": " + e.what() : e.what();
-  }
-  if (const std::string first = first_error(comm, failed); !first.empty()) {
-    throw InputError("", first);
-  }
+  });
   const bool brute = r.count("bruteforce") > 0;
   const BaselineRun ran =
       brute ? BaselineRun{run_search(in.workload, in.cluster, opt, true, comm, run), ""}
@@ -581,17 +575,11 @@ int cmd_compare(int argc, const char* const* argv, std::ostream& out, std::ostre
   Inputs in;
   SearchOptions opt;
   RunOptions run;
-  std::string failed;
-  try {
+  read_on_every_rank(comm, [&] {
     if (comm.rank() == 0 && r.count("out")) check_archive_path(r["out"].as<std::string>());
     in = read_inputs(r);
     read_search_options(r, in, comm, opt, run);
-  } catch (const InputError& e) {
-    failed = comm.size() > 1 ? "rank " + std::to_string(comm.rank()) + ": " + e.what() : e.what();
-  }
-  if (const std::string first = first_error(comm, failed); !first.empty()) {
-    throw InputError("", first);
-  }
+  });
   struct Row {
     Baseline baseline;
     BaselineRun ran;

@@ -479,8 +479,7 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
   std::vector<ClusterSpec> clusters;
   Existing existing;
   bool archive_exists = false;
-  std::string failed;
-  try {
+  read_on_every_rank(comm, [&] {
     install_crash_hook();
     def = load_sweep(o.sweep_path);
     if (comm.rank() == 0) {
@@ -506,10 +505,7 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
                          e.what());
       }
     }
-  } catch (const InputError& e) {
-    failed = comm.size() > 1 ? "rank " + std::to_string(comm.rank()) + ": " + e.what() : e.what();
-  }
-  agree(comm, failed);
+  });
 
   // 2. Which cases are done (rank 0 read the archive).
   std::vector<bool> done(def.cases.size(), false);

@@ -128,12 +128,17 @@ TEST(Parallel, AFailingSearchIsReportedNotLost) {
   for (const int threads : {1, 2}) {
     RunOptions run;
     run.threads = threads;
-    run.fail_at = 3;
-    try {
-      run_search(w, cl, {}, false, comm, run);
-      ADD_FAILURE() << "no SearchFailure with " << threads << " threads";
-    } catch (const SearchFailure& e) {
-      EXPECT_NE(std::string(e.what()).find("injected failure"), std::string::npos) << e.what();
+    run.fail_round = threads - 1;  // the first round, then the second
+    RunOptions inside = run;       // an exception inside the parallel loop
+    inside.fail_round = -1;
+    inside.fail_search = 3;
+    for (const RunOptions& hook : {run, inside}) {
+      try {
+        run_search(w, cl, {}, false, comm, hook);
+        ADD_FAILURE() << "no SearchFailure with " << threads << " threads";
+      } catch (const SearchFailure& e) {
+        EXPECT_NE(std::string(e.what()).find("injected failure"), std::string::npos) << e.what();
+      }
     }
   }
 }
