@@ -520,7 +520,8 @@ double latency(const Label& l, int m) {
 // (parent's rank, type, layers): Label::key. (At one state both paths
 // place the same layers, so the recomputation of the first differing
 // stage is decided by its type and layers.)
-bool dominates(const Label& a, const Label& b, double gap) {
+template <class A, class B>
+bool dominates(const A& a, const B& b, double gap) {
   return a.feasible == b.feasible && a.sum <= b.sum && a.max <= b.max && a.tail <= b.tail &&
          (a.key <= b.key || b.sum - a.sum > gap);
 }
@@ -586,12 +587,13 @@ struct Windows {
 // Reusable storage of the DP's fronts: an open-addressing map from a state
 // key to a front in a pool. Kept per thread and reused across runs, so a
 // run allocates nothing once the pool has grown.
+template <class T>
 class FrontStore {
  public:
   static constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
 
   // The front of `key`, created empty if new; `created` tells which.
-  std::vector<std::int32_t>& at(std::uint64_t key, bool& created) {
+  std::vector<T>& at(std::uint64_t key, bool& created) {
     if ((used_.size() + 1) * 2 > keys_.size()) grow();
     std::size_t mask = keys_.size() - 1;
     std::size_t slot = hash(key) & mask;
@@ -615,10 +617,10 @@ class FrontStore {
   // Every (key, front) present, in insertion order.
   std::size_t size() const { return used_.size(); }
   std::uint64_t key(std::size_t k) const { return keys_[used_[k]]; }
-  std::vector<std::int32_t>& front(std::size_t k) {
+  std::vector<T>& front(std::size_t k) {
     return pool_[static_cast<std::size_t>(values_[used_[k]])];
   }
-  const std::vector<std::int32_t>& front(std::size_t k) const {
+  const std::vector<T>& front(std::size_t k) const {
     return pool_[static_cast<std::size_t>(values_[used_[k]])];
   }
 
@@ -657,16 +659,111 @@ class FrontStore {
   std::vector<std::uint64_t> keys_;
   std::vector<std::int32_t> values_;
   std::vector<std::size_t> used_;
-  std::vector<std::vector<std::int32_t>> pool_;
+  std::vector<std::vector<T>> pool_;
   std::size_t pool_used_ = 0;
 };
 
 // The entries of `store` in increasing key order (deterministic runs).
-void key_order(const FrontStore& store, std::vector<std::size_t>& order) {
+template <class T>
+void key_order(const FrontStore<T>& store, std::vector<std::size_t>& order) {
   order.resize(store.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::sort(order.begin(), order.end(),
             [&](std::size_t a, std::size_t b) { return store.key(a) < store.key(b); });
+}
+
+// A label of the level being built, inline in its state's front: the
+// dominance scan reads contiguous memory, and a label that a later one
+// dominates never reaches the arena.
+struct Entry {
+  double sum = 0;
+  double max = 0;
+  double tail = 0;
+  std::int64_t key = 0;
+  double tail_sync = 0;
+  double tail_opt = 0;
+  std::int32_t parent = -1;
+  bool feasible = true;
+};
+
+Label to_label(const Entry& c) {
+  Label l;
+  l.sum = c.sum;
+  l.max = c.max;
+  l.tail = c.tail;
+  l.tail_sync = c.tail_sync;
+  l.tail_opt = c.tail_opt;
+  l.parent = c.parent;
+  l.type = static_cast<std::int16_t>((c.key >> 16) & 0xffff);
+  l.layers = static_cast<std::int16_t>(c.key & 0xffff);
+  l.feasible = c.feasible;
+  l.key = c.key;
+  return l;
+}
+
+// Offers `cand` to a front: dropped if a label of the front dominates it,
+// otherwise appended after the labels it dominates are removed (the order
+// of the others is kept, so a front stays in insertion order).
+void merge(std::vector<Entry>& front, const Entry& cand, double gap) {
+  for (const Entry& m : front) {
+    if (dominates(m, cand, gap)) return;
+  }
+  std::erase_if(front, [&](const Entry& m) { return dominates(cand, m, gap); });
+  front.push_back(cand);
+}
+
+// The labels of one state of a level: arena[begin, end), in the order they
+// entered the state's front.
+struct StateRange {
+  std::uint64_t key = 0;
+  std::int32_t begin = 0;
+  std::int32_t end = 0;
+};
+
+// Ranks the labels arena[level_begin, end) in canonical order, i.e. by
+// key = (parent's rank, type, layers): a counting sort by the parent's
+// rank (the parents' ranks are 0 .. count - 1), then each parent's few
+// children by (type, layers).
+void rank_level(std::vector<Label>& arena, std::int32_t parents, std::int32_t level_begin,
+                std::vector<std::int32_t>& bucket, std::vector<std::int32_t>& ranked) {
+  const auto level_end = static_cast<std::int32_t>(arena.size());
+  if (level_end == level_begin) return;
+  // The parents are the previous level's `parents` labels, ranked
+  // 0 .. parents - 1.
+  bucket.assign(static_cast<std::size_t>(parents) + 1, 0);
+  for (std::int32_t k = level_begin; k < level_end; ++k) {
+    const Label& l = arena[static_cast<std::size_t>(k)];
+    ++bucket[static_cast<std::size_t>(arena[static_cast<std::size_t>(l.parent)].rank) + 1];
+  }
+  for (std::size_t r = 1; r < bucket.size(); ++r) bucket[r] += bucket[r - 1];
+  ranked.resize(static_cast<std::size_t>(level_end - level_begin));
+  for (std::int32_t k = level_begin; k < level_end; ++k) {
+    const Label& l = arena[static_cast<std::size_t>(k)];
+    const auto r = static_cast<std::size_t>(arena[static_cast<std::size_t>(l.parent)].rank);
+    ranked[static_cast<std::size_t>(bucket[r]++)] = k;
+  }
+  // Within a parent (a run of equal high key halves), by the whole key.
+  std::size_t a = 0;
+  while (a < ranked.size()) {
+    const std::int64_t parent_part = arena[static_cast<std::size_t>(ranked[a])].key >> 32;
+    std::size_t z = a + 1;
+    while (z < ranked.size() &&
+           arena[static_cast<std::size_t>(ranked[z])].key >> 32 == parent_part) {
+      ++z;
+    }
+    if (z - a > 1) {
+      std::sort(ranked.begin() + static_cast<std::ptrdiff_t>(a),
+                ranked.begin() + static_cast<std::ptrdiff_t>(z),
+                [&](std::int32_t x, std::int32_t y) {
+                  return arena[static_cast<std::size_t>(x)].key <
+                         arena[static_cast<std::size_t>(y)].key;
+                });
+    }
+    a = z;
+  }
+  for (std::size_t r = 0; r < ranked.size(); ++r) {
+    arena[static_cast<std::size_t>(ranked[r])].rank = static_cast<std::int32_t>(r);
+  }
 }
 
 // The DP over one set of per-type stage limits. With `exact_mix`, a
@@ -714,23 +811,22 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
     fastest = std::min(fastest, floor_of[static_cast<std::size_t>(h)]);
   }
 
-  thread_local FrontStore store_a;
-  thread_local FrontStore store_b;
-  FrontStore* current = &store_a;
-  FrontStore* next = &store_b;
-  current->clear();
-  current->recycle_pool();
-  next->clear();
-  next->recycle_pool();
-
-  std::vector<Label> arena;
+  // The fronts of the level being built, keyed by state. Their labels stay
+  // inline (Entry) until the level is complete; only the survivors then
+  // enter the arena, each state's labels contiguous and in insertion order.
+  thread_local FrontStore<Entry> store;
+  thread_local std::vector<Label> arena;
+  thread_local std::vector<StateRange> current;
+  thread_local std::vector<StateRange> upcoming;
+  thread_local std::vector<std::size_t> order;
+  thread_local std::vector<std::int32_t> bucket;
+  thread_local std::vector<std::int32_t> ranked;
+  store.clear();
+  store.recycle_pool();
+  arena.clear();
   arena.push_back(Label{});  // the root: nothing placed
-  {
-    bool created = false;
-    current->at(make_key(0, 0, -1), created).push_back(0);
-  }
-  std::vector<std::int32_t> level_labels;
-  std::vector<std::size_t> order;
+  current.clear();
+  current.push_back({make_key(0, 0, -1), 0, 1});
   // Plans slower than this configuration's best so far cannot be its
   // result, nor (with the bound on) slower than the incumbent: the
   // latency that matters is at most U.
@@ -738,16 +834,24 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
   const double gap = value_only ? -inf
                                 : tie_gap(pp, std::min(opt.bound ? incumbent : inf,
                                                        out.best ? out.best->latency_s : inf));
-  for (int i = 0; i < pp; ++i) {
+  // The bound's threshold: out.best changes only when complete plans are
+  // offered, after the last level.
+  const double best = out.best ? std::min(incumbent, out.best->latency_s) : incumbent;
+  const double threshold = best * (1.0 + 1e-12);
+  const int m_less_one = ev.microbatches() - 1;
+  // The cheapest step of the layers [j, N), per j (for the bound).
+  thread_local std::vector<double> rem_floor;
+  rem_floor.assign(static_cast<std::size_t>(n) + 1, 0.0);
+  if (opt.bound) {
+    for (int j = 0; j <= n; ++j) rem_floor[static_cast<std::size_t>(j)] = ev.remaining_floor(j);
+  }
+  for (int i = 0; i < pp && !current.empty(); ++i) {
     const int remaining_after = pp - i - 1;
-    next->clear();
-    next->recycle_pool();
-    // Expand the states of level i in key order.
-    key_order(*current, order);
-    for (const std::size_t k : order) {
-      const std::uint64_t key = current->key(k);
-      const auto& front = current->front(k);
-      if (front.empty()) continue;
+    store.clear();
+    store.recycle_pool();
+    // Expand the states of level i in key order (`current` is sorted).
+    for (const StateRange& state : current) {
+      const std::uint64_t key = state.key;
       const int hp = static_cast<int>(key % hspan) - 1;
       const int j = static_cast<int>(key / hspan % jspan);
       const std::uint64_t code = key / hspan / jspan;
@@ -791,70 +895,76 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
             }
           }
           ++out.stats.transitions;
-          const double floor = opt.bound ? ev.remaining_floor(j + layers) : 0.0;
+          const double floor = rem_floor[static_cast<std::size_t>(j + layers)];
           // The slowest stage is at least the balanced split of the layers
           // left over the stages left.
           const double max_floor = speed_left > 0.0 ? (n - j - layers) / speed_left : 0.0;
-          bool created = false;
-          auto& dest = next->at(make_key(next_code, j + layers, h), created);
-          for (std::int32_t from : front) {
-            // Keep the front non-dominated; feasible and infeasible labels
-            // never dominate each other (an infeasible one never completes).
-            const Label cand = extend(arena[static_cast<std::size_t>(from)], from, h, layers, e, b);
+          // What the stage adds, with the arithmetic of extend().
+          const double step = (e.fwd + b.fwd_s) + (e.bwd + b.bwd_s);
+          const double stage_tail = e.sync + e.opt;
+          const std::int64_t low_key = (static_cast<std::int64_t>(h) << 16) | layers;
+          std::vector<Entry>* dest = nullptr;  // looked up at the first survivor
+          for (std::int32_t from = state.begin; from < state.end; ++from) {
+            const Label& f = arena[static_cast<std::size_t>(from)];
+            Entry cand;
+            cand.sum = f.sum + step;
+            cand.max = std::max(f.max, step);
+            if (stage_tail > f.tail) {
+              cand.tail = stage_tail;
+              cand.tail_sync = e.sync;
+              cand.tail_opt = e.opt;
+            } else {
+              cand.tail = f.tail;
+              cand.tail_sync = f.tail_sync;
+              cand.tail_opt = f.tail_opt;
+            }
             if (opt.bound) {
               // Every completion adds at least `floor` to the sum and keeps
               // the maxima; the margin keeps ties (equal latency, smaller
               // key) and rounding on the safe side.
-              const double best = out.best ? std::min(incumbent, out.best->latency_s) : incumbent;
-              const double lb = (cand.sum + floor) +
-                                (ev.microbatches() - 1) * std::max(cand.max, max_floor) +
+              const double lb = (cand.sum + floor) + m_less_one * std::max(cand.max, max_floor) +
                                 cand.tail_sync + cand.tail_opt;
-              if (lb > best * (1.0 + 1e-12)) {
+              if (lb > threshold) {
                 ++out.stats.pruned_bound;
                 continue;
               }
             }
-            bool dominated = false;
-            for (std::int32_t k2 : dest) {
-              if (dominates(arena[static_cast<std::size_t>(k2)], cand, gap)) {
-                dominated = true;
-                break;
-              }
+            cand.key = (static_cast<std::int64_t>(f.rank) << 32) | low_key;
+            cand.parent = from;
+            // Feasible and infeasible labels never dominate each other (an
+            // infeasible one never completes).
+            cand.feasible = f.feasible && e.feasible;
+            if (dest == nullptr) {
+              bool created = false;
+              dest = &store.at(make_key(next_code, j + layers, h), created);
             }
-            if (dominated) continue;
-            std::erase_if(dest, [&](std::int32_t k2) {
-              return dominates(cand, arena[static_cast<std::size_t>(k2)], gap);
-            });
-            arena.push_back(cand);
-            dest.push_back(static_cast<std::int32_t>(arena.size() - 1));
+            merge(*dest, cand, gap);
           }
         }
       }
     }
-    // Rank the level's surviving labels in canonical order.
-    level_labels.clear();
-    for (std::size_t k = 0; k < next->size(); ++k) {
-      const auto& f = next->front(k);
-      level_labels.insert(level_labels.end(), f.begin(), f.end());
+    // The level's survivors enter the arena, state by state in key order.
+    const auto level_begin = static_cast<std::int32_t>(arena.size());
+    const std::int32_t parents = level_begin - current.front().begin;
+    key_order(store, order);
+    upcoming.clear();
+    for (const std::size_t k : order) {
+      const std::vector<Entry>& front = store.front(k);
+      if (front.empty()) continue;
+      const auto begin = static_cast<std::int32_t>(arena.size());
+      for (const Entry& c : front) arena.push_back(to_label(c));
+      upcoming.push_back({store.key(k), begin, static_cast<std::int32_t>(arena.size())});
     }
-    std::sort(level_labels.begin(), level_labels.end(), [&](std::int32_t a, std::int32_t b) {
-      return arena[static_cast<std::size_t>(a)].key < arena[static_cast<std::size_t>(b)].key;
-    });
-    for (std::size_t r = 0; r < level_labels.size(); ++r) {
-      arena[static_cast<std::size_t>(level_labels[r])].rank = static_cast<std::int32_t>(r);
-    }
-    std::swap(current, next);
+    rank_level(arena, parents, level_begin, bucket, ranked);
+    std::swap(current, upcoming);
   }
   // Complete plans: all PP stages, all N layers, the mix if required.
-  key_order(*current, order);
-  for (const std::size_t k : order) {
-    const std::uint64_t key = current->key(k);
-    const auto& front = current->front(k);
-    if (front.empty()) continue;
+  for (const StateRange& state : current) {
+    const std::uint64_t key = state.key;
     if (static_cast<int>(key / hspan % jspan) != n) continue;
     if (exact_mix && key / hspan / jspan != full) continue;
     ++out.stats.states;
-    for (std::int32_t idx : front) offer(out, arena, idx, ev);
+    for (std::int32_t idx = state.begin; idx < state.end; ++idx) offer(out, arena, idx, ev);
   }
 }
 
