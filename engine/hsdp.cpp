@@ -245,6 +245,32 @@ class Evaluator {
         }
       }
     }
+    // Stages that CostModel cannot tell apart share a memo entry.
+    // stage_cost reads the position only through first (i = 0), last
+    // (i = PP - 1) and the micro-batches in flight, min(PP - i, M), and
+    // the first layer only through the MoE layers among the stage's first
+    // K (least_recompute, full recomputation): a middle position with M
+    // in flight maps to position 1, and a stage of layers all MoE (all
+    // dense) to the first such run of its length. (The oracle
+    // test checks every DP latency against CostModel::evaluate.)
+    // kind_[j]: 1 if layer j is MoE; run_[j]: the layers from j on of that
+    // kind; first_run_[kind][len]: the first j whose run of `kind` holds
+    // len layers.
+    const auto span = static_cast<std::size_t>(n_) + 1;
+    kind_.assign(span, 0);
+    run_.assign(span, 0);
+    first_run_.assign(2 * span, -1);
+    for (int j = 0; j < n_; ++j) kind_[static_cast<std::size_t>(j)] = model.moe_layers_in(j, 1);
+    for (int j = n_ - 1; j >= 0; --j) {
+      const auto u = static_cast<std::size_t>(j);
+      run_[u] = 1 + (j + 1 < n_ && kind_[u + 1] == kind_[u] ? run_[u + 1] : 0);
+    }
+    int filled[2] = {0, 0};  // first_run_ is set for len <= filled[kind]
+    for (int j = 0; j < n_; ++j) {
+      const auto u = static_cast<std::size_t>(j);
+      int& f = filled[kind_[u]];
+      for (; f < run_[u]; ++f) first_run_[static_cast<std::size_t>(kind_[u]) * span + f + 1] = j;
+    }
     // The memo is reused across configurations of a thread: an entry is
     // valid when its stamp is this evaluator's generation, so nothing is
     // cleared between configurations.
@@ -272,6 +298,10 @@ class Evaluator {
   const ParallelConfig& pi() const { return pi_; }
 
   const StageEval& stage(int h, int i, int j, int n) {
+    if (i > 0 && i < pi_.pp - 1 && pi_.pp - i >= m_) i = 1;  // m_ in flight
+    if (n >= 1 && n <= run_[static_cast<std::size_t>(j)]) {
+      j = first_run_[static_cast<std::size_t>(kind_[static_cast<std::size_t>(j)]) * (n_ + 1) + n];
+    }
     const std::size_t key =
         ((static_cast<std::size_t>(h) * pi_.pp + i) * (n_ + 1) + j) * (n_ + 1) + n;
     StageEval& e = memo_[key];
@@ -446,6 +476,9 @@ class Evaluator {
   double min_moe_step_ = 0;
   int moe_total_ = 0;
   std::vector<LayerTails> tails_;
+  std::vector<int> kind_;       // per layer: 1 if MoE
+  std::vector<int> run_;        // per layer: the run of its kind from it on
+  std::vector<int> first_run_;  // (kind, length): the first such run
   StageEval* memo_ = nullptr;
   std::uint32_t* stamps_ = nullptr;
   std::uint32_t generation_ = 0;
