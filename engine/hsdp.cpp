@@ -716,6 +716,7 @@ struct Entry {
   double tail_sync = 0;
   double tail_opt = 0;
   std::int32_t parent = -1;
+  std::int32_t seq = 0;  // insertion order in the level
   bool feasible = true;
 };
 
@@ -734,16 +735,75 @@ Label to_label(const Entry& c) {
   return l;
 }
 
-// Offers `cand` to a front: dropped if a label of the front dominates it,
-// otherwise appended after the labels it dominates are removed (the order
-// of the others is kept, so a front stays in insertion order).
-void merge(std::vector<Entry>& front, const Entry& cand, double gap) {
-  for (const Entry& m : front) {
-    if (dominates(m, cand, gap)) return;
-  }
-  std::erase_if(front, [&](const Entry& m) { return dominates(cand, m, gap); });
-  front.push_back(cand);
+// dominates(a, b, gap) when a.sum <= b.sum is known; `&` instead of `&&`
+// (the same value, fewer unpredictable branches).
+inline bool dominates_given_sum(const Entry& a, const Entry& b, double gap) {
+  return (a.feasible == b.feasible) & (a.max <= b.max) & (a.tail <= b.tail) &
+         ((a.key <= b.key) | (b.sum - a.sum > gap));
 }
+
+// Offers `cand` to a front: dropped if a label of the front dominates it,
+// otherwise inserted after the labels it dominates are removed -- the
+// same set as checking and erasing over the front in any order.
+//
+// A front is kept sorted by sum (labels whose sum is NaN, which dominate
+// nothing and nothing dominates, at the end): only labels with
+// sum <= cand.sum can dominate cand, so that scan stops at the first larger
+// sum, and only labels with sum >= cand.sum can be dominated by it. The
+// DP still expands a front in insertion order (`seq`, restored when the
+// level is complete), as ties in value-only mode depend on it.
+void merge(std::vector<Entry>& front, const Entry& cand, double gap) {
+  const std::size_t size = front.size();
+  Entry* m = front.data();
+  std::size_t k = 0;     // the first label with sum > cand.sum (or NaN)
+  std::size_t q = size;  // the first label with sum >= cand.sum
+  for (; k < size && m[k].sum <= cand.sum; ++k) {
+    if (dominates_given_sum(m[k], cand, gap)) return;
+    if (q == size && !(m[k].sum < cand.sum)) q = k;
+  }
+  if (q == size) q = k;
+  if (cand.sum != cand.sum) k = size;  // NaN: at the end, dominates nothing
+  // The first label cand dominates, if any.
+  std::size_t d = q;
+  while (d < size && !(cand.sum <= m[d].sum && dominates_given_sum(cand, m[d], gap))) ++d;
+  if (d == size) {
+    front.insert(front.begin() + static_cast<std::ptrdiff_t>(k), cand);
+    return;
+  }
+  std::size_t w = d;
+  for (std::size_t r = d + 1; r < size; ++r) {
+    if (!(cand.sum <= m[r].sum && dominates_given_sum(cand, m[r], gap))) m[w++] = m[r];
+  }
+  front.resize(w);
+  // Removed labels all had sum >= cand.sum: cand goes after the equal
+  // sums that stay.
+  std::size_t at = q;
+  while (at < w && m[at].sum <= cand.sum) ++at;
+  front.insert(front.begin() + static_cast<std::ptrdiff_t>(at), cand);
+}
+
+// Back to insertion order (fronts are short: insertion sort).
+void by_insertion(std::vector<Entry>& front) {
+  for (std::size_t a = 1; a < front.size(); ++a) {
+    if (front[a - 1].seq < front[a].seq) continue;
+    const Entry e = front[a];
+    std::size_t b = a;
+    while (b > 0 && front[b - 1].seq > e.seq) {
+      front[b] = front[b - 1];
+      --b;
+    }
+    front[b] = e;
+  }
+}
+
+// The least sum, max and tail terms over a front (for the bound).
+struct FrontFloor {
+  double sum = std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+  double tail_sync = std::numeric_limits<double>::infinity();
+  double tail_opt = std::numeric_limits<double>::infinity();
+  bool usable = false;  // the pre-check applies
+};
 
 // The labels of one state of a level: arena[begin, end), in the order they
 // entered the state's front.
@@ -878,10 +938,22 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
   if (opt.bound) {
     for (int j = 0; j <= n; ++j) rem_floor[static_cast<std::size_t>(j)] = ev.remaining_floor(j);
   }
+  // speed_of[speed_at[t] + left] = left / floor_of[t], the terms of
+  // speed_left below, divided once per run.
+  std::vector<std::size_t> speed_at(static_cast<std::size_t>(types), 0);
+  std::vector<double> speed_of;
+  for (int t = 0; t < types; ++t) {
+    speed_at[static_cast<std::size_t>(t)] = speed_of.size();
+    for (int left = 0; left <= limit[static_cast<std::size_t>(t)]; ++left) {
+      speed_of.push_back(left / floor_of[static_cast<std::size_t>(t)]);
+    }
+  }
+  std::vector<int> used(static_cast<std::size_t>(types), 0);
   for (int i = 0; i < pp && !current.empty(); ++i) {
     const int remaining_after = pp - i - 1;
     store.clear();
     store.recycle_pool();
+    std::int32_t seq = 0;
     // Expand the states of level i in key order (`current` is sorted).
     for (const StateRange& state : current) {
       const std::uint64_t key = state.key;
@@ -889,8 +961,26 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
       const int j = static_cast<int>(key / hspan % jspan);
       const std::uint64_t code = key / hspan / jspan;
       ++out.stats.states;
+      for (int t = 0; t < types; ++t) used[static_cast<std::size_t>(t)] = used_of(code, t);
+      // The least any label of the front can carry into a candidate's
+      // bound, for the pre-check below.
+      FrontFloor low;
+      low.usable = opt.bound && m_less_one > 0;  // 0 * inf would be NaN, never above
+      if (low.usable) {
+        for (std::int32_t from = state.begin; from < state.end; ++from) {
+          const Label& f = arena[static_cast<std::size_t>(from)];
+          low.sum = std::min(low.sum, f.sum);
+          low.max = std::min(low.max, f.max);
+          low.tail_sync = std::min(low.tail_sync, f.tail_sync);
+          low.tail_opt = std::min(low.tail_opt, f.tail_opt);
+          // A NaN (whose bound is never above the threshold) would be
+          // skipped by min: no pre-check then.
+          low.usable = low.usable && f.sum == f.sum && f.max == f.max &&
+                       f.tail_sync == f.tail_sync && f.tail_opt == f.tail_opt;
+        }
+      }
       for (int h = 0; h < types; ++h) {
-        if (used_of(code, h) >= limit[static_cast<std::size_t>(h)]) continue;
+        if (used[static_cast<std::size_t>(h)] >= limit[static_cast<std::size_t>(h)]) continue;
         // Structural bounds: every later stage needs at least a layer.
         const int max_n = n - j - remaining_after;
         if (max_n < 1) continue;
@@ -912,8 +1002,9 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
         double speed_left = 0.0;
         if (exact_mix) {
           for (int t = 0; t < types; ++t) {
-            const int left = limit[static_cast<std::size_t>(t)] - used_of(next_code, t);
-            if (left > 0) speed_left += left / floor_of[static_cast<std::size_t>(t)];
+            const int left = limit[static_cast<std::size_t>(t)] - used[static_cast<std::size_t>(t)] -
+                             (t == h ? 1 : 0);
+            if (left > 0) speed_left += speed_of[speed_at[static_cast<std::size_t>(t)] + left];
           }
         } else {
           speed_left = remaining_after / fastest;
@@ -936,6 +1027,18 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
           const double step = (e.fwd + b.fwd_s) + (e.bwd + b.bwd_s);
           const double stage_tail = e.sync + e.opt;
           const std::int64_t low_key = (static_cast<std::int64_t>(h) << 16) | layers;
+          if (low.usable) {
+            // The bound below, from the front's least values: + and max are
+            // monotone in floating point too, so this is at most every
+            // label's bound; above the threshold, every label is dropped.
+            const double lb = (low.sum + step + floor) +
+                              m_less_one * std::max(std::max(low.max, step), max_floor) +
+                              std::min(low.tail_sync, e.sync) + std::min(low.tail_opt, e.opt);
+            if (lb > threshold) {
+              out.stats.pruned_bound += state.end - state.begin;
+              continue;
+            }
+          }
           std::vector<Entry>* dest = nullptr;  // looked up at the first survivor
           for (std::int32_t from = state.begin; from < state.end; ++from) {
             const Label& f = arena[static_cast<std::size_t>(from)];
@@ -964,6 +1067,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
             }
             cand.key = (static_cast<std::int64_t>(f.rank) << 32) | low_key;
             cand.parent = from;
+            cand.seq = seq++;
             // Feasible and infeasible labels never dominate each other (an
             // infeasible one never completes).
             cand.feasible = f.feasible && e.feasible;
@@ -982,8 +1086,14 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
     key_order(store, order);
     upcoming.clear();
     for (const std::size_t k : order) {
-      const std::vector<Entry>& front = store.front(k);
+      std::vector<Entry>& front = store.front(k);
       if (front.empty()) continue;
+      // Only value-only runs depend on the order a front is expanded in
+      // (which of equal labels stays); otherwise a front is the set of
+      // the non-dominated candidates, whatever their order (dominance is
+      // then a strict partial order: transitive, and two labels at one
+      // state never dominate each other, their keys differing).
+      if (value_only) by_insertion(front);
       const auto begin = static_cast<std::int32_t>(arena.size());
       for (const Entry& c : front) arena.push_back(to_label(c));
       upcoming.push_back({store.key(k), begin, static_cast<std::int32_t>(arena.size())});
