@@ -297,39 +297,34 @@ class Evaluator {
   int cap(int h) const { return caps_[static_cast<std::size_t>(h)]; }
   const ParallelConfig& pi() const { return pi_; }
 
-  const StageEval& stage(int h, int i, int j, int n) {
-    if (i > 0 && i < pi_.pp - 1 && pi_.pp - i >= m_) i = 1;  // m_ in flight
-    if (n >= 1 && n <= run_[static_cast<std::size_t>(j)]) {
-      j = first_run_[static_cast<std::size_t>(kind_[static_cast<std::size_t>(j)]) * (n_ + 1) + n];
-    }
-    const std::size_t key =
-        ((static_cast<std::size_t>(h) * pi_.pp + i) * (n_ + 1) + j) * (n_ + 1) + n;
-    StageEval& e = memo_[key];
-    if (stamps_[key] == generation_) return e;
-    stamps_[key] = generation_;
-    e = StageEval{};
-    const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
-    StageShape shape;
-    shape.position = i;
-    shape.first_layer = j;
-    shape.layers = n;
-    shape.moe_layers = model_.moe_layers_in(j, n);
-    shape.prev_type = -1;
-    const std::optional<Recompute> r = model_.least_recompute(pi_, tc, shape);
-    e.feasible = r.has_value();
-    shape.recompute = r.value_or(Recompute{RecomputeKind::kFull, n});
-    if (shape.recompute.kind == RecomputeKind::kFull) {
-      shape.moe_in_first_recomputed = model_.moe_layers_in(j, shape.recompute.layers);
-    }
-    e.recompute = shape.recompute;
-    const StageCost c = model_.stage_cost(pi_, tc, shape);
-    e.fwd = c.fwd_s;
-    e.bwd = c.bwd_s;
-    e.sync = c.dp_sync_s;
-    e.opt = c.optimizer_s;
-    e.over = c.memory.total() - c.capacity_bytes;
-    return e;
+  // The stages of type h at position i from layer j, for the DP's loop
+  // over the layer count: what stage() computes for every count, once.
+  struct Row {
+    int h = 0;
+    int i = 0;  // the memo's position
+    int j = 0;
+    int run = 0;                   // run_[j]
+    const int* first = nullptr;    // first_run_ of layer j's kind
+    std::size_t base = 0;          // (h, i) part of the memo index
+  };
+  Row row(int h, int i, int j) const {
+    Row r;
+    r.h = h;
+    r.i = (i > 0 && i < pi_.pp - 1 && pi_.pp - i >= m_) ? 1 : i;  // m_ in flight
+    r.j = j;
+    r.run = run_[static_cast<std::size_t>(j)];
+    r.first = first_run_.data() +
+              static_cast<std::size_t>(kind_[static_cast<std::size_t>(j)]) * (n_ + 1);
+    r.base = (static_cast<std::size_t>(h) * pi_.pp + r.i) * (n_ + 1);
+    return r;
   }
+  const StageEval& stage(const Row& r, int n) {
+    const int j = (n >= 1 && n <= r.run) ? r.first[n] : r.j;
+    const std::size_t key = (r.base + j) * (n_ + 1) + n;
+    if (stamps_[key] == generation_) return memo_[key];
+    return evaluate(key, r.h, r.i, j, n);
+  }
+  const StageEval& stage(int h, int i, int j, int n) { return stage(row(h, i, j), n); }
 
   const CostModel::Boundary& boundary(int hp, int h) const {
     return boundary_[static_cast<std::size_t>((hp + 1) * types_ + h)];
@@ -476,6 +471,34 @@ class Evaluator {
   double min_moe_step_ = 0;
   int moe_total_ = 0;
   std::vector<LayerTails> tails_;
+  // A memo miss: the stage with its least recomputation.
+  [[gnu::noinline]] const StageEval& evaluate(std::size_t key, int h, int i, int j, int n) {
+    StageEval& e = memo_[key];
+    stamps_[key] = generation_;
+    e = StageEval{};
+    const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
+    StageShape shape;
+    shape.position = i;
+    shape.first_layer = j;
+    shape.layers = n;
+    shape.moe_layers = model_.moe_layers_in(j, n);
+    shape.prev_type = -1;
+    const std::optional<Recompute> r = model_.least_recompute(pi_, tc, shape);
+    e.feasible = r.has_value();
+    shape.recompute = r.value_or(Recompute{RecomputeKind::kFull, n});
+    if (shape.recompute.kind == RecomputeKind::kFull) {
+      shape.moe_in_first_recomputed = model_.moe_layers_in(j, shape.recompute.layers);
+    }
+    e.recompute = shape.recompute;
+    const StageCost c = model_.stage_cost(pi_, tc, shape);
+    e.fwd = c.fwd_s;
+    e.bwd = c.bwd_s;
+    e.sync = c.dp_sync_s;
+    e.opt = c.optimizer_s;
+    e.over = c.memory.total() - c.capacity_bytes;
+    return e;
+  }
+
   std::vector<int> kind_;       // per layer: 1 if MoE
   std::vector<int> run_;        // per layer: the run of its kind from it on
   std::vector<int> first_run_;  // (kind, length): the first such run
@@ -746,35 +769,52 @@ inline bool dominates_given_sum(const Entry& a, const Entry& b, double gap) {
 // otherwise inserted after the labels it dominates are removed -- the
 // same set as checking and erasing over the front in any order.
 //
-// A front is kept sorted by sum (labels whose sum is NaN, which dominate
-// nothing and nothing dominates, at the end): only labels with
-// sum <= cand.sum can dominate cand, so that scan stops at the first larger
-// sum, and only labels with sum >= cand.sum can be dominated by it. The
-// DP still expands a front in insertion order (`seq`, restored when the
-// level is complete), as ties in value-only mode depend on it.
+// A front is kept sorted by (feasible, sum): the infeasible labels first,
+// and within each part by sum, labels whose sum is NaN (which dominate
+// nothing and nothing dominates) at the part's end. Feasible and
+// infeasible labels never dominate each other, so only cand's part is
+// scanned; only labels with sum <= cand.sum can dominate cand, so that
+// scan stops at the first larger sum; only labels with sum >= cand.sum
+// can be dominated by it. The DP still expands a front in insertion order
+// (`seq`, restored when the level is complete) where ties depend on it.
 void merge(std::vector<Entry>& front, const Entry& cand, double gap) {
-  const std::size_t size = front.size();
   Entry* m = front.data();
-  std::size_t k = 0;     // the first label with sum > cand.sum (or NaN)
-  std::size_t q = size;  // the first label with sum >= cand.sum
-  for (; k < size && m[k].sum <= cand.sum; ++k) {
-    if (dominates_given_sum(m[k], cand, gap)) return;
-    if (q == size && !(m[k].sum < cand.sum)) q = k;
+  // cand's part [lo, hi).
+  std::size_t split = 0;  // the first feasible label
+  if (!front.empty() && !m[0].feasible) {
+    split = static_cast<std::size_t>(
+        std::partition_point(front.begin(), front.end(), [](const Entry& e) { return !e.feasible; }) -
+        front.begin());
   }
-  if (q == size) q = k;
-  if (cand.sum != cand.sum) k = size;  // NaN: at the end, dominates nothing
+  const std::size_t lo = cand.feasible ? split : 0;
+  const std::size_t hi = cand.feasible ? front.size() : split;
+  // k: the first label with sum > cand.sum (or NaN); q: the first with
+  // sum >= cand.sum.
+  const auto at_most = std::partition_point(
+      front.begin() + static_cast<std::ptrdiff_t>(lo), front.begin() + static_cast<std::ptrdiff_t>(hi),
+      [&](const Entry& e) { return e.sum <= cand.sum; });
+  std::size_t k = static_cast<std::size_t>(at_most - front.begin());
+  std::size_t q = k;
+  while (q > lo && !(m[q - 1].sum < cand.sum)) --q;
+  // Downwards from the nearest sums: ties (equal values, an earlier key)
+  // and near ties are the likeliest dominators.
+  for (std::size_t r = k; r > lo; --r) {
+    if (dominates_given_sum(m[r - 1], cand, gap)) return;
+  }
+  if (cand.sum != cand.sum) k = hi;  // NaN: at the end, dominates nothing
   // The first label cand dominates, if any.
   std::size_t d = q;
-  while (d < size && !(cand.sum <= m[d].sum && dominates_given_sum(cand, m[d], gap))) ++d;
-  if (d == size) {
+  while (d < hi && !(cand.sum <= m[d].sum && dominates_given_sum(cand, m[d], gap))) ++d;
+  if (d == hi) {
     front.insert(front.begin() + static_cast<std::ptrdiff_t>(k), cand);
     return;
   }
   std::size_t w = d;
-  for (std::size_t r = d + 1; r < size; ++r) {
+  for (std::size_t r = d + 1; r < hi; ++r) {
     if (!(cand.sum <= m[r].sum && dominates_given_sum(cand, m[r], gap))) m[w++] = m[r];
   }
-  front.resize(w);
+  front.erase(front.begin() + static_cast<std::ptrdiff_t>(w),
+              front.begin() + static_cast<std::ptrdiff_t>(hi));
   // Removed labels all had sum >= cand.sum: cand goes after the equal
   // sums that stay.
   std::size_t at = q;
@@ -814,47 +854,35 @@ struct StateRange {
 };
 
 // Ranks the labels arena[level_begin, end) in canonical order, i.e. by
-// key = (parent's rank, type, layers): a counting sort by the parent's
-// rank (the parents' ranks are 0 .. count - 1), then each parent's few
-// children by (type, layers).
+// key = (parent's rank, type, layers): a radix sort, first by
+// (type, layers) < types x (N + 1), then stably by the parent's rank
+// (the previous level's `parents` labels are ranked 0 .. parents - 1).
 void rank_level(std::vector<Label>& arena, std::int32_t parents, std::int32_t level_begin,
-                std::vector<std::int32_t>& bucket, std::vector<std::int32_t>& ranked) {
+                int types, int n, std::vector<std::int32_t>& bucket,
+                std::vector<std::int32_t>& order, std::vector<std::int32_t>& ranked) {
   const auto level_end = static_cast<std::int32_t>(arena.size());
   if (level_end == level_begin) return;
-  // The parents are the previous level's `parents` labels, ranked
-  // 0 .. parents - 1.
-  bucket.assign(static_cast<std::size_t>(parents) + 1, 0);
-  for (std::int32_t k = level_begin; k < level_end; ++k) {
-    const Label& l = arena[static_cast<std::size_t>(k)];
-    ++bucket[static_cast<std::size_t>(arena[static_cast<std::size_t>(l.parent)].rank) + 1];
-  }
+  const auto low = [&](std::int32_t k) {
+    const std::int64_t key = arena[static_cast<std::size_t>(k)].key;
+    return static_cast<std::size_t>(((key >> 16) & 0xffff) * (n + 1) + (key & 0xffff));
+  };
+  const auto high = [&](std::int32_t k) {
+    return static_cast<std::size_t>(arena[static_cast<std::size_t>(k)].key >> 32);
+  };
+  const auto count = static_cast<std::size_t>(level_end - level_begin);
+  bucket.assign(static_cast<std::size_t>(types) * (static_cast<std::size_t>(n) + 1) + 1, 0);
+  for (std::int32_t k = level_begin; k < level_end; ++k) ++bucket[low(k) + 1];
   for (std::size_t r = 1; r < bucket.size(); ++r) bucket[r] += bucket[r - 1];
-  ranked.resize(static_cast<std::size_t>(level_end - level_begin));
+  order.resize(count);
   for (std::int32_t k = level_begin; k < level_end; ++k) {
-    const Label& l = arena[static_cast<std::size_t>(k)];
-    const auto r = static_cast<std::size_t>(arena[static_cast<std::size_t>(l.parent)].rank);
-    ranked[static_cast<std::size_t>(bucket[r]++)] = k;
+    order[static_cast<std::size_t>(bucket[low(k)]++)] = k;
   }
-  // Within a parent (a run of equal high key halves), by the whole key.
-  std::size_t a = 0;
-  while (a < ranked.size()) {
-    const std::int64_t parent_part = arena[static_cast<std::size_t>(ranked[a])].key >> 32;
-    std::size_t z = a + 1;
-    while (z < ranked.size() &&
-           arena[static_cast<std::size_t>(ranked[z])].key >> 32 == parent_part) {
-      ++z;
-    }
-    if (z - a > 1) {
-      std::sort(ranked.begin() + static_cast<std::ptrdiff_t>(a),
-                ranked.begin() + static_cast<std::ptrdiff_t>(z),
-                [&](std::int32_t x, std::int32_t y) {
-                  return arena[static_cast<std::size_t>(x)].key <
-                         arena[static_cast<std::size_t>(y)].key;
-                });
-    }
-    a = z;
-  }
-  for (std::size_t r = 0; r < ranked.size(); ++r) {
+  bucket.assign(static_cast<std::size_t>(parents) + 1, 0);
+  for (std::int32_t k = level_begin; k < level_end; ++k) ++bucket[high(k) + 1];
+  for (std::size_t r = 1; r < bucket.size(); ++r) bucket[r] += bucket[r - 1];
+  ranked.resize(count);
+  for (const std::int32_t k : order) ranked[static_cast<std::size_t>(bucket[high(k)]++)] = k;
+  for (std::size_t r = 0; r < count; ++r) {
     arena[static_cast<std::size_t>(ranked[r])].rank = static_cast<std::int32_t>(r);
   }
 }
@@ -914,6 +942,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
   thread_local std::vector<std::size_t> order;
   thread_local std::vector<std::int32_t> bucket;
   thread_local std::vector<std::int32_t> ranked;
+  thread_local std::vector<std::int32_t> by_low;
   store.clear();
   store.recycle_pool();
   arena.clear();
@@ -1009,8 +1038,9 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
         } else {
           speed_left = remaining_after / fastest;
         }
+        const Evaluator::Row stage_row = ev.row(h, i, j);
         for (int layers = lo; layers <= hi; ++layers) {
-          const StageEval& e = ev.stage(h, i, j, layers);
+          const StageEval& e = ev.stage(stage_row, layers);
           if (!e.feasible) {
             note_shortfall(out, e, ev.pi(), i, h, layers);
             if (opt.prune.memory) {
@@ -1098,7 +1128,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
       for (const Entry& c : front) arena.push_back(to_label(c));
       upcoming.push_back({store.key(k), begin, static_cast<std::int32_t>(arena.size())});
     }
-    rank_level(arena, parents, level_begin, bucket, ranked);
+    rank_level(arena, parents, level_begin, types, n, bucket, by_low, ranked);
     std::swap(current, upcoming);
   }
   // Complete plans: all PP stages, all N layers, the mix if required.
