@@ -721,11 +721,10 @@ class FrontStore {
 
 // The entries of `store` in increasing key order (deterministic runs).
 template <class T>
-void key_order(const FrontStore<T>& store, std::vector<std::size_t>& order) {
+void key_order(const FrontStore<T>& store, std::vector<std::pair<std::uint64_t, std::size_t>>& order) {
   order.resize(store.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::sort(order.begin(), order.end(),
-            [&](std::size_t a, std::size_t b) { return store.key(a) < store.key(b); });
+  for (std::size_t k = 0; k < order.size(); ++k) order[k] = {store.key(k), k};
+  std::sort(order.begin(), order.end());  // keys are distinct
 }
 
 // A label of the level being built, inline in its state's front: the
@@ -778,6 +777,10 @@ inline bool dominates_given_sum(const Entry& a, const Entry& b, double gap) {
 // can be dominated by it. The DP still expands a front in insertion order
 // (`seq`, restored when the level is complete) where ties depend on it.
 void merge(std::vector<Entry>& front, const Entry& cand, double gap) {
+  if (front.empty()) {
+    front.push_back(cand);
+    return;
+  }
   Entry* m = front.data();
   // cand's part [lo, hi).
   std::size_t split = 0;  // the first feasible label
@@ -939,7 +942,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
   thread_local std::vector<Label> arena;
   thread_local std::vector<StateRange> current;
   thread_local std::vector<StateRange> upcoming;
-  thread_local std::vector<std::size_t> order;
+  thread_local std::vector<std::pair<std::uint64_t, std::size_t>> order;
   thread_local std::vector<std::int32_t> bucket;
   thread_local std::vector<std::int32_t> ranked;
   thread_local std::vector<std::int32_t> by_low;
@@ -1115,7 +1118,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
     const std::int32_t parents = level_begin - current.front().begin;
     key_order(store, order);
     upcoming.clear();
-    for (const std::size_t k : order) {
+    for (const auto& [state_key, k] : order) {
       std::vector<Entry>& front = store.front(k);
       if (front.empty()) continue;
       // Only value-only runs depend on the order a front is expanded in
@@ -1126,7 +1129,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
       if (value_only) by_insertion(front);
       const auto begin = static_cast<std::int32_t>(arena.size());
       for (const Entry& c : front) arena.push_back(to_label(c));
-      upcoming.push_back({store.key(k), begin, static_cast<std::int32_t>(arena.size())});
+      upcoming.push_back({state_key, begin, static_cast<std::int32_t>(arena.size())});
     }
     rank_level(arena, parents, level_begin, types, n, bucket, by_low, ranked);
     std::swap(current, upcoming);
@@ -1362,12 +1365,13 @@ std::vector<std::vector<int>> stage_mixes(const Evaluator& ev) {
   return all;
 }
 
-ConfigOutcome search_once(const CostModel& model, const ParallelConfig& pi,
-                          const SearchOptions& opt, double incumbent, bool value_only) {
+// One search of pi with `ev`, an evaluator of pi (its stage memo is kept
+// between the two passes of search_config).
+ConfigOutcome search_once(Evaluator& ev, const ParallelConfig& pi, const SearchOptions& opt,
+                          double incumbent, bool value_only) {
   const auto start = std::chrono::steady_clock::now();
   ConfigOutcome out;
   out.stats.configs_evaluated = 1;
-  Evaluator ev(model, pi, opt);
   const int types = ev.types();
   const int n = ev.layers();
   std::vector<int> usable;
@@ -1437,15 +1441,25 @@ ConfigOutcome search_once(const CostModel& model, const ParallelConfig& pi,
 
 ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
                             const SearchOptions& opt, double incumbent) {
-  if (!opt.bound || std::isfinite(incumbent)) return search_once(model, pi, opt, incumbent, false);
+  const auto start = std::chrono::steady_clock::now();
+  Evaluator ev(model, pi, opt);
+  const double setup =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!opt.bound || std::isfinite(incumbent)) {
+    ConfigOutcome out = search_once(ev, pi, opt, incumbent, false);
+    out.stats.seconds += setup;
+    return out;
+  }
   // No incumbent yet: without a latency that bounds the answer, ties keep
   // fronts large (docs/search.md). A first pass with dominance on the
   // values alone finds the exact best latency; the second, bounded by it,
   // finds the canonical plan among the plans that reach it. Both passes
   // count in the statistics.
-  ConfigOutcome probe = search_once(model, pi, opt, incumbent, true);
+  // The second pass reuses the first's stage evaluations (same evaluator).
+  ConfigOutcome probe = search_once(ev, pi, opt, incumbent, true);
+  probe.stats.seconds += setup;
   if (!probe.best) return probe;  // nothing fits: the second pass finds nothing either
-  ConfigOutcome out = search_once(model, pi, opt, probe.best->latency_s, false);
+  ConfigOutcome out = search_once(ev, pi, opt, probe.best->latency_s, false);
   const double seconds = out.stats.seconds + probe.stats.seconds;
   out.stats += probe.stats;
   out.stats.configs_evaluated = 1;
