@@ -377,6 +377,15 @@ class Evaluator {
     return (n_ - j - moe) * min_dense_step_ + moe * min_moe_step_;
   }
 
+  // remaining_floor(j) for j = 0 .. N, computed once per evaluator.
+  const double* remaining_floors() {
+    if (rem_floor_.empty()) {
+      rem_floor_.resize(static_cast<std::size_t>(n_) + 1);
+      for (int j = 0; j <= n_; ++j) rem_floor_[static_cast<std::size_t>(j)] = remaining_floor(j);
+    }
+    return rem_floor_.data();
+  }
+
   // The most layers a stage of type h can hold with the least recomputation
   // that fits (full at worst), at the later pipeline positions (fewest
   // micro-batches in flight); N when memory does not limit it below the
@@ -499,6 +508,7 @@ class Evaluator {
     return e;
   }
 
+  std::vector<double> rem_floor_;  // remaining_floors()
   std::vector<int> kind_;       // per layer: 1 if MoE
   std::vector<int> run_;        // per layer: the run of its kind from it on
   std::vector<int> first_run_;  // (kind, length): the first such run
@@ -873,6 +883,23 @@ void rank_level(std::vector<Label>& arena, std::int32_t parents, std::int32_t le
     return static_cast<std::size_t>(arena[static_cast<std::size_t>(k)].key >> 32);
   };
   const auto count = static_cast<std::size_t>(level_end - level_begin);
+  if (count <= 32) {  // a few labels (deep pipelines): sort them directly
+    ranked.resize(count);
+    for (std::size_t r = 0; r < count; ++r) ranked[r] = level_begin + static_cast<std::int32_t>(r);
+    for (std::size_t a = 1; a < count; ++a) {
+      const std::int32_t x = ranked[a];
+      const std::int64_t key = arena[static_cast<std::size_t>(x)].key;
+      std::size_t b = a;
+      for (; b > 0 && arena[static_cast<std::size_t>(ranked[b - 1])].key > key; --b) {
+        ranked[b] = ranked[b - 1];
+      }
+      ranked[b] = x;
+    }
+    for (std::size_t r = 0; r < count; ++r) {
+      arena[static_cast<std::size_t>(ranked[r])].rank = static_cast<std::int32_t>(r);
+    }
+    return;
+  }
   bucket.assign(static_cast<std::size_t>(types) * (static_cast<std::size_t>(n) + 1) + 1, 0);
   for (std::int32_t k = level_begin; k < level_end; ++k) ++bucket[low(k) + 1];
   for (std::size_t r = 1; r < bucket.size(); ++r) bucket[r] += bucket[r - 1];
@@ -965,11 +992,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
   const double threshold = best * (1.0 + 1e-12);
   const int m_less_one = ev.microbatches() - 1;
   // The cheapest step of the layers [j, N), per j (for the bound).
-  thread_local std::vector<double> rem_floor;
-  rem_floor.assign(static_cast<std::size_t>(n) + 1, 0.0);
-  if (opt.bound) {
-    for (int j = 0; j <= n; ++j) rem_floor[static_cast<std::size_t>(j)] = ev.remaining_floor(j);
-  }
+  const double* rem_floor = opt.bound ? ev.remaining_floors() : nullptr;
   // speed_of[speed_at[t] + left] = left / floor_of[t], the terms of
   // speed_left below, divided once per run.
   std::vector<std::size_t> speed_at(static_cast<std::size_t>(types), 0);
@@ -1052,7 +1075,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
             }
           }
           ++out.stats.transitions;
-          const double floor = rem_floor[static_cast<std::size_t>(j + layers)];
+          const double floor = opt.bound ? rem_floor[j + layers] : 0.0;
           // The slowest stage is at least the balanced split of the layers
           // left over the stages left.
           const double max_floor = speed_left > 0.0 ? (n - j - layers) / speed_left : 0.0;
