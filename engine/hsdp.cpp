@@ -803,10 +803,16 @@ void merge(std::vector<Entry>& front, const Entry& cand, double gap) {
   const std::size_t hi = cand.feasible ? front.size() : split;
   // k: the first label with sum > cand.sum (or NaN); q: the first with
   // sum >= cand.sum.
-  const auto at_most = std::partition_point(
-      front.begin() + static_cast<std::ptrdiff_t>(lo), front.begin() + static_cast<std::ptrdiff_t>(hi),
-      [&](const Entry& e) { return e.sum <= cand.sum; });
-  std::size_t k = static_cast<std::size_t>(at_most - front.begin());
+  std::size_t k = hi;
+  if (hi - lo <= 16) {  // short: linearly, from the top
+    while (k > lo && !(m[k - 1].sum <= cand.sum)) --k;
+  } else {
+    k = static_cast<std::size_t>(
+        std::partition_point(front.begin() + static_cast<std::ptrdiff_t>(lo),
+                             front.begin() + static_cast<std::ptrdiff_t>(hi),
+                             [&](const Entry& e) { return e.sum <= cand.sum; }) -
+        front.begin());
+  }
   std::size_t q = k;
   while (q > lo && !(m[q - 1].sum < cand.sum)) --q;
   // Downwards from the nearest sums: ties (equal values, an earlier key)
@@ -822,17 +828,27 @@ void merge(std::vector<Entry>& front, const Entry& cand, double gap) {
     front.insert(front.begin() + static_cast<std::ptrdiff_t>(k), cand);
     return;
   }
-  std::size_t w = d;
-  for (std::size_t r = d + 1; r < hi; ++r) {
+  // Compact in place, cand taking its place among the survivors (after
+  // the equal sums that stay; m[d] is removed, so there is room).
+  std::size_t w = 0;
+  std::size_t r = 0;
+  if (d >= k) {  // cand goes at k: [k, d) moves up by one over m[d]
+    std::copy_backward(m + k, m + d, m + d + 1);
+    m[k] = cand;
+    w = d + 1;
+    r = d + 1;
+  } else {  // an equal sum is removed: compact up to k, then cand
+    w = d;
+    for (r = d + 1; r < k; ++r) {
+      if (!(cand.sum <= m[r].sum && dominates_given_sum(cand, m[r], gap))) m[w++] = m[r];
+    }
+    m[w++] = cand;
+  }
+  for (; r < hi; ++r) {
     if (!(cand.sum <= m[r].sum && dominates_given_sum(cand, m[r], gap))) m[w++] = m[r];
   }
   front.erase(front.begin() + static_cast<std::ptrdiff_t>(w),
               front.begin() + static_cast<std::ptrdiff_t>(hi));
-  // Removed labels all had sum >= cand.sum: cand goes after the equal
-  // sums that stay.
-  std::size_t at = q;
-  while (at < w && m[at].sum <= cand.sum) ++at;
-  front.insert(front.begin() + static_cast<std::ptrdiff_t>(at), cand);
 }
 
 // Back to insertion order (fronts are short: insertion sort).
