@@ -251,8 +251,8 @@ class Evaluator {
     // the first layer only through the MoE layers among the stage's first
     // K (least_recompute, full recomputation): a middle position with M
     // in flight maps to position 1, and a stage of layers all MoE (all
-    // dense) to the first such run of its length. (The oracle
-    // test checks every DP latency against CostModel::evaluate.)
+    // dense) to the first such run of its length
+    // (Search.StagesTheMemoSharesCostTheSame checks that premise).
     // kind_[j]: 1 if layer j is MoE; run_[j]: the layers from j on of that
     // kind; first_run_[kind][len]: the first j whose run of `kind` holds
     // len layers.
@@ -303,9 +303,9 @@ class Evaluator {
     int h = 0;
     int i = 0;  // the memo's position
     int j = 0;
-    int run = 0;                   // run_[j]
-    const int* first = nullptr;    // first_run_ of layer j's kind
-    std::size_t base = 0;          // (h, i) part of the memo index
+    int run = 0;                 // run_[j]
+    const int* first = nullptr;  // first_run_ of layer j's kind
+    std::size_t base = 0;        // (h, i) part of the memo index
   };
   Row row(int h, int i, int j) const {
     Row r;
@@ -313,8 +313,8 @@ class Evaluator {
     r.i = (i > 0 && i < pi_.pp - 1 && pi_.pp - i >= m_) ? 1 : i;  // m_ in flight
     r.j = j;
     r.run = run_[static_cast<std::size_t>(j)];
-    r.first = first_run_.data() +
-              static_cast<std::size_t>(kind_[static_cast<std::size_t>(j)]) * (n_ + 1);
+    r.first =
+        first_run_.data() + static_cast<std::size_t>(kind_[static_cast<std::size_t>(j)]) * (n_ + 1);
     r.base = (static_cast<std::size_t>(h) * pi_.pp + r.i) * (n_ + 1);
     return r;
   }
@@ -509,9 +509,9 @@ class Evaluator {
   }
 
   std::vector<double> rem_floor_;  // remaining_floors()
-  std::vector<int> kind_;       // per layer: 1 if MoE
-  std::vector<int> run_;        // per layer: the run of its kind from it on
-  std::vector<int> first_run_;  // (kind, length): the first such run
+  std::vector<int> kind_;          // per layer: 1 if MoE
+  std::vector<int> run_;           // per layer: the run of its kind from it on
+  std::vector<int> first_run_;     // (kind, length): the first such run
   StageEval* memo_ = nullptr;
   std::uint32_t* stamps_ = nullptr;
   std::uint32_t generation_ = 0;
@@ -731,7 +731,8 @@ class FrontStore {
 
 // The entries of `store` in increasing key order (deterministic runs).
 template <class T>
-void key_order(const FrontStore<T>& store, std::vector<std::pair<std::uint64_t, std::size_t>>& order) {
+void key_order(const FrontStore<T>& store,
+               std::vector<std::pair<std::uint64_t, std::size_t>>& order) {
   order.resize(store.size());
   for (std::size_t k = 0; k < order.size(); ++k) order[k] = {store.key(k), k};
   std::sort(order.begin(), order.end());  // keys are distinct
@@ -795,9 +796,10 @@ void merge(std::vector<Entry>& front, const Entry& cand, double gap) {
   // cand's part [lo, hi).
   std::size_t split = 0;  // the first feasible label
   if (!front.empty() && !m[0].feasible) {
-    split = static_cast<std::size_t>(
-        std::partition_point(front.begin(), front.end(), [](const Entry& e) { return !e.feasible; }) -
-        front.begin());
+    split =
+        static_cast<std::size_t>(std::partition_point(front.begin(), front.end(),
+                                                      [](const Entry& e) { return !e.feasible; }) -
+                                 front.begin());
   }
   const std::size_t lo = cand.feasible ? split : 0;
   const std::size_t hi = cand.feasible ? front.size() : split;
@@ -1073,8 +1075,8 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
         double speed_left = 0.0;
         if (exact_mix) {
           for (int t = 0; t < types; ++t) {
-            const int left = limit[static_cast<std::size_t>(t)] - used[static_cast<std::size_t>(t)] -
-                             (t == h ? 1 : 0);
+            const int left = limit[static_cast<std::size_t>(t)] -
+                             used[static_cast<std::size_t>(t)] - (t == h ? 1 : 0);
             if (left > 0) speed_left += speed_of[speed_at[static_cast<std::size_t>(t)] + left];
           }
         } else {

@@ -337,8 +337,8 @@ TEST(Search, StagesTheMemoSharesCostTheSame) {
               int j_rep = j;
               if (uniform(j, len)) {
                 j_rep = 0;
-                while (!(uniform(j_rep, len) &&
-                         kind[static_cast<std::size_t>(j_rep)] == kind[static_cast<std::size_t>(j)])) {
+                while (!(uniform(j_rep, len) && kind[static_cast<std::size_t>(j_rep)] ==
+                                                    kind[static_cast<std::size_t>(j)])) {
                   ++j_rep;
                 }
               }
