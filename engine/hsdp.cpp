@@ -245,6 +245,32 @@ class Evaluator {
         }
       }
     }
+    // Stages that CostModel cannot tell apart share a memo entry.
+    // stage_cost reads the position only through first (i = 0), last
+    // (i = PP - 1) and the micro-batches in flight, min(PP - i, M), and
+    // the first layer only through the MoE layers among the stage's first
+    // K (least_recompute, full recomputation): a middle position with M
+    // in flight maps to position 1, and a stage of layers all MoE (all
+    // dense) to the first such run of its length
+    // (Search.StagesTheMemoSharesCostTheSame checks that premise).
+    // kind_[j]: 1 if layer j is MoE; run_[j]: the layers from j on of that
+    // kind; first_run_[kind][len]: the first j whose run of `kind` holds
+    // len layers.
+    const auto span = static_cast<std::size_t>(n_) + 1;
+    kind_.assign(span, 0);
+    run_.assign(span, 0);
+    first_run_.assign(2 * span, -1);
+    for (int j = 0; j < n_; ++j) kind_[static_cast<std::size_t>(j)] = model.moe_layers_in(j, 1);
+    for (int j = n_ - 1; j >= 0; --j) {
+      const auto u = static_cast<std::size_t>(j);
+      run_[u] = 1 + (j + 1 < n_ && kind_[u + 1] == kind_[u] ? run_[u + 1] : 0);
+    }
+    int filled[2] = {0, 0};  // first_run_ is set for len <= filled[kind]
+    for (int j = 0; j < n_; ++j) {
+      const auto u = static_cast<std::size_t>(j);
+      int& f = filled[kind_[u]];
+      for (; f < run_[u]; ++f) first_run_[static_cast<std::size_t>(kind_[u]) * span + f + 1] = j;
+    }
     // The memo is reused across configurations of a thread: an entry is
     // valid when its stamp is this evaluator's generation, so nothing is
     // cleared between configurations.
@@ -271,35 +297,34 @@ class Evaluator {
   int cap(int h) const { return caps_[static_cast<std::size_t>(h)]; }
   const ParallelConfig& pi() const { return pi_; }
 
-  const StageEval& stage(int h, int i, int j, int n) {
-    const std::size_t key =
-        ((static_cast<std::size_t>(h) * pi_.pp + i) * (n_ + 1) + j) * (n_ + 1) + n;
-    StageEval& e = memo_[key];
-    if (stamps_[key] == generation_) return e;
-    stamps_[key] = generation_;
-    e = StageEval{};
-    const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
-    StageShape shape;
-    shape.position = i;
-    shape.first_layer = j;
-    shape.layers = n;
-    shape.moe_layers = model_.moe_layers_in(j, n);
-    shape.prev_type = -1;
-    const std::optional<Recompute> r = model_.least_recompute(pi_, tc, shape);
-    e.feasible = r.has_value();
-    shape.recompute = r.value_or(Recompute{RecomputeKind::kFull, n});
-    if (shape.recompute.kind == RecomputeKind::kFull) {
-      shape.moe_in_first_recomputed = model_.moe_layers_in(j, shape.recompute.layers);
-    }
-    e.recompute = shape.recompute;
-    const StageCost c = model_.stage_cost(pi_, tc, shape);
-    e.fwd = c.fwd_s;
-    e.bwd = c.bwd_s;
-    e.sync = c.dp_sync_s;
-    e.opt = c.optimizer_s;
-    e.over = c.memory.total() - c.capacity_bytes;
-    return e;
+  // The stages of type h at position i from layer j, for the DP's loop
+  // over the layer count: what stage() computes for every count, once.
+  struct Row {
+    int h = 0;
+    int i = 0;  // the memo's position
+    int j = 0;
+    int run = 0;                 // run_[j]
+    const int* first = nullptr;  // first_run_ of layer j's kind
+    std::size_t base = 0;        // (h, i) part of the memo index
+  };
+  Row row(int h, int i, int j) const {
+    Row r;
+    r.h = h;
+    r.i = (i > 0 && i < pi_.pp - 1 && pi_.pp - i >= m_) ? 1 : i;  // m_ in flight
+    r.j = j;
+    r.run = run_[static_cast<std::size_t>(j)];
+    r.first =
+        first_run_.data() + static_cast<std::size_t>(kind_[static_cast<std::size_t>(j)]) * (n_ + 1);
+    r.base = (static_cast<std::size_t>(h) * pi_.pp + r.i) * (n_ + 1);
+    return r;
   }
+  const StageEval& stage(const Row& r, int n) {
+    const int j = (n >= 1 && n <= r.run) ? r.first[n] : r.j;
+    const std::size_t key = (r.base + j) * (n_ + 1) + n;
+    if (stamps_[key] == generation_) return memo_[key];
+    return evaluate(key, r.h, r.i, j, n);
+  }
+  const StageEval& stage(int h, int i, int j, int n) { return stage(row(h, i, j), n); }
 
   const CostModel::Boundary& boundary(int hp, int h) const {
     return boundary_[static_cast<std::size_t>((hp + 1) * types_ + h)];
@@ -350,6 +375,15 @@ class Evaluator {
   double remaining_floor(int j) const {
     const int moe = model_.moe_layers_in(j, n_ - j);
     return (n_ - j - moe) * min_dense_step_ + moe * min_moe_step_;
+  }
+
+  // remaining_floor(j) for j = 0 .. N, computed once per evaluator.
+  const double* remaining_floors() {
+    if (rem_floor_.empty()) {
+      rem_floor_.resize(static_cast<std::size_t>(n_) + 1);
+      for (int j = 0; j <= n_; ++j) rem_floor_[static_cast<std::size_t>(j)] = remaining_floor(j);
+    }
+    return rem_floor_.data();
   }
 
   // The most layers a stage of type h can hold with the least recomputation
@@ -446,6 +480,38 @@ class Evaluator {
   double min_moe_step_ = 0;
   int moe_total_ = 0;
   std::vector<LayerTails> tails_;
+  // A memo miss: the stage with its least recomputation.
+  [[gnu::noinline]] const StageEval& evaluate(std::size_t key, int h, int i, int j, int n) {
+    StageEval& e = memo_[key];
+    stamps_[key] = generation_;
+    e = StageEval{};
+    const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
+    StageShape shape;
+    shape.position = i;
+    shape.first_layer = j;
+    shape.layers = n;
+    shape.moe_layers = model_.moe_layers_in(j, n);
+    shape.prev_type = -1;
+    const std::optional<Recompute> r = model_.least_recompute(pi_, tc, shape);
+    e.feasible = r.has_value();
+    shape.recompute = r.value_or(Recompute{RecomputeKind::kFull, n});
+    if (shape.recompute.kind == RecomputeKind::kFull) {
+      shape.moe_in_first_recomputed = model_.moe_layers_in(j, shape.recompute.layers);
+    }
+    e.recompute = shape.recompute;
+    const StageCost c = model_.stage_cost(pi_, tc, shape);
+    e.fwd = c.fwd_s;
+    e.bwd = c.bwd_s;
+    e.sync = c.dp_sync_s;
+    e.opt = c.optimizer_s;
+    e.over = c.memory.total() - c.capacity_bytes;
+    return e;
+  }
+
+  std::vector<double> rem_floor_;  // remaining_floors()
+  std::vector<int> kind_;          // per layer: 1 if MoE
+  std::vector<int> run_;           // per layer: the run of its kind from it on
+  std::vector<int> first_run_;     // (kind, length): the first such run
   StageEval* memo_ = nullptr;
   std::uint32_t* stamps_ = nullptr;
   std::uint32_t generation_ = 0;
@@ -520,7 +586,8 @@ double latency(const Label& l, int m) {
 // (parent's rank, type, layers): Label::key. (At one state both paths
 // place the same layers, so the recomputation of the first differing
 // stage is decided by its type and layers.)
-bool dominates(const Label& a, const Label& b, double gap) {
+template <class A, class B>
+bool dominates(const A& a, const B& b, double gap) {
   return a.feasible == b.feasible && a.sum <= b.sum && a.max <= b.max && a.tail <= b.tail &&
          (a.key <= b.key || b.sum - a.sum > gap);
 }
@@ -586,12 +653,13 @@ struct Windows {
 // Reusable storage of the DP's fronts: an open-addressing map from a state
 // key to a front in a pool. Kept per thread and reused across runs, so a
 // run allocates nothing once the pool has grown.
+template <class T>
 class FrontStore {
  public:
   static constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
 
   // The front of `key`, created empty if new; `created` tells which.
-  std::vector<std::int32_t>& at(std::uint64_t key, bool& created) {
+  std::vector<T>& at(std::uint64_t key, bool& created) {
     if ((used_.size() + 1) * 2 > keys_.size()) grow();
     std::size_t mask = keys_.size() - 1;
     std::size_t slot = hash(key) & mask;
@@ -615,10 +683,10 @@ class FrontStore {
   // Every (key, front) present, in insertion order.
   std::size_t size() const { return used_.size(); }
   std::uint64_t key(std::size_t k) const { return keys_[used_[k]]; }
-  std::vector<std::int32_t>& front(std::size_t k) {
+  std::vector<T>& front(std::size_t k) {
     return pool_[static_cast<std::size_t>(values_[used_[k]])];
   }
-  const std::vector<std::int32_t>& front(std::size_t k) const {
+  const std::vector<T>& front(std::size_t k) const {
     return pool_[static_cast<std::size_t>(values_[used_[k]])];
   }
 
@@ -657,16 +725,214 @@ class FrontStore {
   std::vector<std::uint64_t> keys_;
   std::vector<std::int32_t> values_;
   std::vector<std::size_t> used_;
-  std::vector<std::vector<std::int32_t>> pool_;
+  std::vector<std::vector<T>> pool_;
   std::size_t pool_used_ = 0;
 };
 
 // The entries of `store` in increasing key order (deterministic runs).
-void key_order(const FrontStore& store, std::vector<std::size_t>& order) {
+template <class T>
+void key_order(const FrontStore<T>& store,
+               std::vector<std::pair<std::uint64_t, std::size_t>>& order) {
   order.resize(store.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::sort(order.begin(), order.end(),
-            [&](std::size_t a, std::size_t b) { return store.key(a) < store.key(b); });
+  for (std::size_t k = 0; k < order.size(); ++k) order[k] = {store.key(k), k};
+  std::sort(order.begin(), order.end());  // keys are distinct
+}
+
+// A label of the level being built, inline in its state's front: the
+// dominance scan reads contiguous memory, and a label that a later one
+// dominates never reaches the arena.
+struct Entry {
+  double sum = 0;
+  double max = 0;
+  double tail = 0;
+  std::int64_t key = 0;
+  double tail_sync = 0;
+  double tail_opt = 0;
+  std::int32_t parent = -1;
+  std::int32_t seq = 0;  // insertion order in the level
+  bool feasible = true;
+};
+
+Label to_label(const Entry& c) {
+  Label l;
+  l.sum = c.sum;
+  l.max = c.max;
+  l.tail = c.tail;
+  l.tail_sync = c.tail_sync;
+  l.tail_opt = c.tail_opt;
+  l.parent = c.parent;
+  l.type = static_cast<std::int16_t>((c.key >> 16) & 0xffff);
+  l.layers = static_cast<std::int16_t>(c.key & 0xffff);
+  l.feasible = c.feasible;
+  l.key = c.key;
+  return l;
+}
+
+// dominates(a, b, gap) when a.sum <= b.sum is known; `&` instead of `&&`
+// (the same value, fewer unpredictable branches).
+inline bool dominates_given_sum(const Entry& a, const Entry& b, double gap) {
+  return (a.feasible == b.feasible) & (a.max <= b.max) & (a.tail <= b.tail) &
+         ((a.key <= b.key) | (b.sum - a.sum > gap));
+}
+
+// Offers `cand` to a front: dropped if a label of the front dominates it,
+// otherwise inserted after the labels it dominates are removed -- the
+// same set as checking and erasing over the front in any order.
+//
+// A front is kept sorted by (feasible, sum): the infeasible labels first,
+// and within each part by sum, labels whose sum is NaN (which dominate
+// nothing and nothing dominates) at the part's end. Feasible and
+// infeasible labels never dominate each other, so only cand's part is
+// scanned; only labels with sum <= cand.sum can dominate cand, so that
+// scan stops at the first larger sum; only labels with sum >= cand.sum
+// can be dominated by it. The DP still expands a front in insertion order
+// (`seq`, restored when the level is complete) where ties depend on it.
+void merge(std::vector<Entry>& front, const Entry& cand, double gap) {
+  if (front.empty()) {
+    front.push_back(cand);
+    return;
+  }
+  Entry* m = front.data();
+  // cand's part [lo, hi).
+  std::size_t split = 0;  // the first feasible label
+  if (!front.empty() && !m[0].feasible) {
+    split =
+        static_cast<std::size_t>(std::partition_point(front.begin(), front.end(),
+                                                      [](const Entry& e) { return !e.feasible; }) -
+                                 front.begin());
+  }
+  const std::size_t lo = cand.feasible ? split : 0;
+  const std::size_t hi = cand.feasible ? front.size() : split;
+  // k: the first label with sum > cand.sum (or NaN); q: the first with
+  // sum >= cand.sum.
+  std::size_t k = hi;
+  if (hi - lo <= 16) {  // short: linearly, from the top
+    while (k > lo && !(m[k - 1].sum <= cand.sum)) --k;
+  } else {
+    k = static_cast<std::size_t>(
+        std::partition_point(front.begin() + static_cast<std::ptrdiff_t>(lo),
+                             front.begin() + static_cast<std::ptrdiff_t>(hi),
+                             [&](const Entry& e) { return e.sum <= cand.sum; }) -
+        front.begin());
+  }
+  std::size_t q = k;
+  while (q > lo && !(m[q - 1].sum < cand.sum)) --q;
+  // Downwards from the nearest sums: ties (equal values, an earlier key)
+  // and near ties are the likeliest dominators.
+  for (std::size_t r = k; r > lo; --r) {
+    if (dominates_given_sum(m[r - 1], cand, gap)) return;
+  }
+  if (cand.sum != cand.sum) k = hi;  // NaN: at the end, dominates nothing
+  // The first label cand dominates, if any.
+  std::size_t d = q;
+  while (d < hi && !(cand.sum <= m[d].sum && dominates_given_sum(cand, m[d], gap))) ++d;
+  if (d == hi) {
+    front.insert(front.begin() + static_cast<std::ptrdiff_t>(k), cand);
+    return;
+  }
+  // Compact in place, cand taking its place among the survivors (after
+  // the equal sums that stay; m[d] is removed, so there is room).
+  std::size_t w = 0;
+  std::size_t r = 0;
+  if (d >= k) {  // cand goes at k: [k, d) moves up by one over m[d]
+    std::copy_backward(m + k, m + d, m + d + 1);
+    m[k] = cand;
+    w = d + 1;
+    r = d + 1;
+  } else {  // an equal sum is removed: compact up to k, then cand
+    w = d;
+    for (r = d + 1; r < k; ++r) {
+      if (!(cand.sum <= m[r].sum && dominates_given_sum(cand, m[r], gap))) m[w++] = m[r];
+    }
+    m[w++] = cand;
+  }
+  for (; r < hi; ++r) {
+    if (!(cand.sum <= m[r].sum && dominates_given_sum(cand, m[r], gap))) m[w++] = m[r];
+  }
+  front.erase(front.begin() + static_cast<std::ptrdiff_t>(w),
+              front.begin() + static_cast<std::ptrdiff_t>(hi));
+}
+
+// Back to insertion order (fronts are short: insertion sort).
+void by_insertion(std::vector<Entry>& front) {
+  for (std::size_t a = 1; a < front.size(); ++a) {
+    if (front[a - 1].seq < front[a].seq) continue;
+    const Entry e = front[a];
+    std::size_t b = a;
+    while (b > 0 && front[b - 1].seq > e.seq) {
+      front[b] = front[b - 1];
+      --b;
+    }
+    front[b] = e;
+  }
+}
+
+// The least sum, max and tail terms over a front (for the bound).
+struct FrontFloor {
+  double sum = std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+  double tail_sync = std::numeric_limits<double>::infinity();
+  double tail_opt = std::numeric_limits<double>::infinity();
+  bool usable = false;  // the pre-check applies
+};
+
+// The labels of one state of a level: arena[begin, end), in the order they
+// entered the state's front.
+struct StateRange {
+  std::uint64_t key = 0;
+  std::int32_t begin = 0;
+  std::int32_t end = 0;
+};
+
+// Ranks the labels arena[level_begin, end) in canonical order, i.e. by
+// key = (parent's rank, type, layers): a radix sort, first by
+// (type, layers) < types x (N + 1), then stably by the parent's rank
+// (the previous level's `parents` labels are ranked 0 .. parents - 1).
+void rank_level(std::vector<Label>& arena, std::int32_t parents, std::int32_t level_begin,
+                int types, int n, std::vector<std::int32_t>& bucket,
+                std::vector<std::int32_t>& order, std::vector<std::int32_t>& ranked) {
+  const auto level_end = static_cast<std::int32_t>(arena.size());
+  if (level_end == level_begin) return;
+  const auto low = [&](std::int32_t k) {
+    const std::int64_t key = arena[static_cast<std::size_t>(k)].key;
+    return static_cast<std::size_t>(((key >> 16) & 0xffff) * (n + 1) + (key & 0xffff));
+  };
+  const auto high = [&](std::int32_t k) {
+    return static_cast<std::size_t>(arena[static_cast<std::size_t>(k)].key >> 32);
+  };
+  const auto count = static_cast<std::size_t>(level_end - level_begin);
+  if (count <= 32) {  // a few labels (deep pipelines): sort them directly
+    ranked.resize(count);
+    for (std::size_t r = 0; r < count; ++r) ranked[r] = level_begin + static_cast<std::int32_t>(r);
+    for (std::size_t a = 1; a < count; ++a) {
+      const std::int32_t x = ranked[a];
+      const std::int64_t key = arena[static_cast<std::size_t>(x)].key;
+      std::size_t b = a;
+      for (; b > 0 && arena[static_cast<std::size_t>(ranked[b - 1])].key > key; --b) {
+        ranked[b] = ranked[b - 1];
+      }
+      ranked[b] = x;
+    }
+    for (std::size_t r = 0; r < count; ++r) {
+      arena[static_cast<std::size_t>(ranked[r])].rank = static_cast<std::int32_t>(r);
+    }
+    return;
+  }
+  bucket.assign(static_cast<std::size_t>(types) * (static_cast<std::size_t>(n) + 1) + 1, 0);
+  for (std::int32_t k = level_begin; k < level_end; ++k) ++bucket[low(k) + 1];
+  for (std::size_t r = 1; r < bucket.size(); ++r) bucket[r] += bucket[r - 1];
+  order.resize(count);
+  for (std::int32_t k = level_begin; k < level_end; ++k) {
+    order[static_cast<std::size_t>(bucket[low(k)]++)] = k;
+  }
+  bucket.assign(static_cast<std::size_t>(parents) + 1, 0);
+  for (std::int32_t k = level_begin; k < level_end; ++k) ++bucket[high(k) + 1];
+  for (std::size_t r = 1; r < bucket.size(); ++r) bucket[r] += bucket[r - 1];
+  ranked.resize(count);
+  for (const std::int32_t k : order) ranked[static_cast<std::size_t>(bucket[high(k)]++)] = k;
+  for (std::size_t r = 0; r < count; ++r) {
+    arena[static_cast<std::size_t>(ranked[r])].rank = static_cast<std::int32_t>(r);
+  }
 }
 
 // The DP over one set of per-type stage limits. With `exact_mix`, a
@@ -714,23 +980,23 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
     fastest = std::min(fastest, floor_of[static_cast<std::size_t>(h)]);
   }
 
-  thread_local FrontStore store_a;
-  thread_local FrontStore store_b;
-  FrontStore* current = &store_a;
-  FrontStore* next = &store_b;
-  current->clear();
-  current->recycle_pool();
-  next->clear();
-  next->recycle_pool();
-
-  std::vector<Label> arena;
+  // The fronts of the level being built, keyed by state. Their labels stay
+  // inline (Entry) until the level is complete; only the survivors then
+  // enter the arena, each state's labels contiguous and in insertion order.
+  thread_local FrontStore<Entry> store;
+  thread_local std::vector<Label> arena;
+  thread_local std::vector<StateRange> current;
+  thread_local std::vector<StateRange> upcoming;
+  thread_local std::vector<std::pair<std::uint64_t, std::size_t>> order;
+  thread_local std::vector<std::int32_t> bucket;
+  thread_local std::vector<std::int32_t> ranked;
+  thread_local std::vector<std::int32_t> by_low;
+  store.clear();
+  store.recycle_pool();
+  arena.clear();
   arena.push_back(Label{});  // the root: nothing placed
-  {
-    bool created = false;
-    current->at(make_key(0, 0, -1), created).push_back(0);
-  }
-  std::vector<std::int32_t> level_labels;
-  std::vector<std::size_t> order;
+  current.clear();
+  current.push_back({make_key(0, 0, -1), 0, 1});
   // Plans slower than this configuration's best so far cannot be its
   // result, nor (with the bound on) slower than the incumbent: the
   // latency that matters is at most U.
@@ -738,22 +1004,56 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
   const double gap = value_only ? -inf
                                 : tie_gap(pp, std::min(opt.bound ? incumbent : inf,
                                                        out.best ? out.best->latency_s : inf));
-  for (int i = 0; i < pp; ++i) {
+  // The bound's threshold: out.best changes only when complete plans are
+  // offered, after the last level.
+  const double best = out.best ? std::min(incumbent, out.best->latency_s) : incumbent;
+  const double threshold = best * (1.0 + 1e-12);
+  const int m_less_one = ev.microbatches() - 1;
+  // The cheapest step of the layers [j, N), per j (for the bound).
+  const double* rem_floor = opt.bound ? ev.remaining_floors() : nullptr;
+  // speed_of[speed_at[t] + left] = left / floor_of[t], the terms of
+  // speed_left below, divided once per run.
+  std::vector<std::size_t> speed_at(static_cast<std::size_t>(types), 0);
+  std::vector<double> speed_of;
+  for (int t = 0; t < types; ++t) {
+    speed_at[static_cast<std::size_t>(t)] = speed_of.size();
+    for (int left = 0; left <= limit[static_cast<std::size_t>(t)]; ++left) {
+      speed_of.push_back(left / floor_of[static_cast<std::size_t>(t)]);
+    }
+  }
+  std::vector<int> used(static_cast<std::size_t>(types), 0);
+  for (int i = 0; i < pp && !current.empty(); ++i) {
     const int remaining_after = pp - i - 1;
-    next->clear();
-    next->recycle_pool();
-    // Expand the states of level i in key order.
-    key_order(*current, order);
-    for (const std::size_t k : order) {
-      const std::uint64_t key = current->key(k);
-      const auto& front = current->front(k);
-      if (front.empty()) continue;
+    store.clear();
+    store.recycle_pool();
+    std::int32_t seq = 0;
+    // Expand the states of level i in key order (`current` is sorted).
+    for (const StateRange& state : current) {
+      const std::uint64_t key = state.key;
       const int hp = static_cast<int>(key % hspan) - 1;
       const int j = static_cast<int>(key / hspan % jspan);
       const std::uint64_t code = key / hspan / jspan;
       ++out.stats.states;
+      for (int t = 0; t < types; ++t) used[static_cast<std::size_t>(t)] = used_of(code, t);
+      // The least any label of the front can carry into a candidate's
+      // bound, for the pre-check below.
+      FrontFloor low;
+      low.usable = opt.bound && m_less_one > 0;  // 0 * inf would be NaN, never above
+      if (low.usable) {
+        for (std::int32_t from = state.begin; from < state.end; ++from) {
+          const Label& f = arena[static_cast<std::size_t>(from)];
+          low.sum = std::min(low.sum, f.sum);
+          low.max = std::min(low.max, f.max);
+          low.tail_sync = std::min(low.tail_sync, f.tail_sync);
+          low.tail_opt = std::min(low.tail_opt, f.tail_opt);
+          // A NaN (whose bound is never above the threshold) would be
+          // skipped by min: no pre-check then.
+          low.usable = low.usable && f.sum == f.sum && f.max == f.max &&
+                       f.tail_sync == f.tail_sync && f.tail_opt == f.tail_opt;
+        }
+      }
       for (int h = 0; h < types; ++h) {
-        if (used_of(code, h) >= limit[static_cast<std::size_t>(h)]) continue;
+        if (used[static_cast<std::size_t>(h)] >= limit[static_cast<std::size_t>(h)]) continue;
         // Structural bounds: every later stage needs at least a layer.
         const int max_n = n - j - remaining_after;
         if (max_n < 1) continue;
@@ -775,14 +1075,16 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
         double speed_left = 0.0;
         if (exact_mix) {
           for (int t = 0; t < types; ++t) {
-            const int left = limit[static_cast<std::size_t>(t)] - used_of(next_code, t);
-            if (left > 0) speed_left += left / floor_of[static_cast<std::size_t>(t)];
+            const int left = limit[static_cast<std::size_t>(t)] -
+                             used[static_cast<std::size_t>(t)] - (t == h ? 1 : 0);
+            if (left > 0) speed_left += speed_of[speed_at[static_cast<std::size_t>(t)] + left];
           }
         } else {
           speed_left = remaining_after / fastest;
         }
+        const Evaluator::Row stage_row = ev.row(h, i, j);
         for (int layers = lo; layers <= hi; ++layers) {
-          const StageEval& e = ev.stage(h, i, j, layers);
+          const StageEval& e = ev.stage(stage_row, layers);
           if (!e.feasible) {
             note_shortfall(out, e, ev.pi(), i, h, layers);
             if (opt.prune.memory) {
@@ -791,70 +1093,95 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
             }
           }
           ++out.stats.transitions;
-          const double floor = opt.bound ? ev.remaining_floor(j + layers) : 0.0;
+          const double floor = opt.bound ? rem_floor[j + layers] : 0.0;
           // The slowest stage is at least the balanced split of the layers
           // left over the stages left.
           const double max_floor = speed_left > 0.0 ? (n - j - layers) / speed_left : 0.0;
-          bool created = false;
-          auto& dest = next->at(make_key(next_code, j + layers, h), created);
-          for (std::int32_t from : front) {
-            // Keep the front non-dominated; feasible and infeasible labels
-            // never dominate each other (an infeasible one never completes).
-            const Label cand = extend(arena[static_cast<std::size_t>(from)], from, h, layers, e, b);
+          // What the stage adds, with the arithmetic of extend().
+          const double step = (e.fwd + b.fwd_s) + (e.bwd + b.bwd_s);
+          const double stage_tail = e.sync + e.opt;
+          const std::int64_t low_key = (static_cast<std::int64_t>(h) << 16) | layers;
+          if (low.usable) {
+            // The bound below, from the front's least values: + and max are
+            // monotone in floating point too, so this is at most every
+            // label's bound; above the threshold, every label is dropped.
+            const double lb = (low.sum + step + floor) +
+                              m_less_one * std::max(std::max(low.max, step), max_floor) +
+                              std::min(low.tail_sync, e.sync) + std::min(low.tail_opt, e.opt);
+            if (lb > threshold) {
+              out.stats.pruned_bound += state.end - state.begin;
+              continue;
+            }
+          }
+          std::vector<Entry>* dest = nullptr;  // looked up at the first survivor
+          for (std::int32_t from = state.begin; from < state.end; ++from) {
+            const Label& f = arena[static_cast<std::size_t>(from)];
+            Entry cand;
+            cand.sum = f.sum + step;
+            cand.max = std::max(f.max, step);
+            if (stage_tail > f.tail) {
+              cand.tail = stage_tail;
+              cand.tail_sync = e.sync;
+              cand.tail_opt = e.opt;
+            } else {
+              cand.tail = f.tail;
+              cand.tail_sync = f.tail_sync;
+              cand.tail_opt = f.tail_opt;
+            }
             if (opt.bound) {
               // Every completion adds at least `floor` to the sum and keeps
               // the maxima; the margin keeps ties (equal latency, smaller
               // key) and rounding on the safe side.
-              const double best = out.best ? std::min(incumbent, out.best->latency_s) : incumbent;
-              const double lb = (cand.sum + floor) +
-                                (ev.microbatches() - 1) * std::max(cand.max, max_floor) +
+              const double lb = (cand.sum + floor) + m_less_one * std::max(cand.max, max_floor) +
                                 cand.tail_sync + cand.tail_opt;
-              if (lb > best * (1.0 + 1e-12)) {
+              if (lb > threshold) {
                 ++out.stats.pruned_bound;
                 continue;
               }
             }
-            bool dominated = false;
-            for (std::int32_t k2 : dest) {
-              if (dominates(arena[static_cast<std::size_t>(k2)], cand, gap)) {
-                dominated = true;
-                break;
-              }
+            cand.key = (static_cast<std::int64_t>(f.rank) << 32) | low_key;
+            cand.parent = from;
+            cand.seq = seq++;
+            // Feasible and infeasible labels never dominate each other (an
+            // infeasible one never completes).
+            cand.feasible = f.feasible && e.feasible;
+            if (dest == nullptr) {
+              bool created = false;
+              dest = &store.at(make_key(next_code, j + layers, h), created);
             }
-            if (dominated) continue;
-            std::erase_if(dest, [&](std::int32_t k2) {
-              return dominates(cand, arena[static_cast<std::size_t>(k2)], gap);
-            });
-            arena.push_back(cand);
-            dest.push_back(static_cast<std::int32_t>(arena.size() - 1));
+            merge(*dest, cand, gap);
           }
         }
       }
     }
-    // Rank the level's surviving labels in canonical order.
-    level_labels.clear();
-    for (std::size_t k = 0; k < next->size(); ++k) {
-      const auto& f = next->front(k);
-      level_labels.insert(level_labels.end(), f.begin(), f.end());
+    // The level's survivors enter the arena, state by state in key order.
+    const auto level_begin = static_cast<std::int32_t>(arena.size());
+    const std::int32_t parents = level_begin - current.front().begin;
+    key_order(store, order);
+    upcoming.clear();
+    for (const auto& [state_key, k] : order) {
+      std::vector<Entry>& front = store.front(k);
+      if (front.empty()) continue;
+      // Only value-only runs depend on the order a front is expanded in
+      // (which of equal labels stays); otherwise a front is the set of
+      // the non-dominated candidates, whatever their order (dominance is
+      // then a strict partial order: transitive, and two labels at one
+      // state never dominate each other, their keys differing).
+      if (value_only) by_insertion(front);
+      const auto begin = static_cast<std::int32_t>(arena.size());
+      for (const Entry& c : front) arena.push_back(to_label(c));
+      upcoming.push_back({state_key, begin, static_cast<std::int32_t>(arena.size())});
     }
-    std::sort(level_labels.begin(), level_labels.end(), [&](std::int32_t a, std::int32_t b) {
-      return arena[static_cast<std::size_t>(a)].key < arena[static_cast<std::size_t>(b)].key;
-    });
-    for (std::size_t r = 0; r < level_labels.size(); ++r) {
-      arena[static_cast<std::size_t>(level_labels[r])].rank = static_cast<std::int32_t>(r);
-    }
-    std::swap(current, next);
+    rank_level(arena, parents, level_begin, types, n, bucket, by_low, ranked);
+    std::swap(current, upcoming);
   }
   // Complete plans: all PP stages, all N layers, the mix if required.
-  key_order(*current, order);
-  for (const std::size_t k : order) {
-    const std::uint64_t key = current->key(k);
-    const auto& front = current->front(k);
-    if (front.empty()) continue;
+  for (const StateRange& state : current) {
+    const std::uint64_t key = state.key;
     if (static_cast<int>(key / hspan % jspan) != n) continue;
     if (exact_mix && key / hspan / jspan != full) continue;
     ++out.stats.states;
-    for (std::int32_t idx : front) offer(out, arena, idx, ev);
+    for (std::int32_t idx = state.begin; idx < state.end; ++idx) offer(out, arena, idx, ev);
   }
 }
 
@@ -1079,13 +1406,13 @@ std::vector<std::vector<int>> stage_mixes(const Evaluator& ev) {
   return all;
 }
 
-ConfigOutcome search_once(const CostModel& model, const ParallelConfig& pi,
-                          const SearchOptions& opt, double incumbent, bool value_only,
-                          SearchPart part) {
+// One search of pi with `ev`, an evaluator of pi (its stage memo is kept
+// between the two passes of search_config); `part` of its stage mixes.
+ConfigOutcome search_once(Evaluator& ev, const ParallelConfig& pi, const SearchOptions& opt,
+                          double incumbent, bool value_only, SearchPart part) {
   const auto start = std::chrono::steady_clock::now();
   ConfigOutcome out;
   out.stats.configs_evaluated = 1;
-  Evaluator ev(model, pi, opt);
   const int types = ev.types();
   const int n = ev.layers();
   std::vector<int> usable;
@@ -1172,17 +1499,25 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
                             const SearchOptions& opt, double incumbent, SearchPart part) {
   HAPMOE_REQUIRE(part.count >= 1 && part.index >= 0 && part.index < part.count,
                  "search_config: part index out of range");
+  const auto start = std::chrono::steady_clock::now();
+  Evaluator ev(model, pi, opt);
+  const double setup =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!opt.bound || std::isfinite(incumbent)) {
-    return search_once(model, pi, opt, incumbent, false, part);
+    ConfigOutcome out = search_once(ev, pi, opt, incumbent, false, part);
+    out.stats.seconds += setup;
+    return out;
   }
   // No incumbent yet: without a latency that bounds the answer, ties keep
   // fronts large (docs/search.md). A first pass with dominance on the
   // values alone finds the exact best latency; the second, bounded by it,
   // finds the canonical plan among the plans that reach it. Both passes
   // count in the statistics.
-  ConfigOutcome probe = search_once(model, pi, opt, incumbent, true, part);
+  // The second pass reuses the first's stage evaluations (same evaluator).
+  ConfigOutcome probe = search_once(ev, pi, opt, incumbent, true, part);
+  probe.stats.seconds += setup;
   if (!probe.best) return probe;  // nothing fits: the second pass finds nothing either
-  ConfigOutcome out = search_once(model, pi, opt, probe.best->latency_s, false, part);
+  ConfigOutcome out = search_once(ev, pi, opt, probe.best->latency_s, false, part);
   const double seconds = out.stats.seconds + probe.stats.seconds;
   out.stats += probe.stats;
   out.stats.configs_evaluated = 1;
