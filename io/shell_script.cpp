@@ -596,25 +596,30 @@ class Interpreter {
   }
 
   void assign(const Word& w, bool exported) {
-    std::vector<ShellWord>& target = vars_[w.assign_name];
+    // Expand first: the value may read the variable's old value.
     if (w.is_array) {
-      if (!w.append) target.clear();
+      std::vector<ShellWord> elements;
+      if (w.append) {
+        if (const auto it = vars_.find(w.assign_name); it != vars_.end()) elements = it->second;
+      }
       for (const Word& e : w.elements) {
         for (ShellWord& sw : expand_word(e, true)) {
-          target.push_back(std::move(sw));
-          if (target.size() > limits_.max_words) fail(w.line, "an array has too many elements");
+          elements.push_back(std::move(sw));
+          if (elements.size() > limits_.max_words) fail(w.line, "an array has too many elements");
         }
       }
+      vars_[w.assign_name] = std::move(elements);
     } else {
-      ShellWord v = expand_joined(w.parts, w.line, w.source);
-      if (w.append && !target.empty()) {
-        ShellWord& old = target.front();
+      ShellWord v = expand_joined(w.parts, w.line, w.source.substr(w.source.find('=') + 1));
+      const auto it = vars_.find(w.assign_name);
+      if (w.append && it != vars_.end() && !it->second.empty()) {
+        ShellWord& old = it->second.front();
         old.known = old.known && v.known;
         old.text += v.text;
         old.source += v.source;
         check_size(old.text, w.line);
       } else {
-        target.assign(1, std::move(v));
+        vars_[w.assign_name].assign(1, std::move(v));
       }
     }
     if (exported) mark_exported(w.assign_name);
@@ -927,6 +932,21 @@ class Interpreter {
         const Value v = lookup(p.text.substr(0, p.text.size() - 3), w.line);
         if (v.set) return v.words;
         return {unknown(w.source, w.line)};
+      }
+    }
+    // A plain $NAME / "${NAME}" whose value is unknown: the value's own
+    // source (CKPT=$1 ... --save $CKPT keeps "$1"), so a launcher written
+    // from the words needs nothing the script defined.
+    if (parts.size() == 1 || (parts.size() == 2 && parts[0].kind == PartKind::kLiteral &&
+                              parts[0].text.empty())) {
+      const Part& p = parts.back();
+      if (p.kind == PartKind::kParam && is_valid_name(p.text)) {
+        const Value v = lookup(p.text, w.line);
+        if (v.set && v.words.size() == 1 && !v.words[0].known) {
+          ShellWord out = v.words[0];
+          out.line = w.line;
+          return {out};
+        }
       }
     }
     std::vector<ShellWord> fields;
