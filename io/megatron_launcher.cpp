@@ -462,6 +462,47 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
       t << "export " << name << "=" << word_text(it->second.front()) << "\n";
     }
   }
+  if (script) {
+    // Script variables that the kept values still refer to (values known
+    // only at run time, like CHECKPOINT_PATH=$1, and what they use).
+    static const std::set<std::string> kOwn = {"WORLD_SIZE", "NODE_RANK", "MASTER_ADDR",
+                                               "MASTER_PORT", "NNODES", "NODE_HOSTS",
+                                               "NODE_GPUS", "HAPMOE_STAGE_DEVICES",
+                                               "DISTRIBUTED_ARGS", "MEGATRON_ARGS",
+                                               "PARALLEL_ARGS"};
+    std::string sources;
+    for (const MegatronFlag& f : script->flags) {
+      for (const ShellWord& v : f.values) {
+        if (!v.known) sources += v.source + " ";
+      }
+    }
+    auto used = [&](const std::string& name) {
+      for (const std::string& form : {"$" + name, "${" + name}) {
+        for (auto p = sources.find(form); p != std::string::npos; p = sources.find(form, p + 1)) {
+          const std::size_t end = p + form.size();
+          if (end >= sources.size() || !(std::isalnum(static_cast<unsigned char>(sources[end])) ||
+                                         sources[end] == '_')) {
+            return true;
+          }
+        }
+      }
+      return false;
+    };
+    std::vector<std::string> defs;
+    std::set<std::string> done;
+    for (int pass = 0; pass < 4; ++pass) {
+      for (const auto& [name, value] : script->shell.variables) {
+        if (kOwn.count(name) || done.count(name) || value.size() != 1 || !used(name)) continue;
+        done.insert(name);
+        defs.push_back(name + "=" + word_text(value.front()));
+        if (!value.front().known) sources += value.front().source + " ";
+      }
+    }
+    if (!defs.empty()) {
+      t << "\n# Variables of " << script->origin() << " that the kept flags use.\n";
+      for (auto it = defs.rbegin(); it != defs.rend(); ++it) t << *it << "\n";
+    }
+  }
   t << "\nDISTRIBUTED_ARGS=(\n"
        "    --nnodes $NNODES\n"
        "    --node-rank $NODE_RANK\n"

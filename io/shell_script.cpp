@@ -495,9 +495,14 @@ class Interpreter {
 
   void statement(const std::vector<const Word*>& words, ShellScript& script) {
     std::size_t i = 0;
-    while (i < words.size() && is_keyword(*words[i])) ++i;
+    while (i < words.size() && is_keyword(*words[i])) {
+      const std::string k = literal_of(*words[i]);
+      if (k == "if" || k == "while" || k == "until") note_control(*words[i], script);
+      ++i;
+    }
     if (i < words.size()) {
       const std::string first = literal_of(*words[i]);
+      if (first == "for" || first == "case" || first == "select") note_control(*words[i], script);
       // Loops and case: their control words are not commands; the bodies
       // are read as the statements that follow.
       if (first == "for" || first == "case" || first == "select" || first == "function") return;
@@ -551,6 +556,15 @@ class Interpreter {
       bare_args_.insert(bare_args_.end(), expanded.begin(), expanded.end());
     }
     launch_candidate(expanded, script);
+  }
+
+  void note_control(const Word& w, ShellScript& script) {
+    if (control_noted_) return;
+    control_noted_ = true;
+    script.notes.push_back("the script has conditionals or loops (first on line " +
+                           std::to_string(w.line) +
+                           "); they are not evaluated: every branch is read once, in order, so "
+                           "flags added inside a branch are all kept");
   }
 
   static std::string basename(const std::string& s) {
@@ -1017,6 +1031,7 @@ class Interpreter {
   std::map<std::string, std::vector<ShellWord>> vars_;
   std::vector<std::string> exported_;
   std::vector<ShellWord> bare_args_;
+  bool control_noted_ = false;
 };
 
 }  // namespace
