@@ -79,8 +79,8 @@ std::string required(const cxxopts::ParseResult& r, const char* name) {
 Inputs read_inputs(const cxxopts::ParseResult& r) {
   Inputs in;
   in.megatron = read_megatron_input(r);
-  in.workload = in.megatron ? megatron_input_workload(r, *in.megatron)
-                            : load_workload(required(r, "model"));
+  in.workload =
+      in.megatron ? megatron_input_workload(r, *in.megatron) : load_workload(required(r, "model"));
   in.cluster = load_cluster(required(r, "cluster"));
   TrainingOverrides ov;
   auto int_opt = [&](const char* name, std::int64_t lo, std::int64_t hi) -> std::optional<int> {
@@ -148,8 +148,9 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
                         : 0;
   const bool script_plan = in.megatron && r.count("plan") == 0;  // the script's own settings
   const std::string plan_path = script_plan ? in.megatron->origin() : required(r, "plan");
-  const Plan plan = script_plan ? megatron_plan(*in.megatron, in.workload, in.cluster)
-                                : load_plan(plan_path, in.cluster, in.workload.training.micro_batch, index);
+  const Plan plan = script_plan
+                        ? megatron_plan(*in.megatron, in.workload, in.cluster)
+                        : load_plan(plan_path, in.cluster, in.workload.training.micro_batch, index);
   if (auto e = check_plan(plan, in.workload, in.cluster, in.constraints); !e.empty()) {
     throw InputError(plan_path, e);
   }
@@ -379,8 +380,9 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
                   {"per_rank", per_rank}};
     write_file_atomic(r["plan-json"].as<std::string>(), doc.dump(2) + "\n");
   }
-  write_launcher_if_requested(r, out, in.megatron.get(), reports.empty() ? nullptr : &reports.front(),
-                              model, comm.rank() == 0);
+  write_launcher_if_requested(r, out, in.megatron.get(),
+                              reports.empty() ? nullptr : &reports.front(), model,
+                              comm.rank() == 0);
   if (reports.empty()) {
     err << "hapmoe plan: no plan fits in memory";
     if (result.closest.known()) {

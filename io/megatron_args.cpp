@@ -128,7 +128,9 @@ std::string make_pipeline_layout(const std::vector<int>& stage_layers, int mtp_l
     }
     if (i + 1 == stage_layers.size()) {
       if (mtp_layers == 1) body += (body.empty() ? "" : ",") + std::string("m");
-      if (mtp_layers > 1) body += (body.empty() ? std::string() : std::string(",")) + "m*" + std::to_string(mtp_layers);
+      if (mtp_layers > 1)
+        body +=
+            (body.empty() ? std::string() : std::string(",")) + "m*" + std::to_string(mtp_layers);
       body += (body.empty() ? "" : ",") + std::string("L");
     }
     out += body;
@@ -234,16 +236,21 @@ std::vector<std::string> check_megatron_settings(const MegatronSettings& s) {
         m_count += x.mtp;
       }
       if (st.size() % static_cast<std::size_t>(s.pp) != 0) {
-        v.push_back("§3.3: --pipeline-model-parallel-layout has " + n(static_cast<long long>(st.size())) +
+        v.push_back("§3.3: --pipeline-model-parallel-layout has " +
+                    n(static_cast<long long>(st.size())) +
                     " stages, not a multiple of --pipeline-model-parallel-size " + n(s.pp));
       }
       if (e_count != 1 || st.front().embedding != 1) {
-        v.push_back("§3.3: --pipeline-model-parallel-layout must have exactly one E, in the first "
-                    "stage (has " + n(e_count) + ")");
+        v.push_back(
+            "§3.3: --pipeline-model-parallel-layout must have exactly one E, in the first "
+            "stage (has " +
+            n(e_count) + ")");
       }
       if (l_count != 1 || st.back().loss != 1) {
-        v.push_back("§3.3: --pipeline-model-parallel-layout must have exactly one L, in the last "
-                    "stage (has " + n(l_count) + ")");
+        v.push_back(
+            "§3.3: --pipeline-model-parallel-layout must have exactly one L, in the last "
+            "stage (has " +
+            n(l_count) + ")");
       }
       if (t_count != s.num_layers) {
         v.push_back("§3.3: --pipeline-model-parallel-layout has " + n(t_count) +
@@ -262,12 +269,14 @@ std::vector<std::string> check_megatron_settings(const MegatronSettings& s) {
       }
     }
     if (uneven) {
-      v.push_back("§3.2.9: --decoder-first/last-pipeline-num-layers cannot be combined with "
-                  "--pipeline-model-parallel-layout");
+      v.push_back(
+          "§3.2.9: --decoder-first/last-pipeline-num-layers cannot be combined with "
+          "--pipeline-model-parallel-layout");
     }
     if (s.account_for_embedding || s.account_for_loss) {
-      v.push_back("§3.2.9: --account-for-embedding/loss-in-pipeline-split cannot be combined "
-                  "with --pipeline-model-parallel-layout");
+      v.push_back(
+          "§3.2.9: --account-for-embedding/loss-in-pipeline-split cannot be combined "
+          "with --pipeline-model-parallel-layout");
     }
   } else if (uneven) {
     // 9. Uneven first/last stages.
@@ -277,8 +286,9 @@ std::vector<std::string> check_megatron_settings(const MegatronSettings& s) {
       v.push_back("§3.2.9: --decoder-first/last-pipeline-num-layers must be positive");
     }
     if (s.pp == 1) {
-      v.push_back("§3.2.9: --decoder-first/last-pipeline-num-layers need "
-                  "--pipeline-model-parallel-size > 1");
+      v.push_back(
+          "§3.2.9: --decoder-first/last-pipeline-num-layers need "
+          "--pipeline-model-parallel-size > 1");
     }
     const int middle = s.pp - (s.first_stage_layers ? 1 : 0) - (s.last_stage_layers ? 1 : 0);
     const int rest = s.num_layers - first - last;
@@ -290,12 +300,14 @@ std::vector<std::string> check_megatron_settings(const MegatronSettings& s) {
                   " middle stages");
     }
     if (s.account_for_embedding || s.account_for_loss) {
-      v.push_back("§3.2.9: --decoder-first/last-pipeline-num-layers cannot be combined with "
-                  "--account-for-embedding/loss-in-pipeline-split");
+      v.push_back(
+          "§3.2.9: --decoder-first/last-pipeline-num-layers cannot be combined with "
+          "--account-for-embedding/loss-in-pipeline-split");
     }
   } else {
     // 8. Even split.
-    const int total = s.num_layers + (s.account_for_embedding ? 1 : 0) + (s.account_for_loss ? 1 : 0);
+    const int total =
+        s.num_layers + (s.account_for_embedding ? 1 : 0) + (s.account_for_loss ? 1 : 0);
     if (total % s.pp != 0) {
       v.push_back("§3.2.8: --num-layers " + n(s.num_layers) +
                   (total != s.num_layers ? " (+ embedding/loss accounted = " + n(total) + ")"
@@ -312,8 +324,9 @@ std::vector<std::string> check_megatron_settings(const MegatronSettings& s) {
   // 11. Recomputation.
   if (s.recompute_granularity == "full") {
     if (s.recompute_method.empty() || !s.recompute_num_layers) {
-      v.push_back("§3.2.11: --recompute-granularity full needs --recompute-method and "
-                  "--recompute-num-layers");
+      v.push_back(
+          "§3.2.11: --recompute-granularity full needs --recompute-method and "
+          "--recompute-num-layers");
     }
     if (!s.recompute_method.empty() && s.recompute_method != "uniform" &&
         s.recompute_method != "block") {
@@ -325,15 +338,17 @@ std::vector<std::string> check_megatron_settings(const MegatronSettings& s) {
     }
   } else if (s.recompute_granularity == "selective") {
     if (!s.recompute_method.empty() || s.recompute_num_layers) {
-      v.push_back("§3.2.11: --recompute-granularity selective forbids --recompute-method and "
-                  "--recompute-num-layers");
+      v.push_back(
+          "§3.2.11: --recompute-granularity selective forbids --recompute-method and "
+          "--recompute-num-layers");
     }
   } else if (!s.recompute_granularity.empty()) {
     v.push_back("§3.2.11: --recompute-granularity " + s.recompute_granularity +
                 " is not one of full, selective");
   } else if (!s.recompute_method.empty() || s.recompute_num_layers) {
-    v.push_back("§3.2.11: --recompute-method / --recompute-num-layers without "
-                "--recompute-granularity full have no effect");
+    v.push_back(
+        "§3.2.11: --recompute-method / --recompute-num-layers without "
+        "--recompute-granularity full have no effect");
   }
   // 12. Parameter-gather overlap needs the distributed optimizer.
   if (s.overlap_param_gather && !s.distributed_optimizer) {
@@ -341,8 +356,10 @@ std::vector<std::string> check_megatron_settings(const MegatronSettings& s) {
   }
   // 13. MoE with biased linear layers needs ETP = 1.
   if (moe && s.bias_linear && s.etp != 1) {
-    v.push_back("§3.2.13: MoE with bias in linear layers (no --disable-bias-linear) requires "
-                "--expert-tensor-parallel-size 1, got " + n(s.etp));
+    v.push_back(
+        "§3.2.13: MoE with bias in linear layers (no --disable-bias-linear) requires "
+        "--expert-tensor-parallel-size 1, got " +
+        n(s.etp));
   }
   // Batch (§3.1 help text): global = micro x DP x micro-batches.
   if (s.world_size % (s.tp * s.pp * s.cp) == 0) {

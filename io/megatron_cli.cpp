@@ -79,7 +79,8 @@ Workload megatron_input_workload(const cxxopts::ParseResult& r, MegatronScript& 
 
 void print_megatron_notes(std::ostream& out, const MegatronScript* script) {
   if (!script) return;
-  for (const std::string& n : script->notes) out << "note: " << script->origin() << ": " << n << "\n";
+  for (const std::string& n : script->notes)
+    out << "note: " << script->origin() << ": " << n << "\n";
   if (!script->notes.empty()) out << "\n";
 }
 
@@ -102,8 +103,8 @@ void write_launcher_if_requested(const cxxopts::ParseResult& r, std::ostream& ou
                                      std::filesystem::perms::others_exec,
                                  std::filesystem::perm_options::add, ec);
   }
-  out << "\nMegatron-LM " << kMegatronVersion << " launcher: " << path << " ("
-      << l.nodes.size() << " nodes, " << l.settings.world_size << " processes; predicted "
+  out << "\nMegatron-LM " << kMegatronVersion << " launcher: " << path << " (" << l.nodes.size()
+      << " nodes, " << l.settings.world_size << " processes; predicted "
       << format_seconds(l.launched_latency_s) << " per iteration)\n";
   for (const std::string& n : l.notes) out << "  note: " << n << "\n";
 }

@@ -78,8 +78,8 @@ std::string word_text(const ShellWord& w) { return w.known ? shell_quote(w.text)
 // Flags whose values hapmoe sets from the plan and the training settings.
 bool owned_by_hapmoe(const std::string& name) {
   static const std::set<std::string> kNames = {
-      "--seq-length", "--encoder-seq-length", "--bf16", "--fp16", "--use-distributed-optimizer",
-      "--moe-token-dispatcher-type"};
+      "--seq-length", "--encoder-seq-length",        "--bf16",
+      "--fp16",       "--use-distributed-optimizer", "--moe-token-dispatcher-type"};
   return is_parallel_flag(name) || kNames.count(name) > 0;
 }
 
@@ -125,7 +125,8 @@ std::vector<std::string> model_flags(const Workload& w) {
     }
   }
   add("--max-position-embeddings", std::to_string(std::max(m.max_positions, w.training.seq_len)));
-  add("--position-embedding-type", m.positions == PositionKind::kRotary ? "rope" : "learned_absolute");
+  add("--position-embedding-type",
+      m.positions == PositionKind::kRotary ? "rope" : "learned_absolute");
   if (m.mlp == MlpKind::kSwiGlu) add("--swiglu");
   if (!m.tied_embeddings) add("--untie-embeddings-and-output-weights");
   add("--normalization", "RMSNorm");
@@ -233,11 +234,12 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   s.micro_batch = pi.micro_batch;
   s.global_batch = w.training.global_batch;
   s.distributed_optimizer = w.training.distributed_optimizer;
-  s.overlap_param_gather = script && script->has("--overlap-param-gather") &&
-                           w.training.distributed_optimizer;
+  s.overlap_param_gather =
+      script && script->has("--overlap-param-gather") && w.training.distributed_optimizer;
   if (script && script->has("--overlap-param-gather") && !s.overlap_param_gather) {
-    out.notes.push_back("--overlap-param-gather is dropped: it needs the distributed optimizer, "
-                        "which is off");
+    out.notes.push_back(
+        "--overlap-param-gather is dropped: it needs the distributed optimizer, "
+        "which is off");
   }
   if (w.model.is_moe() && s.bias_linear && pi.tpe != 1) {
     throw InputError("--launcher",
@@ -249,8 +251,8 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   // Layer split: even, first/last, or a layout.
   std::vector<int> layers;
   for (const StagePlan& st : plan.stages) layers.push_back(st.layers);
-  const bool even = std::all_of(layers.begin(), layers.end(),
-                                [&](int n) { return n == layers.front(); });
+  const bool even =
+      std::all_of(layers.begin(), layers.end(), [&](int n) { return n == layers.front(); });
   if (!even) {
     bool first_last = false;
     if (pi.pp == 2) {
@@ -284,43 +286,49 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
     char pct[32];
     std::snprintf(pct, sizeof pct, "%+.2f%%",
                   (launched.latency_s - report.latency_s) / report.latency_s * 100.0);
-    out.notes.push_back("per-stage recomputation (" + per_stage +
-                        ") cannot be expressed in stock Megatron-LM (one setting per job); the "
-                        "closest uniform setting " +
-                        (s.recompute_granularity.empty()
-                             ? std::string("none")
-                             : s.recompute_granularity +
-                                   (s.recompute_num_layers
-                                        ? " block " + std::to_string(*s.recompute_num_layers)
-                                        : std::string())) +
-                        " is predicted at " + format_seconds(launched.latency_s) + " per iteration vs " +
-                        format_seconds(report.latency_s) + " for the plan (" + pct + ")" +
-                        (launched.fits ? "" : "; it does NOT fit in memory on every stage"));
+    out.notes.push_back(
+        "per-stage recomputation (" + per_stage +
+        ") cannot be expressed in stock Megatron-LM (one setting per job); the "
+        "closest uniform setting " +
+        (s.recompute_granularity.empty()
+             ? std::string("none")
+             : s.recompute_granularity + (s.recompute_num_layers
+                                              ? " block " + std::to_string(*s.recompute_num_layers)
+                                              : std::string())) +
+        " is predicted at " + format_seconds(launched.latency_s) + " per iteration vs " +
+        format_seconds(report.latency_s) + " for the plan (" + pct + ")" +
+        (launched.fits ? "" : "; it does NOT fit in memory on every stage"));
   }
   if (s.recompute_granularity == "selective" &&
       (!w.model.is_moe() || w.model.num_moe_layers() < w.model.num_layers)) {
-    out.notes.push_back("selective recomputation: Megatron's --recompute-modules has no "
-                        "module for a dense MLP's activation alone (mlp recomputes the whole "
-                        "MLP), so dense layers keep their MLP activations; hapmoe's cost model "
-                        "assumes they are recomputed");
+    out.notes.push_back(
+        "selective recomputation: Megatron's --recompute-modules has no "
+        "module for a dense MLP's activation alone (mlp recomputes the whole "
+        "MLP), so dense layers keep their MLP activations; hapmoe's cost model "
+        "assumes they are recomputed");
   }
   if (w.training.dispatcher == Dispatcher::kAuto && w.model.is_moe()) {
-    out.notes.push_back("the dispatcher was chosen per plan (auto); the launcher writes the "
-                        "one chosen for the first stage");
+    out.notes.push_back(
+        "the dispatcher was chosen per plan (auto); the launcher writes the "
+        "one chosen for the first stage");
   }
 
   // 2. Check: a violation is a bug in hapmoe.
   if (const auto v = check_megatron_settings(s); !v.empty()) {
-    throw ContractError("make_megatron_launcher: hapmoe built settings that Megatron-LM rejects "
-                        "(a bug in hapmoe): " + join(v, "; "));
+    throw ContractError(
+        "make_megatron_launcher: hapmoe built settings that Megatron-LM rejects "
+        "(a bug in hapmoe): " +
+        join(v, "; "));
   }
   if (megatron_stage_layers(s) != layers) {
-    throw ContractError("make_megatron_launcher: the split flags do not reproduce the plan's "
-                        "layers per stage (a bug in hapmoe)");
+    throw ContractError(
+        "make_megatron_launcher: the split flags do not reproduce the plan's "
+        "layers per stage (a bug in hapmoe)");
   }
   if (!(with_setting(out.plan, s) == out.plan)) {
-    throw ContractError("make_megatron_launcher: the recomputation flags do not reproduce the "
-                        "launched plan (a bug in hapmoe)");
+    throw ContractError(
+        "make_megatron_launcher: the recomputation flags do not reproduce the "
+        "launched plan (a bug in hapmoe)");
   }
 
   // 3. Placement: stage i holds ranks [i*S, (i+1)*S) (Megatron's default
@@ -376,7 +384,8 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
     << ", global batch " << w.training.global_batch << " (" << launched.num_microbatches
     << " micro-batches), " << s.world_size << " processes\n";
   t << "# Predicted iteration latency: " << format_seconds(launched.latency_s);
-  if (!(out.plan == plan)) t << " as launched (the plan as searched: " << format_seconds(report.latency_s) << ")";
+  if (!(out.plan == plan))
+    t << " as launched (the plan as searched: " << format_seconds(report.latency_s) << ")";
   t << "; throughput " << std::fixed << std::setprecision(0) << launched.throughput_tokens_per_s
     << " tokens/s; MFU " << std::setprecision(1) << launched.mfu * 100.0 << "%\n";
   t << "#\n";
@@ -385,13 +394,12 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
     const StageReport& st = launched.stages[i];
     char line[256];
     const long long r0 = static_cast<long long>(i) * per_stage;
-    std::snprintf(line, sizeof line, "#  %5zu  %-8s  %6lld..%-6lld  %6d  %-10s  %9s / %-9s %s  %s\n",
-                  i, cluster.pools[static_cast<std::size_t>(st.device_type)].device.name.c_str(),
-                  r0, r0 + per_stage - 1, st.layers,
-                  to_string(st.recompute, st.layers).c_str(),
-                  format_bytes(st.cost.memory.total()).c_str(),
-                  format_bytes(st.cost.capacity_bytes).c_str(), st.cost.fits() ? "  " : "!!",
-                  stage_nodes[i].c_str());
+    std::snprintf(
+        line, sizeof line, "#  %5zu  %-8s  %6lld..%-6lld  %6d  %-10s  %9s / %-9s %s  %s\n", i,
+        cluster.pools[static_cast<std::size_t>(st.device_type)].device.name.c_str(), r0,
+        r0 + per_stage - 1, st.layers, to_string(st.recompute, st.layers).c_str(),
+        format_bytes(st.cost.memory.total()).c_str(), format_bytes(st.cost.capacity_bytes).c_str(),
+        st.cost.fits() ? "  " : "!!", stage_nodes[i].c_str());
     t << line;
   }
   t << "#\n";
@@ -453,9 +461,13 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   t << "MASTER_PORT=${MASTER_PORT:-6000}\n\n";
   t << "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
   if (script) {
-    static const std::set<std::string> kOwn = {"CUDA_DEVICE_MAX_CONNECTIONS", "WORLD_SIZE",
-                                               "NODE_RANK", "MASTER_ADDR", "MASTER_PORT",
-                                               "NNODES", "HAPMOE_STAGE_DEVICES"};
+    static const std::set<std::string> kOwn = {"CUDA_DEVICE_MAX_CONNECTIONS",
+                                               "WORLD_SIZE",
+                                               "NODE_RANK",
+                                               "MASTER_ADDR",
+                                               "MASTER_PORT",
+                                               "NNODES",
+                                               "HAPMOE_STAGE_DEVICES"};
     for (const std::string& name : script->shell.exported) {
       const auto it = script->shell.variables.find(name);
       if (kOwn.count(name) || it == script->shell.variables.end() || it->second.empty()) continue;
@@ -465,11 +477,10 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   if (script) {
     // Script variables that the kept values still refer to (values known
     // only at run time, like CHECKPOINT_PATH=$1, and what they use).
-    static const std::set<std::string> kOwn = {"WORLD_SIZE", "NODE_RANK", "MASTER_ADDR",
-                                               "MASTER_PORT", "NNODES", "NODE_HOSTS",
-                                               "NODE_GPUS", "HAPMOE_STAGE_DEVICES",
-                                               "DISTRIBUTED_ARGS", "MEGATRON_ARGS",
-                                               "PARALLEL_ARGS"};
+    static const std::set<std::string> kOwn = {
+        "WORLD_SIZE",       "NODE_RANK",     "MASTER_ADDR",  "MASTER_PORT",
+        "NNODES",           "NODE_HOSTS",    "NODE_GPUS",    "HAPMOE_STAGE_DEVICES",
+        "DISTRIBUTED_ARGS", "MEGATRON_ARGS", "PARALLEL_ARGS"};
     std::string sources;
     for (const MegatronFlag& f : script->flags) {
       for (const ShellWord& v : f.values) {
@@ -480,8 +491,8 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
       for (const std::string& form : {"$" + name, "${" + name}) {
         for (auto p = sources.find(form); p != std::string::npos; p = sources.find(form, p + 1)) {
           const std::size_t end = p + form.size();
-          if (end >= sources.size() || !(std::isalnum(static_cast<unsigned char>(sources[end])) ||
-                                         sources[end] == '_')) {
+          if (end >= sources.size() ||
+              !(std::isalnum(static_cast<unsigned char>(sources[end])) || sources[end] == '_')) {
             return true;
           }
         }
@@ -562,7 +573,8 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   if (w.training.distributed_optimizer) flag("--use-distributed-optimizer");
   if (w.model.is_moe()) {
     Dispatcher d = w.training.dispatcher;
-    if (d == Dispatcher::kAuto) d = model.type_costs(pi, plan.stages.front().device_type).moe.dispatcher;
+    if (d == Dispatcher::kAuto)
+      d = model.type_costs(pi, plan.stages.front().device_type).moe.dispatcher;
     flag(std::string("--moe-token-dispatcher-type ") +
          (d == Dispatcher::kAllGather ? "allgather" : "alltoall"));
   }

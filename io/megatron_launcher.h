@@ -26,10 +26,10 @@ namespace hapmoe {
 inline constexpr const char* kMegatronVersion = "core_v0.15.0";
 
 struct Launcher {
-  std::string text;              // the script
-  MegatronSettings settings;     // the parallel settings it passes (checked)
-  Plan plan;                     // what Megatron will run (recomputation as expressed)
-  double planned_latency_s = 0;  // the plan as searched
+  std::string text;               // the script
+  MegatronSettings settings;      // the parallel settings it passes (checked)
+  Plan plan;                      // what Megatron will run (recomputation as expressed)
+  double planned_latency_s = 0;   // the plan as searched
   double launched_latency_s = 0;  // `plan`, as launched
   bool launched_fits = true;
   std::vector<std::string> notes;  // approximations (also comments in `text`)

@@ -112,32 +112,88 @@ const std::map<std::string, FlagInfo>& read_flags() {
 // Flags known to have no effect on the cost model: kept, not reported.
 bool is_irrelevant_flag(const std::string& name) {
   static const std::set<std::string> kNames = {
-      "--use-mcore-models", "--init-method-std", "--attention-dropout", "--hidden-dropout",
-      "--no-masked-softmax-fusion", "--rotary-base", "--rotary-percent", "--rotary-scaling-factor",
-      "--norm-epsilon", "--lr", "--min-lr", "--weight-decay", "--clip-grad", "--train-iters",
-      "--train-samples", "--split", "--data-path", "--mock-data", "--save", "--load",
-      "--seed", "--make-vocab-size-divisible-by", "--moe-router-load-balancing-type",
-      "--moe-aux-loss-coeff", "--moe-z-loss-coeff", "--moe-grouped-gemm", "--moe-permute-fusion",
-      "--moe-router-dtype", "--moe-router-score-function", "--moe-router-enable-expert-bias",
-      "--moe-router-topk-scaling-factor", "--moe-router-num-groups", "--moe-router-group-topk",
-      "--moe-router-pre-softmax", "--moe-router-bias-update-rate", "--moe-shared-expert-overlap",
-      "--distributed-backend", "--distributed-timeout-minutes", "--use-flash-attn",
-      "--attention-backend", "--transformer-impl", "--no-create-attention-mask-in-dataloader",
-      "--manual-gc", "--manual-gc-interval", "--exit-duration-in-mins", "--exit-interval",
-      "--no-load-optim", "--no-load-rng", "--finetune", "--auto-detect-ckpt-format",
-      "--dist-ckpt-strictness", "--qk-layernorm", "--apply-layernorm-1p", "--num-workers",
-      "--data-cache-path", "--no-mmap-bin-files", "--dataloader-type", "--bias-swiglu-fusion",
-      "--no-bias-swiglu-fusion", "--no-rope-fusion", "--cross-entropy-loss-fusion",
-      "--rope-type", "--mscale", "--mscale-all-dim", "--beta-fast", "--beta-slow",
-      "--original-max-position-embeddings", "--sequence-parallel-comm", "--tp-comm-overlap",
-      "--cp-comm-type", "--use-torch-optimizer-for-cpu-offload", "--ckpt-format",
-      "--profile", "--profile-step-start", "--profile-step-end", "--timing-log-level",
+      "--use-mcore-models",
+      "--init-method-std",
+      "--attention-dropout",
+      "--hidden-dropout",
+      "--no-masked-softmax-fusion",
+      "--rotary-base",
+      "--rotary-percent",
+      "--rotary-scaling-factor",
+      "--norm-epsilon",
+      "--lr",
+      "--min-lr",
+      "--weight-decay",
+      "--clip-grad",
+      "--train-iters",
+      "--train-samples",
+      "--split",
+      "--data-path",
+      "--mock-data",
+      "--save",
+      "--load",
+      "--seed",
+      "--make-vocab-size-divisible-by",
+      "--moe-router-load-balancing-type",
+      "--moe-aux-loss-coeff",
+      "--moe-z-loss-coeff",
+      "--moe-grouped-gemm",
+      "--moe-permute-fusion",
+      "--moe-router-dtype",
+      "--moe-router-score-function",
+      "--moe-router-enable-expert-bias",
+      "--moe-router-topk-scaling-factor",
+      "--moe-router-num-groups",
+      "--moe-router-group-topk",
+      "--moe-router-pre-softmax",
+      "--moe-router-bias-update-rate",
+      "--moe-shared-expert-overlap",
+      "--distributed-backend",
+      "--distributed-timeout-minutes",
+      "--use-flash-attn",
+      "--attention-backend",
+      "--transformer-impl",
+      "--no-create-attention-mask-in-dataloader",
+      "--manual-gc",
+      "--manual-gc-interval",
+      "--exit-duration-in-mins",
+      "--exit-interval",
+      "--no-load-optim",
+      "--no-load-rng",
+      "--finetune",
+      "--auto-detect-ckpt-format",
+      "--dist-ckpt-strictness",
+      "--qk-layernorm",
+      "--apply-layernorm-1p",
+      "--num-workers",
+      "--data-cache-path",
+      "--no-mmap-bin-files",
+      "--dataloader-type",
+      "--bias-swiglu-fusion",
+      "--no-bias-swiglu-fusion",
+      "--no-rope-fusion",
+      "--cross-entropy-loss-fusion",
+      "--rope-type",
+      "--mscale",
+      "--mscale-all-dim",
+      "--beta-fast",
+      "--beta-slow",
+      "--original-max-position-embeddings",
+      "--sequence-parallel-comm",
+      "--tp-comm-overlap",
+      "--cp-comm-type",
+      "--use-torch-optimizer-for-cpu-offload",
+      "--ckpt-format",
+      "--profile",
+      "--profile-step-start",
+      "--profile-step-end",
+      "--timing-log-level",
   };
   if (kNames.count(name) > 0) return true;
-  for (const char* prefix : {"--log-", "--wandb-", "--tensorboard-", "--eval-", "--lr-", "--adam-",
-                             "--save-", "--ckpt-", "--tokenizer-", "--data-", "--train-",
-                             "--valid-", "--test-", "--init-", "--no-log", "--use-checkpoint-",
-                             "--hf-", "--ft-"}) {
+  for (const char* prefix :
+       {"--log-", "--wandb-", "--tensorboard-", "--eval-", "--lr-", "--adam-", "--save-", "--ckpt-",
+        "--tokenizer-", "--data-", "--train-", "--valid-", "--test-", "--init-", "--no-log",
+        "--use-checkpoint-", "--hf-", "--ft-"}) {
     if (name.rfind(prefix, 0) == 0) return true;
   }
   return false;
@@ -195,8 +251,9 @@ class FlagReader {
   int get_int(const std::string& name, std::int64_t lo, std::int64_t hi) const {
     const auto v = opt_int(name, lo, hi);
     if (!v) {
-      throw InputError(s_.origin(), name + " is required (Megatron-LM needs it) but the script "
-                                           "does not give it");
+      throw InputError(s_.origin(), name +
+                                        " is required (Megatron-LM needs it) but the script "
+                                        "does not give it");
     }
     return *v;
   }
@@ -333,10 +390,10 @@ class FreqParser {
 // (REFERENCE.md §2.2).
 std::optional<int> vocab_of_tokenizer(const std::string& model) {
   static const std::vector<std::pair<const char*, int>> kKnown = {
-      {"mistralai/Mixtral-8x7B", 32000}, {"mistralai/Mixtral-8x22B-v0.1", 32000},
-      {"deepseek-ai/DeepSeek-V3", 129280}, {"deepseek-ai/DeepSeek-R1", 129280},
-      {"Qwen/Qwen3-30B-A3B", 151936},      {"Qwen/Qwen3-235B-A22B", 151936},
-      {"meta-llama/Llama-2-7b-hf", 32000}, {"meta-llama/Llama-2-13b-hf", 32000},
+      {"mistralai/Mixtral-8x7B", 32000},      {"mistralai/Mixtral-8x22B-v0.1", 32000},
+      {"deepseek-ai/DeepSeek-V3", 129280},    {"deepseek-ai/DeepSeek-R1", 129280},
+      {"Qwen/Qwen3-30B-A3B", 151936},         {"Qwen/Qwen3-235B-A22B", 151936},
+      {"meta-llama/Llama-2-7b-hf", 32000},    {"meta-llama/Llama-2-13b-hf", 32000},
       {"meta-llama/Meta-Llama-3-70B", 128256}};
   for (const auto& [id, vocab] : kKnown) {
     if (model.rfind(id, 0) == 0) return vocab;
@@ -358,16 +415,26 @@ const MegatronFlag* MegatronScript::find(const std::string& name) const {
 }
 
 bool is_parallel_flag(const std::string& name) {
-  static const std::set<std::string> kNames = {
-      "--tensor-model-parallel-size", "--pipeline-model-parallel-size",
-      "--context-parallel-size", "--expert-model-parallel-size", "--expert-tensor-parallel-size",
-      "--sequence-parallel", "--decoder-first-pipeline-num-layers",
-      "--decoder-last-pipeline-num-layers", "--pipeline-model-parallel-layout",
-      "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
-      "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
-      "--recompute-granularity", "--recompute-activations", "--recompute-method",
-      "--recompute-num-layers", "--recompute-modules", "--micro-batch-size",
-      "--global-batch-size"};
+  static const std::set<std::string> kNames = {"--tensor-model-parallel-size",
+                                               "--pipeline-model-parallel-size",
+                                               "--context-parallel-size",
+                                               "--expert-model-parallel-size",
+                                               "--expert-tensor-parallel-size",
+                                               "--sequence-parallel",
+                                               "--decoder-first-pipeline-num-layers",
+                                               "--decoder-last-pipeline-num-layers",
+                                               "--pipeline-model-parallel-layout",
+                                               "--account-for-embedding-in-pipeline-split",
+                                               "--account-for-loss-in-pipeline-split",
+                                               "--num-layers-per-virtual-pipeline-stage",
+                                               "--num-virtual-stages-per-pipeline-rank",
+                                               "--recompute-granularity",
+                                               "--recompute-activations",
+                                               "--recompute-method",
+                                               "--recompute-num-layers",
+                                               "--recompute-modules",
+                                               "--micro-batch-size",
+                                               "--global-batch-size"};
   return kNames.count(name) > 0;
 }
 
@@ -389,9 +456,9 @@ MegatronScript parse_megatron_script(const std::string& text, const std::string&
       continue;
     }
     if (w.text.rfind("--", 0) != 0 || w.text.size() < 3) {
-      throw InputError(origin + ":" + std::to_string(w.line),
-                       "\"" + w.text +
-                           "\" is not a --flag (Megatron-LM takes no positional arguments)");
+      throw InputError(
+          origin + ":" + std::to_string(w.line),
+          "\"" + w.text + "\" is not a --flag (Megatron-LM takes no positional arguments)");
     }
     MegatronFlag f;
     f.line = w.line;
@@ -418,9 +485,9 @@ MegatronScript parse_megatron_script(const std::string& text, const std::string&
       }
       if ((k == Kind::kInt || k == Kind::kText) && f.values.size() != 1) {
         throw InputError(origin + ":" + std::to_string(f.line) + ": " + f.name,
-                         f.values.empty() ? "needs a value"
-                                          : "takes one value, got " +
-                                                std::to_string(f.values.size()));
+                         f.values.empty()
+                             ? "needs a value"
+                             : "takes one value, got " + std::to_string(f.values.size()));
       }
       if (it->second.note) add_note(s, it->second.note);
     } else if (!is_irrelevant_flag(f.name) && seen_unknown.insert(f.name).second) {
@@ -535,13 +602,15 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
   if (script.has("--seq-length") && script.has("--encoder-seq-length")) {
     r.fail("--encoder-seq-length", "give --seq-length or --encoder-seq-length, not both");
   }
-  const char* seq_flag = script.has("--encoder-seq-length") ? "--encoder-seq-length" : "--seq-length";
+  const char* seq_flag =
+      script.has("--encoder-seq-length") ? "--encoder-seq-length" : "--seq-length";
   t.seq_len = r.get_int(seq_flag, 1, std::int64_t{1} << 22);
-  m.max_positions = r.opt_int("--max-position-embeddings", 1, std::int64_t{1} << 30).value_or(t.seq_len);
+  m.max_positions =
+      r.opt_int("--max-position-embeddings", 1, std::int64_t{1} << 30).value_or(t.seq_len);
   if (m.max_positions < t.seq_len) {
-    r.fail("--max-position-embeddings",
-           "--max-position-embeddings " + std::to_string(m.max_positions) +
-               " is smaller than " + seq_flag + " " + std::to_string(t.seq_len));
+    r.fail("--max-position-embeddings", "--max-position-embeddings " +
+                                            std::to_string(m.max_positions) + " is smaller than " +
+                                            seq_flag + " " + std::to_string(t.seq_len));
   }
   m.tied_embeddings = !r.flag("--untie-embeddings-and-output-weights");
 
@@ -552,10 +621,10 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
     m.vocab = *defaults.vocab;
   } else {
     const std::string tok = r.text("--tokenizer-type").value_or("");
-    const std::string model = script.find("--tokenizer-model") &&
-                                      script.find("--tokenizer-model")->values[0].known
-                                  ? script.find("--tokenizer-model")->values[0].text
-                                  : "";
+    const std::string model =
+        script.find("--tokenizer-model") && script.find("--tokenizer-model")->values[0].known
+            ? script.find("--tokenizer-model")->values[0].text
+            : "";
     if (tok == "GPT2BPETokenizer") {
       m.vocab = 50257;
       add_note(script, "vocabulary 50257 from --tokenizer-type GPT2BPETokenizer");
@@ -574,9 +643,9 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
 
   // Experts.
   const std::optional<int> experts = r.opt_int("--num-experts", 1, 65536);
-  for (const char* f : {"--moe-router-topk", "--moe-ffn-hidden-size",
-                        "--moe-shared-expert-intermediate-size", "--moe-layer-freq",
-                        "--expert-model-parallel-size"}) {
+  for (const char* f :
+       {"--moe-router-topk", "--moe-ffn-hidden-size", "--moe-shared-expert-intermediate-size",
+        "--moe-layer-freq", "--expert-model-parallel-size"}) {
     if (!experts && r.flag(f)) {
       r.fail(f, std::string(f) + " without --num-experts: the model is dense in Megatron");
     }
@@ -618,8 +687,7 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
                      "which hapmoe does not model; add one to the script or give hapmoe "
                      "--precision");
   }
-  t.distributed_optimizer =
-      r.flag("--use-distributed-optimizer") || r.flag("--use-megatron-fsdp");
+  t.distributed_optimizer = r.flag("--use-distributed-optimizer") || r.flag("--use-megatron-fsdp");
   const std::string disp = r.text("--moe-token-dispatcher-type").value_or("allgather");
   if (disp == "alltoall" || disp == "alltoall_seq" || disp == "flex") {
     t.dispatcher = Dispatcher::kAllToAll;
@@ -739,8 +807,10 @@ MegatronSettings megatron_settings(const MegatronScript& script, const Workload&
   s.recompute_granularity = r.text("--recompute-granularity").value_or("");
   if (r.flag("--recompute-activations")) {
     if (!s.recompute_granularity.empty() && s.recompute_granularity != "selective") {
-      r.fail("--recompute-activations", "--recompute-activations (selective) contradicts "
-                                        "--recompute-granularity " + s.recompute_granularity);
+      r.fail("--recompute-activations",
+             "--recompute-activations (selective) contradicts "
+             "--recompute-granularity " +
+                 s.recompute_granularity);
     }
     s.recompute_granularity = "selective";
   }
@@ -768,9 +838,10 @@ Recompute megatron_stage_recompute(const MegatronSettings& s, int stage_layers) 
 Plan megatron_plan(MegatronScript& script, const Workload& w, const ClusterSpec& cluster) {
   const std::optional<int> world = megatron_world_size(script);
   if (!world) {
-    add_note(script, "the script does not say its world size (torchrun --nnodes x "
-                     "--nproc-per-node, WORLD_SIZE or srun -n): the whole cluster, " +
-                         std::to_string(cluster.total_devices()) + " devices, is assumed");
+    add_note(script,
+             "the script does not say its world size (torchrun --nnodes x "
+             "--nproc-per-node, WORLD_SIZE or srun -n): the whole cluster, " +
+                 std::to_string(cluster.total_devices()) + " devices, is assumed");
   }
   const MegatronSettings s = megatron_settings(script, w, cluster.total_devices());
   if (const auto v = check_megatron_settings(s); !v.empty()) {
@@ -778,13 +849,15 @@ Plan megatron_plan(MegatronScript& script, const Workload& w, const ClusterSpec&
                      "Megatron-LM would reject the script's parallel settings: " + join(v, "; "));
   }
   if (s.vpp_layers || s.vpp_stages) {
-    add_note(script, "virtual pipeline stages are not modelled: costed as plain 1F1B over the "
-                     "same layers per pipeline rank");
+    add_note(script,
+             "virtual pipeline stages are not modelled: costed as plain 1F1B over the "
+             "same layers per pipeline rank");
   }
   if (s.recompute_granularity == "full" && s.recompute_method == "uniform" &&
       s.recompute_num_layers.value_or(1) > 1) {
-    add_note(script, "--recompute-method uniform with --recompute-num-layers > 1 is costed as "
-                     "full recomputation of every layer");
+    add_note(script,
+             "--recompute-method uniform with --recompute-num-layers > 1 is costed as "
+             "full recomputation of every layer");
   }
   if (s.recompute_granularity == "selective" && !s.recompute_modules.empty()) {
     add_note(script, "--recompute-modules " + join(s.recompute_modules, " ") +
@@ -852,7 +925,8 @@ Plan megatron_plan(MegatronScript& script, const Workload& w, const ClusterSpec&
     }
     if (cluster.num_types() > 1) {
       std::string list;
-      for (int h : types) list += (list.empty() ? "" : " ") + cluster.pools[static_cast<std::size_t>(h)].device.name;
+      for (int h : types)
+        list += (list.empty() ? "" : " ") + cluster.pools[static_cast<std::size_t>(h)].device.name;
       add_note(script, "device type per stage by rank order over the cluster's pools: " + list);
     }
   }

@@ -27,8 +27,8 @@ struct MegatronFlag {
 };
 
 struct MegatronScript {
-  ShellScript shell;                // the shell reading (launch command, variables)
-  std::vector<MegatronFlag> flags;  // in order; a repeated flag keeps its last values
+  ShellScript shell;                 // the shell reading (launch command, variables)
+  std::vector<MegatronFlag> flags;   // in order; a repeated flag keeps its last values
   std::vector<std::string> unknown;  // flags hapmoe does not know (kept as they are)
   std::vector<std::string> notes;    // approximations and defaults worth saying
 

@@ -129,9 +129,7 @@ class Lexer {
   }
 
  private:
-  char peek(std::size_t ahead) const {
-    return pos_ + ahead < s_.size() ? s_[pos_ + ahead] : '\0';
-  }
+  char peek(std::size_t ahead) const { return pos_ + ahead < s_.size() ? s_[pos_ + ahead] : '\0'; }
 
   void skip_blanks() {
     while (pos_ < s_.size()) {
@@ -478,12 +476,11 @@ class Interpreter {
   }
 
   static bool is_keyword(const Word& w) {
-    static const std::set<std::string> kKeywords = {
-        "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "{", "}", "!",
-        "time", "esac"};
-    return w.assign_name.empty() && w.parts.size() == 1 &&
-           w.parts[0].kind == PartKind::kLiteral && !w.parts[0].quoted &&
-           kKeywords.count(w.parts[0].text) > 0;
+    static const std::set<std::string> kKeywords = {"if", "then", "else",  "elif",  "fi",
+                                                    "do", "done", "while", "until", "{",
+                                                    "}",  "!",    "time",  "esac"};
+    return w.assign_name.empty() && w.parts.size() == 1 && w.parts[0].kind == PartKind::kLiteral &&
+           !w.parts[0].quoted && kKeywords.count(w.parts[0].text) > 0;
   }
 
   static std::string literal_of(const Word& w) {
@@ -575,9 +572,9 @@ class Interpreter {
   void launch_candidate(const std::vector<ShellWord>& w, ShellScript& script) {
     const ShellWord& first = w.front();
     if (first.known) {
-      static const std::set<std::string> kLaunchers = {
-          "torchrun", "srun",  "mpirun", "mpiexec", "deepspeed", "env",
-          "exec",     "nohup", "numactl", "nsys",   "taskset",   "uv"};
+      static const std::set<std::string> kLaunchers = {"torchrun",  "srun", "mpirun",  "mpiexec",
+                                                       "deepspeed", "env",  "exec",    "nohup",
+                                                       "numactl",   "nsys", "taskset", "uv"};
       const std::string b = basename(first.text);
       if (kLaunchers.count(b) == 0 && b.rfind("python", 0) != 0) return;
     }
@@ -744,8 +741,7 @@ class Interpreter {
     const bool use_alternative = op[0] == ':' ? empty : !v.set;
     const char kind = op.back();
     auto expand_arg = [&]() {
-      const std::vector<Part> parts =
-          Lexer::parse_nested(arg, origin_, limits_, line, depth + 1);
+      const std::vector<Part> parts = Lexer::parse_nested(arg, origin_, limits_, line, depth + 1);
       Value r;
       r.words.push_back(expand_joined(parts, line, arg, depth + 1));
       return r;
@@ -827,8 +823,7 @@ class Interpreter {
     }
   }
 
-  std::int64_t arith_unary(const std::string& e, std::size_t& pos, int line, int depth,
-                           bool& ok) {
+  std::int64_t arith_unary(const std::string& e, std::size_t& pos, int line, int depth, bool& ok) {
     if (depth > limits_.max_nesting) fail(line, "expansions are nested too deeply");
     arith_skip(e, pos);
     if (pos >= e.size()) fail(line, "cannot read the arithmetic expression $((" + e + "))");
@@ -951,8 +946,8 @@ class Interpreter {
     // A plain $NAME / "${NAME}" whose value is unknown: the value's own
     // source (CKPT=$1 ... --save $CKPT keeps "$1"), so a launcher written
     // from the words needs nothing the script defined.
-    if (parts.size() == 1 || (parts.size() == 2 && parts[0].kind == PartKind::kLiteral &&
-                              parts[0].text.empty())) {
+    if (parts.size() == 1 ||
+        (parts.size() == 2 && parts[0].kind == PartKind::kLiteral && parts[0].text.empty())) {
       const Part& p = parts.back();
       if (p.kind == PartKind::kParam && is_valid_name(p.text)) {
         const Value v = lookup(p.text, w.line);
@@ -1040,9 +1035,8 @@ ShellScript read_shell_script(const std::string& text, const std::string& origin
                               const std::map<std::string, std::string>& env,
                               const ShellLimits& limits) {
   if (text.size() > limits.max_bytes) {
-    throw InputError(origin, "the script is " + std::to_string(text.size()) +
-                                 " bytes; at most " + std::to_string(limits.max_bytes) +
-                                 " are read");
+    throw InputError(origin, "the script is " + std::to_string(text.size()) + " bytes; at most " +
+                                 std::to_string(limits.max_bytes) + " are read");
   }
   if (text.find('\0') != std::string::npos) {
     throw InputError(origin, "the script contains a NUL byte (not a shell script)");

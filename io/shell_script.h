@@ -58,11 +58,11 @@ struct ShellScript {
 };
 
 struct ShellLimits {
-  std::size_t max_bytes = 4u << 20;        // whole script
-  std::size_t max_line = 256u << 10;       // one physical line
-  std::size_t max_value = 1u << 20;        // one expanded value
-  std::size_t max_words = 1u << 20;        // words of one command or array
-  int max_nesting = 32;                    // ${...} / $((...)) / (...) depth
+  std::size_t max_bytes = 4u << 20;   // whole script
+  std::size_t max_line = 256u << 10;  // one physical line
+  std::size_t max_value = 1u << 20;   // one expanded value
+  std::size_t max_words = 1u << 20;   // words of one command or array
+  int max_nesting = 32;               // ${...} / $((...)) / (...) depth
 };
 
 // Reads `text` (the script's contents; `origin` names it in messages) with

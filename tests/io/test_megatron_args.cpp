@@ -59,29 +59,98 @@ TEST(MegatronArgs, BaselineIsValid) {
 TEST(MegatronArgs, EachRuleIsCaught) {
   const std::vector<Case> cases = {
       {"world not divisible by TPxPPxCP", "§3.2.1", [](auto& s) { s.world_size = 36; }},
-      {"world not divisible by ETPxEPxPP", "§3.2.2", [](auto& s) { s.tp = 1; s.sequence_parallel = false; s.ep = 8; s.etp = 2; }},
-      {"experts not divisible by EP", "§3.2.3", [](auto& s) { s.ep = 16; s.world_size = 128; s.global_batch = 512; }},
+      {"world not divisible by ETPxEPxPP", "§3.2.2",
+       [](auto& s) {
+         s.tp = 1;
+         s.sequence_parallel = false;
+         s.ep = 8;
+         s.etp = 2;
+       }},
+      {"experts not divisible by EP", "§3.2.3",
+       [](auto& s) {
+         s.ep = 16;
+         s.world_size = 128;
+         s.global_batch = 512;
+       }},
       {"EP on a dense model", "§3.2.3", [](auto& s) { s.num_experts = 0; }},
       {"EP with fp16", "§3.2.3", [](auto& s) { s.fp16 = true; }},
       {"heads not divisible by TP", "§3.2.4", [](auto& s) { s.num_heads = 33; }},
       {"query groups not divisible by TP", "§3.2.4", [](auto& s) { s.num_query_groups = 1; }},
-      {"sequence not divisible by 2xCP", "§3.2.5", [](auto& s) { s.cp = 4; s.seq_length = 4100; s.world_size = 128; }},
-      {"positions shorter than the sequence", "§3.2.5", [](auto& s) { s.max_position_embeddings = 2048; }},
+      {"sequence not divisible by 2xCP", "§3.2.5",
+       [](auto& s) {
+         s.cp = 4;
+         s.seq_length = 4100;
+         s.world_size = 128;
+       }},
+      {"positions shorter than the sequence", "§3.2.5",
+       [](auto& s) { s.max_position_embeddings = 2048; }},
       {"MoE with TP and no SP", "§3.2.6", [](auto& s) { s.sequence_parallel = false; }},
-      {"SP with TP 1", "§3.2.6", [](auto& s) { s.tp = 1; s.world_size = 16; s.global_batch = 256; }},
-      {"two ways of VPP", "§3.2.7", [](auto& s) { s.layout = "Et*6|t*6|t*6|t*6,L"; s.vpp_layers = 2; }},
+      {"SP with TP 1", "§3.2.6",
+       [](auto& s) {
+         s.tp = 1;
+         s.world_size = 16;
+         s.global_batch = 256;
+       }},
+      {"two ways of VPP", "§3.2.7",
+       [](auto& s) {
+         s.layout = "Et*6|t*6|t*6|t*6,L";
+         s.vpp_layers = 2;
+       }},
       {"uneven layers without split flags", "§3.2.8", [](auto& s) { s.num_layers = 26; }},
       {"layers per stage not divisible by VPP", "§3.2.8", [](auto& s) { s.vpp_layers = 4; }},
-      {"first/last leave an uneven middle", "§3.2.9", [](auto& s) { s.first_stage_layers = 5; s.last_stage_layers = 6; }},
-      {"first/last with a layout", "§3.2.9", [](auto& s) { s.first_stage_layers = 6; s.layout = "Et*6|t*6|t*6|t*6,L"; }},
-      {"first/last with account-for-embedding", "§3.2.9", [](auto& s) { s.first_stage_layers = 6; s.account_for_embedding = true; }},
-      {"first/last with PP 1", "§3.2.9", [](auto& s) { s.pp = 1; s.world_size = 8; s.first_stage_layers = 24; }},
-      {"VPP with PP 1", "§3.2.10", [](auto& s) { s.pp = 1; s.world_size = 8; s.vpp_stages = 2; }},
-      {"full recompute without method", "§3.2.11", [](auto& s) { s.recompute_granularity = "full"; s.recompute_num_layers = 1; }},
-      {"selective with num-layers", "§3.2.11", [](auto& s) { s.recompute_granularity = "selective"; s.recompute_num_layers = 1; }},
-      {"bad method", "§3.2.11", [](auto& s) { s.recompute_granularity = "full"; s.recompute_method = "random"; s.recompute_num_layers = 1; }},
-      {"overlap param gather without dist opt", "§3.2.12", [](auto& s) { s.overlap_param_gather = true; s.distributed_optimizer = false; }},
-      {"MoE with bias and ETP 2", "§3.2.13", [](auto& s) { s.bias_linear = true; s.etp = 2; }},
+      {"first/last leave an uneven middle", "§3.2.9",
+       [](auto& s) {
+         s.first_stage_layers = 5;
+         s.last_stage_layers = 6;
+       }},
+      {"first/last with a layout", "§3.2.9",
+       [](auto& s) {
+         s.first_stage_layers = 6;
+         s.layout = "Et*6|t*6|t*6|t*6,L";
+       }},
+      {"first/last with account-for-embedding", "§3.2.9",
+       [](auto& s) {
+         s.first_stage_layers = 6;
+         s.account_for_embedding = true;
+       }},
+      {"first/last with PP 1", "§3.2.9",
+       [](auto& s) {
+         s.pp = 1;
+         s.world_size = 8;
+         s.first_stage_layers = 24;
+       }},
+      {"VPP with PP 1", "§3.2.10",
+       [](auto& s) {
+         s.pp = 1;
+         s.world_size = 8;
+         s.vpp_stages = 2;
+       }},
+      {"full recompute without method", "§3.2.11",
+       [](auto& s) {
+         s.recompute_granularity = "full";
+         s.recompute_num_layers = 1;
+       }},
+      {"selective with num-layers", "§3.2.11",
+       [](auto& s) {
+         s.recompute_granularity = "selective";
+         s.recompute_num_layers = 1;
+       }},
+      {"bad method", "§3.2.11",
+       [](auto& s) {
+         s.recompute_granularity = "full";
+         s.recompute_method = "random";
+         s.recompute_num_layers = 1;
+       }},
+      {"overlap param gather without dist opt", "§3.2.12",
+       [](auto& s) {
+         s.overlap_param_gather = true;
+         s.distributed_optimizer = false;
+       }},
+      {"MoE with bias and ETP 2", "§3.2.13",
+       [](auto& s) {
+         s.bias_linear = true;
+         s.etp = 2;
+       }},
       {"global batch not a multiple of micro x DP", "§3.1", [](auto& s) { s.global_batch = 250; }},
       {"layout: bad syntax", "§3.3", [](auto& s) { s.layout = "Et*6|(t*6|t*6|t*6,L"; }},
       {"layout: unknown symbol", "§3.3", [](auto& s) { s.layout = "Et*6|x*6|t*6|t*6,L"; }},
@@ -92,7 +161,11 @@ TEST(MegatronArgs, EachRuleIsCaught) {
       {"layout: L not last", "§3.3", [](auto& s) { s.layout = "Et*6|t*6|t*6,L|t*6"; }},
       {"layout: layer count", "§3.3", [](auto& s) { s.layout = "Et*6|t*6|t*6|t*5,L"; }},
       {"layout: MTP count", "§3.3", [](auto& s) { s.layout = "Et*6|t*6|t*6|t*6,m,L"; }},
-      {"layout: MTP not last", "§3.3", [](auto& s) { s.mtp_layers = 1; s.layout = "Et*6|m,t*6|t*6|t*6,L"; }},
+      {"layout: MTP not last", "§3.3",
+       [](auto& s) {
+         s.mtp_layers = 1;
+         s.layout = "Et*6|m,t*6|t*6|t*6,L";
+       }},
       {"layout: huge repeat", "§3.3", [](auto& s) { s.layout = "E(t*1000000)*1000000|L"; }},
   };
   for (const Case& c : cases) {

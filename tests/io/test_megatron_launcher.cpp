@@ -51,7 +51,7 @@ fs::path temp_dir(const std::string& name) {
 
 // Everything of a plan search run through the CLI, then read back.
 struct RoundTrip {
-  Workload workload;     // from the input script
+  Workload workload;  // from the input script
   ClusterSpec cluster;
   Plan plan;             // the best plan (from --plan-json)
   std::string launcher;  // the text written by --launcher
@@ -126,9 +126,9 @@ TEST(MegatronLauncher, PerStageRecomputationIsApproximatedAndPriced) {
 
   // The same in-process: the approximation is the fastest candidate that
   // fits, and its latency is the cost model's.
-  const ProfileTables tables = make_analytic_tables(
-      r.workload, r.cluster, r.plan.parallel.micro_batch, {r.plan.parallel.tp},
-      {r.plan.parallel.cp});
+  const ProfileTables tables =
+      make_analytic_tables(r.workload, r.cluster, r.plan.parallel.micro_batch, {r.plan.parallel.tp},
+                           {r.plan.parallel.cp});
   const CostModel model(r.workload, r.cluster, tables);
   MegatronScript s = read_megatron_script(kData + "mixtral_l.sh");
   const Launcher l = make_megatron_launcher(model.evaluate(r.plan), model, &s, "test");
@@ -273,7 +273,8 @@ TEST(MegatronLauncher, GoldenLaunchersReadByHand) {
     EXPECT_EQ(parallel_flags(text), rd.flags) << rd.file;
     MegatronScript s = parse_megatron_script(text, rd.file);
     std::vector<std::string> devices, nodes, gpus;
-    for (const ShellWord& w : s.shell.variables.at("HAPMOE_STAGE_DEVICES")) devices.push_back(w.text);
+    for (const ShellWord& w : s.shell.variables.at("HAPMOE_STAGE_DEVICES"))
+      devices.push_back(w.text);
     for (const ShellWord& w : s.shell.variables.at("NODE_HOSTS")) nodes.push_back(w.text);
     for (const ShellWord& w : s.shell.variables.at("NODE_GPUS")) gpus.push_back(w.text);
     EXPECT_EQ(devices, rd.stage_devices) << rd.file;
@@ -285,16 +286,17 @@ TEST(MegatronLauncher, GoldenLaunchersReadByHand) {
 
 TEST(MegatronLauncher, EvaluateScoresTheScriptsOwnSettings) {
   std::string out;
-  const int code = cli({"evaluate", "--megatron-script", kData + "deepseek_v3_like.sh",
-                        "--cluster", "H800:64"},
-                       &out);
+  const int code =
+      cli({"evaluate", "--megatron-script", kData + "deepseek_v3_like.sh", "--cluster", "H800:64"},
+          &out);
   EXPECT_EQ(code, kExitNoFit);  // 16 DeepSeek-V3 layers over PP 4 do not fit 80 GB
   EXPECT_NE(out.find("PP=4 TP=2 CP=1 EP=8 TPE=1 DP=8"), std::string::npos) << out;
   EXPECT_NE(out.find("note: "), std::string::npos);
   EXPECT_NE(out.find("--mystery-flag"), std::string::npos);
   // --model and --megatron-script together are an input error.
-  std::vector<const char*> argv = {"hapmoe", "evaluate", "--model", "mixtral-s",
-                                   "--megatron-script", "x.sh", "--cluster", "H800:8"};
+  std::vector<const char*> argv = {
+      "hapmoe", "evaluate",  "--model", "mixtral-s", "--megatron-script",
+      "x.sh",   "--cluster", "H800:8"};
   std::ostringstream o, e;
   EXPECT_EQ(run_cli(static_cast<int>(argv.size()), argv.data(), o, e), kExitInput);
   EXPECT_NE(e.str().find("not both"), std::string::npos) << e.str();

@@ -64,7 +64,8 @@ TEST(MegatronScript, MoeLayerFreqForms) {
     MegatronScript s = parse_megatron_script(
         "--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
         "--micro-batch-size 1 --global-batch-size 8 --bf16 --vocab-size 100 --num-experts 4 "
-        "--moe-layer-freq " + f + "\n",
+        "--moe-layer-freq " +
+            f + "\n",
         "t");
     return megatron_workload(s).model.moe_layers;
   };
@@ -91,7 +92,8 @@ TEST(MegatronScript, ContradictionsAndMissingValuesNameTheFlags) {
     std::string expect;
   };
   const std::vector<Case> cases = {
-      {"--bf16 --num-query-groups 2", "t.sh:4: --num-query-groups: --num-query-groups without --group-query-attention"},
+      {"--bf16 --num-query-groups 2",
+       "t.sh:4: --num-query-groups: --num-query-groups without --group-query-attention"},
       {"--bf16 --group-query-attention", "--group-query-attention without --num-query-groups"},
       {"--bf16 --kv-lora-rank 32", "--kv-lora-rank without --multi-latent-attention"},
       {"--bf16 --fp16", "--bf16 and --fp16 are both given"},
@@ -161,7 +163,8 @@ TEST(MegatronScript, ScriptPlanOnAHomogeneousCluster) {
   const int layers[] = {3, 5, 5, 3};
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(p.stages[static_cast<std::size_t>(i)].layers, layers[i]);
-    EXPECT_EQ(p.stages[static_cast<std::size_t>(i)].recompute, (Recompute{RecomputeKind::kFull, 2}));
+    EXPECT_EQ(p.stages[static_cast<std::size_t>(i)].recompute,
+              (Recompute{RecomputeKind::kFull, 2}));
   }
 }
 

@@ -34,8 +34,8 @@ TEST(ShellScript, QuotesEscapesContinuationsAndComments) {
       "  --b \"double $X \\\"q\\\"\" \\\n"
       "  --c one\\ word  # trailing comment\n"
       "echo done\n";
-  EXPECT_EQ(args_of(text, {{"X", "x"}}),
-            (V{"--a", "single quoted # not a comment", "--b", "double x \"q\"", "--c", "one word"}));
+  EXPECT_EQ(args_of(text, {{"X", "x"}}), (V{"--a", "single quoted # not a comment", "--b",
+                                            "double x \"q\"", "--c", "one word"}));
 }
 
 TEST(ShellScript, VariablesDefaultsArithmeticAndArrays) {
@@ -51,8 +51,8 @@ TEST(ShellScript, VariablesDefaultsArithmeticAndArrays) {
       "A+=(--extra \"two words\")\n"
       "S=\"--s1 1 --s2 2\"\n"
       "python pretrain_gpt.py \"${A[@]}\" $S ${#A[@]}\n";
-  EXPECT_EQ(args_of(text), (V{"--num-layers", "24", "--world", "32", "--extra", "two words",
-                              "--s1", "1", "--s2", "2", "6"}));
+  EXPECT_EQ(args_of(text), (V{"--num-layers", "24", "--world", "32", "--extra", "two words", "--s1",
+                              "1", "--s2", "2", "6"}));
   // --megatron-env overrides a variable the script reads from outside.
   EXPECT_EQ(args_of(text, {{"SLURM_NNODES", "2"}, {"LAYERS", "8"}})[1], "8");
   EXPECT_EQ(args_of(text, {{"SLURM_NNODES", "2"}})[3], "16");
@@ -74,8 +74,8 @@ TEST(ShellScript, UnknownValuesKeepTheirSource) {
       "CKPT=$1\nHOST=$(hostname)\npython -m torch.distributed.run pretrain_gpt.py --save $CKPT "
       "--host \"$HOST\" --data ${DATA_PATH}\n",
       "t.sh");
-  EXPECT_EQ(texts(s.launch.args), (V{"--save", "<$1>", "--host", "<$(hostname)>", "--data",
-                                     "<${DATA_PATH}>"}));
+  EXPECT_EQ(texts(s.launch.args),
+            (V{"--save", "<$1>", "--host", "<$(hostname)>", "--data", "<${DATA_PATH}>"}));
 }
 
 TEST(ShellScript, LaunchFormsAndBareArgumentLists) {
