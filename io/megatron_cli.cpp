@@ -36,6 +36,10 @@ void add_launcher_options(cxxopts::Options& o) {
       std::string("write a Megatron-LM (") + kMegatronVersion +
           ") launcher for the plan to this file: the script's flags with the parallel ones "
           "replaced, and the node order that puts each stage on its device type",
+      cxxopts::value<std::string>())(
+      "launcher-hosts",
+      "host list for the launcher's node table: one \"HOST DEVICE\" per line, used in order "
+      "(default: placeholder names such as h800-node-000)",
       cxxopts::value<std::string>());
 }
 
@@ -87,13 +91,23 @@ void print_megatron_notes(std::ostream& out, const MegatronScript* script) {
 void write_launcher_if_requested(const cxxopts::ParseResult& r, std::ostream& out,
                                  const MegatronScript* script, const PlanReport* report,
                                  const CostModel& model, bool write) {
-  if (r.count("launcher") == 0) return;
+  if (r.count("launcher") == 0) {
+    if (r.count("launcher-hosts")) {
+      throw InputError("--launcher-hosts", "is only read with --launcher");
+    }
+    return;
+  }
   const std::string path = r["launcher"].as<std::string>();
   if (!report) {
     out << "\nno launcher written to " << path << ": there is no plan\n";
     return;
   }
-  const Launcher l = make_megatron_launcher(*report, model, script, kVersion);
+  HostsByDevice hosts;
+  if (r.count("launcher-hosts")) {
+    const std::string file = r["launcher-hosts"].as<std::string>();
+    hosts = parse_launcher_hosts(read_text_file(file, 16u << 20), file);
+  }
+  const Launcher l = make_megatron_launcher(*report, model, script, kVersion, hosts);
   if (write) {
     write_file_atomic(path, l.text);
     std::error_code ec;

@@ -195,8 +195,33 @@ Plan express_recompute(const Plan& plan, const CostModel& model, MegatronSetting
   return with_setting(plan, s);
 }
 
+HostsByDevice parse_launcher_hosts(const std::string& text, const std::string& origin) {
+  HostsByDevice out;
+  std::istringstream in(text);
+  std::string line;
+  std::set<std::string> seen;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (const auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    std::istringstream words(line);
+    std::string host, device, extra;
+    if (!(words >> host)) continue;
+    if (!(words >> device) || (words >> extra)) {
+      throw InputError(origin + ":" + std::to_string(n),
+                       "expected \"HOST DEVICE\" (e.g. \"gpu-a-01 H800\"), got \"" + line + "\"");
+    }
+    if (!seen.insert(host).second) {
+      throw InputError(origin + ":" + std::to_string(n), "host " + host + " is listed twice");
+    }
+    std::string key;
+    for (char c : device) key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    out[key].push_back(host);
+  }
+  return out;
+}
+
 Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model,
-                                const MegatronScript* script, const std::string& hapmoe_version) {
+                                const MegatronScript* script, const std::string& hapmoe_version,
+                                const HostsByDevice& hosts) {
   const Workload& w = model.workload();
   const ClusterSpec& cluster = model.cluster();
   const Plan& plan = report.plan;
@@ -335,6 +360,18 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   //    order tp-cp-ep-dp-pp has PP outermost); torchrun numbers ranks node
   //    by node, so nodes are listed in stage order, each node holding ranks
   //    of one device type only.
+  for (const auto& [device, names] : hosts) {
+    const bool in_cluster = std::any_of(cluster.pools.begin(), cluster.pools.end(), [&](auto& p) {
+      std::string key;
+      for (char c : p.device.name)
+        key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      return key == device;
+    });
+    if (!in_cluster) {
+      throw InputError("--launcher-hosts", "host " + names.front() + " has device type \"" +
+                                               device + "\", which is not in the cluster");
+    }
+  }
   const int per_stage = pi.stage_devices();
   std::vector<int> node_pool;
   std::vector<int> next_node(static_cast<std::size_t>(cluster.num_types()), 0);
@@ -356,7 +393,22 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
                                "ranks of one stage type (torchrun numbers ranks node by node); "
                                "the stage order of this plan cannot be placed");
         }
-        out.nodes.push_back(node_name(pool.device.name, k++));
+        std::string key;
+        for (char c : pool.device.name) {
+          key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        }
+        const auto named = hosts.find(key);
+        if (!hosts.empty() &&
+            (named == hosts.end() || k >= static_cast<int>(named->second.size()))) {
+          throw InputError("--launcher-hosts",
+                           "lists " +
+                               std::to_string(named == hosts.end() ? 0 : named->second.size()) +
+                               " " + pool.device.name + " hosts; the plan needs more (stage " +
+                               std::to_string(i) + ")");
+        }
+        out.nodes.push_back(hosts.empty() ? node_name(pool.device.name, k)
+                                          : named->second[static_cast<std::size_t>(k)]);
+        ++k;
         out.node_procs.push_back(0);
         node_pool.push_back(h);
       }
@@ -408,8 +460,11 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
     << per_stage
     << ". torchrun numbers ranks node by node in\n"
        "# --node-rank order, so NODE_HOSTS lists the nodes in that order: every stage lands on\n"
-       "# nodes of its device type. Node names are placeholders: replace them with your hosts\n"
-       "# (same order, same device types) and run this script on every node with NODE_RANK set\n"
+       "# nodes of its device type. "
+    << (hosts.empty() ? "Node names are placeholders: replace them with your hosts\n"
+                        "# (same order, same device types) and run"
+                      : "Hosts are from --launcher-hosts. Run")
+    << " this script on every node with NODE_RANK set\n"
        "# to the node's index in NODE_HOSTS (under Slurm, SLURM_NODEID is used if the allocation\n"
        "# lists the nodes in this order).\n";
   t << "#\n# What stock Megatron-LM cannot express:\n";

@@ -11,6 +11,7 @@
 // (ContractError).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -51,7 +52,17 @@ Plan express_recompute(const Plan& plan, const CostModel& model, MegatronSetting
 // NullTokenizer and mock data). `hapmoe_version` goes in the header.
 // Throws InputError when the plan cannot be placed on whole nodes in rank
 // order, ContractError when the settings it built break a Megatron rule.
+// Real host names per device type, in the order to use them
+// (--launcher-hosts); a type without hosts gets placeholders such as
+// "h800-node-000".
+using HostsByDevice = std::map<std::string, std::vector<std::string>>;
+
 Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model,
-                                const MegatronScript* script, const std::string& hapmoe_version);
+                                const MegatronScript* script, const std::string& hapmoe_version,
+                                const HostsByDevice& hosts = {});
+
+// Reads a host list: one "HOST DEVICE" per line (device names as in the
+// cluster, case-insensitive), '#' comments. `origin` names it in messages.
+HostsByDevice parse_launcher_hosts(const std::string& text, const std::string& origin);
 
 }  // namespace hapmoe

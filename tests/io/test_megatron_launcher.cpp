@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "costmodel/analytic.h"
+#include "costmodel/errors.h"
 #include "io/cli.h"
 #include "io/cluster_io.h"
 #include "io/megatron_launcher.h"
@@ -282,6 +283,34 @@ TEST(MegatronLauncher, GoldenLaunchersReadByHand) {
     EXPECT_EQ(gpus, std::vector<std::string>(nodes.size(), "8")) << rd.file;
     EXPECT_EQ(s.shell.find("WORLD_SIZE")->text, "32") << rd.file;
   }
+}
+
+TEST(MegatronLauncher, HostListNamesTheNodes) {
+  const HostsByDevice hosts = parse_launcher_hosts(
+      "# host device\na100 H800\nb200 910b  # case-insensitive\na101 H800\nb201 910B\n", "hosts");
+  EXPECT_EQ(hosts.at("h800"), (std::vector<std::string>{"a100", "a101"}));
+  EXPECT_THROW(parse_launcher_hosts("a100\n", "hosts"), InputError);
+  EXPECT_THROW(parse_launcher_hosts("a100 H800\na100 910B\n", "hosts"), InputError);
+
+  const ClusterSpec cluster = load_cluster("paper:32-1");
+  MegatronScript s = read_megatron_script(kData + "mixtral_s.sh");
+  const Workload w = megatron_workload(s);
+  // The golden plan for this case: H800 x9 | H800 x9 | 910B x3 | 910B x3.
+  MegatronScript golden = read_megatron_script(kData + "golden/mixtral_s_paper_32-1.sh");
+  const Plan plan = megatron_plan(golden, w, cluster);
+  const ProfileTables tables =
+      make_analytic_tables(w, cluster, 1, {plan.parallel.tp}, {plan.parallel.cp});
+  const CostModel model(w, cluster, tables);
+  const Launcher l = make_megatron_launcher(model.evaluate(plan), model, &s, "test", hosts);
+  EXPECT_EQ(l.nodes, (std::vector<std::string>{"a100", "a101", "b200", "b201"}));
+  EXPECT_NE(l.text.find("MASTER_ADDR=${MASTER_ADDR:-a100}"), std::string::npos);
+  // Too few hosts of a type, or a type the cluster lacks, is an input error.
+  EXPECT_THROW(make_megatron_launcher(model.evaluate(plan), model, &s, "test",
+                                      parse_launcher_hosts("a100 H800\nb200 910B\n", "h")),
+               InputError);
+  EXPECT_THROW(make_megatron_launcher(model.evaluate(plan), model, &s, "test",
+                                      parse_launcher_hosts("a100 H800\nx MI300X\n", "h")),
+               InputError);
 }
 
 TEST(MegatronLauncher, EvaluateScoresTheScriptsOwnSettings) {
