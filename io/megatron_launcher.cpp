@@ -464,9 +464,11 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
     << (hosts.empty() ? "Node names are placeholders: replace them with your hosts\n"
                         "# (same order, same device types) and run"
                       : "Hosts are from --launcher-hosts. Run")
-    << " this script on every node with NODE_RANK set\n"
-       "# to the node's index in NODE_HOSTS (under Slurm, SLURM_NODEID is used if the allocation\n"
-       "# lists the nodes in this order).\n";
+    << " this script once on every node: a node finds its index in\n"
+       "# NODE_HOSTS from its short host name (or set NODE_RANK). Under Slurm, for example:\n"
+       "#   srun --nodes="
+    << out.nodes.size() << " --ntasks-per-node=1 --nodelist=" << join(out.nodes, ",")
+    << " bash THIS_SCRIPT\n";
   t << "#\n# What stock Megatron-LM cannot express:\n";
   t << "#  - device types: Megatron has no notion of them; the plan's device type per stage is\n"
        "#    realised only by the rank order above. A job spanning accelerator vendors also needs\n"
@@ -511,7 +513,14 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   t << "NODE_GPUS=(" << join(procs, " ") << ")\n";
   t << "NNODES=" << out.nodes.size() << "\n";
   t << "WORLD_SIZE=" << s.world_size << "\n";
-  t << "NODE_RANK=${NODE_RANK:-${SLURM_NODEID:-0}}\n";
+  // This node's index: NODE_RANK if set, else its host name's place in
+  // NODE_HOSTS, else Slurm's node id, else 0.
+  std::vector<std::string> index_entries;
+  for (std::size_t i = 0; i < out.nodes.size(); ++i) {
+    index_entries.push_back("[" + shell_quote(out.nodes[i]) + "]=" + std::to_string(i));
+  }
+  t << "declare -A NODE_INDEX=(" << join(index_entries, " ") << ")\n";
+  t << "NODE_RANK=${NODE_RANK:-${NODE_INDEX[$(hostname -s)]:-${SLURM_NODEID:-0}}}\n";
   t << "MASTER_ADDR=${MASTER_ADDR:-" << shell_quote(out.nodes.front()) << "}\n";
   t << "MASTER_PORT=${MASTER_PORT:-6000}\n\n";
   t << "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";

@@ -702,7 +702,17 @@ class Interpreter {
     const bool special = !is_name_start(name[0]);
     // Select by index.
     if (v.set && !index.empty() && index != "@" && index != "*") {
-      const std::optional<std::int64_t> k = arith(index, line, depth + 1);
+      // An index that is not arithmetic (an associative array's key, a
+      // command substitution) is not evaluated.
+      const bool arithmetic =
+          std::all_of(index.begin(), index.end(),
+                      [](char c) {
+                        return is_name_char(c) ||
+                               std::string_view(" \t$+-*/%(){}").find(c) != std::string_view::npos;
+                      }) &&
+          index.find("$(") == std::string::npos;
+      const std::optional<std::int64_t> k =
+          arithmetic ? arith(index, line, depth + 1) : std::nullopt;
       if (!k) {
         v.words.assign(1, unknown(src, line));
       } else if (*k < 0 || static_cast<std::size_t>(*k) >= v.words.size()) {

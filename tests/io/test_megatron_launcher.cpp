@@ -285,6 +285,41 @@ TEST(MegatronLauncher, GoldenLaunchersReadByHand) {
   }
 }
 
+// The launcher really runs: bash executes it with a stand-in torchrun
+// that records its arguments, on the node whose host name is NODE_HOSTS[2];
+// the recorded command reads back as the same model and settings.
+TEST(MegatronLauncher, LauncherRunsUnderBash) {
+  if (std::system("bash -c true > /dev/null 2>&1") != 0) GTEST_SKIP() << "no bash";
+  const fs::path d = temp_dir("run");
+  const fs::path bin = d / "bin";
+  fs::create_directories(bin);
+  std::ofstream(bin / "torchrun") << "#!/bin/bash\nprintf '%q ' torchrun \"$@\" > \"$RECORD\"\n";
+  std::ofstream(bin / "hostname") << "#!/bin/sh\necho 910b-node-000\n";
+  for (const char* f : {"torchrun", "hostname"}) {
+    fs::permissions(bin / f, fs::perms::owner_all, fs::perm_options::add);
+  }
+  const fs::path golden = fs::path(kData) / "golden" / "mixtral_s_paper_32-1.sh";
+  const fs::path record = d / "record.txt";
+  const std::string cmd = "env -u NODE_RANK -u SLURM_NODEID RECORD='" + record.string() +
+                          "' PATH='" + bin.string() + "':\"$PATH\" bash '" + golden.string() +
+                          "' > /dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const std::string recorded = slurp(record);
+  MegatronScript ran = parse_megatron_script(recorded + "\n", "record");
+  ASSERT_TRUE(ran.shell.has_command);
+  std::vector<std::string> prefix;
+  for (const ShellWord& w : ran.shell.launch.prefix) prefix.push_back(w.text);
+  EXPECT_EQ(prefix, (std::vector<std::string>{"torchrun", "--nnodes", "4", "--node-rank", "2",
+                                              "--nproc-per-node", "8", "--master-addr",
+                                              "h800-node-000", "--master-port", "6000"}));
+  MegatronScript source = read_megatron_script(kData + "mixtral_s.sh");
+  Workload expected = megatron_workload(source);
+  Workload got = megatron_workload(ran);
+  got.model.name = expected.model.name;
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(parallel_flags(recorded + "\n"), parallel_flags(slurp(golden)));
+}
+
 TEST(MegatronLauncher, HostListNamesTheNodes) {
   const HostsByDevice hosts = parse_launcher_hosts(
       "# host device\na100 H800\nb200 910b  # case-insensitive\na101 H800\nb201 910B\n", "hosts");

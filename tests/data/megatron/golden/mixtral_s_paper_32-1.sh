@@ -15,9 +15,9 @@
 # global ranks [i*S, (i+1)*S) with S = TP*CP*DP = 8. torchrun numbers ranks node by node in
 # --node-rank order, so NODE_HOSTS lists the nodes in that order: every stage lands on
 # nodes of its device type. Node names are placeholders: replace them with your hosts
-# (same order, same device types) and run this script on every node with NODE_RANK set
-# to the node's index in NODE_HOSTS (under Slurm, SLURM_NODEID is used if the allocation
-# lists the nodes in this order).
+# (same order, same device types) and run this script once on every node: a node finds its index in
+# NODE_HOSTS from its short host name (or set NODE_RANK). Under Slurm, for example:
+#   srun --nodes=4 --ntasks-per-node=1 --nodelist=h800-node-000,h800-node-001,910b-node-000,910b-node-001 bash THIS_SCRIPT
 #
 # What stock Megatron-LM cannot express:
 #  - device types: Megatron has no notion of them; the plan's device type per stage is
@@ -33,7 +33,8 @@ NODE_HOSTS=(h800-node-000 h800-node-001 910b-node-000 910b-node-001)
 NODE_GPUS=(8 8 8 8)
 NNODES=4
 WORLD_SIZE=32
-NODE_RANK=${NODE_RANK:-${SLURM_NODEID:-0}}
+declare -A NODE_INDEX=([h800-node-000]=0 [h800-node-001]=1 [910b-node-000]=2 [910b-node-001]=3)
+NODE_RANK=${NODE_RANK:-${NODE_INDEX[$(hostname -s)]:-${SLURM_NODEID:-0}}}
 MASTER_ADDR=${MASTER_ADDR:-h800-node-000}
 MASTER_PORT=${MASTER_PORT:-6000}
 
