@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "costmodel/errors.h"
+#include "io/json_strict.h"
 #include "io/report.h"
 
 namespace hapmoe {
@@ -71,6 +72,14 @@ std::string node_name(const std::string& device, int index) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "-node-%03d", index);
   return out + buf;
+}
+
+// Text for a comment line: a line break in a file name must not end it.
+std::string comment_safe(std::string s) {
+  for (char& c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return s;
 }
 
 std::string word_text(const ShellWord& w) { return w.known ? shell_quote(w.text) : w.source; }
@@ -241,13 +250,13 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   s.bias_linear = script ? !script->has("--disable-bias-linear") : false;
   if (script) {
     if (const MegatronFlag* f = script->find("--mtp-num-layers");
-        f && !f->values.empty() && f->values[0].known) {
-      s.mtp_layers = std::stoi(f->values[0].text);
+        f && f->values.size() == 1 && f->values[0].known) {
+      s.mtp_layers = static_cast<int>(
+          parse_int_text(f->values[0].text, 0, 1000,
+                         script->origin() + ":" + std::to_string(f->line) + ": " + f->name));
     }
-    if (const MegatronFlag* f = script->find("--max-position-embeddings");
-        f && !f->values.empty() && f->values[0].known) {
-      s.max_position_embeddings = std::stoi(f->values[0].text);
-    }
+    // The script's own value (the model's max positions came from it).
+    s.max_position_embeddings = w.model.max_positions;
   }
   s.world_size = pi.devices();
   s.tp = pi.tp;
@@ -428,9 +437,9 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   t << "#!/bin/bash\n";
   t << "# Megatron-LM launcher written by hapmoe " << hapmoe_version << " for Megatron-LM "
     << kMegatronVersion << " (NVIDIA/Megatron-LM tag " << kMegatronVersion << ").\n";
-  t << "# Model: " << w.model.name << (script ? " (flags read from " + script->origin() + ")" : "")
-    << "\n";
-  t << "# Cluster: " << cluster.name << "\n";
+  t << "# Model: " << comment_safe(w.model.name)
+    << (script ? " (flags read from " + comment_safe(script->origin()) + ")" : "") << "\n";
+  t << "# Cluster: " << comment_safe(cluster.name) << "\n";
   t << "# Plan: PP=" << pi.pp << " TP=" << pi.tp << " CP=" << pi.cp << " EP=" << pi.ep
     << " ETP=" << pi.tpe << " DP=" << pi.dp << ", micro-batch " << pi.micro_batch
     << ", global batch " << w.training.global_batch << " (" << launched.num_microbatches
@@ -574,7 +583,7 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
       }
     }
     if (!defs.empty()) {
-      t << "\n# Variables of " << script->origin() << " that the kept flags use.\n";
+      t << "\n# Variables of " << comment_safe(script->origin()) << " that the kept flags use.\n";
       for (auto it = defs.rbegin(); it != defs.rend(); ++it) t << *it << "\n";
     }
   }
@@ -586,7 +595,8 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
        "    --master-port $MASTER_PORT\n"
        ")\n\n";
   if (script) {
-    t << "# Flags kept from " << script->origin() << " (values as the script defines them).\n";
+    t << "# Flags kept from " << comment_safe(script->origin())
+      << " (values as the script defines them).\n";
   } else {
     t << "# Model flags written from the model; replace the tokenizer, data and schedule flags\n"
          "# (NullTokenizer, --mock-data, --train-iters, --lr) with your own.\n";
@@ -596,7 +606,7 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
     for (const MegatronFlag& f : script->flags) {
       if (!f.name.empty() && owned_by_hapmoe(f.name)) continue;
       if (f.name == "--overlap-param-gather" && !s.overlap_param_gather) continue;
-      std::string line = f.name;
+      std::string line = f.name.empty() ? "" : shell_quote(f.name);
       for (const ShellWord& v : f.values) line += (line.empty() ? "" : " ") + word_text(v);
       t << "    " << line << "\n";
     }
