@@ -275,6 +275,12 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
         "--overlap-param-gather is dropped: it needs the distributed optimizer, "
         "which is off");
   }
+  if (script && (script->has("--num-layers-per-virtual-pipeline-stage") ||
+                 script->has("--num-virtual-stages-per-pipeline-rank"))) {
+    out.notes.push_back(
+        "the script's virtual pipeline stages are dropped: hapmoe plans and "
+        "costs plain 1F1B");
+  }
   if (w.model.is_moe() && s.bias_linear && pi.tpe != 1) {
     throw InputError("--launcher",
                      "the plan uses expert tensor parallelism " + std::to_string(pi.tpe) +

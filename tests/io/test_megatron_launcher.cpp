@@ -34,7 +34,7 @@ int cli(std::vector<std::string> args, std::string* out_text = nullptr) {
   std::ostringstream out, err;
   const int code = run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
   if (out_text) *out_text = out.str() + err.str();
-  EXPECT_TRUE(code == kExitOk || code == kExitNoFit) << err.str();
+  EXPECT_TRUE(code == kExitOk || code == kExitNoFit || code == kExitInput) << err.str();
   return code;
 }
 
@@ -357,6 +357,14 @@ TEST(MegatronLauncher, EvaluateScoresTheScriptsOwnSettings) {
   EXPECT_NE(out.find("PP=4 TP=2 CP=1 EP=8 TPE=1 DP=8"), std::string::npos) << out;
   EXPECT_NE(out.find("note: "), std::string::npos);
   EXPECT_NE(out.find("--mystery-flag"), std::string::npos);
+  // A broken script is an input error (exit 2) naming the file and line.
+  const fs::path d = temp_dir("broken");
+  std::ofstream(d / "broken.sh") << "A=(\n --num-layers 4\npython pretrain_gpt.py \"${A[@]}\n";
+  std::string msg;
+  EXPECT_EQ(
+      cli({"plan", "--megatron-script", (d / "broken.sh").string(), "--cluster", "H800:8"}, &msg),
+      kExitInput);
+  EXPECT_NE(msg.find("broken.sh:3: unterminated double quote"), std::string::npos) << msg;
   // --model and --megatron-script together are an input error.
   std::vector<const char*> argv = {
       "hapmoe", "evaluate",  "--model", "mixtral-s", "--megatron-script",
