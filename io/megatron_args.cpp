@@ -154,19 +154,22 @@ std::vector<std::string> check_megatron_settings(const MegatronSettings& s) {
     if (value < 1) v.push_back(std::string(flag) + " = " + n(value) + " must be at least 1");
   }
   if (!v.empty()) return v;
+  // Products in 64 bits: degrees come from user scripts.
+  const long long tpc = static_cast<long long>(s.tp) * s.pp * s.cp;
+  const long long epp = static_cast<long long>(s.etp) * s.ep * s.pp;
   // 1. world = TP x PP x CP x DP.
-  if (s.world_size % (s.tp * s.pp * s.cp) != 0) {
+  if (s.world_size % tpc != 0) {
     v.push_back("§3.2.1: world size " + n(s.world_size) +
                 " is not divisible by --tensor-model-parallel-size x "
                 "--pipeline-model-parallel-size x --context-parallel-size = " +
-                n(s.tp * s.pp * s.cp));
+                n(tpc));
   }
   // 2. Expert side: world = ETP x EP x EDP x PP.
-  if (s.world_size % (s.etp * s.ep * s.pp) != 0) {
+  if (s.world_size % epp != 0) {
     v.push_back("§3.2.2: world size " + n(s.world_size) +
                 " is not divisible by --expert-tensor-parallel-size x "
                 "--expert-model-parallel-size x --pipeline-model-parallel-size = " +
-                n(s.etp * s.ep * s.pp));
+                n(epp));
   }
   // 3. Experts over EP; EP needs experts and no fp16.
   if (s.ep > 1 && !moe) {
@@ -193,7 +196,7 @@ std::vector<std::string> check_megatron_settings(const MegatronSettings& s) {
   // 5. Sequence over CP; positions cover the sequence.
   if (s.cp > 1 && s.seq_length % (2 * s.cp) != 0) {
     v.push_back("§3.2.5: --seq-length " + n(s.seq_length) +
-                " is not divisible by 2 x --context-parallel-size = " + n(2 * s.cp));
+                " is not divisible by 2 x --context-parallel-size = " + n(2LL * s.cp));
   }
   if (s.max_position_embeddings > 0 && s.max_position_embeddings < s.seq_length) {
     v.push_back("§3.2.5: --max-position-embeddings " + n(s.max_position_embeddings) +
@@ -362,8 +365,8 @@ std::vector<std::string> check_megatron_settings(const MegatronSettings& s) {
         n(s.etp));
   }
   // Batch (§3.1 help text): global = micro x DP x micro-batches.
-  if (s.world_size % (s.tp * s.pp * s.cp) == 0) {
-    const long long mdp = static_cast<long long>(s.micro_batch) * s.dp();
+  if (s.world_size % tpc == 0) {
+    const long long mdp = static_cast<long long>(s.micro_batch) * (s.world_size / tpc);
     if (s.global_batch < 1 || s.global_batch % mdp != 0) {
       v.push_back("§3.1: --global-batch-size " + n(s.global_batch) +
                   " is not a positive multiple of --micro-batch-size x DP = " + n(mdp));

@@ -51,7 +51,10 @@ struct MegatronSettings {
   bool distributed_optimizer = false;
   bool overlap_param_gather = false;
 
-  int dp() const { return tp * pp * cp > 0 ? world_size / (tp * pp * cp) : 0; }
+  int dp() const {
+    const long long group = static_cast<long long>(tp) * pp * cp;
+    return group > 0 ? static_cast<int>(world_size / group) : 0;
+  }
   bool operator==(const MegatronSettings&) const = default;
 };
 

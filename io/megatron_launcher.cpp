@@ -375,7 +375,9 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   //    order tp-cp-ep-dp-pp has PP outermost); torchrun numbers ranks node
   //    by node, so nodes are listed in stage order, each node holding ranks
   //    of one device type only.
-  for (const auto& [device, names] : hosts) {
+  for (const auto& entry : hosts) {
+    const std::string& device = entry.first;
+    const std::vector<std::string>& names = entry.second;
     const bool in_cluster = std::any_of(cluster.pools.begin(), cluster.pools.end(), [&](auto& p) {
       std::string key;
       for (char c : p.device.name)

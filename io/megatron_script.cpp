@@ -708,13 +708,21 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
     const int tp = r.opt_int("--tensor-model-parallel-size", 1, 1 << 20).value_or(1);
     const int pp = r.opt_int("--pipeline-model-parallel-size", 1, 1 << 20).value_or(1);
     const int cp = r.opt_int("--context-parallel-size", 1, 1 << 20).value_or(1);
-    if (!world || *world % (tp * pp * cp) != 0) {
+    const long long group = static_cast<long long>(tp) * pp * cp;
+    if (!world || *world % group != 0) {
       throw InputError(script.origin(),
                        "--global-batch-size is absent and the world size is unknown, so "
                        "Megatron's default (micro-batch x DP) cannot be computed; give "
                        "--global-batch-size (or hapmoe --global-batch)");
     }
-    t.global_batch = t.micro_batch * (*world / (tp * pp * cp));
+    const long long global = t.micro_batch * (*world / group);
+    if (global > (1LL << 30)) {
+      throw InputError(script.origin(),
+                       "--global-batch-size is absent and Megatron's default "
+                       "micro-batch x DP = " +
+                           std::to_string(global) + " is too large");
+    }
+    t.global_batch = static_cast<int>(global);
     add_note(script, "--global-batch-size is absent: Megatron's default micro-batch x DP = " +
                          std::to_string(t.global_batch));
   }
@@ -746,7 +754,7 @@ std::optional<int> megatron_world_size(const MegatronScript& script) {
     std::string name = pre[i].text;
     std::optional<ShellWord> value;
     const auto eq = name.find('=');
-    if (eq != std::string::npos && name.rfind("-", 0) == 0) {
+    if (eq != std::string::npos && name.rfind('-', 0) == 0) {
       value = pre[i];
       value->text = name.substr(eq + 1);
       name = name.substr(0, eq);

@@ -108,7 +108,8 @@ class Lexer {
         Word w = lex_word(0, false);
         if (!w.parts.empty() || !w.source.empty() || w.is_array) {
           if (out.size() >= limits_.max_words) fail(w.line, "the script has too many words");
-          out.push_back({false, std::move(w), w.line});
+          const int line = w.line;
+          out.push_back({false, std::move(w), line});
         }
       }
     }
@@ -630,7 +631,9 @@ class Interpreter {
         old.source += v.source;
         check_size(old.text, w.line);
       } else {
-        vars_[w.assign_name].assign(1, std::move(v));
+        std::vector<ShellWord>& target = vars_[w.assign_name];
+        target.clear();
+        target.push_back(std::move(v));
       }
     }
     if (exported) mark_exported(w.assign_name);

@@ -195,6 +195,16 @@ TEST(MegatronScript, ScriptPlanDeviceTypesFollowRankOrder) {
 }
 
 TEST(MegatronScript, ScriptPlanRejectsWhatMegatronRejects) {
+  // Degrees whose product overflows 32 bits are rejected, not divided by.
+  MegatronScript huge = parse_megatron_script(
+      "--num-layers 6 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
+      "--micro-batch-size 1 --global-batch-size 8 --bf16 --vocab-size 100 "
+      "--tensor-model-parallel-size 1048576 --pipeline-model-parallel-size 1048576 "
+      "--context-parallel-size 1048576\n",
+      "t.sh");
+  const Workload wh = megatron_workload(huge);
+  EXPECT_THROW(megatron_plan(huge, wh, load_cluster("H800:8")), InputError);
+
   MegatronScript s = parse_megatron_script(
       "torchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py --num-layers 6 --hidden-size 64 "
       "--num-attention-heads 4 --seq-length 128 --micro-batch-size 1 --global-batch-size 8 "
