@@ -700,6 +700,7 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
     r.fail("--moe-token-dispatcher-type",
            "\"" + disp + "\" is not one of allgather, alltoall, flex");
   }
+  if (!m.is_moe()) t.dispatcher = TrainingSpec{}.dispatcher;  // no experts: unused
   if (auto g = r.opt_int("--global-batch-size", 1, std::int64_t{1} << 30)) {
     t.global_batch = *g;
   } else {

@@ -106,6 +106,27 @@ TEST(MegatronLauncher, RoundTripGivesTheSameModelAndPlan) {
   EXPECT_EQ(r.plan2, r.plan);
 }
 
+// Every preset: the model flags written from the model read back as the
+// same model and training settings.
+TEST(MegatronLauncher, EveryPresetRoundTripsThroughModelFlags) {
+  const ClusterSpec cluster = load_cluster("H800:8");
+  for (const ModelPreset& p : model_presets()) {
+    const Workload& w = p.workload;
+    Plan plan;
+    plan.parallel = {1, 1, 1, 1, 1, 8, w.training.micro_batch};
+    plan.stages = {{0, w.model.num_layers, {}}};
+    const ProfileTables tables = make_analytic_tables(w, cluster, w.training.micro_batch, {1}, {1});
+    const CostModel model(w, cluster, tables);
+    const Launcher l = make_megatron_launcher(model.evaluate(plan), model, nullptr, "test");
+    MegatronScript back = parse_megatron_script(l.text, p.name + ".sh");
+    Workload w2 = megatron_workload(back);
+    w2.model.name = w.model.name;
+    EXPECT_EQ(w2, w) << p.name << "\n" << l.text;
+    EXPECT_EQ(megatron_plan(back, w2, cluster), l.plan) << p.name;
+    EXPECT_TRUE(back.unknown.empty()) << p.name;
+  }
+}
+
 // Mixtral-L on paper:32-1: the best plan recomputes 25 of 27 layers on the
 // H800 stage and selectively on the 910B stage, which Megatron cannot say.
 // The launcher takes the fastest uniform setting that fits, prices it and
