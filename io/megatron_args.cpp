@@ -24,7 +24,6 @@ std::string parse_pipeline_layout(const std::string& layout, std::vector<LayoutS
   // A sequence is a list of "tokens": symbols and stage breaks.
   std::size_t pos = 0;
   std::string error;
-  std::size_t total = 0;
   std::function<std::string(int)> seq;  // returns the expanded token string
   auto read_int = [&](std::size_t& p) -> long long {
     long long v = 0;
@@ -82,13 +81,11 @@ std::string parse_pipeline_layout(const std::string& layout, std::vector<LayoutS
       }
       for (long long k = 0; k < times; ++k) out += item;
     }
-    total = out.size();
     return out;
   };
   const std::string flat = seq(0);
   if (error.empty() && pos != layout.size()) error = "unbalanced ')' in the layout";
   if (!error.empty()) return error;
-  (void)total;
   stages.assign(1, LayoutStage{});
   for (char c : flat) {
     switch (c) {
