@@ -27,7 +27,12 @@ void add_megatron_options(cxxopts::Options& o) {
       "repeated; values cannot contain commas)",
       cxxopts::value<std::vector<std::string>>())(
       "vocab-size", "vocabulary size when the script does not give --vocab-size",
-      cxxopts::value<std::string>());
+      cxxopts::value<std::string>())(
+      "megatron-stage-devices",
+      "device type of each pipeline stage of the script's own plan, e.g. H800,H800,910B,910B "
+      "(default: the script's HAPMOE_STAGE_DEVICES, else ranks fill the cluster's pools in "
+      "order)",
+      cxxopts::value<std::vector<std::string>>());
 }
 
 void add_launcher_options(cxxopts::Options& o) {
@@ -45,8 +50,10 @@ void add_launcher_options(cxxopts::Options& o) {
 
 std::shared_ptr<MegatronScript> read_megatron_input(const cxxopts::ParseResult& r) {
   if (r.count("megatron-script") == 0) {
-    if (r.count("megatron-env")) {
-      throw InputError("--megatron-env", "is only read with --megatron-script");
+    for (const char* option : {"megatron-env", "megatron-stage-devices"}) {
+      if (r.count(option)) {
+        throw InputError(std::string("--") + option, "is only read with --megatron-script");
+      }
     }
     return nullptr;
   }
@@ -65,8 +72,17 @@ std::shared_ptr<MegatronScript> read_megatron_input(const cxxopts::ParseResult& 
       env[kv.substr(0, eq)] = kv.substr(eq + 1);
     }
   }
-  return std::make_shared<MegatronScript>(
+  auto script = std::make_shared<MegatronScript>(
       read_megatron_script(r["megatron-script"].as<std::string>(), env));
+  if (r.count("megatron-stage-devices")) {
+    // Same place as a script's own HAPMOE_STAGE_DEVICES=(...), which it replaces.
+    std::vector<ShellWord>& devices = script->shell.variables["HAPMOE_STAGE_DEVICES"];
+    devices.clear();
+    for (const std::string& d : r["megatron-stage-devices"].as<std::vector<std::string>>()) {
+      devices.push_back({d, true, d, 0});
+    }
+  }
+  return script;
 }
 
 Workload megatron_input_workload(const cxxopts::ParseResult& r, MegatronScript& script) {

@@ -896,7 +896,8 @@ Plan megatron_plan(MegatronScript& script, const Workload& w, const ClusterSpec&
         }
       }
       if (!name.known || found < 0) {
-        throw InputError(script.origin() + ":" + std::to_string(name.line),
+        throw InputError(name.line > 0 ? script.origin() + ":" + std::to_string(name.line)
+                                       : std::string("--megatron-stage-devices"),
                          "HAPMOE_STAGE_DEVICES names device \"" + name.source +
                              "\", which is not in the cluster");
       }

@@ -378,6 +378,14 @@ TEST(MegatronLauncher, EvaluateScoresTheScriptsOwnSettings) {
   EXPECT_NE(out.find("PP=4 TP=2 CP=1 EP=8 TPE=1 DP=8"), std::string::npos) << out;
   EXPECT_NE(out.find("note: "), std::string::npos);
   EXPECT_NE(out.find("--mystery-flag"), std::string::npos);
+  // --megatron-stage-devices names the stages' types for the script's own plan.
+  const int placed = cli({"evaluate", "--megatron-script", kData + "mixtral_s.sh", "--cluster",
+                          "paper:16-1", "--megatron-stage-devices", "910B,H800"},
+                         &out);
+  EXPECT_EQ(placed, kExitOk) << out;
+  const auto first_910b = out.find("    0  910B");
+  EXPECT_NE(first_910b, std::string::npos) << out;
+  EXPECT_NE(out.find("    1  H800"), std::string::npos) << out;
   // A broken script is an input error (exit 2) naming the file and line.
   const fs::path d = temp_dir("broken");
   std::ofstream(d / "broken.sh") << "A=(\n --num-layers 4\npython pretrain_gpt.py \"${A[@]}\n";
