@@ -471,7 +471,15 @@ MegatronScript parse_megatron_script(const std::string& text, const std::string&
       f.values.push_back(v);
     } else {
       f.name = w.text;
-      while (i + 1 < args.size() && !(args[i + 1].known && args[i + 1].text.rfind("--", 0) == 0)) {
+      // Values: the known words up to the next --flag. A word the script
+      // does not define (e.g. ${EXTRA_ARGS}) is taken only as the first
+      // value of a flag that takes values; after a switch it stays a
+      // word of its own.
+      const auto known_it = read_flags().find(f.name);
+      const bool is_switch = known_it != read_flags().end() && known_it->second.kind == Kind::kBool;
+      while (i + 1 < args.size()) {
+        const ShellWord& next = args[i + 1];
+        if (next.known ? next.text.rfind("--", 0) == 0 : (is_switch || !f.values.empty())) break;
         f.values.push_back(args[++i]);
       }
     }

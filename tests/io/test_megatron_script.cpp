@@ -59,6 +59,23 @@ TEST(MegatronScript, DeepSeekV3LikeWithMlaLayerFreqAndSharedExpert) {
   EXPECT_EQ(megatron_workload(s8).model.num_moe_layers(), 5);
 }
 
+// The style of Megatron-LM's modelopt confs: flags in a string variable with
+// continuations, expanded unquoted, and an undefined ${EXTRA} after a switch.
+TEST(MegatronScript, FlagsInAStringVariable) {
+  MegatronScript s = parse_megatron_script(
+      "CFG=\" \\\n    --num-layers 4 --hidden-size 64 \\\n    --num-attention-heads 4 "
+      "--seq-length 128 --micro-batch-size 1 --global-batch-size 8 --vocab-size 100 \\\n"
+      "    --num-experts 4 --moe-layer-freq ([0]*1+[1]*3) --bf16 \\\n\"\n"
+      "${PYTHON:-python} pretrain_gpt.py ${CFG} ${EXTRA} --save $CKPT $MORE\n",
+      "conf.sh");
+  const Workload w = megatron_workload(s);
+  EXPECT_EQ(w.model.moe_layers, (std::vector<std::uint8_t>{0, 1, 1, 1}));
+  EXPECT_EQ(s.find("--save")->values.size(), 1u);  // $MORE is a word of its own
+  int opaque = 0;
+  for (const MegatronFlag& f : s.flags) opaque += f.name.empty();
+  EXPECT_EQ(opaque, 2);  // ${EXTRA} and $MORE, kept for the launcher
+}
+
 TEST(MegatronScript, MoeLayerFreqForms) {
   auto freq = [](const std::string& f) {
     MegatronScript s = parse_megatron_script(
