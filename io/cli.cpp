@@ -23,6 +23,7 @@
 #include "io/archive.h"
 #include "io/cluster_io.h"
 #include "io/json_strict.h"
+#include "io/megatron_cli.h"
 #include "io/model_io.h"
 #include "io/plan_io.h"
 #include "io/report.h"
@@ -73,12 +74,14 @@ void add_workload_options(cxxopts::Options& o) {
       "gamma", "share gamma in [0,1] of the imbalance on the critical path",
       cxxopts::value<std::string>())("no-distributed-optimizer",
                                      "replicate optimizer states over DP (no ZeRO-1)");
+  add_megatron_options(o);
 }
 
 struct Inputs {
   Workload workload;
   ClusterSpec cluster;
   ConstraintOptions constraints;
+  std::shared_ptr<MegatronScript> megatron;  // --megatron-script, if given
 };
 
 std::string required(const cxxopts::ParseResult& r, const char* name) {
@@ -88,7 +91,9 @@ std::string required(const cxxopts::ParseResult& r, const char* name) {
 
 Inputs read_inputs(const cxxopts::ParseResult& r) {
   Inputs in;
-  in.workload = load_workload(required(r, "model"));
+  in.megatron = read_megatron_input(r);
+  in.workload =
+      in.megatron ? megatron_input_workload(r, *in.megatron) : load_workload(required(r, "model"));
   in.cluster = load_cluster(required(r, "cluster"));
   TrainingOverrides ov;
   auto int_opt = [&](const char* name, std::int64_t lo, std::int64_t hi) -> std::optional<int> {
@@ -220,6 +225,7 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
       "simulate", "also run an event simulation of the 1F1B schedule and print its makespan");
   add_out_option(o);
   const Started started;
+  add_launcher_options(o);
   const auto parsed = parse(o, argc, argv, out);
   if (!parsed) return kExitOk;
   const auto& r = *parsed;
@@ -229,8 +235,11 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
                         ? static_cast<int>(parse_int_text(r["plan-index"].as<std::string>(), 0,
                                                           1 << 20, "--plan-index"))
                         : 0;
-  const std::string plan_path = required(r, "plan");
-  const Plan plan = load_plan(plan_path, in.cluster, in.workload.training.micro_batch, index);
+  const bool script_plan = in.megatron && r.count("plan") == 0;  // the script's own settings
+  const std::string plan_path = script_plan ? in.megatron->origin() : required(r, "plan");
+  const Plan plan = script_plan
+                        ? megatron_plan(*in.megatron, in.workload, in.cluster)
+                        : load_plan(plan_path, in.cluster, in.workload.training.micro_batch, index);
   if (auto e = check_plan(plan, in.workload, in.cluster, in.constraints); !e.empty()) {
     throw InputError(plan_path, e);
   }
@@ -238,6 +247,7 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
       in.workload, in.cluster, plan.parallel.micro_batch, {plan.parallel.tp}, {plan.parallel.cp});
   const CostModel model(in.workload, in.cluster, tables);
   const PlanReport report = model.evaluate(plan);
+  print_megatron_notes(out, in.megatron.get());
   print_plan_report(out, report, in.workload, in.cluster);
   if (r.count("simulate")) {
     std::vector<double> f;
@@ -270,6 +280,7 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
       write_run(f, a, {report}, nullptr);
     });
   }
+  write_launcher_if_requested(r, out, in.megatron.get(), &report, model, comm.rank() == 0);
   if (!report.fits) {
     err << "hapmoe: the plan does not fit in memory (see the warnings above)\n";
     return kExitNoFit;
@@ -413,6 +424,7 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
       cxxopts::value<std::string>())("plan-json",
                                      "write the plans and search statistics as JSON to this file",
                                      cxxopts::value<std::string>());
+  add_launcher_options(o);
   add_out_option(o);
   const Started started;
   const auto parsed = parse(o, argc, argv, out);
@@ -449,6 +461,7 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
   std::vector<PlanReport> reports;
   for (const PlanCandidate& c : result.top) reports.push_back(model.evaluate(c.plan));
   const SearchStats& s = result.stats;
+  print_megatron_notes(out, in.megatron.get());
   if (!reports.empty()) {
     print_plan_report(out, reports.front(), in.workload, in.cluster);
     out << "\ntop " << reports.size() << " (best plan of each configuration)\n";
@@ -537,6 +550,9 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
       write_run(f, a, reports, &result);
     });
   }
+  write_launcher_if_requested(r, out, in.megatron.get(),
+                              reports.empty() ? nullptr : &reports.front(), model,
+                              comm.rank() == 0);
   if (reports.empty()) {
     err << "hapmoe plan: no plan fits in memory";
     if (result.closest.known()) {

@@ -1,0 +1,80 @@
+// A small, safe interpreter for the shell subset that Megatron-LM launch
+// scripts are written in (docs/megatron.md, "What the script reader
+// understands"). Nothing is ever executed: no command runs, no file other
+// than the script is read, no glob is expanded.
+//
+// It tokenises with quotes and escapes, joins backslash-continued lines,
+// strips comments, applies assignments in the order written (scalars,
+// bash arrays, `+=`, `export`), expands $VAR, ${VAR}, ${VAR:-default} and
+// friends, "${ARR[@]}" and $((arithmetic)), and finds the launch command:
+// the first command that runs a `*.py` entry point through torchrun, python,
+// `python -m torch.distributed.run`, srun, ... Conditionals and loops are not
+// evaluated: their keywords are skipped and the commands inside are read in
+// order, so both branches of an `if` are applied.
+//
+// A value the script does not define (an environment variable, a positional
+// parameter, a command substitution) is *unknown*: the word keeps its source
+// text so a launcher can write it back, and a reader that needs the value
+// names the variable. Sizes and nesting are bounded so a hostile script fails
+// with an InputError in bounded time.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace hapmoe {
+
+// One word after expansion.
+struct ShellWord {
+  std::string text;    // the value (meaningless when !known)
+  bool known = true;   // false if any part came from an unknown value
+  std::string source;  // the word as written in the script (re-quotable)
+  int line = 0;        // 1-based line where the word starts
+  bool operator==(const ShellWord&) const = default;
+};
+
+struct ShellLaunch {
+  std::vector<ShellWord> prefix;  // launcher words before the entry point
+  ShellWord entry;                // e.g. pretrain_gpt.py
+  std::vector<ShellWord> args;    // everything after the entry point
+  int line = 0;                   // line of the command's first word
+};
+
+struct ShellScript {
+  std::string origin;  // file name, for messages
+  // True if a launch command was found; false for a bare argument list
+  // (then `launch.args` holds every word of the file).
+  bool has_command = false;
+  ShellLaunch launch;
+  // Variables after the whole script was read (arrays hold several words).
+  std::map<std::string, std::vector<ShellWord>> variables;
+  std::vector<std::string> exported;  // names exported, in order, no repeats
+  std::vector<std::string> notes;     // what was approximated (second launch, ...)
+
+  // The scalar value of a variable, if the script defines it with a known
+  // value.
+  const ShellWord* find(const std::string& name) const;
+};
+
+struct ShellLimits {
+  std::size_t max_bytes = 4u << 20;   // whole script
+  std::size_t max_line = 256u << 10;  // one physical line
+  std::size_t max_value = 1u << 20;   // one expanded value
+  std::size_t max_words = 1u << 20;   // words of one command or array
+  int max_nesting = 32;               // ${...} / $((...)) / (...) depth
+};
+
+// Reads `text` (the script's contents; `origin` names it in messages) with
+// `env` as the values of variables the script reads but does not assign
+// (--megatron-env KEY=VALUE). Throws InputError "origin:line: what" on
+// anything it cannot read (unterminated quote, here-document, too large).
+ShellScript read_shell_script(const std::string& text, const std::string& origin,
+                              const std::map<std::string, std::string>& env = {},
+                              const ShellLimits& limits = {});
+
+// `text` quoted for bash so that it reads back as one word with that value
+// (bare if it needs no quoting).
+std::string shell_quote(const std::string& text);
+
+}  // namespace hapmoe
