@@ -382,3 +382,24 @@ TEST(CliBaselines, CompareNormalisesToMiAndArchivesEveryBaseline) {
 
 }  // namespace
 }  // namespace hapmoe
+
+namespace hapmoe {
+namespace {
+
+TEST(CliBaselines, CompareReadsAMegatronScript) {
+  // The paper's Mixtral-S as a Megatron-LM launch script reads as the preset,
+  // so compare gives the same table.
+  const std::string script = std::string(HAPMOE_SOURCE_DIR) + "/tests/data/megatron/mixtral_s.sh";
+  const CliRun a = run({"compare", "--megatron-script", script, "--cluster", "paper:32-2"});
+  const CliRun b = run({"compare", "--model", "mixtral-s", "--cluster", "paper:32-2"});
+  ASSERT_EQ(a.code, kExitOk) << a.err;
+  ASSERT_EQ(b.code, kExitOk) << b.err;
+  const auto table = [](const std::string& out) {
+    const auto from = out.find("  hapmoe ");
+    return out.substr(from, out.find("\n\n", from) - from);
+  };
+  EXPECT_EQ(table(a.out), table(b.out));
+}
+
+}  // namespace
+}  // namespace hapmoe
