@@ -256,10 +256,10 @@ std::optional<PlanCandidate> mi_plan_with_cp(const Workload& w, const ClusterSpe
                                              const std::vector<int>& dps, int usable) {
   const ModelSpec& m = w.model;
   for (int pp = std::max(1, usable); pp <= m.num_layers; ++pp) {
-    for (auto dp = dps.rbegin(); dp != dps.rend(); ++dp) {
+    for (std::size_t d = dps.size(); d-- > 0;) {  // the largest DP first
       ParallelConfig pi = base;
       pi.pp = pp;
-      pi.dp = *dp;
+      pi.dp = dps[d];
       if (m.is_moe()) {
         for (const int e : divisors(m.num_experts)) {
           if (pi.stage_devices() % e == 0) pi.ep = e;
@@ -267,6 +267,7 @@ std::optional<PlanCandidate> mi_plan_with_cp(const Workload& w, const ClusterSpe
       }
       if (!check_parallel(pi, w).empty()) continue;
       std::vector<int> cap;
+      cap.reserve(static_cast<std::size_t>(cluster.num_types()));
       for (int h = 0; h < cluster.num_types(); ++h) {
         cap.push_back(stage_capacity(cluster, h, pi, constraints));
       }
