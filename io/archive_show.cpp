@@ -26,16 +26,6 @@ using archive::PlanRow;
 using archive::StageRow;
 using archive::TotalsRow;
 
-std::string fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
-std::string fmt(const char* format, ...) {
-  char buffer[512];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(buffer, sizeof buffer, format, args);
-  va_end(args);
-  return buffer;
-}
-
 struct Stage {
   std::string device;
   int devices = 0;

@@ -11,16 +11,6 @@ namespace hapmoe {
 
 namespace {
 
-std::string fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
-std::string fmt(const char* format, ...) {
-  char buffer[512];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(buffer, sizeof buffer, format, args);
-  va_end(args);
-  return buffer;
-}
-
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::string describe_cluster(const ClusterSpec& c) {
@@ -40,6 +30,15 @@ std::string format_seconds(double s) {
   if (s >= 1.0) return fmt("%.3f s", s);
   if (s >= 1e-3) return fmt("%.2f ms", s * 1e3);
   return fmt("%.1f us", s * 1e6);
+}
+
+std::string fmt(const char* format, ...) {
+  char buffer[512];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(buffer, sizeof buffer, format, args);
+  va_end(args);
+  return buffer;
 }
 
 std::string cluster_summary(const ClusterSpec& cluster) {

@@ -18,6 +18,9 @@ void print_plan_report(std::ostream& out, const PlanReport& report, const Worklo
 // Devices, model presets and cluster presets with their figures.
 void print_catalog(std::ostream& out);
 
+// printf into a std::string (at most 511 characters).
+std::string fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
+
 // "paper:32-2 (16 x H800 + 16 x MI300X, 32 devices)": name and pools.
 std::string cluster_summary(const ClusterSpec& cluster);
 

@@ -25,42 +25,21 @@
 #include "io/json_strict.h"
 #include "io/model_io.h"
 #include "io/sweep.h"
+#include "tests/io/cli_run.h"
 
 namespace hapmoe {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct CliRun {
-  int code = 0;
-  std::string out;
-  std::string err;
-};
-
-CliRun run(std::vector<std::string> args) {
-  args.insert(args.begin(), "hapmoe");
-  std::vector<const char*> argv;
-  argv.reserve(args.size());
-  for (const auto& a : args) argv.push_back(a.c_str());
-  std::ostringstream out;
-  std::ostringstream err;
-  CliRun r;
-  r.code = run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
-  r.out = out.str();
-  r.err = err.str();
-  return r;
-}
+using test::CliRun;
+using test::run;
+using test::slurp;
 
 fs::path temp_dir(const std::string& name) {
   fs::path d = fs::temp_directory_path() / ("hapmoe_archive_" + name);
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 void spit(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }

@@ -19,11 +19,13 @@
 #include "io/megatron_launcher.h"
 #include "io/model_io.h"
 #include "io/plan_io.h"
+#include "tests/io/cli_run.h"
 
 namespace hapmoe {
 namespace {
 
 namespace fs = std::filesystem;
+using test::slurp;
 
 const std::string kData = std::string(HAPMOE_TEST_DATA) + "/megatron/";
 
@@ -36,11 +38,6 @@ int cli(std::vector<std::string> args, std::string* out_text = nullptr) {
   if (out_text) *out_text = out.str() + err.str();
   EXPECT_TRUE(code == kExitOk || code == kExitNoFit || code == kExitInput) << err.str();
   return code;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 fs::path temp_dir(const std::string& name) {
