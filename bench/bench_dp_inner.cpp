@@ -54,8 +54,9 @@ const Case& get_case(const std::string& model, const std::string& cluster) {
     c->best = r.top.front().plan.parallel;
     std::int64_t most = -1;
     for (std::size_t k = 0; k < r.configs.size(); ++k) {
-      if (r.outcomes[k].stats.transitions > most) {
-        most = r.outcomes[k].stats.transitions;
+      const hapmoe::ConfigOutcome* o = r.outcome(k);
+      if (o && o->stats.transitions > most) {
+        most = o->stats.transitions;
         c->busiest = r.configs[k];
       }
     }

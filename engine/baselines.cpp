@@ -130,7 +130,12 @@ void append(SearchResult& into, SearchResult part, int type) {
   into.stats.configs = configs;
   const auto extend = [](auto& a, auto& b) { a.insert(a.end(), b.begin(), b.end()); };
   extend(into.configs, part.configs);
+  for (std::int32_t& k : part.outcome_of) {
+    if (k >= 0) k += static_cast<std::int32_t>(into.outcomes.size());
+  }
   extend(into.outcomes, part.outcomes);
+  extend(into.outcome_of, part.outcome_of);
+  extend(into.lower_bounds, part.lower_bounds);
   extend(into.estimates, part.estimates);
   extend(into.ran_on, part.ran_on);
   extend(into.parts, part.parts);
@@ -367,6 +372,8 @@ BaselineRun run_baseline(Baseline baseline, const Workload& w, const ClusterSpec
       o.stats.configs_evaluated = 1;
       o.stats.feasible = 1;
       r.outcomes = {o};
+      r.outcome_of = {0};
+      r.lower_bounds = {0.0};
       r.estimates = {0.0};
       r.ran_on = {0};
       r.round_of = {0};

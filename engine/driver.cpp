@@ -138,8 +138,6 @@ class Reader {
 void put_outcome(Writer& w, const ConfigOutcome& o) {
   w.put(o.stats);
   w.put(o.closest);
-  w.put(o.lower_bound);
-  w.put(o.skipped);
   w.put(o.best.has_value());
   if (o.best) {
     w.put(o.best->latency_s);
@@ -153,8 +151,6 @@ ConfigOutcome get_outcome(Reader& r) {
   ConfigOutcome o;
   o.stats = r.get<SearchStats>();
   o.closest = r.get<Shortfall>();
-  o.lower_bound = r.get<double>();
-  o.skipped = r.get<bool>();
   if (r.get<bool>()) {
     PlanCandidate c;
     c.latency_s = r.get<double>();
@@ -200,6 +196,8 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   const ProfileTables tables = tables_for(w, cluster, r.configs);
   const CostModel model(w, cluster, tables);
   const std::size_t n = r.configs.size();
+  HAPMOE_REQUIRE(n <= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()),
+                 "run_search: more configurations than an int32 index reaches");
 
   // Bounds and work estimates: a contiguous block per rank, gathered.
   std::vector<ConfigBound> bounds(n);
@@ -261,7 +259,12 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     }
   }
 
-  r.outcomes.assign(n, {});
+  // Outcomes of the searched configurations, in the order searched; put in
+  // the order of the configurations at the end.
+  std::vector<ConfigOutcome> searched;
+  std::int64_t skipped = 0;
+  r.outcome_of.assign(n, -1);
+  r.lower_bounds.assign(n, 0.0);
   r.ran_on.assign(n, -1);
   r.round_of.assign(n, -1);
   r.parts.assign(n, 0);
@@ -388,11 +391,12 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
       HAPMOE_REQUIRE(got[u].has_value(), "run_search: a unit of the round was lost");
       const std::size_t c = units[u].config;
       if (units[u].part.index == 0) {
-        r.outcomes[c] = {};
+        r.outcome_of[c] = static_cast<std::int32_t>(searched.size());
+        searched.emplace_back();
         r.ran_on[c] = by[u];
         r.parts[c] = units[u].part.count;
       }
-      merge_part(r.outcomes[c], *got[u]);
+      merge_part(searched[static_cast<std::size_t>(r.outcome_of[c])], *got[u]);
       r.units.push_back({c, units[u].part, r.rounds - 1, by[u], units[u].work,
                          got[u]->stats.seconds, got[u]->stats.transitions});
     }
@@ -419,11 +423,9 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     std::vector<std::size_t> batch;
     while (pos < n && (!rounds || batch.size() < round_size)) {
       const std::size_t c = order[pos++];
-      ConfigOutcome& o = r.outcomes[c];
-      o.lower_bound = bounds[c].latency;
+      r.lower_bounds[c] = bounds[c].latency;
       if (rounds && bounds[c].latency > incumbent * (1.0 + 1e-12)) {
-        o.skipped = true;
-        o.stats.configs_bounded = 1;
+        ++skipped;
         continue;
       }
       batch.push_back(c);
@@ -433,20 +435,27 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     ++r.rounds;
     run_round(batch, incumbent);
     for (const std::size_t c : batch) {
-      ConfigOutcome& o = r.outcomes[c];
-      o.lower_bound = bounds[c].latency;
+      const ConfigOutcome& o = searched[static_cast<std::size_t>(r.outcome_of[c])];
       if (!o.best) continue;
       top.insert(std::upper_bound(top.begin(), top.end(), *o.best, candidate_less), *o.best);
       if (static_cast<int>(top.size()) > opt.top_k) top.pop_back();
     }
   }
 
+  r.outcomes.reserve(searched.size());
+  for (std::size_t c = 0; c < n; ++c) {
+    std::int32_t& k = r.outcome_of[c];
+    if (k < 0) continue;
+    r.outcomes.push_back(std::move(searched[static_cast<std::size_t>(k)]));
+    k = static_cast<std::int32_t>(r.outcomes.size() - 1);
+  }
   std::vector<PlanCandidate> all;
   for (const ConfigOutcome& o : r.outcomes) {
     r.stats += o.stats;
     if (o.best) all.push_back(*o.best);
     if (o.closest.bytes < r.closest.bytes) r.closest = o.closest;
   }
+  r.stats.configs_bounded += skipped;
   std::sort(all.begin(), all.end(), candidate_less);
   if (static_cast<int>(all.size()) > opt.top_k) all.resize(static_cast<std::size_t>(opt.top_k));
   r.top = std::move(all);

@@ -69,14 +69,26 @@ struct SearchResult {
   SearchStats stats;
   Shortfall closest;  // when nothing fits
   std::vector<ParallelConfig> configs;
-  std::vector<ConfigOutcome> outcomes;  // per config, same order
-  std::vector<double> estimates;        // per config: work_estimate
+  // The outcomes of the configurations searched, in the order of `configs`
+  // (most of a large space is skipped by its bound: per-config storage of
+  // outcomes cost 224 bytes each). outcome(c) finds configuration c's.
+  std::vector<ConfigOutcome> outcomes;
+  std::vector<std::int32_t> outcome_of;  // per config: index in outcomes, -1 if not searched
+  std::vector<double> lower_bounds;      // per config: config_lower_bound (0 without the bound)
+  std::vector<double> estimates;         // per config: work_estimate
   std::vector<int> ran_on;    // per config: the rank that searched (its first part), -1 if none
   std::vector<int> round_of;  // per config: its round, -1 if not searched
   std::vector<int> parts;     // per config: the parts it was searched in, 0 if not
   std::vector<RankFigures> ranks;  // per rank
   std::vector<UnitFigures> units;  // per unit searched: by round, parts of a config together
   int rounds = 0;                  // branch-and-bound rounds
+
+  // Configuration c's outcome, or null if it was not searched (skipped by
+  // its bound).
+  const ConfigOutcome* outcome(std::size_t c) const {
+    const std::int32_t k = outcome_of[c];
+    return k < 0 ? nullptr : &outcomes[static_cast<std::size_t>(k)];
+  }
 };
 
 // Profile tables with a compute entry for every (TP, CP) in `configs`.

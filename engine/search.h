@@ -84,8 +84,6 @@ struct ConfigOutcome {
   std::optional<PlanCandidate> best;
   SearchStats stats;
   Shortfall closest;
-  double lower_bound = 0;  // config_lower_bound of the configuration
-  bool skipped = false;    // skipped by branch and bound, not searched
 };
 
 // One part of a configuration's search, so that a configuration too large

@@ -319,11 +319,12 @@ void write_search(const h5::Group& group, const SearchResult& s) {
     r.round = i < s.round_of.size() ? s.round_of[i] : -1;
     r.work_estimate = i < s.estimates.size() ? s.estimates[i] : 0.0;
     r.best_latency_s = std::numeric_limits<double>::quiet_NaN();
-    if (i < s.outcomes.size()) {
-      const ConfigOutcome& o = s.outcomes[i];
+    r.lower_bound_s = i < s.lower_bounds.size() ? s.lower_bounds[i] : 0.0;
+    const ConfigOutcome* searched = i < s.outcome_of.size() ? s.outcome(i) : nullptr;
+    r.skipped = i < s.outcome_of.size() && !searched ? 1 : 0;
+    if (searched) {
+      const ConfigOutcome& o = *searched;
       r.searched = o.stats.configs_evaluated > 0 ? 1 : 0;
-      r.skipped = o.skipped ? 1 : 0;
-      r.lower_bound_s = o.lower_bound;
       if (o.best) r.best_latency_s = o.best->latency_s;
       r.states = o.stats.states;
       r.transitions = o.stats.transitions;

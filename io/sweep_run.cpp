@@ -201,8 +201,6 @@ class Bytes {
     if (o.best) put(*o.best);
     put(o.stats);
     put(o.closest);
-    put(o.lower_bound);
-    put(o.skipped);
   }
   const std::string& data() const { return data_; }
 
@@ -250,8 +248,6 @@ class Unbytes {
     }
     get(o.stats);
     get(o.closest);
-    get(o.lower_bound);
-    get(o.skipped);
   }
 
  private:
@@ -274,6 +270,8 @@ std::string encode(const Finished& f) {
   b.put(r.closest);
   b.put(r.configs);
   b.put(r.outcomes);
+  b.put(r.outcome_of);
+  b.put(r.lower_bounds);
   b.put(r.estimates);
   b.put(r.ran_on);
   b.put(r.round_of);
@@ -301,6 +299,8 @@ Finished decode(const std::string& data) {
   b.get(r.closest);
   b.get(r.configs);
   b.get(r.outcomes);
+  b.get(r.outcome_of);
+  b.get(r.lower_bounds);
   b.get(r.estimates);
   b.get(r.ran_on);
   b.get(r.round_of);

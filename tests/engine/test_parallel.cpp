@@ -77,6 +77,37 @@ TEST(Parallel, RoundsChangeStatisticsNotPlans) {
   EXPECT_LE(a.stats.configs_evaluated, b.stats.configs_evaluated);
 }
 
+// Outcomes are kept for the configurations searched only; the per-config
+// vectors say which, and every configuration keeps its lower bound.
+TEST(Parallel, OutcomesOnlyForSearchedConfigurations) {
+  const Workload w = load_workload("mixtral-l");
+  const ClusterSpec cl = load_cluster("paper:32-1");
+  SerialComm comm;
+  RunOptions run;
+  run.threads = 2;
+  const SearchResult r = run_search(w, cl, {}, false, comm, run);
+  const std::size_t n = r.configs.size();
+  ASSERT_EQ(r.outcome_of.size(), n);
+  ASSERT_EQ(r.lower_bounds.size(), n);
+  std::size_t searched = 0;
+  for (std::size_t c = 0; c < n; ++c) {
+    EXPECT_GT(r.lower_bounds[c], 0.0) << "configuration " << c;
+    const ConfigOutcome* o = r.outcome(c);
+    EXPECT_EQ(o != nullptr, r.round_of[c] >= 0) << "configuration " << c;
+    if (o == nullptr) continue;
+    // In the order of the configurations.
+    EXPECT_EQ(r.outcome_of[c], static_cast<std::int32_t>(searched)) << "configuration " << c;
+    ++searched;
+    if (o->best) {
+      EXPECT_GE(o->best->latency_s, r.lower_bounds[c] * (1 - 1e-12));
+    }
+  }
+  EXPECT_EQ(r.outcomes.size(), searched);
+  EXPECT_EQ(static_cast<std::int64_t>(searched), r.stats.configs_evaluated);
+  EXPECT_EQ(static_cast<std::int64_t>(n - searched), r.stats.configs_bounded);
+  EXPECT_LT(searched, n);  // the bound skipped some: the case tests sparsity
+}
+
 TEST(Parallel, PartsChangeStatisticsNotPlansAndNotWithThreads) {
   for (const Case& c : {Case{"mixtral-l", "paper:32-1"}, Case{"mixtral-s", "H800:64,910B:64"}}) {
     const Workload w = load_workload(c.model);

@@ -427,9 +427,11 @@ TEST(Search, LowerBoundIsBelowEveryPlan) {
     const ProfileTables tables = tables_for(in.workload, in.cluster, r.configs);
     const CostModel model(in.workload, in.cluster, tables);
     for (std::size_t c = 0; c < r.configs.size(); ++c) {
-      if (!r.outcomes[c].best) continue;
+      const ConfigOutcome* searched = r.outcome(c);
+      ASSERT_NE(searched, nullptr);  // no bound: every configuration is searched
+      if (!searched->best) continue;
       const ConfigBound b = config_lower_bound(model, r.configs[c], o);
-      EXPECT_LE(b.latency, r.outcomes[c].best->latency_s);
+      EXPECT_LE(b.latency, searched->best->latency_s);
       EXPECT_LE(b.steps, b.latency);
       ++checked;
     }
