@@ -135,6 +135,8 @@ void append(SearchResult& into, SearchResult part, int type) {
   }
   extend(into.outcomes, part.outcomes);
   extend(into.outcome_of, part.outcome_of);
+  into.stopped = std::max(into.stopped, part.stopped);
+  into.not_searched += part.not_searched;
   extend(into.lower_bounds, part.lower_bounds);
   extend(into.estimates, part.estimates);
   extend(into.ran_on, part.ran_on);
@@ -342,6 +344,8 @@ BaselineRun run_baseline(Baseline baseline, const Workload& w, const ClusterSpec
         from = "no homogeneous configuration at all";
       }
       out.result = run_search(w, cluster, opt, false, comm, run);
+      // A limit that stopped the first search leaves EP and TPE unproven.
+      out.result.stopped = std::max(out.result.stopped, homogeneous.stopped);
       out.rule = "EP=" + std::to_string(opt.space.fixed_ep) +
                  " TPE=" + std::to_string(opt.space.fixed_tpe) + " fixed from " + from;
       break;

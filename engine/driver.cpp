@@ -198,17 +198,41 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   const std::size_t n = r.configs.size();
   HAPMOE_REQUIRE(n <= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()),
                  "run_search: more configurations than an int32 index reaches");
+  if (const std::int64_t budget = run.limits.max_memory_bytes; budget > 0) {
+    const std::int64_t need = estimate_search_bytes(static_cast<std::int64_t>(n));
+    if (need > budget) {
+      std::ostringstream msg;
+      if (run.limits.memory_given) {
+        msg << budget << " bytes (" << (budget >> 20) << " MiB)";
+      } else {
+        msg << "this rank's share of the node's memory (" << (budget >> 20) << " MiB)";
+      }
+      msg << " is less than the search needs: at least " << (need >> 20) << " MiB for " << n
+          << " configurations (docs/testing.md, \"Faults and limits\"); "
+          << (run.limits.memory_given ? "raise it, or make" : "use fewer ranks per node, or make")
+          << " the space smaller (--max-pp, a smaller cluster)";
+      throw InputError(run.limits.memory_given ? "--max-memory" : "memory", msg.str());
+    }
+  }
 
-  // Bounds and work estimates: a contiguous block per rank, gathered.
+  // Bounds and work estimates: a contiguous block per rank, gathered. A
+  // limit reached here stops the search before any round.
+  LimitWatch watch(run.limits);
   std::vector<ConfigBound> bounds(n);
   r.estimates.assign(n, 0.0);
   {
+    std::atomic<StopReason> stop{StopReason::kNone};
     const std::size_t lo = n * static_cast<std::size_t>(me) / static_cast<std::size_t>(ranks);
     const std::size_t hi = n * static_cast<std::size_t>(me + 1) / static_cast<std::size_t>(ranks);
     constexpr std::size_t kChunk = 512;
     const auto t = Clock::now();
     const std::string error =
         parallel_for(run.threads, (hi - lo + kChunk - 1) / kChunk, [&](std::size_t chunk) {
+          if (stop.load(std::memory_order_relaxed) != StopReason::kNone) return;
+          if (const StopReason why = watch.check(false); why != StopReason::kNone) {
+            stop.store(why, std::memory_order_relaxed);
+            return;
+          }
           const std::size_t end = std::min(hi, lo + (chunk + 1) * kChunk);
           for (std::size_t c = lo + chunk * kChunk; c < end; ++c) {
             if (bruteforce) {
@@ -227,6 +251,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     mine.busy_s += since(t);
     Writer out;
     out.put_string(on_rank(comm, error));
+    out.put(stop.load());
     for (std::size_t c = lo; c < hi; ++c) {
       out.put(bounds[c]);
       out.put(r.estimates[c]);
@@ -239,6 +264,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
       Reader in(all[static_cast<std::size_t>(k)]);
       std::string e = in.get_string();
       if (first.empty()) first = std::move(e);
+      r.stopped = std::max(r.stopped, in.get<StopReason>());
       const std::size_t klo = n * static_cast<std::size_t>(k) / static_cast<std::size_t>(ranks);
       const std::size_t khi = n * static_cast<std::size_t>(k + 1) / static_cast<std::size_t>(ranks);
       for (std::size_t c = klo; c < khi && first.empty(); ++c) {
@@ -248,7 +274,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     }
     if (!first.empty()) throw SearchFailure(first);
   }
-  if (bruteforce) {
+  if (bruteforce && r.stopped == StopReason::kNone) {
     const double total = std::accumulate(r.estimates.begin(), r.estimates.end(), 0.0);
     if (total > kBruteForceLimit) {
       std::ostringstream msg;
@@ -263,8 +289,9 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   // the order of the configurations at the end.
   std::vector<ConfigOutcome> searched;
   std::int64_t skipped = 0;
-  r.outcome_of.assign(n, -1);
-  r.lower_bounds.assign(n, 0.0);
+  r.outcome_of.assign(n, SearchResult::kNotSearched);
+  r.lower_bounds.resize(n);
+  for (std::size_t c = 0; c < n; ++c) r.lower_bounds[c] = bounds[c].latency;
   r.ran_on.assign(n, -1);
   r.round_of.assign(n, -1);
   r.parts.assign(n, 0);
@@ -326,7 +353,8 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     std::stable_sort(local.begin(), local.end(),
                      [&](std::size_t a, std::size_t b) { return work[a] > work[b]; });
     std::vector<ConfigOutcome> results(local.size());
-    std::vector<char> ran(local.size(), 0);  // by this rank
+    std::vector<char> ran(local.size(), 0);           // by this rank
+    std::atomic<StopReason> stop{StopReason::kNone};  // a limit this rank reached
     const std::int64_t base = claimed;
     const std::int64_t limit = base + static_cast<std::int64_t>(local.size());
     claimed = limit;
@@ -339,6 +367,12 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
                : parallel_for_each(
                      run.threads, local.size(),
                      [&] {
+                       if (stop.load(std::memory_order_relaxed) != StopReason::kNone)
+                         return std::int64_t{-1};
+                       if (const StopReason why = watch.check(true); why != StopReason::kNone) {
+                         stop.store(why, std::memory_order_relaxed);
+                         return std::int64_t{-1};
+                       }
                        const std::int64_t v = comm.claim(limit);
                        return v < 0 ? v : v - base;
                      },
@@ -357,6 +391,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     mine.busy_s += since(t);
     Writer out;
     out.put_string(on_rank(comm, error));
+    out.put(stop.load());
     if (error.empty()) {
       for (std::size_t i = 0; i < local.size(); ++i) {
         if (!ran[i]) continue;
@@ -377,6 +412,8 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     for (int k = 0; k < ranks && first.empty(); ++k) {
       Reader in(all[static_cast<std::size_t>(k)]);
       first = in.get_string();
+      // The same on every rank: the largest reason any rank gave.
+      r.stopped = std::max(r.stopped, in.get<StopReason>());
       while (first.empty() && !in.done()) {
         const auto u = static_cast<std::size_t>(in.get<std::uint64_t>());
         HAPMOE_REQUIRE(u < units.size() && !got[u],
@@ -386,11 +423,16 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
       }
     }
     if (!first.empty()) throw SearchFailure(first);
-    // Parts of a configuration are consecutive units: merged in order.
+    // Parts of a configuration are consecutive units: merged in order. A
+    // unit no rank ran (a limit was reached) is left out; a configuration
+    // none of whose units ran is not searched.
     for (std::size_t u = 0; u < units.size(); ++u) {
-      HAPMOE_REQUIRE(got[u].has_value(), "run_search: a unit of the round was lost");
+      if (!got[u]) {
+        HAPMOE_REQUIRE(r.stopped != StopReason::kNone, "run_search: a unit of the round was lost");
+        continue;
+      }
       const std::size_t c = units[u].config;
-      if (units[u].part.index == 0) {
+      if (r.outcome_of[c] < 0) {
         r.outcome_of[c] = static_cast<std::int32_t>(searched.size());
         searched.emplace_back();
         r.ran_on[c] = by[u];
@@ -418,13 +460,13 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   const bool rounds = !bruteforce && opt.bound;
   std::size_t pos = 0;
   const auto round_size = static_cast<std::size_t>(run.round);
-  while (pos < n) {
+  while (pos < n && r.stopped == StopReason::kNone) {
     const double incumbent = kth();
     std::vector<std::size_t> batch;
     while (pos < n && (!rounds || batch.size() < round_size)) {
       const std::size_t c = order[pos++];
-      r.lower_bounds[c] = bounds[c].latency;
       if (rounds && bounds[c].latency > incumbent * (1.0 + 1e-12)) {
+        r.outcome_of[c] = SearchResult::kSkippedByBound;
         ++skipped;
         continue;
       }
@@ -435,12 +477,18 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     ++r.rounds;
     run_round(batch, incumbent);
     for (const std::size_t c : batch) {
+      if (r.outcome_of[c] < 0) {  // stopped before it
+        r.round_of[c] = -1;
+        ++r.not_searched;
+        continue;
+      }
       const ConfigOutcome& o = searched[static_cast<std::size_t>(r.outcome_of[c])];
       if (!o.best) continue;
       top.insert(std::upper_bound(top.begin(), top.end(), *o.best, candidate_less), *o.best);
       if (static_cast<int>(top.size()) > opt.top_k) top.pop_back();
     }
   }
+  if (r.stopped != StopReason::kNone) r.not_searched += static_cast<std::int64_t>(n - pos);
 
   r.outcomes.reserve(searched.size());
   for (std::size_t c = 0; c < n; ++c) {

@@ -11,6 +11,7 @@
 #include "costmodel/model.h"
 #include "costmodel/profile.h"
 #include "engine/comm.h"
+#include "engine/limits.h"
 #include "engine/search.h"
 
 namespace hapmoe {
@@ -31,6 +32,12 @@ struct RunOptions {
   // among their own stage mixes), never the plans, and it does not depend
   // on the ranks and threads.
   int parts_per_round = 0;
+  // --time-limit and --max-memory: when one is reached, no new unit of
+  // work starts (units in progress finish), the round ends with what was
+  // searched and no further round starts; SearchResult::stopped says why.
+  // Every rank stops after the same round (the ranks' reasons are
+  // gathered with the round's outcomes).
+  SearchLimits limits;
   // Test hook (tests, docs/parallel.md): this rank fails in round
   // fail_round (0 = the first) before claiming any work, so the failure
   // happens however the work is handed out; -1 never.
@@ -73,18 +80,27 @@ struct SearchResult {
   // (most of a large space is skipped by its bound: per-config storage of
   // outcomes cost 224 bytes each). outcome(c) finds configuration c's.
   std::vector<ConfigOutcome> outcomes;
-  std::vector<std::int32_t> outcome_of;  // per config: index in outcomes, -1 if not searched
-  std::vector<double> lower_bounds;      // per config: config_lower_bound (0 without the bound)
-  std::vector<double> estimates;         // per config: work_estimate
+  // Per config: index in outcomes, or kSkippedByBound, or kNotSearched (a
+  // limit stopped the search before it).
+  std::vector<std::int32_t> outcome_of;
+  static constexpr std::int32_t kSkippedByBound = -1;
+  static constexpr std::int32_t kNotSearched = -2;
+  std::vector<double> lower_bounds;  // per config: config_lower_bound (0 without the bound)
+  std::vector<double> estimates;     // per config: work_estimate
   std::vector<int> ran_on;    // per config: the rank that searched (its first part), -1 if none
   std::vector<int> round_of;  // per config: its round, -1 if not searched
   std::vector<int> parts;     // per config: the parts it was searched in, 0 if not
   std::vector<RankFigures> ranks;  // per rank
   std::vector<UnitFigures> units;  // per unit searched: by round, parts of a config together
   int rounds = 0;                  // branch-and-bound rounds
+  // kNone when the search ran to its end: the top plans are then the
+  // optimum under the cost model. Otherwise the limit that stopped it: the
+  // plans are the best found, not proven optimal, and `not_searched`
+  // configurations were neither searched nor skipped by their bound.
+  StopReason stopped = StopReason::kNone;
+  std::int64_t not_searched = 0;
 
-  // Configuration c's outcome, or null if it was not searched (skipped by
-  // its bound).
+  // Configuration c's outcome, or null if it was not searched.
   const ConfigOutcome* outcome(std::size_t c) const {
     const std::int32_t k = outcome_of[c];
     return k < 0 ? nullptr : &outcomes[static_cast<std::size_t>(k)];

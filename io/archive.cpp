@@ -321,7 +321,7 @@ void write_search(const h5::Group& group, const SearchResult& s) {
     r.best_latency_s = std::numeric_limits<double>::quiet_NaN();
     r.lower_bound_s = i < s.lower_bounds.size() ? s.lower_bounds[i] : 0.0;
     const ConfigOutcome* searched = i < s.outcome_of.size() ? s.outcome(i) : nullptr;
-    r.skipped = i < s.outcome_of.size() && !searched ? 1 : 0;
+    r.skipped = i < s.outcome_of.size() && s.outcome_of[i] == SearchResult::kSkippedByBound ? 1 : 0;
     if (searched) {
       const ConfigOutcome& o = *searched;
       r.searched = o.stats.configs_evaluated > 0 ? 1 : 0;
@@ -367,6 +367,11 @@ void write_search(const h5::Group& group, const SearchResult& s) {
   t.rounds = s.rounds;
   t.seconds = s.stats.seconds;
   g.write_table("totals", archive::totals_row_type(), std::vector<TotalsRow>{t});
+  // Whether the search ran to its end (docs/archive.md).
+  const h5::Attributes a = g.attrs();
+  a.set("proven_optimal", s.stopped == StopReason::kNone ? 1 : 0);
+  a.set("stopped_by", std::string(to_string(s.stopped)));
+  a.set("configs_not_searched", s.not_searched);
 }
 
 }  // namespace

@@ -155,6 +155,11 @@ void print_run(std::ostream& out, const h5::Group& run) {
       out << "  pruned: load balance " << t.pruned_load_balance << ", memory " << t.pruned_memory
           << ", hetero comm " << t.pruned_hetero_comm << ", bound " << t.pruned_bound << "\n";
       out << "  feasible plans " << t.feasible << "\n";
+      const h5::Attributes a = s.attrs();
+      if (a.has("proven_optimal") && a.get_int("proven_optimal") == 0) {
+        out << not_proven_line(a.get_string("stopped_by"), a.get_int("configs_not_searched"),
+                               t.configs);
+      }
       out << "  wall time " << format_seconds(t.seconds) << " on " << ranks
           << (ranks == 1 ? " rank" : " ranks") << "\n";
     }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -48,7 +49,8 @@ constexpr const char* kUsage =
     "\n"
     "`hapmoe <command> --help` shows the options of a command; `hapmoe --version` the version.\n"
     "Exit codes: 0 ok, 2 bad input, 3 the plan does not fit in memory, 4 sweep stopped by a\n"
-    "signal (resume it with --resume), 1 internal error.\n";
+    "signal (resume it with --resume), 5 a --time-limit or --max-memory stopped the search (the\n"
+    "plans are the best found, not proven optimal), 1 internal error.\n";
 
 // Options every command that takes a model and a cluster shares.
 void add_workload_options(cxxopts::Options& o) {
@@ -364,6 +366,68 @@ void add_search_options(cxxopts::Options& o) {
       cxxopts::value<std::string>());
 }
 
+// --time-limit and --max-memory (plan, sweep).
+void add_limit_options(cxxopts::Options& o) {
+  o.add_options("Limits (docs/testing.md, \"Faults and limits\")")(
+      "time-limit",
+      "start no new work after this many seconds; the best plan found so far is reported as "
+      "not proven optimal and the exit code is 5 (work in progress finishes first)",
+      cxxopts::value<std::string>())(
+      "max-memory",
+      "bytes (suffix K, M, G or T for powers of 1024) this process may use: a search "
+      "estimated larger is refused (exit 2); one that grows past it stops like --time-limit "
+      "(default: the node's memory, or its cgroup's limit, over the node's ranks)",
+      cxxopts::value<std::string>());
+}
+
+// "8G", "512M", "1000000": bytes (InputError naming `what` otherwise).
+std::int64_t parse_bytes_text(const std::string& text, const std::string& what) {
+  std::string digits = text;
+  std::int64_t unit = 1;
+  if (!digits.empty()) {
+    const char last = static_cast<char>(std::toupper(static_cast<unsigned char>(digits.back())));
+    const std::string units = "KMGT";
+    if (const auto at = units.find(last); at != std::string::npos) {
+      unit = std::int64_t{1} << (10 * (at + 1));
+      digits.pop_back();
+    }
+  }
+  const std::int64_t limit = (std::int64_t{1} << 50) / unit;  // 1 PiB
+  try {
+    return parse_int_text(digits, 1, limit, what) * unit;
+  } catch (const InputError&) {
+    throw InputError(what, "'" + text +
+                               "': expected a whole number of bytes from 1 to 1P, optionally "
+                               "with a suffix K, M, G or T (powers of 1024)");
+  }
+}
+
+SearchLimits read_limit_options(const cxxopts::ParseResult& r, const Comm& comm,
+                                std::chrono::steady_clock::time_point started) {
+  SearchLimits l;
+  if (r.count("time-limit")) {
+    const double s = parse_number_text(r["time-limit"].as<std::string>(), 0.0, 1e9, "--time-limit");
+    if (!(s > 0))
+      throw InputError("--time-limit", "'" + r["time-limit"].as<std::string>() +
+                                           "': expected a number of seconds above 0");
+    l.deadline = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                               std::chrono::duration<double>(s));
+  }
+  if (r.count("max-memory")) {
+    l.max_memory_bytes = parse_bytes_text(r["max-memory"].as<std::string>(), "--max-memory");
+    l.memory_given = true;
+  } else {
+    l.max_memory_bytes = default_memory_budget(comm.local_size());
+  }
+  return l;
+}
+
+// The line of a search a limit stopped (none if it ran to its end).
+void print_stopped(std::ostream& out, const SearchResult& result) {
+  if (result.stopped == StopReason::kNone) return;
+  out << not_proven_line(to_string(result.stopped), result.not_searched, result.stats.configs);
+}
+
 // The values of add_search_options' options (InputError on a bad one).
 void read_search_options(const cxxopts::ParseResult& r, const Inputs& in, Comm& comm,
                          SearchOptions& opt, RunOptions& run) {
@@ -426,6 +490,7 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
                                      cxxopts::value<std::string>());
   add_launcher_options(o);
   add_out_option(o);
+  add_limit_options(o);
   const Started started;
   const auto parsed = parse(o, argc, argv, out);
   if (!parsed) return kExitOk;
@@ -446,6 +511,7 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
     if (comm.rank() == 0 && r.count("out")) check_archive_path(r["out"].as<std::string>());
     in = read_inputs(r);
     read_search_options(r, in, comm, opt, run);
+    run.limits = read_limit_options(r, comm, started.at);
     if (r.count("baseline")) {
       baseline = parse_baseline(r["baseline"].as<std::string>(), "--baseline");
       if (r.count("bruteforce")) throw InputError("--baseline", "does not go with --bruteforce");
@@ -492,6 +558,7 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
         << s.pruned_bound << " partial plans dropped\n";
   }
   out << "  feasible plans " << s.feasible << "\n";
+  print_stopped(out, result);
   out << "  wall time " << format_seconds(s.seconds) << " on " << comm.size()
       << (comm.size() == 1 ? " rank" : " ranks") << " x " << run.threads
       << (run.threads == 1 ? " thread" : " threads");
@@ -515,6 +582,11 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
                        {"bound", s.pruned_bound},
                        {"configs_bound", s.configs_bounded}}},
                      {"feasible", s.feasible},
+                     {"proven_optimal", result.stopped == StopReason::kNone},
+                     {"stopped_by", result.stopped == StopReason::kNone
+                                        ? nlohmann::ordered_json(nullptr)
+                                        : nlohmann::ordered_json(to_string(result.stopped))},
+                     {"configs_not_searched", result.not_searched},
                      {"seconds", s.seconds}};
     // How the run was spread: differs with ranks and threads, unlike
     // everything above (docs/parallel.md).
@@ -553,6 +625,13 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
   write_launcher_if_requested(r, out, in.megatron.get(),
                               reports.empty() ? nullptr : &reports.front(), model,
                               comm.rank() == 0);
+  if (result.stopped != StopReason::kNone) {
+    err << "hapmoe plan: the " << to_string(result.stopped) << " stopped the search: "
+        << (reports.empty() ? "no plan found yet"
+                            : "the plans are the best found, not proven optimal")
+        << " (exit code " << kExitLimit << ")\n";
+    return kExitLimit;
+  }
   if (reports.empty()) {
     err << "hapmoe plan: no plan fits in memory";
     if (result.closest.known()) {
@@ -744,12 +823,15 @@ int cmd_sweep(int argc, const char* const* argv, std::ostream& out, std::ostream
       "over MPI ranks: configs (default: each case over all ranks) or cases (whole "
       "cases to ranks, for many small cases)",
       cxxopts::value<std::string>());
+  add_limit_options(o);
   o.parse_positional({"sweep"});
   o.positional_help("SWEEP.json");
+  const Started started;
   const auto parsed = parse(o, argc, argv, out);
   if (!parsed) return kExitOk;
   const auto& r = *parsed;
   SweepRunOptions s;
+  s.limits = read_limit_options(r, comm, started.at);
   s.sweep_path = required(r, "sweep");
   s.out = required(r, "out");
   s.resume = r.count("resume") > 0;

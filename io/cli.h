@@ -3,7 +3,9 @@
 //
 // Exit codes: 0 success; 2 bad input or usage; 3 the plan does not fit in
 // memory (outputs are still written); 4 a sweep stopped by SIGTERM/SIGUSR1
-// with a valid archive (run it again with --resume); 1 internal error.
+// with a valid archive (run it again with --resume); 5 --time-limit or
+// --max-memory stopped the search (the plans printed and written are the
+// best found, not proven optimal); 1 internal error.
 #pragma once
 
 #include <ostream>
@@ -17,6 +19,7 @@ inline constexpr int kExitInternal = 1;
 inline constexpr int kExitInput = 2;
 inline constexpr int kExitNoFit = 3;
 inline constexpr int kExitStopped = 4;
+inline constexpr int kExitLimit = 5;
 
 // Under MPI every rank runs it with the same arguments; only rank 0's
 // streams should print (main passes null streams elsewhere) and only rank 0

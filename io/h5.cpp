@@ -9,6 +9,15 @@ namespace {
 // HDF5 prints its error stack to stderr by default; library code never
 // prints, so it is switched off once per thread that touches HDF5, and the
 // stack's innermost message goes into the H5Error instead.
+// HDF5 closes every file still open when the process exits (an atexit
+// handler it installs when it starts). A file whose flush failed (disk
+// full, a file-size limit) stays half-closed inside the library, and that
+// last close then crashes (HDF5 1.10, seen as a SIGSEGV in H5F__close_cb
+// after EFBIG). Every file hapmoe opens is closed by its owner, so the
+// handler has nothing to do but crash: it is turned off before the
+// library starts (before main; nothing else calls HDF5 that early).
+const bool g_no_atexit = H5dont_atexit() >= 0;
+
 void silence() {
   thread_local bool done = false;
   if (!done) {

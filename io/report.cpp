@@ -121,4 +121,11 @@ void print_catalog(std::ostream& out) {
   }
 }
 
+std::string not_proven_line(const std::string& reason, std::int64_t not_searched,
+                            std::int64_t configs) {
+  return "  NOT PROVEN OPTIMAL: the " + reason + " stopped the search; " +
+         std::to_string(not_searched) + " of " + std::to_string(configs) +
+         " configurations were not searched; the plans are the best found\n";
+}
+
 }  // namespace hapmoe

@@ -1,6 +1,7 @@
 // Human-readable output: plan reports and the catalog.
 #pragma once
 
+#include <cstdint>
 #include <ostream>
 #include <string>
 
@@ -27,5 +28,10 @@ std::string cluster_summary(const ClusterSpec& cluster);
 // "12.3 GiB", "850 ms", "1.2e+05" style helpers shared by reports.
 std::string format_bytes(double bytes);
 std::string format_seconds(double seconds);
+
+// The search-statistics line of a search a limit stopped (`reason` as
+// to_string(StopReason)).
+std::string not_proven_line(const std::string& reason, std::int64_t not_searched,
+                            std::int64_t configs);
 
 }  // namespace hapmoe

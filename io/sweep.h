@@ -13,6 +13,7 @@
 
 #include "engine/baselines.h"
 #include "engine/comm.h"
+#include "engine/limits.h"
 #include "engine/search.h"
 #include "io/model_io.h"
 
@@ -58,6 +59,10 @@ struct SweepRunOptions {
   // instead of running every case over all ranks.
   bool spread_cases = false;
   bool tty = false;  // stderr is a terminal: a live bar, not lines
+  // For the whole sweep: a case a limit stops is committed with status
+  // "stopped" (its best plan so far, not proven optimal), the sweep ends
+  // with kExitLimit, and --resume runs that case again.
+  SearchLimits limits;
   std::string command_line;
 };
 

@@ -42,6 +42,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <type_traits>
 
@@ -277,6 +278,8 @@ std::string encode(const Finished& f) {
   b.put(r.round_of);
   b.put(r.ranks);
   b.put(r.rounds);
+  b.put(r.stopped);
+  b.put(r.not_searched);
   const Provenance& p = f.provenance;
   b.put(p.command_line);
   b.put(p.ranks);
@@ -306,6 +309,8 @@ Finished decode(const std::string& data) {
   b.get(r.round_of);
   b.get(r.ranks);
   b.get(r.rounds);
+  b.get(r.stopped);
+  b.get(r.not_searched);
   Provenance& p = f.provenance;
   b.get(p.command_line);
   b.get(p.ranks);
@@ -344,6 +349,8 @@ Existing read_existing(const std::string& path, const SweepDefinition& def) {
     const h5::Group cases = f.open_group("cases");
     for (const std::string& n : cases.children()) {
       const h5::Group c = cases.open_group(n);
+      // A case a limit stopped is run again (its group is then replaced).
+      if (c.attrs().get_string("status") == "stopped") continue;
       e.done.push_back(static_cast<std::size_t>(c.attrs().get_int("index")));
     }
   } catch (const h5::H5Error& x) {
@@ -532,6 +539,7 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
   std::vector<Finished> pending;
   auto last_commit = std::chrono::steady_clock::now();
   bool stopped = false;
+  bool limit_hit = false;
   auto commit = [&]() {
     std::string bad;
     if (comm.rank() == 0 && !pending.empty()) {
@@ -564,7 +572,11 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
           if (archive_exists) {
             const h5::File old = h5::File::open_read(o.out);
             const h5::Group old_cases = old.open_group("cases");
-            for (const std::string& n : old_cases.children()) cases.copy_from(old_cases, n, n);
+            std::set<std::string> replaced;
+            for (const Finished& fin : pending) replaced.insert(group_name(fin.index, total));
+            for (const std::string& n : old_cases.children()) {
+              if (replaced.count(n) == 0) cases.copy_from(old_cases, n, n);
+            }
           }
           for (const Finished& fin : pending) {
             const SweepCase& c = def.cases[fin.index];
@@ -573,7 +585,9 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
             a.set("name", c.name);
             a.set("index", static_cast<std::int64_t>(fin.index));
             a.set("case", c.resolved.dump());
-            a.set("status", fin.reports.empty() ? "no_fit" : "ok");
+            a.set("status", fin.result.stopped != StopReason::kNone ? "stopped"
+                            : fin.reports.empty()                   ? "no_fit"
+                                                                    : "ok");
             a.set("ran_on_rank", fin.ran_on);
             write_provenance(g, fin.provenance);
             ArchiveInputs in;
@@ -628,6 +642,7 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
       RunOptions run;
       run.threads = o.threads;
       run.round = c.round;
+      run.limits = o.limits;
       const double every = comm.rank() != 0 ? 0.0
                            : o.tty          ? std::min(o.progress_s, 1.0)
                                             : o.progress_s;
@@ -674,14 +689,20 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
     // Rank 0 alone rebuilds the tables and reports; a failure there is
     // agreed on, so no rank waits at the next collective for one that left.
     std::string bad;
+    std::size_t limited = 0;  // cases of the round a limit stopped (rank 0)
     try {
       for (Finished& f : round) {  // rank 0 only
         const std::size_t k = f.index;
         f.tables = tables_for(workloads[k], clusters[k], f.result.configs);
         const CostModel model(workloads[k], clusters[k], f.tables);
         for (const PlanCandidate& p : f.result.top) f.reports.push_back(model.evaluate(p.plan));
-        const std::string best =
+        std::string best =
             f.reports.empty() ? "no plan fits" : format_seconds(f.reports.front().latency_s);
+        if (f.result.stopped != StopReason::kNone) {
+          ++limited;
+          best = (f.reports.empty() ? std::string("no plan found") : best) + ", stopped by the " +
+                 to_string(f.result.stopped) + ": not proven optimal";
+        }
         progress.case_done(def.cases[k], f.result.stats.configs, best);
         pending.push_back(std::move(f));
       }
@@ -691,13 +712,22 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
     if (const std::string first = first_error(comm, bad); !first.empty()) {
       throw SearchFailure(first);
     }
-    done_count += in_round;
+    // A case a limit stopped is committed but not done (--resume runs it
+    // again); the deadline has passed for the next cases too, so the sweep
+    // ends here. Rank 0 counted them.
+    limited = std::stoul(from_root(comm, std::to_string(limited)));
+    done_count += in_round - limited;
     // Every rank takes the same decisions: rank 0's clock decides when a
     // commit is due, and the stop flag is agreed on after the commit (a
     // signal during a commit stops before the next round).
     const bool due = o.checkpoint_s <= 0 || seconds_since(last_commit) >= o.checkpoint_s;
-    if (done_count == total || !from_root(comm, comm.rank() == 0 && due ? "1" : "").empty()) {
+    if (done_count == total || limited > 0 ||
+        !from_root(comm, comm.rank() == 0 && due ? "1" : "").empty()) {
       commit();
+    }
+    if (limited > 0) {
+      limit_hit = true;
+      break;
     }
     stopped = !first_error(comm, g_sweep_stop_signal != 0 ? "stop" : "").empty();
     if (stopped) commit();  // what --checkpoint-every held back
@@ -706,7 +736,14 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
 
   if (stopped && done_count == total) stopped = false;  // nothing left to requeue
   if (comm.rank() == 0) {
-    if (stopped) {
+    if (limit_hit) {
+      progress.interrupt();
+      err << "hapmoe sweep: a limit (--time-limit or --max-memory) stopped the search: the case "
+             "in flight is committed with status \"stopped\" (its best plan so far, not proven "
+             "optimal); "
+          << done_count << " of " << total << " cases done in " << o.out
+          << "; run again with --resume to finish (exit code " << kExitLimit << ")\n";
+    } else if (stopped) {
       progress.interrupt();
       err << "hapmoe sweep: stopped by SIGTERM/SIGUSR1: " << done_count << " of " << total
           << " cases committed to " << o.out << "; run again with --resume to finish (exit code "
@@ -715,7 +752,7 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
       print_archive_summary(out, o.out);
     }
   }
-  return stopped ? kExitStopped : kExitOk;
+  return limit_hit ? kExitLimit : stopped ? kExitStopped : kExitOk;
 }
 
 }  // namespace hapmoe

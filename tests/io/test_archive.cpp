@@ -17,6 +17,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "costmodel/errors.h"
 #include "io/archive.h"
 #include "io/cli.h"
@@ -432,6 +434,86 @@ TEST(Sweep, Sigusr1StopsAfterTheCaseInFlightAndResumeFinishes) {
   r = run({"sweep", (d / "s.json").string(), "--out", out, "--resume", "--threads", "1"});
   EXPECT_EQ(r.code, kExitOk) << r.err;
   EXPECT_NE(r.out.find("2 of 2 cases done (complete)"), std::string::npos) << r.out;
+}
+
+// --time-limit: a search stopped by it exits 5 and says so in the text,
+// the JSON, the archive and `show`; a time already up searches nothing.
+TEST(Limits, PlanStoppedByTheTimeLimitIsMarkedEverywhere) {
+  const fs::path d = temp_dir("limit_plan");
+  std::vector<std::string> a = plan_to(d / "p.h5");
+  a.insert(a.end(), {"--plan-json", (d / "p.json").string(), "--time-limit", "1e-9"});
+  CliRun r = run(a);
+  EXPECT_EQ(r.code, kExitLimit) << r.err;
+  EXPECT_NE(r.err.find("the time limit stopped the search: no plan found yet"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("NOT PROVEN OPTIMAL: the time limit stopped the search"), std::string::npos)
+      << r.out;
+  const auto doc = nlohmann::json::parse(slurp(d / "p.json"));
+  EXPECT_EQ(doc["search"]["proven_optimal"], false);
+  EXPECT_EQ(doc["search"]["stopped_by"], "time limit");
+  EXPECT_GT(doc["search"]["configs_not_searched"].get<std::int64_t>(), 0);
+  r = run({"show", (d / "p.h5").string()});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("NOT PROVEN OPTIMAL: the time limit"), std::string::npos) << r.out;
+  // Without a limit: proven optimal, in the JSON too.
+  r = run({"plan", "--model", "mixtral-s", "--cluster", "paper:16-1", "--threads", "1",
+           "--plan-json", (d / "q.json").string()});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out.find("NOT PROVEN"), std::string::npos) << r.out;
+  const auto whole = nlohmann::json::parse(slurp(d / "q.json"));
+  EXPECT_EQ(whole["search"]["proven_optimal"], true);
+  EXPECT_TRUE(whole["search"]["stopped_by"].is_null());
+}
+
+TEST(Limits, BadLimitValuesNameTheOption) {
+  struct Bad {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  for (const Bad& b :
+       {Bad{{"--time-limit", "0"}, "--time-limit"}, Bad{{"--time-limit", "-5"}, "--time-limit"},
+        Bad{{"--time-limit", "soon"}, "--time-limit"}, Bad{{"--max-memory", "12X"}, "--max-memory"},
+        Bad{{"--max-memory", "0"}, "--max-memory"},
+        Bad{{"--max-memory", "99999999T"}, "--max-memory"},
+        Bad{{"--max-memory", "1M"}, "less than the search needs"}}) {
+    std::vector<std::string> a = kPlanArgs;
+    a.insert(a.end(), b.args.begin(), b.args.end());
+    const CliRun r = run(a);
+    EXPECT_EQ(r.code, kExitInput) << b.args[1] << ": " << r.err;
+    EXPECT_NE(r.err.find(b.says), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("search ("), std::string::npos) << "searched anyway: " << b.args[1];
+  }
+}
+
+// A sweep a limit stops commits the case in flight as "stopped", exits 5,
+// and --resume runs that case again (replacing it) and finishes.
+TEST(Limits, SweepStoppedByTheTimeLimitResumes) {
+  const fs::path d = temp_dir("limit_sweep");
+  spit(d / "s.json", kTwoCases);
+  const std::string out = (d / "s.h5").string();
+  CliRun r = run(
+      {"sweep", (d / "s.json").string(), "--out", out, "--threads", "1", "--time-limit", "1e-9"});
+  EXPECT_EQ(r.code, kExitLimit) << r.err;
+  EXPECT_NE(r.err.find("status \"stopped\""), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("0 of 2 cases done"), std::string::npos) << r.err;
+  {
+    const h5::File f = h5::File::open_read(out);
+    const h5::Group cases = f.open_group("cases");
+    ASSERT_EQ(cases.children().size(), 1u);
+    const h5::Group c = cases.open_group(cases.children().front());
+    EXPECT_EQ(c.attrs().get_string("status"), "stopped");
+    EXPECT_EQ(c.open_group("search").attrs().get_int("proven_optimal"), 0);
+  }
+  r = run({"sweep", (d / "s.json").string(), "--out", out, "--resume", "--threads", "1"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("2 of 2 cases done (complete)"), std::string::npos) << r.out;
+  const h5::File f = h5::File::open_read(out);
+  const h5::Group cases = f.open_group("cases");
+  ASSERT_EQ(cases.children().size(), 2u);
+  for (const std::string& n : cases.children()) {
+    EXPECT_EQ(cases.open_group(n).attrs().get_string("status"), "ok") << n;
+    EXPECT_EQ(cases.open_group(n).open_group("search").attrs().get_int("proven_optimal"), 1) << n;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,118 @@
+// --time-limit and --max-memory in the driver (engine/limits.h): a stopped
+// search reports real plans, says it stopped, and accounts for every
+// configuration; a search estimated too large is refused before it runs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "costmodel/errors.h"
+#include "engine/driver.h"
+#include "io/cluster_io.h"
+#include "io/model_io.h"
+
+namespace hapmoe {
+namespace {
+
+void expect_accounted(const SearchResult& r) {
+  EXPECT_EQ(r.stats.configs_evaluated + r.stats.configs_bounded + r.not_searched, r.stats.configs);
+  std::int64_t not_searched = 0;
+  for (std::size_t c = 0; c < r.configs.size(); ++c) {
+    if (r.outcome_of[c] == SearchResult::kNotSearched) {
+      ++not_searched;
+      EXPECT_EQ(r.round_of[c], -1) << "configuration " << c;
+    }
+  }
+  EXPECT_EQ(not_searched, r.not_searched);
+}
+
+TEST(Limits, ADeadlineInThePastSearchesNothing) {
+  const Workload w = load_workload("mixtral-s");
+  const ClusterSpec cl = load_cluster("paper:32-2");
+  SerialComm comm;
+  RunOptions run;
+  run.limits.deadline = std::chrono::steady_clock::now();
+  const SearchResult r = run_search(w, cl, {}, false, comm, run);
+  EXPECT_EQ(r.stopped, StopReason::kTimeLimit);
+  EXPECT_TRUE(r.top.empty());
+  EXPECT_EQ(r.stats.configs_evaluated, 0);
+  EXPECT_GT(r.not_searched, 0);
+  expect_accounted(r);
+}
+
+// Stopped after K units (test hook), on one thread: exactly the first K
+// configurations of the search order are searched, the plans are the best
+// of those, and the whole search (no limit) is at least as good.
+TEST(Limits, StoppedMidwayReportsTheBestOfWhatItSearched) {
+  const Workload w = load_workload("mixtral-l");
+  const ClusterSpec cl = load_cluster("paper:24-3");
+  SerialComm comm;
+  const SearchResult whole = run_search(w, cl, {}, false, comm, RunOptions{});
+  ASSERT_EQ(whole.stopped, StopReason::kNone);
+  ASSERT_GT(whole.stats.configs_evaluated, 12);
+  for (const int threads : {1, 2}) {
+    RunOptions run;
+    run.threads = threads;
+    run.limits.checks_before_deadline = 10;
+    const SearchResult r = run_search(w, cl, {}, false, comm, run);
+    EXPECT_EQ(r.stopped, StopReason::kTimeLimit);
+    EXPECT_EQ(r.stats.configs_evaluated, 10) << threads << " threads";
+    expect_accounted(r);
+    ASSERT_FALSE(r.top.empty());
+    // The best of the searched configurations, first.
+    double best = std::numeric_limits<double>::infinity();
+    for (const ConfigOutcome& o : r.outcomes) {
+      if (o.best) best = std::min(best, o.best->latency_s);
+    }
+    EXPECT_EQ(r.top.front().latency_s, best);
+    EXPECT_GE(r.top.front().latency_s, whole.top.front().latency_s);
+  }
+}
+
+TEST(Limits, ASearchEstimatedLargerThanTheMemoryLimitIsRefused) {
+  const Workload w = load_workload("mixtral-s");
+  const ClusterSpec cl = load_cluster("paper:32-2");
+  SerialComm comm;
+  RunOptions run;
+  run.limits.max_memory_bytes = 1 << 20;
+  run.limits.memory_given = true;
+  try {
+    run_search(w, cl, {}, false, comm, run);
+    FAIL() << "not refused";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--max-memory"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("less than the search needs"), std::string::npos)
+        << e.what();
+  }
+}
+
+// A budget above the up-front estimate but below what the process holds
+// (ballast): the search stops at its first check, cleanly.
+TEST(Limits, GrowingPastTheMemoryLimitStopsTheSearch) {
+  const Workload w = load_workload("mixtral-s");
+  const ClusterSpec cl = load_cluster("paper:32-2");
+  SerialComm comm;
+  RunOptions run;
+  run.limits.max_memory_bytes = kBaseBytes + (std::int64_t{16} << 20);
+  run.limits.memory_given = true;
+  std::vector<char> ballast(static_cast<std::size_t>(run.limits.max_memory_bytes));
+  std::memset(ballast.data(), 1, ballast.size());  // resident
+  ASSERT_GT(resident_bytes(), run.limits.max_memory_bytes);
+  const SearchResult r = run_search(w, cl, {}, false, comm, run);
+  EXPECT_EQ(r.stopped, StopReason::kMemoryLimit);
+  EXPECT_EQ(r.stats.configs_evaluated, 0);
+  expect_accounted(r);
+  EXPECT_EQ(ballast[ballast.size() / 2], 1);
+}
+
+TEST(Limits, DefaultBudgetIsPositiveAndSharedByTheNodesRanks) {
+  const std::int64_t one = default_memory_budget(1);
+  ASSERT_GT(one, 0);
+  EXPECT_NEAR(static_cast<double>(default_memory_budget(4)), static_cast<double>(one) / 4.0, 1.0);
+  EXPECT_GT(resident_bytes(), 0);
+}
+
+}  // namespace
+}  // namespace hapmoe
