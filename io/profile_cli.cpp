@@ -47,6 +47,7 @@ constexpr const char* kProfileUsage =
     "  fit      fit eta, the router coefficient, the memory calibration and rho by least\n"
     "           squares from layer timings and router statistics; print the residuals\n"
     "  check    predicted vs measured iteration latency and memory of measured runs\n"
+    "  show     print the tables of a profile file\n"
     "\n"
     "`hapmoe profile <subcommand> --help` shows its options.\n";
 
@@ -640,6 +641,42 @@ int cmd_check(int argc, const char* const* argv, std::ostream& out) {
   return kExitOk;
 }
 
+// --- show ---------------------------------------------------------------------------
+
+int cmd_show(int argc, const char* const* argv, std::ostream& out) {
+  cxxopts::Options o("hapmoe profile show", "Prints every table of a profile file.");
+  o.add_options()("file", "the profile file", cxxopts::value<std::string>());
+  o.parse_positional({"file"});
+  o.positional_help("PROFILE.h5");
+  const auto parsed = parse_args(o, argc, argv, out);
+  if (!parsed) return kExitOk;
+  const std::string path = need(*parsed, "file");
+  const MeasuredProfile p = read_profile(path);
+  out << "profile " << path << "\n";
+  out << "comm (" << p.comm.size() << " points): primitive link types world bytes seconds\n";
+  for (const CommSample& c : p.comm) {
+    out << "  " << to_string(c.prim) << " " << to_string(c.link) << " " << c.type_a
+        << (c.link == LinkKind::kCrossType ? "/" + c.type_b : "") << " " << c.world << " "
+        << g(c.bytes, 12) << " " << g(c.seconds, 6) << "\n";
+  }
+  out << "compute (" << p.compute.size()
+      << " entries): device tp cp micro_batch dense_fwd_s dense_bwd_s ffn_fwd_s ffn_bwd_s\n";
+  for (const ComputeSample& c : p.compute) {
+    out << "  " << c.device << " " << c.tp << " " << c.cp << " " << c.micro_batch << " "
+        << g(c.dense_fwd_s) << " " << g(c.dense_bwd_s) << " " << g(c.ffn_fwd_s) << " "
+        << g(c.ffn_bwd_s) << "\n";
+  }
+  out << "devices (" << p.devices.size()
+      << "): device eta router_s_per_token activation_scale overhead_bytes (nan: catalog)\n";
+  for (const DeviceCalibration& d : p.devices) {
+    out << "  " << d.device << " " << g(d.eta) << " " << g(d.router_s_per_token) << " "
+        << g(d.activation_scale) << " " << g(d.overhead_bytes) << "\n";
+  }
+  out << "models (" << p.models.size() << "): model rho\n";
+  for (const ModelCalibration& m : p.models) out << "  " << m.model << " " << g(m.imbalance) << "\n";
+  return kExitOk;
+}
+
 }  // namespace
 
 int run_profile_command(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
@@ -657,6 +694,7 @@ int run_profile_command(int argc, const char* const* argv, std::ostream& out, st
   if (sub == "comm") return cmd_comm(argc - 1, argv + 1, out, err, comm);
   if (sub == "fit") return cmd_fit(argc - 1, argv + 1, out);
   if (sub == "check") return cmd_check(argc - 1, argv + 1, out);
+  if (sub == "show") return cmd_show(argc - 1, argv + 1, out);
   err << "hapmoe profile: unknown subcommand '" << sub << "'\n" << kProfileUsage;
   return kExitInput;
 }
