@@ -7,6 +7,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <optional>
 #include <utility>
@@ -92,20 +93,30 @@ std::string at_line(const std::string& origin, int line) {
 
 // --- CSV ----------------------------------------------------------------------
 
-// One CSV line split on commas; fields trimmed, surrounding quotes removed
-// (no embedded commas in any of our columns).
-std::vector<std::string_view> split_csv(std::string_view line) {
+// One CSV line split on commas outside double quotes; fields trimmed, the
+// quotes removed ("" inside quotes is one quote).
+std::vector<std::string_view> split_csv(std::string_view line, std::deque<std::string>& storage) {
+  std::vector<std::string> fields(1);
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char ch = line[i];
+    if (ch == '"') {
+      if (quoted && i + 1 < line.size() && line[i + 1] == '"') {
+        fields.back() += '"';
+        ++i;
+      } else {
+        quoted = !quoted;
+      }
+    } else if (ch == ',' && !quoted) {
+      fields.emplace_back();
+    } else {
+      fields.back() += ch;
+    }
+  }
+  storage.insert(storage.end(), fields.begin(), fields.end());
   std::vector<std::string_view> out;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t comma = line.find(',', start);
-    std::string_view f =
-        trim(line.substr(start, comma == std::string_view::npos ? line.size() - start
-                                                                  : comma - start));
-    if (f.size() >= 2 && f.front() == '"' && f.back() == '"') f = f.substr(1, f.size() - 2);
-    out.push_back(f);
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
+  for (std::size_t k = storage.size() - fields.size(); k < storage.size(); ++k) {
+    out.push_back(trim(storage[k]));
   }
   return out;
 }
@@ -119,6 +130,7 @@ struct Csv {
     std::vector<std::string_view> fields;
   };
   std::vector<Row> rows;
+  std::deque<std::string> storage;  // the fields' text (stable addresses)
 };
 
 Csv read_csv(std::string_view text, const std::string& origin,
@@ -131,7 +143,7 @@ Csv read_csv(std::string_view text, const std::string& origin,
     const std::string_view line = trim(lines[i]);
     const int no = static_cast<int>(i) + 1;
     if (line.empty() || line.front() == '#') continue;
-    const auto fields = split_csv(line);
+    const auto fields = split_csv(line, csv.storage);
     if (!header) {
       for (std::size_t k = 0; k < fields.size(); ++k) {
         std::string name = lower(fields[k]);
