@@ -342,7 +342,13 @@ std::vector<FitValue> fit_layers(const std::vector<LayerSample>& samples, const 
         if (x.size() >= 2 && sxx > 1e-12 * sx * sx / n) {
           scale.value = sxy / sxx;
           over.value = sy / n - scale.value * sx / n;
-        } else {
+        }
+        if (is_set(over.value) && over.value < 0) {
+          // A negative overhead is not physical: the best fit with none.
+          over.value = 0;
+          scale.value = fit_origin(x, y);
+          over.note = "clamped to 0 (the free fit was negative)";
+        } else if (!is_set(over.value)) {
           // One activation size: the catalog's overhead, the scale alone.
           over.value = AnalyticAssumptions{}.memory_overhead_bytes;
           std::vector<double> yy;
