@@ -96,8 +96,9 @@ void MeasuredProfile::merge(const MeasuredProfile& o) {
   comm.insert(comm.end(), o.comm.begin(), o.comm.end());
   compute.insert(compute.end(), o.compute.begin(), o.compute.end());
   for (const DeviceCalibration& d : o.devices) {
-    auto it = std::find_if(devices.begin(), devices.end(),
-                           [&](const DeviceCalibration& x) { return same_name(x.device, d.device); });
+    auto it = std::find_if(devices.begin(), devices.end(), [&](const DeviceCalibration& x) {
+      return same_name(x.device, d.device);
+    });
     if (it == devices.end()) {
       devices.push_back(d);
       continue;
@@ -247,8 +248,7 @@ std::vector<FitValue> fit_layers(const std::vector<LayerSample>& samples, const 
     // The tables each sample's shape is predicted with: the catalog plus
     // the measured compute entries and the router fitted so far.
     auto type_costs_for = [&](const LayerSample& s) {
-      const ProfileTables base =
-          make_analytic_tables(w, cluster, s.micro_batch, {s.tp}, {s.cp});
+      const ProfileTables base = make_analytic_tables(w, cluster, s.micro_batch, {s.tp}, {s.cp});
       ProfileTables t = base;
       apply_profile(t, out, w, cluster, s.micro_batch);
       ParallelConfig pi;

@@ -72,7 +72,9 @@ struct MeasuredProfile {
   std::vector<ComputeSample> compute;
   std::vector<DeviceCalibration> devices;
   std::vector<ModelCalibration> models;
-  bool empty() const { return comm.empty() && compute.empty() && devices.empty() && models.empty(); }
+  bool empty() const {
+    return comm.empty() && compute.empty() && devices.empty() && models.empty();
+  }
   bool operator==(const MeasuredProfile&) const = default;
   // Adds `other`: its samples are appended, its calibrations replace the
   // fields they set.
@@ -156,9 +158,8 @@ struct FitValue {
 // analytic activations: scale and overhead). `tables` are the tables the
 // samples' shapes are predicted with (catalog, with measured compute if
 // any). Appends the fitted values to `out` and returns the fits.
-std::vector<FitValue> fit_layers(const std::vector<LayerSample>& samples,
-                                 const Workload& workload, const ClusterSpec& cluster,
-                                 MeasuredProfile& out);
+std::vector<FitValue> fit_layers(const std::vector<LayerSample>& samples, const Workload& workload,
+                                 const ClusterSpec& cluster, MeasuredProfile& out);
 
 // rho = mean over (iteration, layer) of max/mean tokens per expert.
 FitValue fit_imbalance(const std::vector<RouterSample>& samples, const std::string& model,

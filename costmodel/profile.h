@@ -73,19 +73,19 @@ struct PrimitiveEntry {
 // Built once per (primitive, link) key, so a lookup is two binary searches
 // over a few points and no allocation.
 struct MeasuredCurve {
-  std::vector<int> worlds;                      // ascending, distinct
-  std::vector<std::vector<double>> log_bytes;   // per world, ascending
-  std::vector<std::vector<double>> log_seconds; // per world, same length
-  double min_bytes = 0, max_bytes = 0;          // over every world
+  std::vector<int> worlds;                       // ascending, distinct
+  std::vector<std::vector<double>> log_bytes;    // per world, ascending
+  std::vector<std::vector<double>> log_seconds;  // per world, same length
+  double min_bytes = 0, max_bytes = 0;           // over every world
 };
 
 // How a communication time was obtained (bit flags).
 enum LookupFlag : unsigned {
-  kLookupMeasured = 1u,       // from a measured curve (else the catalog)
-  kLookupBelowBytes = 2u,     // below the smallest measured size: its time
-  kLookupAboveBytes = 4u,     // above the largest: scaled linearly in bytes
-  kLookupWorldScaled = 8u,    // world outside the measured ones: scaled by
-                              // the algorithm factor from the nearest
+  kLookupMeasured = 1u,     // from a measured curve (else the catalog)
+  kLookupBelowBytes = 2u,   // below the smallest measured size: its time
+  kLookupAboveBytes = 4u,   // above the largest: scaled linearly in bytes
+  kLookupWorldScaled = 8u,  // world outside the measured ones: scaled by
+                            // the algorithm factor from the nearest
 };
 
 // A record of the lookups made while it is attached to a CommTable

@@ -344,7 +344,8 @@ BaselineRun run_baseline(Baseline baseline, const Workload& w, const ClusterSpec
       break;
     }
     case Baseline::kMi: {
-      const std::optional<PlanCandidate> plan = mi_plan(w, cluster, opt.space.constraints, opt.profile.get());
+      const std::optional<PlanCandidate> plan =
+          mi_plan(w, cluster, opt.space.constraints, opt.profile.get());
       SearchResult& r = out.result;
       r.stats.configs = 1;
       for (int k = 0; k < comm.size(); ++k) r.ranks.push_back({k, run.threads});

@@ -5,7 +5,6 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
-#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <stdexcept>
@@ -182,10 +181,10 @@ class MpiComm final : public Comm {
           break;
         case Primitive::kP2P:
           if (peer < n) {
-            check(MPI_Sendrecv(bin.data(), static_cast<int>(bytes), MPI_BYTE, peer, 0, bout.data(),
-                               static_cast<int>(bytes), MPI_BYTE, peer, 0, group,
-                               MPI_STATUS_IGNORE),
-                  "MPI_Sendrecv");
+            check(
+                MPI_Sendrecv(bin.data(), static_cast<int>(bytes), MPI_BYTE, peer, 0, bout.data(),
+                             static_cast<int>(bytes), MPI_BYTE, peer, 0, group, MPI_STATUS_IGNORE),
+                "MPI_Sendrecv");
           }
           break;
       }

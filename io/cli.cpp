@@ -91,7 +91,7 @@ struct Inputs {
   Workload workload;
   ClusterSpec cluster;
   ConstraintOptions constraints;
-  std::shared_ptr<MegatronScript> megatron;  // --megatron-script, if given
+  std::shared_ptr<MegatronScript> megatron;        // --megatron-script, if given
   std::shared_ptr<const MeasuredProfile> profile;  // --profile, if given
   std::string profile_path;
 };
@@ -262,11 +262,12 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
   if (auto e = check_plan(plan, in.workload, in.cluster, in.constraints); !e.empty()) {
     throw InputError(plan_path, e);
   }
-  ProfileTables tables = make_analytic_tables(
-      in.workload, in.cluster, plan.parallel.micro_batch, {plan.parallel.tp}, {plan.parallel.cp});
+  ProfileTables tables = make_analytic_tables(in.workload, in.cluster, plan.parallel.micro_batch,
+                                              {plan.parallel.tp}, {plan.parallel.cp});
   ProfileSources sources;
   if (in.profile) {
-    sources = apply_profile(tables, *in.profile, in.workload, in.cluster, plan.parallel.micro_batch);
+    sources =
+        apply_profile(tables, *in.profile, in.workload, in.cluster, plan.parallel.micro_batch);
   }
   const CostModel model(in.workload, in.cluster, tables);
   const PlanReport report = model.evaluate(plan);

@@ -144,8 +144,8 @@ int cmd_import(int argc, const char* const* argv, std::ostream& out) {
       world = static_cast<int>(parse_int_text(r["world"].as<std::string>(), 1, 1 << 20, "--world"));
     }
     if (world < 2 && prim != Primitive::kP2P) {
-      throw InputError(path, "the log names " + std::to_string(log.ranks) +
-                                 " ranks; give --world (at least 2)");
+      throw InputError(
+          path, "the log names " + std::to_string(log.ranks) + " ranks; give --world (at least 2)");
     }
     for (const NcclRow& row : log.rows) {
       add.comm.push_back({prim, link, a, b, std::max(world, 2), row.bytes, row.seconds});
@@ -267,9 +267,11 @@ int cmd_comm(int argc, const char* const* argv, std::ostream& out, std::ostream&
     if (r.count("min-bytes")) min_b = parse_bytes(r["min-bytes"].as<std::string>(), "--min-bytes");
     if (r.count("max-bytes")) max_b = parse_bytes(r["max-bytes"].as<std::string>(), "--max-bytes");
     if (max_b < min_b) throw InputError("--max-bytes", "is below --min-bytes");
-    if (r.count("factor")) factor = parse_number_text(r["factor"].as<std::string>(), 1.1, 1024, "--factor");
+    if (r.count("factor"))
+      factor = parse_number_text(r["factor"].as<std::string>(), 1.1, 1024, "--factor");
     if (r.count("warmup")) {
-      warmup = static_cast<int>(parse_int_text(r["warmup"].as<std::string>(), 0, 100000, "--warmup"));
+      warmup =
+          static_cast<int>(parse_int_text(r["warmup"].as<std::string>(), 0, 100000, "--warmup"));
     }
     if (r.count("reps")) {
       reps = static_cast<int>(parse_int_text(r["reps"].as<std::string>(), 1, 100000, "--reps"));
@@ -279,7 +281,8 @@ int cmd_comm(int argc, const char* const* argv, std::ostream& out, std::ostream&
       std::size_t start = 0;
       while (start <= list.size()) {
         const std::size_t c = list.find(',', start);
-        const std::string one = list.substr(start, c == std::string::npos ? std::string::npos : c - start);
+        const std::string one =
+            list.substr(start, c == std::string::npos ? std::string::npos : c - start);
         prims.push_back(parse_primitive(one, "--primitives"));
         if (c == std::string::npos) break;
         start = c + 1;
@@ -389,8 +392,9 @@ int cmd_comm(int argc, const char* const* argv, std::ostream& out, std::ostream&
     for (const auto& t : types) out << " " << t;
     out << "\n";
     for (const Shape& s : shapes) {
-      out << "  " << to_string(s.link) << " " << s.a << (s.link == LinkKind::kCrossType ? "/" + s.b : "")
-          << ": " << s.members.size() << " ranks\n";
+      out << "  " << to_string(s.link) << " " << s.a
+          << (s.link == LinkKind::kCrossType ? "/" + s.b : "") << ": " << s.members.size()
+          << " ranks\n";
     }
     out << "  " << points << " points (" << sizes.size() << " sizes " << g(sizes.front()) << ".."
         << g(sizes.back()) << " B, median of " << reps << " after " << warmup << " warm-up), "
@@ -421,7 +425,8 @@ Workload fit_workload(const cxxopts::ParseResult& r) {
   Workload w = load_workload(need(r, "model"));
   TrainingOverrides ov;
   if (r.count("seq-len")) {
-    ov.seq_len = static_cast<int>(parse_int_text(r["seq-len"].as<std::string>(), 1, 1 << 22, "--seq-len"));
+    ov.seq_len =
+        static_cast<int>(parse_int_text(r["seq-len"].as<std::string>(), 1, 1 << 22, "--seq-len"));
   }
   if (r.count("gamma")) ov.gamma = parse_number_text(r["gamma"].as<std::string>(), 0, 1, "--gamma");
   if (r.count("imbalance")) {
@@ -442,10 +447,10 @@ int cmd_fit(int argc, const char* const* argv, std::ostream& out) {
                           cxxopts::value<std::string>())(
       "cluster", "a cluster with the measured device types", cxxopts::value<std::string>())(
       "layers", "layer timings CSV (dense and moe rows; router_ms, peak_memory_gib optional)",
-      cxxopts::value<std::string>())(
-      "router", "router statistics CSV: iteration,layer,expert,tokens",
-      cxxopts::value<std::string>())("seq-len", "sequence length of the measurements",
+      cxxopts::value<std::string>())("router",
+                                     "router statistics CSV: iteration,layer,expert,tokens",
                                      cxxopts::value<std::string>())(
+      "seq-len", "sequence length of the measurements", cxxopts::value<std::string>())(
       "gamma", "gamma of the imbalance term (default the model's)", cxxopts::value<std::string>())(
       "imbalance", "rho during the layer measurements when no --router is given",
       cxxopts::value<std::string>());
@@ -466,7 +471,8 @@ int cmd_fit(int argc, const char* const* argv, std::ostream& out) {
     const FitValue f = fit_imbalance(parse_router_csv(read_text_file(path), path), w.model.name, p);
     if (is_set(f.value)) w.training.imbalance = f.value;
     fits.push_back(f);
-  } else if (const double rho = profile_imbalance(p, w.model.name); is_set(rho) && !r.count("imbalance")) {
+  } else if (const double rho = profile_imbalance(p, w.model.name);
+             is_set(rho) && !r.count("imbalance")) {
     w.training.imbalance = rho;
   }
   if (r.count("layers")) {
@@ -474,17 +480,20 @@ int cmd_fit(int argc, const char* const* argv, std::ostream& out) {
     const auto rows = parse_layer_csv(read_text_file(path), path);
     for (const LayerSample& s : rows) {
       if (s.moe) continue;
-      p.compute.push_back({s.device, s.tp, s.cp, s.micro_batch, s.fwd_s, s.bwd_s, s.ffn_fwd_s, s.ffn_bwd_s});
+      p.compute.push_back(
+          {s.device, s.tp, s.cp, s.micro_batch, s.fwd_s, s.bwd_s, s.ffn_fwd_s, s.ffn_bwd_s});
     }
     for (const LayerSample& s : rows) {
       bool known = false;
-      for (const DevicePool& pool : cluster.pools) known = known || to_lower(pool.device.name) == to_lower(s.device);
+      for (const DevicePool& pool : cluster.pools)
+        known = known || to_lower(pool.device.name) == to_lower(s.device);
       if (!known) {
         throw InputError(path + ":" + std::to_string(s.line),
                          "device '" + s.device + "' is not in --cluster");
       }
       if (s.moe && !w.model.is_moe()) {
-        throw InputError(path + ":" + std::to_string(s.line), "a moe layer, but " + w.model.name + " is dense");
+        throw InputError(path + ":" + std::to_string(s.line),
+                         "a moe layer, but " + w.model.name + " is dense");
       }
     }
     const auto more = fit_layers(rows, w, cluster, p);
@@ -523,7 +532,8 @@ Predicted predict(const Workload& w, const ClusterSpec& c, const Plan& plan,
   const PlanReport rep = CostModel(w, c, t).evaluate(plan);
   Predicted p;
   p.latency_s = rep.latency_s;
-  for (const StageReport& s : rep.stages) p.peak_bytes = std::max(p.peak_bytes, s.cost.memory.total());
+  for (const StageReport& s : rep.stages)
+    p.peak_bytes = std::max(p.peak_bytes, s.cost.memory.total());
   return p;
 }
 
@@ -548,7 +558,8 @@ int cmd_check(int argc, const char* const* argv, std::ostream& out) {
   const auto& r = *parsed;
   const std::string csv = need(r, "measurements");
   std::shared_ptr<MeasuredProfile> profile;
-  if (r.count("profile")) profile = std::make_shared<MeasuredProfile>(read_profile(r["profile"].as<std::string>()));
+  if (r.count("profile"))
+    profile = std::make_shared<MeasuredProfile>(read_profile(r["profile"].as<std::string>()));
   const auto runs = parse_runs_csv(read_text_file(csv), csv);
   const fs::path dir = fs::path(csv).parent_path();
   auto resolve = [&](const std::string& spec) {
@@ -559,8 +570,9 @@ int cmd_check(int argc, const char* const* argv, std::ostream& out) {
   out << "profile check: " << runs.size() << " measured runs"
       << (profile ? ", profile " + r["profile"].as<std::string>() : ", no profile (catalog only)")
       << "\n\n";
-  out << "  run                 measured    catalog    error" << (profile ? "    profile    error" : "")
-      << "   | memory meas.  catalog   error" << (profile ? "  profile   error" : "") << "\n";
+  out << "  run                 measured    catalog    error"
+      << (profile ? "    profile    error" : "") << "   | memory meas.  catalog   error"
+      << (profile ? "  profile   error" : "") << "\n";
   double sum_c = 0, sum_p = 0, max_c = 0, max_p = 0;
   double msum_c = 0, msum_p = 0;
   int mem_runs = 0;
@@ -577,7 +589,8 @@ int cmd_check(int argc, const char* const* argv, std::ostream& out) {
       apply_overrides(ov, w);
       c = load_cluster(resolve(run.cluster));
       plan = load_plan(resolve(run.plan), c, w.training.micro_batch, 0);
-      if (auto e = check_plan(plan, w, c, ConstraintOptions{}); !e.empty()) throw InputError(run.plan, e);
+      if (auto e = check_plan(plan, w, c, ConstraintOptions{}); !e.empty())
+        throw InputError(run.plan, e);
     } catch (const InputError& e) {
       throw InputError(where, std::string("run '") + run.name + "': " + e.what());
     }
@@ -609,7 +622,8 @@ int cmd_check(int argc, const char* const* argv, std::ostream& out) {
       msum_c += std::abs(cat.peak_bytes - run.peak_bytes) / run.peak_bytes;
       msum_p += std::abs(pro.peak_bytes - run.peak_bytes) / run.peak_bytes;
       std::snprintf(line, sizeof line, "   | %11s %9s %7s", format_bytes(run.peak_bytes).c_str(),
-                    format_bytes(cat.peak_bytes).c_str(), pct(cat.peak_bytes, run.peak_bytes).c_str());
+                    format_bytes(cat.peak_bytes).c_str(),
+                    pct(cat.peak_bytes, run.peak_bytes).c_str());
       out << line;
       if (profile) {
         std::snprintf(line, sizeof line, " %8s %7s", format_bytes(pro.peak_bytes).c_str(),
@@ -630,7 +644,8 @@ int cmd_check(int argc, const char* const* argv, std::ostream& out) {
   }
   out << "\n";
   if (mem_runs > 0) {
-    std::snprintf(line, sizeof line, "  memory error, mean |e|: catalog %.1f%%", 100 * msum_c / mem_runs);
+    std::snprintf(line, sizeof line, "  memory error, mean |e|: catalog %.1f%%",
+                  100 * msum_c / mem_runs);
     out << line;
     if (profile) {
       std::snprintf(line, sizeof line, ", profile %.1f%%", 100 * msum_p / mem_runs);
@@ -673,7 +688,8 @@ int cmd_show(int argc, const char* const* argv, std::ostream& out) {
         << g(d.activation_scale) << " " << g(d.overhead_bytes) << "\n";
   }
   out << "models (" << p.models.size() << "): model rho\n";
-  for (const ModelCalibration& m : p.models) out << "  " << m.model << " " << g(m.imbalance) << "\n";
+  for (const ModelCalibration& m : p.models)
+    out << "  " << m.model << " " << g(m.imbalance) << "\n";
   return kExitOk;
 }
 
@@ -711,8 +727,8 @@ PlanSources plan_sources(const PlanReport& report, const Workload& w, const Clus
   for (const int h : types) {
     for (const ComputeSource& c : src.compute) {
       if (c.type != h || c.tp != pi.tp || c.cp != pi.cp) continue;
-      const std::string what = "compute " + name(h) + " TP=" + std::to_string(c.tp) +
-                               " CP=" + std::to_string(c.cp);
+      const std::string what =
+          "compute " + name(h) + " TP=" + std::to_string(c.tp) + " CP=" + std::to_string(c.cp);
       if (c.kind == ComputeSource::kMeasured) {
         s.measured.push_back(what);
       } else if (c.kind == ComputeSource::kScaledMicroBatch) {
@@ -759,14 +775,18 @@ PlanSources plan_sources(const PlanReport& report, const Workload& w, const Clus
       continue;
     }
     std::string why;
-    if (a.flags & kLookupWorldScaled) why += "world outside the measured ones, scaled from the nearest; ";
-    if (a.flags & kLookupAboveBytes) why += "above the largest measured size, extrapolated linearly in bytes; ";
-    if (a.flags & kLookupBelowBytes) why += "below the smallest measured size, clamped to its time; ";
+    if (a.flags & kLookupWorldScaled)
+      why += "world outside the measured ones, scaled from the nearest; ";
+    if (a.flags & kLookupAboveBytes)
+      why += "above the largest measured size, extrapolated linearly in bytes; ";
+    if (a.flags & kLookupBelowBytes)
+      why += "below the smallest measured size, clamped to its time; ";
     if (why.empty()) {
       s.measured.push_back(key);
     } else {
       why.resize(why.size() - 2);
-      s.outside.push_back(key + " (" + format_bytes(a.min_b) + ".." + format_bytes(a.max_b) + "): " + why);
+      s.outside.push_back(key + " (" + format_bytes(a.min_b) + ".." + format_bytes(a.max_b) +
+                          "): " + why);
     }
   }
   return s;
@@ -789,7 +809,10 @@ void print_plan_sources(std::ostream& out, const PlanSources& s, const std::stri
 }
 
 nlohmann::ordered_json plan_sources_json(const PlanSources& s, const std::string& path) {
-  return {{"file", path}, {"measured", s.measured}, {"outside_range", s.outside}, {"catalog", s.catalog}};
+  return {{"file", path},
+          {"measured", s.measured},
+          {"outside_range", s.outside},
+          {"catalog", s.catalog}};
 }
 
 }  // namespace hapmoe

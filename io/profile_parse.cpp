@@ -176,7 +176,8 @@ Csv read_csv(std::string_view text, const std::string& origin,
     }
     csv.rows.push_back({no, fields});
   }
-  if (!header) throw InputError(origin, "no header line (expected columns " + required[0] + ", ...)");
+  if (!header)
+    throw InputError(origin, "no header line (expected columns " + required[0] + ", ...)");
   if (csv.rows.empty()) throw InputError(origin, "no data rows after the header");
   return csv;
 }
@@ -203,9 +204,9 @@ double num_field(const std::string& origin, const Csv& csv, const Csv::Row& row,
   const auto d = to_double(v);
   if (!d) throw InputError(at_line(origin, row.line), col + " " + shown(v) + " is not a number");
   if (*d < lo || (lo_open && *d == lo)) {
-    throw InputError(at_line(origin, row.line),
-                     col + " " + shown(v) + " must be " + (lo_open ? "> " : ">= ") +
-                         (lo == 0 ? "0" : std::to_string(lo)));
+    throw InputError(at_line(origin, row.line), col + " " + shown(v) + " must be " +
+                                                    (lo_open ? "> " : ">= ") +
+                                                    (lo == 0 ? "0" : std::to_string(lo)));
   }
   return *d;
 }
@@ -216,8 +217,8 @@ int int_field(const std::string& origin, const Csv& csv, const Csv::Row& row,
   const auto d = to_int(v);
   if (!d || *d < lo || *d > hi) {
     throw InputError(at_line(origin, row.line), col + " " + shown(v) + " must be an integer in [" +
-                                                    std::to_string(lo) + ", " +
-                                                    std::to_string(hi) + "]");
+                                                    std::to_string(lo) + ", " + std::to_string(hi) +
+                                                    "]");
   }
   return static_cast<int>(*d);
 }
@@ -265,7 +266,8 @@ NcclLog parse_nccl_tests_log(std::string_view text, const std::string& origin, b
     }
     if (line.front() == '#') {
       const auto words = split_ws(line.substr(1));
-      if (words.size() >= 2 && words[0] == "Rank" && line.find("device") != std::string_view::npos) {
+      if (words.size() >= 2 && words[0] == "Rank" &&
+          line.find("device") != std::string_view::npos) {
         ++log.ranks;
       }
       if (words.size() >= 4 && words[0] == "size" && words[1] == "count") {
@@ -303,15 +305,15 @@ NcclLog parse_nccl_tests_log(std::string_view text, const std::string& origin, b
     }
     if (words.size() < min_fields) {
       throw InputError(at_line(origin, no), "expected at least " + std::to_string(min_fields) +
-                                                " columns, found " +
-                                                std::to_string(words.size()) + ": " + shown(line));
+                                                " columns, found " + std::to_string(words.size()) +
+                                                ": " + shown(line));
     }
     const auto size = to_double(words[static_cast<std::size_t>(col_size)]);
     const auto time = to_double(words[static_cast<std::size_t>(col_time)]);
     if (!size || *size <= 0) {
-      throw InputError(at_line(origin, no),
-                       "size " + shown(words[static_cast<std::size_t>(col_size)]) +
-                           " is not a positive number of bytes");
+      throw InputError(at_line(origin, no), "size " +
+                                                shown(words[static_cast<std::size_t>(col_size)]) +
+                                                " is not a positive number of bytes");
     }
     if (!time || *time <= 0) {
       throw InputError(at_line(origin, no), "time " +
@@ -375,9 +377,9 @@ std::vector<LayerSample> parse_layer_csv(std::string_view text, const std::strin
     if (has(csv, row, "ffn_backward_ms")) {
       s.ffn_bwd_s = num_field(origin, csv, row, "ffn_backward_ms", 0, true) * 1e-3;
       if (s.ffn_bwd_s >= s.bwd_s) {
-        throw InputError(at_line(origin, row.line),
-                         "ffn_backward_ms " + shown(field(csv, row, "ffn_backward_ms")) +
-                             " must be below backward_ms");
+        throw InputError(at_line(origin, row.line), "ffn_backward_ms " +
+                                                        shown(field(csv, row, "ffn_backward_ms")) +
+                                                        " must be below backward_ms");
       }
     }
     if (has(csv, row, "router_ms")) {
@@ -405,10 +407,9 @@ std::vector<RouterSample> parse_router_csv(std::string_view text, const std::str
     auto& g = groups[{it, layer}];
     first_line.emplace(std::make_pair(it, layer), row.line);
     if (!g.emplace(expert, tokens).second) {
-      throw InputError(at_line(origin, row.line), "expert " + std::to_string(expert) +
-                                                      " appears twice for iteration " +
-                                                      std::to_string(it) + ", layer " +
-                                                      std::to_string(layer));
+      throw InputError(at_line(origin, row.line),
+                       "expert " + std::to_string(expert) + " appears twice for iteration " +
+                           std::to_string(it) + ", layer " + std::to_string(layer));
     }
   }
   std::vector<RouterSample> out;

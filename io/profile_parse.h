@@ -15,15 +15,15 @@ namespace hapmoe {
 
 // One row of an nccl-tests result table.
 struct NcclRow {
-  double bytes = 0;        // the "size" column, bytes
-  double seconds = 0;      // out-of-place (or in-place) time, seconds
-  double busbw_gbs = 0;    // bus bandwidth of that column, GB/s
-  int line = 0;            // 1-based line in the log
+  double bytes = 0;      // the "size" column, bytes
+  double seconds = 0;    // out-of-place (or in-place) time, seconds
+  double busbw_gbs = 0;  // bus bandwidth of that column, GB/s
+  int line = 0;          // 1-based line in the log
 };
 
 struct NcclLog {
-  std::string test;        // "all_reduce_perf" etc. when the log names it, else ""
-  int ranks = 0;           // "Rank N ... device" lines counted (0: none printed)
+  std::string test;  // "all_reduce_perf" etc. when the log names it, else ""
+  int ranks = 0;     // "Rank N ... device" lines counted (0: none printed)
   std::vector<NcclRow> rows;
 };
 

@@ -6,10 +6,10 @@
 
 #include <cmath>
 #include <cstdio>
-#include <iostream>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -35,8 +35,8 @@ using test::slurp;
 const std::string kData = std::string(HAPMOE_TEST_DATA) + "/profile/";
 
 fs::path temp_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("hapmoe_profile_" + name + "_" +
-                                                  std::to_string(::getpid()));
+  const fs::path d =
+      fs::temp_directory_path() / ("hapmoe_profile_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -159,8 +159,8 @@ TEST(ProfileFile, RoundTripsAndRejectsOtherLayouts) {
   EXPECT_EQ(back.models[0].imbalance, 1.3);
   EXPECT_THROW(read_profile((d / "missing.h5").string()), InputError);
   // An archive is HDF5 but not a profile.
-  const auto r = run({"plan", "--model", "tests/data/models/small-moe.json", "--cluster",
-                      "H800:8", "--out", (d / "run.h5").string()});
+  const auto r = run({"plan", "--model", "tests/data/models/small-moe.json", "--cluster", "H800:8",
+                      "--out", (d / "run.h5").string()});
   ASSERT_EQ(r.code, 0) << r.err;
   const auto bad = run({"plan", "--model", "tests/data/models/small-moe.json", "--cluster",
                         "H800:8", "--profile", (d / "run.h5").string()});
@@ -172,16 +172,16 @@ TEST(ProfileFile, RoundTripsAndRejectsOtherLayouts) {
 TEST(ProfileImport, BadInputExitsTwoAndWritesNothing) {
   const fs::path d = temp_dir("import");
   const std::string out = (d / "p.h5").string();
-  const auto r = run({"profile", "import", "--out", out, "--nccl", kData + "bad_no_table.log",
-                      "--primitive", "all_reduce_perf", "--device", "H800", "--link",
-                      "intra-node"});
+  const auto r =
+      run({"profile", "import", "--out", out, "--nccl", kData + "bad_no_table.log", "--primitive",
+           "all_reduce_perf", "--device", "H800", "--link", "intra-node"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("bad_no_table.log"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(out));
   for (const auto& e : fs::directory_iterator(d)) ADD_FAILURE() << "left " << e.path();
-  const auto ok = run({"profile", "import", "--out", out, "--nccl",
-                       kData + "all_reduce_perf_h800_intra8.log", "--primitive", "all_reduce_perf",
-                       "--device", "H800", "--link", "intra-node"});
+  const auto ok =
+      run({"profile", "import", "--out", out, "--nccl", kData + "all_reduce_perf_h800_intra8.log",
+           "--primitive", "all_reduce_perf", "--device", "H800", "--link", "intra-node"});
   ASSERT_EQ(ok.code, 0) << ok.err;
   EXPECT_EQ(read_profile(out).comm.size(), 25u);
   fs::remove_all(d);
@@ -218,8 +218,8 @@ std::vector<LayerSample> synthetic_layers(const Workload& w, const ClusterSpec& 
         s.tp = tp;
         s.micro_batch = mb;
         s.ep = ep;
-        s.fwd_s = (e.attention_fwd + e.shared_fwd + router + kk * imb * e.expert_fwd / t.eta) *
-                  (1 + sgn);
+        s.fwd_s =
+            (e.attention_fwd + e.shared_fwd + router + kk * imb * e.expert_fwd / t.eta) * (1 + sgn);
         s.bwd_s = (e.attention_bwd + e.shared_bwd + 2 * router + kk * imb * e.expert_bwd / t.eta) *
                   (1 - sgn);
         s.router_fwd_s = router * (1 + sgn);
@@ -230,7 +230,8 @@ std::vector<LayerSample> synthetic_layers(const Workload& w, const ClusterSpec& 
         pi.micro_batch = mb;
         const TypeCosts tc = CostModel(w, c, tables).type_costs(pi, h);
         const double params = tc.moe.dense_params + tc.moe.expert_params;
-        s.peak_bytes = (t.overhead + t.scale * tc.moe.act_bytes + params * (2 + 4 + 12)) * (1 + sgn);
+        s.peak_bytes =
+            (t.overhead + t.scale * tc.moe.act_bytes + params * (2 + 4 + 12)) * (1 + sgn);
         out.push_back(s);
       }
     }
@@ -252,7 +253,8 @@ TEST(ProfileFit, RecoversKnownCoefficients) {
     EXPECT_EQ(fits.size(), 8u);  // router, eta, scale, overhead per device
     const double tol = noise == 0 ? 1e-6 : 0.06;
     ASSERT_EQ(p.devices.size(), 2u);
-    for (const auto& [d, t] : {std::make_pair(p.devices[0], t0), std::make_pair(p.devices[1], t1)}) {
+    for (const auto& [d, t] :
+         {std::make_pair(p.devices[0], t0), std::make_pair(p.devices[1], t1)}) {
       EXPECT_NEAR(d.eta / t.eta, 1, tol) << d.device << " noise " << noise;
       EXPECT_NEAR(d.router_s_per_token / t.router, 1, tol) << d.device;
       EXPECT_NEAR(d.activation_scale / t.scale, 1, noise == 0 ? 1e-6 : 0.25) << d.device;
@@ -286,9 +288,9 @@ int cross_type_boundaries(const std::string& plan_json) {
 TEST(ProfilePlan, SlowMeasuredCrossTypeLinkMovesThePlanOffIt) {
   const fs::path d = temp_dir("plan");
   const std::string prof = (d / "slow.h5").string();
-  ASSERT_EQ(run({"profile", "import", "--out", prof, "--nccl", kData + "sendrecv_perf_cross_slow.log",
-                 "--primitive", "sendrecv_perf", "--device", "H800", "--device-b", "MI300X",
-                 "--link", "cross-type", "--world", "2"})
+  ASSERT_EQ(run({"profile", "import", "--out", prof, "--nccl",
+                 kData + "sendrecv_perf_cross_slow.log", "--primitive", "sendrecv_perf", "--device",
+                 "H800", "--device-b", "MI300X", "--link", "cross-type", "--world", "2"})
                 .code,
             0);
   const std::vector<std::string> base{"plan", "--model", "tests/data/models/small-moe.json",
@@ -313,8 +315,9 @@ TEST(ProfilePlan, SlowMeasuredCrossTypeLinkMovesThePlanOffIt) {
   // reported as measured.
   const auto plan = nlohmann::json::parse(slurp(d / "catalog.json"));
   std::ofstream(d / "mixed.json") << plan.dump();
-  const auto ev = run({"evaluate", "--model", "tests/data/models/small-moe.json", "--cluster",
-                       "H800:8,MI300X:8", "--plan", (d / "mixed.json").string(), "--profile", prof});
+  const auto ev =
+      run({"evaluate", "--model", "tests/data/models/small-moe.json", "--cluster",
+           "H800:8,MI300X:8", "--plan", (d / "mixed.json").string(), "--profile", prof});
   ASSERT_EQ(ev.code, 0) << ev.err;
   EXPECT_NE(ev.out.find("p2p cross-type"), std::string::npos) << ev.out;
   fs::remove_all(d);
@@ -347,11 +350,11 @@ MeasuredProfile synthetic_truth(const Workload& w, const ClusterSpec& c, bool sm
     for (const int tp : tps) {
       for (const int cp : cps) {
         const ComputeEntry& e = cat.compute_entry(h, tp, cp, name);
-        p.compute.push_back({name, tp, cp, w.training.micro_batch,
-                             (e.attention_fwd * slow_compute[h] + e.dense_mlp_fwd * slow_ffn[h]) * jitter(),
-                             (e.attention_bwd * slow_compute[h] + e.dense_mlp_bwd * slow_ffn[h]) * jitter(),
-                             e.dense_mlp_fwd * slow_ffn[h] * jitter(),
-                             e.dense_mlp_bwd * slow_ffn[h] * jitter()});
+        p.compute.push_back(
+            {name, tp, cp, w.training.micro_batch,
+             (e.attention_fwd * slow_compute[h] + e.dense_mlp_fwd * slow_ffn[h]) * jitter(),
+             (e.attention_bwd * slow_compute[h] + e.dense_mlp_bwd * slow_ffn[h]) * jitter(),
+             e.dense_mlp_fwd * slow_ffn[h] * jitter(), e.dense_mlp_bwd * slow_ffn[h] * jitter()});
       }
     }
   }
@@ -360,16 +363,17 @@ MeasuredProfile synthetic_truth(const Workload& w, const ClusterSpec& c, bool sm
                                           {{LinkKind::kInterNode, 0, 0}, 1},
                                           {{LinkKind::kInterNode, 1, 1}, 1},
                                           {{LinkKind::kCrossType, 0, 1}, 2}};
-  const std::vector<int> worlds = small_worlds ? std::vector<int>{2, 4} : std::vector<int>{2, 4, 8, 16, 32};
+  const std::vector<int> worlds =
+      small_worlds ? std::vector<int>{2, 4} : std::vector<int>{2, 4, 8, 16, 32};
   for (const auto& [link, kind] : links) {
     for (int prim = 0; prim < kNumPrimitives; ++prim) {
       for (const int world : worlds) {
         for (double bytes = 1024; bytes <= 4.0 * (1u << 30); bytes *= 4) {
           const auto pr = static_cast<Primitive>(prim);
           const double t = cat.comm.time(pr, bytes, world, link) * link_factor[kind] * jitter();
-          p.comm.push_back({pr, link.kind, c.pools[static_cast<std::size_t>(link.type_a)].device.name,
-                            c.pools[static_cast<std::size_t>(link.type_b)].device.name, world,
-                            bytes, t});
+          p.comm.push_back(
+              {pr, link.kind, c.pools[static_cast<std::size_t>(link.type_a)].device.name,
+               c.pools[static_cast<std::size_t>(link.type_b)].device.name, world, bytes, t});
         }
       }
     }
@@ -397,7 +401,8 @@ TEST(ProfileCheck, FittedProfileBeatsTheCatalogOnSyntheticRuns) {
   std::vector<RouterSample> router;
   for (int i = 0; i < 8; ++i) {
     const double mx = true_rho * (1 + 0.05 * std::sin(i));
-    router.push_back({i, 0, {mx * 100, (4 - mx) * 100 / 3, (4 - mx) * 100 / 3, (4 - mx) * 100 / 3}});
+    router.push_back(
+        {i, 0, {mx * 100, (4 - mx) * 100 / 3, (4 - mx) * 100 / 3, (4 - mx) * 100 / 3}});
   }
   fit_imbalance(router, w.model.name, prof);
   Workload fitted_w = w;
@@ -435,18 +440,19 @@ TEST(ProfileCheck, FittedProfileBeatsTheCatalogOnSyntheticRuns) {
     csv += line;
   }
   std::ofstream(d / "runs.csv") << csv;
-  const auto r = run({"profile", "check", "--profile", (d / "fitted.h5").string(),
-                      "--measurements", (d / "runs.csv").string()});
+  const auto r = run({"profile", "check", "--profile", (d / "fitted.h5").string(), "--measurements",
+                      (d / "runs.csv").string()});
   ASSERT_EQ(r.code, 0) << r.err;
   std::cout << r.out;
   double cat_err = 0, prof_err = 0;
   const auto at = r.out.find("latency error, mean |e|: catalog ");
   ASSERT_NE(at, std::string::npos) << r.out;
-  ASSERT_EQ(std::sscanf(r.out.c_str() + at, "latency error, mean |e|: catalog %lf%% (max %*f%%), profile %lf%%",
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at,
+                        "latency error, mean |e|: catalog %lf%% (max %*f%%), profile %lf%%",
                         &cat_err, &prof_err),
             2)
       << r.out;
-  EXPECT_GT(cat_err, 20.0);  // the perturbation is large
+  EXPECT_GT(cat_err, 20.0);   // the perturbation is large
   EXPECT_LT(prof_err, 10.0);  // the paper's ~10%
   EXPECT_LT(prof_err, cat_err / 3);
   if (keep == nullptr) fs::remove_all(d);
