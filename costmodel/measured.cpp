@@ -271,6 +271,7 @@ std::vector<FitValue> fit_layers(const std::vector<LayerSample>& samples, const 
       if (!x.empty()) {
         FitValue f{"router", name, fit_origin(x, y), 0, 0, 0, "s", ""};
         std::vector<double> pred;
+        pred.reserve(x.size());
         for (double xi : x) pred.push_back(f.value * xi);
         residuals(f, y, pred);
         cal.router_s_per_token = f.value;
@@ -299,6 +300,7 @@ std::vector<FitValue> fit_layers(const std::vector<LayerSample>& samples, const 
         const double inv = fit_origin(x, y);
         FitValue f{"eta", name, inv > 0 ? 1.0 / inv : kUnset, 0, 0, 0, "s", ""};
         std::vector<double> pred;
+        pred.reserve(x.size());
         for (double xi : x) pred.push_back(inv * xi);
         residuals(f, y, pred);
         if (inv > 0) {
@@ -352,11 +354,13 @@ std::vector<FitValue> fit_layers(const std::vector<LayerSample>& samples, const 
           // One activation size: the catalog's overhead, the scale alone.
           over.value = AnalyticAssumptions{}.memory_overhead_bytes;
           std::vector<double> yy;
+          yy.reserve(y.size());
           for (double v : y) yy.push_back(v - over.value);
           scale.value = fit_origin(x, yy);
           over.note = "catalog value (every sample has the same activation size)";
         }
         std::vector<double> pred;
+        pred.reserve(x.size());
         for (double xi : x) pred.push_back(over.value + scale.value * xi);
         residuals(scale, y, pred);
         residuals(over, y, pred);

@@ -335,6 +335,7 @@ int cmd_comm(int argc, const char* const* argv, std::ostream& out, std::ostream&
     // Across nodes: the first rank of type t on each node.
     if (by_node.size() >= 2) {
       std::vector<int> firsts;
+      firsts.reserve(by_node.size());
       for (const auto& [n, ranks] : by_node) firsts.push_back(ranks.front());
       shapes.push_back({LinkKind::kInterNode, t, t, firsts});
     }
