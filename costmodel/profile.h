@@ -5,8 +5,10 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -66,6 +68,37 @@ struct PrimitiveEntry {
   double latency = 0;    // s per step
 };
 
+// A measured primitive (docs/profile.md, "Interpolation"): times at
+// (world, bytes) points, looked up log-log in bytes and in world size.
+// Built once per (primitive, link) key, so a lookup is two binary searches
+// over a few points and no allocation.
+struct MeasuredCurve {
+  std::vector<int> worlds;                       // ascending, distinct
+  std::vector<std::vector<double>> log_bytes;    // per world, ascending
+  std::vector<std::vector<double>> log_seconds;  // per world, same length
+  double min_bytes = 0, max_bytes = 0;           // over every world
+};
+
+// How a communication time was obtained (bit flags).
+enum LookupFlag : unsigned {
+  kLookupMeasured = 1u,     // from a measured curve (else the catalog)
+  kLookupBelowBytes = 2u,   // below the smallest measured size: its time
+  kLookupAboveBytes = 4u,   // above the largest: scaled linearly in bytes
+  kLookupWorldScaled = 8u,  // world outside the measured ones: scaled by
+                            // the algorithm factor from the nearest
+};
+
+// A record of the lookups made while it is attached to a CommTable
+// (CommTable::set_log): for reports, never during a search.
+struct LookupRecord {
+  Primitive prim = Primitive::kAllReduce;
+  Link link;
+  int world = 0;
+  double bytes = 0;
+  unsigned flags = 0;
+};
+using LookupLog = std::vector<LookupRecord>;
+
 class CommTable {
  public:
   // `bytes` is the per-device buffer: for all-reduce the reduced tensor, for
@@ -76,11 +109,38 @@ class CommTable {
   void set(Primitive prim, const Link& link, PrimitiveEntry entry);
   const PrimitiveEntry& entry(Primitive prim, const Link& link) const;
 
+  // Measured times replace the formula for this (primitive, link) key.
+  void set_measured(Primitive prim, const Link& link, MeasuredCurve curve);
+  bool has_measured(Primitive prim, const Link& link) const;
+  bool any_measured() const { return !measured_.empty(); }
+  // The time and flags of one lookup, without logging.
+  double time_flags(Primitive prim, double bytes, int world, const Link& link,
+                    unsigned& flags) const;
+  // While set, every time() call is appended to `log` (nullptr: off).
+  // Not thread-safe: attach it only to a table one thread evaluates.
+  void set_log(LookupLog* log) { log_ = log; }
+
  private:
   using Key = std::tuple<int, int, int, int>;  // prim, kind, a, b (a <= b)
   static Key key(Primitive prim, const Link& link);
   std::map<Key, PrimitiveEntry> entries_;
+  std::map<Key, MeasuredCurve> measured_;
+  LookupLog* log_ = nullptr;
 };
+
+// t(bytes, world) from a measured curve; `flags` gets the kLookup* bits.
+double measured_time(const MeasuredCurve& curve, Primitive prim, double bytes, int world,
+                     unsigned& flags);
+
+// Builds a curve from (world, bytes, seconds) samples; several samples at
+// one point are reduced to their median. Throws ContractError on
+// non-positive bytes or seconds (the readers check them first).
+struct CommPoint {
+  int world = 0;
+  double bytes = 0;
+  double seconds = 0;
+};
+MeasuredCurve make_curve(std::vector<CommPoint> points);
 
 // ---------------------------------------------------------------------------
 // Per device type coefficients.

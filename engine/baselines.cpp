@@ -187,7 +187,8 @@ std::optional<PlanCandidate> mi_plan_with_cp(const Workload& w, const ClusterSpe
 
 // The MI rule on every device type of `cluster`.
 std::optional<PlanCandidate> mi_plan_all_types(const Workload& w, const ClusterSpec& cluster,
-                                               const ConstraintOptions& constraints) {
+                                               const ConstraintOptions& constraints,
+                                               const MeasuredProfile* profile) {
   const ModelSpec& m = w.model;
   const TrainingSpec& t = w.training;
   if (t.global_batch % t.micro_batch != 0) return std::nullopt;
@@ -203,7 +204,7 @@ std::optional<PlanCandidate> mi_plan_all_types(const Workload& w, const ClusterS
   for (const int cp : divisors(t.seq_len)) {
     if (cp == 1 || t.seq_len % (2 * cp) == 0) bases.push_back({1, tp, cp, 1, 1, 1, t.micro_batch});
   }
-  const ProfileTables tables = tables_for(w, cluster, bases);
+  const ProfileTables tables = tables_for(w, cluster, bases, profile);
   const CostModel model(w, cluster, tables);
   const std::vector<int> dps = divisors(t.global_batch / t.micro_batch);
   int usable = 0;
@@ -218,8 +219,9 @@ std::optional<PlanCandidate> mi_plan_all_types(const Workload& w, const ClusterS
 }  // namespace
 
 std::optional<PlanCandidate> mi_plan(const Workload& w, const ClusterSpec& cluster,
-                                     const ConstraintOptions& constraints) {
-  if (auto plan = mi_plan_all_types(w, cluster, constraints)) return plan;
+                                     const ConstraintOptions& constraints,
+                                     const MeasuredProfile* profile) {
+  if (auto plan = mi_plan_all_types(w, cluster, constraints, profile)) return plan;
   // What a practitioner does when the small devices cannot hold their
   // share: leave them out, the device types with the least memory first.
   std::vector<int> by_memory(static_cast<std::size_t>(cluster.num_types()));
@@ -242,13 +244,13 @@ std::optional<PlanCandidate> mi_plan(const Workload& w, const ClusterSpec& clust
       sub.cross_links.push_back({static_cast<int>(a - kept.begin()),
                                  static_cast<int>(b - kept.begin()), l.bandwidth, l.latency});
     }
-    std::optional<PlanCandidate> plan = mi_plan_all_types(w, sub, constraints);
+    std::optional<PlanCandidate> plan = mi_plan_all_types(w, sub, constraints, profile);
     if (!plan) continue;
     for (StagePlan& st : plan->plan.stages) {
       st.device_type = kept[static_cast<std::size_t>(st.device_type)];
     }
     // Scored on the whole cluster, like every other plan.
-    const ProfileTables tables = tables_for(w, cluster, {plan->plan.parallel});
+    const ProfileTables tables = tables_for(w, cluster, {plan->plan.parallel}, profile);
     plan->latency_s = CostModel(w, cluster, tables).evaluate(plan->plan).latency_s;
     return plan;
   }
@@ -351,7 +353,8 @@ BaselineRun run_baseline(Baseline baseline, const Workload& w, const ClusterSpec
       break;
     }
     case Baseline::kMi: {
-      const std::optional<PlanCandidate> plan = mi_plan(w, cluster, opt.space.constraints);
+      const std::optional<PlanCandidate> plan =
+          mi_plan(w, cluster, opt.space.constraints, opt.profile.get());
       SearchResult& r = out.result;
       r.stats.configs = 1;
       for (int k = 0; k < comm.size(); ++k) r.ranks.push_back({k, run.threads});

@@ -40,7 +40,8 @@ std::vector<Baseline> all_baselines();
 // does not fit, then full recomputation everywhere. The plan with its
 // latency; nullopt when no PP fits.
 std::optional<PlanCandidate> mi_plan(const Workload& workload, const ClusterSpec& cluster,
-                                     const ConstraintOptions& constraints);
+                                     const ConstraintOptions& constraints,
+                                     const MeasuredProfile* profile = nullptr);
 
 struct BaselineRun {
   SearchResult result;

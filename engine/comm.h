@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "costmodel/profile.h"
+
 namespace hapmoe {
 
 class Comm {
@@ -42,6 +44,16 @@ class Comm {
   // Ends every rank of the job now with `code`; for when ranks can no
   // longer agree (a failure outside the collective protocol).
   [[noreturn]] virtual void abort(int code) = 0;
+  // Times one collective for `hapmoe profile comm` (docs/profile.md): the
+  // ranks with the same `color` >= 0 form a group, in rank order, that
+  // runs `prim` on `bytes` (the per-device buffer, as CommTable::time
+  // reads it) `warmup` times untimed, then `reps` times, each after a
+  // barrier of the group. Returns each repetition's time of the slowest
+  // rank of the group, in seconds, on the group's ranks; empty on ranks
+  // with color < 0. Collective: every rank calls it. A group of one rank
+  // (a SerialComm) has nobody to talk to and returns `reps` zeros.
+  virtual std::vector<double> time_collective(Primitive prim, std::size_t bytes, int color,
+                                              int warmup, int reps) = 0;
 };
 
 // claim() on a counter: the one atomic step behind every Comm's claim.
@@ -60,6 +72,8 @@ class SerialComm final : public Comm {
   }
   std::int64_t claimed() override { return std::atomic_ref<std::int64_t>(counter_).load(); }
   [[noreturn]] void abort(int code) override;
+  std::vector<double> time_collective(Primitive prim, std::size_t bytes, int color, int warmup,
+                                      int reps) override;
 
  private:
   alignas(std::atomic_ref<std::int64_t>::required_alignment) std::int64_t counter_ = 0;

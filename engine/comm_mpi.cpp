@@ -1,7 +1,9 @@
 // MpiComm: the Comm of an MPI job. The only file that includes mpi.h.
 #include <mpi.h>
 
+#include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -127,6 +129,82 @@ class MpiComm final : public Comm {
   [[noreturn]] void abort(int code) override {
     MPI_Abort(MPI_COMM_WORLD, code);
     std::_Exit(code);
+  }
+
+  std::vector<double> time_collective(Primitive prim, std::size_t bytes, int color, int warmup,
+                                      int reps) override {
+    MPI_Comm group = MPI_COMM_NULL;
+    check(MPI_Comm_split(MPI_COMM_WORLD, color < 0 ? MPI_UNDEFINED : color, rank_, &group),
+          "MPI_Comm_split");
+    std::vector<double> times;
+    if (group == MPI_COMM_NULL) return times;
+    int me = 0;
+    int n = 1;
+    check(MPI_Comm_rank(group, &me), "MPI_Comm_rank");
+    check(MPI_Comm_size(group, &n), "MPI_Comm_size");
+    if (n < 2) {
+      MPI_Comm_free(&group);
+      return std::vector<double>(static_cast<std::size_t>(std::max(reps, 0)), 0.0);
+    }
+    // Buffers: float elements for the reductions, bytes for the rest; the
+    // per-rank share is rounded down to whole elements (at least one).
+    const std::size_t un = static_cast<std::size_t>(n);
+    const std::size_t floats = std::max<std::size_t>(1, bytes / sizeof(float));
+    const std::size_t share = std::max<std::size_t>(1, bytes / un);  // bytes per peer
+    const std::size_t share_floats = std::max<std::size_t>(1, floats / un);
+    std::vector<float> fin(std::max(floats, share_floats * un), 1.0F);
+    std::vector<float> fout(fin.size(), 0.0F);
+    std::vector<char> bin(std::max(bytes, share * un), 1);
+    std::vector<char> bout(bin.size(), 0);
+    const int peer = me ^ 1;  // p2p: pairs (0,1), (2,3), ...; an odd last rank idles
+    auto once = [&] {
+      switch (prim) {
+        case Primitive::kAllReduce:
+          check(MPI_Allreduce(fin.data(), fout.data(), static_cast<int>(floats), MPI_FLOAT, MPI_SUM,
+                              group),
+                "MPI_Allreduce");
+          break;
+        case Primitive::kAllGather:
+          check(MPI_Allgather(bin.data(), static_cast<int>(share), MPI_BYTE, bout.data(),
+                              static_cast<int>(share), MPI_BYTE, group),
+                "MPI_Allgather");
+          break;
+        case Primitive::kReduceScatter:
+          check(MPI_Reduce_scatter_block(fin.data(), fout.data(), static_cast<int>(share_floats),
+                                         MPI_FLOAT, MPI_SUM, group),
+                "MPI_Reduce_scatter_block");
+          break;
+        case Primitive::kAllToAll:
+          check(MPI_Alltoall(bin.data(), static_cast<int>(share), MPI_BYTE, bout.data(),
+                             static_cast<int>(share), MPI_BYTE, group),
+                "MPI_Alltoall");
+          break;
+        case Primitive::kP2P:
+          if (peer < n) {
+            check(
+                MPI_Sendrecv(bin.data(), static_cast<int>(bytes), MPI_BYTE, peer, 0, bout.data(),
+                             static_cast<int>(bytes), MPI_BYTE, peer, 0, group, MPI_STATUS_IGNORE),
+                "MPI_Sendrecv");
+          }
+          break;
+      }
+    };
+    if (bytes > static_cast<std::size_t>(INT32_MAX)) {
+      MPI_Comm_free(&group);
+      throw std::length_error("MpiComm::time_collective: more than 2 GiB");
+    }
+    for (int i = 0; i < warmup; ++i) once();
+    for (int i = 0; i < reps; ++i) {
+      check(MPI_Barrier(group), "MPI_Barrier");
+      const double t0 = MPI_Wtime();
+      once();
+      double t = MPI_Wtime() - t0;
+      double slowest = 0;
+      check(MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, group), "MPI_Allreduce");
+      times.push_back(slowest);
+    }
+    MPI_Comm_free(&group);
+    return times;
   }
 
  private:

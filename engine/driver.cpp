@@ -24,15 +24,21 @@
 namespace hapmoe {
 
 ProfileTables tables_for(const Workload& w, const ClusterSpec& cluster,
-                         const std::vector<ParallelConfig>& configs) {
+                         const std::vector<ParallelConfig>& configs, const MeasuredProfile* profile,
+                         ProfileSources* sources) {
   std::set<int> tps;
   std::set<int> cps;
   for (const ParallelConfig& pi : configs) {
     tps.insert(pi.tp);
     cps.insert(pi.cp);
   }
-  return make_analytic_tables(w, cluster, w.training.micro_batch, {tps.begin(), tps.end()},
-                              {cps.begin(), cps.end()});
+  ProfileTables t = make_analytic_tables(w, cluster, w.training.micro_batch,
+                                         {tps.begin(), tps.end()}, {cps.begin(), cps.end()});
+  if (profile != nullptr) {
+    ProfileSources s = apply_profile(t, *profile, w, cluster, w.training.micro_batch);
+    if (sources != nullptr) *sources = std::move(s);
+  }
+  return t;
 }
 
 namespace {
@@ -193,7 +199,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
 
   SearchResult r;
   r.configs = enumerate_configs(w, cluster, opt.space);
-  const ProfileTables tables = tables_for(w, cluster, r.configs);
+  const ProfileTables tables = tables_for(w, cluster, r.configs, opt.profile.get());
   const CostModel model(w, cluster, tables);
   const std::size_t n = r.configs.size();
   HAPMOE_REQUIRE(n <= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()),

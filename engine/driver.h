@@ -107,9 +107,13 @@ struct SearchResult {
   }
 };
 
-// Profile tables with a compute entry for every (TP, CP) in `configs`.
+// Profile tables with a compute entry for every (TP, CP) in `configs`:
+// the analytic ones, with what `profile` measured in their place when
+// given (costmodel/measured.h); `sources`, when given, says which.
 ProfileTables tables_for(const Workload& workload, const ClusterSpec& cluster,
-                         const std::vector<ParallelConfig>& configs);
+                         const std::vector<ParallelConfig>& configs,
+                         const MeasuredProfile* profile = nullptr,
+                         ProfileSources* sources = nullptr);
 
 // Brute force refuses spaces larger than this many plans.
 inline constexpr double kBruteForceLimit = 2e7;

@@ -6,11 +6,13 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "costmodel/cost.h"
+#include "costmodel/measured.h"
 #include "costmodel/plan.h"
 #include "partition/config_space.h"
 
@@ -41,6 +43,9 @@ struct SearchOptions {
   // DP baseline of the pruning study.
   bool bound = true;
   SpaceOptions space;
+  // Measured tables (--profile, docs/profile.md) that replace the analytic
+  // ones entry by entry; nullptr: the catalog alone.
+  std::shared_ptr<const MeasuredProfile> profile;
 };
 
 // Counters of one search, summed over configurations.

@@ -18,6 +18,7 @@
 #include "costmodel/analytic.h"
 #include "costmodel/cost.h"
 #include "costmodel/errors.h"
+#include "costmodel/measured.h"
 #include "engine/baselines.h"
 #include "engine/driver.h"
 #include "engine/pipeline_sim.h"
@@ -27,6 +28,8 @@
 #include "io/megatron_cli.h"
 #include "io/model_io.h"
 #include "io/plan_io.h"
+#include "io/profile_cli.h"
+#include "io/profile_h5.h"
 #include "io/report.h"
 #include "io/sweep.h"
 #include "io/version.h"
@@ -46,6 +49,8 @@ constexpr const char* kUsage =
     "  catalog    list the built-in devices, model presets and cluster presets\n"
     "  sweep      run many searches (a list and/or a product of cases) into one archive\n"
     "  show       print the summary of an HDF5 archive (--out) without re-running anything\n"
+    "  profile    measured tables: import nccl-tests logs and layer timings, time MPI\n"
+    "             collectives (comm), fit the calibration (fit), check predictions (check)\n"
     "\n"
     "`hapmoe <command> --help` shows the options of a command; `hapmoe --version` the version.\n"
     "Exit codes: 0 ok, 2 bad input, 3 the plan does not fit in memory, 4 sweep stopped by a\n"
@@ -76,6 +81,11 @@ void add_workload_options(cxxopts::Options& o) {
       "gamma", "share gamma in [0,1] of the imbalance on the critical path",
       cxxopts::value<std::string>())("no-distributed-optimizer",
                                      "replicate optimizer states over DP (no ZeRO-1)");
+  o.add_options("Profile (docs/profile.md)")(
+      "profile",
+      "measured tables (HDF5, from `hapmoe profile`): they replace the catalog's entry by entry, "
+      "and the output says which values were measured",
+      cxxopts::value<std::string>());
   add_megatron_options(o);
 }
 
@@ -83,7 +93,9 @@ struct Inputs {
   Workload workload;
   ClusterSpec cluster;
   ConstraintOptions constraints;
-  std::shared_ptr<MegatronScript> megatron;  // --megatron-script, if given
+  std::shared_ptr<MegatronScript> megatron;        // --megatron-script, if given
+  std::shared_ptr<const MeasuredProfile> profile;  // --profile, if given
+  std::string profile_path;
 };
 
 std::string required(const cxxopts::ParseResult& r, const char* name) {
@@ -118,6 +130,13 @@ Inputs read_inputs(const cxxopts::ParseResult& r) {
   ov.imbalance = num_opt("imbalance", 1.0, 1000.0);
   ov.gamma = num_opt("gamma", 0.0, 1.0);
   ov.no_distributed_optimizer = r.count("no-distributed-optimizer") > 0;
+  if (r.count("profile")) {
+    in.profile_path = r["profile"].as<std::string>();
+    in.profile = std::make_shared<const MeasuredProfile>(read_profile(in.profile_path));
+    // rho measured for this model, unless --imbalance says otherwise.
+    const double rho = profile_imbalance(*in.profile, in.workload.model.name);
+    if (!ov.imbalance && is_set(rho)) ov.imbalance = rho;
+  }
   apply_overrides(ov, in.workload);
   in.constraints.allow_cross_node_tp = r.count("allow-cross-node-tp") > 0;
   return in;
@@ -245,12 +264,22 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
   if (auto e = check_plan(plan, in.workload, in.cluster, in.constraints); !e.empty()) {
     throw InputError(plan_path, e);
   }
-  const ProfileTables tables = make_analytic_tables(
-      in.workload, in.cluster, plan.parallel.micro_batch, {plan.parallel.tp}, {plan.parallel.cp});
+  ProfileTables tables = make_analytic_tables(in.workload, in.cluster, plan.parallel.micro_batch,
+                                              {plan.parallel.tp}, {plan.parallel.cp});
+  ProfileSources sources;
+  if (in.profile) {
+    sources =
+        apply_profile(tables, *in.profile, in.workload, in.cluster, plan.parallel.micro_batch);
+  }
   const CostModel model(in.workload, in.cluster, tables);
   const PlanReport report = model.evaluate(plan);
   print_megatron_notes(out, in.megatron.get());
   print_plan_report(out, report, in.workload, in.cluster);
+  PlanSources plan_src;
+  if (in.profile) {
+    plan_src = plan_sources(report, in.workload, in.cluster, tables, sources);
+    print_plan_sources(out, plan_src, in.profile_path);
+  }
   if (r.count("simulate")) {
     std::vector<double> f;
     std::vector<double> b;
@@ -266,6 +295,7 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
   if (r.count("plan-json") && comm.rank() == 0) {
     nlohmann::ordered_json doc;
     doc["plans"] = nlohmann::ordered_json::array({plan_report_json(report, in.cluster)});
+    if (in.profile) doc["profile"] = plan_sources_json(plan_src, in.profile_path);
     write_file_atomic(r["plan-json"].as<std::string>(), doc.dump(2) + "\n");
   }
   if (r.count("out")) {
@@ -274,6 +304,7 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
     a.options_resolved = {{"plan", plan_path},
                           {"plan_index", index},
                           {"allow_cross_node_tp", in.constraints.allow_cross_node_tp}};
+    if (in.profile) a.options_resolved["profile"] = plan_sources_json(plan_src, in.profile_path);
     a.tables = &tables;
     const Provenance p = provenance(started, argc, argv, comm.size(), 1);
     write_out(comm, r["out"].as<std::string>(), [&](h5::File& f) {
@@ -432,6 +463,7 @@ void print_stopped(std::ostream& out, const SearchResult& result) {
 void read_search_options(const cxxopts::ParseResult& r, const Inputs& in, Comm& comm,
                          SearchOptions& opt, RunOptions& run) {
   opt.space.constraints = in.constraints;
+  opt.profile = in.profile;
   if (r.count("top-k")) {
     opt.top_k = static_cast<int>(parse_int_text(r["top-k"].as<std::string>(), 1, 1000, "--top-k"));
   }
@@ -522,14 +554,21 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
       brute ? BaselineRun{run_search(in.workload, in.cluster, opt, true, comm, run), ""}
             : run_baseline(baseline, in.workload, in.cluster, opt, comm, run);
   const SearchResult& result = ran.result;
-  const ProfileTables tables = tables_for(in.workload, in.cluster, result.configs);
+  ProfileSources sources;
+  const ProfileTables tables =
+      tables_for(in.workload, in.cluster, result.configs, in.profile.get(), &sources);
   const CostModel model(in.workload, in.cluster, tables);
   std::vector<PlanReport> reports;
   for (const PlanCandidate& c : result.top) reports.push_back(model.evaluate(c.plan));
   const SearchStats& s = result.stats;
   print_megatron_notes(out, in.megatron.get());
+  PlanSources plan_src;
   if (!reports.empty()) {
     print_plan_report(out, reports.front(), in.workload, in.cluster);
+    if (in.profile) {
+      plan_src = plan_sources(reports.front(), in.workload, in.cluster, tables, sources);
+      print_plan_sources(out, plan_src, in.profile_path);
+    }
     out << "\ntop " << reports.size() << " (best plan of each configuration)\n";
     out << "  rank  latency      PP  TP  CP  EP TPE  DP  stages (device x layers, recompute)\n";
     for (std::size_t k = 0; k < reports.size(); ++k) {
@@ -571,6 +610,7 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
     if (baseline != Baseline::kNone) {
       doc["baseline"] = {{"name", to_string(baseline)}, {"rule", ran.rule}};
     }
+    if (in.profile) doc["profile"] = plan_sources_json(plan_src, in.profile_path);
     doc["search"] = {{"configs", s.configs},
                      {"configs_evaluated", s.configs_evaluated},
                      {"states", s.states},
@@ -614,6 +654,7 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
     a.options_resolved["bruteforce"] = brute;
     a.options_resolved["baseline"] = to_string(baseline);
     a.options_resolved["baseline_rule"] = ran.rule;
+    if (in.profile) a.options_resolved["profile"] = plan_sources_json(plan_src, in.profile_path);
     a.tables = &tables;
     const Provenance p = provenance(started, argc, argv, comm.size(), run.threads);
     write_out(comm, r["out"].as<std::string>(), [&](h5::File& f) {
@@ -684,7 +725,7 @@ int cmd_compare(int argc, const char* const* argv, std::ostream& out, std::ostre
   std::vector<Row> rows;
   for (const Baseline b : all_baselines()) {
     Row row{b, run_baseline(b, in.workload, in.cluster, opt, comm, run), {}, {}};
-    row.tables = tables_for(in.workload, in.cluster, row.ran.result.configs);
+    row.tables = tables_for(in.workload, in.cluster, row.ran.result.configs, in.profile.get());
     const CostModel model(in.workload, in.cluster, row.tables);
     for (const PlanCandidate& c : row.ran.result.top) row.reports.push_back(model.evaluate(c.plan));
     rows.push_back(std::move(row));
@@ -693,7 +734,12 @@ int cmd_compare(int argc, const char* const* argv, std::ostream& out, std::ostre
                                [](const Row& x) { return x.baseline == Baseline::kMi; });
   const PlanReport* norm = mi->reports.empty() ? nullptr : &mi->reports.front();
   out << "compare  " << in.workload.model.name << " on " << cluster_summary(in.cluster)
-      << (norm ? ", normalised to mi" : " (mi has no plan: nothing to normalise to)") << "\n\n";
+      << (norm ? ", normalised to mi" : " (mi has no plan: nothing to normalise to)") << "\n";
+  if (in.profile) {
+    out << "profile  " << in.profile_path << " (measured values replace the catalog's; "
+        << "`plan --profile` lists them per plan)\n";
+  }
+  out << "\n";
   out << "  baseline          latency     tokens/s  TFLOP/s/dev    MFU  thr/mi  lat/mi  plan\n";
   for (const Row& row : rows) {
     char line[200];
@@ -898,6 +944,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     if (command == "compare") return cmd_compare(argc - 1, argv + 1, out, err, comm);
     if (command == "show") return cmd_show(argc - 1, argv + 1, out);
     if (command == "sweep") return cmd_sweep(argc - 1, argv + 1, out, err, comm);
+    if (command == "profile") return run_profile_command(argc - 1, argv + 1, out, err, comm);
     if (command == "--help" || command == "-h" || command == "help") {
       out << kUsage;
       return kExitOk;

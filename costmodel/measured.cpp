@@ -1,0 +1,413 @@
+// Measured profiles applied to the tables, and the least-squares fits of
+// the calibration coefficients (docs/profile.md).
+#include "costmodel/measured.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "costmodel/analytic.h"
+#include "costmodel/cost.h"
+#include "costmodel/errors.h"
+
+namespace hapmoe {
+
+namespace {
+
+bool same_name(const std::string& a, const std::string& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+int type_of(const ClusterSpec& cluster, const std::string& name) {
+  for (int h = 0; h < cluster.num_types(); ++h) {
+    if (same_name(cluster.pools[static_cast<std::size_t>(h)].device.name, name)) return h;
+  }
+  return -1;
+}
+
+void set_if(double& target, double value) {
+  if (is_set(value)) target = value;
+}
+
+// The sample for (device, tp, cp) nearest to `micro_batch` (exact first,
+// then the smallest ratio), or nullptr.
+const ComputeSample* nearest_compute(const MeasuredProfile& p, const std::string& device, int tp,
+                                     int cp, int micro_batch) {
+  const ComputeSample* best = nullptr;
+  double best_d = 0;
+  for (const ComputeSample& s : p.compute) {
+    if (s.tp != tp || s.cp != cp || !same_name(s.device, device)) continue;
+    const double d = std::abs(std::log(static_cast<double>(s.micro_batch) / micro_batch));
+    if (best == nullptr || d < best_d) {
+      best = &s;
+      best_d = d;
+    }
+  }
+  return best;
+}
+
+// Scales the analytic entry to the measured dense-layer (and FFN) times.
+void calibrate_entry(ComputeEntry& e, const ComputeSample& s, double tokens_ratio) {
+  const double d_f = s.dense_fwd_s * tokens_ratio;
+  const double d_b = s.dense_bwd_s * tokens_ratio;
+  const double an_f = e.attention_fwd + e.dense_mlp_fwd;
+  const double an_b = e.attention_bwd + e.dense_mlp_bwd;
+  const double s_f = d_f / an_f;
+  const double s_b = d_b / an_b;
+  double sa_f = s_f, sm_f = s_f, sa_b = s_b, sm_b = s_b;
+  if (is_set(s.ffn_fwd_s) && s.ffn_fwd_s < s.dense_fwd_s && e.dense_mlp_fwd > 0) {
+    sa_f = (d_f - s.ffn_fwd_s * tokens_ratio) / e.attention_fwd;
+    sm_f = s.ffn_fwd_s * tokens_ratio / e.dense_mlp_fwd;
+  }
+  if (is_set(s.ffn_bwd_s) && s.ffn_bwd_s < s.dense_bwd_s && e.dense_mlp_bwd > 0) {
+    sa_b = (d_b - s.ffn_bwd_s * tokens_ratio) / e.attention_bwd;
+    sm_b = s.ffn_bwd_s * tokens_ratio / e.dense_mlp_bwd;
+  }
+  e.attention_fwd *= sa_f;
+  e.core_attention_fwd *= sa_f;
+  e.dense_mlp_fwd *= sm_f;
+  e.dense_act_fwd *= sm_f;
+  e.expert_fwd *= sm_f;
+  e.expert_act_fwd *= sm_f;
+  e.shared_fwd *= sm_f;
+  e.shared_act_fwd *= sm_f;
+  e.embedding_fwd *= s_f;
+  e.output_fwd *= s_f;
+  e.attention_bwd *= sa_b;
+  e.dense_mlp_bwd *= sm_b;
+  e.expert_bwd *= sm_b;
+  e.shared_bwd *= sm_b;
+  e.embedding_bwd *= s_b;
+  e.output_bwd *= s_b;
+}
+
+double tokens_per_device(const Workload& w, int micro_batch, int tp, int cp) {
+  return static_cast<double>(micro_batch) * w.training.seq_len / cp / tp;
+}
+
+}  // namespace
+
+void MeasuredProfile::merge(const MeasuredProfile& o) {
+  comm.insert(comm.end(), o.comm.begin(), o.comm.end());
+  compute.insert(compute.end(), o.compute.begin(), o.compute.end());
+  for (const DeviceCalibration& d : o.devices) {
+    auto it = std::find_if(devices.begin(), devices.end(), [&](const DeviceCalibration& x) {
+      return same_name(x.device, d.device);
+    });
+    if (it == devices.end()) {
+      devices.push_back(d);
+      continue;
+    }
+    set_if(it->eta, d.eta);
+    set_if(it->router_s_per_token, d.router_s_per_token);
+    set_if(it->activation_scale, d.activation_scale);
+    set_if(it->overhead_bytes, d.overhead_bytes);
+  }
+  for (const ModelCalibration& m : o.models) {
+    auto it = std::find_if(models.begin(), models.end(),
+                           [&](const ModelCalibration& x) { return x.model == m.model; });
+    if (it == models.end()) {
+      models.push_back(m);
+    } else {
+      set_if(it->imbalance, m.imbalance);
+    }
+  }
+}
+
+double profile_imbalance(const MeasuredProfile& profile, const std::string& model) {
+  for (const ModelCalibration& m : profile.models) {
+    if (m.model == model) return m.imbalance;
+  }
+  return kUnset;
+}
+
+ProfileSources apply_profile(ProfileTables& t, const MeasuredProfile& p, const Workload& w,
+                             const ClusterSpec& cluster, int micro_batch) {
+  ProfileSources src;
+  const int types = cluster.num_types();
+  HAPMOE_REQUIRE(static_cast<int>(t.devices.size()) == types,
+                 "apply_profile: tables do not match the cluster");
+  for (int h = 0; h < types; ++h) {
+    const std::string& name = cluster.pools[static_cast<std::size_t>(h)].device.name;
+    CoefficientSource cs;
+    cs.type = h;
+    const DeviceCalibration* cal = nullptr;
+    for (const DeviceCalibration& d : p.devices) {
+      if (same_name(d.device, name)) cal = &d;
+    }
+    DeviceCoefficients& coef = t.devices[static_cast<std::size_t>(h)];
+    if (cal != nullptr) {
+      cs.eta = is_set(cal->eta);
+      set_if(coef.eta, cal->eta);
+      cs.memory = is_set(cal->activation_scale) || is_set(cal->overhead_bytes);
+      set_if(coef.activation_scale, cal->activation_scale);
+      set_if(coef.overhead_bytes, cal->overhead_bytes);
+      cs.router = is_set(cal->router_s_per_token);
+    }
+    for (auto& [key, e] : t.compute[static_cast<std::size_t>(h)]) {
+      ComputeSource s;
+      s.type = h;
+      s.tp = key.first;
+      s.cp = key.second;
+      if (const ComputeSample* m = nearest_compute(p, name, key.first, key.second, micro_batch)) {
+        const double ratio = static_cast<double>(micro_batch) / m->micro_batch;
+        calibrate_entry(e, *m, ratio);
+        s.kind = m->micro_batch == micro_batch ? ComputeSource::kMeasured
+                                               : ComputeSource::kScaledMicroBatch;
+        s.measured_micro_batch = m->micro_batch;
+      }
+      if (cs.router) {
+        e.router_fwd = cal->router_s_per_token *
+                       tokens_per_device(w, micro_batch, key.first, key.second) * w.model.hidden;
+        e.router_bwd = 2.0 * e.router_fwd;
+      }
+      src.compute.push_back(s);
+    }
+    src.devices.push_back(cs);
+  }
+  // Communication: one curve per (primitive, link, types) key.
+  std::map<std::tuple<int, int, int, int>, std::vector<CommPoint>> curves;
+  for (const CommSample& s : p.comm) {
+    const int a = type_of(cluster, s.type_a);
+    const int b = s.link == LinkKind::kCrossType ? type_of(cluster, s.type_b) : a;
+    if (a < 0 || b < 0 || (s.link == LinkKind::kCrossType && a == b)) {
+      const std::string what = std::string(to_string(s.prim)) + " " + to_string(s.link) + " " +
+                               s.type_a + (s.link == LinkKind::kCrossType ? "/" + s.type_b : "");
+      if (std::find(src.unused.begin(), src.unused.end(), what) == src.unused.end()) {
+        src.unused.push_back(what);
+      }
+      continue;
+    }
+    const int world = s.prim == Primitive::kP2P ? 2 : s.world;
+    curves[{static_cast<int>(s.prim), static_cast<int>(s.link), std::min(a, b), std::max(a, b)}]
+        .push_back({world, s.bytes, s.seconds});
+  }
+  for (auto& [k, points] : curves) {
+    const auto [prim, kind, a, b] = k;
+    t.comm.set_measured(static_cast<Primitive>(prim), {static_cast<LinkKind>(kind), a, b},
+                        make_curve(std::move(points)));
+    ++src.comm_keys;
+  }
+  src.imbalance = is_set(profile_imbalance(p, w.model.name));
+  return src;
+}
+
+// --- Fits --------------------------------------------------------------------
+
+namespace {
+
+// y = a x through the origin: a = sum xy / sum xx.
+double fit_origin(const std::vector<double>& x, const std::vector<double>& y) {
+  double xy = 0, xx = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    xy += x[i] * y[i];
+    xx += x[i] * x[i];
+  }
+  return xx > 0 ? xy / xx : kUnset;
+}
+
+void residuals(FitValue& f, const std::vector<double>& y, const std::vector<double>& pred) {
+  double ss = 0;
+  f.max_rel_residual = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    const double r = y[i] - pred[i];
+    ss += r * r;
+    if (y[i] != 0) f.max_rel_residual = std::max(f.max_rel_residual, std::abs(r / y[i]));
+  }
+  f.samples = static_cast<int>(y.size());
+  f.rms_residual = y.empty() ? 0.0 : std::sqrt(ss / static_cast<double>(y.size()));
+}
+
+DeviceCalibration& calibration_for(MeasuredProfile& p, const std::string& device) {
+  for (DeviceCalibration& d : p.devices) {
+    if (same_name(d.device, device)) return d;
+  }
+  p.devices.push_back({});
+  p.devices.back().device = device;
+  return p.devices.back();
+}
+
+}  // namespace
+
+std::vector<FitValue> fit_layers(const std::vector<LayerSample>& samples, const Workload& w,
+                                 const ClusterSpec& cluster, MeasuredProfile& out) {
+  std::vector<FitValue> fits;
+  for (int h = 0; h < cluster.num_types(); ++h) {
+    const std::string& name = cluster.pools[static_cast<std::size_t>(h)].device.name;
+    std::vector<const LayerSample*> mine;
+    for (const LayerSample& s : samples) {
+      if (same_name(s.device, name)) mine.push_back(&s);
+    }
+    if (mine.empty()) continue;
+    DeviceCalibration& cal = calibration_for(out, name);
+    // The tables each sample's shape is predicted with: the catalog plus
+    // the measured compute entries and the router fitted so far.
+    auto type_costs_for = [&](const LayerSample& s) {
+      const ProfileTables base = make_analytic_tables(w, cluster, s.micro_batch, {s.tp}, {s.cp});
+      ProfileTables t = base;
+      apply_profile(t, out, w, cluster, s.micro_batch);
+      ParallelConfig pi;
+      pi.tp = s.tp;
+      pi.cp = s.cp;
+      pi.ep = s.ep;
+      pi.tpe = s.tpe;
+      pi.dp = std::max(1, s.ep * s.tpe / (s.tp * s.cp));
+      pi.micro_batch = s.micro_batch;
+      return std::make_pair(t, pi);
+    };
+    // 1. Router coefficient: router time against tokens x hidden.
+    {
+      std::vector<double> x, y;
+      for (const LayerSample* s : mine) {
+        if (!s->moe || !is_set(s->router_fwd_s)) continue;
+        x.push_back(tokens_per_device(w, s->micro_batch, s->tp, s->cp) * w.model.hidden);
+        y.push_back(s->router_fwd_s);
+      }
+      if (!x.empty()) {
+        FitValue f{"router", name, fit_origin(x, y), 0, 0, 0, "s", ""};
+        std::vector<double> pred;
+        pred.reserve(x.size());
+        for (double xi : x) pred.push_back(f.value * xi);
+        residuals(f, y, pred);
+        cal.router_s_per_token = f.value;
+        fits.push_back(f);
+      }
+    }
+    // 2. eta: MoE layer time minus attention, shared experts and router,
+    // against the cost model's routed-expert compute at eta = 1 (forward
+    // and backward as separate observations).
+    {
+      std::vector<double> x, y;
+      for (const LayerSample* s : mine) {
+        if (!s->moe || !w.model.is_moe()) continue;
+        const auto [t, pi] = type_costs_for(*s);
+        const ComputeEntry& ce = t.compute_entry(h, s->tp, s->cp, name);
+        const double imb = 1.0 + w.training.gamma * (w.training.imbalance - 1.0);
+        const double k = w.model.top_k;
+        const double router_f = is_set(s->router_fwd_s) ? s->router_fwd_s : ce.router_fwd;
+        const double router_b = is_set(s->router_fwd_s) ? 2.0 * s->router_fwd_s : ce.router_bwd;
+        x.push_back(k * ce.expert_fwd * imb);
+        y.push_back(s->fwd_s - ce.attention_fwd - ce.shared_fwd - router_f);
+        x.push_back(k * ce.expert_bwd * imb);
+        y.push_back(s->bwd_s - ce.attention_bwd - ce.shared_bwd - router_b);
+      }
+      if (!x.empty()) {
+        const double inv = fit_origin(x, y);
+        FitValue f{"eta", name, inv > 0 ? 1.0 / inv : kUnset, 0, 0, 0, "s", ""};
+        std::vector<double> pred;
+        pred.reserve(x.size());
+        for (double xi : x) pred.push_back(inv * xi);
+        residuals(f, y, pred);
+        if (inv > 0) {
+          cal.eta = f.value;
+        } else {
+          f.note = "not fitted: the MoE layers leave no time for the experts";
+        }
+        fits.push_back(f);
+      }
+    }
+    // 3. Memory: peak = overhead + scale x activations + parameter state.
+    {
+      std::vector<double> x, y;
+      for (const LayerSample* s : mine) {
+        if (!is_set(s->peak_bytes)) continue;
+        const auto [t, pi] = type_costs_for(*s);
+        const CostModel model(w, cluster, t);
+        const TypeCosts tc = model.type_costs(pi, h);
+        const LayerCost& lc = s->moe ? tc.moe : tc.dense;
+        // A one-layer benchmark keeps every state locally (no DP sharding).
+        const double params = lc.dense_params + lc.expert_params;
+        const double state = params * (tc.weight_bytes_per_param + tc.grad_bytes_per_param +
+                                       (w.training.precision == Precision::kFp16 ? 16.0 : 12.0));
+        x.push_back(lc.act_bytes);
+        y.push_back(s->peak_bytes - state);
+      }
+      if (!x.empty()) {
+        double sx = 0, sy = 0;
+        for (std::size_t i = 0; i < x.size(); ++i) {
+          sx += x[i];
+          sy += y[i];
+        }
+        const double n = static_cast<double>(x.size());
+        double sxx = 0, sxy = 0;
+        for (std::size_t i = 0; i < x.size(); ++i) {
+          sxx += (x[i] - sx / n) * (x[i] - sx / n);
+          sxy += (x[i] - sx / n) * (y[i] - sy / n);
+        }
+        FitValue scale{"activation_scale", name, kUnset, 0, 0, 0, "bytes", ""};
+        FitValue over{"overhead", name, kUnset, 0, 0, 0, "bytes", ""};
+        if (x.size() >= 2 && sxx > 1e-12 * sx * sx / n) {
+          scale.value = sxy / sxx;
+          over.value = sy / n - scale.value * sx / n;
+        }
+        if (is_set(over.value) && over.value < 0) {
+          // A negative overhead is not physical: the best fit with none.
+          over.value = 0;
+          scale.value = fit_origin(x, y);
+          over.note = "clamped to 0 (the free fit was negative)";
+        } else if (!is_set(over.value)) {
+          // One activation size: the catalog's overhead, the scale alone.
+          over.value = AnalyticAssumptions{}.memory_overhead_bytes;
+          std::vector<double> yy;
+          yy.reserve(y.size());
+          for (double v : y) yy.push_back(v - over.value);
+          scale.value = fit_origin(x, yy);
+          over.note = "catalog value (every sample has the same activation size)";
+        }
+        std::vector<double> pred;
+        pred.reserve(x.size());
+        for (double xi : x) pred.push_back(over.value + scale.value * xi);
+        residuals(scale, y, pred);
+        residuals(over, y, pred);
+        if (scale.value > 0) {
+          cal.activation_scale = scale.value;
+          cal.overhead_bytes = over.value;
+        } else {
+          scale.note = "not fitted: non-positive activation scale";
+        }
+        fits.push_back(scale);
+        fits.push_back(over);
+      }
+    }
+  }
+  return fits;
+}
+
+FitValue fit_imbalance(const std::vector<RouterSample>& samples, const std::string& model,
+                       MeasuredProfile& out) {
+  FitValue f{"rho", model, kUnset, 0, 0, 0, "", ""};
+  std::vector<double> rho;
+  for (const RouterSample& s : samples) {
+    if (s.tokens.empty()) continue;
+    double sum = 0, mx = 0;
+    for (double v : s.tokens) {
+      sum += v;
+      mx = std::max(mx, v);
+    }
+    if (sum <= 0) continue;
+    rho.push_back(mx / (sum / static_cast<double>(s.tokens.size())));
+  }
+  if (rho.empty()) {
+    f.note = "no router samples with tokens";
+    return f;
+  }
+  double mean = 0;
+  for (double r : rho) mean += r;
+  mean /= static_cast<double>(rho.size());
+  f.value = mean;
+  residuals(f, rho, std::vector<double>(rho.size(), mean));
+  ModelCalibration m;
+  m.model = model;
+  m.imbalance = mean;
+  MeasuredProfile add;
+  add.models.push_back(m);
+  out.merge(add);
+  return f;
+}
+
+}  // namespace hapmoe
