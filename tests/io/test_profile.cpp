@@ -260,8 +260,11 @@ TEST(ProfileFit, RecoversKnownCoefficients) {
       EXPECT_NEAR(d.activation_scale / t.scale, 1, noise == 0 ? 1e-6 : 0.25) << d.device;
     }
     for (const FitValue& f : fits) {
-      if (noise == 0) EXPECT_LT(f.max_rel_residual, 1e-6) << f.name << " " << f.device;
-      if (noise > 0) EXPECT_GT(f.rms_residual, 0) << f.name << " " << f.device;
+      if (noise == 0) {
+        EXPECT_LT(f.max_rel_residual, 1e-6) << f.name << " " << f.device;
+      } else {
+        EXPECT_GT(f.rms_residual, 0) << f.name << " " << f.device;
+      }
     }
   }
   // rho from router statistics: max/mean = 1.5 and 2.5, mean 2.
