@@ -870,6 +870,9 @@ int cmd_sweep(int argc, const char* const* argv, std::ostream& out, std::ostream
       "cases to ranks, for many small cases)",
       cxxopts::value<std::string>());
   add_limit_options(o);
+  o.add_options("Profile (docs/profile.md)")(
+      "profile", "measured tables (HDF5, from `hapmoe profile`) for every case",
+      cxxopts::value<std::string>());
   o.parse_positional({"sweep"});
   o.positional_help("SWEEP.json");
   const Started started;
@@ -878,6 +881,7 @@ int cmd_sweep(int argc, const char* const* argv, std::ostream& out, std::ostream
   const auto& r = *parsed;
   SweepRunOptions s;
   s.limits = read_limit_options(r, comm, started.at);
+  if (r.count("profile")) s.profile_path = r["profile"].as<std::string>();
   s.sweep_path = required(r, "sweep");
   s.out = required(r, "out");
   s.resume = r.count("resume") > 0;

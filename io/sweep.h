@@ -63,6 +63,8 @@ struct SweepRunOptions {
   // "stopped" (its best plan so far, not proven optimal), the sweep ends
   // with kExitLimit, and --resume runs that case again.
   SearchLimits limits;
+  // Measured tables for every case (--profile, docs/profile.md); "" none.
+  std::string profile_path;
   std::string command_line;
 };
 

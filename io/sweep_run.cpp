@@ -52,6 +52,7 @@
 #include "io/cli.h"
 #include "io/cluster_io.h"
 #include "io/json_strict.h"
+#include "io/profile_h5.h"
 #include "io/report.h"
 #include "io/sweep.h"
 
@@ -63,11 +64,13 @@ namespace {
 
 // One case's search: hapmoe's, brute force, or a baseline's.
 SearchResult search_case(const SweepCase& c, const Workload& w, const ClusterSpec& cluster,
-                         Comm& comm, const RunOptions& run) {
-  if (c.baseline != Baseline::kNone) {
-    return run_baseline(c.baseline, w, cluster, c.options, comm, run).result;
-  }
-  return run_search(w, cluster, c.options, c.bruteforce, comm, run);
+                         const std::shared_ptr<const MeasuredProfile>& profile, Comm& comm,
+                         const RunOptions& run) {
+  SearchOptions opt = c.options;
+  opt.profile = profile;
+  if (c.baseline != Baseline::kNone)
+    return run_baseline(c.baseline, w, cluster, opt, comm, run).result;
+  return run_search(w, cluster, opt, c.bruteforce, comm, run);
 }
 
 volatile std::sig_atomic_t g_committing = 0;
@@ -484,6 +487,7 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
   SweepDefinition def;
   std::vector<Workload> workloads;
   std::vector<ClusterSpec> clusters;
+  std::shared_ptr<const MeasuredProfile> profile;  // --profile
   Existing existing;
   bool archive_exists = false;
   read_on_every_rank(comm, [&] {
@@ -500,11 +504,20 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
       if (archive_exists) existing = read_existing(o.out, def);
       remove_stale_temporaries(o.out);
     }
+    if (!o.profile_path.empty()) {
+      profile = std::make_shared<const MeasuredProfile>(read_profile(o.profile_path));
+    }
     for (std::size_t i = 0; i < def.cases.size(); ++i) {
       const SweepCase& c = def.cases[i];
       try {
         Workload w = load_workload(c.model);
-        apply_overrides(c.overrides, w);
+        TrainingOverrides ov = c.overrides;
+        // rho measured for this model, unless the case sets its imbalance.
+        if (profile && !ov.imbalance) {
+          const double rho = profile_imbalance(*profile, w.model.name);
+          if (is_set(rho)) ov.imbalance = rho;
+        }
+        apply_overrides(ov, w);
         workloads.push_back(std::move(w));
         clusters.push_back(load_cluster(c.cluster));
       } catch (const InputError& e) {
@@ -598,6 +611,7 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
             in.options_given = c.resolved;
             in.options_resolved = c.resolved;
             in.options_resolved["threads"] = o.threads;
+            if (profile) in.options_resolved["profile"] = o.profile_path;
             in.workload = &workloads[fin.index];
             in.cluster = &clusters[fin.index];
             in.tables = &fin.tables;
@@ -653,14 +667,14 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
           // Alone: a failure must still reach the gather below.
           SerialComm alone;
           try {
-            fin.result = search_case(c, workloads[i], clusters[i], alone, run);
+            fin.result = search_case(c, workloads[i], clusters[i], profile, alone, run);
           } catch (const std::exception& e) {
             failure = "rank " + std::to_string(me) + ": case " + std::to_string(i) + " (" + c.name +
                       "): " + e.what();
           }
           fin.ran_on = comm.rank();
         } else {
-          fin.result = search_case(c, workloads[i], clusters[i], comm, run);
+          fin.result = search_case(c, workloads[i], clusters[i], profile, comm, run);
         }
       }
       fin.provenance.command_line = o.command_line;
@@ -693,7 +707,7 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
     try {
       for (Finished& f : round) {  // rank 0 only
         const std::size_t k = f.index;
-        f.tables = tables_for(workloads[k], clusters[k], f.result.configs);
+        f.tables = tables_for(workloads[k], clusters[k], f.result.configs, profile.get());
         const CostModel model(workloads[k], clusters[k], f.tables);
         for (const PlanCandidate& p : f.result.top) f.reports.push_back(model.evaluate(p.plan));
         std::string best =

@@ -23,6 +23,7 @@
 #include "io/plan_io.h"
 #include "io/profile_h5.h"
 #include "io/profile_parse.h"
+#include "io/report.h"
 #include "tests/io/cli_run.h"
 
 namespace hapmoe {
@@ -323,6 +324,21 @@ TEST(ProfilePlan, SlowMeasuredCrossTypeLinkMovesThePlanOffIt) {
            "H800:8,MI300X:8", "--plan", (d / "mixed.json").string(), "--profile", prof});
   ASSERT_EQ(ev.code, 0) << ev.err;
   EXPECT_NE(ev.out.find("p2p cross-type"), std::string::npos) << ev.out;
+  // A sweep with the profile finds the same plan as `plan --profile`.
+  std::ofstream(d / "s.json")
+      << R"({"cases": [{"name": "measured", "model": "tests/data/models/small-moe.json",
+                                               "cluster": "H800:8,MI300X:8"}]})";
+  const auto sw = run({"sweep", (d / "s.json").string(), "--out", (d / "s.h5").string(),
+                       "--profile", prof, "--threads", "1"});
+  ASSERT_EQ(sw.code, 0) << sw.err;
+  const auto measured = nlohmann::json::parse(slurp(d / "measured.json"));
+  const double best = measured.at("plans").at(0).at("latency_s").get<double>();
+  ASSERT_NE(format_seconds(best),
+            format_seconds(plan.at("plans").at(0).at("latency_s").get<double>()));
+  const auto shown = run({"show", (d / "s.h5").string(), "--case", "measured"});
+  ASSERT_EQ(shown.code, 0) << shown.err;
+  EXPECT_NE(shown.out.find(format_seconds(best)), std::string::npos) << format_seconds(best) << "\n"
+                                                                     << shown.out;
   fs::remove_all(d);
 }
 
