@@ -11,7 +11,7 @@
 #   4. Disk full (a file-size limit, SIGXFSZ ignored so writes fail with
 #      EFBIG) while an archive is rewritten: exit 2, a message that says
 #      the previous file is untouched, the previous archive byte for byte,
-#      no temporary left.
+#      no temporary left; 5. the same while a sweep commits.
 #   faults.sh MPIEXEC HAPMOE
 set -uo pipefail
 mpiexec=$1
@@ -134,5 +134,30 @@ cat "$work/err4.txt"
 [[ $code == 2 ]] || fail "expected exit 2"
 grep -q "untouched" "$work/err4.txt" || fail "the message does not say the old archive is untouched"
 cmp -s "$work/run.h5" "$work/before.h5" || fail "the previous archive changed"
+ls -a "$work" | grep -q "\.tmp\." && fail "a temporary file was left"
+
+# 5. The same during a sweep's commit: the archive of the committed cases
+# stays as it was, and the sweep says so.
+cat >"$work/quick.json" <<'JSON'
+{"cases": [{"model": "mixtral-s", "cluster": "paper:16-1"},
+           {"model": "mixtral-s", "cluster": "paper:16-2"},
+           {"model": "mixtral-s", "cluster": "paper:16-3"}]}
+JSON
+HAPMOE_TEST_CRASH=commit@2 "$hapmoe" sweep "$work/quick.json" --out "$work/quick.h5" --threads 1 \
+  >/dev/null 2>&1
+[[ -e $work/quick.h5 ]] || fail "no archive after the first commit"
+cp "$work/quick.h5" "$work/quick_before.h5"
+size_kib=$(($(stat -c %s "$work/quick.h5") / 1024 + 8))
+(
+  trap '' XFSZ
+  ulimit -f "$size_kib"
+  exec "$hapmoe" sweep "$work/quick.json" --out "$work/quick.h5" --threads 1 --resume
+) >/dev/null 2>"$work/err5.txt"
+code=$?
+echo "5. disk full while a sweep commits: exit $code"
+tail -1 "$work/err5.txt"
+[[ $code == 2 ]] || fail "expected exit 2"
+grep -q "untouched" "$work/err5.txt" || fail "the message does not say the old archive is untouched"
+cmp -s "$work/quick.h5" "$work/quick_before.h5" || fail "the previous archive changed"
 ls -a "$work" | grep -q "\.tmp\." && fail "a temporary file was left"
 echo ok
