@@ -144,6 +144,7 @@ class Reader {
 void put_outcome(Writer& w, const ConfigOutcome& o) {
   w.put(o.stats);
   w.put(o.closest);
+  w.put(o.cancelled);
   w.put(o.best.has_value());
   if (o.best) {
     w.put(o.best->latency_s);
@@ -157,6 +158,7 @@ ConfigOutcome get_outcome(Reader& r) {
   ConfigOutcome o;
   o.stats = r.get<SearchStats>();
   o.closest = r.get<Shortfall>();
+  o.cancelled = r.get<bool>();
   if (r.get<bool>()) {
     PlanCandidate c;
     c.latency_s = r.get<double>();
@@ -361,6 +363,15 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     std::vector<ConfigOutcome> results(local.size());
     std::vector<char> ran(local.size(), 0);           // by this rank
     std::atomic<StopReason> stop{StopReason::kNone};  // a limit this rank reached
+    // A unit in progress stops too when a limit passes (between its stage
+    // mixes and DP levels); without limits nothing is asked.
+    const CancelCheck cancel = [&] {
+      const StopReason why = watch.check(false);
+      if (why == StopReason::kNone) return false;
+      stop.store(why, std::memory_order_relaxed);
+      return true;
+    };
+    const CancelCheck* cancel_ptr = run.limits.any() ? &cancel : nullptr;
     const std::int64_t base = claimed;
     const std::int64_t limit = base + static_cast<std::int64_t>(local.size());
     claimed = limit;
@@ -390,9 +401,9 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
                                                   std::to_string(unit.config));
                        }
                        const ParallelConfig& pi = r.configs[unit.config];
-                       results[i] = bruteforce
-                                        ? bruteforce_config(model, pi, opt)
-                                        : search_config(model, pi, opt, incumbent, unit.part);
+                       results[i] = bruteforce ? bruteforce_config(model, pi, opt)
+                                               : search_config(model, pi, opt, incumbent, unit.part,
+                                                               cancel_ptr);
                      });
     mine.busy_s += since(t);
     Writer out;

@@ -947,7 +947,7 @@ void rank_level(std::vector<Label>& arena, std::int32_t parents, std::int32_t le
 // latency is still exact, the plan among equal latencies is not canonical.
 void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const Windows& win,
             const SearchOptions& opt, double comp_threshold, double incumbent, bool value_only,
-            ConfigOutcome& out) {
+            const CancelCheck* cancel, ConfigOutcome& out) {
   const int pp = ev.pi().pp;
   const int n = ev.layers();
   const int types = ev.types();
@@ -1023,6 +1023,10 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
   }
   std::vector<int> used(static_cast<std::size_t>(types), 0);
   for (int i = 0; i < pp && !current.empty(); ++i) {
+    if (cancel != nullptr && (*cancel)()) {
+      out.cancelled = true;
+      return;
+    }
     const int remaining_after = pp - i - 1;
     store.clear();
     store.recycle_pool();
@@ -1409,7 +1413,8 @@ std::vector<std::vector<int>> stage_mixes(const Evaluator& ev) {
 // One search of pi with `ev`, an evaluator of pi (its stage memo is kept
 // between the two passes of search_config); `part` of its stage mixes.
 ConfigOutcome search_once(Evaluator& ev, const ParallelConfig& pi, const SearchOptions& opt,
-                          double incumbent, bool value_only, SearchPart part) {
+                          double incumbent, bool value_only, SearchPart part,
+                          const CancelCheck* cancel) {
   const auto start = std::chrono::steady_clock::now();
   ConfigOutcome out;
   out.stats.configs_evaluated = 1;
@@ -1456,6 +1461,7 @@ ConfigOutcome search_once(Evaluator& ev, const ParallelConfig& pi, const SearchO
                        [&](std::size_t a, std::size_t b) { return mix_bound[a] < mix_bound[b]; });
       for (std::size_t at = static_cast<std::size_t>(part.index); at < mix_order.size();
            at += static_cast<std::size_t>(part.count)) {
+        if (out.cancelled) break;
         const std::size_t k = mix_order[at];
         const double best = out.best ? std::min(incumbent, out.best->latency_s) : incumbent;
         if (opt.bound && mix_bound[k] > best * (1.0 + 1e-12)) {
@@ -1465,14 +1471,16 @@ ConfigOutcome search_once(Evaluator& ev, const ParallelConfig& pi, const SearchO
         const std::vector<int>& c = all_mixes[k];
         double t_star = 0.0;
         const Windows w = balanced_windows(ev, c, tau, fit_max, tail_lines, opt.delta, t_star);
-        run_dp(ev, c, /*exact_mix=*/true, w, opt, opt.eta * t_star, incumbent, value_only, out);
+        run_dp(ev, c, /*exact_mix=*/true, w, opt, opt.eta * t_star, incumbent, value_only, cancel,
+               out);
       }
     } else if (part.index == 0) {  // one part only
       std::vector<int> limit(static_cast<std::size_t>(types));
       for (int h = 0; h < types; ++h) limit[static_cast<std::size_t>(h)] = ev.cap(h);
       Windows w = full_windows(ev);
       if (opt.uniform) apply_uniform(ev, w);
-      run_dp(ev, limit, /*exact_mix=*/false, w, opt, comp_threshold, incumbent, value_only, out);
+      run_dp(ev, limit, /*exact_mix=*/false, w, opt, comp_threshold, incumbent, value_only, cancel,
+             out);
     }
   }
   out.stats.seconds =
@@ -1491,12 +1499,14 @@ int max_parts(const CostModel& model, const ParallelConfig& pi, const SearchOpti
 void merge_part(ConfigOutcome& into, const ConfigOutcome& part) {
   if (part.best && (!into.best || candidate_less(*part.best, *into.best))) into.best = part.best;
   if (part.closest.bytes < into.closest.bytes) into.closest = part.closest;
+  into.cancelled = into.cancelled || part.cancelled;
   into.stats += part.stats;
   into.stats.configs_evaluated = 1;
 }
 
 ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
-                            const SearchOptions& opt, double incumbent, SearchPart part) {
+                            const SearchOptions& opt, double incumbent, SearchPart part,
+                            const CancelCheck* cancel) {
   HAPMOE_REQUIRE(part.count >= 1 && part.index >= 0 && part.index < part.count,
                  "search_config: part index out of range");
   const auto start = std::chrono::steady_clock::now();
@@ -1504,7 +1514,7 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
   const double setup =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!opt.bound || std::isfinite(incumbent)) {
-    ConfigOutcome out = search_once(ev, pi, opt, incumbent, false, part);
+    ConfigOutcome out = search_once(ev, pi, opt, incumbent, false, part, cancel);
     out.stats.seconds += setup;
     return out;
   }
@@ -1514,10 +1524,13 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
   // finds the canonical plan among the plans that reach it. Both passes
   // count in the statistics.
   // The second pass reuses the first's stage evaluations (same evaluator).
-  ConfigOutcome probe = search_once(ev, pi, opt, incumbent, true, part);
+  ConfigOutcome probe = search_once(ev, pi, opt, incumbent, true, part, cancel);
   probe.stats.seconds += setup;
-  if (!probe.best) return probe;  // nothing fits: the second pass finds nothing either
-  ConfigOutcome out = search_once(ev, pi, opt, probe.best->latency_s, false, part);
+  // Nothing fits: the second pass finds nothing either. Cancelled: the
+  // probe's best is a real plan, which is all a stopped search promises.
+  if (!probe.best || probe.cancelled) return probe;
+  ConfigOutcome out = search_once(ev, pi, opt, probe.best->latency_s, false, part, cancel);
+  if (out.cancelled && !out.best) out.best = probe.best;  // the probe's is a real plan
   const double seconds = out.stats.seconds + probe.stats.seconds;
   out.stats += probe.stats;
   out.stats.configs_evaluated = 1;

@@ -30,6 +30,11 @@ struct SearchLimits {
   // (units started on this process), so a test can stop a search at a
   // known point; -1 never.
   std::int64_t checks_before_deadline = -1;
+
+  bool any() const {
+    return deadline != std::chrono::steady_clock::time_point::max() || max_memory_bytes > 0 ||
+           checks_before_deadline >= 0;
+  }
 };
 
 // Watches the limits of one search; check() may be called from any thread.

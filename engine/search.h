@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -89,7 +90,15 @@ struct ConfigOutcome {
   std::optional<PlanCandidate> best;
   SearchStats stats;
   Shortfall closest;
+  // A CancelCheck stopped the search of the configuration early: `best` is
+  // the best of what was searched (a real plan), not proven its best.
+  bool cancelled = false;
 };
+
+// Asked by the search of a configuration between stage mixes and DP levels
+// (a few thousand times a second at most): true stops it early
+// (ConfigOutcome::cancelled). The driver's limits (engine/limits.h).
+using CancelCheck = std::function<bool()>;
 
 // One part of a configuration's search, so that a configuration too large
 // for one worker can be spread over several. Under the load-balance pruning
@@ -123,7 +132,7 @@ void merge_part(ConfigOutcome& into, const ConfigOutcome& part);
 ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
                             const SearchOptions& options,
                             double incumbent = std::numeric_limits<double>::infinity(),
-                            SearchPart part = {});
+                            SearchPart part = {}, const CancelCheck* cancel = nullptr);
 
 // Lower bounds on the latency of every plan of pi. With S the sum over
 // layers of the cheapest step of that layer on any usable type (plus the

@@ -205,6 +205,7 @@ class Bytes {
     if (o.best) put(*o.best);
     put(o.stats);
     put(o.closest);
+    put(o.cancelled);
   }
   const std::string& data() const { return data_; }
 
@@ -252,6 +253,7 @@ class Unbytes {
     }
     get(o.stats);
     get(o.closest);
+    get(o.cancelled);
   }
 
  private:

@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <vector>
 
+#include "costmodel/cost.h"
 #include "costmodel/errors.h"
 #include "engine/driver.h"
 #include "io/cluster_io.h"
@@ -15,6 +17,8 @@
 
 namespace hapmoe {
 namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
 
 void expect_accounted(const SearchResult& r) {
   EXPECT_EQ(r.stats.configs_evaluated + r.stats.configs_bounded + r.not_searched, r.stats.configs);
@@ -69,6 +73,50 @@ TEST(Limits, StoppedMidwayReportsTheBestOfWhatItSearched) {
     EXPECT_EQ(r.top.front().latency_s, best);
     EXPECT_GE(r.top.front().latency_s, whole.top.front().latency_s);
   }
+}
+
+// The kernel asks its CancelCheck between stage mixes and DP levels:
+// cancelled at once it finds nothing; later, the best of what it searched
+// (a real plan, never better than the whole search's); never, the whole.
+TEST(Limits, ACancelledConfigurationKeepsTheBestOfWhatItSearched) {
+  const Workload w = load_workload("mixtral-l");
+  const ClusterSpec cl = load_cluster("paper:24-3");
+  const SearchResult r = run_search(w, cl, {});
+  ASSERT_FALSE(r.top.empty());
+  const ParallelConfig pi = r.top.front().plan.parallel;
+  const ProfileTables tables = tables_for(w, cl, {pi});
+  const CostModel model(w, cl, tables);
+  const SearchOptions opt;
+  const ConfigOutcome whole = search_config(model, pi, opt);
+  ASSERT_TRUE(whole.best);
+  EXPECT_FALSE(whole.cancelled);
+  int calls = 0;
+  int limit = 0;
+  const CancelCheck cancel = [&] { return ++calls > limit; };
+  const ConfigOutcome none = search_config(model, pi, opt, kInf, {}, &cancel);
+  EXPECT_TRUE(none.cancelled);
+  EXPECT_FALSE(none.best);
+  const int asked = [&] {
+    calls = 0;
+    limit = 1 << 30;
+    const ConfigOutcome all = search_config(model, pi, opt, kInf, {}, &cancel);
+    EXPECT_FALSE(all.cancelled);
+    EXPECT_EQ(all.best->latency_s, whole.best->latency_s);
+    EXPECT_EQ(all.best->plan, whole.best->plan);
+    return calls;
+  }();
+  ASSERT_GT(asked, 4);
+  bool some_partial = false;
+  for (limit = 1; limit < asked; limit += std::max(1, asked / 16)) {
+    calls = 0;
+    const ConfigOutcome part = search_config(model, pi, opt, kInf, {}, &cancel);
+    EXPECT_TRUE(part.cancelled) << "after " << limit << " of " << asked;
+    if (!part.best) continue;
+    some_partial = true;
+    EXPECT_GE(part.best->latency_s, whole.best->latency_s);
+    EXPECT_EQ(model.evaluate(part.best->plan).latency_s, part.best->latency_s);
+  }
+  EXPECT_TRUE(some_partial);
 }
 
 TEST(Limits, ASearchEstimatedLargerThanTheMemoryLimitIsRefused) {
