@@ -16,7 +16,7 @@ namespace {
 // after EFBIG). Every file hapmoe opens is closed by its owner, so the
 // handler has nothing to do but crash: it is turned off before the
 // library starts (before main; nothing else calls HDF5 that early).
-const bool g_no_atexit = H5dont_atexit() >= 0;
+const bool kNoAtexit = H5dont_atexit() >= 0;
 
 void silence() {
   thread_local bool done = false;
