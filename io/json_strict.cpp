@@ -22,7 +22,18 @@ std::string join_where(const std::string& origin, const std::string& pointer) {
   return origin + ":" + pointer;
 }
 
-std::string escape_pointer_token(const std::string& key) {
+// Keys and values echoed in messages are cut to this many characters, so
+// a hostile 10 MB key still gives a one-line message (docs/testing.md).
+constexpr std::size_t kMaxEchoed = 64;
+
+// `text` cut to kMaxEchoed characters, saying how long it was.
+std::string cut(const std::string& text) {
+  if (text.size() <= kMaxEchoed) return text;
+  return text.substr(0, kMaxEchoed) + "...(" + std::to_string(text.size()) + " characters)";
+}
+
+std::string escape_pointer_token(const std::string& full_key) {
+  const std::string key = cut(full_key);
   std::string out;
   for (char c : key) {
     if (c == '~') {
@@ -112,7 +123,7 @@ Json parse_json(const std::string& text, const std::string& origin) {
           frames.back().key = key;
           if (!frames.back().keys.insert(key).second) {
             throw InputError(origin + ":" + pointer_to(key),
-                             "duplicate key \"" + key + "\" (each key may appear once)");
+                             "duplicate key \"" + cut(key) + "\" (each key may appear once)");
           }
         }
         break;
@@ -290,7 +301,7 @@ std::string ObjectReader::get_choice(const std::string& key,
   }
   std::string list;
   for (const char* a : allowed) list += std::string(list.empty() ? "" : ", ") + a;
-  fail(key, "unknown value \"" + s + "\" (allowed: " + list + ")");
+  fail(key, "unknown value \"" + cut(s) + "\" (allowed: " + list + ")");
 }
 
 std::optional<std::string> ObjectReader::opt_choice(const std::string& key,

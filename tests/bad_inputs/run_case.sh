@@ -6,7 +6,8 @@
 # folder) and @OUT@ by an empty temporary folder for output files, and
 # checks that it
 #   * exits with code 2 (bad input),
-#   * prints exactly one line on stderr, containing EXPECTED,
+#   * prints exactly one line on stderr, of at most 1,000 characters,
+#     containing EXPECTED,
 #   * leaves no file in @OUT@ (no plan JSON, archive or launcher),
 #   * finishes within HAPMOE_BAD_INPUT_SECONDS (default 20) and, unless
 #     the binary is built with AddressSanitizer (which reserves terabytes
@@ -51,6 +52,8 @@ ms=$((($(date +%s%N) - start) / 1000000))
 lines=$(wc -l <"$tmp/stderr")
 [[ $lines == 1 ]] || fail "$lines lines on stderr, expected exactly one"
 grep -qF -- "$expected" "$tmp/stderr" || fail "stderr does not contain '$expected'"
+chars=$(wc -c <"$tmp/stderr")
+((chars <= 1000)) || fail "the error line has $chars characters, expected a short message"
 left=$(find "$tmp/out" -mindepth 1 | head -3)
 [[ -z $left ]] || fail "left output behind: $left"
 printf 'bad_input.%s: ok in %d ms: %s\n' "$name" "$ms" "$(cut -c1-200 "$tmp/stderr")"
