@@ -46,14 +46,14 @@ void cluster_inline(std::string_view in) { (void)parse_inline_cluster(std::strin
 // the constraint checks and, if they pass, the cost model (whose results
 // must be finite and non-negative).
 void plan_json(std::string_view in) {
-  static const Workload workload = find_model_preset("mixtral-s")->workload;
-  static const ClusterSpec cluster = find_cluster_preset("paper:32-2")->cluster;
+  static const Workload kWorkload = find_model_preset("mixtral-s")->workload;
+  static const ClusterSpec kCluster = find_cluster_preset("paper:32-2")->cluster;
   const Plan plan =
-      parse_plan_json(std::string(in), kOrigin, cluster, workload.training.micro_batch);
-  if (!check_plan(plan, workload, cluster, {}).empty()) return;
-  const ProfileTables tables = make_analytic_tables(workload, cluster, plan.parallel.micro_batch,
+      parse_plan_json(std::string(in), kOrigin, kCluster, kWorkload.training.micro_batch);
+  if (!check_plan(plan, kWorkload, kCluster, {}).empty()) return;
+  const ProfileTables tables = make_analytic_tables(kWorkload, kCluster, plan.parallel.micro_batch,
                                                     {plan.parallel.tp}, {plan.parallel.cp});
-  const CostModel model(workload, cluster, tables);
+  const CostModel model(kWorkload, kCluster, tables);
   const PlanReport r = model.evaluate(plan);
   HAPMOE_REQUIRE(r.latency_s > 0 && r.latency_s < 1e30, "fuzz plan_json: latency out of range");
 }
@@ -65,8 +65,8 @@ void sweep_json(std::string_view in) { (void)parse_sweep_json(std::string(in), k
 void megatron_script(std::string_view in) {
   MegatronScript s = parse_megatron_script(std::string(in), kOrigin);
   const Workload w = megatron_workload(s, {.vocab = 32000, .precision = std::nullopt});
-  static const ClusterSpec cluster = find_cluster_preset("paper:32-2")->cluster;
-  (void)megatron_plan(s, w, cluster);
+  static const ClusterSpec kCluster = find_cluster_preset("paper:32-2")->cluster;
+  (void)megatron_plan(s, w, kCluster);
 }
 
 // --pipeline-model-parallel-layout on its own (a small grammar with
