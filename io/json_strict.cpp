@@ -32,6 +32,24 @@ std::string cut(const std::string& text) {
   return text.substr(0, kMaxEchoed) + "...(" + std::to_string(text.size()) + " characters)";
 }
 
+// Bytes of a binary file quoted by the JSON parser ("last read: ...")
+// as \xNN, so a message is plain ASCII whatever the file held.
+std::string printable(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f) {
+      out += c;
+    } else {
+      constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    }
+  }
+  return out;
+}
+
 std::string escape_pointer_token(const std::string& full_key) {
   const std::string key = cut(full_key);
   std::string out;
@@ -152,7 +170,7 @@ Json parse_json(const std::string& text, const std::string& origin) {
     const auto pos = what.find("parse error");
     if (pos != std::string::npos) what = what.substr(pos);
     throw InputError(origin + ":" + std::to_string(line) + ":" + std::to_string(col),
-                     "invalid JSON (" + what + ")");
+                     "invalid JSON (" + printable(what) + ")");
   } catch (const Json::out_of_range& e) {
     // A number too large for a double ("1e400") is out_of_range.406.
     std::string what = e.what();
