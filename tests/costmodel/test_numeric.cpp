@@ -1,9 +1,8 @@
 // Numerical hygiene (issue 9, docs/costmodel.md): a cost that would come
 // out non-finite or negative is caught where it is computed, with the
 // inputs that produced it, and never reaches a plan report. Each test
-// feeds the cost model a figure the library API accepts (positive and
-// finite, so validate() passes) but that makes a time overflow, or a
-// profile table entry that is NaN or negative, as a measured profile could.
+// feeds the cost model a profile-table entry that is NaN, negative or so
+// small that a time overflows, as a measured profile could hold.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -106,18 +105,27 @@ TEST(Numeric, SaneInputsGiveFiniteNonNegativeCosts) {
   }
 }
 
-TEST(Numeric, OverflowingComputeTimeIsCaughtInTheTypeCosts) {
-  // 1e-300 FLOP/s passes validate() (positive, finite); every GEMM time
-  // overflows to infinity.
-  DeviceSpec d = device();
-  d.peak_flops = 1e-300;
+TEST(Numeric, OverflowingExpertTimeIsCaughtInTheTypeCosts) {
+  // A (measured) HBM bandwidth of 1e-300 B/s in the tables: positive and
+  // finite, yet streaming the expert weights takes an infinite time.
   const Workload w = workload();
-  const ClusterSpec c = cluster(d);
-  ASSERT_EQ(validate(c), "");
-  const ProfileTables tables = make_analytic_tables(w, c, 1, {2}, {1});
+  const ClusterSpec c = cluster(device());
+  ProfileTables tables = make_analytic_tables(w, c, 1, {2}, {1});
+  tables.devices[0].hbm_bandwidth = 1e-300;
   const CostModel model(w, c, tables);
   EXPECT_THROW((void)model.type_costs(plan().parallel, 0), NumericError);
-  expect_numeric_error(model, "layer");
+  expect_numeric_error(model, "MoE layer fwd_s = inf");
+}
+
+TEST(Numeric, ImplausiblySmallDeviceFiguresAreInvalid) {
+  // validate() has floors, so a 1e-300 FLOP/s device cannot produce
+  // 1e300-second plans that look confident.
+  DeviceSpec d = device();
+  d.peak_flops = 1e-300;
+  EXPECT_NE(validate(cluster(d)).find("implausibly small"), std::string::npos);
+  d = device();
+  d.inter_node_bandwidth = 1.0;  // 1 B/s
+  EXPECT_NE(validate(cluster(d)).find("inter_node_bandwidth"), std::string::npos);
 }
 
 TEST(Numeric, NanInAMeasuredTableIsCaught) {
