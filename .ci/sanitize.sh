@@ -35,12 +35,18 @@ step_tsan() {
     return 1
   fi
   # Archer reports on stderr that it is active; check that it is, or a
-  # clean run would prove nothing about OpenMP regions.
-  OMP_TOOL_LIBRARIES=$archer ARCHER_OPTIONS=verbose=1 OMP_NUM_THREADS=2 \
-    build-tsan/tests/test_engine --gtest_filter='Parallel.ThreadsChangeNothingButTime' 2>&1 |
-    grep -q "Archer detected OpenMP application with TSan" ||
-    { echo "tsan: Archer did not attach to libomp" >&2; return 1; }
-  OMP_TOOL_LIBRARIES=$archer TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  # clean run would prove nothing about OpenMP regions. libomp itself is
+  # not instrumented: Archer asks for ignore_noninstrumented_modules=1, or
+  # TSan reports libomp's own mutexes as races.
+  local tsan_options="ignore_noninstrumented_modules=1 halt_on_error=1 second_deadlock_stack=1"
+  local probe=build-tsan/archer-probe.log
+  OMP_TOOL_LIBRARIES=$archer ARCHER_OPTIONS=verbose=1 OMP_NUM_THREADS=2 TSAN_OPTIONS=$tsan_options \
+    build-tsan/tests/test_engine --gtest_filter='Parallel.BruteForceAcrossThreads' >"$probe" 2>&1 || true
+  if ! grep -q "Archer detected OpenMP application with TSan" "$probe"; then
+    echo "tsan: Archer did not attach to libomp (see $probe)" >&2
+    return 1
+  fi
+  OMP_TOOL_LIBRARIES=$archer TSAN_OPTIONS=$tsan_options \
     ctest --preset tsan -j "$jobs" --timeout 900
 }
 
