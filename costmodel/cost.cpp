@@ -444,6 +444,18 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
           ? dense_params / (static_cast<double>(pi.dp) * pi.cp) + expert_params / pi.edp()
           : params;
   c.optimizer_s = shard * tc.optimizer_s_per_param;
+  // Once per evaluated stage (the search memoises stages): the parts are
+  // finite and non-negative (checked in type_costs), but their sums over
+  // many layers can still overflow with extreme table entries. A sum of
+  // non-negative terms is finite iff every term is.
+  if (!std::isfinite(c.fwd_s + c.bwd_s + c.dp_sync_s + c.optimizer_s + c.memory.total())) {
+    const std::string what = "a stage cost (stage " + std::to_string(s.position) + ", " +
+                             std::to_string(s.layers) + " layers: forward " +
+                             std::to_string(c.fwd_s) + " s, backward " + std::to_string(c.bwd_s) +
+                             " s, memory " + std::to_string(c.memory.total()) + " B)";
+    numeric_failure(workload_, cluster_, pi, tc.type, what.c_str(),
+                    c.fwd_s + c.bwd_s + c.memory.total());
+  }
   return c;
 }
 
