@@ -29,7 +29,10 @@ constexpr std::size_t kMaxEchoed = 64;
 // `text` cut to kMaxEchoed characters, saying how long it was.
 std::string cut(const std::string& text) {
   if (text.size() <= kMaxEchoed) return text;
-  return text.substr(0, kMaxEchoed) + "...(" + std::to_string(text.size()) + " characters)";
+  // Not inside a UTF-8 sequence: back off over continuation bytes.
+  std::size_t n = kMaxEchoed;
+  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  return text.substr(0, n) + "...(" + std::to_string(text.size()) + " bytes)";
 }
 
 // Bytes of a binary file quoted by the JSON parser ("last read: ...")
