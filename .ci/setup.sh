@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Set-up for a fresh Debian 12 machine, run as root (see README.md).
 #   bash .ci/setup.sh main   install what is missing, build (Release), run the main job
-#   bash .ci/setup.sh test   install what is missing, build, run the whole test suite
+#   bash .ci/setup.sh test   install what is missing, build, run the whole test suite,
+#                            then the sanitizer step .ci/sanitize.sh (ASan+UBSan:
+#                            the whole suite again; TSan: the OpenMP tests).
+#                            HAPMOE_SANITIZE=0 skips that step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,8 +17,11 @@ esac
 
 # Debian 12 packages the build and tests need; only the missing ones are
 # installed.
+# clang, libomp-dev (with Archer) and libclang-rt-14-dev (TSan, libFuzzer)
+# are for the sanitizer step and fuzz/run.sh (docs/testing.md).
 packages=(build-essential cmake git mpich libmpich-dev libhdf5-dev hdf5-tools libcxxopts-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev python3-h5py python3-numpy)
+if [[ $mode == test ]]; then packages+=(clang libomp-dev libclang-rt-14-dev); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -40,4 +46,5 @@ if [[ $mode == main ]]; then
   build/hapmoe evaluate --model mixtral-s --cluster paper:32-2 --plan build/plan.json >/dev/null
 else
   ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600
+  if [[ ${HAPMOE_SANITIZE:-1} != 0 ]]; then bash .ci/sanitize.sh; fi
 fi

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <string>
@@ -63,6 +64,24 @@ std::string validate_device(const DeviceSpec& d, const std::string& label) {
       return label + ": device " + field + " = " + format_number(value) +
              " must be positive and finite";
     }
+  }
+  // Floors far below any real device (1 GFLOP/s, 1 MB, 1 MB/s): a figure
+  // like 1e-300 is positive and finite yet makes every time astronomically
+  // large, a confident and meaningless plan (docs/costmodel.md, "Numerical
+  // hygiene"). cluster JSON applies the same floors with the field named.
+  const std::pair<const char*, double> floors[] = {
+      {"peak_flops", 1e9},           {"memory_bytes", 1e6},         {"hbm_bandwidth", 1e6},
+      {"intra_node_bandwidth", 1e6}, {"inter_node_bandwidth", 1e6},
+  };
+  for (std::size_t i = 0; i < std::size(floors); ++i) {
+    if (positive[i].second < floors[i].second) {
+      return label + ": device " + positive[i].first + " = " + format_number(positive[i].second) +
+             " is implausibly small (at least " + format_number(floors[i].second) + ")";
+    }
+  }
+  if (d.gemm_efficiency < 1e-3) {
+    return label + ": device gemm_efficiency = " + format_number(d.gemm_efficiency) +
+           " is implausibly small (at least 0.001)";
   }
   const std::pair<const char*, double> non_negative[] = {
       {"intra_node_latency", d.intra_node_latency},
@@ -150,6 +169,10 @@ std::string validate(const ClusterSpec& cluster) {
     if (!std::isfinite(link.bandwidth) || link.bandwidth <= 0) {
       return label + ": bandwidth = " + format_number(link.bandwidth) +
              " must be positive and finite";
+    }
+    if (link.bandwidth < 1e6) {
+      return label + ": bandwidth = " + format_number(link.bandwidth) +
+             " is implausibly small (at least 1e+06 B/s)";
     }
     if (!std::isfinite(link.latency) || link.latency < 0) {
       return label + ": latency = " + format_number(link.latency) +

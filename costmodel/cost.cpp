@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
+#include <string>
 
 #include "costmodel/errors.h"
 
@@ -29,6 +31,84 @@ double bytes_per_element(const Workload& w) {
 }
 
 double imbalance_factor(const TrainingSpec& t) { return 1.0 + t.gamma * (t.imbalance - 1.0); }
+
+// Numerical hygiene (docs/costmodel.md): every per-(pi, type) quantity the
+// search and the reports read is checked once, where it is computed, to be
+// finite and non-negative. The per-stage and per-iteration costs are sums
+// and products of these with non-negative integer counts, so they are then
+// finite and non-negative by construction (the input ranges of
+// docs/models.md and docs/clusters.md keep them far from overflow), and
+// the DP's inner loop needs no check.
+[[noreturn]] void numeric_failure(const Workload& w, const ClusterSpec& cluster,
+                                  const ParallelConfig& pi, int type, const char* field,
+                                  double value) {
+  std::ostringstream msg;
+  msg << "the cost model computed " << field << " = " << value
+      << " (must be finite and >= 0) for model '" << w.model.name << "' on device "
+      << cluster.pools[static_cast<std::size_t>(type)].device.name << " with PP=" << pi.pp
+      << " TP=" << pi.tp << " CP=" << pi.cp << " EP=" << pi.ep << " TPE=" << pi.tpe
+      << " DP=" << pi.dp << " micro-batch " << pi.micro_batch
+      << "; check the model, device and link figures";
+  throw NumericError("cost model", msg.str());
+}
+
+void check_layer(const LayerCost& c, const char* kind, const Workload& w,
+                 const ClusterSpec& cluster, const ParallelConfig& pi, int type) {
+  const struct {
+    const char* name;
+    double value;
+  } fields[] = {{"fwd_s", c.fwd_s},
+                {"bwd_s", c.bwd_s},
+                {"selective_extra_s", c.selective_extra_s},
+                {"act_bytes", c.act_bytes},
+                {"act_selective_bytes", c.act_selective_bytes},
+                {"act_full_bytes", c.act_full_bytes},
+                {"dense_params", c.dense_params},
+                {"expert_params", c.expert_params},
+                {"moe_buffer_bytes", c.moe_buffer_bytes},
+                {"compute_fwd_s", c.compute_fwd_s},
+                {"tp_comm_fwd_s", c.tp_comm_fwd_s},
+                {"moe_comm_fwd_s", c.moe_comm_fwd_s}};
+  for (const auto& f : fields) {
+    if (!(std::isfinite(f.value) && f.value >= 0.0)) {
+      numeric_failure(w, cluster, pi, type, (std::string(kind) + " layer " + f.name).c_str(),
+                      f.value);
+    }
+  }
+}
+
+void check_type_costs(const TypeCosts& t, const Workload& w, const ClusterSpec& cluster,
+                      const ParallelConfig& pi) {
+  check_layer(t.dense, "dense", w, cluster, pi, t.type);
+  check_layer(t.moe, "MoE", w, cluster, pi, t.type);
+  const struct {
+    const char* name;
+    double value;
+  } fields[] = {{"embedding_fwd_s", t.embedding_fwd_s},
+                {"embedding_bwd_s", t.embedding_bwd_s},
+                {"output_fwd_s", t.output_fwd_s},
+                {"output_bwd_s", t.output_bwd_s},
+                {"embedding_params", t.embedding_params},
+                {"output_params", t.output_params},
+                {"logits_bytes", t.logits_bytes},
+                {"capacity_bytes", t.capacity_bytes},
+                {"overhead_bytes", t.overhead_bytes},
+                {"activation_scale", t.activation_scale},
+                {"weight_bytes_per_param", t.weight_bytes_per_param},
+                {"grad_bytes_per_param", t.grad_bytes_per_param},
+                {"dense_opt_bytes_per_param", t.dense_opt_bytes_per_param},
+                {"expert_opt_bytes_per_param", t.expert_opt_bytes_per_param},
+                {"optimizer_s_per_param", t.optimizer_s_per_param},
+                {"dp_sync_latency_s", t.dp_sync_latency_s},
+                {"dp_sync_s_per_param", t.dp_sync_s_per_param},
+                {"edp_sync_latency_s", t.edp_sync_latency_s},
+                {"edp_sync_s_per_param", t.edp_sync_s_per_param}};
+  for (const auto& f : fields) {
+    if (!(std::isfinite(f.value) && f.value >= 0.0)) {
+      numeric_failure(w, cluster, pi, t.type, f.name, f.value);
+    }
+  }
+}
 
 }  // namespace
 
@@ -256,6 +336,7 @@ TypeCosts CostModel::type_costs(const ParallelConfig& pi, int type) const {
   };
   affine(static_cast<int>(d_dense), t.dp_sync_latency_s, t.dp_sync_s_per_param);
   affine(static_cast<int>(d_expert), t.edp_sync_latency_s, t.edp_sync_s_per_param);
+  check_type_costs(t, workload_, cluster_, pi);
   return t;
 }
 
@@ -276,6 +357,9 @@ CostModel::Boundary CostModel::boundary(const ParallelConfig& pi, int prev_type,
             type};
   }
   const double t = tables_.comm.time(Primitive::kP2P, bytes, 2, link);
+  if (!(std::isfinite(t) && t >= 0.0)) {
+    numeric_failure(workload_, cluster_, pi, type, "the stage-boundary transfer time", t);
+  }
   return {t, t};
 }
 
@@ -360,6 +444,18 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
           ? dense_params / (static_cast<double>(pi.dp) * pi.cp) + expert_params / pi.edp()
           : params;
   c.optimizer_s = shard * tc.optimizer_s_per_param;
+  // Once per evaluated stage (the search memoises stages): the parts are
+  // finite and non-negative (checked in type_costs), but their sums over
+  // many layers can still overflow with extreme table entries. A sum of
+  // non-negative terms is finite iff every term is.
+  if (!std::isfinite(c.fwd_s + c.bwd_s + c.dp_sync_s + c.optimizer_s + c.memory.total())) {
+    const std::string what = "a stage cost (stage " + std::to_string(s.position) + ", " +
+                             std::to_string(s.layers) + " layers: forward " +
+                             std::to_string(c.fwd_s) + " s, backward " + std::to_string(c.bwd_s) +
+                             " s, memory " + std::to_string(c.memory.total()) + " B)";
+    numeric_failure(workload_, cluster_, pi, tc.type, what.c_str(),
+                    c.fwd_s + c.bwd_s + c.memory.total());
+  }
   return c;
 }
 
@@ -478,6 +574,13 @@ PlanReport CostModel::evaluate(const Plan& plan) const {
       worst = step;
       r.bottleneck_stage = i;
     }
+  }
+  // Stage costs are finite and non-negative by construction (the
+  // TypeCosts they are made of were checked); the iteration must also take
+  // time, or the throughput below would be infinite.
+  if (!(std::isfinite(r.latency_s) && r.latency_s > 0.0)) {
+    numeric_failure(workload_, cluster_, pi, plan.stages.front().device_type,
+                    "the iteration latency", r.latency_s);
   }
   const TrainingSpec& tr = workload_.training;
   const double flops = model_flops_per_iteration(workload_);

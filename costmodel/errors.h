@@ -29,6 +29,18 @@ class InputError : public std::runtime_error {
   std::string where_;
 };
 
+// A cost came out non-finite (NaN, infinity) or negative. Thrown where it
+// is computed (CostModel::type_costs, CostModel::evaluate), naming the
+// quantity and the inputs that produced it (model, device type, parallel
+// degrees), so it never reaches a plan. It is an InputError: the inputs
+// are within their documented ranges only if the model has a bug, and
+// either way the message says what to look at (docs/costmodel.md,
+// "Numerical hygiene").
+class NumericError : public InputError {
+ public:
+  using InputError::InputError;
+};
+
 class ContractError : public std::logic_error {
  public:
   using std::logic_error::logic_error;

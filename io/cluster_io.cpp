@@ -203,7 +203,11 @@ constexpr NumberField kNumberFields[] = {
 };
 constexpr std::size_t kFieldsBeforePerNode = 5;
 
-// Reads a number in [0, hi], or (0, hi] when `positive`. Absent (or null)
+// The least accepted value of a positive device or link figure, in the
+// JSON's units (TFLOP/s, GB, GB/s, efficiency).
+constexpr double kMinPositiveFigure = 1e-3;
+
+// Reads a number in [0, hi], or [kMinPositiveFigure, hi] when `positive`. Absent (or null)
 // gives nullopt unless `required`.
 std::optional<double> read_number(ObjectReader& r, const std::string& key, double hi, bool positive,
                                   bool required) {
@@ -212,6 +216,13 @@ std::optional<double> read_number(ObjectReader& r, const std::string& key, doubl
     r.fail(key, "value " + format_number(*v) +
                     " must be greater than 0 (expected a number in (0, " + format_number(hi) +
                     "])");
+  }
+  // A positive figure this small (1e-300 TFLOP/s, GB/s, GB) would make
+  // every time astronomically large but finite: a confident, meaningless
+  // plan. The floor is far below any real device (docs/clusters.md).
+  if (positive && v && *v < kMinPositiveFigure) {
+    r.fail(key, "value " + format_number(*v) + " is implausibly small (expected at least " +
+                    format_number(kMinPositiveFigure) + ")");
   }
   return v;
 }

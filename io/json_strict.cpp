@@ -22,7 +22,39 @@ std::string join_where(const std::string& origin, const std::string& pointer) {
   return origin + ":" + pointer;
 }
 
-std::string escape_pointer_token(const std::string& key) {
+// Keys and values echoed in messages are cut to this many characters, so
+// a hostile 10 MB key still gives a one-line message (docs/testing.md).
+constexpr std::size_t kMaxEchoed = 64;
+
+// `text` cut to kMaxEchoed characters, saying how long it was.
+std::string cut(const std::string& text) {
+  if (text.size() <= kMaxEchoed) return text;
+  // Not inside a UTF-8 sequence: back off over continuation bytes.
+  std::size_t n = kMaxEchoed;
+  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  return text.substr(0, n) + "...(" + std::to_string(text.size()) + " bytes)";
+}
+
+// Bytes of a binary file quoted by the JSON parser ("last read: ...")
+// as \xNN, so a message is plain ASCII whatever the file held.
+std::string printable(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f) {
+      out += c;
+    } else {
+      constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    }
+  }
+  return out;
+}
+
+std::string escape_pointer_token(const std::string& full_key) {
+  const std::string key = cut(full_key);
   std::string out;
   for (char c : key) {
     if (c == '~') {
@@ -112,7 +144,7 @@ Json parse_json(const std::string& text, const std::string& origin) {
           frames.back().key = key;
           if (!frames.back().keys.insert(key).second) {
             throw InputError(origin + ":" + pointer_to(key),
-                             "duplicate key \"" + key + "\" (each key may appear once)");
+                             "duplicate key \"" + cut(key) + "\" (each key may appear once)");
           }
         }
         break;
@@ -141,7 +173,7 @@ Json parse_json(const std::string& text, const std::string& origin) {
     const auto pos = what.find("parse error");
     if (pos != std::string::npos) what = what.substr(pos);
     throw InputError(origin + ":" + std::to_string(line) + ":" + std::to_string(col),
-                     "invalid JSON (" + what + ")");
+                     "invalid JSON (" + printable(what) + ")");
   } catch (const Json::out_of_range& e) {
     // A number too large for a double ("1e400") is out_of_range.406.
     std::string what = e.what();
@@ -290,7 +322,7 @@ std::string ObjectReader::get_choice(const std::string& key,
   }
   std::string list;
   for (const char* a : allowed) list += std::string(list.empty() ? "" : ", ") + a;
-  fail(key, "unknown value \"" + s + "\" (allowed: " + list + ")");
+  fail(key, "unknown value \"" + cut(s) + "\" (allowed: " + list + ")");
 }
 
 std::optional<std::string> ObjectReader::opt_choice(const std::string& key,

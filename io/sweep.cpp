@@ -9,6 +9,7 @@
 
 #include "engine/baselines.h"
 
+#include <algorithm>
 #include <set>
 
 #include "costmodel/errors.h"
@@ -141,6 +142,15 @@ SweepCase resolve(const RawCase& raw, const std::string& origin) {
   return c;
 }
 
+// At most this many cases in one sweep (docs/archive.md, "Sweeps"): each
+// is a whole search, and the resolved cases are kept in memory.
+constexpr std::size_t kMaxSweepCases = 10000;
+
+[[noreturn]] void throw_too_many_cases(const std::string& origin, const std::string& pointer) {
+  throw InputError(origin + ":" + pointer, "more than " + std::to_string(kMaxSweepCases) +
+                                               " cases (the limit; split the sweep)");
+}
+
 void expand_product(const Json& product, const Json& defaults, const std::string& origin,
                     const std::string& pointer, std::vector<RawCase>& out) {
   check_fields(product, origin, pointer, false);
@@ -156,6 +166,11 @@ void expand_product(const Json& product, const Json& defaults, const std::string
       fixed[item.key()] = item.value();
     }
   }
+  // Count before expanding, so a product of many long axes is refused
+  // in constant time and memory.
+  std::size_t count = 1;
+  for (const auto& axis : axes) count = std::min(count * axis.second->size(), kMaxSweepCases + 1);
+  if (out.size() + count > kMaxSweepCases) throw_too_many_cases(origin, pointer);
   std::vector<std::size_t> at(axes.size(), 0);
   for (std::size_t n = 0;; ++n) {
     RawCase c;
@@ -165,7 +180,6 @@ void expand_product(const Json& product, const Json& defaults, const std::string
     for (const auto& item : c.own.items()) c.fields[item.key()] = item.value();
     c.pointer = pointer + " (combination " + std::to_string(n) + ")";
     out.push_back(std::move(c));
-    if (out.size() > 1000000) throw InputError(origin + ":" + pointer, "more than 10^6 cases");
     // Odometer: the last axis fastest.
     std::size_t a = axes.size();
     while (a > 0) {
@@ -200,6 +214,7 @@ SweepDefinition parse_sweep_json(const std::string& text, const std::string& ori
     if (!cases->is_array()) {
       throw InputError(origin + ":/cases", "must be an array of cases, got " + describe(*cases));
     }
+    if (cases->size() > kMaxSweepCases) throw_too_many_cases(origin, "/cases");
     for (std::size_t i = 0; i < cases->size(); ++i) {
       const std::string p = "/cases/" + std::to_string(i);
       check_fields((*cases)[i], origin, p, true);

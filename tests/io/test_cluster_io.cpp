@@ -503,7 +503,7 @@ TEST(ClusterIo, RoundTripAwkwardNumbers) {
   d.peak_flops = 987.654321e12 / 3;
   d.memory_bytes = 80.0 * 1024 * 1024 * 1024;  // 80 GiB
   d.hbm_bandwidth = 1e12 / 7;
-  d.intra_node_bandwidth = 0.1 + 0.2;
+  d.intra_node_bandwidth = (0.1 + 0.2) * 1e9;  // (0.3 B/s before the 1 MB/s floor of issue 9)
   d.gemm_efficiency = 0.1 + 0.2;
   d.intra_node_latency = 3.3e-6;
   d.inter_node_latency = 0.1e-6 * 3;

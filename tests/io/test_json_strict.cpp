@@ -65,6 +65,28 @@ TEST(JsonStrictParse, RejectsDuplicateKeyNestedInObjectAndArray) {
   EXPECT_NE(e2.what.find("duplicate key \"layers\""), std::string::npos) << e2.what;
 }
 
+TEST(JsonStrictParse, LongKeysAreCutInMessages) {
+  // Issue 9: a hostile key of any length still gives a short message, cut
+  // on a UTF-8 boundary (here after 63 'k's, before a two-byte 'é').
+  const std::string key = std::string(63, 'k') + "\xc3\xa9" + std::string(100000, 'k');
+  const Caught dup =
+      catch_input_error([&] { parse_json("{\"" + key + "\": 1, \"" + key + "\": 2}", "t.json"); });
+  EXPECT_LT(dup.what.size(), 400u) << dup.what;
+  EXPECT_NE(dup.what.find(std::string(63, 'k') + "...(100065 bytes)"), std::string::npos)
+      << dup.what;
+  const Json doc = parse_json("{\"" + key + "\": 1}", "t.json");
+  ObjectReader r(doc, "t.json", "");
+  const Caught unknown = catch_input_error([&] { r.finish(); });
+  EXPECT_LT(unknown.what.size(), 400u) << unknown.what;
+  EXPECT_NE(unknown.what.find("unknown field"), std::string::npos) << unknown.what;
+}
+
+TEST(JsonStrictParse, BinaryBytesAreQuotedInParseErrors) {
+  const Caught c = catch_input_error([] { parse_json("\xff\xfe\x01", "bin.json"); });
+  EXPECT_NE(c.what.find("\\xff"), std::string::npos) << c.what;
+  for (const char ch : c.what) EXPECT_LT(static_cast<unsigned char>(ch), 0x80) << c.what;
+}
+
 TEST(JsonStrictParse, SameKeyInSiblingObjectsIsNotADuplicate) {
   const Json j = parse_json(R"({"a": {"x": 1}, "b": {"x": 2}, "c": [{"x": 3}, {"x": 4}]})", "s");
   EXPECT_EQ(j.at("b").at("x").get<int>(), 2);
