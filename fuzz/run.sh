@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 all=(model_json hf_config cluster_json cluster_inline plan_json sweep_json megatron_script
-  pipeline_layout)
+  pipeline_layout nccl_log layer_csv router_csv runs_csv)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all[@]}")
 

@@ -16,6 +16,7 @@
 #include "io/megatron_script.h"
 #include "io/model_io.h"
 #include "io/plan_io.h"
+#include "io/profile_parse.h"
 #include "io/sweep.h"
 #include "partition/constraints.h"
 
@@ -78,6 +79,18 @@ void pipeline_layout(std::string_view in) {
   }
 }
 
+// A nccl-tests / rccl-tests log, both column groups (out-of-place, then
+// in-place), as `profile import --nccl` reads it.
+void nccl_log(std::string_view in) {
+  (void)parse_nccl_tests_log(in, kOrigin, false);
+  (void)parse_nccl_tests_log(in, kOrigin, true);
+}
+
+// The measurement CSVs of `profile import`, `fit` and `check`.
+void layer_csv(std::string_view in) { (void)parse_layer_csv(in, kOrigin); }
+void router_csv(std::string_view in) { (void)parse_router_csv(in, kOrigin); }
+void runs_csv(std::string_view in) { (void)parse_runs_csv(in, kOrigin); }
+
 constexpr Target kTargets[] = {
     {"model_json", model_json},
     {"hf_config", model_json},  // same reader, Hugging Face seeds
@@ -87,8 +100,10 @@ constexpr Target kTargets[] = {
     {"sweep_json", sweep_json},
     {"megatron_script", megatron_script},
     {"pipeline_layout", pipeline_layout},
-    // To add when the profiling branch merges (docs/testing.md):
-    //   {"nccl_log", ...}, {"measurement_csv", ...}
+    {"nccl_log", nccl_log},
+    {"layer_csv", layer_csv},
+    {"router_csv", router_csv},
+    {"runs_csv", runs_csv},
 };
 
 }  // namespace
