@@ -28,9 +28,11 @@ ProfileTables tables_for(const Workload& w, const ClusterSpec& cluster,
                          ProfileSources* sources) {
   std::set<int> tps;
   std::set<int> cps;
+  const ParallelConfig* last = nullptr;  // runs of equal degrees: one insert each
   for (const ParallelConfig& pi : configs) {
-    tps.insert(pi.tp);
-    cps.insert(pi.cp);
+    if (last == nullptr || pi.tp != last->tp) tps.insert(pi.tp);
+    if (last == nullptr || pi.cp != last->cp) cps.insert(pi.cp);
+    last = &pi;
   }
   ProfileTables t = make_analytic_tables(w, cluster, w.training.micro_batch,
                                          {tps.begin(), tps.end()}, {cps.begin(), cps.end()});

@@ -62,6 +62,7 @@ std::vector<ParallelConfig> enumerate_configs(const Workload& w, const ClusterSp
         if (static_cast<long long>(tp) * cp > max_devices) break;
         for (int ep : eps) {
           if (options.fixed_ep > 0 && ep != options.fixed_ep) continue;
+          const std::size_t group = out.size();  // this (pp, tp, cp, ep)'s first
           for (int dp : dps) {
             const long long stage = static_cast<long long>(tp) * cp * dp;
             if (stage > max_devices) break;
@@ -79,15 +80,18 @@ std::vector<ParallelConfig> enumerate_configs(const Workload& w, const ClusterSp
               if (groups >= pp) out.push_back(pi);
             }
           }
+          // Canonical order: pp, tp, cp, ep, tpe, dp. The loops give every
+          // degree but tpe and dp in increasing order already (divisors are
+          // sorted), so sorting each (pp, tp, cp, ep) group is enough: 23 %
+          // of the enumeration's instructions went to sorting all of it.
+          std::sort(out.begin() + static_cast<std::ptrdiff_t>(group), out.end(),
+                    [](const ParallelConfig& a, const ParallelConfig& b) {
+                      return std::tie(a.tpe, a.dp) < std::tie(b.tpe, b.dp);
+                    });
         }
       }
     }
   }
-  // Canonical order: pp, tp, cp, ep, tpe, dp.
-  std::sort(out.begin(), out.end(), [](const ParallelConfig& a, const ParallelConfig& b) {
-    return std::tie(a.pp, a.tp, a.cp, a.ep, a.tpe, a.dp) <
-           std::tie(b.pp, b.tp, b.cp, b.ep, b.tpe, b.dp);
-  });
   return out;
 }
 

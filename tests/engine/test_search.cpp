@@ -6,12 +6,15 @@
 #include <optional>
 #include <random>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 #include "costmodel/analytic.h"
 #include "costmodel/errors.h"
 #include "engine/driver.h"
 #include "engine/search.h"
+#include "io/cluster_io.h"
+#include "io/model_io.h"
 #include "partition/config_space.h"
 
 namespace hapmoe {
@@ -110,6 +113,34 @@ void expect_same(const ConfigOutcome& a, const ConfigOutcome& b, const std::stri
   };
   EXPECT_EQ(a.best->plan, b.best->plan)
       << what << "\n dp: " << show(a.best->plan) << "\n bf: " << show(b.best->plan);
+}
+
+// Pi comes in canonical order (pp, tp, cp, ep, tpe, dp), without
+// repeats: the enumerator sorts only within each (pp, tp, cp, ep) group.
+TEST(ConfigSpace, CanonicalOrderWithoutRepeats) {
+  std::mt19937 rng(7);
+  int checked = 0;
+  for (int trial = 0; trial < 100; ++trial) {
+    const Instance in = random_instance(rng);
+    const auto pis = enumerate_configs(in.workload, in.cluster, {});
+    for (std::size_t k = 1; k < pis.size(); ++k) {
+      const ParallelConfig& a = pis[k - 1];
+      const ParallelConfig& b = pis[k];
+      ASSERT_LT(std::tie(a.pp, a.tp, a.cp, a.ep, a.tpe, a.dp),
+                std::tie(b.pp, b.tp, b.cp, b.ep, b.tpe, b.dp))
+          << "trial " << trial << " at " << k;
+      ++checked;
+    }
+  }
+  const auto large = enumerate_configs(load_workload("mixtral-l"), load_cluster("paper:32-1"), {});
+  for (std::size_t k = 1; k < large.size(); ++k) {
+    const ParallelConfig& a = large[k - 1];
+    const ParallelConfig& b = large[k];
+    ASSERT_LT(std::tie(a.pp, a.tp, a.cp, a.ep, a.tpe, a.dp),
+              std::tie(b.pp, b.tp, b.cp, b.ep, b.tpe, b.dp));
+    ++checked;
+  }
+  EXPECT_GT(checked, 1000);
 }
 
 TEST(SearchOracle, DpEqualsBruteForceWithPruningsOff) {
