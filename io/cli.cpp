@@ -23,6 +23,7 @@
 #include "engine/driver.h"
 #include "engine/pipeline_sim.h"
 #include "io/archive.h"
+#include "io/cli_args.h"
 #include "io/cluster_io.h"
 #include "io/json_strict.h"
 #include "io/megatron_cli.h"
@@ -97,11 +98,6 @@ struct Inputs {
   std::shared_ptr<const MeasuredProfile> profile;  // --profile, if given
   std::string profile_path;
 };
-
-std::string required(const cxxopts::ParseResult& r, const char* name) {
-  if (r.count(name) == 0) throw InputError(std::string("--") + name, "is required");
-  return r[name].as<std::string>();
-}
 
 Inputs read_inputs(const cxxopts::ParseResult& r) {
   Inputs in;
@@ -213,22 +209,6 @@ void check_out(Comm& comm, const cxxopts::ParseResult& r) {
   if (const std::string first = first_error(comm, failed); !first.empty()) {
     throw InputError("", first);
   }
-}
-
-// Parses argv for one command; returns nullopt after printing help.
-std::optional<cxxopts::ParseResult> parse(cxxopts::Options& o, int argc, const char* const* argv,
-                                          std::ostream& out) {
-  o.add_options()("h,help", "show this help");
-  o.set_width(100);
-  auto result = o.parse(argc, argv);
-  if (result.count("help")) {
-    out << o.help();
-    return std::nullopt;
-  }
-  if (!result.unmatched().empty()) {
-    throw InputError(result.unmatched().front(), "unexpected argument");
-  }
-  return result;
 }
 
 int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
@@ -928,6 +908,26 @@ int cmd_show(int argc, const char* const* argv, std::ostream& out) {
 }
 
 }  // namespace
+
+std::optional<cxxopts::ParseResult> parse(cxxopts::Options& o, int argc, const char* const* argv,
+                                          std::ostream& out) {
+  o.add_options()("h,help", "show this help");
+  o.set_width(100);
+  auto result = o.parse(argc, argv);
+  if (result.count("help")) {
+    out << o.help();
+    return std::nullopt;
+  }
+  if (!result.unmatched().empty()) {
+    throw InputError(result.unmatched().front(), "unexpected argument");
+  }
+  return result;
+}
+
+std::string required(const cxxopts::ParseResult& r, const char* name) {
+  if (r.count(name) == 0) throw InputError(std::string("--") + name, "is required");
+  return r[name].as<std::string>();
+}
 
 int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   SerialComm serial;

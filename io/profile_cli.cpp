@@ -22,6 +22,7 @@
 #include "engine/driver.h"
 #include "io/archive.h"
 #include "io/cli.h"
+#include "io/cli_args.h"
 #include "io/cluster_io.h"
 #include "io/json_strict.h"
 #include "io/model_io.h"
@@ -50,26 +51,6 @@ constexpr const char* kProfileUsage =
     "  show     print the tables of a profile file\n"
     "\n"
     "`hapmoe profile <subcommand> --help` shows its options.\n";
-
-std::optional<cxxopts::ParseResult> parse_args(cxxopts::Options& o, int argc,
-                                               const char* const* argv, std::ostream& out) {
-  o.add_options()("h,help", "show this help");
-  o.set_width(100);
-  auto result = o.parse(argc, argv);
-  if (result.count("help")) {
-    out << o.help();
-    return std::nullopt;
-  }
-  if (!result.unmatched().empty()) {
-    throw InputError(result.unmatched().front(), "unexpected argument");
-  }
-  return result;
-}
-
-std::string need(const cxxopts::ParseResult& r, const char* name) {
-  if (r.count(name) == 0) throw InputError(std::string("--") + name, "is required");
-  return r[name].as<std::string>();
-}
 
 // The profile to add to (--profile), or an empty one.
 MeasuredProfile base_profile(const cxxopts::ParseResult& r) {
@@ -112,10 +93,10 @@ int cmd_import(int argc, const char* const* argv, std::ostream& out) {
       "CSV: device,tp,cp,micro_batch,forward_ms,backward_ms[,ffn_forward_ms,...]; its dense "
       "layers fill the compute table (MoE layers are for `profile fit`)",
       cxxopts::value<std::string>());
-  const auto parsed = parse_args(o, argc, argv, out);
+  const auto parsed = parse(o, argc, argv, out);
   if (!parsed) return kExitOk;
   const auto& r = *parsed;
-  const std::string target = need(r, "out");
+  const std::string target = required(r, "out");
   check_archive_path(target);
   if (r.count("nccl") == 0 && r.count("layers") == 0) {
     throw InputError("--nccl", "give --nccl LOG and/or --layers CSV");
@@ -130,11 +111,11 @@ int cmd_import(int argc, const char* const* argv, std::ostream& out) {
       throw InputError("--primitive", "the log does not name its test: give --primitive");
     }
     const Primitive prim = nccl_test_primitive(test, r.count("primitive") ? "--primitive" : path);
-    const LinkKind link = parse_link_kind(need(r, "link"), "--link");
-    const std::string a = need(r, "device");
+    const LinkKind link = parse_link_kind(required(r, "link"), "--link");
+    const std::string a = required(r, "device");
     std::string b = a;
     if (link == LinkKind::kCrossType) {
-      b = need(r, "device-b");
+      b = required(r, "device-b");
       if (b == a) throw InputError("--device-b", "a cross-type link needs two device types");
     } else if (r.count("device-b")) {
       throw InputError("--device-b", "only for --link cross-type");
@@ -252,7 +233,7 @@ int cmd_comm(int argc, const char* const* argv, std::ostream& out, std::ostream&
       cxxopts::value<std::string>())(
       "primitives", "comma list (default all): all-reduce,all-gather,reduce-scatter,all-to-all,p2p",
       cxxopts::value<std::string>());
-  const auto parsed = parse_args(o, argc, argv, out);
+  const auto parsed = parse(o, argc, argv, out);
   if (!parsed) return kExitOk;
   const auto& r = *parsed;
   std::string target;
@@ -262,7 +243,7 @@ int cmd_comm(int argc, const char* const* argv, std::ostream& out, std::ostream&
   std::string label = "host";
   MeasuredProfile p;
   read_on_every_rank(comm, [&] {
-    target = need(r, "out");
+    target = required(r, "out");
     if (comm.rank() == 0) check_archive_path(target);
     if (r.count("min-bytes")) min_b = parse_bytes(r["min-bytes"].as<std::string>(), "--min-bytes");
     if (r.count("max-bytes")) max_b = parse_bytes(r["max-bytes"].as<std::string>(), "--max-bytes");
@@ -423,7 +404,7 @@ int cmd_comm(int argc, const char* const* argv, std::ostream& out, std::ostream&
 // --- fit ----------------------------------------------------------------------------
 
 Workload fit_workload(const cxxopts::ParseResult& r) {
-  Workload w = load_workload(need(r, "model"));
+  Workload w = load_workload(required(r, "model"));
   TrainingOverrides ov;
   if (r.count("seq-len")) {
     ov.seq_len =
@@ -455,13 +436,13 @@ int cmd_fit(int argc, const char* const* argv, std::ostream& out) {
       "gamma", "gamma of the imbalance term (default the model's)", cxxopts::value<std::string>())(
       "imbalance", "rho during the layer measurements when no --router is given",
       cxxopts::value<std::string>());
-  const auto parsed = parse_args(o, argc, argv, out);
+  const auto parsed = parse(o, argc, argv, out);
   if (!parsed) return kExitOk;
   const auto& r = *parsed;
-  const std::string target = need(r, "out");
+  const std::string target = required(r, "out");
   check_archive_path(target);
   Workload w = fit_workload(r);
-  const ClusterSpec cluster = load_cluster(need(r, "cluster"));
+  const ClusterSpec cluster = load_cluster(required(r, "cluster"));
   if (r.count("layers") == 0 && r.count("router") == 0) {
     throw InputError("--layers", "give --layers CSV and/or --router CSV");
   }
@@ -554,10 +535,10 @@ int cmd_check(int argc, const char* const* argv, std::ostream& out) {
       "CSV: name,model,cluster,plan,latency_ms[,peak_memory_gib,global_batch,seq_len]; paths "
       "relative to the CSV's folder",
       cxxopts::value<std::string>());
-  const auto parsed = parse_args(o, argc, argv, out);
+  const auto parsed = parse(o, argc, argv, out);
   if (!parsed) return kExitOk;
   const auto& r = *parsed;
-  const std::string csv = need(r, "measurements");
+  const std::string csv = required(r, "measurements");
   std::shared_ptr<MeasuredProfile> profile;
   if (r.count("profile"))
     profile = std::make_shared<MeasuredProfile>(read_profile(r["profile"].as<std::string>()));
@@ -664,9 +645,9 @@ int cmd_show(int argc, const char* const* argv, std::ostream& out) {
   o.add_options()("file", "the profile file", cxxopts::value<std::string>());
   o.parse_positional({"file"});
   o.positional_help("PROFILE.h5");
-  const auto parsed = parse_args(o, argc, argv, out);
+  const auto parsed = parse(o, argc, argv, out);
   if (!parsed) return kExitOk;
-  const std::string path = need(*parsed, "file");
+  const std::string path = required(*parsed, "file");
   const MeasuredProfile p = read_profile(path);
   out << "profile " << path << "\n";
   out << "comm (" << p.comm.size() << " points): primitive link types world bytes seconds\n";
