@@ -33,7 +33,8 @@ struct RunOptions {
   // on the ranks and threads.
   int parts_per_round = 0;
   // --time-limit and --max-memory: when one is reached, no new unit of
-  // work starts (units in progress finish), the round ends with what was
+  // work starts (units in progress stop at their next check, keeping the
+  // best plan they found), the round ends with what was
   // searched and no further round starts; SearchResult::stopped says why.
   // Every rank stops after the same round (the ranks' reasons are
   // gathered with the round's outcomes).

@@ -1,8 +1,8 @@
 // Limits of a search (--time-limit, --max-memory; docs/testing.md, "Faults
-// and limits"): checked by the driver before each unit of work, so a unit
-// in progress always finishes and every result stays a real, evaluated
-// plan. What stops early is the proof of optimality, never the plans'
-// correctness.
+// and limits"): checked by the driver before each unit of work and, through
+// the kernel's CancelCheck, between the stage mixes and DP levels of the
+// one in progress. Every result stays a real, evaluated plan: what stops
+// early is the proof of optimality, never the plans' correctness.
 #pragma once
 
 #include <atomic>
@@ -17,11 +17,11 @@ enum class StopReason : std::uint8_t { kNone = 0, kTimeLimit = 1, kMemoryLimit =
 const char* to_string(StopReason reason);
 
 struct SearchLimits {
-  // No unit of work starts after this instant.
+  // No work starts after this instant, and work in progress stops at its
+  // next check.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
-  // No unit of work starts while this process's resident set is larger;
-  // 0 = no limit. Also the budget of the up-front estimate
-  // (estimate_search_bytes).
+  // The same while this process's resident set is larger; 0 = no limit. Also the budget of the
+  // up-front estimate (estimate_search_bytes).
   std::int64_t max_memory_bytes = 0;
   // Whether max_memory_bytes was given (--max-memory) or is the default
   // budget (default_memory_budget): for the messages.

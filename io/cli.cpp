@@ -381,8 +381,8 @@ void add_search_options(cxxopts::Options& o) {
 void add_limit_options(cxxopts::Options& o) {
   o.add_options("Limits (docs/testing.md, \"Faults and limits\")")(
       "time-limit",
-      "start no new work after this many seconds; the best plan found so far is reported as "
-      "not proven optimal and the exit code is 5 (work in progress finishes first)",
+      "stop the search after this many seconds (counted from the start, on every rank); the "
+      "best plan found so far is reported as not proven optimal and the exit code is 5",
       cxxopts::value<std::string>())(
       "max-memory",
       "bytes (suffix K, M, G or T for powers of 1024) this process may use: a search "
