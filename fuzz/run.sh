@@ -29,7 +29,12 @@ for t in "${targets[@]}"; do
   mkdir -p "$work" "$crashes" "$(dirname "$log")"
   # -rss_limit_mb / -timeout: a parser that allocates more than 2 GB or
   # takes more than 10 s on one input is a finding too.
-  if ! ASAN_OPTIONS=detect_leaks=1 build-fuzz/fuzz/fuzz_$t "$work" "fuzz/corpus/$t" \
+  # Seeds: fuzz/corpus/TARGET and the fixtures fuzz/seed_dirs.txt names.
+  seeds=()
+  [[ -d fuzz/corpus/$t ]] && seeds+=("fuzz/corpus/$t")
+  read -ra extra <<<"$(awk -v t="$t" '$1 == t { $1 = ""; print }' fuzz/seed_dirs.txt)"
+  seeds+=("${extra[@]}")
+  if ! ASAN_OPTIONS=detect_leaks=1 build-fuzz/fuzz/fuzz_$t "$work" "${seeds[@]}" \
     -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
     -artifact_prefix="$crashes/" -print_final_stats=1 >"$log" 2>&1; then
     status=1

@@ -11,7 +11,8 @@
 //   * fuzz/replay_main.cpp: a plain program (any compiler, the normal test
 //     suite) that replays the seed corpus and every crash reproducer.
 // Adding a target: one row in kTargets (targets.cpp), one name in
-// HAPMOE_FUZZ_TARGETS (fuzz/CMakeLists.txt), seeds in fuzz/corpus/NAME/.
+// HAPMOE_FUZZ_TARGETS (fuzz/CMakeLists.txt), seeds in fuzz/corpus/NAME/ or
+// fixture folders in fuzz/seed_dirs.txt.
 #pragma once
 
 #include <span>
