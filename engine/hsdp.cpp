@@ -330,6 +330,12 @@ class Evaluator {
     return boundary_[static_cast<std::size_t>((hp + 1) * types_ + h)];
   }
 
+  // The output layer's step on type h.
+  double output_step(int h) const {
+    const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
+    return tc.output_fwd_s + tc.output_bwd_s;
+  }
+
   // Step time a stage of type h pays besides its layers: the embedding on
   // the first stage, the output layer on the last, the boundary with a
   // predecessor of its own type on every other.
@@ -971,13 +977,35 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
     return (code * jspan + static_cast<std::uint64_t>(j)) * hspan +
            static_cast<std::uint64_t>(hp + 1);
   };
-  // For the bound: the cheapest layer step per type and of the fastest.
-  double fastest = std::numeric_limits<double>::infinity();
+  // For the bound: per type, the cheapest layer step (floor_of), the
+  // cheapest boundary into a stage of it from a type of `limit` (entry_of)
+  // and its output layer (out_of); every stage after the first pays its
+  // entry, the last its output too.
+  const double inf = std::numeric_limits<double>::infinity();
+  double fastest = inf;
   std::vector<double> floor_of(static_cast<std::size_t>(types), 0.0);
+  std::vector<double> entry_of(static_cast<std::size_t>(types), 0.0);
+  std::vector<double> out_of(static_cast<std::size_t>(types), 0.0);
+  double entry_any = inf;         // least entry_of
+  double entry_per_floor = inf;   // least entry_of / floor_of
+  double out_any = inf;           // least out_of
+  double out_per_floor = inf;     // least out_of / floor_of
   for (int h = 0; h < types; ++h) {
-    if (limit[static_cast<std::size_t>(h)] == 0) continue;
-    floor_of[static_cast<std::size_t>(h)] = ev.layer_floor(h);
-    fastest = std::min(fastest, floor_of[static_cast<std::size_t>(h)]);
+    const auto u = static_cast<std::size_t>(h);
+    if (limit[u] == 0) continue;
+    floor_of[u] = ev.layer_floor(h);
+    fastest = std::min(fastest, floor_of[u]);
+    entry_of[u] = inf;
+    for (int hp = 0; hp < types; ++hp) {
+      if (limit[static_cast<std::size_t>(hp)] == 0) continue;
+      const CostModel::Boundary& b = ev.boundary(hp, h);
+      entry_of[u] = std::min(entry_of[u], b.fwd_s + b.bwd_s);
+    }
+    out_of[u] = ev.output_step(h);
+    entry_any = std::min(entry_any, entry_of[u]);
+    entry_per_floor = std::min(entry_per_floor, entry_of[u] / floor_of[u]);
+    out_any = std::min(out_any, out_of[u]);
+    out_per_floor = std::min(out_per_floor, out_of[u] / floor_of[u]);
   }
 
   // The fronts of the level being built, keyed by state. Their labels stay
@@ -1000,7 +1028,6 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
   // Plans slower than this configuration's best so far cannot be its
   // result, nor (with the bound on) slower than the incumbent: the
   // latency that matters is at most U.
-  const double inf = std::numeric_limits<double>::infinity();
   const double gap = value_only ? -inf
                                 : tie_gap(pp, std::min(opt.bound ? incumbent : inf,
                                                        out.best ? out.best->latency_s : inf));
@@ -1074,17 +1101,37 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
           continue;
         }
         const std::uint64_t next_code = code + stride[static_cast<std::size_t>(h)];
-        // Sum over the stages still to place of 1 / (cheapest layer step of
-        // their type): exact types with a fixed mix, the fastest otherwise.
+        // The stages still to place: speed_left, the sum of 1 / (cheapest
+        // layer step of their type), and what their fixed steps add to the
+        // sum (fixed_left) and to the layers the balanced split must hold
+        // (held_left: each fixed step over its type's layer step), exact
+        // types with a fixed mix, the cheapest otherwise. A stage of type t
+        // holding n layers steps at least fixed + n floor_of[t], so a
+        // slowest stage of T holds at most (T - fixed) / floor_of[t].
         double speed_left = 0.0;
-        if (exact_mix) {
-          for (int t = 0; t < types; ++t) {
-            const int left = limit[static_cast<std::size_t>(t)] -
-                             used[static_cast<std::size_t>(t)] - (t == h ? 1 : 0);
-            if (left > 0) speed_left += speed_of[speed_at[static_cast<std::size_t>(t)] + left];
+        double fixed_left = 0.0;
+        double held_left = 0.0;
+        if (remaining_after > 0) {
+          if (exact_mix) {
+            double out_min = inf;
+            double out_held = inf;
+            for (int t = 0; t < types; ++t) {
+              const auto u = static_cast<std::size_t>(t);
+              const int left = limit[u] - used[u] - (t == h ? 1 : 0);
+              if (left <= 0) continue;
+              speed_left += speed_of[speed_at[u] + left];
+              fixed_left += left * entry_of[u];
+              held_left += left * (entry_of[u] / floor_of[u]);
+              out_min = std::min(out_min, out_of[u]);
+              out_held = std::min(out_held, out_of[u] / floor_of[u]);
+            }
+            fixed_left += out_min;
+            held_left += out_held;
+          } else {
+            speed_left = remaining_after / fastest;
+            fixed_left = remaining_after * entry_any + out_any;
+            held_left = remaining_after * entry_per_floor + out_per_floor;
           }
-        } else {
-          speed_left = remaining_after / fastest;
         }
         const Evaluator::Row stage_row = ev.row(h, i, j);
         for (int layers = lo; layers <= hi; ++layers) {
@@ -1097,10 +1144,11 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
             }
           }
           ++out.stats.transitions;
-          const double floor = opt.bound ? rem_floor[j + layers] : 0.0;
+          const double floor = opt.bound ? rem_floor[j + layers] + fixed_left : 0.0;
           // The slowest stage is at least the balanced split of the layers
           // left over the stages left.
-          const double max_floor = speed_left > 0.0 ? (n - j - layers) / speed_left : 0.0;
+          const double max_floor =
+              speed_left > 0.0 ? ((n - j - layers) + held_left) / speed_left : 0.0;
           // What the stage adds, with the arithmetic of extend().
           const double step = (e.fwd + b.fwd_s) + (e.bwd + b.bwd_s);
           const double stage_tail = e.sync + e.opt;
