@@ -28,10 +28,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <limits>
+#include <memory>
+#include <new>
 #include <numeric>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "costmodel/errors.h"
@@ -202,6 +206,25 @@ double bottleneck_floor(const std::vector<StageFloor>& types, int pp, int dense,
   return lo * (1.0 - 1e-9);
 }
 
+// Zeroed storage of `size` T (T implicit-lifetime: trivially copyable and
+// destructible), from calloc, replaced whole when it must grow.
+template <class T>
+struct MemoBlock {
+  struct Free {
+    void operator()(T* p) const { std::free(p); }
+  };
+  std::unique_ptr<T, Free> data;
+  std::size_t size = 0;
+  void grow(std::size_t n) {
+    static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
+    data.reset();
+    size = 0;
+    data.reset(static_cast<T*>(std::calloc(n, sizeof(T))));
+    if (!data) throw std::bad_alloc();
+    size = n;
+  }
+};
+
 // Per-configuration evaluation context: type costs, boundaries, capacities,
 // and a memo of stage evaluations.
 class Evaluator {
@@ -273,21 +296,26 @@ class Evaluator {
     }
     // The memo is reused across configurations of a thread: an entry is
     // valid when its stamp is this evaluator's generation, so nothing is
-    // cleared between configurations.
-    thread_local std::vector<StageEval> memo;
-    thread_local std::vector<std::uint32_t> stamps;
+    // cleared between configurations. Its blocks come from calloc: a
+    // search touches few of the types x PP x (N+1)^2 entries, and the
+    // pages it never touches are never faulted in (DeepSeek-V3 at PP 40:
+    // about 26 MB, whose zeroing by std::vector made the first work
+    // estimate at that depth take 86 ms instead of 2); a larger block
+    // needs no copy, its stamps are all 0, i.e. stale.
+    thread_local MemoBlock<StageEval> memo;
+    thread_local MemoBlock<std::uint32_t> stamps;
     thread_local std::uint32_t generation = 0;
     const std::size_t size = static_cast<std::size_t>(types_) * pi.pp * (n_ + 1) * (n_ + 1);
-    if (memo.size() < size) {
-      memo.resize(size);
-      stamps.resize(size, 0);
+    if (memo.size < size) {
+      memo.grow(size);
+      stamps.grow(size);
     }
     if (++generation == 0) {  // wrapped: stale stamps could look valid
-      std::fill(stamps.begin(), stamps.end(), 0);
+      std::fill(stamps.data.get(), stamps.data.get() + stamps.size, 0);
       generation = 1;
     }
-    memo_ = memo.data();
-    stamps_ = stamps.data();
+    memo_ = memo.data.get();
+    stamps_ = stamps.data.get();
     generation_ = generation;
   }
 
@@ -986,10 +1014,10 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
   std::vector<double> floor_of(static_cast<std::size_t>(types), 0.0);
   std::vector<double> entry_of(static_cast<std::size_t>(types), 0.0);
   std::vector<double> out_of(static_cast<std::size_t>(types), 0.0);
-  double entry_any = inf;         // least entry_of
-  double entry_per_floor = inf;   // least entry_of / floor_of
-  double out_any = inf;           // least out_of
-  double out_per_floor = inf;     // least out_of / floor_of
+  double entry_any = inf;        // least entry_of
+  double entry_per_floor = inf;  // least entry_of / floor_of
+  double out_any = inf;          // least out_of
+  double out_per_floor = inf;    // least out_of / floor_of
   for (int h = 0; h < types; ++h) {
     const auto u = static_cast<std::size_t>(h);
     if (limit[u] == 0) continue;
