@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <numeric>
 #include <tuple>
-#include <unordered_map>
 
 namespace hapmoe {
 
@@ -56,14 +55,6 @@ std::vector<ParallelConfig> enumerate_configs(const Workload& w, const ClusterSp
   if (t.global_batch % t.micro_batch != 0) return out;
   const std::vector<int> dps = divisors(t.global_batch / t.micro_batch);
   const std::vector<int> eps = m.is_moe() ? divisors(m.num_experts) : std::vector<int>{1};
-  // The tpe degrees of an expert group folded into `folded` devices: its
-  // divisors, computed once per value (the loop below meets each often).
-  std::unordered_map<int, std::vector<int>> tpes;
-  const auto tpes_of = [&](int folded) -> const std::vector<int>& {
-    auto [it, added] = tpes.try_emplace(folded);
-    if (added) it->second = m.is_moe() ? divisors(folded) : std::vector<int>{1};
-    return it->second;
-  };
 
   for (int pp = 1; pp <= max_pp; ++pp) {
     for (int tp : tps) {
@@ -78,7 +69,7 @@ std::vector<ParallelConfig> enumerate_configs(const Workload& w, const ClusterSp
             if (stage * pp > total) break;
             if (stage % ep != 0) continue;
             const int folded = static_cast<int>(stage / ep);
-            for (int tpe : tpes_of(folded)) {
+            for (int tpe : m.is_moe() ? divisors(folded) : std::vector<int>{1}) {
               if (options.fixed_tpe > 0 && tpe != options.fixed_tpe) continue;
               ParallelConfig pi{pp, tp, cp, ep, tpe, dp, t.micro_batch};
               if (!check_parallel(pi, w).empty()) continue;
