@@ -292,9 +292,24 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   LimitWatch watch(run.limits);
   std::vector<ConfigBound> bounds;
   if (!bruteforce && opt.bound) {
-    bounds = computed_by_all<ConfigBound>(
-        comm, run.threads, n, 512, watch, r.stopped, mine,
-        [&](std::size_t c) { return config_lower_bound(model, r.configs[c], opt); });
+    // Configurations of equal shape next to each other (BoundShape: most
+    // of a bound's cost), so a thread computes each shape once, for the
+    // run of its chunk that shares it.
+    const std::vector<std::size_t> by_shape = bound_shape_order(r.configs);
+    std::vector<std::pair<ParallelConfig, BoundShape>> last(
+        static_cast<std::size_t>(run.threads), {ParallelConfig{0}, {}});  // pp 0: none yet
+    const std::vector<ConfigBound> in_shape_order = computed_by_all<ConfigBound>(
+        comm, run.threads, n, 512, watch, r.stopped, mine, [&](std::size_t i) {
+          const ParallelConfig& pi = r.configs[by_shape[i]];
+          auto& [key, shape] = last[static_cast<std::size_t>(omp_get_thread_num())];
+          if (const ParallelConfig k = bound_shape_key(pi); !(k == key)) {
+            shape = bound_shape(model, pi, opt);
+            key = k;
+          }
+          return config_lower_bound(model, shape, pi);
+        });
+    bounds.resize(n);
+    for (std::size_t i = 0; i < n; ++i) bounds[by_shape[i]] = in_shape_order[i];
     r.estimates.assign(n, 0.0);
   } else {
     r.estimates = computed_by_all<double>(

@@ -132,15 +132,7 @@ double tail_floor(int dense_layers, int moe_layers, double dense_tail, double mo
   return (dense_layers * dense_tail + moe_layers * moe_tail) / pp;
 }
 
-// What the bottleneck bound knows of one device type: the cheapest step
-// of a dense and of a MoE layer, the least fixed step every stage of the
-// type pays (embedding or a boundary), and how many stages may use it.
-struct StageFloor {
-  double dense = 0;
-  double moe = 0;
-  double fixed = 0;
-  int stages = 0;
-};
+using StageFloor = BoundShape::Type;
 
 // A lower bound on the slowest stage step of every plan with `pp` stages
 // drawn from `types` (at most `stages` of each) holding `dense` dense and
@@ -1289,54 +1281,101 @@ void apply_uniform(const Evaluator& ev, Windows& w) {
 
 }  // namespace
 
-ConfigBound config_lower_bound(const CostModel& model, const ParallelConfig& pi,
-                               const SearchOptions& opt) {
+BoundShape bound_shape(const CostModel& model, const ParallelConfig& pi, const SearchOptions& opt) {
   const ClusterSpec& cluster = model.cluster();
-  const int n = model.workload().model.num_layers;
-  const int moe = model.moe_layers_in(0, n);
-  const double inf = std::numeric_limits<double>::infinity();
-  double dense = inf;
-  double moe_step = inf;
-  double emb = inf;
-  double output = inf;
-  double dense_tail = inf;
-  double moe_tail = inf;
+  BoundShape shape;
   std::vector<int> usable;
-  std::vector<StageFloor> floors;
   for (int h = 0; h < cluster.num_types(); ++h) {
     const int cap = stage_capacity(cluster, h, pi, opt.space.constraints);
     if (cap == 0) continue;
     const TypeCosts tc = model.type_costs(pi, h);
     const double d = tc.dense.fwd_s + tc.dense.bwd_s;
     const double e = tc.moe.fwd_s + tc.moe.bwd_s;
-    dense = std::min(dense, d);
-    moe_step = std::min(moe_step, e);
-    emb = std::min(emb, tc.embedding_fwd_s + tc.embedding_bwd_s);
-    output = std::min(output, tc.output_fwd_s + tc.output_bwd_s);
+    shape.dense = std::min(shape.dense, d);
+    shape.moe = std::min(shape.moe, e);
+    shape.emb = std::min(shape.emb, tc.embedding_fwd_s + tc.embedding_bwd_s);
+    shape.output = std::min(shape.output, tc.output_fwd_s + tc.output_bwd_s);
     const LayerTails t = layer_tails(model, pi, tc);
-    dense_tail = std::min(dense_tail, t.dense);
-    moe_tail = std::min(moe_tail, t.moe);
+    shape.dense_tail = std::min(shape.dense_tail, t.dense);
+    shape.moe_tail = std::min(shape.moe_tail, t.moe);
     usable.push_back(h);
-    floors.push_back({d, e, tc.embedding_fwd_s + tc.embedding_bwd_s, cap});
+    shape.types.push_back({d, e, tc.embedding_fwd_s + tc.embedding_bwd_s, cap});
   }
-  if (usable.empty()) return {inf, inf};
   // Every stage but the first pays a boundary from a usable type.
-  double link = inf;
   for (std::size_t k = 0; k < usable.size(); ++k) {
     for (const int hp : usable) {
       const CostModel::Boundary b = model.boundary(pi, hp, usable[k]);
-      floors[k].fixed = std::min(floors[k].fixed, b.fwd_s + b.bwd_s);
-      link = std::min(link, b.fwd_s + b.bwd_s);
+      shape.types[k].fixed = std::min(shape.types[k].fixed, b.fwd_s + b.bwd_s);
+      shape.link = std::min(shape.link, b.fwd_s + b.bwd_s);
     }
   }
-  const double slowest = bottleneck_floor(floors, pi.pp, n - moe, moe);
+  return shape;
+}
+
+ParallelConfig bound_shape_key(const ParallelConfig& pi) {
+  ParallelConfig key = pi;
+  key.pp = std::min(pi.pp, 3);
+  return key;
+}
+
+std::vector<std::size_t> bound_shape_order(const std::vector<ParallelConfig>& configs) {
+  const std::size_t n = configs.size();
+  std::vector<std::size_t> order;
+  order.reserve(n);
+  // Blocks of equal pp: [begin[b], begin[b + 1]).
+  std::vector<std::size_t> begin;
+  for (std::size_t c = 0; c < n; ++c) {
+    if (c == 0 || configs[c].pp != configs[c - 1].pp) begin.push_back(c);
+  }
+  begin.push_back(n);
+  const std::size_t blocks = begin.size() - 1;
+  // Blocks of pp <= 2 (each configuration its own shape) in order; the
+  // first block of pp >= 3 gives the keys, and every later block, a
+  // subsequence of it in canonical order, is swept alongside.
+  std::size_t lead = 0;
+  while (lead < blocks && configs[begin[lead]].pp < 3) {
+    for (std::size_t c = begin[lead]; c < begin[lead + 1]; ++c) order.push_back(c);
+    ++lead;
+  }
+  if (lead < blocks) {
+    std::vector<std::size_t> at(begin.begin() + static_cast<std::ptrdiff_t>(lead) + 1,
+                                begin.end() - 1);  // each later block's next
+    for (std::size_t c = begin[lead]; c < begin[lead + 1]; ++c) {
+      order.push_back(c);
+      const ParallelConfig key = bound_shape_key(configs[c]);
+      for (std::size_t b = 0; b < at.size(); ++b) {
+        std::size_t& k = at[b];
+        while (k < begin[lead + 2 + b] && bound_shape_key(configs[k]) == key) order.push_back(k++);
+      }
+    }
+    // What the sweep did not reach (not in canonical order): at the end.
+    for (std::size_t b = 0; b < at.size(); ++b) {
+      for (std::size_t k = at[b]; k < begin[lead + 2 + b]; ++k) order.push_back(k);
+    }
+  }
+  return order;
+}
+
+ConfigBound config_lower_bound(const CostModel& model, const BoundShape& shape,
+                               const ParallelConfig& pi) {
+  const int n = model.workload().model.num_layers;
+  const int moe = model.moe_layers_in(0, n);
+  const double inf = std::numeric_limits<double>::infinity();
+  if (shape.types.empty()) return {inf, inf};
+  const double slowest = bottleneck_floor(shape.types, pi.pp, n - moe, moe);
   if (!std::isfinite(slowest)) return {inf, inf};  // not enough stage groups
-  const double sum = (n - moe) * (moe == n ? 0.0 : dense) + moe * (moe > 0 ? moe_step : 0.0) + emb +
-                     output + (pi.pp - 1) * link;
+  const double sum = (n - moe) * (moe == n ? 0.0 : shape.dense) +
+                     moe * (moe > 0 ? shape.moe : 0.0) + shape.emb + shape.output +
+                     (pi.pp - 1) * shape.link;
   ConfigBound b;
   b.steps = sum + (model.num_microbatches(pi) - 1) * slowest;
-  b.latency = b.steps + tail_floor(n - moe, moe, dense_tail, moe_tail, pi.pp);
+  b.latency = b.steps + tail_floor(n - moe, moe, shape.dense_tail, shape.moe_tail, pi.pp);
   return b;
+}
+
+ConfigBound config_lower_bound(const CostModel& model, const ParallelConfig& pi,
+                               const SearchOptions& opt) {
+  return config_lower_bound(model, bound_shape(model, pi, opt), pi);
 }
 
 // The load-balance windows of a stage mix c (docs/search.md, pruning 1):

@@ -134,18 +134,58 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
                             double incumbent = std::numeric_limits<double>::infinity(),
                             SearchPart part = {}, const CancelCheck* cancel = nullptr);
 
-// Lower bounds on the latency of every plan of pi. With S the sum over
-// layers of the cheapest step of that layer on any usable type (plus the
-// cheapest embedding and output layer): the slowest stage takes at least
-// the continuous balanced split over the fastest stage mix the capacities
-// allow, and the largest stage tail (sync + optimizer) at least the mean.
-// +infinity if pi has too few stage groups.
+// Lower bounds on the latency of every plan of pi (docs/search.md, "Branch
+// and bound"). With S the sum over layers of the cheapest step of that
+// layer on any usable type, plus the cheapest embedding, output layer and
+// PP - 1 boundaries: the slowest stage takes at least the bottleneck floor
+// (the discrete balanced split of the layers over the stage groups the
+// capacities allow, fixed steps included), and the largest stage tail
+// (sync + optimizer) at least the mean. +infinity if pi has too few stage
+// groups.
 struct ConfigBound {
-  double latency = 0;  // S + (M-1) * balanced max + mean tail: skip above it
+  double latency = 0;  // S + (M-1) * slowest + mean tail: skip above it
   double steps = 0;    // the same without the tail: the search order
 };
 ConfigBound config_lower_bound(const CostModel& model, const ParallelConfig& pi,
                                const SearchOptions& options);
+
+// What config_lower_bound knows of pi before its pipeline depth: per usable
+// device type the cheapest dense and MoE layer steps, the least fixed step
+// a stage pays (embedding or a boundary) and its stage groups, and the
+// cheapest embedding, output layer, boundary and per-layer tails. Equal
+// for configurations with equal bound_shape_key (pp enters only as 1, 2
+// or more: where the first and last stage are), so a search over Pi
+// computes it once per key: most of a bound's cost, the rest being the
+// bottleneck floor.
+struct BoundShape {
+  struct Type {
+    double dense = 0;
+    double moe = 0;
+    double fixed = std::numeric_limits<double>::infinity();
+    int stages = 0;
+  };
+  std::vector<Type> types;  // the usable types
+  double dense = std::numeric_limits<double>::infinity();
+  double moe = std::numeric_limits<double>::infinity();
+  double emb = std::numeric_limits<double>::infinity();
+  double output = std::numeric_limits<double>::infinity();
+  double link = std::numeric_limits<double>::infinity();
+  double dense_tail = std::numeric_limits<double>::infinity();
+  double moe_tail = std::numeric_limits<double>::infinity();
+};
+BoundShape bound_shape(const CostModel& model, const ParallelConfig& pi,
+                       const SearchOptions& options);
+ParallelConfig bound_shape_key(const ParallelConfig& pi);
+// A permutation of `configs` (in the canonical order of enumerate_configs)
+// that puts configurations of equal bound_shape_key next to each other:
+// pp = 1 and 2 in order, then each configuration of the first block of
+// pp >= 3 followed by those of the later blocks with its key. Linear in
+// |Pi| times the number of pp blocks; any other input still gives a
+// permutation.
+std::vector<std::size_t> bound_shape_order(const std::vector<ParallelConfig>& configs);
+// config_lower_bound(model, pi, options) from pi's shape.
+ConfigBound config_lower_bound(const CostModel& model, const BoundShape& shape,
+                               const ParallelConfig& pi);
 
 // A relative estimate of the work search_config does on pi without a
 // bound: PP x N x the stage mixes (or usage vectors) its DP runs over. For

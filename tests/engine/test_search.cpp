@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 #include <random>
+#include <set>
 #include <sstream>
 #include <tuple>
 #include <vector>
@@ -468,6 +469,59 @@ TEST(Search, LowerBoundIsBelowEveryPlan) {
     }
   }
   EXPECT_GT(checked, 500);
+}
+
+// The driver computes one BoundShape per bound_shape_key, in the order of
+// bound_shape_order: configurations of equal key must get the same bound
+// from a shared shape as from their own, to the bit, and the order must be
+// a permutation that keeps equal keys together.
+void expect_shapes_shared(const Workload& w, const ClusterSpec& cluster, const char* what) {
+  const SearchOptions o;
+  const std::vector<ParallelConfig> configs = enumerate_configs(w, cluster, o.space);
+  const ProfileTables tables = tables_for(w, cluster, configs);
+  const CostModel model(w, cluster, tables);
+  const std::vector<std::size_t> order = bound_shape_order(configs);
+  ASSERT_EQ(order.size(), configs.size()) << what;
+  std::vector<char> seen(configs.size(), 0);
+  std::set<std::tuple<int, int, int, int, int, int, int>> closed;  // keys whose run ended
+  ParallelConfig key{0};
+  BoundShape shape;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    ASSERT_LT(order[i], configs.size()) << what;
+    ASSERT_FALSE(seen[order[i]]) << what << ": " << order[i] << " twice";
+    seen[order[i]] = 1;
+    const ParallelConfig& pi = configs[order[i]];
+    const ParallelConfig k = bound_shape_key(pi);
+    if (!(k == key)) {
+      if (key.pp > 0)
+        closed.insert({key.pp, key.tp, key.cp, key.ep, key.tpe, key.dp, key.micro_batch});
+      ASSERT_FALSE(closed.count({k.pp, k.tp, k.cp, k.ep, k.tpe, k.dp, k.micro_batch}))
+          << what << ": a key's configurations are not together";
+      key = k;
+      shape = bound_shape(model, pi, o);
+    }
+    const ConfigBound shared = config_lower_bound(model, shape, pi);
+    const ConfigBound own = config_lower_bound(model, pi, o);
+    ASSERT_EQ(shared.latency, own.latency) << what << ": pp " << pi.pp << " tp " << pi.tp;
+    ASSERT_EQ(shared.steps, own.steps) << what;
+  }
+}
+
+TEST(Search, BoundShapesAreSharedByTheirKey) {
+  std::mt19937 rng(5);
+  int spaces = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const Instance in = random_instance(rng);
+    if (!validate(in.workload.model).empty() || !validate(in.cluster).empty()) continue;
+    expect_shapes_shared(in.workload, in.cluster, in.describe().c_str());
+    ++spaces;
+  }
+  EXPECT_GT(spaces, 40);
+  // A space of deep pipelines over three types (the large case's shape,
+  // smaller): 61 layers, pp up to 61.
+  Workload w = load_workload("deepseek-v3");
+  w.training.global_batch = 1536;
+  expect_shapes_shared(w, load_cluster("H800:256,MI300X:256,910B:256"), "deepseek-v3");
 }
 
 TEST(Search, DeterministicAcrossRuns) {
