@@ -262,7 +262,15 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   mine.threads = run.threads;
 
   SearchResult r;
+  // Progress, when asked for (relaxed: a progress line reads them).
+  SearchProgress fallback;
+  SearchProgress& progress = run.progress != nullptr ? *run.progress : fallback;
+  const auto report = [&](std::atomic<std::int64_t>& field, std::int64_t value) {
+    field.store(value, std::memory_order_relaxed);
+  };
   r.configs = enumerate_configs(w, cluster, opt.space);
+  report(progress.configs, static_cast<std::int64_t>(r.configs.size()));
+  progress.phase.store(SearchProgress::kBounds, std::memory_order_relaxed);
   const ProfileTables tables = tables_for(w, cluster, r.configs, opt.profile.get());
   const CostModel model(w, cluster, tables);
   const std::size_t n = r.configs.size();
@@ -415,6 +423,8 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     const std::int64_t base = claimed;
     const std::int64_t limit = base + static_cast<std::int64_t>(local.size());
     claimed = limit;
+    report(progress.round_claimed, 0);
+    report(progress.round_units, static_cast<std::int64_t>(local.size()));
     const auto t = Clock::now();
     // The test hook fails this rank in a given round, whether or not it
     // would have claimed work there (it claims none; the others do it all).
@@ -441,6 +451,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
                                                   std::to_string(unit.config));
                        }
                        const ParallelConfig& pi = r.configs[unit.config];
+                       progress.round_claimed.fetch_add(1, std::memory_order_relaxed);
                        results[i] = bruteforce ? bruteforce_config(model, pi, opt)
                                                : search_config(model, pi, opt, incumbent, unit.part,
                                                                cancel_ptr);
@@ -514,6 +525,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   // steps), so most of Pi is never sorted (on the 604 k of the large
   // case: under 0.01 s, against 0.06 s for a stable sort of all).
   const bool rounds = !bruteforce && opt.bound;
+  progress.phase.store(SearchProgress::kSearching, std::memory_order_relaxed);
   std::vector<std::pair<double, std::size_t>> heap;  // least first
   if (rounds) {
     heap.resize(n);
@@ -550,6 +562,8 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     if (batch.empty()) continue;
     for (const std::size_t c : batch) r.round_of[c] = r.rounds;
     ++r.rounds;
+    report(progress.settled, static_cast<std::int64_t>(taken - batch.size()));
+    report(progress.rounds, r.rounds);
     run_round(batch, incumbent);
     for (const std::size_t c : batch) {
       if (r.outcome_of[c] < 0) {  // stopped before it
@@ -562,7 +576,11 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
       top.insert(std::upper_bound(top.begin(), top.end(), *o.best, candidate_less), *o.best);
       if (static_cast<int>(top.size()) > opt.top_k) top.pop_back();
     }
+    report(progress.settled, static_cast<std::int64_t>(taken));
+    report(progress.searched, static_cast<std::int64_t>(searched.size()));
+    if (!top.empty()) progress.best.store(top.front().latency_s, std::memory_order_relaxed);
   }
+  progress.phase.store(SearchProgress::kDone, std::memory_order_relaxed);
   if (r.stopped != StopReason::kNone) r.not_searched += static_cast<std::int64_t>(n - taken);
 
   r.outcomes.reserve(searched.size());

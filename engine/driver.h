@@ -4,7 +4,9 @@
 // canonical plan key) -- over MPI ranks (a Comm) and OpenMP threads.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "costmodel/cluster.h"
@@ -15,6 +17,22 @@
 #include "engine/search.h"
 
 namespace hapmoe {
+
+// How far a search has come, for a progress line (`plan --progress-every`):
+// written by run_search as it goes, readable from any thread meanwhile.
+// Counts over Pi are the whole job's, known after each round; the units
+// of the round in progress are this rank's node's.
+struct SearchProgress {
+  enum Phase : int { kStarting, kBounds, kSearching, kDone };
+  std::atomic<int> phase{kStarting};
+  std::atomic<std::int64_t> configs{0};  // |Pi|, once enumerated
+  std::atomic<std::int64_t> settled{0};  // searched, or skipped by the bound
+  std::atomic<std::int64_t> searched{0};
+  std::atomic<std::int64_t> rounds{0};         // rounds begun
+  std::atomic<std::int64_t> round_units{0};    // units of the round on this node
+  std::atomic<std::int64_t> round_claimed{0};  // of them, begun on this rank
+  std::atomic<double> best{std::numeric_limits<double>::infinity()};  // latency
+};
 
 // How one process runs its share of the search.
 struct RunOptions {
@@ -39,6 +57,8 @@ struct RunOptions {
   // Every rank stops after the same round (the ranks' reasons are
   // gathered with the round's outcomes).
   SearchLimits limits;
+  // Where to report progress (nullptr: nowhere).
+  SearchProgress* progress = nullptr;
   // Test hook (tests, docs/parallel.md): this rank fails in round
   // fail_round (0 = the first) before claiming any work, so the failure
   // happens however the work is handed out; -1 never.

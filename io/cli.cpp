@@ -31,6 +31,7 @@
 #include "io/plan_io.h"
 #include "io/profile_cli.h"
 #include "io/profile_h5.h"
+#include "io/progress.h"
 #include "io/report.h"
 #include "io/sweep.h"
 #include "io/version.h"
@@ -499,7 +500,11 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
       "(docs/baselines.md); the output is the same as the search's",
       cxxopts::value<std::string>())("plan-json",
                                      "write the plans and search statistics as JSON to this file",
-                                     cxxopts::value<std::string>());
+                                     cxxopts::value<std::string>())(
+      "progress-every",
+      "while the search runs, a progress line on stderr every this many seconds (default 60; "
+      "0: none)",
+      cxxopts::value<std::string>());
   add_launcher_options(o);
   add_out_option(o);
   add_limit_options(o);
@@ -514,6 +519,7 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
   SearchOptions opt;
   RunOptions run;
   Baseline baseline = Baseline::kNone;
+  double every = 60.0;  // --progress-every
   read_on_every_rank(comm, [&] {
     const FaultHook hook = fault_hook();
     if (hook.input_rank == comm.rank()) {
@@ -524,15 +530,26 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
     in = read_inputs(r);
     read_search_options(r, in, comm, opt, run);
     run.limits = read_limit_options(r, comm, started.at);
+    if (r.count("progress-every")) {
+      every =
+          parse_number_text(r["progress-every"].as<std::string>(), 0.0, 1e7, "--progress-every");
+    }
     if (r.count("baseline")) {
       baseline = parse_baseline(r["baseline"].as<std::string>(), "--baseline");
       if (r.count("bruteforce")) throw InputError("--baseline", "does not go with --bruteforce");
     }
   });
   const bool brute = r.count("bruteforce") > 0;
-  const BaselineRun ran =
-      brute ? BaselineRun{run_search(in.workload, in.cluster, opt, true, comm, run), ""}
-            : run_baseline(baseline, in.workload, in.cluster, opt, comm, run);
+  SearchProgress progress;
+  run.progress = &progress;
+  const BaselineRun ran = [&] {
+    const Heartbeat beat(comm.rank() == 0 ? every : 0.0, [&](double s) {
+      err << "hapmoe plan: " << duration_text(s) << ": " << progress_text(progress) << "\n";
+      err.flush();
+    });
+    return brute ? BaselineRun{run_search(in.workload, in.cluster, opt, true, comm, run), ""}
+                 : run_baseline(baseline, in.workload, in.cluster, opt, comm, run);
+  }();
   const SearchResult& result = ran.result;
   ProfileSources sources;
   const ProfileTables tables =

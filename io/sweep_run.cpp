@@ -33,17 +33,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
-#include <thread>
 #include <type_traits>
 
 #include "costmodel/errors.h"
@@ -53,6 +50,7 @@
 #include "io/cluster_io.h"
 #include "io/json_strict.h"
 #include "io/profile_h5.h"
+#include "io/progress.h"
 #include "io/report.h"
 #include "io/sweep.h"
 
@@ -145,19 +143,6 @@ std::string group_name(std::size_t index, std::size_t total) {
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-std::string duration_text(double s) {
-  char buf[32];
-  if (s < 60) {
-    std::snprintf(buf, sizeof buf, "%.1f s", s);
-  } else if (s < 3600) {
-    std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
-  } else {
-    std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s) / 3600,
-                  static_cast<int>(s) / 60 % 60);
-  }
-  return buf;
 }
 
 // What rank 0 keeps of a finished case until it is committed.
@@ -415,8 +400,10 @@ class Progress {
       err_.flush();
     }
   }
-  // A case still running after `seconds` (case `number`, 1-based).
-  void case_running(const SweepCase& c, std::size_t number, double seconds) {
+  // A case still running after `seconds` (case `number`, 1-based), where
+  // its search stands.
+  void case_running(const SweepCase& c, std::size_t number, double seconds,
+                    const SearchProgress& search) {
     char line[256];
     if (tty_) {
       std::snprintf(line, sizeof line, "\r%zu/%zu cases done, case %zu running for %s   ", done_,
@@ -426,7 +413,7 @@ class Progress {
       std::snprintf(line, sizeof line,
                     "hapmoe sweep: case %zu/%zu running for %s, elapsed %s: ", number, total_,
                     duration_text(seconds).c_str(), duration_text(seconds_since(start_)).c_str());
-      err_ << line << c.name << "\n";
+      err_ << line << c.name << ": " << progress_text(search) << "\n";
     }
     err_.flush();
   }
@@ -443,39 +430,6 @@ class Progress {
   std::size_t run_now_ = 0;
   std::int64_t configs_ = 0;
   std::chrono::steady_clock::time_point start_;
-};
-
-// Calls `beat(seconds since start)` every `every_s` seconds from a thread
-// of its own until destroyed (never if every_s <= 0): progress while a long
-// case runs. Only this thread writes to the progress stream meanwhile.
-class Heartbeat {
- public:
-  Heartbeat(double every_s, std::function<void(double)> beat) {
-    if (every_s <= 0) return;
-    thread_ = std::thread([this, every_s, beat = std::move(beat)] {
-      const auto start = std::chrono::steady_clock::now();
-      const auto period = std::chrono::duration<double>(every_s);
-      std::unique_lock<std::mutex> lock(mutex_);
-      while (!cv_.wait_for(lock, period, [this] { return stop_; })) beat(seconds_since(start));
-    });
-  }
-  ~Heartbeat() {
-    if (!thread_.joinable()) return;
-    {
-      const std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    cv_.notify_one();
-    thread_.join();
-  }
-  Heartbeat(const Heartbeat&) = delete;
-  Heartbeat& operator=(const Heartbeat&) = delete;
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::thread thread_;
 };
 
 }  // namespace
@@ -659,12 +613,14 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
       run.threads = o.threads;
       run.round = c.round;
       run.limits = o.limits;
+      SearchProgress search;
+      run.progress = &search;
       const double every = comm.rank() != 0 ? 0.0
                            : o.tty          ? std::min(o.progress_s, 1.0)
                                             : o.progress_s;
       const std::size_t number = done_count + 1;
       {
-        const Heartbeat beat(every, [&](double s) { progress.case_running(c, number, s); });
+        const Heartbeat beat(every, [&](double s) { progress.case_running(c, number, s, search); });
         if (by_case) {
           // Alone: a failure must still reach the gather below.
           SerialComm alone;

@@ -410,6 +410,8 @@ TEST(Sweep, ProgressWhileACaseRuns) {
                         "--threads", "1", "--progress-every", "0.05"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_NE(r.err.find("hapmoe sweep: case 1/1 running for"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("plain DP: "), std::string::npos) << r.err;  // where the search stands
+  EXPECT_NE(r.err.find("of 432 configurations"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("hapmoe sweep: 1/1 cases"), std::string::npos) << r.err;
 }
 

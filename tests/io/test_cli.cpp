@@ -14,6 +14,7 @@
 
 #include "io/cli.h"
 #include "io/json_strict.h"
+#include "io/progress.h"
 #include "tests/io/cli_run.h"
 
 namespace hapmoe {
@@ -280,12 +281,58 @@ TEST(CliPlan, BruteForceAgreesOnASmallSpaceAndRefusesALargeOne) {
   EXPECT_NE(big.err.find("brute force is limited to"), std::string::npos) << big.err;
 }
 
+// A search that runs a while prints progress lines on stderr, and only
+// there: stdout is the same with and without them.
+TEST(CliPlan, ProgressLinesWhileTheSearchRuns) {
+  const std::vector<std::string> a = {"plan",       "--model", "mixtral-s", "--cluster",
+                                      "paper:16-1", "--prune", "mem",       "--no-bound",
+                                      "--threads",  "1",       "--top-k",   "2"};
+  std::vector<std::string> with = a;
+  with.insert(with.end(), {"--progress-every", "0.01"});
+  std::vector<std::string> without = a;
+  without.insert(without.end(), {"--progress-every", "0"});
+  const CliRun p = run(with);
+  const CliRun q = run(without);
+  ASSERT_EQ(p.code, kExitOk) << p.err;
+  ASSERT_EQ(q.code, kExitOk) << q.err;
+  EXPECT_NE(p.err.find("hapmoe plan: "), std::string::npos) << p.err;
+  EXPECT_NE(p.err.find("of 432 configurations"), std::string::npos) << p.err;  // |Pi|
+  EXPECT_EQ(q.err, "");
+  const auto strip_time = [](const std::string& text) {
+    return text.substr(0, text.find("  wall time"));
+  };
+  EXPECT_EQ(strip_time(p.out), strip_time(q.out));
+}
+
+TEST(CliPlan, ProgressTextSaysWhereTheSearchStands) {
+  SearchProgress p;
+  EXPECT_EQ(progress_text(p), "enumerating the configurations");
+  p.configs = 603873;
+  p.phase = SearchProgress::kBounds;
+  EXPECT_EQ(progress_text(p), "bounds and work estimates of 603873 configurations");
+  p.phase = SearchProgress::kSearching;
+  p.rounds = 3;
+  p.settled = 96;
+  p.searched = 64;
+  p.round_units = 32;
+  p.round_claimed = 12;
+  EXPECT_EQ(progress_text(p),
+            "searching: round 3, 96 of 603873 configurations settled (64 searched), 12 of this "
+            "node's 32 units of the round begun here; no plan yet");
+  p.best = 4.198186;
+  EXPECT_NE(progress_text(p).find("; best 4.198"), std::string::npos) << progress_text(p);
+  EXPECT_EQ(duration_text(5.25), "5.2 s");
+  EXPECT_EQ(duration_text(245), "4m05s");
+  EXPECT_EQ(duration_text(7980), "2h13m");
+}
+
 TEST(CliPlan, BadSearchOptionsExitTwo) {
   for (const std::vector<std::string>& extra : {std::vector<std::string>{"--prune", "lb,fast"},
                                                 {"--delta", "-1"},
                                                 {"--eta", "x"},
                                                 {"--top-k", "0"},
-                                                {"--max-pp", "0"}}) {
+                                                {"--max-pp", "0"},
+                                                {"--progress-every", "-1"}}) {
     std::vector<std::string> a = {"plan", "--model", "mixtral-s", "--cluster", "paper:16-1"};
     a.insert(a.end(), extra.begin(), extra.end());
     const CliRun r = run(a);
