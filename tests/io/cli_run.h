@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "io/cli.h"
 
 namespace hapmoe::test {
@@ -32,6 +34,19 @@ inline CliRun run(std::vector<std::string> args) {
   r.out = out.str();
   r.err = err.str();
   return r;
+}
+
+// A fresh, empty directory for this test: <tmp>/hapmoe_tests/<Suite.Test>/NAME.
+// Named after the running test, so that tests CTest runs side by side never
+// share (or remove) each other's files.
+inline std::filesystem::path scratch_dir(const std::string& name) {
+  const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string test = t ? std::string(t->test_suite_name()) + "." + t->name() : "no_test";
+  const std::filesystem::path d =
+      std::filesystem::temp_directory_path() / "hapmoe_tests" / test / name;
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
 }
 
 inline std::string slurp(const std::filesystem::path& p) {

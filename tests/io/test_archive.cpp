@@ -35,14 +35,8 @@ namespace {
 namespace fs = std::filesystem;
 using test::CliRun;
 using test::run;
+using test::scratch_dir;
 using test::slurp;
-
-fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("hapmoe_archive_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
 
 void spit(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
 
@@ -72,7 +66,7 @@ std::vector<std::string> plan_to(const fs::path& out) {
 }
 
 TEST(Archive, PlanOutThenShowPrintsTheSameBestPlan) {
-  const fs::path d = temp_dir("plan");
+  const fs::path d = scratch_dir("plan");
   const CliRun p = run(plan_to(d / "run.h5"));
   ASSERT_EQ(p.code, kExitOk) << p.err;
   EXPECT_FALSE(has_temporaries(d));
@@ -92,7 +86,7 @@ TEST(Archive, PlanOutThenShowPrintsTheSameBestPlan) {
 // Nothing fits: exit 3, and the archive is still written, with no plans
 // but every configuration's statistics.
 TEST(Archive, NoFitStillWritesTheArchive) {
-  const fs::path d = temp_dir("nofit");
+  const fs::path d = scratch_dir("nofit");
   const CliRun p = run({"plan", "--model", "mixtral-l", "--cluster", "paper:16-1", "--threads", "1",
                         "--out", (d / "run.h5").string()});
   ASSERT_EQ(p.code, kExitNoFit) << p.err;
@@ -105,7 +99,7 @@ TEST(Archive, NoFitStillWritesTheArchive) {
 }
 
 TEST(Archive, TablesReadBackThroughTheWrapper) {
-  const fs::path d = temp_dir("tables");
+  const fs::path d = scratch_dir("tables");
   ASSERT_EQ(run(plan_to(d / "run.h5")).code, kExitOk);
   const h5::File f = h5::File::open_read((d / "run.h5").string());
   EXPECT_EQ(f.attrs().get_string("format"), kArchiveFormat);
@@ -127,7 +121,7 @@ TEST(Archive, TablesReadBackThroughTheWrapper) {
 }
 
 TEST(Archive, EvaluateOut) {
-  const fs::path d = temp_dir("evaluate");
+  const fs::path d = scratch_dir("evaluate");
   const std::string plan =
       std::string(HAPMOE_SOURCE_DIR) + "/examples/plans/mixtral-s-paper-16-1.json";
   const CliRun e = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan",
@@ -156,7 +150,7 @@ void expect_bad_out(const fs::path& out, const std::string& why) {
 }
 
 TEST(Archive, BadOutPathsFailBeforeTheSearch) {
-  const fs::path d = temp_dir("bad");
+  const fs::path d = scratch_dir("bad");
   expect_bad_out(d / "missing" / "run.h5", "does not exist");
   expect_bad_out("/proc/hapmoe-test.h5", "cannot create a file in /proc");
   fs::create_directories(d / "dir.h5");
@@ -168,14 +162,14 @@ TEST(Archive, BadOutPathsFailBeforeTheSearch) {
 
 TEST(Archive, ReadOnlyDirectory) {
   if (::geteuid() == 0) GTEST_SKIP() << "root ignores permission bits (/proc covers this)";
-  const fs::path d = temp_dir("readonly");
+  const fs::path d = scratch_dir("readonly");
   fs::permissions(d, fs::perms::owner_read | fs::perms::owner_exec);
   expect_bad_out(d / "run.h5", "cannot create a file");
   fs::permissions(d, fs::perms::owner_all);
 }
 
 TEST(Archive, FailedWriteLeavesTheOldArchive) {
-  const fs::path d = temp_dir("failed");
+  const fs::path d = scratch_dir("failed");
   ASSERT_EQ(run(plan_to(d / "run.h5")).code, kExitOk);
   const std::string before = slurp(d / "run.h5");
   g_archive_before_rename = [](const std::string&) {
@@ -196,7 +190,7 @@ TEST(Archive, FailedWriteLeavesTheOldArchive) {
 }
 
 TEST(Archive, StaleTemporariesOfDeadWritersAreRemoved) {
-  const fs::path d = temp_dir("stale");
+  const fs::path d = scratch_dir("stale");
   spit(d / ".run.h5.tmp.999999999", "half");  // no such pid
   spit(d / ".run.h5.tmp.1", "init's");        // a live pid: left alone
   ASSERT_EQ(run(plan_to(d / "run.h5")).code, kExitOk);
@@ -205,7 +199,7 @@ TEST(Archive, StaleTemporariesOfDeadWritersAreRemoved) {
 }
 
 TEST(Archive, ShowRejectsWhatIsNotAnArchive) {
-  const fs::path d = temp_dir("show");
+  const fs::path d = scratch_dir("show");
   spit(d / "x.h5", "text");
   CliRun r = run({"show", (d / "x.h5").string()});
   EXPECT_EQ(r.code, kExitInput);
@@ -226,7 +220,7 @@ TEST(Archive, ShowRejectsWhatIsNotAnArchive) {
 TEST(Archive, AttributesOutliveTheirGroup) {
   // Regression: `show` read a sweep's attributes through a temporary Group,
   // whose handle closed before the read ("not a location").
-  const fs::path d = temp_dir("attrs");
+  const fs::path d = scratch_dir("attrs");
   const std::string path = (d / "a.h5").string();
   {
     h5::File f = h5::File::create(path);
@@ -293,7 +287,7 @@ TEST(SweepFile, StrictErrorsNameTheField) {
 }
 
 TEST(Sweep, BaselineCasesGiveGeometricMeansNormalisedToMi) {
-  const fs::path d = temp_dir("sweep_baselines");
+  const fs::path d = scratch_dir("sweep_baselines");
   spit(d / "s.json", R"({"defaults": {"top_k": 1}, "product": {"model": "mixtral-s",
     "cluster": ["paper:16-2", "paper:32-2"], "baseline": ["hapmoe", "mi", "uniform"]}})");
   const std::string out = (d / "s.h5").string();
@@ -343,7 +337,7 @@ constexpr const char* kTwoCases = R"({
 })";
 
 TEST(Sweep, RunsResumesAndRefusesToOverwrite) {
-  const fs::path d = temp_dir("sweep");
+  const fs::path d = scratch_dir("sweep");
   spit(d / "s.json", kTwoCases);
   const std::string out = (d / "s.h5").string();
   CliRun r = run({"sweep", (d / "s.json").string(), "--out", out, "--threads", "1"});
@@ -373,7 +367,7 @@ TEST(Sweep, RunsResumesAndRefusesToOverwrite) {
 }
 
 TEST(Sweep, BadCaseInputFailsBeforeAnySearch) {
-  const fs::path d = temp_dir("sweep_bad");
+  const fs::path d = scratch_dir("sweep_bad");
   spit(d / "s.json", R"({"cases": [{"model": "mixtral-s", "cluster": "paper:16-1"},
                                   {"model": "no-such-model", "cluster": "paper:16-1"}]})");
   const CliRun r = run({"sweep", (d / "s.json").string(), "--out", (d / "s.h5").string()});
@@ -386,7 +380,7 @@ TEST(Sweep, BadCaseInputFailsBeforeAnySearch) {
 // --checkpoint-every S: finished cases wait for the interval (here the end
 // of the sweep) and are committed together.
 TEST(Sweep, CheckpointEveryBatchesCommits) {
-  const fs::path d = temp_dir("sweep_interval");
+  const fs::path d = scratch_dir("sweep_interval");
   spit(d / "s.json", kTwoCases);
   const std::string out = (d / "s.h5").string();
   static int commits = 0;
@@ -403,7 +397,7 @@ TEST(Sweep, CheckpointEveryBatchesCommits) {
 // A case that runs long gets progress lines while it runs (~0.2 s here,
 // a line every 0.05 s).
 TEST(Sweep, ProgressWhileACaseRuns) {
-  const fs::path d = temp_dir("sweep_progress");
+  const fs::path d = scratch_dir("sweep_progress");
   spit(d / "s.json", R"({"cases": [{"name": "plain DP", "model": "mixtral-s",
                                     "cluster": "paper:16-1", "prune": "mem", "bound": false}]})");
   const CliRun r = run({"sweep", (d / "s.json").string(), "--out", (d / "s.h5").string(),
@@ -419,7 +413,7 @@ TEST(Sweep, ProgressWhileACaseRuns) {
 // first commit: the sweep stops after that case with exit code 4 and a
 // valid archive, and --resume finishes the rest.
 TEST(Sweep, Sigusr1StopsAfterTheCaseInFlightAndResumeFinishes) {
-  const fs::path d = temp_dir("sweep_signal");
+  const fs::path d = scratch_dir("sweep_signal");
   spit(d / "s.json", kTwoCases);
   const std::string out = (d / "s.h5").string();
   static int raised = 0;
@@ -441,7 +435,7 @@ TEST(Sweep, Sigusr1StopsAfterTheCaseInFlightAndResumeFinishes) {
 // --time-limit: a search stopped by it exits 5 and says so in the text,
 // the JSON, the archive and `show`; a time already up searches nothing.
 TEST(Limits, PlanStoppedByTheTimeLimitIsMarkedEverywhere) {
-  const fs::path d = temp_dir("limit_plan");
+  const fs::path d = scratch_dir("limit_plan");
   std::vector<std::string> a = plan_to(d / "p.h5");
   a.insert(a.end(), {"--plan-json", (d / "p.json").string(), "--time-limit", "1e-9"});
   CliRun r = run(a);
@@ -490,7 +484,7 @@ TEST(Limits, BadLimitValuesNameTheOption) {
 // A sweep a limit stops commits the case in flight as "stopped", exits 5,
 // and --resume runs that case again (replacing it) and finishes.
 TEST(Limits, SweepStoppedByTheTimeLimitResumes) {
-  const fs::path d = temp_dir("limit_sweep");
+  const fs::path d = scratch_dir("limit_sweep");
   spit(d / "s.json", kTwoCases);
   const std::string out = (d / "s.h5").string();
   CliRun r = run(

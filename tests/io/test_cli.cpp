@@ -23,17 +23,11 @@ namespace {
 namespace fs = std::filesystem;
 using test::CliRun;
 using test::run;
+using test::scratch_dir;
 using test::slurp;
 
 const std::string kPlan =
     std::string(HAPMOE_SOURCE_DIR) + "/examples/plans/mixtral-s-paper-16-1.json";
-
-fs::path temp_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("hapmoe_cli_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
 
 TEST(Cli, EvaluatePrintsLatencyBreakdownAndStages) {
   const CliRun r =
@@ -47,7 +41,7 @@ TEST(Cli, EvaluatePrintsLatencyBreakdownAndStages) {
 }
 
 TEST(Cli, PlanJsonFeedsBackToIdenticalOutput) {
-  const fs::path d = temp_dir("feedback");
+  const fs::path d = scratch_dir("feedback");
   const std::string first = (d / "first.json").string();
   const std::string second = (d / "second.json").string();
   CliRun r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan,
@@ -81,7 +75,7 @@ TEST(Cli, SimulateComparesWithClosedForm) {
 }
 
 TEST(Cli, PlanThatDoesNotFitExitsThreeAndNamesTheStage) {
-  const fs::path d = temp_dir("nofit");
+  const fs::path d = scratch_dir("nofit");
   const fs::path plan = d / "plan.json";
   std::ofstream(plan) << R"({"parallel":{"pp":1,"tp":1,"dp":8},
                             "stages":[{"device":"910B","layers":24}]})";
@@ -97,7 +91,7 @@ TEST(Cli, PlanThatDoesNotFitExitsThreeAndNamesTheStage) {
 }
 
 TEST(Cli, BadInputsExitTwoWithOneMessageAndNoOutput) {
-  const fs::path d = temp_dir("bad");
+  const fs::path d = scratch_dir("bad");
   const std::string out = (d / "out.json").string();
   const std::vector<std::vector<std::string>> cases = {
       {"--model", "no-such-model", "--cluster", "paper:16-1", "--plan", kPlan},
@@ -125,7 +119,7 @@ TEST(Cli, BadInputsExitTwoWithOneMessageAndNoOutput) {
 }
 
 TEST(Cli, PlanViolatingMegatronConstraintsIsRejected) {
-  const fs::path d = temp_dir("constraints");
+  const fs::path d = scratch_dir("constraints");
   const fs::path plan = d / "plan.json";
   // EP = 3 does not divide 8 experts.
   std::ofstream(plan) << R"({"parallel":{"pp":2,"tp":1,"ep":3,"dp":6},
@@ -172,7 +166,7 @@ TEST(Cli, HelpVersionCatalogAndUsage) {
 
 TEST(Cli, ExecutableExitCodes) {
   const std::string bin = HAPMOE_BINARY;
-  const fs::path d = temp_dir("exe");
+  const fs::path d = scratch_dir("exe");
   const std::string cmd_ok = bin + " evaluate --model mixtral-s --cluster paper:16-1 --plan " +
                              kPlan + " >" + (d / "o").string() + " 2>" + (d / "e").string();
   int status = std::system(cmd_ok.c_str());
@@ -200,7 +194,7 @@ Json without_timing(Json j) {
 }
 
 TEST(CliPlan, PrintsBestTopKAndStatisticsAndWritesTheSchema) {
-  const fs::path d = temp_dir("plan");
+  const fs::path d = scratch_dir("plan");
   const std::string out = (d / "plan.json").string();
   const CliRun r =
       run({"plan", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan-json", out});
@@ -237,7 +231,7 @@ TEST(CliPlan, PrintsBestTopKAndStatisticsAndWritesTheSchema) {
 }
 
 TEST(CliPlan, OutputIsDeterministic) {
-  const fs::path d = temp_dir("determinism");
+  const fs::path d = scratch_dir("determinism");
   const std::string a = (d / "a.json").string();
   const std::string b = (d / "b.json").string();
   for (const std::string& f : {a, b}) {
@@ -251,7 +245,7 @@ TEST(CliPlan, OutputIsDeterministic) {
 }
 
 TEST(CliPlan, NothingFitsExitsThreeWithTheSmallestShortfall) {
-  const fs::path d = temp_dir("nothing");
+  const fs::path d = scratch_dir("nothing");
   const std::string out = (d / "plan.json").string();
   const CliRun r = run({"plan", "--model", "mixtral-l", "--cluster", "H800:8", "--plan-json", out});
   EXPECT_EQ(r.code, kExitNoFit) << r.err;
@@ -348,7 +342,7 @@ namespace hapmoe {
 namespace {
 
 TEST(CliBaselines, EveryBaselineWritesThePlanSchemaAndEvaluatesBack) {
-  const fs::path d = temp_dir("baselines");
+  const fs::path d = scratch_dir("baselines");
   for (const char* name : {"uniform", "mi", "metis-style", "homogeneous-only"}) {
     const std::string out = (d / (std::string(name) + ".json")).string();
     const CliRun r = run({"plan", "--model", "mixtral-s", "--cluster", "paper:32-2", "--baseline",
@@ -374,7 +368,7 @@ TEST(CliBaselines, EveryBaselineWritesThePlanSchemaAndEvaluatesBack) {
 }
 
 TEST(CliBaselines, CompareNormalisesToMiAndArchivesEveryBaseline) {
-  const fs::path d = temp_dir("compare");
+  const fs::path d = scratch_dir("compare");
   const std::string json = (d / "cmp.json").string();
   const std::string h5 = (d / "cmp.h5").string();
   const CliRun r = run({"compare", "--model", "mixtral-s", "--cluster", "paper:32-2", "--plan-json",

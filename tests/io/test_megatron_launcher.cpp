@@ -25,6 +25,7 @@ namespace hapmoe {
 namespace {
 
 namespace fs = std::filesystem;
+using test::scratch_dir;
 using test::slurp;
 
 const std::string kData = std::string(HAPMOE_TEST_DATA) + "/megatron/";
@@ -38,13 +39,6 @@ int cli(std::vector<std::string> args, std::string* out_text = nullptr) {
   if (out_text) *out_text = out.str() + err.str();
   EXPECT_TRUE(code == kExitOk || code == kExitNoFit || code == kExitInput) << err.str();
   return code;
-}
-
-fs::path temp_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("hapmoe_megatron_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
 }
 
 // Everything of a plan search run through the CLI, then read back.
@@ -61,8 +55,8 @@ struct RoundTrip {
 RoundTrip round_trip(const std::string& script_or_model, const std::string& cluster,
                      bool is_script = true) {
   RoundTrip r;
-  const fs::path d = temp_dir(fs::path(script_or_model).stem().string() + "_" +
-                              cluster.substr(cluster.find(':') + 1));
+  const fs::path d = scratch_dir(fs::path(script_or_model).stem().string() + "_" +
+                                 cluster.substr(cluster.find(':') + 1));
   const std::string launcher = (d / "launch.sh").string();
   const std::string json = (d / "plan.json").string();
   cli({"plan", is_script ? "--megatron-script" : "--model", script_or_model, "--cluster", cluster,
@@ -308,7 +302,7 @@ TEST(MegatronLauncher, GoldenLaunchersReadByHand) {
 // the recorded command reads back as the same model and settings.
 TEST(MegatronLauncher, LauncherRunsUnderBash) {
   if (std::system("bash -c true > /dev/null 2>&1") != 0) GTEST_SKIP() << "no bash";
-  const fs::path d = temp_dir("run");
+  const fs::path d = scratch_dir("run");
   const fs::path bin = d / "bin";
   fs::create_directories(bin);
   std::ofstream(bin / "torchrun") << "#!/bin/bash\nprintf '%q ' torchrun \"$@\" > \"$RECORD\"\n";
@@ -384,7 +378,7 @@ TEST(MegatronLauncher, EvaluateScoresTheScriptsOwnSettings) {
   EXPECT_NE(first_910b, std::string::npos) << out;
   EXPECT_NE(out.find("    1  H800"), std::string::npos) << out;
   // A broken script is an input error (exit 2) naming the file and line.
-  const fs::path d = temp_dir("broken");
+  const fs::path d = scratch_dir("broken");
   std::ofstream(d / "broken.sh") << "A=(\n --num-layers 4\npython pretrain_gpt.py \"${A[@]}\n";
   std::string msg;
   EXPECT_EQ(

@@ -11,6 +11,7 @@
 #include "io/json_strict.h"
 #include "io/model_io.h"
 #include "io/plan_io.h"
+#include "tests/io/cli_run.h"
 
 namespace hapmoe {
 namespace {
@@ -116,11 +117,19 @@ TEST(PlanIo, OutputFeedsBackToTheSamePlanAndFigures) {
   EXPECT_THROW(parse_plan_json(doc.dump(), "out.json", c, 1, 1), InputError);
 }
 
+// Tests CTest runs side by side once removed each other's directories (two
+// launcher tests both used <tmp>/hapmoe_megatron_mixtral_l_32-1): a scratch
+// directory is named after the running test.
+TEST(PlanIo, ScratchDirectoriesBelongToTheRunningTest) {
+  const std::filesystem::path d = test::scratch_dir("x");
+  EXPECT_NE(d.string().find("PlanIo.ScratchDirectoriesBelongToTheRunningTest"), std::string::npos)
+      << d;
+  EXPECT_TRUE(std::filesystem::is_empty(d));
+}
+
 TEST(PlanIo, AtomicWriteReplacesWholeOrNothing) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / "hapmoe_atomic_test";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = test::scratch_dir("atomic");
   const std::string target = (dir / "out.json").string();
   write_file_atomic(target, "first\n");
   write_file_atomic(target, "second\n");

@@ -31,17 +31,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using test::run;
+using test::scratch_dir;
 using test::slurp;
 
 const std::string kData = std::string(HAPMOE_TEST_DATA) + "/profile/";
-
-fs::path temp_dir(const std::string& name) {
-  const fs::path d =
-      fs::temp_directory_path() / ("hapmoe_profile_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
 
 // --- nccl-tests logs ------------------------------------------------------------
 
@@ -140,7 +133,7 @@ TEST(RouterCsv, GroupsByIterationAndLayer) {
 // --- The profile file --------------------------------------------------------------
 
 TEST(ProfileFile, RoundTripsAndRejectsOtherLayouts) {
-  const fs::path d = temp_dir("file");
+  const fs::path d = scratch_dir("file");
   MeasuredProfile p;
   p.comm.push_back({Primitive::kAllToAll, LinkKind::kCrossType, "H800", "MI300X", 16, 1e6, 3e-3});
   p.compute.push_back({"H800", 2, 1, 1, 1e-3, 2e-3, 4e-4, kUnset});
@@ -171,7 +164,7 @@ TEST(ProfileFile, RoundTripsAndRejectsOtherLayouts) {
 }
 
 TEST(ProfileImport, BadInputExitsTwoAndWritesNothing) {
-  const fs::path d = temp_dir("import");
+  const fs::path d = scratch_dir("import");
   const std::string out = (d / "p.h5").string();
   const auto r =
       run({"profile", "import", "--out", out, "--nccl", kData + "bad_no_table.log", "--primitive",
@@ -290,7 +283,7 @@ int cross_type_boundaries(const std::string& plan_json) {
 }
 
 TEST(ProfilePlan, SlowMeasuredCrossTypeLinkMovesThePlanOffIt) {
-  const fs::path d = temp_dir("plan");
+  const fs::path d = scratch_dir("plan");
   const std::string prof = (d / "slow.h5").string();
   ASSERT_EQ(run({"profile", "import", "--out", prof, "--nccl",
                  kData + "sendrecv_perf_cross_slow.log", "--primitive", "sendrecv_perf", "--device",
@@ -402,7 +395,7 @@ MeasuredProfile synthetic_truth(const Workload& w, const ClusterSpec& c, bool sm
 
 TEST(ProfileCheck, FittedProfileBeatsTheCatalogOnSyntheticRuns) {
   const char* keep = std::getenv("HAPMOE_KEEP_PROFILE_DEMO");
-  const fs::path d = keep != nullptr ? fs::path(keep) : temp_dir("check");
+  const fs::path d = keep != nullptr ? fs::path(keep) : scratch_dir("check");
   fs::create_directories(d);
   Workload w = load_workload("mixtral-s");
   const ClusterSpec c = load_cluster("H800:8,MI300X:8");
