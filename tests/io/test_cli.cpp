@@ -279,7 +279,7 @@ TEST(CliPlan, BruteForceAgreesOnASmallSpaceAndRefusesALargeOne) {
 // there: stdout is the same with and without them.
 TEST(CliPlan, ProgressLinesWhileTheSearchRuns) {
   const std::vector<std::string> a = {"plan",       "--model", "mixtral-s", "--cluster",
-                                      "paper:16-1", "--prune", "mem",       "--no-bound",
+                                      "paper:16-1", "--prune", "lb",        "--no-bound",
                                       "--threads",  "1",       "--top-k",   "2"};
   std::vector<std::string> with = a;
   with.insert(with.end(), {"--progress-every", "0.01"});
