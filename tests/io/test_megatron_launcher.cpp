@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "costmodel/analytic.h"
@@ -31,14 +32,10 @@ using test::slurp;
 const std::string kData = std::string(HAPMOE_TEST_DATA) + "/megatron/";
 
 int cli(std::vector<std::string> args, std::string* out_text = nullptr) {
-  args.insert(args.begin(), "hapmoe");
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  const int code = run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
-  if (out_text) *out_text = out.str() + err.str();
-  EXPECT_TRUE(code == kExitOk || code == kExitNoFit || code == kExitInput) << err.str();
-  return code;
+  const test::CliRun r = test::run(std::move(args));
+  if (out_text) *out_text = r.out + r.err;
+  EXPECT_TRUE(r.code == kExitOk || r.code == kExitNoFit || r.code == kExitInput) << r.err;
+  return r.code;
 }
 
 // Everything of a plan search run through the CLI, then read back.
@@ -386,12 +383,10 @@ TEST(MegatronLauncher, EvaluateScoresTheScriptsOwnSettings) {
       kExitInput);
   EXPECT_NE(msg.find("broken.sh:3: unterminated double quote"), std::string::npos) << msg;
   // --model and --megatron-script together are an input error.
-  std::vector<const char*> argv = {
-      "hapmoe", "evaluate",  "--model", "mixtral-s", "--megatron-script",
-      "x.sh",   "--cluster", "H800:8"};
-  std::ostringstream o, e;
-  EXPECT_EQ(run_cli(static_cast<int>(argv.size()), argv.data(), o, e), kExitInput);
-  EXPECT_NE(e.str().find("not both"), std::string::npos) << e.str();
+  const test::CliRun r = test::run(
+      {"evaluate", "--model", "mixtral-s", "--megatron-script", "x.sh", "--cluster", "H800:8"});
+  EXPECT_EQ(r.code, kExitInput);
+  EXPECT_NE(r.err.find("not both"), std::string::npos) << r.err;
 }
 
 }  // namespace
