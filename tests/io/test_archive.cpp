@@ -395,7 +395,7 @@ TEST(Sweep, CheckpointEveryBatchesCommits) {
 }
 
 // A case that runs long gets progress lines while it runs (~0.2 s here,
-// a line every 0.05 s).
+// a line every 0.02 s).
 TEST(Sweep, ProgressWhileACaseRuns) {
   const fs::path d = scratch_dir("sweep_progress");
   spit(d / "s.json", R"({"cases": [{"name": "no bound", "model": "mixtral-s",
