@@ -27,6 +27,8 @@ namespace {
 struct Instance {
   Workload workload;
   ClusterSpec cluster;
+  // Random shapes can break a model or cluster rule; such draws are skipped.
+  bool valid() const { return validate(workload.model).empty() && validate(cluster).empty(); }
   std::string describe() const {
     std::ostringstream s;
     const ModelSpec& m = workload.model;
@@ -155,7 +157,7 @@ TEST(SearchOracle, DpEqualsBruteForceWithPruningsOff) {
   int with_recompute = 0;
   while (instances < 300) {
     const Instance in = random_instance(rng);
-    if (!validate(in.workload.model).empty() || !validate(in.cluster).empty()) continue;
+    if (!in.valid()) continue;
     const auto pis = enumerate_configs(in.workload, in.cluster, opt.space);
     if (pis.empty()) continue;
     const ProfileTables tables = tables_for(in.workload, in.cluster, pis);
@@ -206,7 +208,7 @@ TEST(SearchOracle, PruningsNeverBeatTheUnprunedOptimum) {
   int compared = 0;
   for (int trial = 0; trial < 120; ++trial) {
     const Instance in = random_instance(rng);
-    if (!validate(in.workload.model).empty() || !validate(in.cluster).empty()) continue;
+    if (!in.valid()) continue;
     const SearchResult base = run_search(in.workload, in.cluster, none);
     for (const PruneSet p : {PruneSet{true, false, false}, PruneSet{false, true, false},
                              PruneSet{false, false, true}, PruneSet{true, true, true}}) {
@@ -240,7 +242,7 @@ TEST(SearchOracle, LoadBalancePruningLosesNothingOnHomogeneousClusters) {
     Instance in = random_instance(rng);
     in.cluster.pools.resize(1);
     in.cluster.pools[0].device.memory_bytes *= 4;  // plenty: the balanced optimum
-    if (!validate(in.workload.model).empty() || !validate(in.cluster).empty()) continue;
+    if (!in.valid()) continue;
     const SearchResult a = run_search(in.workload, in.cluster, none);
     const SearchResult b = run_search(in.workload, in.cluster, lb);
     if (a.top.empty()) continue;
@@ -270,7 +272,7 @@ TEST(SearchOracle, UniformForcesEvenLayers) {
   int checked = 0;
   for (int trial = 0; checked < 30 && trial < 500; ++trial) {
     const Instance in = random_instance(rng);
-    if (!validate(in.workload.model).empty() || !validate(in.cluster).empty()) continue;
+    if (!in.valid()) continue;
     const SearchResult r = run_search(in.workload, in.cluster, o);
     for (const PlanCandidate& c : r.top) {
       const int n = in.workload.model.num_layers;
@@ -289,7 +291,7 @@ TEST(SearchOracle, BranchAndBoundChangesNothing) {
   int compared = 0;
   for (int trial = 0; trial < 150; ++trial) {
     const Instance in = random_instance(rng);
-    if (!validate(in.workload.model).empty() || !validate(in.cluster).empty()) continue;
+    if (!in.valid()) continue;
     for (const PruneSet p : {PruneSet{true, true, true}, PruneSet{false, false, false}}) {
       SearchOptions on;
       on.prune = p;
@@ -321,7 +323,7 @@ TEST(SearchOracle, PartsMergeToTheWholeSearch) {
   int cut = 0;
   for (int trial = 0; trial < 120; ++trial) {
     const Instance in = random_instance(rng);
-    if (!validate(in.workload.model).empty() || !validate(in.cluster).empty()) continue;
+    if (!in.valid()) continue;
     SearchOptions opt;
     opt.bound = rng() % 4 != 0;
     opt.space.max_pp = 6;
@@ -378,7 +380,7 @@ TEST(Search, StagesTheMemoSharesCostTheSame) {
       for (auto& l : m.moe_layers) l = static_cast<int>(rng() % 2);
       m.moe_layers[rng() % m.moe_layers.size()] = 1;
     }
-    if (!validate(in.workload.model).empty() || !validate(in.cluster).empty()) continue;
+    if (!in.valid()) continue;
     SpaceOptions space;
     space.max_pp = 6;
     const auto pis = enumerate_configs(in.workload, in.cluster, space);
@@ -451,7 +453,7 @@ TEST(Search, LowerBoundIsBelowEveryPlan) {
   int checked = 0;
   for (int trial = 0; trial < 200; ++trial) {
     const Instance in = random_instance(rng);
-    if (!validate(in.workload.model).empty() || !validate(in.cluster).empty()) continue;
+    if (!in.valid()) continue;
     SearchOptions o;
     o.bound = false;
     o.prune = {false, false, false};
@@ -512,7 +514,7 @@ TEST(Search, BoundShapesAreSharedByTheirKey) {
   int spaces = 0;
   for (int trial = 0; trial < 60; ++trial) {
     const Instance in = random_instance(rng);
-    if (!validate(in.workload.model).empty() || !validate(in.cluster).empty()) continue;
+    if (!in.valid()) continue;
     expect_shapes_shared(in.workload, in.cluster, in.describe().c_str());
     ++spaces;
   }
@@ -528,7 +530,7 @@ TEST(Search, DeterministicAcrossRuns) {
   std::mt19937 rng(42);
   for (int trial = 0; trial < 20; ++trial) {
     const Instance in = random_instance(rng);
-    if (!validate(in.workload.model).empty() || !validate(in.cluster).empty()) continue;
+    if (!in.valid()) continue;
     const SearchResult a = run_search(in.workload, in.cluster, {});
     const SearchResult b = run_search(in.workload, in.cluster, {});
     ASSERT_EQ(a.top.size(), b.top.size());
