@@ -26,8 +26,8 @@
 
 #include "engine/driver.h"
 #include "engine/search.h"
-#include "io/cluster_io.h"
-#include "io/model_io.h"
+#include "io/inputs/cluster_io.h"
+#include "io/inputs/model_io.h"
 
 namespace {
 

@@ -45,8 +45,8 @@
 #include "bench/run_limited.h"
 #include "engine/driver.h"
 #include "engine/search.h"
-#include "io/cluster_io.h"
-#include "io/model_io.h"
+#include "io/inputs/cluster_io.h"
+#include "io/inputs/model_io.h"
 #include "partition/config_space.h"
 
 namespace {

@@ -29,8 +29,8 @@
 #include <vector>
 
 #include "engine/driver.h"
-#include "io/cluster_io.h"
-#include "io/model_io.h"
+#include "io/inputs/cluster_io.h"
+#include "io/inputs/model_io.h"
 #include "partition/shard.h"
 
 namespace {

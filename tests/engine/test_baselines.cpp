@@ -10,8 +10,8 @@
 
 #include "costmodel/errors.h"
 #include "engine/baselines.h"
-#include "io/cluster_io.h"
-#include "io/model_io.h"
+#include "io/inputs/cluster_io.h"
+#include "io/inputs/model_io.h"
 #include "partition/config_space.h"
 
 namespace hapmoe {

@@ -12,8 +12,8 @@
 #include "costmodel/cost.h"
 #include "costmodel/errors.h"
 #include "engine/driver.h"
-#include "io/cluster_io.h"
-#include "io/model_io.h"
+#include "io/inputs/cluster_io.h"
+#include "io/inputs/model_io.h"
 
 namespace hapmoe {
 namespace {

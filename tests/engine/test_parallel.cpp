@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "engine/driver.h"
-#include "io/cluster_io.h"
-#include "io/model_io.h"
+#include "io/inputs/cluster_io.h"
+#include "io/inputs/model_io.h"
 
 namespace hapmoe {
 namespace {

@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "io/cli.h"
+#include "io/cli/cli.h"
 
 namespace hapmoe::test {
 

@@ -1,0 +1,21 @@
+// The hapmoe executable: everything is in io/cli/cli.cpp. Under an MPI launcher
+// every rank runs the same command; only rank 0 prints.
+#include <iostream>
+#include <memory>
+#include <streambuf>
+
+#include "engine/comm.h"
+#include "io/cli/cli.h"
+
+int main(int argc, char** argv) {
+  std::unique_ptr<hapmoe::Comm> comm;
+  try {
+    comm = hapmoe::make_world_comm(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "hapmoe: error: cannot start MPI: " << e.what() << "\n";
+    return hapmoe::kExitInternal;
+  }
+  if (comm->rank() == 0) return hapmoe::run_cli(argc, argv, std::cout, std::cerr, *comm);
+  std::ostream quiet(nullptr);  // discards everything
+  return hapmoe::run_cli(argc, argv, quiet, quiet, *comm);
+}

@@ -1,0 +1,142 @@
+#include "io/cli/megatron_cli.h"
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "costmodel/errors.h"
+#include "io/archive/version.h"
+#include "io/inputs/json_strict.h"
+#include "io/inputs/model_io.h"
+#include "io/inputs/plan_io.h"
+#include "io/megatron/megatron_launcher.h"
+#include "io/report/report.h"
+
+namespace hapmoe {
+
+void add_megatron_options(cxxopts::Options& o) {
+  o.add_options("Megatron-LM script in (docs/megatron.md)")(
+      "megatron-script",
+      "read the model and training settings from a Megatron-LM launch script or argument "
+      "list (instead of --model); evaluate without --plan scores the script's own parallel "
+      "settings",
+      cxxopts::value<std::string>())(
+      "megatron-env",
+      "KEY=VALUE for a variable the script takes from its environment (comma-separated or "
+      "repeated; values cannot contain commas)",
+      cxxopts::value<std::vector<std::string>>())(
+      "vocab-size", "vocabulary size when the script does not give --vocab-size",
+      cxxopts::value<std::string>())(
+      "megatron-stage-devices",
+      "device type of each pipeline stage of the script's own plan, e.g. H800,H800,910B,910B "
+      "(default: the script's HAPMOE_STAGE_DEVICES, else ranks fill the cluster's pools in "
+      "order)",
+      cxxopts::value<std::vector<std::string>>());
+}
+
+void add_launcher_options(cxxopts::Options& o) {
+  o.add_options("Megatron-LM launcher out (docs/megatron.md)")(
+      "launcher",
+      std::string("write a Megatron-LM (") + kMegatronVersion +
+          ") launcher for the plan to this file: the script's flags with the parallel ones "
+          "replaced, and the node order that puts each stage on its device type",
+      cxxopts::value<std::string>())(
+      "launcher-hosts",
+      "host list for the launcher's node table: one \"HOST DEVICE\" per line, used in order "
+      "(default: placeholder names such as h800-node-000)",
+      cxxopts::value<std::string>());
+}
+
+std::shared_ptr<MegatronScript> read_megatron_input(const cxxopts::ParseResult& r) {
+  if (r.count("megatron-script") == 0) {
+    for (const char* option : {"megatron-env", "megatron-stage-devices"}) {
+      if (r.count(option)) {
+        throw InputError(std::string("--") + option, "is only read with --megatron-script");
+      }
+    }
+    return nullptr;
+  }
+  if (r.count("model")) {
+    throw InputError("--megatron-script",
+                     "give either --model or --megatron-script (the script is the model), not "
+                     "both");
+  }
+  std::map<std::string, std::string> env;
+  if (r.count("megatron-env")) {
+    for (const std::string& kv : r["megatron-env"].as<std::vector<std::string>>()) {
+      const auto eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        throw InputError("--megatron-env", "\"" + kv + "\" is not KEY=VALUE");
+      }
+      env[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+  }
+  auto script = std::make_shared<MegatronScript>(
+      read_megatron_script(r["megatron-script"].as<std::string>(), env));
+  if (r.count("megatron-stage-devices")) {
+    // Same place as a script's own HAPMOE_STAGE_DEVICES=(...), which it replaces.
+    std::vector<ShellWord>& devices = script->shell.variables["HAPMOE_STAGE_DEVICES"];
+    devices.clear();
+    for (const std::string& d : r["megatron-stage-devices"].as<std::vector<std::string>>()) {
+      devices.push_back({d, true, d, 0});
+    }
+  }
+  return script;
+}
+
+Workload megatron_input_workload(const cxxopts::ParseResult& r, MegatronScript& script) {
+  MegatronDefaults d;
+  if (r.count("vocab-size")) {
+    d.vocab = static_cast<int>(
+        parse_int_text(r["vocab-size"].as<std::string>(), 1, 1 << 24, "--vocab-size"));
+  }
+  if (r.count("precision")) {
+    d.precision = parse_precision(r["precision"].as<std::string>(), "--precision");
+  }
+  return megatron_workload(script, d);
+}
+
+void print_megatron_notes(std::ostream& out, const MegatronScript* script) {
+  if (!script) return;
+  for (const std::string& n : script->notes)
+    out << "note: " << script->origin() << ": " << n << "\n";
+  if (!script->notes.empty()) out << "\n";
+}
+
+void write_launcher_if_requested(const cxxopts::ParseResult& r, std::ostream& out,
+                                 const MegatronScript* script, const PlanReport* report,
+                                 const CostModel& model, bool write) {
+  if (r.count("launcher") == 0) {
+    if (r.count("launcher-hosts")) {
+      throw InputError("--launcher-hosts", "is only read with --launcher");
+    }
+    return;
+  }
+  const std::string path = r["launcher"].as<std::string>();
+  if (!report) {
+    out << "\nno launcher written to " << path << ": there is no plan\n";
+    return;
+  }
+  HostsByDevice hosts;
+  if (r.count("launcher-hosts")) {
+    const std::string file = r["launcher-hosts"].as<std::string>();
+    hosts = parse_launcher_hosts(read_text_file(file, 16u << 20), file);
+  }
+  const Launcher l = make_megatron_launcher(*report, model, script, kVersion, hosts);
+  if (write) {
+    write_file_atomic(path, l.text);
+    std::error_code ec;
+    std::filesystem::permissions(path,
+                                 std::filesystem::perms::owner_exec |
+                                     std::filesystem::perms::group_exec |
+                                     std::filesystem::perms::others_exec,
+                                 std::filesystem::perm_options::add, ec);
+  }
+  out << "\nMegatron-LM " << kMegatronVersion << " launcher: " << path << " (" << l.nodes.size()
+      << " nodes, " << l.settings.world_size << " processes; predicted "
+      << format_seconds(l.launched_latency_s) << " per iteration)\n";
+  for (const std::string& n : l.notes) out << "  note: " << n << "\n";
+}
+
+}  // namespace hapmoe

@@ -1,0 +1,38 @@
+// Command-line glue for the Megatron-LM integration (docs/megatron.md): the
+// options and the few calls the commands make, kept out of io/cli/cli.cpp.
+#pragma once
+
+#include <memory>
+#include <ostream>
+
+#include <cxxopts.hpp>
+
+#include "costmodel/cost.h"
+#include "io/megatron/megatron_script.h"
+
+namespace hapmoe {
+
+// --megatron-script, --megatron-env, --vocab-size (script in).
+void add_megatron_options(cxxopts::Options& options);
+// --launcher (launcher out).
+void add_launcher_options(cxxopts::Options& options);
+
+// The script of --megatron-script, read; nullptr when the option is absent.
+// Throws InputError when --model is given too.
+std::shared_ptr<MegatronScript> read_megatron_input(const cxxopts::ParseResult& r);
+
+// The model and training settings from the script (hapmoe's --vocab-size
+// and --precision fill what it does not say).
+Workload megatron_input_workload(const cxxopts::ParseResult& r, MegatronScript& script);
+
+// "note: ..." lines for what the script reading approximated or kept.
+void print_megatron_notes(std::ostream& out, const MegatronScript* script);
+
+// Writes --launcher for `report` when asked (only if `write`, i.e. on rank
+// 0) and says so on `out`. `report` may be null (no plan fits): then
+// nothing is written and `out` says why.
+void write_launcher_if_requested(const cxxopts::ParseResult& r, std::ostream& out,
+                                 const MegatronScript* script, const PlanReport* report,
+                                 const CostModel& model, bool write);
+
+}  // namespace hapmoe

@@ -1,0 +1,800 @@
+// `hapmoe profile`: measured tables in, calibrated cost model out
+// (docs/profile.md). import reads nccl-tests logs and layer CSVs, comm
+// times MPI collectives, fit calibrates eta, the router, the memory model
+// and rho, check compares predictions with measured runs.
+#include "io/cli/profile_cli.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cxxopts.hpp>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "costmodel/analytic.h"
+#include "costmodel/errors.h"
+#include "engine/driver.h"
+#include "io/archive/archive.h"
+#include "io/cli/cli.h"
+#include "io/cli/cli_args.h"
+#include "io/inputs/cluster_io.h"
+#include "io/inputs/json_strict.h"
+#include "io/inputs/model_io.h"
+#include "io/inputs/plan_io.h"
+#include "io/profile/profile_h5.h"
+#include "io/profile/profile_parse.h"
+#include "io/report/report.h"
+#include "partition/constraints.h"
+
+namespace hapmoe {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kProfileUsage =
+    "usage: hapmoe profile <subcommand> [options]   (docs/profile.md)\n"
+    "\n"
+    "subcommands:\n"
+    "  import   nccl-tests/rccl-tests logs and layer timings (CSV) into a profile file\n"
+    "  comm     time all-reduce, all-gather, reduce-scatter, all-to-all and p2p with MPI\n"
+    "           (run under mpiexec) into a profile file\n"
+    "  fit      fit eta, the router coefficient, the memory calibration and rho by least\n"
+    "           squares from layer timings and router statistics; print the residuals\n"
+    "  check    predicted vs measured iteration latency and memory of measured runs\n"
+    "  show     print the tables of a profile file\n"
+    "\n"
+    "`hapmoe profile <subcommand> --help` shows its options.\n";
+
+// The profile to add to (--profile), or an empty one.
+MeasuredProfile base_profile(const cxxopts::ParseResult& r) {
+  return r.count("profile") ? read_profile(r["profile"].as<std::string>()) : MeasuredProfile{};
+}
+
+void add_out(cxxopts::Options& o) {
+  o.add_options()("out", "the profile file to write (required; written to a temporary and renamed)",
+                  cxxopts::value<std::string>())(
+      "profile", "start from this profile file: the new measurements are added to it",
+      cxxopts::value<std::string>());
+}
+
+std::string g(double v, int digits = 4) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+  return buf;
+}
+
+// --- import --------------------------------------------------------------------
+
+int cmd_import(int argc, const char* const* argv, std::ostream& out) {
+  cxxopts::Options o("hapmoe profile import",
+                     "Reads an nccl-tests / rccl-tests log (all_reduce_perf, all_gather_perf, "
+                     "reduce_scatter_perf, alltoall_perf, sendrecv_perf) for one device type and "
+                     "link, and/or a CSV of measured dense-layer timings, into a profile file.");
+  add_out(o);
+  o.add_options("nccl-tests log")("nccl", "the log file", cxxopts::value<std::string>())(
+      "primitive",
+      "the test: all_reduce_perf, all_gather_perf, reduce_scatter_perf, alltoall_perf or "
+      "sendrecv_perf (or all-reduce ... p2p); default: named in the log",
+      cxxopts::value<std::string>())("device", "device type of the ranks (e.g. H800)",
+                                     cxxopts::value<std::string>())(
+      "device-b", "cross-type link: the other device type", cxxopts::value<std::string>())(
+      "link", "intra-node, inter-node or cross-type", cxxopts::value<std::string>())(
+      "world", "ranks of the test (default: the '# Rank N ... device' lines of the log)",
+      cxxopts::value<std::string>())("in-place", "use the in-place time column");
+  o.add_options("Layer timings")(
+      "layers",
+      "CSV: device,tp,cp,micro_batch,forward_ms,backward_ms[,ffn_forward_ms,...]; its dense "
+      "layers fill the compute table (MoE layers are for `profile fit`)",
+      cxxopts::value<std::string>());
+  const auto parsed = parse(o, argc, argv, out);
+  if (!parsed) return kExitOk;
+  const auto& r = *parsed;
+  const std::string target = required(r, "out");
+  check_archive_path(target);
+  if (r.count("nccl") == 0 && r.count("layers") == 0) {
+    throw InputError("--nccl", "give --nccl LOG and/or --layers CSV");
+  }
+  MeasuredProfile p = base_profile(r);
+  MeasuredProfile add;
+  if (r.count("nccl")) {
+    const std::string path = r["nccl"].as<std::string>();
+    const NcclLog log = parse_nccl_tests_log(read_text_file(path), path, r.count("in-place") > 0);
+    std::string test = r.count("primitive") ? r["primitive"].as<std::string>() : log.test;
+    if (test.empty()) {
+      throw InputError("--primitive", "the log does not name its test: give --primitive");
+    }
+    const Primitive prim = nccl_test_primitive(test, r.count("primitive") ? "--primitive" : path);
+    const LinkKind link = parse_link_kind(required(r, "link"), "--link");
+    const std::string a = required(r, "device");
+    std::string b = a;
+    if (link == LinkKind::kCrossType) {
+      b = required(r, "device-b");
+      if (b == a) throw InputError("--device-b", "a cross-type link needs two device types");
+    } else if (r.count("device-b")) {
+      throw InputError("--device-b", "only for --link cross-type");
+    }
+    int world = log.ranks;
+    if (r.count("world")) {
+      world = static_cast<int>(parse_int_text(r["world"].as<std::string>(), 1, 1 << 20, "--world"));
+    }
+    if (world < 2 && prim != Primitive::kP2P) {
+      throw InputError(
+          path, "the log names " + std::to_string(log.ranks) + " ranks; give --world (at least 2)");
+    }
+    for (const NcclRow& row : log.rows) {
+      add.comm.push_back({prim, link, a, b, std::max(world, 2), row.bytes, row.seconds});
+    }
+    out << "imported " << log.rows.size() << " " << to_string(prim) << " points ("
+        << g(log.rows.front().bytes) << " .. " << g(log.rows.back().bytes) << " bytes, world "
+        << world << ") for " << to_string(link) << " " << a
+        << (link == LinkKind::kCrossType ? "/" + b : "") << " from " << path << "\n";
+  }
+  if (r.count("layers")) {
+    const std::string path = r["layers"].as<std::string>();
+    const auto rows = parse_layer_csv(read_text_file(path), path);
+    int dense = 0;
+    for (const LayerSample& s : rows) {
+      if (s.moe) continue;
+      add.compute.push_back(
+          {s.device, s.tp, s.cp, s.micro_batch, s.fwd_s, s.bwd_s, s.ffn_fwd_s, s.ffn_bwd_s});
+      ++dense;
+    }
+    out << "imported " << dense << " dense-layer timings from " << path;
+    if (dense < static_cast<int>(rows.size())) {
+      out << " (" << rows.size() - static_cast<std::size_t>(dense)
+          << " MoE rows left for `profile fit`)";
+    }
+    out << "\n";
+  }
+  p.merge(add);
+  write_profile_file(target, p);
+  out << "wrote " << target << ": " << p.comm.size() << " communication points, "
+      << p.compute.size() << " compute entries, " << p.devices.size() << " device calibrations, "
+      << p.models.size() << " model calibrations\n";
+  return kExitOk;
+}
+
+// --- comm -------------------------------------------------------------------------
+
+// Least-squares non-decreasing fit (pool adjacent violators): the noise
+// handling of `profile comm` (docs/profile.md). Returns how many values
+// changed.
+int make_non_decreasing(std::vector<double>& v) {
+  std::vector<double> sum;
+  std::vector<int> count;
+  for (double x : v) {
+    sum.push_back(x);
+    count.push_back(1);
+    while (sum.size() > 1 &&
+           sum[sum.size() - 2] / count[count.size() - 2] > sum.back() / count.back()) {
+      sum[sum.size() - 2] += sum.back();
+      count[count.size() - 2] += count.back();
+      sum.pop_back();
+      count.pop_back();
+    }
+  }
+  int changed = 0;
+  std::size_t k = 0;
+  for (std::size_t b = 0; b < sum.size(); ++b) {
+    const double mean = sum[b] / count[b];
+    for (int i = 0; i < count[b]; ++i, ++k) {
+      if (v[k] != mean) ++changed;
+      v[k] = mean;
+    }
+  }
+  return changed;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double parse_bytes(const std::string& text, const std::string& where) {
+  std::string t = text;
+  double mult = 1;
+  if (!t.empty()) {
+    const char u = static_cast<char>(std::toupper(static_cast<unsigned char>(t.back())));
+    if (u == 'K' || u == 'M' || u == 'G') {
+      mult = u == 'K' ? 1024.0 : u == 'M' ? 1024.0 * 1024 : 1024.0 * 1024 * 1024;
+      t.pop_back();
+    }
+  }
+  return parse_number_text(t, 1, 1e12, where) * mult;
+}
+
+int cmd_comm(int argc, const char* const* argv, std::ostream& out, std::ostream& err, Comm& comm) {
+  cxxopts::Options o(
+      "hapmoe profile comm",
+      "Times all-reduce, all-gather, reduce-scatter, all-to-all and p2p with MPI over message "
+      "sizes and group shapes (inside a node, across nodes, across device types) and writes the "
+      "medians as the primitive table. Run it under mpiexec on the real machines; label each rank "
+      "with its device type (--device-type or HAPMOE_DEVICE_TYPE).");
+  add_out(o);
+  o.add_options("Measurement")("device-type",
+                               "this rank's device type (default: $HAPMOE_DEVICE_TYPE, else "
+                               "the first pool of --cluster, else 'host')",
+                               cxxopts::value<std::string>())(
+      "cluster", "a cluster spec whose first pool names the device type",
+      cxxopts::value<std::string>())("min-bytes", "smallest message (default 1K)",
+                                     cxxopts::value<std::string>())(
+      "max-bytes", "largest message (default 64M)", cxxopts::value<std::string>())(
+      "factor", "size step factor (default 4)", cxxopts::value<std::string>())(
+      "warmup", "untimed runs per point (default 5)", cxxopts::value<std::string>())(
+      "reps", "timed runs per point, the median is kept (default 20)",
+      cxxopts::value<std::string>())(
+      "primitives", "comma list (default all): all-reduce,all-gather,reduce-scatter,all-to-all,p2p",
+      cxxopts::value<std::string>());
+  const auto parsed = parse(o, argc, argv, out);
+  if (!parsed) return kExitOk;
+  const auto& r = *parsed;
+  std::string target;
+  double min_b = 1024, max_b = 64.0 * 1024 * 1024, factor = 4;
+  int warmup = 5, reps = 20;
+  std::vector<Primitive> prims;
+  std::string label = "host";
+  MeasuredProfile p;
+  read_on_every_rank(comm, [&] {
+    target = required(r, "out");
+    if (comm.rank() == 0) check_archive_path(target);
+    if (r.count("min-bytes")) min_b = parse_bytes(r["min-bytes"].as<std::string>(), "--min-bytes");
+    if (r.count("max-bytes")) max_b = parse_bytes(r["max-bytes"].as<std::string>(), "--max-bytes");
+    if (max_b < min_b) throw InputError("--max-bytes", "is below --min-bytes");
+    if (r.count("factor"))
+      factor = parse_number_text(r["factor"].as<std::string>(), 1.1, 1024, "--factor");
+    if (r.count("warmup")) {
+      warmup =
+          static_cast<int>(parse_int_text(r["warmup"].as<std::string>(), 0, 100000, "--warmup"));
+    }
+    if (r.count("reps")) {
+      reps = static_cast<int>(parse_int_text(r["reps"].as<std::string>(), 1, 100000, "--reps"));
+    }
+    if (r.count("primitives")) {
+      std::string list = r["primitives"].as<std::string>();
+      std::size_t start = 0;
+      while (start <= list.size()) {
+        const std::size_t c = list.find(',', start);
+        const std::string one =
+            list.substr(start, c == std::string::npos ? std::string::npos : c - start);
+        prims.push_back(parse_primitive(one, "--primitives"));
+        if (c == std::string::npos) break;
+        start = c + 1;
+      }
+    } else {
+      for (int k = 0; k < kNumPrimitives; ++k) prims.push_back(static_cast<Primitive>(k));
+    }
+    if (r.count("device-type")) {
+      label = r["device-type"].as<std::string>();
+    } else if (const char* env = std::getenv("HAPMOE_DEVICE_TYPE"); env != nullptr && *env) {
+      label = env;
+    } else if (r.count("cluster")) {
+      label = load_cluster(r["cluster"].as<std::string>()).pools.front().device.name;
+    }
+    if (comm.rank() == 0) p = base_profile(r);
+  });
+  if (comm.size() < 2) {
+    throw InputError("profile comm", "needs at least 2 MPI ranks (run it under mpiexec -n N)");
+  }
+  std::vector<double> sizes;
+  for (double b = min_b; b <= max_b * (1 + 1e-9); b *= factor) sizes.push_back(std::floor(b));
+  // Every rank's device type and node, in rank order.
+  const std::vector<std::string> labels = comm.allgather(label);
+  const std::vector<std::string> nodes_s = comm.allgather(std::to_string(comm.node()));
+  std::vector<int> node(labels.size());
+  for (std::size_t i = 0; i < labels.size(); ++i) node[i] = std::atoi(nodes_s[i].c_str());
+  std::vector<std::string> types;
+  for (const auto& l : labels) {
+    if (std::find(types.begin(), types.end(), l) == types.end()) types.push_back(l);
+  }
+  // Group shapes: a list of (link, type a, type b, member ranks in order).
+  struct Shape {
+    LinkKind link;
+    std::string a, b;
+    std::vector<int> members;
+  };
+  std::vector<Shape> shapes;
+  for (const std::string& t : types) {
+    // Inside a node: the ranks of type t on the first node that has two.
+    std::map<int, std::vector<int>> by_node;
+    for (std::size_t i = 0; i < labels.size(); ++i) {
+      if (labels[i] == t) by_node[node[i]].push_back(static_cast<int>(i));
+    }
+    for (const auto& [n, ranks] : by_node) {
+      if (ranks.size() >= 2) {
+        shapes.push_back({LinkKind::kIntraNode, t, t, ranks});
+        break;
+      }
+    }
+    // Across nodes: the first rank of type t on each node.
+    if (by_node.size() >= 2) {
+      std::vector<int> firsts;
+      firsts.reserve(by_node.size());
+      for (const auto& [n, ranks] : by_node) firsts.push_back(ranks.front());
+      shapes.push_back({LinkKind::kInterNode, t, t, firsts});
+    }
+  }
+  for (std::size_t i = 0; i < types.size(); ++i) {
+    for (std::size_t j = i + 1; j < types.size(); ++j) {
+      std::vector<int> ra, rb, both;
+      for (std::size_t k = 0; k < labels.size(); ++k) {
+        if (labels[k] == types[i]) ra.push_back(static_cast<int>(k));
+        if (labels[k] == types[j]) rb.push_back(static_cast<int>(k));
+      }
+      const std::size_t m = std::min(ra.size(), rb.size());
+      for (std::size_t k = 0; k < m; ++k) {
+        both.push_back(ra[k]);
+        both.push_back(rb[k]);
+      }
+      shapes.push_back({LinkKind::kCrossType, types[i], types[j], both});
+    }
+  }
+  MeasuredProfile add;
+  int adjusted = 0, points = 0;
+  for (const Shape& s : shapes) {
+    // Worlds: 2, 4, 8, ... and the whole group.
+    std::vector<int> worlds;
+    for (int w = 2; w < static_cast<int>(s.members.size()); w *= 2) worlds.push_back(w);
+    worlds.push_back(static_cast<int>(s.members.size()));
+    for (const Primitive prim : prims) {
+      for (const int w : prim == Primitive::kP2P ? std::vector<int>{2} : worlds) {
+        // Cross-type p2p: one rank of each type (members alternate a, b).
+        int color = -1;
+        for (int k = 0; k < w; ++k) {
+          if (s.members[static_cast<std::size_t>(k)] == comm.rank()) color = 0;
+        }
+        std::vector<double> medians;
+        for (const double bytes : sizes) {
+          const std::vector<double> t =
+              comm.time_collective(prim, static_cast<std::size_t>(bytes), color, warmup, reps);
+          // The group's first member reports its median to everyone.
+          const std::string mine =
+              comm.rank() == s.members.front() && !t.empty() ? g(median(t), 17) : "";
+          const std::string got = first_error(comm, mine);
+          medians.push_back(std::strtod(got.c_str(), nullptr));
+        }
+        adjusted += make_non_decreasing(medians);
+        for (std::size_t k = 0; k < sizes.size(); ++k) {
+          add.comm.push_back({prim, s.link, s.a, s.b, w, sizes[k], std::max(medians[k], 1e-9)});
+          ++points;
+        }
+      }
+    }
+  }
+  if (comm.rank() == 0) {
+    out << "profile comm: " << comm.size() << " ranks on " << comm.nodes() << " node"
+        << (comm.nodes() == 1 ? "" : "s") << ", device types";
+    for (const auto& t : types) out << " " << t;
+    out << "\n";
+    for (const Shape& s : shapes) {
+      out << "  " << to_string(s.link) << " " << s.a
+          << (s.link == LinkKind::kCrossType ? "/" + s.b : "") << ": " << s.members.size()
+          << " ranks\n";
+    }
+    out << "  " << points << " points (" << sizes.size() << " sizes " << g(sizes.front()) << ".."
+        << g(sizes.back()) << " B, median of " << reps << " after " << warmup << " warm-up), "
+        << adjusted << " medians raised or lowered to keep time non-decreasing in size\n";
+    if (shapes.empty()) {
+      err << "hapmoe profile comm: no group of two ranks of one type or of two types\n";
+    }
+  }
+  std::string failed;
+  if (comm.rank() == 0) {
+    try {
+      p.merge(add);
+      write_profile_file(target, p);
+      out << "wrote " << target << "\n";
+    } catch (const InputError& e) {
+      failed = e.what();
+    }
+  }
+  if (const std::string first = first_error(comm, failed); !first.empty()) {
+    throw InputError("", first);
+  }
+  return kExitOk;
+}
+
+// --- fit ----------------------------------------------------------------------------
+
+Workload fit_workload(const cxxopts::ParseResult& r) {
+  Workload w = load_workload(required(r, "model"));
+  TrainingOverrides ov;
+  if (r.count("seq-len")) {
+    ov.seq_len =
+        static_cast<int>(parse_int_text(r["seq-len"].as<std::string>(), 1, 1 << 22, "--seq-len"));
+  }
+  if (r.count("gamma")) ov.gamma = parse_number_text(r["gamma"].as<std::string>(), 0, 1, "--gamma");
+  if (r.count("imbalance")) {
+    ov.imbalance = parse_number_text(r["imbalance"].as<std::string>(), 1, 1000, "--imbalance");
+  }
+  apply_overrides(ov, w);
+  return w;
+}
+
+int cmd_fit(int argc, const char* const* argv, std::ostream& out) {
+  cxxopts::Options o("hapmoe profile fit",
+                     "Fits eta_h, the router coefficient, the memory calibration (activation "
+                     "scale, overhead) per device type and the router imbalance rho of the model "
+                     "by least squares, prints the residuals and stores the values in the "
+                     "profile (docs/profile.md, \"Fit\").");
+  add_out(o);
+  o.add_options("Inputs")("model", "the model (preset, config.json or hapmoe JSON)",
+                          cxxopts::value<std::string>())(
+      "cluster", "a cluster with the measured device types", cxxopts::value<std::string>())(
+      "layers", "layer timings CSV (dense and moe rows; router_ms, peak_memory_gib optional)",
+      cxxopts::value<std::string>())("router",
+                                     "router statistics CSV: iteration,layer,expert,tokens",
+                                     cxxopts::value<std::string>())(
+      "seq-len", "sequence length of the measurements", cxxopts::value<std::string>())(
+      "gamma", "gamma of the imbalance term (default the model's)", cxxopts::value<std::string>())(
+      "imbalance", "rho during the layer measurements when no --router is given",
+      cxxopts::value<std::string>());
+  const auto parsed = parse(o, argc, argv, out);
+  if (!parsed) return kExitOk;
+  const auto& r = *parsed;
+  const std::string target = required(r, "out");
+  check_archive_path(target);
+  Workload w = fit_workload(r);
+  const ClusterSpec cluster = load_cluster(required(r, "cluster"));
+  if (r.count("layers") == 0 && r.count("router") == 0) {
+    throw InputError("--layers", "give --layers CSV and/or --router CSV");
+  }
+  MeasuredProfile p = base_profile(r);
+  std::vector<FitValue> fits;
+  if (r.count("router")) {
+    const std::string path = r["router"].as<std::string>();
+    const FitValue f = fit_imbalance(parse_router_csv(read_text_file(path), path), w.model.name, p);
+    if (is_set(f.value)) w.training.imbalance = f.value;
+    fits.push_back(f);
+  } else if (const double rho = profile_imbalance(p, w.model.name);
+             is_set(rho) && !r.count("imbalance")) {
+    w.training.imbalance = rho;
+  }
+  if (r.count("layers")) {
+    const std::string path = r["layers"].as<std::string>();
+    const auto rows = parse_layer_csv(read_text_file(path), path);
+    for (const LayerSample& s : rows) {
+      if (s.moe) continue;
+      p.compute.push_back(
+          {s.device, s.tp, s.cp, s.micro_batch, s.fwd_s, s.bwd_s, s.ffn_fwd_s, s.ffn_bwd_s});
+    }
+    for (const LayerSample& s : rows) {
+      bool known = false;
+      for (const DevicePool& pool : cluster.pools)
+        known = known || to_lower(pool.device.name) == to_lower(s.device);
+      if (!known) {
+        throw InputError(path + ":" + std::to_string(s.line),
+                         "device '" + s.device + "' is not in --cluster");
+      }
+      if (s.moe && !w.model.is_moe()) {
+        throw InputError(path + ":" + std::to_string(s.line),
+                         "a moe layer, but " + w.model.name + " is dense");
+      }
+    }
+    const auto more = fit_layers(rows, w, cluster, p);
+    fits.insert(fits.end(), more.begin(), more.end());
+  }
+  out << "fit (least squares; residual = measured - fitted)\n";
+  out << "  value             device/model        fitted   samples  rms residual   max |rel|\n";
+  for (const FitValue& f : fits) {
+    std::string v = is_set(f.value) ? g(f.value) : "-";
+    std::string rms = f.unit == "bytes" ? format_bytes(f.rms_residual)
+                      : f.unit == "s"   ? format_seconds(f.rms_residual)
+                                        : g(f.rms_residual, 3);
+    if (f.name == "overhead" && is_set(f.value)) v = format_bytes(f.value);
+    char line[200];
+    std::snprintf(line, sizeof line, "  %-17s %-18s %9s %9d %13s %10.1f%%", f.name.c_str(),
+                  f.device.c_str(), v.c_str(), f.samples, rms.c_str(), 100.0 * f.max_rel_residual);
+    out << line << (f.note.empty() ? "" : "  (" + f.note + ")") << "\n";
+  }
+  write_profile_file(target, p);
+  out << "wrote " << target << "\n";
+  return kExitOk;
+}
+
+// --- check ----------------------------------------------------------------------------
+
+struct Predicted {
+  double latency_s = 0;
+  double peak_bytes = 0;
+};
+
+Predicted predict(const Workload& w, const ClusterSpec& c, const Plan& plan,
+                  const MeasuredProfile* profile) {
+  ProfileTables t =
+      make_analytic_tables(w, c, plan.parallel.micro_batch, {plan.parallel.tp}, {plan.parallel.cp});
+  if (profile != nullptr) apply_profile(t, *profile, w, c, plan.parallel.micro_batch);
+  const PlanReport rep = CostModel(w, c, t).evaluate(plan);
+  Predicted p;
+  p.latency_s = rep.latency_s;
+  for (const StageReport& s : rep.stages)
+    p.peak_bytes = std::max(p.peak_bytes, s.cost.memory.total());
+  return p;
+}
+
+std::string pct(double pred, double meas) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.1f%%", 100.0 * (pred - meas) / meas);
+  return buf;
+}
+
+int cmd_check(int argc, const char* const* argv, std::ostream& out) {
+  cxxopts::Options o("hapmoe profile check",
+                     "Compares predicted and measured iteration latency (and peak memory) of "
+                     "measured runs, with the catalog alone and with the profile, per run and "
+                     "overall (like the paper's profile-scaling table, Appendix D).");
+  o.add_options()("profile", "the profile file", cxxopts::value<std::string>())(
+      "measurements",
+      "CSV: name,model,cluster,plan,latency_ms[,peak_memory_gib,global_batch,seq_len]; paths "
+      "relative to the CSV's folder",
+      cxxopts::value<std::string>());
+  const auto parsed = parse(o, argc, argv, out);
+  if (!parsed) return kExitOk;
+  const auto& r = *parsed;
+  const std::string csv = required(r, "measurements");
+  std::shared_ptr<MeasuredProfile> profile;
+  if (r.count("profile"))
+    profile = std::make_shared<MeasuredProfile>(read_profile(r["profile"].as<std::string>()));
+  const auto runs = parse_runs_csv(read_text_file(csv), csv);
+  const fs::path dir = fs::path(csv).parent_path();
+  auto resolve = [&](const std::string& spec) {
+    // A file next to the CSV, else the spec as given (a preset).
+    const fs::path cand = dir / spec;
+    return !dir.empty() && fs::exists(cand) ? cand.string() : spec;
+  };
+  out << "profile check: " << runs.size() << " measured runs"
+      << (profile ? ", profile " + r["profile"].as<std::string>() : ", no profile (catalog only)")
+      << "\n\n";
+  out << "  run                 measured    catalog    error"
+      << (profile ? "    profile    error" : "") << "   | memory meas.  catalog   error"
+      << (profile ? "  profile   error" : "") << "\n";
+  double sum_c = 0, sum_p = 0, max_c = 0, max_p = 0;
+  double msum_c = 0, msum_p = 0;
+  int mem_runs = 0;
+  for (const MeasuredRun& run : runs) {
+    const std::string where = csv + ":" + std::to_string(run.line);
+    Workload w;
+    ClusterSpec c;
+    Plan plan;
+    try {
+      w = load_workload(resolve(run.model));
+      TrainingOverrides ov;
+      if (run.global_batch > 0) ov.global_batch = run.global_batch;
+      if (run.seq_len > 0) ov.seq_len = run.seq_len;
+      apply_overrides(ov, w);
+      c = load_cluster(resolve(run.cluster));
+      plan = load_plan(resolve(run.plan), c, w.training.micro_batch, 0);
+      if (auto e = check_plan(plan, w, c, ConstraintOptions{}); !e.empty())
+        throw InputError(run.plan, e);
+    } catch (const InputError& e) {
+      throw InputError(where, std::string("run '") + run.name + "': " + e.what());
+    }
+    const Predicted cat = predict(w, c, plan, nullptr);
+    Workload wp = w;
+    if (profile) {
+      const double rho = profile_imbalance(*profile, w.model.name);
+      if (is_set(rho)) wp.training.imbalance = rho;
+    }
+    const Predicted pro = profile ? predict(wp, c, plan, profile.get()) : cat;
+    const double ec = (cat.latency_s - run.latency_s) / run.latency_s;
+    const double ep = (pro.latency_s - run.latency_s) / run.latency_s;
+    sum_c += std::abs(ec);
+    sum_p += std::abs(ep);
+    max_c = std::max(max_c, std::abs(ec));
+    max_p = std::max(max_p, std::abs(ep));
+    char line[300];
+    std::snprintf(line, sizeof line, "  %-18s %9s %10s %8s", run.name.substr(0, 18).c_str(),
+                  format_seconds(run.latency_s).c_str(), format_seconds(cat.latency_s).c_str(),
+                  pct(cat.latency_s, run.latency_s).c_str());
+    out << line;
+    if (profile) {
+      std::snprintf(line, sizeof line, " %10s %8s", format_seconds(pro.latency_s).c_str(),
+                    pct(pro.latency_s, run.latency_s).c_str());
+      out << line;
+    }
+    if (is_set(run.peak_bytes)) {
+      ++mem_runs;
+      msum_c += std::abs(cat.peak_bytes - run.peak_bytes) / run.peak_bytes;
+      msum_p += std::abs(pro.peak_bytes - run.peak_bytes) / run.peak_bytes;
+      std::snprintf(line, sizeof line, "   | %11s %9s %7s", format_bytes(run.peak_bytes).c_str(),
+                    format_bytes(cat.peak_bytes).c_str(),
+                    pct(cat.peak_bytes, run.peak_bytes).c_str());
+      out << line;
+      if (profile) {
+        std::snprintf(line, sizeof line, " %8s %7s", format_bytes(pro.peak_bytes).c_str(),
+                      pct(pro.peak_bytes, run.peak_bytes).c_str());
+        out << line;
+      }
+    }
+    out << "\n";
+  }
+  const double n = static_cast<double>(runs.size());
+  char line[300];
+  std::snprintf(line, sizeof line, "\n  latency error, mean |e|: catalog %.1f%% (max %.1f%%)",
+                100 * sum_c / n, 100 * max_c);
+  out << line;
+  if (profile) {
+    std::snprintf(line, sizeof line, ", profile %.1f%% (max %.1f%%)", 100 * sum_p / n, 100 * max_p);
+    out << line;
+  }
+  out << "\n";
+  if (mem_runs > 0) {
+    std::snprintf(line, sizeof line, "  memory error, mean |e|: catalog %.1f%%",
+                  100 * msum_c / mem_runs);
+    out << line;
+    if (profile) {
+      std::snprintf(line, sizeof line, ", profile %.1f%%", 100 * msum_p / mem_runs);
+      out << line;
+    }
+    out << "\n";
+  }
+  return kExitOk;
+}
+
+// --- show ---------------------------------------------------------------------------
+
+int cmd_show(int argc, const char* const* argv, std::ostream& out) {
+  cxxopts::Options o("hapmoe profile show", "Prints every table of a profile file.");
+  o.add_options()("file", "the profile file", cxxopts::value<std::string>());
+  o.parse_positional({"file"});
+  o.positional_help("PROFILE.h5");
+  const auto parsed = parse(o, argc, argv, out);
+  if (!parsed) return kExitOk;
+  const std::string path = required(*parsed, "file");
+  const MeasuredProfile p = read_profile(path);
+  out << "profile " << path << "\n";
+  out << "comm (" << p.comm.size() << " points): primitive link types world bytes seconds\n";
+  for (const CommSample& c : p.comm) {
+    out << "  " << to_string(c.prim) << " " << to_string(c.link) << " " << c.type_a
+        << (c.link == LinkKind::kCrossType ? "/" + c.type_b : "") << " " << c.world << " "
+        << g(c.bytes, 12) << " " << g(c.seconds, 6) << "\n";
+  }
+  out << "compute (" << p.compute.size()
+      << " entries): device tp cp micro_batch dense_fwd_s dense_bwd_s ffn_fwd_s ffn_bwd_s\n";
+  for (const ComputeSample& c : p.compute) {
+    out << "  " << c.device << " " << c.tp << " " << c.cp << " " << c.micro_batch << " "
+        << g(c.dense_fwd_s) << " " << g(c.dense_bwd_s) << " " << g(c.ffn_fwd_s) << " "
+        << g(c.ffn_bwd_s) << "\n";
+  }
+  out << "devices (" << p.devices.size()
+      << "): device eta router_s_per_token activation_scale overhead_bytes (nan: catalog)\n";
+  for (const DeviceCalibration& d : p.devices) {
+    out << "  " << d.device << " " << g(d.eta) << " " << g(d.router_s_per_token) << " "
+        << g(d.activation_scale) << " " << g(d.overhead_bytes) << "\n";
+  }
+  out << "models (" << p.models.size() << "): model rho\n";
+  for (const ModelCalibration& m : p.models)
+    out << "  " << m.model << " " << g(m.imbalance) << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_profile_command(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
+                        Comm& comm) {
+  if (argc < 2) {
+    err << kProfileUsage;
+    return kExitInput;
+  }
+  const std::string sub = argv[1];
+  if (sub == "--help" || sub == "-h" || sub == "help") {
+    out << kProfileUsage;
+    return kExitOk;
+  }
+  if (sub == "import") return cmd_import(argc - 1, argv + 1, out);
+  if (sub == "comm") return cmd_comm(argc - 1, argv + 1, out, err, comm);
+  if (sub == "fit") return cmd_fit(argc - 1, argv + 1, out);
+  if (sub == "check") return cmd_check(argc - 1, argv + 1, out);
+  if (sub == "show") return cmd_show(argc - 1, argv + 1, out);
+  err << "hapmoe profile: unknown subcommand '" << sub << "'\n" << kProfileUsage;
+  return kExitInput;
+}
+
+// --- Sources of a plan's values ------------------------------------------------------
+
+PlanSources plan_sources(const PlanReport& report, const Workload& w, const ClusterSpec& cluster,
+                         const ProfileTables& tables, const ProfileSources& src) {
+  PlanSources s;
+  const ParallelConfig& pi = report.plan.parallel;
+  std::set<int> types;
+  for (const StageReport& st : report.stages) types.insert(st.device_type);
+  auto name = [&](int h) { return cluster.pools[static_cast<std::size_t>(h)].device.name; };
+  for (const int h : types) {
+    for (const ComputeSource& c : src.compute) {
+      if (c.type != h || c.tp != pi.tp || c.cp != pi.cp) continue;
+      const std::string what =
+          "compute " + name(h) + " TP=" + std::to_string(c.tp) + " CP=" + std::to_string(c.cp);
+      if (c.kind == ComputeSource::kMeasured) {
+        s.measured.push_back(what);
+      } else if (c.kind == ComputeSource::kScaledMicroBatch) {
+        s.outside.push_back(what + ": scaled from micro-batch " +
+                            std::to_string(c.measured_micro_batch) + " to " +
+                            std::to_string(pi.micro_batch));
+      } else {
+        s.catalog.push_back(what);
+      }
+    }
+    for (const CoefficientSource& c : src.devices) {
+      if (c.type != h) continue;
+      (c.eta ? s.measured : s.catalog).push_back("eta " + name(h));
+      (c.router ? s.measured : s.catalog).push_back("router " + name(h));
+      (c.memory ? s.measured : s.catalog).push_back("memory calibration " + name(h));
+    }
+  }
+  if (w.model.is_moe()) (src.imbalance ? s.measured : s.catalog).push_back("rho " + w.model.name);
+  // Communication: re-evaluate with a lookup log.
+  LookupLog log;
+  ProfileTables traced = tables;
+  traced.comm.set_log(&log);
+  (void)CostModel(w, cluster, traced).evaluate(report.plan);
+  struct Agg {
+    unsigned flags = 0;
+    double min_b = 0, max_b = 0;
+  };
+  std::map<std::string, Agg> agg;
+  for (const LookupRecord& rec : log) {
+    if (rec.bytes < 1.0) continue;  // the latency probe of the gradient sync (docs/profile.md)
+    std::string key = std::string(to_string(rec.prim)) + " " + to_string(rec.link.kind) + " " +
+                      name(rec.link.type_a) +
+                      (rec.link.kind == LinkKind::kCrossType ? "/" + name(rec.link.type_b) : "") +
+                      (rec.prim == Primitive::kP2P ? "" : " world " + std::to_string(rec.world));
+    Agg& a = agg[key];
+    if (a.flags == 0 && a.min_b == 0) a.min_b = a.max_b = rec.bytes;
+    a.flags |= rec.flags;
+    a.min_b = std::min(a.min_b, rec.bytes);
+    a.max_b = std::max(a.max_b, rec.bytes);
+  }
+  for (const auto& [key, a] : agg) {
+    if ((a.flags & kLookupMeasured) == 0) {
+      s.catalog.push_back(key);
+      continue;
+    }
+    std::string why;
+    if (a.flags & kLookupWorldScaled)
+      why += "world outside the measured ones, scaled from the nearest; ";
+    if (a.flags & kLookupAboveBytes)
+      why += "above the largest measured size, extrapolated linearly in bytes; ";
+    if (a.flags & kLookupBelowBytes)
+      why += "below the smallest measured size, clamped to its time; ";
+    if (why.empty()) {
+      s.measured.push_back(key);
+    } else {
+      why.resize(why.size() - 2);
+      s.outside.push_back(key + " (" + format_bytes(a.min_b) + ".." + format_bytes(a.max_b) +
+                          "): " + why);
+    }
+  }
+  return s;
+}
+
+void print_plan_sources(std::ostream& out, const PlanSources& s, const std::string& path) {
+  out << "\nprofile " << path << ": values of this plan\n";
+  auto list = [&](const char* title, const std::vector<std::string>& v) {
+    out << "  " << title << " (" << v.size() << ")";
+    if (v.empty()) {
+      out << ": none\n";
+      return;
+    }
+    out << ":\n";
+    for (const auto& x : v) out << "    " << x << "\n";
+  };
+  list("measured", s.measured);
+  list("measured, outside the measured range (extrapolated or clamped)", s.outside);
+  list("catalog (no measurement)", s.catalog);
+}
+
+nlohmann::ordered_json plan_sources_json(const PlanSources& s, const std::string& path) {
+  return {{"file", path},
+          {"measured", s.measured},
+          {"outside_range", s.outside},
+          {"catalog", s.catalog}};
+}
+
+}  // namespace hapmoe

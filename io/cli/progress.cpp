@@ -1,0 +1,75 @@
+#include "io/cli/progress.h"
+
+#include <cmath>
+#include <cstdio>
+#include <utility>
+
+#include "io/report/report.h"
+
+namespace hapmoe {
+
+Heartbeat::Heartbeat(double every_s, std::function<void(double)> beat) {
+  if (!(every_s > 0)) return;
+  thread_ = std::thread([this, every_s, beat = std::move(beat)] {
+    const auto start = std::chrono::steady_clock::now();
+    const auto period = std::chrono::duration<double>(every_s);
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!cv_.wait_for(lock, period, [this] { return stop_; })) {
+      beat(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+  });
+}
+
+Heartbeat::~Heartbeat() {
+  if (!thread_.joinable()) return;
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_one();
+  thread_.join();
+}
+
+std::string duration_text(double s) {
+  char buf[32];
+  if (s < 60) {
+    std::snprintf(buf, sizeof buf, "%.1f s", s);
+  } else if (s < 3600) {
+    std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s) / 3600,
+                  static_cast<int>(s) / 60 % 60);
+  }
+  return buf;
+}
+
+std::string progress_text(const SearchProgress& p) {
+  constexpr auto kRelaxed = std::memory_order_relaxed;
+  const auto configs = static_cast<long long>(p.configs.load(kRelaxed));
+  char buf[256];
+  switch (p.phase.load(kRelaxed)) {
+    case SearchProgress::kStarting:
+      return "enumerating the configurations";
+    case SearchProgress::kBounds:
+      std::snprintf(buf, sizeof buf, "bounds and work estimates of %lld configurations", configs);
+      return buf;
+    case SearchProgress::kDone:
+      return "search done, reporting";
+    default:
+      break;
+  }
+  std::snprintf(buf, sizeof buf,
+                "searching: round %lld, %lld of %lld configurations settled (%lld searched), "
+                "%lld of this node's %lld units of the round begun here",
+                static_cast<long long>(p.rounds.load(kRelaxed)),
+                static_cast<long long>(p.settled.load(kRelaxed)), configs,
+                static_cast<long long>(p.searched.load(kRelaxed)),
+                static_cast<long long>(p.round_claimed.load(kRelaxed)),
+                static_cast<long long>(p.round_units.load(kRelaxed)));
+  std::string text = buf;
+  const double best = p.best.load(kRelaxed);
+  text += std::isfinite(best) ? "; best " + format_seconds(best) + " so far" : "; no plan yet";
+  return text;
+}
+
+}  // namespace hapmoe

@@ -1,0 +1,731 @@
+// Running a sweep (docs/archive.md, "Sweeps"): every case in order,
+// committed to the archive as it finishes.
+//
+// Policy:
+// - Spreading: by default a case is one run_search over all ranks (the
+//   engine already splits its configurations over ranks and threads,
+//   identically for any R x T); dealing whole cases to ranks would leave
+//   ranks idle behind the largest case, and the work of a large sweep is
+//   inside its cases. --spread cases deals whole cases in rounds of R (each
+//   searched alone, the results gathered to rank 0 as bytes) for sweeps of
+//   many small cases, where a search's collectives cost more than its work.
+//   The results are the same either way; only rank 0 writes.
+// - Commit: the archive is rewritten to a temporary name (the finished
+//   cases of the previous archive copied with H5Ocopy, the new ones
+//   written), fsync'ed and renamed over the old one. So the archive on disk
+//   is always a complete, valid file holding every committed case, and a
+//   kill at any instant loses at most the cases not yet committed. The
+//   rewrite copies the earlier cases each time (quadratic in the archive
+//   size); --checkpoint-every bounds how often that happens for sweeps of
+//   many large cases.
+// - Resume: the cases in the archive (matched by their index and the whole
+//   sweep's canonical definition) are skipped; the others run exactly as
+//   they would have (a search's results depend only on its inputs), so the
+//   final archive equals an uninterrupted run's except for timings and
+//   provenance.
+// - Signals: SIGTERM or SIGUSR1 set a flag; the case in flight finishes, is
+//   committed, and the sweep exits with kExitStopped (4). A second signal
+//   abandons the case in flight at once (after a commit in progress, if
+//   any), leaving the last committed archive.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <type_traits>
+
+#include "costmodel/errors.h"
+#include "engine/driver.h"
+#include "io/archive/archive.h"
+#include "io/archive/sweep.h"
+#include "io/cli/cli.h"
+#include "io/cli/progress.h"
+#include "io/cli/sweep_run.h"
+#include "io/inputs/cluster_io.h"
+#include "io/inputs/json_strict.h"
+#include "io/profile/profile_h5.h"
+#include "io/report/report.h"
+
+namespace hapmoe {
+
+volatile std::sig_atomic_t g_sweep_stop_signal = 0;
+
+namespace {
+
+// One case's search: hapmoe's, brute force, or a baseline's.
+SearchResult search_case(const SweepCase& c, const Workload& w, const ClusterSpec& cluster,
+                         const std::shared_ptr<const MeasuredProfile>& profile, Comm& comm,
+                         const RunOptions& run) {
+  SearchOptions opt = c.options;
+  opt.profile = profile;
+  if (c.baseline != Baseline::kNone)
+    return run_baseline(c.baseline, w, cluster, opt, comm, run).result;
+  return run_search(w, cluster, opt, c.bruteforce, comm, run);
+}
+
+volatile std::sig_atomic_t g_committing = 0;
+volatile std::sig_atomic_t g_exit_after_commit = 0;
+
+extern "C" void on_stop_signal(int sig) {
+  if (g_sweep_stop_signal != 0) {
+    // The second signal: abandon now, unless a commit is being written.
+    if (g_committing != 0) {
+      g_exit_after_commit = 1;
+      return;
+    }
+    _exit(kExitStopped);
+  }
+  g_sweep_stop_signal = sig;
+}
+
+// Installs the handlers for the sweep's lifetime, restores the old ones.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_sweep_stop_signal = 0;
+    g_exit_after_commit = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &sa, &old_term_);
+    sigaction(SIGUSR1, &sa, &old_usr1_);
+  }
+  ~StopSignals() {
+    sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGUSR1, &old_usr1_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  struct sigaction old_term_ {};
+  struct sigaction old_usr1_ {};
+};
+
+// Test hook (tests/io/archive/sweep_kill.sh): HAPMOE_TEST_CRASH=commit@K kills the
+// process with SIGKILL inside its K-th commit (1 = first), after the
+// temporary file is complete and before the rename.
+int g_crash_at_commit = 0;
+int g_commits = 0;
+void crash_hook(const std::string&) {
+  if (++g_commits == g_crash_at_commit) std::raise(SIGKILL);
+}
+
+void install_crash_hook() {
+  g_commits = 0;
+  g_crash_at_commit = 0;
+  const char* v = std::getenv("HAPMOE_TEST_CRASH");
+  if (v == nullptr) return;
+  const std::string t = v;
+  if (t.rfind("commit@", 0) != 0) {
+    throw InputError("HAPMOE_TEST_CRASH", "'" + t + "': expected commit@K");
+  }
+  g_crash_at_commit =
+      static_cast<int>(parse_int_text(t.substr(7), 1, 1 << 20, "HAPMOE_TEST_CRASH"));
+  g_archive_before_rename = crash_hook;
+}
+
+std::string group_name(std::size_t index, std::size_t total) {
+  const int width = std::max(4, static_cast<int>(std::to_string(total).size()));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%0*zu", width, index);
+  return buf;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// What rank 0 keeps of a finished case until it is committed.
+struct Finished {
+  std::size_t index = 0;
+  int ran_on = -1;  // the world rank that ran it alone (--spread cases); -1: all ranks
+  SearchResult result;
+  ProfileTables tables;
+  std::vector<PlanReport> reports;
+  Provenance provenance;
+};
+
+// --- A finished case as bytes, for --spread cases ------------------------------
+// Every rank runs the same binary on the same machine type, so plain data
+// travels as its bytes; what holds vectors or strings is written field by
+// field. The profile tables and reports are not sent: rank 0 rebuilds them
+// from the inputs and the plans (the same pure functions, the same figures).
+
+class Bytes {
+ public:
+  template <class T>
+  void put(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    data_.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  void put(const std::string& s) {
+    put(s.size());
+    data_ += s;
+  }
+  template <class T>
+  void put(const std::vector<T>& v) {
+    put(v.size());
+    for (const T& x : v) put(x);
+  }
+  void put(const Plan& p) {
+    put(p.parallel);
+    put(p.stages);
+  }
+  void put(const PlanCandidate& c) {
+    put(c.latency_s);
+    put(c.plan);
+  }
+  void put(const ConfigOutcome& o) {
+    put(o.best.has_value());
+    if (o.best) put(*o.best);
+    put(o.stats);
+    put(o.closest);
+    put(o.cancelled);
+  }
+  const std::string& data() const { return data_; }
+
+ private:
+  std::string data_;
+};
+
+class Unbytes {
+ public:
+  explicit Unbytes(const std::string& data) : data_(data) {}
+  template <class T>
+  void get(T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    take(&v, sizeof v);
+  }
+  void get(std::string& s) {
+    std::size_t n = 0;
+    get(n);
+    if (n > data_.size() - at_) throw std::runtime_error("sweep: truncated case data");
+    s.assign(data_, at_, n);
+    at_ += n;
+  }
+  template <class T>
+  void get(std::vector<T>& v) {
+    std::size_t n = 0;
+    get(n);
+    if (n > data_.size() - at_) throw std::runtime_error("sweep: truncated case data");
+    v.resize(n);
+    for (T& x : v) get(x);
+  }
+  void get(Plan& p) {
+    get(p.parallel);
+    get(p.stages);
+  }
+  void get(PlanCandidate& c) {
+    get(c.latency_s);
+    get(c.plan);
+  }
+  void get(ConfigOutcome& o) {
+    bool has = false;
+    get(has);
+    if (has) {
+      o.best.emplace();
+      get(*o.best);
+    }
+    get(o.stats);
+    get(o.closest);
+    get(o.cancelled);
+  }
+
+ private:
+  void take(void* out, std::size_t n) {
+    if (n > data_.size() - at_) throw std::runtime_error("sweep: truncated case data");
+    std::memcpy(out, data_.data() + at_, n);
+    at_ += n;
+  }
+  const std::string& data_;
+  std::size_t at_ = 0;
+};
+
+std::string encode(const Finished& f) {
+  Bytes b;
+  b.put(f.index);
+  b.put(f.ran_on);
+  const SearchResult& r = f.result;
+  b.put(r.top);
+  b.put(r.stats);
+  b.put(r.closest);
+  b.put(r.configs);
+  b.put(r.outcomes);
+  b.put(r.outcome_of);
+  b.put(r.lower_bounds);
+  b.put(r.estimates);
+  b.put(r.ran_on);
+  b.put(r.round_of);
+  b.put(r.ranks);
+  b.put(r.rounds);
+  b.put(r.stopped);
+  b.put(r.not_searched);
+  const Provenance& p = f.provenance;
+  b.put(p.command_line);
+  b.put(p.ranks);
+  b.put(p.threads);
+  b.put(p.start_time);
+  b.put(p.end_time);
+  b.put(p.wall_seconds);
+  b.put(p.host);
+  return b.data();
+}
+
+Finished decode(const std::string& data) {
+  Finished f;
+  Unbytes b(data);
+  b.get(f.index);
+  b.get(f.ran_on);
+  SearchResult& r = f.result;
+  b.get(r.top);
+  b.get(r.stats);
+  b.get(r.closest);
+  b.get(r.configs);
+  b.get(r.outcomes);
+  b.get(r.outcome_of);
+  b.get(r.lower_bounds);
+  b.get(r.estimates);
+  b.get(r.ran_on);
+  b.get(r.round_of);
+  b.get(r.ranks);
+  b.get(r.rounds);
+  b.get(r.stopped);
+  b.get(r.not_searched);
+  Provenance& p = f.provenance;
+  b.get(p.command_line);
+  b.get(p.ranks);
+  b.get(p.threads);
+  b.get(p.start_time);
+  b.get(p.end_time);
+  b.get(p.wall_seconds);
+  b.get(p.host);
+  return f;
+}
+
+// The state of the archive on disk, as read on rank 0.
+struct Existing {
+  std::vector<std::size_t> done;  // case indices
+  std::int64_t runs = 0;          // invocations that wrote it
+};
+
+Existing read_existing(const std::string& path, const SweepDefinition& def) {
+  Existing e;
+  const std::string where = "--out " + path;
+  try {
+    const h5::File f = h5::File::open_read(path);
+    const h5::Attributes root = f.attrs();
+    if (!root.has("format") || root.get_string("format") != kArchiveFormat ||
+        root.get_string("kind") != "sweep") {
+      throw InputError(where,
+                       "is not a hapmoe sweep archive; --resume needs the archive of the "
+                       "same sweep");
+    }
+    const h5::Group s = f.open_group("sweep");
+    if (s.attrs().get_string("cases") != def.canonical()) {
+      throw InputError(where, "holds another sweep (its cases differ from " + def.origin +
+                                  "); --resume needs the same sweep file, or use another --out");
+    }
+    e.runs = s.attrs().get_int("runs");
+    const h5::Group cases = f.open_group("cases");
+    for (const std::string& n : cases.children()) {
+      const h5::Group c = cases.open_group(n);
+      // A case a limit stopped is run again (its group is then replaced).
+      if (c.attrs().get_string("status") == "stopped") continue;
+      e.done.push_back(static_cast<std::size_t>(c.attrs().get_int("index")));
+    }
+  } catch (const h5::H5Error& x) {
+    throw InputError(where, std::string("cannot read the existing archive: ") + x.what());
+  }
+  return e;
+}
+
+// A collective: rank 0's `text` on every rank.
+std::string from_root(Comm& comm, const std::string& text) {
+  return comm.allgather(comm.rank() == 0 ? text : std::string()).front();
+}
+
+void agree(Comm& comm, const std::string& failed) {
+  if (const std::string first = first_error(comm, failed); !first.empty()) {
+    throw InputError("", first);
+  }
+}
+
+class Progress {
+ public:
+  Progress(std::ostream& err, bool tty, std::size_t total, std::size_t done_before)
+      : err_(err),
+        tty_(tty),
+        total_(total),
+        done_(done_before),
+        start_(std::chrono::steady_clock::now()) {}
+
+  void case_done(const SweepCase& c, std::int64_t configs, const std::string& best) {
+    ++done_;
+    ++run_now_;
+    configs_ += configs;
+    const double elapsed = seconds_since(start_);
+    const double rate = elapsed > 0 ? static_cast<double>(configs_) / elapsed : 0.0;
+    const double remaining =
+        static_cast<double>(total_ - done_) * elapsed / static_cast<double>(run_now_);
+    char line[256];
+    if (tty_) {
+      constexpr int kWidth = 24;
+      const int filled = static_cast<int>(kWidth * static_cast<double>(done_) /
+                                          static_cast<double>(std::max<std::size_t>(total_, 1)));
+      std::string bar(static_cast<std::size_t>(filled), '#');
+      bar.resize(kWidth, '.');
+      std::snprintf(line, sizeof line,
+                    "\r[%s] %zu/%zu cases  %.0f configs/s  elapsed %s  remaining ~%s   ",
+                    bar.c_str(), done_, total_, rate, duration_text(elapsed).c_str(),
+                    duration_text(remaining).c_str());
+      err_ << line;
+      if (done_ == total_) err_ << "\n";
+      err_.flush();
+    } else {
+      std::snprintf(
+          line, sizeof line,
+          "hapmoe sweep: %zu/%zu cases, %.0f configs/s, elapsed %s, remaining ~%s: ", done_, total_,
+          rate, duration_text(elapsed).c_str(), duration_text(remaining).c_str());
+      err_ << line << c.name << ": " << best << "\n";
+      err_.flush();
+    }
+  }
+  // A case still running after `seconds` (case `number`, 1-based), where
+  // its search stands.
+  void case_running(const SweepCase& c, std::size_t number, double seconds,
+                    const SearchProgress& search) {
+    char line[256];
+    if (tty_) {
+      std::snprintf(line, sizeof line, "\r%zu/%zu cases done, case %zu running for %s   ", done_,
+                    total_, number, duration_text(seconds).c_str());
+      err_ << line;
+    } else {
+      std::snprintf(line, sizeof line,
+                    "hapmoe sweep: case %zu/%zu running for %s, elapsed %s: ", number, total_,
+                    duration_text(seconds).c_str(), duration_text(seconds_since(start_)).c_str());
+      err_ << line << c.name << ": " << progress_text(search) << "\n";
+    }
+    err_.flush();
+  }
+  // Ends a live bar before other output.
+  void interrupt() {
+    if (tty_ && done_ != total_) err_ << "\n";
+  }
+
+ private:
+  std::ostream& err_;
+  bool tty_;
+  std::size_t total_;
+  std::size_t done_;
+  std::size_t run_now_ = 0;
+  std::int64_t configs_ = 0;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
+
+int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Comm& comm) {
+  const std::string started_utc = utc_now();
+  const auto started = std::chrono::steady_clock::now();
+  StopSignals signals;
+  // 1. The sweep, the archive and every case's inputs, checked before any
+  // search; a failure on any rank is every rank's.
+  SweepDefinition def;
+  std::vector<Workload> workloads;
+  std::vector<ClusterSpec> clusters;
+  std::shared_ptr<const MeasuredProfile> profile;  // --profile
+  Existing existing;
+  bool archive_exists = false;
+  read_on_every_rank(comm, [&] {
+    install_crash_hook();
+    def = load_sweep(o.sweep_path);
+    if (comm.rank() == 0) {
+      std::error_code ec;
+      check_archive_path(o.out);
+      archive_exists = std::filesystem::exists(o.out, ec);
+      if (archive_exists && !o.resume) {
+        throw InputError("--out " + o.out,
+                         "exists; pass --resume to finish that sweep, or remove it first");
+      }
+      if (archive_exists) existing = read_existing(o.out, def);
+      remove_stale_temporaries(o.out);
+    }
+    if (!o.profile_path.empty()) {
+      profile = std::make_shared<const MeasuredProfile>(read_profile(o.profile_path));
+    }
+    for (std::size_t i = 0; i < def.cases.size(); ++i) {
+      const SweepCase& c = def.cases[i];
+      try {
+        Workload w = load_workload(c.model);
+        TrainingOverrides ov = c.overrides;
+        // rho measured for this model, unless the case sets its imbalance.
+        if (profile && !ov.imbalance) {
+          const double rho = profile_imbalance(*profile, w.model.name);
+          if (is_set(rho)) ov.imbalance = rho;
+        }
+        apply_overrides(ov, w);
+        workloads.push_back(std::move(w));
+        clusters.push_back(load_cluster(c.cluster));
+      } catch (const InputError& e) {
+        throw InputError(o.sweep_path + ": case " + std::to_string(i) + " (" + c.name + ")",
+                         e.what());
+      }
+    }
+  });
+
+  // 2. Which cases are done (rank 0 read the archive).
+  std::vector<bool> done(def.cases.size(), false);
+  {
+    nlohmann::json list = nlohmann::json::array();
+    for (std::size_t i : existing.done) list.push_back(i);
+    list.push_back(archive_exists ? 1 : 0);
+    const nlohmann::json got = nlohmann::json::parse(from_root(comm, list.dump()));
+    archive_exists = got.back().get<int>() != 0;
+    for (std::size_t k = 0; k + 1 < got.size(); ++k) {
+      const auto i = got[k].get<std::size_t>();
+      if (i < done.size()) done[i] = true;
+    }
+  }
+  const std::size_t total = def.cases.size();
+  std::size_t done_count = static_cast<std::size_t>(std::count(done.begin(), done.end(), true));
+  if (comm.rank() == 0 && done_count > 0) {
+    err << "hapmoe sweep: resuming " << o.out << ": " << done_count << " of " << total
+        << " cases already done\n";
+  }
+
+  // 3. The cases, committed as they finish.
+  Progress progress(err, o.tty, total, done_count);
+  std::vector<Finished> pending;
+  auto last_commit = std::chrono::steady_clock::now();
+  bool stopped = false;
+  bool limit_hit = false;
+  auto commit = [&]() {
+    std::string bad;
+    if (comm.rank() == 0 && !pending.empty()) {
+      Provenance run;
+      run.command_line = o.command_line;
+      run.ranks = comm.size();
+      run.threads = o.threads;
+      run.start_time = started_utc;
+      run.end_time = utc_now();
+      run.wall_seconds = seconds_since(started);
+      run.host = host_name();
+      const std::size_t now_done = done_count;
+      g_committing = 1;
+      try {
+        write_archive_atomic(o.out, [&](h5::File& f) {
+          write_header(f, "sweep");
+          write_provenance(f, run);
+          {
+            const h5::Group s = f.create_group("sweep");
+            const h5::Attributes a = s.attrs();
+            a.set("file", def.origin);
+            a.set("text", def.text);
+            a.set("cases", def.canonical());
+            a.set("cases_total", static_cast<std::int64_t>(total));
+            a.set("cases_done", static_cast<std::int64_t>(now_done));
+            a.set("complete", now_done == total ? 1 : 0);
+            a.set("runs", existing.runs + 1);
+          }
+          const h5::Group cases = f.create_group("cases");
+          if (archive_exists) {
+            const h5::File old = h5::File::open_read(o.out);
+            const h5::Group old_cases = old.open_group("cases");
+            std::set<std::string> replaced;
+            for (const Finished& fin : pending) replaced.insert(group_name(fin.index, total));
+            for (const std::string& n : old_cases.children()) {
+              if (replaced.count(n) == 0) cases.copy_from(old_cases, n, n);
+            }
+          }
+          for (const Finished& fin : pending) {
+            const SweepCase& c = def.cases[fin.index];
+            const h5::Group g = cases.create_group(group_name(fin.index, total));
+            const h5::Attributes a = g.attrs();
+            a.set("name", c.name);
+            a.set("index", static_cast<std::int64_t>(fin.index));
+            a.set("case", c.resolved.dump());
+            a.set("status", fin.result.stopped != StopReason::kNone ? "stopped"
+                            : fin.reports.empty()                   ? "no_fit"
+                                                                    : "ok");
+            a.set("ran_on_rank", fin.ran_on);
+            write_provenance(g, fin.provenance);
+            ArchiveInputs in;
+            in.model_given = c.model;
+            in.model_file_text = given_file_text(c.model);
+            in.cluster_given = c.cluster;
+            in.cluster_file_text = given_file_text(c.cluster);
+            in.options_given = c.resolved;
+            in.options_resolved = c.resolved;
+            in.options_resolved["threads"] = o.threads;
+            if (profile) in.options_resolved["profile"] = o.profile_path;
+            in.workload = &workloads[fin.index];
+            in.cluster = &clusters[fin.index];
+            in.tables = &fin.tables;
+            write_run(g, in, fin.reports, &fin.result);
+          }
+        });
+        archive_exists = true;
+      } catch (const InputError& e) {
+        bad = e.what();
+      } catch (const std::exception& e) {  // any: the other ranks are waiting below
+        bad = "--out " + o.out + ": " + e.what();
+      }
+      g_committing = 0;
+      if (g_exit_after_commit != 0) _exit(kExitStopped);
+    }
+    pending.clear();
+    last_commit = std::chrono::steady_clock::now();
+    agree(comm, bad);
+  };
+
+  // Rounds: one case over all ranks, or (--spread cases) one case per
+  // rank, each alone, gathered to rank 0.
+  std::vector<std::size_t> todo;
+  for (std::size_t i = 0; i < total; ++i) {
+    if (!done[i]) todo.push_back(i);
+  }
+  const bool by_case = o.spread_cases && comm.size() > 1;
+  const auto world = static_cast<std::size_t>(comm.size());
+  const std::size_t per_round = by_case ? world : 1;
+  for (std::size_t start = 0; start < todo.size(); start += per_round) {
+    const std::size_t in_round = std::min(per_round, todo.size() - start);
+    const auto me = static_cast<std::size_t>(comm.rank());
+    const bool runs = !by_case || me < in_round;
+    const std::size_t i = todo[start + (by_case && runs ? me : 0)];
+    const SweepCase& c = def.cases[i];
+    Finished fin;
+    fin.index = i;
+    std::string failure;
+    if (runs) {
+      const std::string case_start = utc_now();
+      const auto t0 = std::chrono::steady_clock::now();
+      RunOptions run;
+      run.threads = o.threads;
+      run.round = c.round;
+      run.limits = o.limits;
+      SearchProgress search;
+      run.progress = &search;
+      const double every = comm.rank() != 0 ? 0.0
+                           : o.tty          ? std::min(o.progress_s, 1.0)
+                                            : o.progress_s;
+      const std::size_t number = done_count + 1;
+      {
+        const Heartbeat beat(every, [&](double s) { progress.case_running(c, number, s, search); });
+        if (by_case) {
+          // Alone: a failure must still reach the gather below.
+          SerialComm alone;
+          try {
+            fin.result = search_case(c, workloads[i], clusters[i], profile, alone, run);
+          } catch (const std::exception& e) {
+            failure = "rank " + std::to_string(me) + ": case " + std::to_string(i) + " (" + c.name +
+                      "): " + e.what();
+          }
+          fin.ran_on = comm.rank();
+        } else {
+          fin.result = search_case(c, workloads[i], clusters[i], profile, comm, run);
+        }
+      }
+      fin.provenance.command_line = o.command_line;
+      fin.provenance.ranks = by_case ? 1 : comm.size();
+      fin.provenance.threads = o.threads;
+      fin.provenance.start_time = case_start;
+      fin.provenance.end_time = utc_now();
+      fin.provenance.wall_seconds = seconds_since(t0);
+      fin.provenance.host = host_name();
+    }
+    std::vector<Finished> round;
+    if (by_case) {
+      const std::vector<std::string> all = comm.allgather(!failure.empty() ? "E" + failure
+                                                          : runs           ? "C" + encode(fin)
+                                                                           : std::string());
+      for (const std::string& b : all) {
+        if (!b.empty() && b[0] == 'E') throw SearchFailure(b.substr(1));
+      }
+      if (comm.rank() == 0) {
+        round.push_back(std::move(fin));  // rank 0 always runs the round's first case
+        for (std::size_t r = 1; r < in_round; ++r) round.push_back(decode(all[r].substr(1)));
+      }
+    } else if (comm.rank() == 0) {
+      round.push_back(std::move(fin));
+    }
+    // Rank 0 alone rebuilds the tables and reports; a failure there is
+    // agreed on, so no rank waits at the next collective for one that left.
+    std::string bad;
+    std::size_t limited = 0;  // cases of the round a limit stopped (rank 0)
+    try {
+      for (Finished& f : round) {  // rank 0 only
+        const std::size_t k = f.index;
+        f.tables = tables_for(workloads[k], clusters[k], f.result.configs, profile.get());
+        const CostModel model(workloads[k], clusters[k], f.tables);
+        for (const PlanCandidate& p : f.result.top) f.reports.push_back(model.evaluate(p.plan));
+        std::string best =
+            f.reports.empty() ? "no plan fits" : format_seconds(f.reports.front().latency_s);
+        if (f.result.stopped != StopReason::kNone) {
+          ++limited;
+          best = (f.reports.empty() ? std::string("no plan found") : best) + ", stopped by the " +
+                 to_string(f.result.stopped) + ": not proven optimal";
+        }
+        progress.case_done(def.cases[k], f.result.stats.configs, best);
+        pending.push_back(std::move(f));
+      }
+    } catch (const std::exception& e) {
+      bad = e.what();
+    }
+    if (const std::string first = first_error(comm, bad); !first.empty()) {
+      throw SearchFailure(first);
+    }
+    // A case a limit stopped is committed but not done (--resume runs it
+    // again); the deadline has passed for the next cases too, so the sweep
+    // ends here. Rank 0 counted them.
+    limited = std::stoul(from_root(comm, std::to_string(limited)));
+    done_count += in_round - limited;
+    // Every rank takes the same decisions: rank 0's clock decides when a
+    // commit is due, and the stop flag is agreed on after the commit (a
+    // signal during a commit stops before the next round).
+    const bool due = o.checkpoint_s <= 0 || seconds_since(last_commit) >= o.checkpoint_s;
+    if (done_count == total || limited > 0 ||
+        !from_root(comm, comm.rank() == 0 && due ? "1" : "").empty()) {
+      commit();
+    }
+    if (limited > 0) {
+      limit_hit = true;
+      break;
+    }
+    stopped = !first_error(comm, g_sweep_stop_signal != 0 ? "stop" : "").empty();
+    if (stopped) commit();  // what --checkpoint-every held back
+    if (stopped) break;
+  }
+
+  if (stopped && done_count == total) stopped = false;  // nothing left to requeue
+  if (comm.rank() == 0) {
+    if (limit_hit) {
+      progress.interrupt();
+      err << "hapmoe sweep: a limit (--time-limit or --max-memory) stopped the search: the case "
+             "in flight is committed with status \"stopped\" (its best plan so far, not proven "
+             "optimal); "
+          << done_count << " of " << total << " cases done in " << o.out
+          << "; run again with --resume to finish (exit code " << kExitLimit << ")\n";
+    } else if (stopped) {
+      progress.interrupt();
+      err << "hapmoe sweep: stopped by SIGTERM/SIGUSR1: " << done_count << " of " << total
+          << " cases committed to " << o.out << "; run again with --resume to finish (exit code "
+          << kExitStopped << ")\n";
+    } else if (archive_exists) {
+      print_archive_summary(out, o.out);
+    }
+  }
+  return limit_hit ? kExitLimit : stopped ? kExitStopped : kExitOk;
+}
+
+}  // namespace hapmoe

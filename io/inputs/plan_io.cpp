@@ -1,0 +1,185 @@
+#include "io/inputs/plan_io.h"
+
+#include <unistd.h>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "costmodel/errors.h"
+
+namespace hapmoe {
+
+Recompute parse_recompute(const std::string& text, int stage_layers, const std::string& where) {
+  const std::string t = to_lower(text);
+  if (t == "none") return {RecomputeKind::kNone, 0};
+  if (t == "selective") return {RecomputeKind::kSelective, 0};
+  if (t == "full") return {RecomputeKind::kFull, stage_layers};
+  if (t.rfind("full:", 0) == 0) {
+    const auto k = parse_int_text(t.substr(5), 1, 1000000, where);
+    return {RecomputeKind::kFull, static_cast<int>(k)};
+  }
+  throw InputError(where, "unknown recomputation \"" + text +
+                              "\" (allowed: none, selective, full, full:K with K layers)");
+}
+
+namespace {
+
+int resolve_device(const ClusterSpec& cluster, const std::string& name, const std::string& where) {
+  for (int h = 0; h < cluster.num_types(); ++h) {
+    if (to_lower(cluster.pools[static_cast<std::size_t>(h)].device.name) == to_lower(name))
+      return h;
+  }
+  std::string known;
+  for (const auto& p : cluster.pools) known += (known.empty() ? "" : ", ") + p.device.name;
+  throw InputError(where, "device \"" + name + "\" is not in the cluster (it has: " + known + ")");
+}
+
+Plan read_plan_object(const Json& j, const std::string& origin, const std::string& pointer,
+                      const ClusterSpec& cluster, int default_micro_batch) {
+  ObjectReader root(j, origin, pointer);
+  // Fields of an output plan object are accepted and ignored, so a plan
+  // from `--plan-json` can be fed back.
+  root.ignore({"latency_s", "throughput_tokens_per_s", "tflops_per_device", "mfu", "fits",
+               "breakdown", "bottleneck_stage"});
+  Plan plan;
+  {
+    ObjectReader par(root.get_raw("parallel"), origin, root.pointer("parallel"));
+    constexpr int kMaxDegree = 1 << 20;
+    plan.parallel.pp = par.get_int("pp", 1, kMaxDegree);
+    plan.parallel.tp = par.get_int("tp", 1, kMaxDegree);
+    plan.parallel.cp = par.opt_int("cp", 1, kMaxDegree).value_or(1);
+    plan.parallel.ep = par.opt_int("ep", 1, kMaxDegree).value_or(1);
+    plan.parallel.tpe = par.opt_int("tpe", 1, kMaxDegree).value_or(1);
+    plan.parallel.dp = par.get_int("dp", 1, kMaxDegree);
+    plan.parallel.micro_batch =
+        par.opt_int("micro_batch", 1, 1 << 20).value_or(default_micro_batch);
+    par.ignore({"num_microbatches"});
+    par.finish();
+  }
+  const Json& stages = root.get_raw("stages");
+  const std::string stages_ptr = root.pointer("stages");
+  if (!stages.is_array()) {
+    throw InputError(origin + ":" + stages_ptr,
+                     "must be an array of stages, got " + describe(stages));
+  }
+  if (stages.empty()) throw InputError(origin + ":" + stages_ptr, "has no stages");
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const std::string sp = stages_ptr + "/" + std::to_string(i);
+    ObjectReader st(stages[i], origin, sp);
+    StagePlan s;
+    s.device_type =
+        resolve_device(cluster, st.get_string("device"), origin + ":" + st.pointer("device"));
+    s.layers = st.get_int("layers", 1, 1000000);
+    const auto rc = st.opt_string("recompute").value_or("none");
+    s.recompute = parse_recompute(rc, s.layers, origin + ":" + st.pointer("recompute"));
+    st.ignore({"devices", "first_layer", "forward_s", "backward_s", "memory_bytes",
+               "capacity_bytes", "memory", "fits", "dp_sync_s", "optimizer_s"});
+    st.finish();
+    plan.stages.push_back(s);
+  }
+  root.finish();
+  return plan;
+}
+
+}  // namespace
+
+Plan parse_plan_json(const std::string& text, const std::string& origin, const ClusterSpec& cluster,
+                     int default_micro_batch, int index) {
+  const Json j = parse_json(text, origin);
+  if (j.is_object() && j.contains("plans")) {
+    ObjectReader doc(j, origin, "");
+    doc.ignore({"search", "run", "baseline", "model", "cluster", "hapmoe"});
+    const Json& plans = doc.get_raw("plans");
+    doc.finish();
+    if (!plans.is_array() || plans.empty()) {
+      throw InputError(origin + ":/plans", "must be a non-empty array of plans");
+    }
+    if (index < 0 || static_cast<std::size_t>(index) >= plans.size()) {
+      throw InputError(origin + ":/plans", "has " + std::to_string(plans.size()) +
+                                               " plans, plan index " + std::to_string(index) +
+                                               " does not exist");
+    }
+    return read_plan_object(plans[static_cast<std::size_t>(index)], origin,
+                            "/plans/" + std::to_string(index), cluster, default_micro_batch);
+  }
+  return read_plan_object(j, origin, "", cluster, default_micro_batch);
+}
+
+Plan load_plan(const std::string& path, const ClusterSpec& cluster, int default_micro_batch,
+               int index) {
+  return parse_plan_json(read_text_file(path), path, cluster, default_micro_batch, index);
+}
+
+nlohmann::ordered_json plan_report_json(const PlanReport& r, const ClusterSpec& cluster) {
+  using nlohmann::ordered_json;
+  ordered_json p;
+  p["latency_s"] = r.latency_s;
+  p["throughput_tokens_per_s"] = r.throughput_tokens_per_s;
+  p["tflops_per_device"] = r.tflops_per_device;
+  p["mfu"] = r.mfu;
+  p["fits"] = r.fits;
+  const ParallelConfig& pi = r.plan.parallel;
+  p["parallel"] = {{"pp", pi.pp},
+                   {"tp", pi.tp},
+                   {"cp", pi.cp},
+                   {"ep", pi.ep},
+                   {"tpe", pi.tpe},
+                   {"dp", pi.dp},
+                   {"micro_batch", pi.micro_batch},
+                   {"num_microbatches", r.num_microbatches}};
+  ordered_json stages = ordered_json::array();
+  for (const StageReport& s : r.stages) {
+    ordered_json st;
+    st["device"] = cluster.pools[static_cast<std::size_t>(s.device_type)].device.name;
+    st["devices"] = s.devices;
+    st["first_layer"] = s.first_layer;
+    st["layers"] = s.layers;
+    st["recompute"] = to_string(s.recompute, s.layers);
+    st["forward_s"] = s.cost.fwd_s;
+    st["backward_s"] = s.cost.bwd_s;
+    st["dp_sync_s"] = s.cost.dp_sync_s;
+    st["optimizer_s"] = s.cost.optimizer_s;
+    st["memory_bytes"] = s.cost.memory.total();
+    st["capacity_bytes"] = s.cost.capacity_bytes;
+    st["memory"] = {
+        {"weights", s.cost.memory.weights},         {"gradients", s.cost.memory.gradients},
+        {"optimizer", s.cost.memory.optimizer},     {"activations", s.cost.memory.activations},
+        {"moe_buffers", s.cost.memory.moe_buffers}, {"overhead", s.cost.memory.overhead}};
+    st["fits"] = s.cost.fits();
+    stages.push_back(st);
+  }
+  p["stages"] = stages;
+  p["breakdown"] = {{"edge_s", r.breakdown.edge_s},
+                    {"middle_s", r.breakdown.middle_s},
+                    {"dp_sync_s", r.breakdown.dp_sync_s},
+                    {"optimizer_s", r.breakdown.optimizer_s}};
+  return p;
+}
+
+void write_file_atomic(const std::string& path, const std::string& text) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const fs::path tmp =
+      dir / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()));
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw InputError(path, "cannot write (directory missing or not writable)");
+    out << text;
+    out.flush();
+    if (!out) {
+      out.close();
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      throw InputError(path, "write failed (disk full?); the previous file is untouched");
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw InputError(path, "cannot rename the temporary file into place: " + ec.message());
+  }
+}
+
+}  // namespace hapmoe

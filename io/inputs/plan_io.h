@@ -1,0 +1,37 @@
+// Plan files in, plan reports out (the JSON schema every command shares;
+// docs/cli.md, "Plan JSON").
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "costmodel/cluster.h"
+#include "costmodel/cost.h"
+#include "costmodel/plan.h"
+#include "io/inputs/json_strict.h"
+
+namespace hapmoe {
+
+// Reads a plan: either a plan object {"parallel":{...},"stages":[...]} or
+// an output document {"plans":[...]} (then plan number `index` is taken, so
+// an output fed back evaluates to the same figures). Device names are
+// resolved against `cluster`; a missing micro_batch takes
+// `default_micro_batch`. Throws InputError naming file, pointer and value.
+Plan parse_plan_json(const std::string& text, const std::string& origin, const ClusterSpec& cluster,
+                     int default_micro_batch, int index = 0);
+Plan load_plan(const std::string& path, const ClusterSpec& cluster, int default_micro_batch,
+               int index = 0);
+
+// "none", "selective", "full", "full:K" -> Recompute (K checked against
+// `stage_layers` by the plan checks, not here).
+Recompute parse_recompute(const std::string& text, int stage_layers, const std::string& where);
+
+// One plan report as the output schema's plan object.
+nlohmann::ordered_json plan_report_json(const PlanReport& report, const ClusterSpec& cluster);
+
+// Writes `text` to `path` through a temporary file in the same directory,
+// flushed and renamed, so `path` is either the old file or the whole new
+// one. Throws InputError naming the path on failure.
+void write_file_atomic(const std::string& path, const std::string& text);
+
+}  // namespace hapmoe

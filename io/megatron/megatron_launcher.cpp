@@ -1,0 +1,670 @@
+// The launcher writer. Order of work: express the plan in Megatron's terms
+// (uniform recomputation priced with the cost model), check the settings
+// against every Megatron rule and against the plan's layer split, place
+// stages on nodes in rank order, then write the text. Nothing is written
+// unless every check passed.
+#include "io/megatron/megatron_launcher.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <iomanip>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "costmodel/errors.h"
+#include "io/inputs/json_strict.h"
+#include "io/report/report.h"
+
+namespace hapmoe {
+
+namespace {
+
+std::string join(const std::vector<std::string>& items, const char* sep = ", ") {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+struct RecomputeSetting {
+  std::string granularity;  // "", "selective", "full"
+  int block = 0;            // full: --recompute-num-layers with block
+  std::string label() const {
+    if (granularity.empty()) return "none";
+    if (granularity == "selective") return "selective";
+    return "full/block " + std::to_string(block);
+  }
+};
+
+void apply_setting(const RecomputeSetting& r, const ModelSpec& model, MegatronSettings& s) {
+  s.recompute_granularity = r.granularity;
+  s.recompute_method.clear();
+  s.recompute_num_layers.reset();
+  s.recompute_modules.clear();
+  if (r.granularity == "full") {
+    s.recompute_method = "block";
+    s.recompute_num_layers = r.block;
+  } else if (r.granularity == "selective") {
+    s.recompute_modules = {"core_attn"};
+    if (model.is_moe()) s.recompute_modules.push_back("moe_act");
+  }
+}
+
+Plan with_setting(const Plan& plan, const MegatronSettings& s) {
+  Plan p = plan;
+  for (StagePlan& st : p.stages) {
+    st.recompute = megatron_stage_recompute(s, st.layers);
+    if (st.recompute.kind == RecomputeKind::kFull && st.recompute.layers == 0) {
+      st.recompute = {RecomputeKind::kNone, 0};
+    }
+  }
+  return p;
+}
+
+std::string node_name(const std::string& device, int index) {
+  std::string out;
+  for (char c : device) {
+    out += std::isalnum(static_cast<unsigned char>(c)) != 0
+               ? static_cast<char>(std::tolower(static_cast<unsigned char>(c)))
+               : '-';
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "-node-%03d", index);
+  return out + buf;
+}
+
+// Text for a comment line: a line break in a file name must not end it.
+std::string comment_safe(std::string s) {
+  for (char& c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return s;
+}
+
+std::string word_text(const ShellWord& w) { return w.known ? shell_quote(w.text) : w.source; }
+
+// Flags whose values hapmoe sets from the plan and the training settings.
+bool owned_by_hapmoe(const std::string& name) {
+  static const std::set<std::string> kNames = {
+      "--seq-length", "--encoder-seq-length",        "--bf16",
+      "--fp16",       "--use-distributed-optimizer", "--moe-token-dispatcher-type"};
+  return is_parallel_flag(name) || kNames.count(name) > 0;
+}
+
+// "[0]*3+[1]*58" for a layer map, "1" when every layer is MoE.
+std::string layer_freq_expr(const std::vector<std::uint8_t>& map) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < map.size()) {
+    std::size_t j = i;
+    while (j < map.size() && map[j] == map[i]) ++j;
+    out += (out.empty() ? "" : "+") + std::string("[") + (map[i] ? "1" : "0") + "]*" +
+           std::to_string(j - i);
+    i = j;
+  }
+  return "(" + out + ")";
+}
+
+// Model and training flags written from the model (no user script).
+std::vector<std::string> model_flags(const Workload& w) {
+  const ModelSpec& m = w.model;
+  std::vector<std::string> f;
+  auto add = [&](const std::string& name, const std::string& value = "") {
+    f.push_back(value.empty() ? name : name + " " + value);
+  };
+  add("--num-layers", std::to_string(m.num_layers));
+  add("--hidden-size", std::to_string(m.hidden));
+  add("--ffn-hidden-size", std::to_string(m.ffn_hidden > 0 ? m.ffn_hidden : m.expert_ffn_hidden));
+  add("--num-attention-heads", std::to_string(m.num_heads));
+  if (m.mla.enabled()) {
+    add("--multi-latent-attention");
+    if (m.mla.q_lora_rank > 0) add("--q-lora-rank", std::to_string(m.mla.q_lora_rank));
+    add("--kv-lora-rank", std::to_string(m.mla.kv_lora_rank));
+    add("--qk-head-dim", std::to_string(m.mla.qk_nope_head_dim));
+    add("--qk-pos-emb-head-dim", std::to_string(m.mla.qk_rope_head_dim));
+    add("--v-head-dim", std::to_string(m.mla.v_head_dim));
+  } else {
+    if (m.num_kv_heads != m.num_heads) {
+      add("--group-query-attention");
+      add("--num-query-groups", std::to_string(m.num_kv_heads));
+    }
+    if (m.hidden % m.num_heads != 0 || m.head_dim != m.hidden / m.num_heads) {
+      add("--kv-channels", std::to_string(m.head_dim));
+    }
+  }
+  add("--max-position-embeddings", std::to_string(std::max(m.max_positions, w.training.seq_len)));
+  add("--position-embedding-type",
+      m.positions == PositionKind::kRotary ? "rope" : "learned_absolute");
+  if (m.mlp == MlpKind::kSwiGlu) add("--swiglu");
+  if (!m.tied_embeddings) add("--untie-embeddings-and-output-weights");
+  add("--normalization", "RMSNorm");
+  add("--disable-bias-linear");
+  if (m.is_moe()) {
+    add("--num-experts", std::to_string(m.num_experts));
+    add("--moe-router-topk", std::to_string(m.top_k));
+    add("--moe-ffn-hidden-size", std::to_string(m.expert_ffn_hidden));
+    if (m.shared_expert_ffn_hidden > 0) {
+      add("--moe-shared-expert-intermediate-size", std::to_string(m.shared_expert_ffn_hidden));
+    }
+    if (m.num_moe_layers() != m.num_layers) {
+      add("--moe-layer-freq", shell_quote(layer_freq_expr(m.moe_layers)));
+    }
+    add("--moe-grouped-gemm");
+  }
+  add("--vocab-size", std::to_string(m.vocab));
+  add("--tokenizer-type", "NullTokenizer");
+  add("--mock-data");
+  add("--train-iters", "100");
+  add("--lr", "1.0e-4");
+  return f;
+}
+
+}  // namespace
+
+Plan express_recompute(const Plan& plan, const CostModel& model, MegatronSettings& s) {
+  const ModelSpec& m = model.workload().model;
+  // One setting that reproduces every stage?
+  bool all_none = true, all_sel = true, all_full = true;
+  int k_max = 0;
+  for (const StagePlan& st : plan.stages) {
+    all_none = all_none && st.recompute.kind == RecomputeKind::kNone;
+    all_sel = all_sel && st.recompute.kind == RecomputeKind::kSelective;
+    all_full = all_full && st.recompute.kind == RecomputeKind::kFull;
+    if (st.recompute.kind == RecomputeKind::kFull) k_max = std::max(k_max, st.recompute.layers);
+  }
+  if (all_none || all_sel || all_full) {
+    RecomputeSetting r{all_none ? "" : all_sel ? "selective" : "full", k_max};
+    apply_setting(r, m, s);
+    if (with_setting(plan, s) == plan) return plan;
+  }
+  // Otherwise the best expressible uniform setting.
+  std::vector<RecomputeSetting> candidates = {{"", 0}, {"selective", 0}};
+  std::set<int> ks;
+  int max_layers = 0;
+  for (const StagePlan& st : plan.stages) {
+    if (st.recompute.kind == RecomputeKind::kFull) ks.insert(st.recompute.layers);
+    max_layers = std::max(max_layers, st.layers);
+  }
+  ks.insert(max_layers);
+  for (int k : ks) candidates.push_back({"full", k});
+  int best = -1;
+  double best_latency = 0;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    MegatronSettings trial = s;
+    apply_setting(candidates[i], m, trial);
+    const PlanReport r = model.evaluate(with_setting(plan, trial));
+    if (r.fits && (best < 0 || r.latency_s < best_latency)) {
+      best = static_cast<int>(i);
+      best_latency = r.latency_s;
+    }
+  }
+  if (best < 0) best = static_cast<int>(candidates.size()) - 1;  // saves the most memory
+  apply_setting(candidates[static_cast<std::size_t>(best)], m, s);
+  return with_setting(plan, s);
+}
+
+HostsByDevice parse_launcher_hosts(const std::string& text, const std::string& origin) {
+  HostsByDevice out;
+  std::istringstream in(text);
+  std::string line;
+  std::set<std::string> seen;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (const auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    std::istringstream words(line);
+    std::string host, device, extra;
+    if (!(words >> host)) continue;
+    if (!(words >> device) || (words >> extra)) {
+      throw InputError(origin + ":" + std::to_string(n),
+                       "expected \"HOST DEVICE\" (e.g. \"gpu-a-01 H800\"), got \"" + line + "\"");
+    }
+    if (!seen.insert(host).second) {
+      throw InputError(origin + ":" + std::to_string(n), "host " + host + " is listed twice");
+    }
+    std::string key;
+    for (char c : device) key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    out[key].push_back(host);
+  }
+  return out;
+}
+
+Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model,
+                                const MegatronScript* script, const std::string& hapmoe_version,
+                                const HostsByDevice& hosts) {
+  const Workload& w = model.workload();
+  const ClusterSpec& cluster = model.cluster();
+  const Plan& plan = report.plan;
+  const ParallelConfig& pi = plan.parallel;
+  Launcher out;
+  out.planned_latency_s = report.latency_s;
+
+  // 1. The settings Megatron will see.
+  MegatronSettings& s = out.settings;
+  s.num_layers = w.model.num_layers;
+  s.num_heads = w.model.num_heads;
+  s.num_query_groups = w.model.mla.enabled() ? 0 : w.model.num_kv_heads;
+  s.num_experts = w.model.num_experts;
+  s.seq_length = w.training.seq_len;
+  s.max_position_embeddings = std::max(w.model.max_positions, w.training.seq_len);
+  s.fp16 = w.training.precision == Precision::kFp16;
+  s.bias_linear = script ? !script->has("--disable-bias-linear") : false;
+  if (script) {
+    if (const MegatronFlag* f = script->find("--mtp-num-layers");
+        f && f->values.size() == 1 && f->values[0].known) {
+      s.mtp_layers = static_cast<int>(
+          parse_int_text(f->values[0].text, 0, 1000,
+                         script->origin() + ":" + std::to_string(f->line) + ": " + f->name));
+    }
+    // The script's own value (the model's max positions came from it).
+    s.max_position_embeddings = w.model.max_positions;
+  }
+  s.world_size = pi.devices();
+  s.tp = pi.tp;
+  s.pp = pi.pp;
+  s.cp = pi.cp;
+  s.ep = pi.ep;
+  s.etp = pi.tpe;
+  s.sequence_parallel = pi.tp > 1;
+  s.micro_batch = pi.micro_batch;
+  s.global_batch = w.training.global_batch;
+  s.distributed_optimizer = w.training.distributed_optimizer;
+  s.overlap_param_gather =
+      script && script->has("--overlap-param-gather") && w.training.distributed_optimizer;
+  if (script && script->has("--overlap-param-gather") && !s.overlap_param_gather) {
+    out.notes.push_back(
+        "--overlap-param-gather is dropped: it needs the distributed optimizer, "
+        "which is off");
+  }
+  if (script && (script->has("--num-layers-per-virtual-pipeline-stage") ||
+                 script->has("--num-virtual-stages-per-pipeline-rank"))) {
+    out.notes.push_back(
+        "the script's virtual pipeline stages are dropped: hapmoe plans and "
+        "costs plain 1F1B");
+  }
+  if (w.model.is_moe() && s.bias_linear && pi.tpe != 1) {
+    throw InputError("--launcher",
+                     "the plan uses expert tensor parallelism " + std::to_string(pi.tpe) +
+                         " but the script's linear layers have biases (no --disable-bias-linear), "
+                         "and Megatron-LM then requires --expert-tensor-parallel-size 1 "
+                         "(REFERENCE.md §3.2.13); add --disable-bias-linear to the script");
+  }
+  // Layer split: even, first/last, or a layout.
+  std::vector<int> layers;
+  for (const StagePlan& st : plan.stages) layers.push_back(st.layers);
+  const bool even =
+      std::all_of(layers.begin(), layers.end(), [&](int n) { return n == layers.front(); });
+  if (!even) {
+    bool first_last = false;
+    if (pi.pp == 2) {
+      first_last = true;
+      s.first_stage_layers = layers.front();
+      s.last_stage_layers = layers.back();
+    } else if (pi.pp > 2) {
+      const int mid = layers[1];
+      if (std::all_of(layers.begin() + 1, layers.end() - 1, [&](int n) { return n == mid; })) {
+        first_last = true;
+        if (layers.front() != mid) s.first_stage_layers = layers.front();
+        if (layers.back() != mid) s.last_stage_layers = layers.back();
+      }
+    }
+    if (!first_last || s.mtp_layers > 0) {
+      s.first_stage_layers.reset();
+      s.last_stage_layers.reset();
+      s.layout = make_pipeline_layout(layers, s.mtp_layers);
+    }
+  }
+  // Recomputation.
+  out.plan = express_recompute(plan, model, s);
+  const PlanReport launched = model.evaluate(out.plan);
+  out.launched_latency_s = launched.latency_s;
+  out.launched_fits = launched.fits;
+  if (!(out.plan == plan)) {
+    std::string per_stage;
+    for (std::size_t i = 0; i < plan.stages.size(); ++i) {
+      per_stage += (i ? ", " : "") + to_string(plan.stages[i].recompute, plan.stages[i].layers);
+    }
+    char pct[32];
+    std::snprintf(pct, sizeof pct, "%+.2f%%",
+                  (launched.latency_s - report.latency_s) / report.latency_s * 100.0);
+    out.notes.push_back(
+        "per-stage recomputation (" + per_stage +
+        ") cannot be expressed in stock Megatron-LM (one setting per job); the "
+        "closest uniform setting " +
+        (s.recompute_granularity.empty()
+             ? std::string("none")
+             : s.recompute_granularity + (s.recompute_num_layers
+                                              ? " block " + std::to_string(*s.recompute_num_layers)
+                                              : std::string())) +
+        " is predicted at " + format_seconds(launched.latency_s) + " per iteration vs " +
+        format_seconds(report.latency_s) + " for the plan (" + pct + ")" +
+        (launched.fits ? "" : "; it does NOT fit in memory on every stage"));
+  }
+  if (s.recompute_granularity == "selective" &&
+      (!w.model.is_moe() || w.model.num_moe_layers() < w.model.num_layers)) {
+    out.notes.push_back(
+        "selective recomputation: Megatron's --recompute-modules has no "
+        "module for a dense MLP's activation alone (mlp recomputes the whole "
+        "MLP), so dense layers keep their MLP activations; hapmoe's cost model "
+        "assumes they are recomputed");
+  }
+  if (w.training.dispatcher == Dispatcher::kAuto && w.model.is_moe()) {
+    out.notes.push_back(
+        "the dispatcher was chosen per plan (auto); the launcher writes the "
+        "one chosen for the first stage");
+  }
+
+  // 2. Check: a violation is a bug in hapmoe.
+  if (const auto v = check_megatron_settings(s); !v.empty()) {
+    throw ContractError(
+        "make_megatron_launcher: hapmoe built settings that Megatron-LM rejects "
+        "(a bug in hapmoe): " +
+        join(v, "; "));
+  }
+  if (megatron_stage_layers(s) != layers) {
+    throw ContractError(
+        "make_megatron_launcher: the split flags do not reproduce the plan's "
+        "layers per stage (a bug in hapmoe)");
+  }
+  if (!(with_setting(out.plan, s) == out.plan)) {
+    throw ContractError(
+        "make_megatron_launcher: the recomputation flags do not reproduce the "
+        "launched plan (a bug in hapmoe)");
+  }
+
+  // 3. Placement: stage i holds ranks [i*S, (i+1)*S) (Megatron's default
+  //    order tp-cp-ep-dp-pp has PP outermost); torchrun numbers ranks node
+  //    by node, so nodes are listed in stage order, each node holding ranks
+  //    of one device type only.
+  for (const auto& entry : hosts) {
+    const std::string& device = entry.first;
+    const std::vector<std::string>& names = entry.second;
+    const bool in_cluster = std::any_of(cluster.pools.begin(), cluster.pools.end(), [&](auto& p) {
+      std::string key;
+      for (char c : p.device.name)
+        key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      return key == device;
+    });
+    if (!in_cluster) {
+      throw InputError("--launcher-hosts", "host " + names.front() + " has device type \"" +
+                                               device + "\", which is not in the cluster");
+    }
+  }
+  const int per_stage = pi.stage_devices();
+  std::vector<int> node_pool;
+  std::vector<int> next_node(static_cast<std::size_t>(cluster.num_types()), 0);
+  std::vector<std::string> stage_nodes(plan.stages.size());
+  for (std::size_t i = 0; i < plan.stages.size(); ++i) {
+    const int h = plan.stages[i].device_type;
+    const DevicePool& pool = cluster.pools[static_cast<std::size_t>(h)];
+    int need = per_stage;
+    std::set<std::string> used;
+    while (need > 0) {
+      const bool reuse = !out.nodes.empty() && node_pool.back() == h &&
+                         out.node_procs.back() < pool.devices_per_node;
+      if (!reuse) {
+        int& k = next_node[static_cast<std::size_t>(h)];
+        if (k >= pool.nodes) {
+          throw InputError("--launcher",
+                           "stage " + std::to_string(i) + " needs more " + pool.device.name +
+                               " nodes than the cluster has when every node holds consecutive "
+                               "ranks of one stage type (torchrun numbers ranks node by node); "
+                               "the stage order of this plan cannot be placed");
+        }
+        std::string key;
+        for (char c : pool.device.name) {
+          key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        }
+        const auto named = hosts.find(key);
+        if (!hosts.empty() &&
+            (named == hosts.end() || k >= static_cast<int>(named->second.size()))) {
+          throw InputError("--launcher-hosts",
+                           "lists " +
+                               std::to_string(named == hosts.end() ? 0 : named->second.size()) +
+                               " " + pool.device.name + " hosts; the plan needs more (stage " +
+                               std::to_string(i) + ")");
+        }
+        out.nodes.push_back(hosts.empty() ? node_name(pool.device.name, k)
+                                          : named->second[static_cast<std::size_t>(k)]);
+        ++k;
+        out.node_procs.push_back(0);
+        node_pool.push_back(h);
+      }
+      const int take = std::min(need, pool.devices_per_node - out.node_procs.back());
+      out.node_procs.back() += take;
+      need -= take;
+      used.insert(out.nodes.back());
+    }
+    stage_nodes[i] = join({used.begin(), used.end()}, " ");
+  }
+
+  // 4. The text.
+  std::ostringstream t;
+  const std::string entry = script && script->shell.has_command
+                                ? word_text(script->shell.launch.entry)
+                                : std::string("pretrain_gpt.py");
+  t << "#!/bin/bash\n";
+  t << "# Megatron-LM launcher written by hapmoe " << hapmoe_version << " for Megatron-LM "
+    << kMegatronVersion << " (NVIDIA/Megatron-LM tag " << kMegatronVersion << ").\n";
+  t << "# Model: " << comment_safe(w.model.name)
+    << (script ? " (flags read from " + comment_safe(script->origin()) + ")" : "") << "\n";
+  t << "# Cluster: " << comment_safe(cluster.name) << "\n";
+  t << "# Plan: PP=" << pi.pp << " TP=" << pi.tp << " CP=" << pi.cp << " EP=" << pi.ep
+    << " ETP=" << pi.tpe << " DP=" << pi.dp << ", micro-batch " << pi.micro_batch
+    << ", global batch " << w.training.global_batch << " (" << launched.num_microbatches
+    << " micro-batches), " << s.world_size << " processes\n";
+  t << "# Predicted iteration latency: " << format_seconds(launched.latency_s);
+  if (!(out.plan == plan))
+    t << " as launched (the plan as searched: " << format_seconds(report.latency_s) << ")";
+  t << "; throughput " << std::fixed << std::setprecision(0) << launched.throughput_tokens_per_s
+    << " tokens/s; MFU " << std::setprecision(1) << launched.mfu * 100.0 << "%\n";
+  t << "#\n";
+  t << "#  stage  device    ranks            layers  recompute   memory / capacity        nodes\n";
+  for (std::size_t i = 0; i < launched.stages.size(); ++i) {
+    const StageReport& st = launched.stages[i];
+    char line[256];
+    const long long r0 = static_cast<long long>(i) * per_stage;
+    std::snprintf(
+        line, sizeof line, "#  %5zu  %-8s  %6lld..%-6lld  %6d  %-10s  %9s / %-9s %s  %s\n", i,
+        cluster.pools[static_cast<std::size_t>(st.device_type)].device.name.c_str(), r0,
+        r0 + per_stage - 1, st.layers, to_string(st.recompute, st.layers).c_str(),
+        format_bytes(st.cost.memory.total()).c_str(), format_bytes(st.cost.capacity_bytes).c_str(),
+        st.cost.fits() ? "  " : "!!", stage_nodes[i].c_str());
+    t << line;
+  }
+  t << "#\n";
+  t << "# Rank order: Megatron-LM orders ranks tp-cp-ep-dp-pp, so pipeline stage i holds the\n"
+       "# global ranks [i*S, (i+1)*S) with S = TP*CP*DP = "
+    << per_stage
+    << ". torchrun numbers ranks node by node in\n"
+       "# --node-rank order, so NODE_HOSTS lists the nodes in that order: every stage lands on\n"
+       "# nodes of its device type. "
+    << (hosts.empty() ? "Node names are placeholders: replace them with your hosts\n"
+                        "# (same order, same device types) and run"
+                      : "Hosts are from --launcher-hosts. Run")
+    << " this script once on every node: a node finds its index in\n"
+       "# NODE_HOSTS from its short host name (or set NODE_RANK). Under Slurm, for example:\n"
+       "#   srun --nodes="
+    << out.nodes.size() << " --ntasks-per-node=1 --nodelist=" << join(out.nodes, ",")
+    << " bash THIS_SCRIPT\n";
+  t << "#\n# What stock Megatron-LM cannot express:\n";
+  t << "#  - device types: Megatron has no notion of them; the plan's device type per stage is\n"
+       "#    realised only by the rank order above. A job spanning accelerator vendors also needs\n"
+       "#    a collective library that spans them, which stock PyTorch does not provide.\n";
+  t << "#  - cost-model inputs without a flag: router imbalance " << w.training.imbalance
+    << ", gamma " << w.training.gamma << ".\n";
+  for (const std::string& n : out.notes) {
+    std::string wrapped = "#  - ";
+    std::size_t col = wrapped.size();
+    std::istringstream words(n);
+    std::string word;
+    bool first = true;
+    while (words >> word) {
+      if (!first && col + 1 + word.size() > 98) {
+        wrapped += "\n#    ";
+        col = 5;
+      } else if (!first) {
+        wrapped += " ";
+        ++col;
+      }
+      wrapped += word;
+      col += word.size();
+      first = false;
+    }
+    t << wrapped << "\n";
+  }
+  t << "\nset -eo pipefail\n\n";
+  // Node table.
+  std::vector<std::string> stage_devices;
+  for (const StagePlan& st : out.plan.stages) {
+    stage_devices.push_back(
+        shell_quote(cluster.pools[static_cast<std::size_t>(st.device_type)].device.name));
+  }
+  std::vector<std::string> quoted_nodes, procs;
+  for (std::size_t i = 0; i < out.nodes.size(); ++i) {
+    quoted_nodes.push_back(shell_quote(out.nodes[i]));
+    procs.push_back(std::to_string(out.node_procs[i]));
+  }
+  t << "# Device type of each pipeline stage (read back by hapmoe --megatron-script).\n";
+  t << "HAPMOE_STAGE_DEVICES=(" << join(stage_devices, " ") << ")\n";
+  t << "NODE_HOSTS=(" << join(quoted_nodes, " ") << ")\n";
+  t << "NODE_GPUS=(" << join(procs, " ") << ")\n";
+  t << "NNODES=" << out.nodes.size() << "\n";
+  t << "WORLD_SIZE=" << s.world_size << "\n";
+  // This node's index: NODE_RANK if set, else its host name's place in
+  // NODE_HOSTS, else Slurm's node id, else 0.
+  std::vector<std::string> index_entries;
+  for (std::size_t i = 0; i < out.nodes.size(); ++i) {
+    index_entries.push_back("[" + shell_quote(out.nodes[i]) + "]=" + std::to_string(i));
+  }
+  t << "declare -A NODE_INDEX=(" << join(index_entries, " ") << ")\n";
+  t << "NODE_RANK=${NODE_RANK:-${NODE_INDEX[$(hostname -s)]:-${SLURM_NODEID:-0}}}\n";
+  t << "MASTER_ADDR=${MASTER_ADDR:-" << shell_quote(out.nodes.front()) << "}\n";
+  t << "MASTER_PORT=${MASTER_PORT:-6000}\n\n";
+  t << "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
+  if (script) {
+    static const std::set<std::string> kOwn = {"CUDA_DEVICE_MAX_CONNECTIONS",
+                                               "WORLD_SIZE",
+                                               "NODE_RANK",
+                                               "MASTER_ADDR",
+                                               "MASTER_PORT",
+                                               "NNODES",
+                                               "HAPMOE_STAGE_DEVICES"};
+    for (const std::string& name : script->shell.exported) {
+      const auto it = script->shell.variables.find(name);
+      if (kOwn.count(name) || it == script->shell.variables.end() || it->second.empty()) continue;
+      t << "export " << name << "=" << word_text(it->second.front()) << "\n";
+    }
+  }
+  if (script) {
+    // Script variables that the kept values still refer to (values known
+    // only at run time, like CHECKPOINT_PATH=$1, and what they use).
+    static const std::set<std::string> kOwn = {
+        "WORLD_SIZE",       "NODE_RANK",     "MASTER_ADDR",  "MASTER_PORT",
+        "NNODES",           "NODE_HOSTS",    "NODE_GPUS",    "HAPMOE_STAGE_DEVICES",
+        "DISTRIBUTED_ARGS", "MEGATRON_ARGS", "PARALLEL_ARGS"};
+    std::string sources;
+    for (const MegatronFlag& f : script->flags) {
+      for (const ShellWord& v : f.values) {
+        if (!v.known) sources += v.source + " ";
+      }
+    }
+    auto used = [&](const std::string& name) {
+      for (const std::string& form : {"$" + name, "${" + name}) {
+        for (auto p = sources.find(form); p != std::string::npos; p = sources.find(form, p + 1)) {
+          const std::size_t end = p + form.size();
+          if (end >= sources.size() ||
+              !(std::isalnum(static_cast<unsigned char>(sources[end])) || sources[end] == '_')) {
+            return true;
+          }
+        }
+      }
+      return false;
+    };
+    std::vector<std::string> defs;
+    std::set<std::string> done;
+    for (int pass = 0; pass < 4; ++pass) {
+      for (const auto& [name, value] : script->shell.variables) {
+        if (kOwn.count(name) || done.count(name) || value.size() != 1 || !used(name)) continue;
+        done.insert(name);
+        defs.push_back(name + "=" + word_text(value.front()));
+        if (!value.front().known) sources += value.front().source + " ";
+      }
+    }
+    if (!defs.empty()) {
+      t << "\n# Variables of " << comment_safe(script->origin()) << " that the kept flags use.\n";
+      for (auto it = defs.rbegin(); it != defs.rend(); ++it) t << *it << "\n";
+    }
+  }
+  t << "\nDISTRIBUTED_ARGS=(\n"
+       "    --nnodes $NNODES\n"
+       "    --node-rank $NODE_RANK\n"
+       "    --nproc-per-node ${NODE_GPUS[$NODE_RANK]}\n"
+       "    --master-addr $MASTER_ADDR\n"
+       "    --master-port $MASTER_PORT\n"
+       ")\n\n";
+  if (script) {
+    t << "# Flags kept from " << comment_safe(script->origin())
+      << " (values as the script defines them).\n";
+  } else {
+    t << "# Model flags written from the model; replace the tokenizer, data and schedule flags\n"
+         "# (NullTokenizer, --mock-data, --train-iters, --lr) with your own.\n";
+  }
+  t << "MEGATRON_ARGS=(\n";
+  if (script) {
+    for (const MegatronFlag& f : script->flags) {
+      if (!f.name.empty() && owned_by_hapmoe(f.name)) continue;
+      if (f.name == "--overlap-param-gather" && !s.overlap_param_gather) continue;
+      std::string line = f.name.empty() ? "" : shell_quote(f.name);
+      for (const ShellWord& v : f.values) line += (line.empty() ? "" : " ") + word_text(v);
+      t << "    " << line << "\n";
+    }
+  } else {
+    for (const std::string& f : model_flags(w)) t << "    " << f << "\n";
+  }
+  t << ")\n\n";
+  t << "# Set by hapmoe from the plan and the training settings.\n";
+  t << "PARALLEL_ARGS=(\n";
+  auto flag = [&](const std::string& f) { t << "    " << f << "\n"; };
+  flag("--tensor-model-parallel-size " + std::to_string(s.tp));
+  flag("--pipeline-model-parallel-size " + std::to_string(s.pp));
+  flag("--context-parallel-size " + std::to_string(s.cp));
+  if (w.model.is_moe()) {
+    flag("--expert-model-parallel-size " + std::to_string(s.ep));
+    flag("--expert-tensor-parallel-size " + std::to_string(s.etp));
+  }
+  if (s.sequence_parallel) flag("--sequence-parallel");
+  if (s.first_stage_layers) {
+    flag("--decoder-first-pipeline-num-layers " + std::to_string(*s.first_stage_layers));
+  }
+  if (s.last_stage_layers) {
+    flag("--decoder-last-pipeline-num-layers " + std::to_string(*s.last_stage_layers));
+  }
+  if (!s.layout.empty()) flag("--pipeline-model-parallel-layout " + shell_quote(s.layout));
+  if (!s.recompute_granularity.empty()) {
+    flag("--recompute-granularity " + s.recompute_granularity);
+  }
+  if (!s.recompute_method.empty()) flag("--recompute-method " + s.recompute_method);
+  if (s.recompute_num_layers) {
+    flag("--recompute-num-layers " + std::to_string(*s.recompute_num_layers));
+  }
+  if (!s.recompute_modules.empty()) flag("--recompute-modules " + join(s.recompute_modules, " "));
+  flag("--micro-batch-size " + std::to_string(s.micro_batch));
+  flag("--global-batch-size " + std::to_string(s.global_batch));
+  flag("--seq-length " + std::to_string(s.seq_length));
+  flag(w.training.precision == Precision::kFp16 ? "--fp16" : "--bf16");
+  if (w.training.distributed_optimizer) flag("--use-distributed-optimizer");
+  if (w.model.is_moe()) {
+    Dispatcher d = w.training.dispatcher;
+    if (d == Dispatcher::kAuto)
+      d = model.type_costs(pi, plan.stages.front().device_type).moe.dispatcher;
+    flag(std::string("--moe-token-dispatcher-type ") +
+         (d == Dispatcher::kAllGather ? "allgather" : "alltoall"));
+  }
+  t << ")\n\n";
+  t << "torchrun \"${DISTRIBUTED_ARGS[@]}\" " << entry
+    << " \"${MEGATRON_ARGS[@]}\" \"${PARALLEL_ARGS[@]}\"\n";
+  out.text = t.str();
+  return out;
+}
+
+}  // namespace hapmoe

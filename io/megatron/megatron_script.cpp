@@ -1,0 +1,964 @@
+// Megatron-LM flags -> hapmoe inputs. Every flag hapmoe reads is in the
+// table below with its kind; flags known to have no effect on the cost
+// model are kept silently, anything else is kept and named once in a note.
+// Defaults are Megatron-LM core_v0.15.0's (megatron/training/arguments.py),
+// so a script is read the way Megatron would run it.
+#include "io/megatron/megatron_script.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <set>
+#include <utility>
+
+#include "costmodel/errors.h"
+#include "io/inputs/json_strict.h"
+
+namespace hapmoe {
+
+namespace {
+
+enum class Kind { kBool, kInt, kText, kList };
+
+struct FlagInfo {
+  Kind kind;
+  const char* note;  // non-null: understood but not modelled (said once)
+};
+
+const std::map<std::string, FlagInfo>& read_flags() {
+  static const std::map<std::string, FlagInfo> kFlags = {
+      // Model shape.
+      {"--num-layers", {Kind::kInt, nullptr}},
+      {"--hidden-size", {Kind::kInt, nullptr}},
+      {"--ffn-hidden-size", {Kind::kInt, nullptr}},
+      {"--num-attention-heads", {Kind::kInt, nullptr}},
+      {"--group-query-attention", {Kind::kBool, nullptr}},
+      {"--num-query-groups", {Kind::kInt, nullptr}},
+      {"--kv-channels", {Kind::kInt, nullptr}},
+      {"--seq-length", {Kind::kInt, nullptr}},
+      {"--encoder-seq-length", {Kind::kInt, nullptr}},
+      {"--max-position-embeddings", {Kind::kInt, nullptr}},
+      {"--vocab-size", {Kind::kInt, nullptr}},
+      {"--tokenizer-type", {Kind::kText, nullptr}},
+      {"--tokenizer-model", {Kind::kText, nullptr}},
+      {"--untie-embeddings-and-output-weights", {Kind::kBool, nullptr}},
+      {"--swiglu", {Kind::kBool, nullptr}},
+      {"--normalization", {Kind::kText, nullptr}},
+      {"--position-embedding-type", {Kind::kText, nullptr}},
+      {"--use-rotary-position-embeddings", {Kind::kBool, nullptr}},
+      {"--no-position-embedding", {Kind::kBool, nullptr}},
+      {"--disable-bias-linear", {Kind::kBool, nullptr}},
+      {"--multi-latent-attention", {Kind::kBool, nullptr}},
+      {"--q-lora-rank", {Kind::kInt, nullptr}},
+      {"--kv-lora-rank", {Kind::kInt, nullptr}},
+      {"--qk-head-dim", {Kind::kInt, nullptr}},
+      {"--qk-pos-emb-head-dim", {Kind::kInt, nullptr}},
+      {"--v-head-dim", {Kind::kInt, nullptr}},
+      {"--mtp-num-layers",
+       {Kind::kInt, "the multi-token-prediction layers (--mtp-num-layers) are not modelled"}},
+      // MoE.
+      {"--num-experts", {Kind::kInt, nullptr}},
+      {"--moe-router-topk", {Kind::kInt, nullptr}},
+      {"--moe-ffn-hidden-size", {Kind::kInt, nullptr}},
+      {"--moe-shared-expert-intermediate-size", {Kind::kInt, nullptr}},
+      {"--moe-layer-freq", {Kind::kText, nullptr}},
+      {"--moe-token-dispatcher-type", {Kind::kText, nullptr}},
+      {"--moe-expert-capacity-factor",
+       {Kind::kText,
+        "--moe-expert-capacity-factor (token dropping) is not modelled: experts are costed "
+        "dropless with the router imbalance"}},
+      {"--moe-enable-deepep",
+       {Kind::kBool, "--moe-enable-deepep is costed as the all-to-all dispatcher"}},
+      {"--overlap-moe-expert-parallel-comm",
+       {Kind::kBool, "--overlap-moe-expert-parallel-comm is not modelled (no overlap assumed)"}},
+      // Batch, precision, optimizer.
+      {"--micro-batch-size", {Kind::kInt, nullptr}},
+      {"--global-batch-size", {Kind::kInt, nullptr}},
+      {"--rampup-batch-size",
+       {Kind::kList, "--rampup-batch-size is not modelled: the full global batch is costed"}},
+      {"--bf16", {Kind::kBool, nullptr}},
+      {"--fp16", {Kind::kBool, nullptr}},
+      {"--fp8-format", {Kind::kText, "FP8 (--fp8-format) is not modelled: costed as bf16/fp16"}},
+      {"--use-distributed-optimizer", {Kind::kBool, nullptr}},
+      {"--overlap-param-gather", {Kind::kBool, nullptr}},
+      {"--overlap-grad-reduce", {Kind::kBool, nullptr}},
+      {"--num-distributed-optimizer-instances",
+       {Kind::kInt, "--num-distributed-optimizer-instances is not modelled (one instance)"}},
+      {"--use-megatron-fsdp",
+       {Kind::kBool, "--use-megatron-fsdp is not modelled (costed as the distributed optimizer)"}},
+      {"--optimizer-cpu-offload", {Kind::kBool, "--optimizer-cpu-offload is not modelled"}},
+      // Parallelism (replaced by a launcher).
+      {"--tensor-model-parallel-size", {Kind::kInt, nullptr}},
+      {"--pipeline-model-parallel-size", {Kind::kInt, nullptr}},
+      {"--context-parallel-size", {Kind::kInt, nullptr}},
+      {"--expert-model-parallel-size", {Kind::kInt, nullptr}},
+      {"--expert-tensor-parallel-size", {Kind::kInt, nullptr}},
+      {"--sequence-parallel", {Kind::kBool, nullptr}},
+      {"--decoder-first-pipeline-num-layers", {Kind::kInt, nullptr}},
+      {"--decoder-last-pipeline-num-layers", {Kind::kInt, nullptr}},
+      {"--pipeline-model-parallel-layout", {Kind::kText, nullptr}},
+      {"--account-for-embedding-in-pipeline-split", {Kind::kBool, nullptr}},
+      {"--account-for-loss-in-pipeline-split", {Kind::kBool, nullptr}},
+      {"--num-layers-per-virtual-pipeline-stage", {Kind::kInt, nullptr}},
+      {"--num-virtual-stages-per-pipeline-rank", {Kind::kInt, nullptr}},
+      {"--recompute-granularity", {Kind::kText, nullptr}},
+      {"--recompute-activations", {Kind::kBool, nullptr}},
+      {"--recompute-method", {Kind::kText, nullptr}},
+      {"--recompute-num-layers", {Kind::kInt, nullptr}},
+      {"--recompute-modules", {Kind::kList, nullptr}},
+  };
+  return kFlags;
+}
+
+// Flags known to have no effect on the cost model: kept, not reported.
+bool is_irrelevant_flag(const std::string& name) {
+  static const std::set<std::string> kNames = {
+      "--use-mcore-models",
+      "--init-method-std",
+      "--attention-dropout",
+      "--hidden-dropout",
+      "--no-masked-softmax-fusion",
+      "--rotary-base",
+      "--rotary-percent",
+      "--rotary-scaling-factor",
+      "--norm-epsilon",
+      "--lr",
+      "--min-lr",
+      "--weight-decay",
+      "--clip-grad",
+      "--train-iters",
+      "--train-samples",
+      "--split",
+      "--data-path",
+      "--mock-data",
+      "--save",
+      "--load",
+      "--seed",
+      "--make-vocab-size-divisible-by",
+      "--moe-router-load-balancing-type",
+      "--moe-aux-loss-coeff",
+      "--moe-z-loss-coeff",
+      "--moe-grouped-gemm",
+      "--moe-permute-fusion",
+      "--moe-router-dtype",
+      "--moe-router-score-function",
+      "--moe-router-enable-expert-bias",
+      "--moe-router-topk-scaling-factor",
+      "--moe-router-num-groups",
+      "--moe-router-group-topk",
+      "--moe-router-pre-softmax",
+      "--moe-router-bias-update-rate",
+      "--moe-shared-expert-overlap",
+      "--distributed-backend",
+      "--distributed-timeout-minutes",
+      "--use-flash-attn",
+      "--attention-backend",
+      "--transformer-impl",
+      "--no-create-attention-mask-in-dataloader",
+      "--manual-gc",
+      "--manual-gc-interval",
+      "--exit-duration-in-mins",
+      "--exit-interval",
+      "--no-load-optim",
+      "--no-load-rng",
+      "--finetune",
+      "--auto-detect-ckpt-format",
+      "--dist-ckpt-strictness",
+      "--qk-layernorm",
+      "--apply-layernorm-1p",
+      "--num-workers",
+      "--data-cache-path",
+      "--no-mmap-bin-files",
+      "--dataloader-type",
+      "--bias-swiglu-fusion",
+      "--no-bias-swiglu-fusion",
+      "--no-rope-fusion",
+      "--cross-entropy-loss-fusion",
+      "--rope-type",
+      "--mscale",
+      "--mscale-all-dim",
+      "--beta-fast",
+      "--beta-slow",
+      "--original-max-position-embeddings",
+      "--sequence-parallel-comm",
+      "--tp-comm-overlap",
+      "--cp-comm-type",
+      "--use-torch-optimizer-for-cpu-offload",
+      "--ckpt-format",
+      "--profile",
+      "--profile-step-start",
+      "--profile-step-end",
+      "--timing-log-level",
+  };
+  if (kNames.count(name) > 0) return true;
+  for (const char* prefix :
+       {"--log-", "--wandb-", "--tensorboard-", "--eval-", "--lr-", "--adam-", "--save-", "--ckpt-",
+        "--tokenizer-", "--data-", "--train-", "--valid-", "--test-", "--init-", "--no-log",
+        "--use-checkpoint-", "--hf-", "--ft-"}) {
+    if (name.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+std::string join(const std::vector<std::string>& items, const char* sep = ", ") {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+// Reads one flag's values with messages that name file, line and flag.
+class FlagReader {
+ public:
+  explicit FlagReader(const MegatronScript& s) : s_(s) {}
+
+  std::string where(const MegatronFlag& f) const {
+    return s_.origin() + ":" + std::to_string(f.line) + ": " + f.name;
+  }
+  std::string where(const std::string& name) const {
+    const MegatronFlag* f = s_.find(name);
+    return f ? where(*f) : s_.origin() + ": " + name;
+  }
+
+  [[noreturn]] void fail(const std::string& name, const std::string& what) const {
+    const MegatronFlag* f = s_.find(name);
+    throw InputError(f ? where(*f) : s_.origin() + ": " + name, what);
+  }
+
+  bool flag(const std::string& name) const { return s_.has(name); }
+
+  // The single value of a flag (nullopt if absent).
+  std::optional<std::string> text(const std::string& name) const {
+    const MegatronFlag* f = s_.find(name);
+    if (!f) return std::nullopt;
+    if (f->values.size() != 1) {
+      fail(name, f->values.empty() ? "needs a value"
+                                   : "takes one value, got " + std::to_string(f->values.size()));
+    }
+    const ShellWord& w = f->values[0];
+    if (!w.known) {
+      fail(name, "its value " + w.source +
+                     " is not defined by the script (command output or environment); give "
+                     "the variable with --megatron-env NAME=VALUE");
+    }
+    return w.text;
+  }
+
+  std::optional<int> opt_int(const std::string& name, std::int64_t lo, std::int64_t hi) const {
+    const auto t = text(name);
+    if (!t) return std::nullopt;
+    return static_cast<int>(parse_int_text(*t, lo, hi, where(name)));
+  }
+
+  int get_int(const std::string& name, std::int64_t lo, std::int64_t hi) const {
+    const auto v = opt_int(name, lo, hi);
+    if (!v) {
+      throw InputError(s_.origin(), name +
+                                        " is required (Megatron-LM needs it) but the script "
+                                        "does not give it");
+    }
+    return *v;
+  }
+
+ private:
+  const MegatronScript& s_;
+};
+
+// --moe-layer-freq: an int N (every N-th layer, from layer 0) or a Python
+// list expression over 0/1: "[1,0,1]", "([0]*3+[1]*58)".
+class FreqParser {
+ public:
+  FreqParser(const std::string& text, const std::string& where, int num_layers)
+      : t_(text), where_(where), limit_(static_cast<std::size_t>(num_layers)) {}
+
+  std::vector<std::uint8_t> run() {
+    const Val v = sum(0);
+    skip();
+    if (p_ != t_.size()) bad("unexpected '" + t_.substr(p_, 1) + "'");
+    if (!v.is_list) {
+      if (v.n < 1) bad("an integer frequency must be at least 1");
+      std::vector<std::uint8_t> out(limit_, 0);
+      for (std::size_t l = 0; l < limit_; l += static_cast<std::size_t>(v.n)) out[l] = 1;
+      return out;
+    }
+    if (v.list.size() != limit_) {
+      bad("the list has " + std::to_string(v.list.size()) +
+          " entries, expected one per layer (--num-layers " + std::to_string(limit_) + ")");
+    }
+    return v.list;
+  }
+
+ private:
+  struct Val {
+    bool is_list = false;
+    std::int64_t n = 0;
+    std::vector<std::uint8_t> list;
+  };
+
+  [[noreturn]] void bad(const std::string& what) const {
+    throw InputError(where_, "\"" + t_ + "\": " + what +
+                                 " (expected an integer or a Python list of 0/1 such as "
+                                 "\"([0]*3+[1]*58)\")");
+  }
+  void skip() {
+    while (p_ < t_.size() && (t_[p_] == ' ' || t_[p_] == '\t')) ++p_;
+  }
+  std::int64_t integer() {
+    skip();
+    std::int64_t v = 0;
+    const std::size_t start = p_;
+    while (p_ < t_.size() && t_[p_] >= '0' && t_[p_] <= '9') {
+      v = v * 10 + (t_[p_] - '0');
+      if (v > 1000000) bad("number too large");
+      ++p_;
+    }
+    if (p_ == start) bad("expected a number");
+    return v;
+  }
+  Val atom(int depth) {
+    if (depth > 32) bad("nested too deeply");
+    skip();
+    if (p_ < t_.size() && t_[p_] == '(') {
+      ++p_;
+      Val v = sum(depth + 1);
+      skip();
+      if (p_ >= t_.size() || t_[p_] != ')') bad("unbalanced '('");
+      ++p_;
+      return v;
+    }
+    if (p_ < t_.size() && t_[p_] == '[') {
+      ++p_;
+      Val v;
+      v.is_list = true;
+      skip();
+      while (p_ < t_.size() && t_[p_] != ']') {
+        const std::int64_t x = integer();
+        if (x != 0 && x != 1) bad("list entries must be 0 or 1");
+        v.list.push_back(static_cast<std::uint8_t>(x));
+        if (v.list.size() > limit_) bad("the list is longer than --num-layers");
+        skip();
+        if (p_ < t_.size() && t_[p_] == ',') ++p_;
+        skip();
+      }
+      if (p_ >= t_.size()) bad("unbalanced '['");
+      ++p_;
+      return v;
+    }
+    Val v;
+    v.n = integer();
+    return v;
+  }
+  Val product(int depth) {
+    Val v = atom(depth);
+    while (true) {
+      skip();
+      if (p_ >= t_.size() || t_[p_] != '*') return v;
+      ++p_;
+      Val r = atom(depth);
+      if (v.is_list == r.is_list) bad("'*' needs a list and an integer");
+      Val& list = v.is_list ? v : r;
+      const std::int64_t times = v.is_list ? r.n : v.n;
+      if (times < 0 || static_cast<std::size_t>(times) * list.list.size() > limit_) {
+        bad("the list is longer than --num-layers");
+      }
+      Val out;
+      out.is_list = true;
+      for (std::int64_t k = 0; k < times; ++k) {
+        out.list.insert(out.list.end(), list.list.begin(), list.list.end());
+      }
+      v = std::move(out);
+    }
+  }
+  Val sum(int depth) {
+    Val v = product(depth);
+    while (true) {
+      skip();
+      if (p_ >= t_.size() || t_[p_] != '+') return v;
+      ++p_;
+      Val r = product(depth);
+      if (!v.is_list || !r.is_list) bad("'+' joins two lists");
+      if (v.list.size() + r.list.size() > limit_) bad("the list is longer than --num-layers");
+      v.list.insert(v.list.end(), r.list.begin(), r.list.end());
+    }
+  }
+
+  std::string t_;
+  std::string where_;
+  std::size_t limit_;
+  std::size_t p_ = 0;
+};
+
+// Vocabulary sizes of tokenizers named by their Hugging Face id
+// (REFERENCE.md §2.2).
+std::optional<int> vocab_of_tokenizer(const std::string& model) {
+  static const std::vector<std::pair<const char*, int>> kKnown = {
+      {"mistralai/Mixtral-8x7B", 32000},      {"mistralai/Mixtral-8x22B-v0.1", 32000},
+      {"deepseek-ai/DeepSeek-V3", 129280},    {"deepseek-ai/DeepSeek-R1", 129280},
+      {"Qwen/Qwen3-30B-A3B", 151936},         {"Qwen/Qwen3-235B-A22B", 151936},
+      {"meta-llama/Llama-2-7b-hf", 32000},    {"meta-llama/Llama-2-13b-hf", 32000},
+      {"meta-llama/Meta-Llama-3-70B", 128256}};
+  for (const auto& [id, vocab] : kKnown) {
+    if (model.rfind(id, 0) == 0) return vocab;
+  }
+  return std::nullopt;
+}
+
+void add_note(MegatronScript& s, const std::string& note) {
+  if (std::find(s.notes.begin(), s.notes.end(), note) == s.notes.end()) s.notes.push_back(note);
+}
+
+}  // namespace
+
+const MegatronFlag* MegatronScript::find(const std::string& name) const {
+  for (auto it = flags.rbegin(); it != flags.rend(); ++it) {
+    if (it->name == name) return &*it;
+  }
+  return nullptr;
+}
+
+bool is_parallel_flag(const std::string& name) {
+  static const std::set<std::string> kNames = {"--tensor-model-parallel-size",
+                                               "--pipeline-model-parallel-size",
+                                               "--context-parallel-size",
+                                               "--expert-model-parallel-size",
+                                               "--expert-tensor-parallel-size",
+                                               "--sequence-parallel",
+                                               "--decoder-first-pipeline-num-layers",
+                                               "--decoder-last-pipeline-num-layers",
+                                               "--pipeline-model-parallel-layout",
+                                               "--account-for-embedding-in-pipeline-split",
+                                               "--account-for-loss-in-pipeline-split",
+                                               "--num-layers-per-virtual-pipeline-stage",
+                                               "--num-virtual-stages-per-pipeline-rank",
+                                               "--recompute-granularity",
+                                               "--recompute-activations",
+                                               "--recompute-method",
+                                               "--recompute-num-layers",
+                                               "--recompute-modules",
+                                               "--micro-batch-size",
+                                               "--global-batch-size"};
+  return kNames.count(name) > 0;
+}
+
+MegatronScript parse_megatron_script(const std::string& text, const std::string& origin,
+                                     const std::map<std::string, std::string>& env) {
+  MegatronScript s;
+  s.shell = read_shell_script(text, origin, env);
+  s.notes = s.shell.notes;
+  const std::vector<ShellWord>& args = s.shell.launch.args;
+  std::set<std::string> seen_unknown;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const ShellWord& w = args[i];
+    if (!w.known) {
+      // E.g. $EXTRA_ARGS that the script never sets: kept for the
+      // launcher, not read.
+      s.flags.push_back({"", {w}, w.line});
+      add_note(s, "the script passes " + w.source +
+                      ", which it does not define; it is kept but not read");
+      continue;
+    }
+    if (w.text.rfind("--", 0) != 0 || w.text.size() < 3) {
+      throw InputError(
+          origin + ":" + std::to_string(w.line),
+          "\"" + w.text + "\" is not a --flag (Megatron-LM takes no positional arguments)");
+    }
+    MegatronFlag f;
+    f.line = w.line;
+    const auto eq = w.text.find('=');
+    if (eq != std::string::npos) {
+      f.name = w.text.substr(0, eq);
+      ShellWord v = w;
+      v.text = w.text.substr(eq + 1);
+      v.source = shell_quote(v.text);
+      f.values.push_back(v);
+    } else {
+      f.name = w.text;
+      // Values: the known words up to the next --flag. A word the script
+      // does not define (e.g. ${EXTRA_ARGS}) is taken only as the first
+      // value of a flag that takes values; after a switch it stays a
+      // word of its own.
+      const auto known_it = read_flags().find(f.name);
+      const bool is_switch = known_it != read_flags().end() && known_it->second.kind == Kind::kBool;
+      while (i + 1 < args.size()) {
+        const ShellWord& next = args[i + 1];
+        if (next.known ? next.text.rfind("--", 0) == 0 : (is_switch || !f.values.empty())) break;
+        f.values.push_back(args[++i]);
+      }
+    }
+    const auto& table = read_flags();
+    const auto it = table.find(f.name);
+    if (it != table.end()) {
+      const Kind k = it->second.kind;
+      if (k == Kind::kBool && !f.values.empty()) {
+        throw InputError(origin + ":" + std::to_string(f.line) + ": " + f.name,
+                         "takes no value, got \"" + f.values[0].source + "\"");
+      }
+      if ((k == Kind::kInt || k == Kind::kText) && f.values.size() != 1) {
+        throw InputError(origin + ":" + std::to_string(f.line) + ": " + f.name,
+                         f.values.empty()
+                             ? "needs a value"
+                             : "takes one value, got " + std::to_string(f.values.size()));
+      }
+      if (it->second.note) add_note(s, it->second.note);
+    } else if (!is_irrelevant_flag(f.name) && seen_unknown.insert(f.name).second) {
+      s.unknown.push_back(f.name);
+    }
+    // argparse keeps the last of a repeated flag.
+    for (auto& old : s.flags) {
+      if (old.name == f.name) {
+        add_note(s, f.name + " is given twice (lines " + std::to_string(old.line) + " and " +
+                        std::to_string(f.line) + "); the last one is used, as argparse does");
+      }
+    }
+    s.flags.push_back(std::move(f));
+  }
+  if (!s.unknown.empty()) {
+    s.notes.push_back("flags kept as they are, not read by hapmoe: " + join(s.unknown));
+  }
+  return s;
+}
+
+MegatronScript read_megatron_script(const std::string& path,
+                                    const std::map<std::string, std::string>& env) {
+  return parse_megatron_script(read_text_file(path, 8u << 20), path, env);
+}
+
+Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defaults) {
+  const FlagReader r(script);
+  constexpr std::int64_t kMaxSize = std::int64_t{1} << 24;
+  Workload w;
+  ModelSpec& m = w.model;
+  TrainingSpec& t = w.training;
+  m.name = script.origin();
+  m.num_layers = r.get_int("--num-layers", 1, 100000);
+  m.hidden = r.get_int("--hidden-size", 1, kMaxSize);
+  m.num_heads = r.get_int("--num-attention-heads", 1, 65536);
+
+  // Attention: MLA, GQA or MHA.
+  const bool mla = r.flag("--multi-latent-attention");
+  for (const char* f : {"--q-lora-rank", "--kv-lora-rank", "--qk-head-dim", "--qk-pos-emb-head-dim",
+                        "--v-head-dim"}) {
+    if (!mla && r.flag(f)) {
+      r.fail(f, std::string(f) +
+                    " without --multi-latent-attention: Megatron ignores it; add "
+                    "--multi-latent-attention or remove it");
+    }
+  }
+  const bool gqa = r.flag("--group-query-attention");
+  if (r.flag("--num-query-groups") && !gqa) {
+    r.fail("--num-query-groups",
+           "--num-query-groups without --group-query-attention: Megatron ignores it and runs "
+           "multi-head attention; add --group-query-attention or remove --num-query-groups");
+  }
+  if (gqa && !r.flag("--num-query-groups")) {
+    r.fail("--group-query-attention",
+           "--group-query-attention without --num-query-groups: Megatron's default is 1 query "
+           "group; give --num-query-groups");
+  }
+  if (mla && gqa) {
+    r.fail("--group-query-attention",
+           "--group-query-attention with --multi-latent-attention: MLA has no query groups");
+  }
+  m.num_kv_heads = gqa ? r.get_int("--num-query-groups", 1, 65536) : m.num_heads;
+  if (m.num_heads % m.num_kv_heads != 0) {
+    r.fail("--num-query-groups", "--num-query-groups " + std::to_string(m.num_kv_heads) +
+                                     " does not divide --num-attention-heads " +
+                                     std::to_string(m.num_heads));
+  }
+  if (mla) {
+    m.mla.q_lora_rank = r.opt_int("--q-lora-rank", 0, kMaxSize).value_or(0);
+    m.mla.kv_lora_rank = r.opt_int("--kv-lora-rank", 1, kMaxSize).value_or(32);
+    m.mla.qk_nope_head_dim = r.opt_int("--qk-head-dim", 1, 65536).value_or(128);
+    m.mla.qk_rope_head_dim = r.opt_int("--qk-pos-emb-head-dim", 1, 65536).value_or(64);
+    m.mla.v_head_dim = r.opt_int("--v-head-dim", 1, 65536).value_or(128);
+    m.head_dim = m.mla.qk_nope_head_dim;
+  } else if (auto kv = r.opt_int("--kv-channels", 1, kMaxSize)) {
+    m.head_dim = *kv;
+  } else {
+    if (m.hidden % m.num_heads != 0) {
+      r.fail("--hidden-size", "--hidden-size " + std::to_string(m.hidden) +
+                                  " is not divisible by --num-attention-heads " +
+                                  std::to_string(m.num_heads) + " and --kv-channels is absent");
+    }
+    m.head_dim = m.hidden / m.num_heads;
+  }
+
+  // MLP.
+  m.mlp = r.flag("--swiglu") ? MlpKind::kSwiGlu : MlpKind::kGelu;
+  if (auto f = r.opt_int("--ffn-hidden-size", 1, kMaxSize)) {
+    m.ffn_hidden = *f;
+  } else {
+    // Megatron's default (arguments.py): 4h, or 2/3 of it rounded down to
+    // a multiple of 64 with SwiGLU.
+    m.ffn_hidden = m.mlp == MlpKind::kSwiGlu ? (4 * m.hidden * 2 / 3) / 64 * 64 : 4 * m.hidden;
+    add_note(script, "--ffn-hidden-size is absent: Megatron's default " +
+                         std::to_string(m.ffn_hidden) + " is used");
+  }
+
+  // Positions and sequence.
+  std::string pos = r.text("--position-embedding-type").value_or("learned_absolute");
+  if (r.flag("--use-rotary-position-embeddings")) pos = "rope";
+  if (pos == "rope" || pos == "yarn" || pos == "mrope") {
+    m.positions = PositionKind::kRotary;
+  } else if (pos == "learned_absolute") {
+    m.positions =
+        r.flag("--no-position-embedding") ? PositionKind::kRotary : PositionKind::kLearned;
+  } else if (pos == "none") {
+    m.positions = PositionKind::kRotary;  // no parameters either way
+  } else {
+    r.fail("--position-embedding-type",
+           "\"" + pos + "\" is not one of learned_absolute, rope, yarn, mrope, none");
+  }
+  if (script.has("--seq-length") && script.has("--encoder-seq-length")) {
+    r.fail("--encoder-seq-length", "give --seq-length or --encoder-seq-length, not both");
+  }
+  const char* seq_flag =
+      script.has("--encoder-seq-length") ? "--encoder-seq-length" : "--seq-length";
+  t.seq_len = r.get_int(seq_flag, 1, std::int64_t{1} << 22);
+  m.max_positions =
+      r.opt_int("--max-position-embeddings", 1, std::int64_t{1} << 30).value_or(t.seq_len);
+  if (m.max_positions < t.seq_len) {
+    r.fail("--max-position-embeddings", "--max-position-embeddings " +
+                                            std::to_string(m.max_positions) + " is smaller than " +
+                                            seq_flag + " " + std::to_string(t.seq_len));
+  }
+  m.tied_embeddings = !r.flag("--untie-embeddings-and-output-weights");
+
+  // Vocabulary.
+  if (auto v = r.opt_int("--vocab-size", 1, kMaxSize)) {
+    m.vocab = *v;
+  } else if (defaults.vocab) {
+    m.vocab = *defaults.vocab;
+  } else {
+    const std::string tok = r.text("--tokenizer-type").value_or("");
+    const std::string model =
+        script.find("--tokenizer-model") && script.find("--tokenizer-model")->values[0].known
+            ? script.find("--tokenizer-model")->values[0].text
+            : "";
+    if (tok == "GPT2BPETokenizer") {
+      m.vocab = 50257;
+      add_note(script, "vocabulary 50257 from --tokenizer-type GPT2BPETokenizer");
+    } else if (auto known = vocab_of_tokenizer(model)) {
+      m.vocab = *known;
+      add_note(script, "vocabulary " + std::to_string(*known) + " from --tokenizer-model " + model +
+                           " (REFERENCE.md §2.2)");
+    } else {
+      throw InputError(script.origin(),
+                       "the vocabulary size is unknown: the script has no --vocab-size and "
+                       "hapmoe does not run its tokenizer (--tokenizer-type " +
+                           (tok.empty() ? std::string("absent") : tok) +
+                           "); give hapmoe --vocab-size N");
+    }
+  }
+
+  // Experts.
+  const std::optional<int> experts = r.opt_int("--num-experts", 1, 65536);
+  for (const char* f :
+       {"--moe-router-topk", "--moe-ffn-hidden-size", "--moe-shared-expert-intermediate-size",
+        "--moe-layer-freq", "--expert-model-parallel-size"}) {
+    if (!experts && r.flag(f)) {
+      r.fail(f, std::string(f) + " without --num-experts: the model is dense in Megatron");
+    }
+  }
+  if (experts) {
+    m.num_experts = *experts;
+    m.top_k = r.opt_int("--moe-router-topk", 1, 65536).value_or(2);
+    if (m.top_k > m.num_experts) {
+      r.fail("--moe-router-topk", "--moe-router-topk " + std::to_string(m.top_k) +
+                                      " exceeds --num-experts " + std::to_string(m.num_experts));
+    }
+    m.expert_ffn_hidden = r.opt_int("--moe-ffn-hidden-size", 1, kMaxSize).value_or(m.ffn_hidden);
+    m.shared_expert_ffn_hidden =
+        r.opt_int("--moe-shared-expert-intermediate-size", 1, kMaxSize).value_or(0);
+    const std::string freq = r.text("--moe-layer-freq").value_or("1");
+    m.moe_layers = FreqParser(freq, r.where("--moe-layer-freq"), m.num_layers).run();
+    if (m.num_moe_layers() == 0) {
+      r.fail("--moe-layer-freq", "no layer is a MoE layer");
+    }
+    if (!script.has("--ffn-hidden-size") && m.num_moe_layers() == m.num_layers) {
+      m.ffn_hidden = m.expert_ffn_hidden;  // unused: every layer is MoE
+    }
+  }
+
+  // Training settings.
+  t.micro_batch = r.get_int("--micro-batch-size", 1, std::int64_t{1} << 20);
+  if (r.flag("--bf16") && r.flag("--fp16")) {
+    r.fail("--fp16", "--bf16 and --fp16 are both given; Megatron accepts only one");
+  }
+  if (r.flag("--bf16")) {
+    t.precision = Precision::kBf16;
+  } else if (r.flag("--fp16")) {
+    t.precision = Precision::kFp16;
+  } else if (defaults.precision) {
+    t.precision = *defaults.precision;
+  } else {
+    throw InputError(script.origin(),
+                     "neither --bf16 nor --fp16 is given, so Megatron would train in fp32, "
+                     "which hapmoe does not model; add one to the script or give hapmoe "
+                     "--precision");
+  }
+  t.distributed_optimizer = r.flag("--use-distributed-optimizer") || r.flag("--use-megatron-fsdp");
+  const std::string disp = r.text("--moe-token-dispatcher-type").value_or("allgather");
+  if (disp == "alltoall" || disp == "alltoall_seq" || disp == "flex") {
+    t.dispatcher = Dispatcher::kAllToAll;
+    if (disp == "flex") {
+      add_note(script, "--moe-token-dispatcher-type flex (DeepEP) is costed as alltoall");
+    }
+  } else if (disp == "allgather") {
+    t.dispatcher = Dispatcher::kAllGather;
+  } else {
+    r.fail("--moe-token-dispatcher-type",
+           "\"" + disp + "\" is not one of allgather, alltoall, flex");
+  }
+  if (!m.is_moe()) t.dispatcher = TrainingSpec{}.dispatcher;  // no experts: unused
+  if (auto g = r.opt_int("--global-batch-size", 1, std::int64_t{1} << 30)) {
+    t.global_batch = *g;
+  } else {
+    // Megatron's default is micro x DP; DP needs the world size.
+    const std::optional<int> world = megatron_world_size(script);
+    const int tp = r.opt_int("--tensor-model-parallel-size", 1, 1 << 20).value_or(1);
+    const int pp = r.opt_int("--pipeline-model-parallel-size", 1, 1 << 20).value_or(1);
+    const int cp = r.opt_int("--context-parallel-size", 1, 1 << 20).value_or(1);
+    const long long group = static_cast<long long>(tp) * pp * cp;
+    if (!world || *world % group != 0) {
+      throw InputError(script.origin(),
+                       "--global-batch-size is absent and the world size is unknown, so "
+                       "Megatron's default (micro-batch x DP) cannot be computed; give "
+                       "--global-batch-size (or hapmoe --global-batch)");
+    }
+    const long long global = t.micro_batch * (*world / group);
+    if (global > (1LL << 30)) {
+      throw InputError(script.origin(),
+                       "--global-batch-size is absent and Megatron's default "
+                       "micro-batch x DP = " +
+                           std::to_string(global) + " is too large");
+    }
+    t.global_batch = static_cast<int>(global);
+    add_note(script, "--global-batch-size is absent: Megatron's default micro-batch x DP = " +
+                         std::to_string(t.global_batch));
+  }
+  if (t.global_batch % t.micro_batch != 0) {
+    r.fail("--global-batch-size", "--global-batch-size " + std::to_string(t.global_batch) +
+                                      " is not a multiple of --micro-batch-size " +
+                                      std::to_string(t.micro_batch));
+  }
+  if (auto e = validate(m); !e.empty()) throw InputError(script.origin(), e);
+  if (auto e = validate(t, m); !e.empty()) throw InputError(script.origin(), e);
+  return w;
+}
+
+std::optional<int> megatron_world_size(const MegatronScript& script) {
+  // A WORLD_SIZE variable wins over the launch command: hapmoe's launchers
+  // give each node its own --nproc-per-node, which reads as node 0's here.
+  const ShellScript& sh = script.shell;
+  auto as_int = [](const ShellWord& w) -> std::optional<long long> {
+    if (!w.known || w.text.empty() || w.text.size() > 9 ||
+        !std::all_of(w.text.begin(), w.text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return std::nullopt;
+    }
+    return std::stoll(w.text);
+  };
+  std::optional<long long> nnodes, nproc, ntasks, nodes_srun, per_node_srun;
+  const auto& pre = sh.launch.prefix;
+  for (std::size_t i = 0; i < pre.size(); ++i) {
+    if (!pre[i].known) continue;
+    std::string name = pre[i].text;
+    std::optional<ShellWord> value;
+    const auto eq = name.find('=');
+    if (eq != std::string::npos && name.rfind('-', 0) == 0) {
+      value = pre[i];
+      value->text = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    } else if (i + 1 < pre.size()) {
+      value = pre[i + 1];
+    }
+    std::replace(name.begin(), name.end(), '_', '-');
+    if (!value) continue;
+    if (name == "--nnodes") nnodes = as_int(*value);
+    if (name == "--nproc-per-node") nproc = as_int(*value);
+    if (name == "-n" || name == "--ntasks" || name == "-np") ntasks = as_int(*value);
+    if (name == "-N" || name == "--nodes") nodes_srun = as_int(*value);
+    if (name == "--ntasks-per-node") per_node_srun = as_int(*value);
+  }
+  std::optional<long long> from_launcher;
+  if (nnodes && nproc) {
+    from_launcher = *nnodes * *nproc;
+  } else if (ntasks) {
+    from_launcher = ntasks;
+  } else if (nodes_srun && per_node_srun) {
+    from_launcher = *nodes_srun * *per_node_srun;
+  }
+  std::optional<long long> from_var;
+  if (const ShellWord* w = sh.find("WORLD_SIZE")) from_var = as_int(*w);
+  const auto v = from_var ? from_var : from_launcher;
+  if (!v || *v < 1 || *v > (1 << 24)) return std::nullopt;
+  return static_cast<int>(*v);
+}
+
+MegatronSettings megatron_settings(const MegatronScript& script, const Workload& w,
+                                   int fallback_world_size) {
+  const FlagReader r(script);
+  MegatronSettings s;
+  s.num_layers = w.model.num_layers;
+  s.mtp_layers = r.opt_int("--mtp-num-layers", 0, 1000).value_or(0);
+  s.num_heads = w.model.num_heads;
+  s.num_query_groups = w.model.mla.enabled() ? 0 : w.model.num_kv_heads;
+  s.num_experts = w.model.num_experts;
+  s.seq_length = w.training.seq_len;
+  s.max_position_embeddings = w.model.max_positions;
+  s.fp16 = w.training.precision == Precision::kFp16;
+  s.bias_linear = !r.flag("--disable-bias-linear");
+  s.world_size = megatron_world_size(script).value_or(fallback_world_size);
+  constexpr int kMax = 1 << 20;
+  s.tp = r.opt_int("--tensor-model-parallel-size", 1, kMax).value_or(1);
+  s.pp = r.opt_int("--pipeline-model-parallel-size", 1, kMax).value_or(1);
+  s.cp = r.opt_int("--context-parallel-size", 1, kMax).value_or(1);
+  s.ep = r.opt_int("--expert-model-parallel-size", 1, kMax).value_or(1);
+  s.etp = r.opt_int("--expert-tensor-parallel-size", 1, kMax).value_or(s.tp);
+  s.sequence_parallel = r.flag("--sequence-parallel");
+  s.first_stage_layers = r.opt_int("--decoder-first-pipeline-num-layers", 0, kMax);
+  s.last_stage_layers = r.opt_int("--decoder-last-pipeline-num-layers", 0, kMax);
+  s.layout = r.text("--pipeline-model-parallel-layout").value_or("");
+  s.account_for_embedding = r.flag("--account-for-embedding-in-pipeline-split");
+  s.account_for_loss = r.flag("--account-for-loss-in-pipeline-split");
+  s.vpp_layers = r.opt_int("--num-layers-per-virtual-pipeline-stage", 1, kMax);
+  s.vpp_stages = r.opt_int("--num-virtual-stages-per-pipeline-rank", 1, kMax);
+  s.recompute_granularity = r.text("--recompute-granularity").value_or("");
+  if (r.flag("--recompute-activations")) {
+    if (!s.recompute_granularity.empty() && s.recompute_granularity != "selective") {
+      r.fail("--recompute-activations",
+             "--recompute-activations (selective) contradicts "
+             "--recompute-granularity " +
+                 s.recompute_granularity);
+    }
+    s.recompute_granularity = "selective";
+  }
+  s.recompute_method = r.text("--recompute-method").value_or("");
+  s.recompute_num_layers = r.opt_int("--recompute-num-layers", 0, kMax);
+  if (const MegatronFlag* f = script.find("--recompute-modules")) {
+    for (const ShellWord& v : f->values) s.recompute_modules.push_back(v.text);
+  }
+  s.micro_batch = w.training.micro_batch;
+  s.global_batch = w.training.global_batch;
+  s.distributed_optimizer = w.training.distributed_optimizer;
+  s.overlap_param_gather = r.flag("--overlap-param-gather");
+  return s;
+}
+
+Recompute megatron_stage_recompute(const MegatronSettings& s, int stage_layers) {
+  if (s.recompute_granularity == "selective") return {RecomputeKind::kSelective, 0};
+  if (s.recompute_granularity != "full") return {RecomputeKind::kNone, 0};
+  if (s.recompute_method == "block") {
+    return {RecomputeKind::kFull, std::min(stage_layers, s.recompute_num_layers.value_or(0))};
+  }
+  return {RecomputeKind::kFull, stage_layers};
+}
+
+Plan megatron_plan(MegatronScript& script, const Workload& w, const ClusterSpec& cluster) {
+  const std::optional<int> world = megatron_world_size(script);
+  if (!world) {
+    add_note(script,
+             "the script does not say its world size (torchrun --nnodes x "
+             "--nproc-per-node, WORLD_SIZE or srun -n): the whole cluster, " +
+                 std::to_string(cluster.total_devices()) + " devices, is assumed");
+  }
+  const MegatronSettings s = megatron_settings(script, w, cluster.total_devices());
+  if (const auto v = check_megatron_settings(s); !v.empty()) {
+    throw InputError(script.origin(),
+                     "Megatron-LM would reject the script's parallel settings: " + join(v, "; "));
+  }
+  if (s.vpp_layers || s.vpp_stages) {
+    add_note(script,
+             "virtual pipeline stages are not modelled: costed as plain 1F1B over the "
+             "same layers per pipeline rank");
+  }
+  if (s.recompute_granularity == "full" && s.recompute_method == "uniform" &&
+      s.recompute_num_layers.value_or(1) > 1) {
+    add_note(script,
+             "--recompute-method uniform with --recompute-num-layers > 1 is costed as "
+             "full recomputation of every layer");
+  }
+  if (s.recompute_granularity == "selective" && !s.recompute_modules.empty()) {
+    add_note(script, "--recompute-modules " + join(s.recompute_modules, " ") +
+                         " is costed as hapmoe's selective recomputation (core attention and "
+                         "MLP activations)");
+  }
+  if (s.world_size > cluster.total_devices()) {
+    throw InputError(script.origin(), "the script runs " + std::to_string(s.world_size) +
+                                          " processes but the cluster has " +
+                                          std::to_string(cluster.total_devices()) + " devices");
+  }
+  Plan plan;
+  plan.parallel = {s.pp, s.tp, s.cp, s.ep, s.etp, s.dp(), s.micro_batch};
+  const std::vector<int> layers = megatron_stage_layers(s);
+  const int per_stage = plan.parallel.stage_devices();
+  // Device type per stage: the script's HAPMOE_STAGE_DEVICES, else the
+  // rank order over the pools.
+  std::vector<int> types;
+  const auto it = script.shell.variables.find("HAPMOE_STAGE_DEVICES");
+  if (it != script.shell.variables.end()) {
+    for (const ShellWord& name : it->second) {
+      int found = -1;
+      for (int h = 0; h < cluster.num_types(); ++h) {
+        if (to_lower(cluster.pools[static_cast<std::size_t>(h)].device.name) ==
+            to_lower(name.text)) {
+          found = h;
+        }
+      }
+      if (!name.known || found < 0) {
+        throw InputError(name.line > 0 ? script.origin() + ":" + std::to_string(name.line)
+                                       : std::string("--megatron-stage-devices"),
+                         "HAPMOE_STAGE_DEVICES names device \"" + name.source +
+                             "\", which is not in the cluster");
+      }
+      types.push_back(found);
+    }
+    if (static_cast<int>(types.size()) != s.pp) {
+      throw InputError(script.origin(), "HAPMOE_STAGE_DEVICES has " + std::to_string(types.size()) +
+                                            " entries but --pipeline-model-parallel-size is " +
+                                            std::to_string(s.pp));
+    }
+  } else {
+    long long first_rank = 0;
+    for (int i = 0; i < s.pp; ++i) {
+      long long start = 0;
+      int type = -1;
+      for (int h = 0; h < cluster.num_types(); ++h) {
+        const long long end = start + cluster.pools[static_cast<std::size_t>(h)].devices();
+        if (first_rank >= start && first_rank < end) {
+          if (first_rank + per_stage > end) {
+            throw InputError(script.origin(),
+                             "pipeline stage " + std::to_string(i) + " (ranks " +
+                                 std::to_string(first_rank) + ".." +
+                                 std::to_string(first_rank + per_stage - 1) +
+                                 ") would span two device pools in rank order; put "
+                                 "HAPMOE_STAGE_DEVICES=(...) in the script to name each "
+                                 "stage's device type");
+          }
+          type = h;
+          break;
+        }
+        start = end;
+      }
+      types.push_back(type);
+      first_rank += per_stage;
+    }
+    if (cluster.num_types() > 1) {
+      std::string list;
+      for (int h : types)
+        list += (list.empty() ? "" : " ") + cluster.pools[static_cast<std::size_t>(h)].device.name;
+      add_note(script, "device type per stage by rank order over the cluster's pools: " + list);
+    }
+  }
+  for (int i = 0; i < s.pp; ++i) {
+    StagePlan st;
+    st.device_type = types[static_cast<std::size_t>(i)];
+    st.layers = layers[static_cast<std::size_t>(i)];
+    st.recompute = megatron_stage_recompute(s, st.layers);
+    if (st.recompute.kind == RecomputeKind::kFull && st.recompute.layers == 0) {
+      st.recompute = {RecomputeKind::kNone, 0};
+    }
+    plan.stages.push_back(st);
+  }
+  return plan;
+}
+
+}  // namespace hapmoe

@@ -1,0 +1,86 @@
+// Reading a Megatron-LM launch script (or a bare argument list) as hapmoe
+// inputs: the model and training settings (`--megatron-script` on plan and
+// evaluate) and the script's own parallel configuration as a plan
+// (`evaluate --megatron-script` without --plan). docs/megatron.md lists
+// every flag read and the rules used where the script does not say.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "costmodel/cluster.h"
+#include "costmodel/model.h"
+#include "costmodel/plan.h"
+#include "io/megatron/megatron_args.h"
+#include "io/megatron/shell_script.h"
+
+namespace hapmoe {
+
+// One flag of the Megatron command line: --name [values...].
+struct MegatronFlag {
+  std::string name;               // with the leading dashes, e.g. "--num-layers"
+  std::vector<ShellWord> values;  // words up to the next --flag; "--a=b" gives one
+  int line = 0;
+  bool operator==(const MegatronFlag&) const = default;
+};
+
+struct MegatronScript {
+  ShellScript shell;                 // the shell reading (launch command, variables)
+  std::vector<MegatronFlag> flags;   // in order; a repeated flag keeps its last values
+  std::vector<std::string> unknown;  // flags hapmoe does not know (kept as they are)
+  std::vector<std::string> notes;    // approximations and defaults worth saying
+
+  const MegatronFlag* find(const std::string& name) const;
+  bool has(const std::string& name) const { return find(name) != nullptr; }
+  const std::string& origin() const { return shell.origin; }
+};
+
+// Reads the script `path` (or its `text`); `env` gives values of variables
+// the script reads from its environment (--megatron-env KEY=VALUE).
+MegatronScript read_megatron_script(const std::string& path,
+                                    const std::map<std::string, std::string>& env = {});
+MegatronScript parse_megatron_script(const std::string& text, const std::string& origin,
+                                     const std::map<std::string, std::string>& env = {});
+
+// Settings the command line may give when the script does not.
+struct MegatronDefaults {
+  std::optional<int> vocab;            // --vocab-size of hapmoe
+  std::optional<Precision> precision;  // --precision of hapmoe (fp32 scripts)
+};
+
+// The model and training settings. Throws InputError "file:line: --flag:
+// what" for a missing required flag, a bad value or a contradiction
+// between flags; the result is validated. Appends notes to `script.notes`.
+Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defaults = {});
+
+// The world size the script launches: torchrun --nnodes x --nproc-per-node,
+// a WORLD_SIZE variable, or srun -n; nullopt when the script does not say.
+std::optional<int> megatron_world_size(const MegatronScript& script);
+
+// The script's parallel settings as Megatron sees them (world size:
+// megatron_world_size(), else `fallback_world_size`).
+MegatronSettings megatron_settings(const MegatronScript& script, const Workload& workload,
+                                   int fallback_world_size);
+
+// The script's own configuration as a plan on `cluster`: the settings are
+// checked against Megatron's constraints (violations are input errors that
+// name the flags), layers per stage are Megatron's split, recomputation is
+// the script's uniform setting, and device types follow the rank order:
+// stage i holds ranks [i*S, (i+1)*S) with S = TP*CP*DP, and ranks fill the
+// cluster's pools in the order listed (pool 0's devices first). A
+// HAPMOE_STAGE_DEVICES=(H800 ...) array in the script (hapmoe's launchers
+// write one) names the type of each stage instead.
+Plan megatron_plan(MegatronScript& script, const Workload& workload, const ClusterSpec& cluster);
+
+// Stage recomputation under Megatron's uniform settings: full/block with
+// K layers recomputes min(K, n_i) layers of every stage; full/uniform
+// recomputes them all; selective is selective.
+Recompute megatron_stage_recompute(const MegatronSettings& s, int stage_layers);
+
+// True for the flags the launcher sets from the plan (parallel degrees,
+// pipeline split, recomputation, micro/global batch).
+bool is_parallel_flag(const std::string& name);
+
+}  // namespace hapmoe

@@ -1,0 +1,131 @@
+#include "io/report/report.h"
+
+#include <cstdarg>
+#include <cstdio>
+#include <string>
+
+#include "io/inputs/cluster_io.h"
+#include "io/inputs/model_io.h"
+
+namespace hapmoe {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string describe_cluster(const ClusterSpec& c) {
+  std::string s;
+  for (const DevicePool& p : c.pools) {
+    if (!s.empty()) s += " + ";
+    s += fmt("%s %dx%d", p.device.name.c_str(), p.nodes, p.devices_per_node);
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string format_bytes(double bytes) { return fmt("%.1f GiB", bytes / kGiB); }
+
+std::string format_seconds(double s) {
+  if (s >= 1.0) return fmt("%.3f s", s);
+  if (s >= 1e-3) return fmt("%.2f ms", s * 1e3);
+  return fmt("%.1f us", s * 1e6);
+}
+
+std::string fmt(const char* format, ...) {
+  char buffer[512];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(buffer, sizeof buffer, format, args);
+  va_end(args);
+  return buffer;
+}
+
+std::string cluster_summary(const ClusterSpec& cluster) {
+  return (cluster.name.empty() ? describe_cluster(cluster) : cluster.name) + " (" +
+         describe_cluster(cluster) + fmt(", %d devices)", cluster.total_devices());
+}
+
+void print_plan_report(std::ostream& out, const PlanReport& r, const Workload& w,
+                       const ClusterSpec& cluster) {
+  const ParallelConfig& pi = r.plan.parallel;
+  out << "model    " << w.model.name
+      << fmt(" (%d layers, seq %d, global batch %d)\n", w.model.num_layers, w.training.seq_len,
+             w.training.global_batch);
+  out << "cluster  " << cluster_summary(cluster) << "\n";
+  out << fmt(
+      "plan     PP=%d TP=%d CP=%d EP=%d TPE=%d DP=%d, micro-batch %d, %d micro-batches, "
+      "%d devices in use\n\n",
+      pi.pp, pi.tp, pi.cp, pi.ep, pi.tpe, pi.dp, pi.micro_batch, r.num_microbatches, pi.devices());
+  out << "iteration latency  " << format_seconds(r.latency_s) << "\n";
+  out << "  edge             " << format_seconds(r.breakdown.edge_s) << "   sum of stage fwd+bwd\n";
+  out << "  middle           " << format_seconds(r.breakdown.middle_s)
+      << fmt("   (M-1) x bottleneck stage %d\n", r.bottleneck_stage);
+  out << "  dp sync          " << format_seconds(r.breakdown.dp_sync_s) << "\n";
+  out << "  optimizer        " << format_seconds(r.breakdown.optimizer_s) << "\n";
+  out << fmt("throughput         %.0f tokens/s, %.1f TFLOP/s per device, MFU %.1f%%\n\n",
+             r.throughput_tokens_per_s, r.tflops_per_device, r.mfu * 100.0);
+  out << "stage  device      devices  layers  recompute   forward    backward   memory / "
+         "capacity\n";
+  for (std::size_t i = 0; i < r.stages.size(); ++i) {
+    const StageReport& s = r.stages[i];
+    const std::string dev = cluster.pools[static_cast<std::size_t>(s.device_type)].device.name;
+    const double used = s.cost.memory.total();
+    out << fmt("%5zu  %-10s  %7d  %6d  %-10s  %-9s  %-9s  %s / %s (%.0f%%)%s\n", i, dev.c_str(),
+               s.devices, s.layers, to_string(s.recompute, s.layers).c_str(),
+               format_seconds(s.cost.fwd_s).c_str(), format_seconds(s.cost.bwd_s).c_str(),
+               format_bytes(used).c_str(), format_bytes(s.cost.capacity_bytes).c_str(),
+               100.0 * used / s.cost.capacity_bytes, s.cost.fits() ? "" : "  OUT OF MEMORY");
+  }
+  bool warned = false;
+  for (std::size_t i = 0; i < r.stages.size(); ++i) {
+    const StageReport& s = r.stages[i];
+    if (s.cost.fits()) continue;
+    if (!warned) out << "\n";
+    warned = true;
+    const MemoryBreakdown& m = s.cost.memory;
+    out << fmt("WARNING: stage %zu does not fit in memory: needs %s, capacity %s (short by %s).\n",
+               i, format_bytes(m.total()).c_str(), format_bytes(s.cost.capacity_bytes).c_str(),
+               format_bytes(m.total() - s.cost.capacity_bytes).c_str());
+    out << fmt(
+        "         weights %s, gradients %s, optimizer %s, activations %s (%d micro-batches "
+        "in flight), buffers %s, overhead %s\n",
+        format_bytes(m.weights).c_str(), format_bytes(m.gradients).c_str(),
+        format_bytes(m.optimizer).c_str(), format_bytes(m.activations).c_str(), s.cost.in_flight,
+        format_bytes(m.moe_buffers).c_str(), format_bytes(m.overhead).c_str());
+  }
+}
+
+void print_catalog(std::ostream& out) {
+  out << "Devices (per device; bandwidths per direction)\n";
+  out << fmt("  %-10s %10s %9s %9s %11s %11s %5s\n", "name", "TFLOP/s", "HBM GB", "HBM TB/s",
+             "intra GB/s", "inter GB/s", "/node");
+  for (const DeviceSpec& d : device_catalog()) {
+    out << fmt("  %-10s %10.1f %9.0f %9.2f %11.1f %11.1f %5d\n", d.name.c_str(),
+               d.peak_flops / 1e12, d.memory_bytes / 1e9, d.hbm_bandwidth / 1e12,
+               d.intra_node_bandwidth / 1e9, d.inter_node_bandwidth / 1e9, d.devices_per_node);
+  }
+  out << "\nModel presets\n";
+  out << fmt("  %-16s %6s %6s %6s %4s %7s %5s %8s %8s  %s\n", "name", "layers", "hidden", "heads",
+             "kv", "experts", "top-k", "params", "active", "description");
+  for (const ModelPreset& p : model_presets()) {
+    const ModelSpec& m = p.workload.model;
+    out << fmt("  %-16s %6d %6d %6d %4d %7d %5d %7.1fB %7.1fB  %s\n", p.name.c_str(), m.num_layers,
+               m.hidden, m.num_heads, m.num_kv_heads, m.num_experts, m.top_k, total_params(m) / 1e9,
+               active_params(m) / 1e9, p.description.c_str());
+  }
+  out << "\nCluster presets\n";
+  for (const ClusterPreset& p : cluster_presets()) {
+    out << fmt("  %-14s %5d devices  %s\n", p.name.c_str(), p.cluster.total_devices(),
+               p.description.c_str());
+  }
+}
+
+std::string not_proven_line(const std::string& reason, std::int64_t not_searched,
+                            std::int64_t configs) {
+  return "  NOT PROVEN OPTIMAL: the " + reason + " stopped the search; " +
+         std::to_string(not_searched) + " of " + std::to_string(configs) +
+         " configurations were not searched; the plans are the best found\n";
+}
+
+}  // namespace hapmoe

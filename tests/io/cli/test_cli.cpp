@@ -1,0 +1,426 @@
+// The command line end to end: in-process through run_cli for the output,
+// and through the real executable for exit codes and files.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "io/cli/cli.h"
+#include "io/cli/progress.h"
+#include "io/inputs/json_strict.h"
+#include "tests/io/cli_run.h"
+
+namespace hapmoe {
+namespace {
+
+namespace fs = std::filesystem;
+using test::CliRun;
+using test::run;
+using test::scratch_dir;
+using test::slurp;
+
+const std::string kPlan =
+    std::string(HAPMOE_SOURCE_DIR) + "/examples/plans/mixtral-s-paper-16-1.json";
+
+TEST(Cli, EvaluatePrintsLatencyBreakdownAndStages) {
+  const CliRun r =
+      run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  for (const char* s : {"iteration latency", "edge", "middle", "dp sync", "optimizer", "tokens/s",
+                        "TFLOP/s per device", "MFU", "H800", "910B"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  }
+  EXPECT_TRUE(r.err.empty()) << r.err;
+}
+
+TEST(Cli, PlanJsonFeedsBackToIdenticalOutput) {
+  const fs::path d = scratch_dir("feedback");
+  const std::string first = (d / "first.json").string();
+  const std::string second = (d / "second.json").string();
+  CliRun r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan,
+                  "--plan-json", first});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", first,
+           "--plan-json", second});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(slurp(first), slurp(second));
+  const Json doc = parse_json(slurp(first), first);
+  const Json& p = doc.at("plans").at(0);
+  for (const char* k : {"latency_s", "throughput_tokens_per_s", "tflops_per_device", "mfu"}) {
+    EXPECT_TRUE(p.at(k).is_number()) << k;
+  }
+  EXPECT_EQ(p.at("parallel").at("num_microbatches").get<int>(), 64);  // 256 / (1 * 4)
+  for (const char* k : {"device", "devices", "layers", "recompute", "forward_s", "backward_s",
+                        "memory_bytes", "capacity_bytes"}) {
+    EXPECT_TRUE(p.at("stages").at(1).contains(k)) << k;
+  }
+  for (const char* k : {"edge_s", "middle_s", "dp_sync_s", "optimizer_s"}) {
+    EXPECT_TRUE(p.at("breakdown").contains(k)) << k;
+  }
+  fs::remove_all(d);
+}
+
+TEST(Cli, SimulateComparesWithClosedForm) {
+  const CliRun r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan",
+                        kPlan, "--simulate"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("1F1B event simulation"), std::string::npos);
+}
+
+TEST(Cli, PlanThatDoesNotFitExitsThreeAndNamesTheStage) {
+  const fs::path d = scratch_dir("nofit");
+  const fs::path plan = d / "plan.json";
+  std::ofstream(plan) << R"({"parallel":{"pp":1,"tp":1,"dp":8},
+                            "stages":[{"device":"910B","layers":24}]})";
+  const std::string out = (d / "out.json").string();
+  const CliRun r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan",
+                        plan.string(), "--plan-json", out});
+  EXPECT_EQ(r.code, kExitNoFit);
+  EXPECT_NE(r.out.find("WARNING: stage 0 does not fit in memory"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("short by"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("does not fit"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(out));  // the report is still written
+  fs::remove_all(d);
+}
+
+TEST(Cli, BadInputsExitTwoWithOneMessageAndNoOutput) {
+  const fs::path d = scratch_dir("bad");
+  const std::string out = (d / "out.json").string();
+  const std::vector<std::vector<std::string>> cases = {
+      {"--model", "no-such-model", "--cluster", "paper:16-1", "--plan", kPlan},
+      {"--model", "mixtral-s", "--cluster", "H800:12", "--plan", kPlan},
+      {"--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", (d / "missing.json").string()},
+      {"--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan, "--seq-len", "abc"},
+      {"--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan, "--global-batch", "-3"},
+      {"--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan, "--gamma", "1.5"},
+      {"--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan, "--imbalance", "nan"},
+      {"--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan, "--bogus"},
+      {"--model", "mixtral-s", "--cluster", "paper:16-1"},
+      {"--model", "mixtral-s", "--cluster", "paper:32-1", "--plan", kPlan, "--global-batch", "250"},
+  };
+  for (auto args : cases) {
+    args.insert(args.begin(), "evaluate");
+    args.push_back("--plan-json");
+    args.push_back(out);
+    const CliRun r = run(args);
+    EXPECT_EQ(r.code, kExitInput) << args[2] << " " << args[4] << "\n" << r.err;
+    EXPECT_NE(r.err.find("error"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(fs::exists(out));
+  }
+  fs::remove_all(d);
+}
+
+TEST(Cli, PlanViolatingMegatronConstraintsIsRejected) {
+  const fs::path d = scratch_dir("constraints");
+  const fs::path plan = d / "plan.json";
+  // EP = 3 does not divide 8 experts.
+  std::ofstream(plan) << R"({"parallel":{"pp":2,"tp":1,"ep":3,"dp":6},
+      "stages":[{"device":"H800","layers":12},{"device":"910B","layers":12}]})";
+  CliRun r =
+      run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", plan.string()});
+  EXPECT_EQ(r.code, kExitInput);
+  EXPECT_NE(r.err.find("ep=3"), std::string::npos) << r.err;
+  // TP = 16 does not fit in a node of 8.
+  std::ofstream(plan, std::ios::trunc) << R"({"parallel":{"pp":1,"tp":16,"dp":1},
+      "stages":[{"device":"H800","layers":32}]})";
+  r = run({"evaluate", "--model", "llama2-7b", "--cluster", "H800:16", "--plan", plan.string()});
+  EXPECT_EQ(r.code, kExitInput);
+  EXPECT_NE(r.err.find("tp=16"), std::string::npos) << r.err;
+  fs::remove_all(d);
+}
+
+TEST(Cli, HelpVersionCatalogAndUsage) {
+  CliRun r = run({"--help"});
+  EXPECT_EQ(r.code, kExitOk);
+  EXPECT_NE(r.out.find("evaluate"), std::string::npos);
+  r = run({"evaluate", "--help"});
+  EXPECT_EQ(r.code, kExitOk);
+  for (const char* o : {"--model", "--cluster", "--plan", "--plan-json", "--seq-len",
+                        "--global-batch", "--micro-batch", "--precision", "--dispatcher",
+                        "--imbalance", "--gamma", "--no-distributed-optimizer", "--simulate"}) {
+    EXPECT_NE(r.out.find(o), std::string::npos) << o;
+  }
+  r = run({"--version"});
+  EXPECT_EQ(r.code, kExitOk);
+  EXPECT_NE(r.out.find("hapmoe"), std::string::npos);
+  r = run({"catalog"});
+  EXPECT_EQ(r.code, kExitOk);
+  for (const char* s : {"H800", "910B", "MI300X", "Gaudi3", "mixtral-s", "deepseek-v3",
+                        "paper:16-1-h", "paper:32-3"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s;
+  }
+  r = run({});
+  EXPECT_EQ(r.code, kExitInput);
+  r = run({"frobnicate"});
+  EXPECT_EQ(r.code, kExitInput);
+  EXPECT_NE(r.err.find("unknown command"), std::string::npos);
+}
+
+TEST(Cli, ExecutableExitCodes) {
+  const std::string bin = HAPMOE_BINARY;
+  const fs::path d = scratch_dir("exe");
+  const std::string cmd_ok = bin + " evaluate --model mixtral-s --cluster paper:16-1 --plan " +
+                             kPlan + " >" + (d / "o").string() + " 2>" + (d / "e").string();
+  int status = std::system(cmd_ok.c_str());
+  EXPECT_EQ(WEXITSTATUS(status), 0) << slurp(d / "e");
+  const std::string cmd_bad = bin + " evaluate --model mixtral-s --cluster nowhere --plan " +
+                              kPlan + " >" + (d / "o").string() + " 2>" + (d / "e").string();
+  status = std::system(cmd_bad.c_str());
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_NE(slurp(d / "e").find("nowhere"), std::string::npos);
+  fs::remove_all(d);
+}
+
+// Drops the timing fields, the only ones allowed to differ between runs.
+// The document minus what may differ between runs: wall times, and how
+// the run was spread over ranks and threads.
+Json without_timing(Json j) {
+  if (j.is_object()) {
+    j.erase("seconds");
+    j.erase("run");
+    for (auto& [k, v] : j.items()) v = without_timing(v);
+  } else if (j.is_array()) {
+    for (auto& v : j) v = without_timing(v);
+  }
+  return j;
+}
+
+TEST(CliPlan, PrintsBestTopKAndStatisticsAndWritesTheSchema) {
+  const fs::path d = scratch_dir("plan");
+  const std::string out = (d / "plan.json").string();
+  const CliRun r =
+      run({"plan", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan-json", out});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  for (const char* s : {"iteration latency", "top 5", "search (HS-DP, prune all)", "configurations",
+                        "transitions", "load balance", "feasible plans", "wall time"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  }
+  const Json doc = parse_json(slurp(out), out);
+  const Json& plans = doc.at("plans");
+  ASSERT_EQ(plans.size(), 5u);
+  for (std::size_t k = 1; k < plans.size(); ++k) {
+    EXPECT_LE(plans[k - 1].at("latency_s").get<double>(), plans[k].at("latency_s").get<double>());
+  }
+  const Json& search = doc.at("search");
+  for (const char* k :
+       {"configs", "configs_evaluated", "states", "transitions", "feasible", "seconds"}) {
+    EXPECT_TRUE(search.at(k).is_number()) << k;
+  }
+  for (const char* k : {"load_balance", "memory", "hetero_comm"}) {
+    EXPECT_TRUE(search.at("pruned").at(k).is_number_integer()) << k;
+  }
+  EXPECT_GT(search.at("configs").get<int>(), 0);
+  // Every plan of the output evaluates to the same latency through evaluate.
+  for (std::size_t k = 0; k < plans.size(); ++k) {
+    const std::string back = (d / ("back" + std::to_string(k) + ".json")).string();
+    const CliRun e = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan",
+                          out, "--plan-index", std::to_string(k), "--plan-json", back});
+    ASSERT_EQ(e.code, kExitOk) << e.err;
+    const Json again = parse_json(slurp(back), back);
+    EXPECT_EQ(again.at("plans").at(0), plans[k]) << "plan " << k;
+  }
+  fs::remove_all(d);
+}
+
+TEST(CliPlan, OutputIsDeterministic) {
+  const fs::path d = scratch_dir("determinism");
+  const std::string a = (d / "a.json").string();
+  const std::string b = (d / "b.json").string();
+  for (const std::string& f : {a, b}) {
+    const CliRun r =
+        run({"plan", "--model", "mixtral-s", "--cluster", "paper:24-2", "--plan-json", f});
+    ASSERT_EQ(r.code, kExitOk) << r.err;
+  }
+  EXPECT_EQ(without_timing(parse_json(slurp(a), a)).dump(),
+            without_timing(parse_json(slurp(b), b)).dump());
+  fs::remove_all(d);
+}
+
+TEST(CliPlan, NothingFitsExitsThreeWithTheSmallestShortfall) {
+  const fs::path d = scratch_dir("nothing");
+  const std::string out = (d / "plan.json").string();
+  const CliRun r = run({"plan", "--model", "mixtral-l", "--cluster", "H800:8", "--plan-json", out});
+  EXPECT_EQ(r.code, kExitNoFit) << r.err;
+  EXPECT_NE(r.err.find("no plan fits in memory"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("short by"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("GiB"), std::string::npos) << r.err;
+  fs::remove_all(d);
+}
+
+TEST(CliPlan, BruteForceAgreesOnASmallSpaceAndRefusesALargeOne) {
+  const std::vector<std::string> base = {
+      "plan", "--model", "mixtral-s", "--cluster", "paper:16-1", "--max-pp", "2", "--top-k", "3"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run(a);
+  };
+  const CliRun bf = with({"--bruteforce"});
+  const CliRun dp = with({"--prune", "none"});
+  ASSERT_EQ(bf.code, kExitOk) << bf.err;
+  ASSERT_EQ(dp.code, kExitOk) << dp.err;
+  auto table = [](const std::string& out) { return out.substr(0, out.find("search (")); };
+  EXPECT_EQ(table(bf.out), table(dp.out));
+  const CliRun big =
+      run({"plan", "--model", "mixtral-l", "--cluster", "paper:32-3", "--bruteforce"});
+  EXPECT_EQ(big.code, kExitInput);
+  EXPECT_NE(big.err.find("brute force is limited to"), std::string::npos) << big.err;
+}
+
+// A search that runs a while prints progress lines on stderr, and only
+// there: stdout is the same with and without them.
+TEST(CliPlan, ProgressLinesWhileTheSearchRuns) {
+  const std::vector<std::string> a = {"plan",       "--model", "mixtral-s", "--cluster",
+                                      "paper:16-1", "--prune", "lb",        "--no-bound",
+                                      "--threads",  "1",       "--top-k",   "2"};
+  std::vector<std::string> with = a;
+  with.insert(with.end(), {"--progress-every", "0.01"});
+  std::vector<std::string> without = a;
+  without.insert(without.end(), {"--progress-every", "0"});
+  const CliRun p = run(with);
+  const CliRun q = run(without);
+  ASSERT_EQ(p.code, kExitOk) << p.err;
+  ASSERT_EQ(q.code, kExitOk) << q.err;
+  EXPECT_NE(p.err.find("hapmoe plan: "), std::string::npos) << p.err;
+  EXPECT_NE(p.err.find("of 432 configurations"), std::string::npos) << p.err;  // |Pi|
+  EXPECT_EQ(q.err, "");
+  const auto strip_time = [](const std::string& text) {
+    return text.substr(0, text.find("  wall time"));
+  };
+  EXPECT_EQ(strip_time(p.out), strip_time(q.out));
+}
+
+TEST(CliPlan, ProgressTextSaysWhereTheSearchStands) {
+  SearchProgress p;
+  EXPECT_EQ(progress_text(p), "enumerating the configurations");
+  p.configs = 603873;
+  p.phase = SearchProgress::kBounds;
+  EXPECT_EQ(progress_text(p), "bounds and work estimates of 603873 configurations");
+  p.phase = SearchProgress::kSearching;
+  p.rounds = 3;
+  p.settled = 96;
+  p.searched = 64;
+  p.round_units = 32;
+  p.round_claimed = 12;
+  EXPECT_EQ(progress_text(p),
+            "searching: round 3, 96 of 603873 configurations settled (64 searched), 12 of this "
+            "node's 32 units of the round begun here; no plan yet");
+  p.best = 4.198186;
+  EXPECT_NE(progress_text(p).find("; best 4.198"), std::string::npos) << progress_text(p);
+  EXPECT_EQ(duration_text(5.25), "5.2 s");
+  EXPECT_EQ(duration_text(245), "4m05s");
+  EXPECT_EQ(duration_text(7980), "2h13m");
+}
+
+TEST(CliPlan, BadSearchOptionsExitTwo) {
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{"--prune", "lb,fast"},
+                                                {"--delta", "-1"},
+                                                {"--eta", "x"},
+                                                {"--top-k", "0"},
+                                                {"--max-pp", "0"},
+                                                {"--progress-every", "-1"}}) {
+    std::vector<std::string> a = {"plan", "--model", "mixtral-s", "--cluster", "paper:16-1"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    const CliRun r = run(a);
+    EXPECT_EQ(r.code, kExitInput) << extra[0];
+    EXPECT_NE(r.err.find(extra[0]), std::string::npos) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace hapmoe
+
+namespace hapmoe {
+namespace {
+
+TEST(CliBaselines, EveryBaselineWritesThePlanSchemaAndEvaluatesBack) {
+  const fs::path d = scratch_dir("baselines");
+  for (const char* name : {"uniform", "mi", "metis-style", "homogeneous-only"}) {
+    const std::string out = (d / (std::string(name) + ".json")).string();
+    const CliRun r = run({"plan", "--model", "mixtral-s", "--cluster", "paper:32-2", "--baseline",
+                          name, "--plan-json", out});
+    ASSERT_EQ(r.code, kExitOk) << name << ": " << r.err;
+    EXPECT_NE(r.out.find(std::string("baseline ") + name + ": "), std::string::npos) << r.out;
+    const Json doc = parse_json(slurp(out), out);
+    EXPECT_EQ(doc.at("baseline").at("name").get<std::string>(), name);
+    ASSERT_FALSE(doc.at("plans").empty()) << name;
+    // The baseline's plan scores the same through evaluate.
+    const std::string back = (d / (std::string(name) + "-back.json")).string();
+    const CliRun e = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:32-2", "--plan",
+                          out, "--plan-json", back});
+    ASSERT_EQ(e.code, kExitOk) << e.err;
+    EXPECT_EQ(parse_json(slurp(back), back).at("plans").at(0), doc.at("plans").at(0)) << name;
+  }
+  const CliRun bad =
+      run({"plan", "--model", "mixtral-s", "--cluster", "paper:32-2", "--baseline", "alpa"});
+  EXPECT_EQ(bad.code, kExitInput);
+  EXPECT_NE(bad.err.find("--baseline"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("alpa"), std::string::npos) << bad.err;
+  fs::remove_all(d);
+}
+
+TEST(CliBaselines, CompareNormalisesToMiAndArchivesEveryBaseline) {
+  const fs::path d = scratch_dir("compare");
+  const std::string json = (d / "cmp.json").string();
+  const std::string h5 = (d / "cmp.h5").string();
+  const CliRun r = run({"compare", "--model", "mixtral-s", "--cluster", "paper:32-2", "--plan-json",
+                        json, "--out", h5});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("normalised to mi"), std::string::npos) << r.out;
+  const Json doc = parse_json(slurp(json), json);
+  ASSERT_EQ(doc.at("baselines").size(), 5u);
+  std::map<std::string, double> tokens;
+  for (const Json& b : doc.at("baselines")) {
+    ASSERT_FALSE(b.at("plans").empty()) << b.at("name");
+    tokens[b.at("name").get<std::string>()] =
+        b.at("plans").at(0).at("throughput_tokens_per_s").get<double>();
+  }
+  // The table's MI row is 1.00x; hapmoe's ratio is its throughput over MI's.
+  EXPECT_NE(r.out.find("1.00x   1.00x"), std::string::npos) << r.out;
+  char ratio[32];
+  std::snprintf(ratio, sizeof ratio, "%.2fx", tokens["hapmoe"] / tokens["mi"]);
+  EXPECT_NE(r.out.find(ratio), std::string::npos) << ratio << "\n" << r.out;
+  for (const auto& [name, t] : tokens) EXPECT_GE(tokens["hapmoe"], t) << name;
+  // The archive holds one case per baseline; show lists them.
+  const CliRun s = run({"show", h5});
+  ASSERT_EQ(s.code, kExitOk) << s.err;
+  for (const char* name : {"hapmoe", "uniform", "mi", "metis-style", "homogeneous-only"}) {
+    EXPECT_NE(s.out.find(name), std::string::npos) << name << "\n" << s.out;
+  }
+  const CliRun one = run({"show", h5, "--case", "mi"});
+  ASSERT_EQ(one.code, kExitOk) << one.err;
+  EXPECT_NE(one.out.find("PP"), std::string::npos) << one.out;
+  fs::remove_all(d);
+}
+
+}  // namespace
+}  // namespace hapmoe
+
+namespace hapmoe {
+namespace {
+
+TEST(CliBaselines, CompareReadsAMegatronScript) {
+  // The paper's Mixtral-S as a Megatron-LM launch script reads as the preset,
+  // so compare gives the same table.
+  const std::string script = std::string(HAPMOE_SOURCE_DIR) + "/tests/data/megatron/mixtral_s.sh";
+  const CliRun a = run({"compare", "--megatron-script", script, "--cluster", "paper:32-2"});
+  const CliRun b = run({"compare", "--model", "mixtral-s", "--cluster", "paper:32-2"});
+  ASSERT_EQ(a.code, kExitOk) << a.err;
+  ASSERT_EQ(b.code, kExitOk) << b.err;
+  const auto table = [](const std::string& out) {
+    const auto from = out.find("  hapmoe ");
+    return out.substr(from, out.find("\n\n", from) - from);
+  };
+  EXPECT_EQ(table(a.out), table(b.out));
+}
+
+}  // namespace
+}  // namespace hapmoe

@@ -1,0 +1,955 @@
+// Tests of the model readers (io/inputs/model_io.h): presets, Hugging Face
+// config.json files, the hapmoe model JSON, overrides and the writer.
+#include "io/inputs/model_io.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "costmodel/errors.h"
+#include "io/inputs/json_strict.h"
+
+namespace hapmoe {
+namespace {
+
+const std::string kModels = std::string(HAPMOE_TEST_DATA) + "/models";
+
+struct Caught {
+  std::string where;
+  std::string what;
+};
+
+Caught catch_input_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return {e.where(), e.what()};
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected InputError, got another exception: " << e.what();
+    return {};
+  }
+  ADD_FAILURE() << "expected InputError, nothing was thrown";
+  return {};
+}
+
+// Expects an InputError whose message contains every one of `parts`.
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  const Caught e = catch_input_error(f);
+  for (const auto& p : parts) {
+    EXPECT_NE(e.what.find(p), std::string::npos) << "missing \"" << p << "\" in: " << e.what;
+  }
+}
+
+const Workload& preset(const std::string& name) {
+  const ModelPreset* p = find_model_preset(name);
+  if (p == nullptr) throw std::runtime_error("no preset " + name);
+  return p->workload;
+}
+
+Workload load_fixture(const std::string& relative) {
+  return load_workload(kModels + "/" + relative);
+}
+
+// A Hugging Face file must describe the same model as the preset (the name
+// is the file path).
+void expect_same_model(Workload parsed, const std::string& preset_name) {
+  parsed.model.name = preset_name;
+  EXPECT_EQ(parsed.model, preset(preset_name).model) << preset_name;
+  EXPECT_EQ(parsed.training, preset(preset_name).training) << preset_name;
+}
+
+// A small valid hapmoe model, modified by the tests below.
+Json base_model() {
+  return Json::parse(R"({
+    "name": "t", "num_layers": 4, "hidden": 256, "num_heads": 4, "ffn_hidden": 1024,
+    "max_positions": 2048, "vocab": 1000,
+    "moe": {"num_experts": 8, "top_k": 2, "expert_ffn_hidden": 512},
+    "training": {"seq_len": 1024, "global_batch": 16, "micro_batch": 2}
+  })");
+}
+
+Workload parse(const Json& j) { return parse_workload_json(j.dump(), "t.json"); }
+
+// ---------------------------------------------------------------------------
+// Presets
+
+TEST(ModelIoPresets, AllValidateAndAreWellFormed) {
+  const auto presets = model_presets();
+  ASSERT_EQ(presets.size(), 10u);
+  std::set<std::string> names;
+  for (const ModelPreset& p : presets) {
+    SCOPED_TRACE(p.name);
+    EXPECT_TRUE(names.insert(p.name).second) << "duplicate preset";
+    EXPECT_EQ(p.name, to_lower(p.name));
+    EXPECT_EQ(p.workload.model.name, p.name);
+    EXPECT_FALSE(p.description.empty());
+    EXPECT_FALSE(p.source.empty());
+    EXPECT_EQ(validate(p.workload.model), "");
+    EXPECT_EQ(validate(p.workload.training, p.workload.model), "");
+    EXPECT_EQ(find_model_preset(p.name), &p);
+  }
+  for (const char* n :
+       {"mixtral-s", "mixtral-l", "llama2-7b", "llama2-13b", "llama3-70b", "mixtral-8x7b",
+        "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3"}) {
+    EXPECT_EQ(names.count(n), 1u) << n;
+  }
+}
+
+TEST(ModelIoPresets, FindIsCaseInsensitive) {
+  ASSERT_NE(find_model_preset("Mixtral-S"), nullptr);
+  EXPECT_EQ(find_model_preset("Mixtral-S")->name, "mixtral-s");
+  EXPECT_EQ(find_model_preset("DEEPSEEK-V3")->name, "deepseek-v3");
+  EXPECT_EQ(find_model_preset("mixtral"), nullptr);
+  EXPECT_EQ(find_model_preset(""), nullptr);
+}
+
+TEST(ModelIoPresets, MixtralS) {
+  const Workload& w = preset("mixtral-s");
+  const ModelSpec& m = w.model;
+  EXPECT_EQ(m.num_layers, 24);
+  EXPECT_EQ(m.hidden, 4096);
+  EXPECT_EQ(m.num_heads, 32);
+  EXPECT_EQ(m.num_kv_heads, 8);
+  EXPECT_EQ(m.head_dim, 128);
+  EXPECT_EQ(m.ffn_hidden, 14336);
+  EXPECT_EQ(m.expert_ffn_hidden, 14336);
+  EXPECT_EQ(m.num_experts, 8);
+  EXPECT_EQ(m.top_k, 2);
+  EXPECT_EQ(m.num_moe_layers(), 24);
+  EXPECT_EQ(m.shared_expert_ffn_hidden, 0);
+  EXPECT_EQ(m.vocab, 32000);
+  EXPECT_EQ(m.max_positions, 32768);
+  EXPECT_EQ(m.mlp, MlpKind::kSwiGlu);
+  EXPECT_EQ(m.positions, PositionKind::kRotary);
+  EXPECT_FALSE(m.tied_embeddings);
+  EXPECT_FALSE(m.mla.enabled());
+  EXPECT_EQ(w.training.seq_len, 4096);
+  EXPECT_EQ(w.training.global_batch, 256);
+  EXPECT_EQ(w.training.micro_batch, 1);
+  EXPECT_EQ(w.training.precision, Precision::kBf16);
+  EXPECT_TRUE(w.training.distributed_optimizer);
+  EXPECT_EQ(w.training.dispatcher, Dispatcher::kAllGather);
+}
+
+TEST(ModelIoPresets, MixtralL) {
+  const Workload& w = preset("mixtral-l");
+  const ModelSpec& m = w.model;
+  EXPECT_EQ(m.num_layers, 48);
+  EXPECT_EQ(m.hidden, 6144);
+  EXPECT_EQ(m.num_heads, 48);
+  EXPECT_EQ(m.num_kv_heads, 8);
+  EXPECT_EQ(m.head_dim, 128);
+  EXPECT_EQ(m.expert_ffn_hidden, 16384);
+  EXPECT_EQ(m.num_experts, 8);
+  EXPECT_EQ(m.top_k, 2);
+  EXPECT_EQ(m.num_moe_layers(), 48);
+  EXPECT_EQ(m.max_positions, 65536);
+  EXPECT_EQ(w.training.global_batch, 512);
+  EXPECT_EQ(w.training.dispatcher, Dispatcher::kAllToAll);
+  // The paper calls it ~122B parameters.
+  EXPECT_NEAR(total_params(m) / 1e9, 122.0, 3.0);
+}
+
+TEST(ModelIoPresets, DenseLlamas) {
+  const ModelSpec& l7 = preset("llama2-7b").model;
+  EXPECT_EQ(l7.num_layers, 32);
+  EXPECT_EQ(l7.hidden, 4096);
+  EXPECT_EQ(l7.num_kv_heads, 32);  // MHA
+  EXPECT_EQ(l7.ffn_hidden, 11008);
+  EXPECT_EQ(l7.max_positions, 4096);
+  EXPECT_FALSE(l7.is_moe());
+  EXPECT_TRUE(l7.moe_layers.empty());
+  EXPECT_EQ(l7.num_experts, 0);
+  EXPECT_NEAR(total_params(l7) / 1e9, 6.74, 0.05);
+
+  const ModelSpec& l13 = preset("llama2-13b").model;
+  EXPECT_EQ(l13.num_layers, 40);
+  EXPECT_EQ(l13.hidden, 5120);
+  EXPECT_EQ(l13.num_heads, 40);
+  EXPECT_EQ(l13.num_kv_heads, 40);
+  EXPECT_EQ(l13.head_dim, 128);
+  EXPECT_EQ(l13.ffn_hidden, 13824);
+  EXPECT_NEAR(total_params(l13) / 1e9, 13.0, 0.1);
+
+  const ModelSpec& l70 = preset("llama3-70b").model;
+  EXPECT_EQ(l70.num_layers, 80);
+  EXPECT_EQ(l70.hidden, 8192);
+  EXPECT_EQ(l70.num_heads, 64);
+  EXPECT_EQ(l70.num_kv_heads, 8);  // GQA
+  EXPECT_EQ(l70.head_dim, 128);
+  EXPECT_EQ(l70.ffn_hidden, 28672);
+  EXPECT_EQ(l70.vocab, 128256);
+  EXPECT_EQ(l70.max_positions, 8192);
+  EXPECT_NEAR(total_params(l70) / 1e9, 70.6, 0.5);
+  EXPECT_EQ(preset("llama3-70b").training.dispatcher, Dispatcher::kAllToAll);
+}
+
+TEST(ModelIoPresets, Mixtrals) {
+  const ModelSpec& a = preset("mixtral-8x7b").model;
+  EXPECT_EQ(a.num_layers, 32);
+  EXPECT_EQ(a.expert_ffn_hidden, 14336);
+  EXPECT_EQ(a.num_moe_layers(), 32);
+  EXPECT_EQ(a.vocab, 32000);
+  EXPECT_NEAR(total_params(a) / 1e9, 46.7, 0.3);
+  EXPECT_NEAR(active_params(a) / 1e9, 12.9, 0.2);
+
+  const ModelSpec& b = preset("mixtral-8x22b").model;
+  EXPECT_EQ(b.num_layers, 56);
+  EXPECT_EQ(b.hidden, 6144);
+  EXPECT_EQ(b.num_heads, 48);
+  EXPECT_EQ(b.num_kv_heads, 8);
+  EXPECT_EQ(b.expert_ffn_hidden, 16384);
+  EXPECT_EQ(b.vocab, 32000);
+  EXPECT_EQ(b.max_positions, 65536);
+  EXPECT_NEAR(total_params(b) / 1e9, 140.6, 1.0);
+  const TrainingSpec& t = preset("mixtral-8x22b").training;
+  EXPECT_EQ(t, TrainingSpec{});  // the TrainingSpec defaults
+}
+
+TEST(ModelIoPresets, Qwen3) {
+  const ModelSpec& s = preset("qwen3-30b-a3b").model;
+  EXPECT_EQ(s.num_layers, 48);
+  EXPECT_EQ(s.hidden, 2048);
+  EXPECT_EQ(s.num_heads, 32);
+  EXPECT_EQ(s.num_kv_heads, 4);
+  EXPECT_EQ(s.head_dim, 128);  // != hidden / heads
+  EXPECT_EQ(s.num_experts, 128);
+  EXPECT_EQ(s.top_k, 8);
+  EXPECT_EQ(s.expert_ffn_hidden, 768);
+  EXPECT_EQ(s.vocab, 151936);
+  EXPECT_EQ(s.max_positions, 40960);
+  EXPECT_NEAR(total_params(s) / 1e9, 30.5, 0.5);
+
+  const ModelSpec& l = preset("qwen3-235b-a22b").model;
+  EXPECT_EQ(l.num_layers, 94);
+  EXPECT_EQ(l.hidden, 4096);
+  EXPECT_EQ(l.num_heads, 64);
+  EXPECT_EQ(l.num_kv_heads, 4);
+  EXPECT_EQ(l.head_dim, 128);
+  EXPECT_EQ(l.expert_ffn_hidden, 1536);
+  EXPECT_EQ(l.ffn_hidden, 12288);
+  EXPECT_EQ(l.num_moe_layers(), 94);
+  EXPECT_NEAR(total_params(l) / 1e9, 235.0, 3.0);
+  EXPECT_NEAR(active_params(l) / 1e9, 22.0, 1.0);
+}
+
+TEST(ModelIoPresets, DeepSeekV3) {
+  const Workload& w = preset("deepseek-v3");
+  const ModelSpec& m = w.model;
+  EXPECT_EQ(m.num_layers, 61);
+  EXPECT_EQ(m.hidden, 7168);
+  EXPECT_EQ(m.num_heads, 128);
+  EXPECT_EQ(m.num_kv_heads, 128);
+  EXPECT_EQ(m.head_dim, 128);
+  EXPECT_EQ(m.ffn_hidden, 18432);
+  EXPECT_TRUE(m.mla.enabled());
+  EXPECT_EQ(m.mla.q_lora_rank, 1536);
+  EXPECT_EQ(m.mla.kv_lora_rank, 512);
+  EXPECT_EQ(m.mla.qk_nope_head_dim, 128);
+  EXPECT_EQ(m.mla.qk_rope_head_dim, 64);
+  EXPECT_EQ(m.mla.v_head_dim, 128);
+  EXPECT_EQ(m.num_experts, 256);
+  EXPECT_EQ(m.top_k, 8);
+  EXPECT_EQ(m.expert_ffn_hidden, 2048);
+  EXPECT_EQ(m.shared_expert_ffn_hidden, 2048);
+  EXPECT_EQ(m.num_moe_layers(), 58);
+  EXPECT_FALSE(m.is_moe_layer(0));
+  EXPECT_FALSE(m.is_moe_layer(2));
+  EXPECT_TRUE(m.is_moe_layer(3));
+  EXPECT_TRUE(m.is_moe_layer(60));
+  EXPECT_EQ(m.vocab, 129280);
+  EXPECT_EQ(m.max_positions, 163840);
+  EXPECT_NE(find_model_preset("deepseek-v3")->description.find("MTP"), std::string::npos);
+  // 671B main model (the 14B of the MTP module in the hub files, 685B in
+  // total, are not modelled).
+  EXPECT_NEAR(total_params(m) / 1e9, 671.0, 3.0);
+  EXPECT_NEAR(active_params(m) / 1e9, 37.0, 2.0);
+}
+
+// ---------------------------------------------------------------------------
+// load_workload
+
+TEST(ModelIoLoad, PresetByNameAnyCase) {
+  EXPECT_EQ(load_workload("deepseek-v3"), preset("deepseek-v3"));
+  EXPECT_EQ(load_workload("Qwen3-30B-A3B"), preset("qwen3-30b-a3b"));
+}
+
+TEST(ModelIoLoad, UnknownPresetListsPresets) {
+  const Caught e = catch_input_error([] { load_workload("mixtral-xl"); });
+  EXPECT_EQ(e.where, "--model");
+  for (const char* part : {"\"mixtral-xl\"", "neither a known model preset", "nor a file",
+                           "mixtral-s", "llama3-70b", "deepseek-v3"}) {
+    EXPECT_NE(e.what.find(part), std::string::npos) << part << " in: " << e.what;
+  }
+}
+
+TEST(ModelIoLoad, MissingFile) {
+  Caught e = catch_input_error([] { load_workload("/nonexistent/model.json"); });
+  EXPECT_EQ(e.where, "/nonexistent/model.json");
+  EXPECT_NE(e.what.find("no such file"), std::string::npos) << e.what;
+  e = catch_input_error([] { load_workload("missing-model.json"); });
+  EXPECT_EQ(e.where, "missing-model.json");
+  EXPECT_NE(e.what.find("no such file"), std::string::npos) << e.what;
+}
+
+TEST(ModelIoLoad, FileErrorsNameThePath) {
+  const std::string path = kModels + "/hf/llama-2-7b-hf.json";
+  const Workload w = load_workload(path);
+  EXPECT_EQ(w.model.name, path);
+}
+
+// ---------------------------------------------------------------------------
+// Hugging Face config.json
+
+TEST(ModelIoHf, Mixtral8x7B) {
+  const Workload w = load_fixture("hf/mixtral-8x7b-v0.1.json");
+  EXPECT_EQ(w.model.expert_ffn_hidden, 14336);  // intermediate_size is the expert width
+  EXPECT_EQ(w.model.num_experts, 8);            // from num_local_experts
+  expect_same_model(w, "mixtral-8x7b");
+}
+
+TEST(ModelIoHf, Qwen15MoeSharedExpertIsATotalWidth) {
+  const Workload w = load_fixture("hf/qwen1.5-moe-a2.7b.json");
+  const ModelSpec& m = w.model;
+  EXPECT_EQ(m.num_layers, 24);
+  EXPECT_EQ(m.hidden, 2048);
+  EXPECT_EQ(m.num_heads, 16);
+  EXPECT_EQ(m.num_kv_heads, 16);
+  EXPECT_EQ(m.head_dim, 128);
+  EXPECT_EQ(m.ffn_hidden, 5632);
+  EXPECT_EQ(m.num_experts, 60);
+  EXPECT_EQ(m.top_k, 4);
+  EXPECT_EQ(m.expert_ffn_hidden, 1408);
+  EXPECT_EQ(m.shared_expert_ffn_hidden, 5632);
+  EXPECT_EQ(m.num_moe_layers(), 24);
+  EXPECT_EQ(m.vocab, 151936);
+  EXPECT_EQ(m.max_positions, 8192);
+  EXPECT_EQ(m.mlp, MlpKind::kSwiGlu);
+  EXPECT_FALSE(m.tied_embeddings);
+  EXPECT_EQ(w.training.seq_len, 4096);
+  EXPECT_NEAR(total_params(m) / 1e9, 14.3, 0.3);
+}
+
+TEST(ModelIoHf, Qwen3WrittenByTransformers5) {
+  const Workload w = load_fixture("hf/qwen3-30b-a3b-transformers5.json");
+  EXPECT_EQ(w.model.num_experts, 128);  // num_local_experts
+  EXPECT_EQ(w.model.head_dim, 128);
+  expect_same_model(w, "qwen3-30b-a3b");
+}
+
+TEST(ModelIoHf, DeepSeekV3) {
+  const Workload w = load_fixture("hf/deepseek-v3.json");
+  EXPECT_EQ(w.model.num_moe_layers(), 58);
+  EXPECT_EQ(w.model.mla.q_lora_rank, 1536);
+  EXPECT_EQ(w.model.shared_expert_ffn_hidden, 2048);
+  expect_same_model(w, "deepseek-v3");
+}
+
+TEST(ModelIoHf, Llama2WithoutKvHeads) {
+  const Workload w = load_fixture("hf/llama-2-7b-hf.json");
+  EXPECT_EQ(w.model.num_kv_heads, 32);
+  EXPECT_EQ(w.model.head_dim, 128);
+  EXPECT_FALSE(w.model.is_moe());
+  expect_same_model(w, "llama2-7b");
+}
+
+Json llama_text() {
+  return Json::parse(R"({"model_type": "llama", "hidden_size": 1024, "intermediate_size": 2816,
+    "num_hidden_layers": 8, "num_attention_heads": 16, "vocab_size": 32000,
+    "max_position_embeddings": 2048, "rms_norm_eps": 1e-5, "rope_theta": 10000.0})");
+}
+
+Workload parse_hf(const Json& j) { return parse_workload_json(j.dump(), "config.json"); }
+
+TEST(ModelIoHf, DefaultsAndNulls) {
+  Json j = llama_text();
+  j["num_key_value_heads"] = nullptr;
+  j["tie_word_embeddings"] = true;
+  const Workload w = parse_hf(j);
+  EXPECT_EQ(w.model.num_kv_heads, 16);
+  EXPECT_EQ(w.model.head_dim, 64);
+  EXPECT_TRUE(w.model.tied_embeddings);
+  EXPECT_EQ(w.training.seq_len, 2048);  // min(4096, max_position_embeddings)
+  EXPECT_EQ(w.training.global_batch, TrainingSpec{}.global_batch);
+  EXPECT_EQ(w.model.name, "config.json");
+}
+
+TEST(ModelIoHf, RopeParametersAndUnknownKeysAreIgnored) {
+  Json j = llama_text();
+  j.erase("rope_theta");
+  j["rope_parameters"] = {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 8.0}};
+  j["some_future_key"] = {{"nested", {1, 2, 3}}};
+  EXPECT_EQ(parse_hf(j).model.num_layers, 8);
+}
+
+TEST(ModelIoHf, HeadDimDifferentFromHiddenOverHeads) {
+  Json j = llama_text();
+  j["head_dim"] = 128;
+  EXPECT_EQ(parse_hf(j).model.head_dim, 128);
+}
+
+TEST(ModelIoHf, QwenSparseStepAndMlpOnlyLayers) {
+  Json j = llama_text();
+  j["model_type"] = "qwen2_moe";
+  j["num_experts"] = 16;
+  j["num_experts_per_tok"] = 4;
+  j["moe_intermediate_size"] = 512;
+  j["decoder_sparse_step"] = 2;
+  j["mlp_only_layers"] = {3};
+  const ModelSpec m = parse_hf(j).model;
+  // (layer + 1) % 2 == 0 and not in mlp_only_layers: 1, 5, 7.
+  EXPECT_EQ(m.moe_layers, (std::vector<std::uint8_t>{0, 1, 0, 0, 0, 1, 0, 1}));
+  EXPECT_EQ(m.ffn_hidden, 2816);
+  EXPECT_EQ(m.shared_expert_ffn_hidden, 0);
+}
+
+TEST(ModelIoHf, DeepSeekFirstDenseAndLayerFreq) {
+  Json j = llama_text();
+  j["model_type"] = "deepseek_v2";
+  j["n_routed_experts"] = 64;
+  j["n_shared_experts"] = 2;
+  j["num_experts_per_tok"] = 6;
+  j["moe_intermediate_size"] = 256;
+  j["first_k_dense_replace"] = 1;
+  j["moe_layer_freq"] = 2;
+  j["q_lora_rank"] = nullptr;  // V2-Lite style: queries without compression
+  j["kv_lora_rank"] = 128;
+  j["qk_nope_head_dim"] = 32;
+  j["qk_rope_head_dim"] = 16;
+  j["v_head_dim"] = 32;
+  const ModelSpec m = parse_hf(j).model;
+  // layer >= 1 and layer % 2 == 0: 2, 4, 6.
+  EXPECT_EQ(m.moe_layers, (std::vector<std::uint8_t>{0, 0, 1, 0, 1, 0, 1, 0}));
+  EXPECT_EQ(m.shared_expert_ffn_hidden, 512);  // 2 x 256
+  EXPECT_EQ(m.mla.q_lora_rank, 0);
+  EXPECT_EQ(m.mla.kv_lora_rank, 128);
+  EXPECT_EQ(m.head_dim, 32);
+}
+
+TEST(ModelIoHf, UnknownFamilyReadGenerically) {
+  Json j = llama_text();
+  j["model_type"] = "my_moe";
+  j["num_local_experts"] = 4;
+  j["num_experts_per_tok"] = 1;
+  const ModelSpec m = parse_hf(j).model;
+  EXPECT_EQ(m.num_experts, 4);
+  EXPECT_EQ(m.expert_ffn_hidden, 2816);  // intermediate_size, as in Mixtral
+  EXPECT_EQ(m.num_moe_layers(), 8);
+
+  Json g = Json::parse(R"({"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12,
+                           "vocab_size": 50257, "architectures": ["GPT2LMHeadModel"]})");
+  expect_error([&] { parse_hf(g); }, {"config.json:/num_hidden_layers", "required field is missing",
+                                      "\"gpt2\" is not a known family"});
+}
+
+TEST(ModelIoHf, BadValues) {
+  struct Case {
+    const char* key;
+    Json value;
+    std::vector<std::string> parts;
+  };
+  const std::vector<Case> cases = {
+      {"hidden_size", 32.7, {"config.json:/hidden_size", "32.7", "must be an integer"}},
+      {"num_hidden_layers", true, {"/num_hidden_layers", "true"}},
+      {"vocab_size", -3, {"/vocab_size", "-3", "out of range"}},
+      {"num_attention_heads", "16", {"/num_attention_heads", "\"16\""}},
+      {"num_key_value_heads", 5, {"/num_key_value_heads", "5", "must divide"}},
+      {"intermediate_size", "NaN", {"/intermediate_size", "\"NaN\""}},
+      {"max_position_embeddings", 0, {"/max_position_embeddings", "0"}},
+      {"tie_word_embeddings", 1, {"/tie_word_embeddings", "true or false"}},
+      {"model_type", 7, {"/model_type", "must be a string"}},
+      {"head_dim", 0.5, {"/head_dim", "0.5"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.key);
+    Json j = llama_text();
+    j[c.key] = c.value;
+    expect_error([&] { parse_hf(j); }, c.parts);
+  }
+}
+
+TEST(ModelIoHf, BadMoeValues) {
+  Json j = llama_text();
+  j["model_type"] = "mixtral";
+  j["num_local_experts"] = 8;
+  j["num_experts_per_tok"] = 9;
+  expect_error([&] { parse_hf(j); }, {"/num_experts_per_tok", "9", "exceeds", "8"});
+  j["num_experts_per_tok"] = 2;
+  j["num_experts"] = 16;
+  expect_error([&] { parse_hf(j); }, {"disagrees", "16", "8"});
+  j.erase("num_experts");
+  j["mlp_only_layers"] = {0, 8};
+  expect_error([&] { parse_hf(j); }, {"/mlp_only_layers/1", "8", "out of range"});
+  j["mlp_only_layers"] = "0";
+  expect_error([&] { parse_hf(j); }, {"/mlp_only_layers", "list of layer indices"});
+  j.erase("mlp_only_layers");
+  j["first_k_dense_replace"] = 8;
+  expect_error([&] { parse_hf(j); }, {"config.json", "leave no MoE layer"});
+  j["first_k_dense_replace"] = 2.5;
+  expect_error([&] { parse_hf(j); }, {"/first_k_dense_replace", "2.5"});
+  j.erase("first_k_dense_replace");
+  j["model_type"] = "qwen3_moe";  // needs moe_intermediate_size
+  expect_error([&] { parse_hf(j); }, {"/moe_intermediate_size", "required field is missing"});
+}
+
+TEST(ModelIoHf, DenseModelNeedsIntermediateSize) {
+  Json j = llama_text();
+  j.erase("intermediate_size");
+  expect_error([&] { parse_hf(j); }, {"/intermediate_size", "required field is missing"});
+}
+
+TEST(ModelIoHf, HeadsNotDividingHiddenWithoutHeadDim) {
+  Json j = llama_text();
+  j["num_attention_heads"] = 15;
+  expect_error([&] { parse_hf(j); }, {"/hidden_size", "1024", "15", "head_dim"});
+}
+
+// ---------------------------------------------------------------------------
+// hapmoe model JSON
+
+TEST(ModelIoOwn, Gpt3DenseFixture) {
+  const Workload w = load_fixture("gpt3-1.3b.json");
+  const ModelSpec& m = w.model;
+  EXPECT_EQ(m.name, "gpt3-1.3b");
+  EXPECT_EQ(m.num_layers, 24);
+  EXPECT_EQ(m.hidden, 2048);
+  EXPECT_EQ(m.num_heads, 16);
+  EXPECT_EQ(m.num_kv_heads, 16);  // MHA by default
+  EXPECT_EQ(m.head_dim, 128);     // hidden / heads
+  EXPECT_EQ(m.ffn_hidden, 8192);
+  EXPECT_EQ(m.mlp, MlpKind::kGelu);
+  EXPECT_EQ(m.positions, PositionKind::kLearned);
+  EXPECT_EQ(m.max_positions, 2048);
+  EXPECT_EQ(m.vocab, 50257);
+  EXPECT_TRUE(m.tied_embeddings);
+  EXPECT_FALSE(m.is_moe());
+  EXPECT_TRUE(m.moe_layers.empty());
+  EXPECT_FALSE(m.mla.enabled());
+  EXPECT_EQ(w.training.seq_len, 2048);
+  EXPECT_EQ(w.training.global_batch, 512);
+  EXPECT_EQ(w.training.micro_batch, 4);
+  EXPECT_EQ(w.training.precision, Precision::kFp16);
+  EXPECT_FALSE(w.training.distributed_optimizer);
+  EXPECT_EQ(w.training.dispatcher, Dispatcher::kAllToAll);
+  EXPECT_DOUBLE_EQ(w.training.imbalance, 1.2);
+  EXPECT_DOUBLE_EQ(w.training.gamma, 1.0);
+  // GPT-3 XL: 1.3B parameters.
+  EXPECT_NEAR(total_params(m) / 1e9, 1.32, 0.03);
+}
+
+TEST(ModelIoOwn, SmallMoeFixture) {
+  const Workload w = load_fixture("small-moe.json");
+  const ModelSpec& m = w.model;
+  EXPECT_EQ(m.name, "small-moe");
+  EXPECT_EQ(m.num_layers, 12);
+  EXPECT_EQ(m.num_kv_heads, 4);
+  EXPECT_EQ(m.head_dim, 64);
+  EXPECT_EQ(m.mlp, MlpKind::kSwiGlu);
+  EXPECT_EQ(m.positions, PositionKind::kRotary);
+  EXPECT_FALSE(m.tied_embeddings);
+  EXPECT_EQ(m.num_experts, 16);
+  EXPECT_EQ(m.top_k, 2);
+  EXPECT_EQ(m.expert_ffn_hidden, 1024);
+  EXPECT_EQ(m.shared_expert_ffn_hidden, 1024);
+  EXPECT_EQ(m.num_moe_layers(), 11);
+  EXPECT_FALSE(m.is_moe_layer(0));
+  EXPECT_TRUE(m.is_moe_layer(1));
+  EXPECT_EQ(w.training.seq_len, 2048);
+  EXPECT_EQ(w.training.global_batch, 128);
+  EXPECT_EQ(w.training.micro_batch, 2);
+  EXPECT_EQ(w.training.dispatcher, Dispatcher::kAllToAll);
+  EXPECT_DOUBLE_EQ(w.training.imbalance, 1.5);
+  EXPECT_DOUBLE_EQ(w.training.gamma, 0.5);
+}
+
+TEST(ModelIoOwn, MinimalFileGetsDefaults) {
+  const Workload w = parse_workload_json(
+      R"({"num_layers": 2, "hidden": 512, "num_heads": 8, "ffn_hidden": 2048, "vocab": 100})",
+      "min.json");
+  EXPECT_EQ(w.model.name, "min.json");
+  EXPECT_EQ(w.model.num_kv_heads, 8);
+  EXPECT_EQ(w.model.head_dim, 64);
+  EXPECT_EQ(w.model.mlp, MlpKind::kSwiGlu);
+  EXPECT_EQ(w.model.positions, PositionKind::kRotary);
+  EXPECT_EQ(w.model.max_positions, 0);
+  EXPECT_FALSE(w.model.tied_embeddings);
+  EXPECT_EQ(w.training, TrainingSpec{});
+}
+
+TEST(ModelIoOwn, SeqLenDefaultIsCappedByMaxPositions) {
+  const Workload w = parse_workload_json(
+      R"({"num_layers": 2, "hidden": 512, "num_heads": 8, "ffn_hidden": 2048, "vocab": 100,
+          "positions": "learned", "max_positions": 1024})",
+      "cap.json");
+  EXPECT_EQ(w.training.seq_len, 1024);
+}
+
+TEST(ModelIoOwn, LayerFreqIntegerAndList) {
+  Json j = base_model();
+  j["num_layers"] = 8;
+  j["moe"]["first_dense_layers"] = 1;
+  j["moe"]["layer_freq"] = 2;
+  EXPECT_EQ(parse(j).model.moe_layers, (std::vector<std::uint8_t>{0, 1, 0, 1, 0, 1, 0, 1}));
+  j["moe"].erase("first_dense_layers");
+  j["moe"]["layer_freq"] = {1, 1, 0, 1, 0, 0, 1, 1};
+  EXPECT_EQ(parse(j).model.moe_layers, (std::vector<std::uint8_t>{1, 1, 0, 1, 0, 0, 1, 1}));
+  EXPECT_EQ(parse(j).model.num_moe_layers(), 5);
+}
+
+TEST(ModelIoOwn, MlaBlock) {
+  Json j = base_model();
+  j["mla"] = {{"q_lora_rank", 64},
+              {"kv_lora_rank", 32},
+              {"qk_nope_head_dim", 64},
+              {"qk_rope_head_dim", 32},
+              {"v_head_dim", 64}};
+  const MlaSpec mla = parse(j).model.mla;
+  EXPECT_TRUE(mla.enabled());
+  EXPECT_EQ(mla.q_lora_rank, 64);
+  EXPECT_EQ(mla.kv_lora_rank, 32);
+  EXPECT_EQ(mla.qk_rope_head_dim, 32);
+}
+
+TEST(ModelIoOwn, DispatcherAndPrecisionSpellings) {
+  Json j = base_model();
+  j["training"]["dispatcher"] = "All-Gather";
+  j["training"]["precision"] = "FP16";
+  const Workload w = parse(j);
+  EXPECT_EQ(w.training.dispatcher, Dispatcher::kAllGather);
+  EXPECT_EQ(w.training.precision, Precision::kFp16);
+  j["training"]["dispatcher"] = "auto";
+  EXPECT_EQ(parse(j).training.dispatcher, Dispatcher::kAuto);
+}
+
+// Each bad input: a modification of base_model() and what the message must
+// contain (file, JSON pointer and the offending value).
+TEST(ModelIoOwn, BadValuesNamePointerAndValue) {
+  struct Case {
+    const char* label;
+    std::function<void(Json&)> edit;
+    std::vector<std::string> parts;
+  };
+  const std::vector<Case> cases = {
+      {"unknown top-level key",
+       [](Json& j) { j["hiden"] = 256; },
+       {"t.json:/hiden", "unknown field"}},
+      {"unknown key in moe",
+       [](Json& j) { j["moe"]["topk"] = 2; },
+       {"t.json:/moe/topk", "unknown field"}},
+      {"unknown key in training",
+       [](Json& j) { j["training"]["seq_length"] = 2; },
+       {"t.json:/training/seq_length", "unknown field"}},
+      {"unknown key in mla",
+       [](Json& j) {
+         j["mla"] = {{"kv_lora_rank", 8},
+                     {"qk_nope_head_dim", 8},
+                     {"qk_rope_head_dim", 8},
+                     {"v_head_dim", 8},
+                     {"rope_theta", 1}};
+       },
+       {"t.json:/mla/rope_theta", "unknown field"}},
+      {"string for int",
+       [](Json& j) { j["num_layers"] = "24"; },
+       {"t.json:/num_layers", "\"24\"", "must be an integer"}},
+      {"fraction for int",
+       [](Json& j) { j["hidden"] = 32.7; },
+       {"t.json:/hidden", "32.7", "must be an integer"}},
+      {"negative size",
+       [](Json& j) { j["ffn_hidden"] = -3; },
+       {"t.json:/ffn_hidden", "-3", "out of range"}},
+      {"bool for int",
+       [](Json& j) { j["num_heads"] = true; },
+       {"t.json:/num_heads", "true", "must be an integer"}},
+      {"missing required",
+       [](Json& j) { j.erase("vocab"); },
+       {"t.json:/vocab", "required field is missing"}},
+      {"missing required in moe",
+       [](Json& j) { j["moe"].erase("expert_ffn_hidden"); },
+       {"t.json:/moe/expert_ffn_hidden", "required field is missing"}},
+      {"kv heads not dividing",
+       [](Json& j) { j["num_kv_heads"] = 3; },
+       {"t.json:/num_kv_heads", "num_kv_heads = 3", "must divide num_heads = 4"}},
+      {"kv heads above heads",
+       [](Json& j) { j["num_kv_heads"] = 8; },
+       {"t.json:/num_kv_heads", "8"}},
+      {"top_k above experts",
+       [](Json& j) { j["moe"]["top_k"] = 9; },
+       {"t.json:/moe/top_k", "top_k = 9", "num_experts = 8"}},
+      {"seq_len above max_positions",
+       [](Json& j) { j["training"]["seq_len"] = 4096; },
+       {"t.json:/training/seq_len", "4096", "max_positions = 2048"}},
+      {"batch not a multiple",
+       [](Json& j) { j["training"]["global_batch"] = 15; },
+       {"t.json:/training/global_batch", "15", "micro_batch = 2"}},
+      {"NaN as text",
+       [](Json& j) { j["training"]["imbalance"] = "NaN"; },
+       {"t.json:/training/imbalance", "\"NaN\"", "must be a number"}},
+      {"Infinity as text",
+       [](Json& j) { j["training"]["gamma"] = "Infinity"; },
+       {"t.json:/training/gamma", "\"Infinity\""}},
+      {"imbalance below 1",
+       [](Json& j) { j["training"]["imbalance"] = 0.5; },
+       {"t.json:/training/imbalance", "0.5", "out of range"}},
+      {"gamma above 1",
+       [](Json& j) { j["training"]["gamma"] = 1.5; },
+       {"t.json:/training/gamma", "1.5"}},
+      {"seq_len too large",
+       [](Json& j) { j["training"]["seq_len"] = 1 << 23; },
+       {"t.json:/training/seq_len", "8388608"}},
+      {"layers zero", [](Json& j) { j["num_layers"] = 0; }, {"t.json:/num_layers", "0"}},
+      {"layers too many",
+       [](Json& j) { j["num_layers"] = 100001; },
+       {"t.json:/num_layers", "100001"}},
+      {"unknown mlp",
+       [](Json& j) { j["mlp"] = "relu"; },
+       {"t.json:/mlp", "\"relu\"", "swiglu, gelu"}},
+      {"unknown dispatcher",
+       [](Json& j) { j["training"]["dispatcher"] = "broadcast"; },
+       {"t.json:/training/dispatcher", "\"broadcast\"", "allgather"}},
+      {"unknown precision",
+       [](Json& j) { j["training"]["precision"] = "fp8"; },
+       {"t.json:/training/precision", "\"fp8\"", "bf16, fp16"}},
+      {"learned without max_positions",
+       [](Json& j) {
+         j["positions"] = "learned";
+         j.erase("max_positions");
+       },
+       {"t.json:/max_positions", "required field is missing"}},
+      {"dense model without ffn_hidden",
+       [](Json& j) {
+         j.erase("moe");
+         j.erase("ffn_hidden");
+       },
+       {"t.json:/ffn_hidden", "required field is missing"}},
+      {"no MoE layer",
+       [](Json& j) { j["moe"]["first_dense_layers"] = 4; },
+       {"t.json:/moe", "no layer is a MoE layer"}},
+      {"first dense beyond layers",
+       [](Json& j) { j["moe"]["first_dense_layers"] = 5; },
+       {"t.json:/moe/first_dense_layers", "5"}},
+      {"layer_freq bool",
+       [](Json& j) { j["moe"]["layer_freq"] = true; },
+       {"t.json:/moe/layer_freq", "true"}},
+      {"layer_freq list too short",
+       [](Json& j) {
+         j["moe"]["layer_freq"] = {1, 1};
+       },
+       {"t.json:/moe/layer_freq", "2 entries", "num_layers = 4"}},
+      {"layer_freq list bad entry",
+       [](Json& j) {
+         j["moe"]["layer_freq"] = {1, 1, 2, 1};
+       },
+       {"t.json:/moe/layer_freq/2", "2"}},
+      {"layer_freq list and first dense",
+       [](Json& j) {
+         j["moe"]["layer_freq"] = {0, 1, 1, 1};
+         j["moe"]["first_dense_layers"] = 1;
+       },
+       {"t.json:/moe/first_dense_layers", "not both"}},
+      {"head_dim not derivable",
+       [](Json& j) {
+         j["hidden"] = 250;
+         j.erase("head_dim");
+       },
+       {"t.json:/hidden", "250", "head_dim"}},
+      {"moe not an object", [](Json& j) { j["moe"] = 8; }, {"t.json:/moe", "JSON object"}},
+      {"experts zero",
+       [](Json& j) { j["moe"]["num_experts"] = 0; },
+       {"t.json:/moe/num_experts", "0"}},
+      {"name not a string", [](Json& j) { j["name"] = 5; }, {"t.json:/name", "string"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.label);
+    Json j = base_model();
+    EXPECT_NO_THROW(parse(j));
+    c.edit(j);
+    expect_error([&] { parse(j); }, c.parts);
+  }
+}
+
+TEST(ModelIoOwn, DuplicateKeyAndInvalidJson) {
+  expect_error(
+      [] {
+        parse_workload_json(
+            R"({"num_layers": 2, "hidden": 512, "hidden": 256, "num_heads": 8, "vocab": 10})",
+            "dup.json");
+      },
+      {"dup.json", "duplicate key \"hidden\""});
+  expect_error(
+      [] {
+        parse_workload_json(
+            R"({"num_layers": 2, "moe": {"top_k": 1, "top_k": 2}, "hidden": 8, "vocab": 10})",
+            "dup.json");
+      },
+      {"duplicate key \"top_k\""});
+  const Caught e = catch_input_error(
+      [] { parse_workload_json("{\n  \"num_layers\": 2,\n  \"hidden\": ,\n}", "bad.json"); });
+  EXPECT_EQ(e.where, "bad.json:3:13") << e.what;
+  EXPECT_NE(e.what.find("invalid JSON"), std::string::npos) << e.what;
+  expect_error([] { parse_workload_json(R"({"num_layers": NaN})", "nan.json"); },
+               {"nan.json:1:", "invalid JSON"});
+}
+
+TEST(ModelIoOwn, UnrecognisedDocuments) {
+  expect_error([] { parse_workload_json(R"({"layers": 4})", "x.json"); },
+               {"x.json", "not a recognised model file", "num_hidden_layers", "num_layers"});
+  expect_error([] { parse_workload_json("[1, 2]", "x.json"); }, {"x.json", "JSON object"});
+  expect_error([] { parse_workload_json("4", "x.json"); }, {"x.json", "JSON object"});
+}
+
+// ---------------------------------------------------------------------------
+// Overrides
+
+TEST(ModelIoOverrides, ApplyEveryField) {
+  Workload w = preset("mixtral-s");
+  TrainingOverrides o;
+  o.seq_len = 2048;
+  o.global_batch = 64;
+  o.micro_batch = 2;
+  o.precision = Precision::kFp16;
+  o.dispatcher = Dispatcher::kAuto;
+  o.imbalance = 1.1;
+  o.gamma = 0.3;
+  o.no_distributed_optimizer = true;
+  apply_overrides(o, w);
+  EXPECT_EQ(w.training.seq_len, 2048);
+  EXPECT_EQ(w.training.global_batch, 64);
+  EXPECT_EQ(w.training.micro_batch, 2);
+  EXPECT_EQ(w.training.precision, Precision::kFp16);
+  EXPECT_EQ(w.training.dispatcher, Dispatcher::kAuto);
+  EXPECT_DOUBLE_EQ(w.training.imbalance, 1.1);
+  EXPECT_DOUBLE_EQ(w.training.gamma, 0.3);
+  EXPECT_FALSE(w.training.distributed_optimizer);
+  EXPECT_EQ(w.model, preset("mixtral-s").model);
+}
+
+TEST(ModelIoOverrides, EmptyOverridesChangeNothing) {
+  Workload w = preset("deepseek-v3");
+  apply_overrides(TrainingOverrides{}, w);
+  EXPECT_EQ(w, preset("deepseek-v3"));
+}
+
+TEST(ModelIoOverrides, InvalidResultNamesTheOption) {
+  struct Case {
+    const char* label;
+    TrainingOverrides o;
+    std::string option;
+    std::vector<std::string> parts;
+  };
+  std::vector<Case> cases(7);
+  cases[0] = {"seq_len above max_positions", {}, "--seq-len", {"seq_len = 8192", "4096"}};
+  cases[0].o.seq_len = 8192;
+  cases[1] = {"micro not dividing preset batch", {}, "--micro-batch", {"micro_batch = 3"}};
+  cases[1].o.micro_batch = 3;
+  cases[2] = {"global not a multiple of micro", {}, "--global-batch", {"global_batch = 10"}};
+  cases[2].o.global_batch = 10;
+  cases[2].o.micro_batch = 4;
+  cases[3] = {"imbalance below 1", {}, "--imbalance", {"imbalance"}};
+  cases[3].o.imbalance = 0.5;
+  cases[4] = {"gamma above 1", {}, "--gamma", {"gamma"}};
+  cases[4].o.gamma = 1.5;
+  cases[5] = {"seq_len zero", {}, "--seq-len", {"0"}};
+  cases[5].o.seq_len = 0;
+  cases[6] = {"global batch too large", {}, "--global-batch", {"out of range"}};
+  cases[6].o.global_batch = (1 << 30) + 1;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.label);
+    Workload w = preset("llama2-7b");
+    const Caught e = catch_input_error([&] { apply_overrides(c.o, w); });
+    EXPECT_EQ(e.where, c.option) << e.what;
+    for (const auto& p : c.parts) EXPECT_NE(e.what.find(p), std::string::npos) << e.what;
+    EXPECT_EQ(w, preset("llama2-7b")) << "a failed override must leave the workload unchanged";
+  }
+}
+
+TEST(ModelIoOverrides, InvalidWorkloadWithoutOverrideBlamesModel) {
+  Workload w = preset("llama2-7b");
+  w.training.seq_len = 100000;  // beyond max_positions, not from an override
+  TrainingOverrides o;
+  o.gamma = 0.5;
+  const Caught e = catch_input_error([&] { apply_overrides(o, w); });
+  EXPECT_EQ(e.where, "--model");
+}
+
+TEST(ModelIoParse, Precision) {
+  EXPECT_EQ(parse_precision("bf16", "--precision"), Precision::kBf16);
+  EXPECT_EQ(parse_precision("BF16", "--precision"), Precision::kBf16);
+  EXPECT_EQ(parse_precision("fp16", "--precision"), Precision::kFp16);
+  const Caught e = catch_input_error([] { parse_precision("fp32", "--precision"); });
+  EXPECT_EQ(e.where, "--precision");
+  EXPECT_NE(e.what.find("\"fp32\""), std::string::npos) << e.what;
+  EXPECT_NE(e.what.find("bf16, fp16"), std::string::npos) << e.what;
+}
+
+TEST(ModelIoParse, Dispatcher) {
+  EXPECT_EQ(parse_dispatcher("alltoall", "d"), Dispatcher::kAllToAll);
+  EXPECT_EQ(parse_dispatcher("All-To-All", "d"), Dispatcher::kAllToAll);
+  EXPECT_EQ(parse_dispatcher("allgather", "d"), Dispatcher::kAllGather);
+  EXPECT_EQ(parse_dispatcher("all-gather", "d"), Dispatcher::kAllGather);
+  EXPECT_EQ(parse_dispatcher("AUTO", "d"), Dispatcher::kAuto);
+  const Caught e = catch_input_error([] { parse_dispatcher("ring", "--dispatcher"); });
+  EXPECT_EQ(e.where, "--dispatcher");
+  EXPECT_NE(e.what.find("\"ring\""), std::string::npos) << e.what;
+  EXPECT_NE(e.what.find("alltoall"), std::string::npos) << e.what;
+  EXPECT_NE(e.what.find("auto"), std::string::npos) << e.what;
+}
+
+// ---------------------------------------------------------------------------
+// workload_to_json
+
+TEST(ModelIoRoundTrip, EveryPreset) {
+  for (const ModelPreset& p : model_presets()) {
+    SCOPED_TRACE(p.name);
+    const std::string text = workload_to_json(p.workload);
+    EXPECT_EQ(parse_workload_json(text, "rt.json"), p.workload) << text;
+  }
+}
+
+TEST(ModelIoRoundTrip, FixturesAndOddLayerMaps) {
+  std::vector<Workload> workloads = {load_fixture("gpt3-1.3b.json"), load_fixture("small-moe.json"),
+                                     load_fixture("hf/qwen1.5-moe-a2.7b.json")};
+  Json j = base_model();
+  j["num_layers"] = 8;
+  j["moe"]["layer_freq"] = {1, 1, 0, 1, 0, 0, 1, 1};
+  workloads.push_back(parse(j));
+  j["moe"]["layer_freq"] = 3;
+  j["moe"]["first_dense_layers"] = 2;
+  workloads.push_back(parse(j));
+  j["moe"]["layer_freq"] = 1;
+  j["moe"]["first_dense_layers"] = 7;  // a single MoE layer at the end
+  workloads.push_back(parse(j));
+  for (const Workload& w : workloads) {
+    SCOPED_TRACE(w.model.name);
+    const std::string text = workload_to_json(w);
+    EXPECT_EQ(parse_workload_json(text, "rt.json"), w) << text;
+  }
+}
+
+TEST(ModelIoRoundTrip, OutputFormat) {
+  const std::string ds = workload_to_json(preset("deepseek-v3"));
+  EXPECT_EQ(ds.rfind("{\n  \"name\": \"deepseek-v3\",\n  \"num_layers\": 61,", 0), 0u) << ds;
+  const Json j = Json::parse(ds);
+  EXPECT_EQ(j.at("moe").at("first_dense_layers"), 3);
+  EXPECT_FALSE(j.at("moe").contains("layer_freq"));  // "every layer after the dense ones"
+  EXPECT_EQ(j.at("mla").at("kv_lora_rank"), 512);
+  EXPECT_EQ(j.at("training").at("dispatcher"), "alltoall");
+
+  Json odd = base_model();
+  odd["moe"]["layer_freq"] = {1, 0, 1, 1};
+  const Json out = Json::parse(workload_to_json(parse(odd)));
+  EXPECT_EQ(out.at("moe").at("layer_freq"), Json::array({1, 0, 1, 1}));
+  EXPECT_FALSE(out.at("moe").contains("first_dense_layers"));
+
+  const Json dense = Json::parse(workload_to_json(preset("llama2-7b")));
+  EXPECT_FALSE(dense.contains("moe"));
+  EXPECT_FALSE(dense.contains("mla"));
+  EXPECT_EQ(dense.at("mlp"), "swiglu");
+  EXPECT_EQ(dense.at("positions"), "rotary");
+}
+
+}  // namespace
+}  // namespace hapmoe

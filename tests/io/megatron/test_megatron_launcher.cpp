@@ -1,0 +1,393 @@
+// Launchers: the round trip script -> plan -> launcher -> script, golden
+// launchers for the paper's Mixtral-S and Mixtral-L on two heterogeneous
+// clusters with a hand-checked reading of each parallel flag, and the
+// per-stage recomputation that Megatron cannot express.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "costmodel/analytic.h"
+#include "costmodel/errors.h"
+#include "io/cli/cli.h"
+#include "io/inputs/cluster_io.h"
+#include "io/inputs/model_io.h"
+#include "io/inputs/plan_io.h"
+#include "io/megatron/megatron_launcher.h"
+#include "tests/io/cli_run.h"
+
+namespace hapmoe {
+namespace {
+
+namespace fs = std::filesystem;
+using test::scratch_dir;
+using test::slurp;
+
+const std::string kData = std::string(HAPMOE_TEST_DATA) + "/megatron/";
+
+int cli(std::vector<std::string> args, std::string* out_text = nullptr) {
+  const test::CliRun r = test::run(std::move(args));
+  if (out_text) *out_text = r.out + r.err;
+  EXPECT_TRUE(r.code == kExitOk || r.code == kExitNoFit || r.code == kExitInput) << r.err;
+  return r.code;
+}
+
+// Everything of a plan search run through the CLI, then read back.
+struct RoundTrip {
+  Workload workload;  // from the input script
+  ClusterSpec cluster;
+  Plan plan;             // the best plan (from --plan-json)
+  std::string launcher;  // the text written by --launcher
+  Workload workload2;    // the launcher read back
+  Plan plan2;            // the launcher's own settings as a plan
+  std::vector<std::string> notes2;
+};
+
+RoundTrip round_trip(const std::string& script_or_model, const std::string& cluster,
+                     bool is_script = true) {
+  RoundTrip r;
+  const fs::path d = scratch_dir(fs::path(script_or_model).stem().string() + "_" +
+                                 cluster.substr(cluster.find(':') + 1));
+  const std::string launcher = (d / "launch.sh").string();
+  const std::string json = (d / "plan.json").string();
+  cli({"plan", is_script ? "--megatron-script" : "--model", script_or_model, "--cluster", cluster,
+       "--launcher", launcher, "--plan-json", json, "--top-k", "1"});
+  r.cluster = load_cluster(cluster);
+  if (is_script) {
+    MegatronScript s = read_megatron_script(script_or_model);
+    r.workload = megatron_workload(s);
+  } else {
+    r.workload = load_workload(script_or_model);
+  }
+  r.plan = load_plan(json, r.cluster, r.workload.training.micro_batch);
+  r.launcher = slurp(launcher);
+  MegatronScript back = read_megatron_script(launcher);
+  r.workload2 = megatron_workload(back);
+  r.plan2 = megatron_plan(back, r.workload2, r.cluster);
+  r.notes2 = back.notes;
+  r.workload2.model.name = r.workload.model.name;
+  return r;
+}
+
+TEST(MegatronLauncher, RoundTripGivesTheSameModelAndPlan) {
+  for (const auto& [script, cluster] : std::vector<std::pair<std::string, std::string>>{
+           {kData + "mixtral_s.sh", "paper:16-1"},
+           {kData + "mixtral_s.sh", "paper:32-2"},
+           {kData + "mixtral_l.sh", "paper:32-2"},
+           {kData + "mixtral_8x7b.sh", "paper:32-1"}}) {
+    const RoundTrip r = round_trip(script, cluster);
+    EXPECT_EQ(r.workload2, r.workload) << script << " on " << cluster;
+    EXPECT_EQ(r.plan2, r.plan) << script << " on " << cluster << "\n" << r.launcher;
+    EXPECT_TRUE(r.notes2.empty()) << r.notes2.front();
+  }
+  // From a preset (no script): the model flags are written from the model.
+  const RoundTrip r = round_trip("mixtral-s", "paper:16-1", false);
+  Workload expected = r.workload;
+  EXPECT_EQ(r.workload2.model, expected.model);
+  EXPECT_EQ(r.workload2.training, expected.training);
+  EXPECT_EQ(r.plan2, r.plan);
+}
+
+// Every preset: the model flags written from the model read back as the
+// same model and training settings.
+TEST(MegatronLauncher, EveryPresetRoundTripsThroughModelFlags) {
+  const ClusterSpec cluster = load_cluster("H800:8");
+  for (const ModelPreset& p : model_presets()) {
+    const Workload& w = p.workload;
+    Plan plan;
+    plan.parallel = {1, 1, 1, 1, 1, 8, w.training.micro_batch};
+    plan.stages = {{0, w.model.num_layers, {}}};
+    const ProfileTables tables = make_analytic_tables(w, cluster, w.training.micro_batch, {1}, {1});
+    const CostModel model(w, cluster, tables);
+    const Launcher l = make_megatron_launcher(model.evaluate(plan), model, nullptr, "test");
+    MegatronScript back = parse_megatron_script(l.text, p.name + ".sh");
+    Workload w2 = megatron_workload(back);
+    w2.model.name = w.model.name;
+    EXPECT_EQ(w2, w) << p.name << "\n" << l.text;
+    EXPECT_EQ(megatron_plan(back, w2, cluster), l.plan) << p.name;
+    EXPECT_TRUE(back.unknown.empty()) << p.name;
+  }
+}
+
+// Mixtral-L on paper:32-1: the best plan recomputes 25 of 27 layers on the
+// H800 stage and selectively on the 910B stage, which Megatron cannot say.
+// The launcher takes the fastest uniform setting that fits, prices it and
+// says so; read back, it is exactly the plan it launches.
+TEST(MegatronLauncher, PerStageRecomputationIsApproximatedAndPriced) {
+  const RoundTrip r = round_trip(kData + "mixtral_l.sh", "paper:32-1");
+  ASSERT_EQ(r.plan.stages.size(), 2u);
+  ASSERT_NE(r.plan.stages[0].recompute.kind, r.plan.stages[1].recompute.kind);
+  EXPECT_EQ(r.workload2, r.workload);
+  EXPECT_NE(r.plan2, r.plan);
+  // Only the recomputation differs, and it is one uniform Megatron setting.
+  Plan same = r.plan2;
+  for (std::size_t i = 0; i < same.stages.size(); ++i) {
+    same.stages[i].recompute = r.plan.stages[i].recompute;
+  }
+  EXPECT_EQ(same, r.plan);
+  EXPECT_NE(r.launcher.find("cannot be expressed in stock Megatron-LM"), std::string::npos);
+  EXPECT_NE(r.launcher.find("as launched (the plan as searched:"), std::string::npos);
+
+  // The same in-process: the approximation is the fastest candidate that
+  // fits, and its latency is the cost model's.
+  const ProfileTables tables =
+      make_analytic_tables(r.workload, r.cluster, r.plan.parallel.micro_batch, {r.plan.parallel.tp},
+                           {r.plan.parallel.cp});
+  const CostModel model(r.workload, r.cluster, tables);
+  MegatronScript s = read_megatron_script(kData + "mixtral_l.sh");
+  const Launcher l = make_megatron_launcher(model.evaluate(r.plan), model, &s, "test");
+  EXPECT_EQ(l.plan, r.plan2);
+  EXPECT_DOUBLE_EQ(l.launched_latency_s, model.evaluate(l.plan).latency_s);
+  EXPECT_GE(l.launched_latency_s, l.planned_latency_s);
+  EXPECT_TRUE(l.launched_fits);
+  ASSERT_FALSE(l.notes.empty());
+}
+
+// The executable part of a launcher (every line but the comments) against a
+// golden file; HAPMOE_UPDATE_GOLDEN=1 rewrites them.
+std::string executable_lines(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, out;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line[0] == '#') continue;
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::map<std::string, std::string> parallel_flags(const std::string& text) {
+  MegatronScript s = parse_megatron_script(text, "golden");
+  std::map<std::string, std::string> out;
+  for (const MegatronFlag& f : s.flags) {
+    if (!is_parallel_flag(f.name)) continue;
+    std::string v;
+    for (const ShellWord& w : f.values) v += (v.empty() ? "" : " ") + w.text;
+    out[f.name] = v;
+  }
+  return out;
+}
+
+struct Golden {
+  const char* script;
+  const char* cluster;
+  const char* file;
+};
+
+TEST(MegatronLauncher, GoldenLaunchersForThePapersModels) {
+  const std::vector<Golden> cases = {
+      {"mixtral_s.sh", "paper:32-1", "mixtral_s_paper_32-1.sh"},
+      {"mixtral_s.sh", "paper:32-2", "mixtral_s_paper_32-2.sh"},
+      {"mixtral_l.sh", "paper:32-1", "mixtral_l_paper_32-1.sh"},
+      {"mixtral_l.sh", "paper:32-2", "mixtral_l_paper_32-2.sh"},
+  };
+  const bool update = std::getenv("HAPMOE_UPDATE_GOLDEN") != nullptr;
+  for (const Golden& g : cases) {
+    const RoundTrip r = round_trip(kData + g.script, g.cluster);
+    const fs::path golden = fs::path(kData) / "golden" / g.file;
+    if (update) {
+      fs::create_directories(golden.parent_path());
+      std::ofstream(golden) << r.launcher;
+    }
+    ASSERT_TRUE(fs::exists(golden)) << golden;
+    EXPECT_EQ(executable_lines(r.launcher), executable_lines(slurp(golden))) << g.file;
+    // The header pins the version and states the prediction.
+    EXPECT_NE(r.launcher.find("for Megatron-LM core_v0.15.0"), std::string::npos);
+    EXPECT_NE(r.launcher.find("# Predicted iteration latency: "), std::string::npos);
+  }
+}
+
+// The hand-checked reading of each golden launcher's parallel flags
+// (docs/megatron.md, "Golden launchers", says how each was checked).
+TEST(MegatronLauncher, GoldenLaunchersReadByHand) {
+  struct Reading {
+    const char* file;
+    std::map<std::string, std::string> flags;
+    std::vector<std::string> stage_devices;
+    std::vector<std::string> nodes;
+  };
+  // Each reading was checked by hand against REFERENCE.md §3.2/§3.3:
+  //  - world = TP*CP*DP*PP = 32 and ETP*EP*EDP = TP*CP*DP;
+  //  - experts (8) divisible by EP, heads (32/48) and groups (8) by TP,
+  //    4096 divisible by 2*CP; SP exactly when TP > 1 (MoE);
+  //  - the layers per stage sum to --num-layers (24/48), E in the first
+  //    stage, L in the last, stages = PP; first/last flags only where the
+  //    middle stages are equal;
+  //  - stage i holds ranks [i*S, (i+1)*S), S = TP*CP*DP, and the node table
+  //    puts those ranks on nodes of the stage's device type.
+  const std::vector<Reading> readings = {
+      // PP4 x CP4 x DP2 (S = 8, one node per stage), layers 9+9+3+3 = 24.
+      {"mixtral_s_paper_32-1.sh",
+       {{"--tensor-model-parallel-size", "1"},
+        {"--pipeline-model-parallel-size", "4"},
+        {"--context-parallel-size", "4"},
+        {"--expert-model-parallel-size", "2"},
+        {"--expert-tensor-parallel-size", "1"},
+        {"--pipeline-model-parallel-layout", "E,t*9|t*9|t*3|t*3,L"},
+        {"--micro-batch-size", "1"},
+        {"--global-batch-size", "256"}},
+       {"H800", "H800", "910B", "910B"},
+       {"h800-node-000", "h800-node-001", "910b-node-000", "910b-node-001"}},
+      // Alternating types: the node table alternates too. 7+5+7+5 = 24.
+      {"mixtral_s_paper_32-2.sh",
+       {{"--tensor-model-parallel-size", "1"},
+        {"--pipeline-model-parallel-size", "4"},
+        {"--context-parallel-size", "4"},
+        {"--expert-model-parallel-size", "1"},
+        {"--expert-tensor-parallel-size", "1"},
+        {"--pipeline-model-parallel-layout", "E,t*7|t*5|t*7|t*5,L"},
+        {"--micro-batch-size", "1"},
+        {"--global-batch-size", "256"}},
+       {"MI300X", "H800", "MI300X", "H800"},
+       {"mi300x-node-000", "h800-node-000", "mi300x-node-001", "h800-node-001"}},
+      // PP2: first/last suffice (27 + 21 = 48). TP8 x CP2 (S = 16, two nodes
+      // per stage); ETP2 x EP8 x EDP1 = 16; SP with TP 8. Per-stage
+      // recompute full:25 | selective -> uniform full/block 25 (stage 1
+      // recomputes all its 21 layers), priced in the header.
+      {"mixtral_l_paper_32-1.sh",
+       {{"--tensor-model-parallel-size", "8"},
+        {"--pipeline-model-parallel-size", "2"},
+        {"--context-parallel-size", "2"},
+        {"--expert-model-parallel-size", "8"},
+        {"--expert-tensor-parallel-size", "2"},
+        {"--sequence-parallel", ""},
+        {"--decoder-first-pipeline-num-layers", "27"},
+        {"--decoder-last-pipeline-num-layers", "21"},
+        {"--recompute-granularity", "full"},
+        {"--recompute-method", "block"},
+        {"--recompute-num-layers", "25"},
+        {"--micro-batch-size", "1"},
+        {"--global-batch-size", "512"}},
+       {"H800", "910B"},
+       {"h800-node-000", "h800-node-001", "910b-node-000", "910b-node-001"}},
+      // PP8 x CP4 (S = 4, two stages per node), 4 x 7 + 4 x 5 = 48.
+      {"mixtral_l_paper_32-2.sh",
+       {{"--tensor-model-parallel-size", "1"},
+        {"--pipeline-model-parallel-size", "8"},
+        {"--context-parallel-size", "4"},
+        {"--expert-model-parallel-size", "4"},
+        {"--expert-tensor-parallel-size", "1"},
+        {"--pipeline-model-parallel-layout", "E,t*7|t*7|t*7|t*7|t*5|t*5|t*5|t*5,L"},
+        {"--micro-batch-size", "1"},
+        {"--global-batch-size", "512"}},
+       {"MI300X", "MI300X", "MI300X", "MI300X", "H800", "H800", "H800", "H800"},
+       {"mi300x-node-000", "mi300x-node-001", "h800-node-000", "h800-node-001"}},
+  };
+  for (const Reading& rd : readings) {
+    const std::string text = slurp(fs::path(kData) / "golden" / rd.file);
+    EXPECT_EQ(parallel_flags(text), rd.flags) << rd.file;
+    MegatronScript s = parse_megatron_script(text, rd.file);
+    std::vector<std::string> devices, nodes, gpus;
+    for (const ShellWord& w : s.shell.variables.at("HAPMOE_STAGE_DEVICES"))
+      devices.push_back(w.text);
+    for (const ShellWord& w : s.shell.variables.at("NODE_HOSTS")) nodes.push_back(w.text);
+    for (const ShellWord& w : s.shell.variables.at("NODE_GPUS")) gpus.push_back(w.text);
+    EXPECT_EQ(devices, rd.stage_devices) << rd.file;
+    EXPECT_EQ(nodes, rd.nodes) << rd.file;
+    EXPECT_EQ(gpus, std::vector<std::string>(nodes.size(), "8")) << rd.file;
+    EXPECT_EQ(s.shell.find("WORLD_SIZE")->text, "32") << rd.file;
+  }
+}
+
+// The launcher really runs: bash executes it with a stand-in torchrun
+// that records its arguments, on the node whose host name is NODE_HOSTS[2];
+// the recorded command reads back as the same model and settings.
+TEST(MegatronLauncher, LauncherRunsUnderBash) {
+  if (std::system("bash -c true > /dev/null 2>&1") != 0) GTEST_SKIP() << "no bash";
+  const fs::path d = scratch_dir("run");
+  const fs::path bin = d / "bin";
+  fs::create_directories(bin);
+  std::ofstream(bin / "torchrun") << "#!/bin/bash\nprintf '%q ' torchrun \"$@\" > \"$RECORD\"\n";
+  std::ofstream(bin / "hostname") << "#!/bin/sh\necho 910b-node-000\n";
+  for (const char* f : {"torchrun", "hostname"}) {
+    fs::permissions(bin / f, fs::perms::owner_all, fs::perm_options::add);
+  }
+  const fs::path golden = fs::path(kData) / "golden" / "mixtral_s_paper_32-1.sh";
+  const fs::path record = d / "record.txt";
+  const std::string cmd = "env -u NODE_RANK -u SLURM_NODEID RECORD='" + record.string() +
+                          "' PATH='" + bin.string() + "':\"$PATH\" bash '" + golden.string() +
+                          "' > /dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const std::string recorded = slurp(record);
+  MegatronScript ran = parse_megatron_script(recorded + "\n", "record");
+  ASSERT_TRUE(ran.shell.has_command);
+  std::vector<std::string> prefix;
+  for (const ShellWord& w : ran.shell.launch.prefix) prefix.push_back(w.text);
+  EXPECT_EQ(prefix, (std::vector<std::string>{"torchrun", "--nnodes", "4", "--node-rank", "2",
+                                              "--nproc-per-node", "8", "--master-addr",
+                                              "h800-node-000", "--master-port", "6000"}));
+  MegatronScript source = read_megatron_script(kData + "mixtral_s.sh");
+  Workload expected = megatron_workload(source);
+  Workload got = megatron_workload(ran);
+  got.model.name = expected.model.name;
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(parallel_flags(recorded + "\n"), parallel_flags(slurp(golden)));
+}
+
+TEST(MegatronLauncher, HostListNamesTheNodes) {
+  const HostsByDevice hosts = parse_launcher_hosts(
+      "# host device\na100 H800\nb200 910b  # case-insensitive\na101 H800\nb201 910B\n", "hosts");
+  EXPECT_EQ(hosts.at("h800"), (std::vector<std::string>{"a100", "a101"}));
+  EXPECT_THROW(parse_launcher_hosts("a100\n", "hosts"), InputError);
+  EXPECT_THROW(parse_launcher_hosts("a100 H800\na100 910B\n", "hosts"), InputError);
+
+  const ClusterSpec cluster = load_cluster("paper:32-1");
+  MegatronScript s = read_megatron_script(kData + "mixtral_s.sh");
+  const Workload w = megatron_workload(s);
+  // The golden plan for this case: H800 x9 | H800 x9 | 910B x3 | 910B x3.
+  MegatronScript golden = read_megatron_script(kData + "golden/mixtral_s_paper_32-1.sh");
+  const Plan plan = megatron_plan(golden, w, cluster);
+  const ProfileTables tables =
+      make_analytic_tables(w, cluster, 1, {plan.parallel.tp}, {plan.parallel.cp});
+  const CostModel model(w, cluster, tables);
+  const Launcher l = make_megatron_launcher(model.evaluate(plan), model, &s, "test", hosts);
+  EXPECT_EQ(l.nodes, (std::vector<std::string>{"a100", "a101", "b200", "b201"}));
+  EXPECT_NE(l.text.find("MASTER_ADDR=${MASTER_ADDR:-a100}"), std::string::npos);
+  // Too few hosts of a type, or a type the cluster lacks, is an input error.
+  EXPECT_THROW(make_megatron_launcher(model.evaluate(plan), model, &s, "test",
+                                      parse_launcher_hosts("a100 H800\nb200 910B\n", "h")),
+               InputError);
+  EXPECT_THROW(make_megatron_launcher(model.evaluate(plan), model, &s, "test",
+                                      parse_launcher_hosts("a100 H800\nx MI300X\n", "h")),
+               InputError);
+}
+
+TEST(MegatronLauncher, EvaluateScoresTheScriptsOwnSettings) {
+  std::string out;
+  const int code =
+      cli({"evaluate", "--megatron-script", kData + "deepseek_v3_like.sh", "--cluster", "H800:64"},
+          &out);
+  EXPECT_EQ(code, kExitNoFit);  // 16 DeepSeek-V3 layers over PP 4 do not fit 80 GB
+  EXPECT_NE(out.find("PP=4 TP=2 CP=1 EP=8 TPE=1 DP=8"), std::string::npos) << out;
+  EXPECT_NE(out.find("note: "), std::string::npos);
+  EXPECT_NE(out.find("--mystery-flag"), std::string::npos);
+  // --megatron-stage-devices names the stages' types for the script's own plan.
+  const int placed = cli({"evaluate", "--megatron-script", kData + "mixtral_s.sh", "--cluster",
+                          "paper:16-1", "--megatron-stage-devices", "910B,H800"},
+                         &out);
+  EXPECT_EQ(placed, kExitOk) << out;
+  const auto first_910b = out.find("    0  910B");
+  EXPECT_NE(first_910b, std::string::npos) << out;
+  EXPECT_NE(out.find("    1  H800"), std::string::npos) << out;
+  // A broken script is an input error (exit 2) naming the file and line.
+  const fs::path d = scratch_dir("broken");
+  std::ofstream(d / "broken.sh") << "A=(\n --num-layers 4\npython pretrain_gpt.py \"${A[@]}\n";
+  std::string msg;
+  EXPECT_EQ(
+      cli({"plan", "--megatron-script", (d / "broken.sh").string(), "--cluster", "H800:8"}, &msg),
+      kExitInput);
+  EXPECT_NE(msg.find("broken.sh:3: unterminated double quote"), std::string::npos) << msg;
+  // --model and --megatron-script together are an input error.
+  const test::CliRun r = test::run(
+      {"evaluate", "--model", "mixtral-s", "--megatron-script", "x.sh", "--cluster", "H800:8"});
+  EXPECT_EQ(r.code, kExitInput);
+  EXPECT_NE(r.err.find("not both"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace hapmoe

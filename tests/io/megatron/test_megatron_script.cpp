@@ -1,0 +1,240 @@
+// Reading Megatron-LM scripts as hapmoe inputs: the model and training
+// settings, notes on what is kept or approximated, contradictions named
+// with their flags, and the script's own parallel settings as a plan.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "costmodel/errors.h"
+#include "io/inputs/cluster_io.h"
+#include "io/inputs/model_io.h"
+#include "io/megatron/megatron_script.h"
+
+namespace hapmoe {
+namespace {
+
+const std::string kData = std::string(HAPMOE_TEST_DATA) + "/megatron/";
+
+Workload preset(const char* name) { return find_model_preset(name)->workload; }
+
+TEST(MegatronScript, Mixtral8x7bExampleStyleReadsAsThePreset) {
+  MegatronScript s = read_megatron_script(kData + "mixtral_8x7b.sh");
+  Workload w = megatron_workload(s);
+  Workload expected = preset("mixtral-8x7b");
+  expected.model.name = w.model.name;
+  EXPECT_EQ(w.model, expected.model);
+  EXPECT_EQ(w.training, expected.training);
+  EXPECT_EQ(megatron_world_size(s), 32);  // WORLD_SIZE=$(($GPUS_PER_NODE*$NNODES))
+  EXPECT_TRUE(s.unknown.empty());
+  // The if-branch's wandb flags are read too (kept, not reported).
+  EXPECT_TRUE(s.has("--wandb-project"));
+  // Values from outside the script stay as written, for the launcher.
+  const MegatronFlag* save = s.find("--save");
+  ASSERT_NE(save, nullptr);
+  EXPECT_FALSE(save->values[0].known);
+  EXPECT_EQ(save->values[0].source, "$1");
+}
+
+TEST(MegatronScript, DeepSeekV3LikeWithMlaLayerFreqAndSharedExpert) {
+  MegatronScript s = read_megatron_script(kData + "deepseek_v3_like.sh");
+  const Workload w = megatron_workload(s);
+  Workload expected = preset("deepseek-v3");
+  ModelSpec& m = expected.model;
+  m.name = w.model.name;
+  m.num_layers = 16;
+  m.moe_layers.assign(16, 1);
+  for (int l = 0; l < 3; ++l) m.moe_layers[static_cast<std::size_t>(l)] = 0;
+  EXPECT_EQ(w.model, m);
+  EXPECT_EQ(w.training.global_batch, 512);
+  EXPECT_EQ(w.training.dispatcher, Dispatcher::kAllToAll);  // flex
+  EXPECT_TRUE(w.training.distributed_optimizer);
+  // The one unknown flag is kept and named once, in one note.
+  EXPECT_EQ(s.unknown, std::vector<std::string>{"--mystery-flag"});
+  int mentions = 0;
+  for (const std::string& n : s.notes) mentions += n.find("--mystery-flag") != std::string::npos;
+  EXPECT_EQ(mentions, 1);
+  // --megatron-env changes a variable the script reads from outside.
+  MegatronScript s8 = read_megatron_script(kData + "deepseek_v3_like.sh", {{"NUM_LAYERS", "8"}});
+  EXPECT_EQ(megatron_workload(s8).model.num_moe_layers(), 5);
+}
+
+// The style of Megatron-LM's modelopt confs: flags in a string variable with
+// continuations, expanded unquoted, and an undefined ${EXTRA} after a switch.
+TEST(MegatronScript, FlagsInAStringVariable) {
+  MegatronScript s = parse_megatron_script(
+      "CFG=\" \\\n    --num-layers 4 --hidden-size 64 \\\n    --num-attention-heads 4 "
+      "--seq-length 128 --micro-batch-size 1 --global-batch-size 8 --vocab-size 100 \\\n"
+      "    --num-experts 4 --moe-layer-freq ([0]*1+[1]*3) --bf16 \\\n\"\n"
+      "${PYTHON:-python} pretrain_gpt.py ${CFG} ${EXTRA} --save $CKPT $MORE\n",
+      "conf.sh");
+  const Workload w = megatron_workload(s);
+  EXPECT_EQ(w.model.moe_layers, (std::vector<std::uint8_t>{0, 1, 1, 1}));
+  EXPECT_EQ(s.find("--save")->values.size(), 1u);  // $MORE is a word of its own
+  int opaque = 0;
+  for (const MegatronFlag& f : s.flags) opaque += f.name.empty();
+  EXPECT_EQ(opaque, 2);  // ${EXTRA} and $MORE, kept for the launcher
+}
+
+TEST(MegatronScript, MoeLayerFreqForms) {
+  auto freq = [](const std::string& f) {
+    MegatronScript s = parse_megatron_script(
+        "--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
+        "--micro-batch-size 1 --global-batch-size 8 --bf16 --vocab-size 100 --num-experts 4 "
+        "--moe-layer-freq " +
+            f + "\n",
+        "t");
+    return megatron_workload(s).model.moe_layers;
+  };
+  using M = std::vector<std::uint8_t>;
+  EXPECT_EQ(freq("1"), (M{1, 1, 1, 1}));
+  EXPECT_EQ(freq("2"), (M{1, 0, 1, 0}));
+  EXPECT_EQ(freq("'[0,1,1,0]'"), (M{0, 1, 1, 0}));
+  EXPECT_EQ(freq("'([0]*1+[1]*3)'"), (M{0, 1, 1, 1}));
+  EXPECT_EQ(freq("'[0]+[1]*2+([0])'"), (M{0, 1, 1, 0}));
+  EXPECT_THROW(freq("'[1]*5'"), InputError);
+  EXPECT_THROW(freq("'[1]*1000000000'"), InputError);
+  EXPECT_THROW(freq("'[2,1,1,1]'"), InputError);
+  EXPECT_THROW(freq("0"), InputError);
+}
+
+// Every error names the file, the line where it can and the flags.
+TEST(MegatronScript, ContradictionsAndMissingValuesNameTheFlags) {
+  const std::string base =
+      "python pretrain_gpt.py \\\n"
+      "  --num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 128 \\\n"
+      "  --micro-batch-size 1 --global-batch-size 8 --vocab-size 100 \\\n";
+  struct Case {
+    std::string flags;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {"--bf16 --num-query-groups 2",
+       "t.sh:4: --num-query-groups: --num-query-groups without --group-query-attention"},
+      {"--bf16 --group-query-attention", "--group-query-attention without --num-query-groups"},
+      {"--bf16 --kv-lora-rank 32", "--kv-lora-rank without --multi-latent-attention"},
+      {"--bf16 --fp16", "--bf16 and --fp16 are both given"},
+      {"--bf16 --moe-router-topk 2", "--moe-router-topk without --num-experts"},
+      {"--bf16 --num-experts 4 --moe-router-topk 8", "--moe-router-topk 8 exceeds --num-experts 4"},
+      {"", "fp32"},
+      {"--bf16 --swiglu yes", "t.sh:4: --swiglu: takes no value"},
+      {"--bf16 --num-query-groups", "needs a value"},
+      {"--bf16 --group-query-attention --num-query-groups 3", "does not divide"},
+      {"--bf16 --max-position-embeddings 64", "smaller than --seq-length"},
+      {"--bf16 --hidden-size $H", "$H is not defined by the script"},
+      {"--bf16 --moe-token-dispatcher-type magic", "not one of allgather, alltoall, flex"},
+      {"--bf16 positional", "t.sh:4: --bf16: takes no value, got \"positional\""},
+  };
+  for (const Case& c : cases) {
+    try {
+      MegatronScript s = parse_megatron_script(base + "  " + c.flags + "\n", "t.sh");
+      megatron_workload(s);
+      ADD_FAILURE() << "no error for " << c.flags;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.expect), std::string::npos)
+          << c.flags << ": " << e.what();
+    }
+  }
+  EXPECT_THROW(parse_megatron_script("positional --num-layers 2\n", "t.sh"), InputError);
+  // Missing required flag and unknown vocabulary.
+  try {
+    MegatronScript s = parse_megatron_script("--hidden-size 64\n", "t.sh");
+    megatron_workload(s);
+    ADD_FAILURE();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--num-layers is required"), std::string::npos);
+  }
+  MegatronScript no_vocab = parse_megatron_script(
+      "--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
+      "--micro-batch-size 1 --global-batch-size 8 --bf16 --tokenizer-type HuggingFaceTokenizer\n",
+      "t.sh");
+  EXPECT_THROW(megatron_workload(no_vocab), InputError);
+  MegatronDefaults d;
+  d.vocab = 500;
+  EXPECT_EQ(megatron_workload(no_vocab, d).model.vocab, 500);
+}
+
+TEST(MegatronScript, DefaultsAreMegatrons) {
+  MegatronScript s = parse_megatron_script(
+      "torchrun --nnodes 2 --nproc-per-node 4 pretrain_gpt.py --num-layers 4 --hidden-size 96 "
+      "--num-attention-heads 4 --seq-length 128 --micro-batch-size 2 --fp16 "
+      "--tokenizer-type GPT2BPETokenizer --swiglu --tensor-model-parallel-size 2\n",
+      "t.sh");
+  const Workload w = megatron_workload(s);
+  EXPECT_EQ(w.model.ffn_hidden, 256);  // int(4*96*2/3 / 64) * 64
+  EXPECT_EQ(w.model.vocab, 50257);
+  EXPECT_TRUE(w.model.tied_embeddings);
+  EXPECT_EQ(w.model.positions, PositionKind::kLearned);
+  EXPECT_EQ(w.model.max_positions, 128);
+  EXPECT_EQ(w.training.global_batch, 8);  // micro 2 x DP 4
+  EXPECT_FALSE(w.training.distributed_optimizer);
+  EXPECT_EQ(w.training.precision, Precision::kFp16);
+}
+
+TEST(MegatronScript, ScriptPlanOnAHomogeneousCluster) {
+  MegatronScript s = read_megatron_script(kData + "deepseek_v3_like.sh");
+  const Workload w = megatron_workload(s);
+  const Plan p = megatron_plan(s, w, load_cluster("H800:64"));
+  EXPECT_EQ(p.parallel, (ParallelConfig{4, 2, 1, 8, 1, 8, 1}));
+  ASSERT_EQ(p.stages.size(), 4u);
+  const int layers[] = {3, 5, 5, 3};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(p.stages[static_cast<std::size_t>(i)].layers, layers[i]);
+    EXPECT_EQ(p.stages[static_cast<std::size_t>(i)].recompute,
+              (Recompute{RecomputeKind::kFull, 2}));
+  }
+}
+
+// Rank order over pools: stage i holds ranks [i*S, (i+1)*S), pools fill in
+// the order listed.
+TEST(MegatronScript, ScriptPlanDeviceTypesFollowRankOrder) {
+  MegatronScript s = read_megatron_script(kData + "mixtral_s.sh");
+  const Workload w = megatron_workload(s);
+  const ClusterSpec c1 = load_cluster("paper:16-1");  // H800 first
+  Plan p = megatron_plan(s, w, c1);
+  EXPECT_EQ(p.parallel, (ParallelConfig{2, 2, 1, 4, 2, 4, 1}));  // ETP defaults to TP
+  EXPECT_EQ(c1.pools[static_cast<std::size_t>(p.stages[0].device_type)].device.name, "H800");
+  EXPECT_EQ(c1.pools[static_cast<std::size_t>(p.stages[1].device_type)].device.name, "910B");
+  EXPECT_EQ(p.stages[0].layers + p.stages[1].layers, 24);
+  // A stage that would straddle two pools is an error that says how to fix it.
+  MegatronScript straddle = parse_megatron_script(
+      "WORLD_SIZE=24\npython pretrain_gpt.py --num-layers 4 --hidden-size 64 "
+      "--num-attention-heads 4 --seq-length 128 --micro-batch-size 1 --global-batch-size 24 "
+      "--bf16 --vocab-size 100 --pipeline-model-parallel-size 2\n",
+      "t.sh");
+  const Workload ws = megatron_workload(straddle);
+  try {
+    megatron_plan(straddle, ws, load_cluster("paper:24-1"));
+    ADD_FAILURE();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("HAPMOE_STAGE_DEVICES"), std::string::npos) << e.what();
+  }
+}
+
+TEST(MegatronScript, ScriptPlanRejectsWhatMegatronRejects) {
+  // Degrees whose product overflows 32 bits are rejected, not divided by.
+  MegatronScript huge = parse_megatron_script(
+      "--num-layers 6 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
+      "--micro-batch-size 1 --global-batch-size 8 --bf16 --vocab-size 100 "
+      "--tensor-model-parallel-size 1048576 --pipeline-model-parallel-size 1048576 "
+      "--context-parallel-size 1048576\n",
+      "t.sh");
+  const Workload wh = megatron_workload(huge);
+  EXPECT_THROW(megatron_plan(huge, wh, load_cluster("H800:8")), InputError);
+
+  MegatronScript s = parse_megatron_script(
+      "torchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py --num-layers 6 --hidden-size 64 "
+      "--num-attention-heads 4 --seq-length 128 --micro-batch-size 1 --global-batch-size 8 "
+      "--bf16 --vocab-size 100 --pipeline-model-parallel-size 4\n",
+      "t.sh");
+  const Workload w = megatron_workload(s);
+  try {
+    megatron_plan(s, w, load_cluster("H800:8"));
+    ADD_FAILURE();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("§3.2.8"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace hapmoe

@@ -1,0 +1,474 @@
+// Issue 8: measured profiles. Parsers on the real nccl-tests format, the
+// profile file, the fit recovering known coefficients, a measured slow
+// cross-type link changing the plan, and profile check's accuracy figure
+// on a synthetic "measured" cluster (docs/profile.md).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "costmodel/analytic.h"
+#include "costmodel/cost.h"
+#include "costmodel/errors.h"
+#include "costmodel/measured.h"
+#include "engine/driver.h"
+#include "io/inputs/cluster_io.h"
+#include "io/inputs/model_io.h"
+#include "io/inputs/plan_io.h"
+#include "io/profile/profile_h5.h"
+#include "io/profile/profile_parse.h"
+#include "io/report/report.h"
+#include "tests/io/cli_run.h"
+
+namespace hapmoe {
+namespace {
+
+namespace fs = std::filesystem;
+using test::run;
+using test::scratch_dir;
+using test::slurp;
+
+const std::string kData = std::string(HAPMOE_TEST_DATA) + "/profile/";
+
+// --- nccl-tests logs ------------------------------------------------------------
+
+TEST(NcclTestsLog, ReadsTheOutOfPlaceAndInPlaceColumns) {
+  const std::string text = slurp(kData + "all_reduce_perf_h800_intra8.log");
+  const NcclLog log = parse_nccl_tests_log(text, "ar.log");
+  EXPECT_EQ(log.ranks, 8);
+  ASSERT_EQ(log.rows.size(), 25u);  // 8 B .. 128 MiB
+  EXPECT_DOUBLE_EQ(log.rows.front().bytes, 8);
+  EXPECT_NEAR(log.rows.front().seconds, 22.00e-6, 1e-12);
+  EXPECT_DOUBLE_EQ(log.rows.back().bytes, 134217728);
+  const NcclLog in_place = parse_nccl_tests_log(text, "ar.log", true);
+  EXPECT_NEAR(in_place.rows.front().seconds, 22.44e-6, 1e-12);
+  EXPECT_GT(log.rows.back().busbw_gbs, 100);
+}
+
+TEST(NcclTestsLog, ReadsTheOlderLayoutWithoutRoot) {
+  const NcclLog log =
+      parse_nccl_tests_log(slurp(kData + "all_reduce_perf_mi300x_old_layout.log"), "old.log");
+  EXPECT_EQ(log.ranks, 4);
+  ASSERT_EQ(log.rows.size(), 18u);  // 8 B .. 1 MiB
+  EXPECT_NEAR(log.rows.front().seconds, 30.00e-6, 1e-12);
+}
+
+TEST(NcclTestsLog, RejectsLogsWithoutATableOrWithNegativeTimes) {
+  try {
+    parse_nccl_tests_log(slurp(kData + "bad_no_table.log"), "none.log");
+    FAIL() << "no table accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("none.log"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("no nccl-tests result table"), std::string::npos);
+  }
+  try {
+    parse_nccl_tests_log(slurp(kData + "bad_negative_time.log"), "neg.log");
+    FAIL() << "negative time accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("neg.log:23"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("-21.88"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_nccl_tests_log("", "empty"), InputError);
+  EXPECT_THROW(parse_nccl_tests_log("#  size count type redop root time algbw busbw\n1 2\n", "x"),
+               InputError);
+}
+
+TEST(NcclTestsLog, SkipsNcclDebugLines) {
+  const std::string text =
+      "node01:1:1 [0] NCCL INFO Bootstrap : Using eth0\n"
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
+      "time   algbw   busbw #wrong\n"
+      "        1024           256     float     sum      -1    10.00    0.10    0.18      0    "
+      "11.00    0.09    0.17      0\n";
+  const NcclLog log = parse_nccl_tests_log(text, "dbg.log");
+  ASSERT_EQ(log.rows.size(), 1u);
+  EXPECT_NEAR(log.rows[0].seconds, 10e-6, 1e-15);
+}
+
+// --- CSV --------------------------------------------------------------------------
+
+TEST(LayerCsv, ParsesAndNamesMissingColumns) {
+  const auto rows = parse_layer_csv(
+      "# measured on node01\n"
+      "device,tp,cp,micro_batch,forward_ms,backward_ms,layer,ep,router_ms\n"
+      "H800,2,1,1,1.5,3.0,moe,8,0.05\n"
+      "H800,2,1,2,2.5,5.0,dense,,\n",
+      "l.csv");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_TRUE(rows[0].moe);
+  EXPECT_EQ(rows[0].ep, 8);
+  EXPECT_NEAR(rows[0].router_fwd_s, 5e-5, 1e-15);
+  EXPECT_FALSE(rows[1].moe);
+  EXPECT_EQ(rows[1].line, 4);
+  try {
+    parse_layer_csv("device,tp,cp,micro_batch,forward_ms\nH800,1,1,1,2\n", "l.csv");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("missing column 'backward_ms'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("l.csv:1"), std::string::npos);
+  }
+  try {
+    parse_layer_csv("device,tp,cp,micro_batch,forward_ms,backward_ms\nH800,1,1,1,-2,3\n", "l.csv");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("l.csv:2: forward_ms '-2'"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(RouterCsv, GroupsByIterationAndLayer) {
+  const auto s = parse_router_csv(
+      "iteration,layer,expert,tokens\n0,0,0,10\n0,0,1,30\n1,0,1,20\n1,0,0,20\n", "r.csv");
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].tokens, (std::vector<double>{10, 30}));
+  EXPECT_THROW(parse_router_csv("iteration,layer,expert,tokens\n0,0,1,10\n", "r.csv"), InputError);
+}
+
+// --- The profile file --------------------------------------------------------------
+
+TEST(ProfileFile, RoundTripsAndRejectsOtherLayouts) {
+  const fs::path d = scratch_dir("file");
+  MeasuredProfile p;
+  p.comm.push_back({Primitive::kAllToAll, LinkKind::kCrossType, "H800", "MI300X", 16, 1e6, 3e-3});
+  p.compute.push_back({"H800", 2, 1, 1, 1e-3, 2e-3, 4e-4, kUnset});
+  DeviceCalibration dc;
+  dc.device = "H800";
+  dc.eta = 0.8;
+  p.devices.push_back(dc);
+  p.models.push_back({"mixtral-s", 1.3});
+  write_profile_file((d / "p.h5").string(), p);
+  const MeasuredProfile back = read_profile((d / "p.h5").string());
+  ASSERT_EQ(back.comm.size(), 1u);
+  EXPECT_EQ(back.comm[0], p.comm[0]);
+  EXPECT_EQ(back.compute[0].dense_fwd_s, 1e-3);
+  EXPECT_TRUE(std::isnan(back.compute[0].ffn_bwd_s));
+  EXPECT_EQ(back.devices[0].eta, 0.8);
+  EXPECT_TRUE(std::isnan(back.devices[0].activation_scale));
+  EXPECT_EQ(back.models[0].imbalance, 1.3);
+  EXPECT_THROW(read_profile((d / "missing.h5").string()), InputError);
+  // An archive is HDF5 but not a profile.
+  const auto r = run({"plan", "--model", "tests/data/models/small-moe.json", "--cluster", "H800:8",
+                      "--out", (d / "run.h5").string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto bad = run({"plan", "--model", "tests/data/models/small-moe.json", "--cluster",
+                        "H800:8", "--profile", (d / "run.h5").string()});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("not a hapmoe profile"), std::string::npos) << bad.err;
+  fs::remove_all(d);
+}
+
+TEST(ProfileImport, BadInputExitsTwoAndWritesNothing) {
+  const fs::path d = scratch_dir("import");
+  const std::string out = (d / "p.h5").string();
+  const auto r =
+      run({"profile", "import", "--out", out, "--nccl", kData + "bad_no_table.log", "--primitive",
+           "all_reduce_perf", "--device", "H800", "--link", "intra-node"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("bad_no_table.log"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+  for (const auto& e : fs::directory_iterator(d)) ADD_FAILURE() << "left " << e.path();
+  const auto ok =
+      run({"profile", "import", "--out", out, "--nccl", kData + "all_reduce_perf_h800_intra8.log",
+           "--primitive", "all_reduce_perf", "--device", "H800", "--link", "intra-node"});
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  EXPECT_EQ(read_profile(out).comm.size(), 25u);
+  fs::remove_all(d);
+}
+
+// --- Fit ----------------------------------------------------------------------------
+
+struct Truth {
+  double eta, router, scale, overhead;
+};
+
+// Layer samples of `device` generated from known coefficients with the
+// cost model's own terms; `noise` scales each time by 1 +- noise.
+std::vector<LayerSample> synthetic_layers(const Workload& w, const ClusterSpec& c, int h,
+                                          const Truth& t, double noise,
+                                          const MeasuredProfile* compute = nullptr) {
+  std::vector<LayerSample> out;
+  const std::string name = c.pools[static_cast<std::size_t>(h)].device.name;
+  int k = 0;
+  for (const int tp : {1, 2, 4}) {
+    for (const int mb : {1, 2}) {
+      for (const int ep : {1, 8}) {
+        ProfileTables tables = make_analytic_tables(w, c, mb, {tp}, {1});
+        if (compute != nullptr) apply_profile(tables, *compute, w, c, mb);
+        const ComputeEntry& e = tables.compute_entry(h, tp, 1, name);
+        const double tokens = static_cast<double>(mb) * w.training.seq_len / tp;
+        const double router = t.router * tokens * w.model.hidden;
+        const double imb = 1.0 + w.training.gamma * (w.training.imbalance - 1.0);
+        const double kk = w.model.top_k;
+        const double sgn = (k++ % 2 == 0 ? 1.0 : -1.0) * noise;
+        LayerSample s;
+        s.device = name;
+        s.moe = true;
+        s.tp = tp;
+        s.micro_batch = mb;
+        s.ep = ep;
+        s.fwd_s =
+            (e.attention_fwd + e.shared_fwd + router + kk * imb * e.expert_fwd / t.eta) * (1 + sgn);
+        s.bwd_s = (e.attention_bwd + e.shared_bwd + 2 * router + kk * imb * e.expert_bwd / t.eta) *
+                  (1 - sgn);
+        s.router_fwd_s = router * (1 + sgn);
+        ParallelConfig pi;
+        pi.tp = tp;
+        pi.ep = ep;
+        pi.dp = std::max(1, ep / tp);
+        pi.micro_batch = mb;
+        const TypeCosts tc = CostModel(w, c, tables).type_costs(pi, h);
+        const double params = tc.moe.dense_params + tc.moe.expert_params;
+        s.peak_bytes =
+            (t.overhead + t.scale * tc.moe.act_bytes + params * (2 + 4 + 12)) * (1 + sgn);
+        out.push_back(s);
+      }
+    }
+  }
+  return out;
+}
+
+TEST(ProfileFit, RecoversKnownCoefficients) {
+  const Workload w = load_workload("mixtral-s");
+  const ClusterSpec c = load_cluster("H800:8,MI300X:8");
+  const Truth t0{0.7, 3e-13, 1.2, 3.0 * (1u << 30)};
+  const Truth t1{0.55, 5e-13, 1.1, 4.5 * (1u << 30)};
+  for (const double noise : {0.0, 0.02}) {
+    auto rows = synthetic_layers(w, c, 0, t0, noise);
+    const auto more = synthetic_layers(w, c, 1, t1, noise);
+    rows.insert(rows.end(), more.begin(), more.end());
+    MeasuredProfile p;
+    const auto fits = fit_layers(rows, w, c, p);
+    EXPECT_EQ(fits.size(), 8u);  // router, eta, scale, overhead per device
+    const double tol = noise == 0 ? 1e-6 : 0.06;
+    ASSERT_EQ(p.devices.size(), 2u);
+    for (const auto& [d, t] :
+         {std::make_pair(p.devices[0], t0), std::make_pair(p.devices[1], t1)}) {
+      EXPECT_NEAR(d.eta / t.eta, 1, tol) << d.device << " noise " << noise;
+      EXPECT_NEAR(d.router_s_per_token / t.router, 1, tol) << d.device;
+      EXPECT_NEAR(d.activation_scale / t.scale, 1, noise == 0 ? 1e-6 : 0.25) << d.device;
+    }
+    for (const FitValue& f : fits) {
+      if (noise == 0) {
+        EXPECT_LT(f.max_rel_residual, 1e-6) << f.name << " " << f.device;
+      } else {
+        EXPECT_GT(f.rms_residual, 0) << f.name << " " << f.device;
+      }
+    }
+  }
+  // rho from router statistics: max/mean = 1.5 and 2.5, mean 2.
+  std::vector<RouterSample> router{{0, 0, {30, 10, 20, 20}}, {1, 0, {50, 10, 10, 10}}};
+  MeasuredProfile p;
+  const FitValue f = fit_imbalance(router, "mixtral-s", p);
+  EXPECT_DOUBLE_EQ(f.value, 2.0);
+  EXPECT_DOUBLE_EQ(f.rms_residual, 0.5);
+  EXPECT_DOUBLE_EQ(profile_imbalance(p, "mixtral-s"), 2.0);
+}
+
+// --- A measured slow cross-type link changes the plan --------------------------
+
+int cross_type_boundaries(const std::string& plan_json) {
+  const auto doc = nlohmann::json::parse(plan_json);
+  const auto& stages = doc.at("plans").at(0).at("stages");
+  int n = 0;
+  for (std::size_t i = 1; i < stages.size(); ++i) {
+    n += stages[i].at("device") != stages[i - 1].at("device") ? 1 : 0;
+  }
+  return n;
+}
+
+TEST(ProfilePlan, SlowMeasuredCrossTypeLinkMovesThePlanOffIt) {
+  const fs::path d = scratch_dir("plan");
+  const std::string prof = (d / "slow.h5").string();
+  ASSERT_EQ(run({"profile", "import", "--out", prof, "--nccl",
+                 kData + "sendrecv_perf_cross_slow.log", "--primitive", "sendrecv_perf", "--device",
+                 "H800", "--device-b", "MI300X", "--link", "cross-type", "--world", "2"})
+                .code,
+            0);
+  const std::vector<std::string> base{"plan", "--model", "tests/data/models/small-moe.json",
+                                      "--cluster", "H800:8,MI300X:8"};
+  auto with = base;
+  with.insert(with.end(), {"--plan-json", (d / "catalog.json").string()});
+  const auto cat = run(with);
+  ASSERT_EQ(cat.code, 0) << cat.err;
+  EXPECT_EQ(cat.out.find("profile "), std::string::npos);  // nothing about profiles
+  with = base;
+  with.insert(with.end(), {"--profile", prof, "--plan-json", (d / "measured.json").string()});
+  const auto mea = run(with);
+  ASSERT_EQ(mea.code, 0) << mea.err;
+  // The catalog's cross link is fast enough for a mixed pipeline; the
+  // measured one (0.05 GB/s, 2 ms latency) is not.
+  EXPECT_GE(cross_type_boundaries(slurp(d / "catalog.json")), 1);
+  EXPECT_EQ(cross_type_boundaries(slurp(d / "measured.json")), 0);
+  EXPECT_NE(mea.out.find("catalog (no measurement)"), std::string::npos);
+  const auto doc = nlohmann::json::parse(slurp(d / "measured.json"));
+  EXPECT_EQ(doc.at("profile").at("file"), prof);
+  // Forced onto the slow link (evaluate a mixed plan), the lookup is
+  // reported as measured.
+  const auto plan = nlohmann::json::parse(slurp(d / "catalog.json"));
+  std::ofstream(d / "mixed.json") << plan.dump();
+  const auto ev =
+      run({"evaluate", "--model", "tests/data/models/small-moe.json", "--cluster",
+           "H800:8,MI300X:8", "--plan", (d / "mixed.json").string(), "--profile", prof});
+  ASSERT_EQ(ev.code, 0) << ev.err;
+  EXPECT_NE(ev.out.find("p2p cross-type"), std::string::npos) << ev.out;
+  // A sweep with the profile finds the same plan as `plan --profile`.
+  std::ofstream(d / "s.json")
+      << R"({"cases": [{"name": "measured", "model": "tests/data/models/small-moe.json",
+                                               "cluster": "H800:8,MI300X:8"}]})";
+  const auto sw = run({"sweep", (d / "s.json").string(), "--out", (d / "s.h5").string(),
+                       "--profile", prof, "--threads", "1"});
+  ASSERT_EQ(sw.code, 0) << sw.err;
+  const auto measured = nlohmann::json::parse(slurp(d / "measured.json"));
+  const double best = measured.at("plans").at(0).at("latency_s").get<double>();
+  ASSERT_NE(format_seconds(best),
+            format_seconds(plan.at("plans").at(0).at("latency_s").get<double>()));
+  const auto shown = run({"show", (d / "s.h5").string(), "--case", "measured"});
+  ASSERT_EQ(shown.code, 0) << shown.err;
+  EXPECT_NE(shown.out.find(format_seconds(best)), std::string::npos) << format_seconds(best) << "\n"
+                                                                     << shown.out;
+  fs::remove_all(d);
+}
+
+// --- Accuracy on a synthetic "measured" cluster ---------------------------------
+//
+// The "real" cluster is the catalog with perturbed coefficients (slower
+// links, slower kernels, eta < 1, more memory, a larger rho). Runs are
+// "measured" by evaluating plans on it (with +-3% noise); the profile is
+// built the way a user would: collectives measured at small worlds only
+// (2 and 4 ranks), layer timings and router statistics with +-2% noise,
+// then fitted. profile check must show the fitted profile closer to the
+// measurements than the catalog. HAPMOE_KEEP_PROFILE_DEMO=DIR keeps the
+// files (docs/profile.md quotes the output).
+
+MeasuredProfile synthetic_truth(const Workload& w, const ClusterSpec& c, bool small_worlds,
+                                double noise) {
+  MeasuredProfile p;
+  const std::vector<int> tps{1, 2, 4, 8};
+  const std::vector<int> cps{1, 2};
+  const ProfileTables cat = make_analytic_tables(w, c, w.training.micro_batch, tps, cps);
+  const double slow_compute[2] = {1.25, 1.45};
+  const double slow_ffn[2] = {1.15, 1.30};
+  const double link_factor[3] = {1.6, 2.0, 3.0};  // intra, inter, cross
+  int k = 0;
+  auto jitter = [&] { return 1.0 + noise * std::sin(1.7 * k++); };
+  for (int h = 0; h < 2; ++h) {
+    const std::string name = c.pools[static_cast<std::size_t>(h)].device.name;
+    for (const int tp : tps) {
+      for (const int cp : cps) {
+        const ComputeEntry& e = cat.compute_entry(h, tp, cp, name);
+        p.compute.push_back(
+            {name, tp, cp, w.training.micro_batch,
+             (e.attention_fwd * slow_compute[h] + e.dense_mlp_fwd * slow_ffn[h]) * jitter(),
+             (e.attention_bwd * slow_compute[h] + e.dense_mlp_bwd * slow_ffn[h]) * jitter(),
+             e.dense_mlp_fwd * slow_ffn[h] * jitter(), e.dense_mlp_bwd * slow_ffn[h] * jitter()});
+      }
+    }
+  }
+  std::vector<std::pair<Link, int>> links{{{LinkKind::kIntraNode, 0, 0}, 0},
+                                          {{LinkKind::kIntraNode, 1, 1}, 0},
+                                          {{LinkKind::kInterNode, 0, 0}, 1},
+                                          {{LinkKind::kInterNode, 1, 1}, 1},
+                                          {{LinkKind::kCrossType, 0, 1}, 2}};
+  const std::vector<int> worlds =
+      small_worlds ? std::vector<int>{2, 4} : std::vector<int>{2, 4, 8, 16, 32};
+  for (const auto& [link, kind] : links) {
+    for (int prim = 0; prim < kNumPrimitives; ++prim) {
+      for (const int world : worlds) {
+        for (double bytes = 1024; bytes <= 4.0 * (1u << 30); bytes *= 4) {
+          const auto pr = static_cast<Primitive>(prim);
+          const double t = cat.comm.time(pr, bytes, world, link) * link_factor[kind] * jitter();
+          p.comm.push_back(
+              {pr, link.kind, c.pools[static_cast<std::size_t>(link.type_a)].device.name,
+               c.pools[static_cast<std::size_t>(link.type_b)].device.name, world, bytes, t});
+        }
+      }
+    }
+  }
+  return p;
+}
+
+TEST(ProfileCheck, FittedProfileBeatsTheCatalogOnSyntheticRuns) {
+  const char* keep = std::getenv("HAPMOE_KEEP_PROFILE_DEMO");
+  const fs::path d = keep != nullptr ? fs::path(keep) : scratch_dir("check");
+  fs::create_directories(d);
+  Workload w = load_workload("mixtral-s");
+  const ClusterSpec c = load_cluster("H800:8,MI300X:8");
+  const Truth t0{0.7, 3e-13, 1.15, 3.0 * (1u << 30)};
+  const Truth t1{0.55, 5e-13, 1.10, 4.0 * (1u << 30)};
+  const double true_rho = 1.8;
+  // The "real" cluster.
+  MeasuredProfile truth = synthetic_truth(w, c, false, 0.0);
+  truth.devices = {{"H800", t0.eta, t0.router, t0.scale, t0.overhead},
+                   {"MI300X", t1.eta, t1.router, t1.scale, t1.overhead}};
+  Workload real = w;
+  real.training.imbalance = true_rho;
+  // What a user measures: small worlds, noisy layers, router statistics.
+  MeasuredProfile prof = synthetic_truth(w, c, true, 0.02);
+  std::vector<RouterSample> router;
+  for (int i = 0; i < 8; ++i) {
+    const double mx = true_rho * (1 + 0.05 * std::sin(i));
+    router.push_back(
+        {i, 0, {mx * 100, (4 - mx) * 100 / 3, (4 - mx) * 100 / 3, (4 - mx) * 100 / 3}});
+  }
+  fit_imbalance(router, w.model.name, prof);
+  Workload fitted_w = w;
+  fitted_w.training.imbalance = profile_imbalance(prof, w.model.name);
+  MeasuredProfile truth_compute;
+  truth_compute.compute = truth.compute;
+  auto rows = synthetic_layers(real, c, 0, t0, 0.02, &truth_compute);
+  const auto more = synthetic_layers(real, c, 1, t1, 0.02, &truth_compute);
+  rows.insert(rows.end(), more.begin(), more.end());
+  fit_layers(rows, fitted_w, c, prof);
+  write_profile_file((d / "fitted.h5").string(), prof);
+  // Measured runs: the catalog search's top plans, evaluated on the
+  // "real" cluster.
+  SearchOptions opt;
+  opt.top_k = 6;
+  const SearchResult sr = run_search(w, c, opt);
+  ASSERT_GE(sr.top.size(), 4u);
+  std::string csv = "name,model,cluster,plan,latency_ms,peak_memory_gib\n";
+  for (std::size_t i = 0; i < sr.top.size(); ++i) {
+    const Plan& plan = sr.top[i].plan;
+    ProfileTables tt = make_analytic_tables(real, c, plan.parallel.micro_batch, {plan.parallel.tp},
+                                            {plan.parallel.cp});
+    apply_profile(tt, truth, real, c, plan.parallel.micro_batch);
+    const PlanReport rep = CostModel(real, c, tt).evaluate(plan);
+    double peak = 0;
+    for (const StageReport& st : rep.stages) peak = std::max(peak, st.cost.memory.total());
+    const double noise = 1 + 0.03 * std::sin(2.3 * static_cast<double>(i) + 1);
+    nlohmann::ordered_json doc;
+    doc["plans"] = nlohmann::ordered_json::array({plan_report_json(rep, c)});
+    const std::string file = "plan" + std::to_string(i) + ".json";
+    std::ofstream(d / file) << doc.dump(2);
+    char line[256];
+    std::snprintf(line, sizeof line, "run%zu,mixtral-s,\"H800:8,MI300X:8\",%s,%.4f,%.4f\n", i,
+                  file.c_str(), rep.latency_s * 1e3 * noise, peak / (1u << 30) * noise);
+    csv += line;
+  }
+  std::ofstream(d / "runs.csv") << csv;
+  const auto r = run({"profile", "check", "--profile", (d / "fitted.h5").string(), "--measurements",
+                      (d / "runs.csv").string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::cout << r.out;
+  double cat_err = 0, prof_err = 0;
+  const auto at = r.out.find("latency error, mean |e|: catalog ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at,
+                        "latency error, mean |e|: catalog %lf%% (max %*f%%), profile %lf%%",
+                        &cat_err, &prof_err),
+            2)
+      << r.out;
+  EXPECT_GT(cat_err, 20.0);   // the perturbation is large
+  EXPECT_LT(prof_err, 10.0);  // the paper's ~10%
+  EXPECT_LT(prof_err, cat_err / 3);
+  if (keep == nullptr) fs::remove_all(d);
+}
+
+}  // namespace
+}  // namespace hapmoe
