@@ -22,7 +22,7 @@
 #include "engine/driver.h"
 #include "io/archive/archive.h"
 #include "io/cli/cli.h"
-#include "io/cli/cli_args.h"
+#include "io/cli/options.h"
 #include "io/inputs/cluster_io.h"
 #include "io/inputs/json_strict.h"
 #include "io/inputs/model_io.h"

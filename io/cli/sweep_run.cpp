@@ -48,7 +48,9 @@
 #include "io/archive/archive.h"
 #include "io/archive/sweep.h"
 #include "io/cli/cli.h"
+#include "io/cli/fault_hooks.h"
 #include "io/cli/progress.h"
+#include "io/cli/steps.h"
 #include "io/cli/sweep_run.h"
 #include "io/inputs/cluster_io.h"
 #include "io/inputs/json_strict.h"
@@ -67,9 +69,7 @@ SearchResult search_case(const SweepCase& c, const Workload& w, const ClusterSpe
                          const RunOptions& run) {
   SearchOptions opt = c.options;
   opt.profile = profile;
-  if (c.baseline != Baseline::kNone)
-    return run_baseline(c.baseline, w, cluster, opt, comm, run).result;
-  return run_search(w, cluster, opt, c.bruteforce, comm, run);
+  return run_one_search(c.baseline, c.bruteforce, w, cluster, opt, comm, run).result;
 }
 
 volatile std::sig_atomic_t g_committing = 0;
@@ -111,29 +111,6 @@ class StopSignals {
   struct sigaction old_term_ {};
   struct sigaction old_usr1_ {};
 };
-
-// Test hook (tests/io/archive/sweep_kill.sh): HAPMOE_TEST_CRASH=commit@K kills the
-// process with SIGKILL inside its K-th commit (1 = first), after the
-// temporary file is complete and before the rename.
-int g_crash_at_commit = 0;
-int g_commits = 0;
-void crash_hook(const std::string&) {
-  if (++g_commits == g_crash_at_commit) std::raise(SIGKILL);
-}
-
-void install_crash_hook() {
-  g_commits = 0;
-  g_crash_at_commit = 0;
-  const char* v = std::getenv("HAPMOE_TEST_CRASH");
-  if (v == nullptr) return;
-  const std::string t = v;
-  if (t.rfind("commit@", 0) != 0) {
-    throw InputError("HAPMOE_TEST_CRASH", "'" + t + "': expected commit@K");
-  }
-  g_crash_at_commit =
-      static_cast<int>(parse_int_text(t.substr(7), 1, 1 << 20, "HAPMOE_TEST_CRASH"));
-  g_archive_before_rename = crash_hook;
-}
 
 std::string group_name(std::size_t index, std::size_t total) {
   const int width = std::max(4, static_cast<int>(std::to_string(total).size()));
@@ -355,12 +332,6 @@ std::string from_root(Comm& comm, const std::string& text) {
   return comm.allgather(comm.rank() == 0 ? text : std::string()).front();
 }
 
-void agree(Comm& comm, const std::string& failed) {
-  if (const std::string first = first_error(comm, failed); !first.empty()) {
-    throw InputError("", first);
-  }
-}
-
 class Progress {
  public:
   Progress(std::ostream& err, bool tty, std::size_t total, std::size_t done_before)
@@ -436,8 +407,7 @@ class Progress {
 }  // namespace
 
 int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Comm& comm) {
-  const std::string started_utc = utc_now();
-  const auto started = std::chrono::steady_clock::now();
+  const Started started;
   StopSignals signals;
   // 1. The sweep, the archive and every case's inputs, checked before any
   // search; a failure on any rank is every rank's.
@@ -448,7 +418,7 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
   Existing existing;
   bool archive_exists = false;
   read_on_every_rank(comm, [&] {
-    install_crash_hook();
+    install_sweep_crash_hook();
     def = load_sweep(o.sweep_path);
     if (comm.rank() == 0) {
       std::error_code ec;
@@ -513,14 +483,7 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
   auto commit = [&]() {
     std::string bad;
     if (comm.rank() == 0 && !pending.empty()) {
-      Provenance run;
-      run.command_line = o.command_line;
-      run.ranks = comm.size();
-      run.threads = o.threads;
-      run.start_time = started_utc;
-      run.end_time = utc_now();
-      run.wall_seconds = seconds_since(started);
-      run.host = host_name();
+      const Provenance run = provenance_since(started, o.command_line, comm.size(), o.threads);
       const std::size_t now_done = done_count;
       g_committing = 1;
       try {
@@ -608,8 +571,7 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
     fin.index = i;
     std::string failure;
     if (runs) {
-      const std::string case_start = utc_now();
-      const auto t0 = std::chrono::steady_clock::now();
+      const Started case_started;
       RunOptions run;
       run.threads = o.threads;
       run.round = c.round;
@@ -636,13 +598,8 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
           fin.result = search_case(c, workloads[i], clusters[i], profile, comm, run);
         }
       }
-      fin.provenance.command_line = o.command_line;
-      fin.provenance.ranks = by_case ? 1 : comm.size();
-      fin.provenance.threads = o.threads;
-      fin.provenance.start_time = case_start;
-      fin.provenance.end_time = utc_now();
-      fin.provenance.wall_seconds = seconds_since(t0);
-      fin.provenance.host = host_name();
+      fin.provenance =
+          provenance_since(case_started, o.command_line, by_case ? 1 : comm.size(), o.threads);
     }
     std::vector<Finished> round;
     if (by_case) {
@@ -666,9 +623,9 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
     try {
       for (Finished& f : round) {  // rank 0 only
         const std::size_t k = f.index;
-        f.tables = tables_for(workloads[k], clusters[k], f.result.configs, profile.get());
-        const CostModel model(workloads[k], clusters[k], f.tables);
-        for (const PlanCandidate& p : f.result.top) f.reports.push_back(model.evaluate(p.plan));
+        Scored scored = score(workloads[k], clusters[k], f.result, profile.get());
+        f.tables = std::move(scored.tables);
+        f.reports = std::move(scored.reports);
         std::string best =
             f.reports.empty() ? "no plan fits" : format_seconds(f.reports.front().latency_s);
         if (f.result.stopped != StopReason::kNone) {

@@ -1,0 +1,139 @@
+// `hapmoe evaluate`: read one plan (a file, or the Megatron script's own
+// settings), score it, print and write the report.
+#include <cxxopts.hpp>
+#include <string>
+#include <vector>
+
+#include "costmodel/analytic.h"
+#include "costmodel/errors.h"
+#include "engine/pipeline_sim.h"
+#include "io/cli/cli.h"
+#include "io/cli/commands.h"
+#include "io/cli/megatron_cli.h"
+#include "io/cli/options.h"
+#include "io/cli/profile_cli.h"
+#include "io/cli/steps.h"
+#include "io/inputs/json_strict.h"
+#include "io/inputs/plan_io.h"
+#include "io/report/report.h"
+#include "partition/constraints.h"
+
+namespace hapmoe {
+
+namespace {
+
+cxxopts::Options evaluate_options() {
+  cxxopts::Options o("hapmoe evaluate",
+                     "Predicts the iteration latency, memory per stage, throughput and MFU of one "
+                     "plan with the MoE-aware cost model (docs/costmodel.md).");
+  add_workload_options(o);
+  o.add_options("Plan")(
+      "plan", "plan JSON: {\"parallel\":{...},\"stages\":[...]} or an output of --plan-json",
+      cxxopts::value<std::string>())(
+      "plan-index", "which plan of an output document with several plans (default 0)",
+      cxxopts::value<std::string>())("plan-json", "write the report as JSON to this file",
+                                     cxxopts::value<std::string>())(
+      "simulate", "also run an event simulation of the 1F1B schedule and print its makespan");
+  add_out_option(o);
+  add_launcher_options(o);
+  return o;
+}
+
+// The plan to score: --plan (entry --plan-index of it), or without --plan
+// the Megatron script's own settings. Checked against the inputs.
+struct PlanInput {
+  Plan plan;
+  std::string path;  // where it came from, for messages and the archive
+  int index = 0;
+};
+
+PlanInput read_plan_input(const cxxopts::ParseResult& r, const Inputs& in) {
+  PlanInput p;
+  p.index = r.count("plan-index")
+                ? static_cast<int>(
+                      parse_int_text(r["plan-index"].as<std::string>(), 0, 1 << 20, "--plan-index"))
+                : 0;
+  const bool script_plan = in.megatron && r.count("plan") == 0;  // the script's own settings
+  p.path = script_plan ? in.megatron->origin() : required(r, "plan");
+  p.plan = script_plan ? megatron_plan(*in.megatron, in.workload, in.cluster)
+                       : load_plan(p.path, in.cluster, in.workload.training.micro_batch, p.index);
+  if (auto e = check_plan(p.plan, in.workload, in.cluster, in.constraints); !e.empty()) {
+    throw InputError(p.path, e);
+  }
+  return p;
+}
+
+// --simulate: the 1F1B event simulation against the closed form.
+void print_simulation(std::ostream& out, const PlanReport& report) {
+  std::vector<double> f;
+  std::vector<double> b;
+  for (const StageReport& s : report.stages) {
+    f.push_back(s.cost.fwd_s);
+    b.push_back(s.cost.bwd_s);
+  }
+  const double sim = simulate_1f1b(f, b, report.num_microbatches).makespan;
+  const double formula = report.breakdown.edge_s + report.breakdown.middle_s;
+  out << "\n1F1B event simulation: pipeline " << format_seconds(sim) << " vs closed form "
+      << format_seconds(formula) << " (" << (formula - sim) / sim * 100.0 << "% above)\n";
+}
+
+}  // namespace
+
+int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
+                 Comm& comm) {
+  cxxopts::Options o = evaluate_options();
+  const Started started;
+  const auto parsed = parse(o, argc, argv, out);
+  if (!parsed) return kExitOk;
+  const auto& r = *parsed;
+  check_out(comm, r);
+  const Inputs in = read_inputs(r);
+  const PlanInput given = read_plan_input(r, in);
+  const Plan& plan = given.plan;
+  ProfileTables tables = make_analytic_tables(in.workload, in.cluster, plan.parallel.micro_batch,
+                                              {plan.parallel.tp}, {plan.parallel.cp});
+  ProfileSources sources;
+  if (in.profile) {
+    sources =
+        apply_profile(tables, *in.profile, in.workload, in.cluster, plan.parallel.micro_batch);
+  }
+  const CostModel model(in.workload, in.cluster, tables);
+  const PlanReport report = model.evaluate(plan);
+  print_megatron_notes(out, in.megatron.get());
+  print_plan_report(out, report, in.workload, in.cluster);
+  PlanSources plan_src;
+  if (in.profile) {
+    plan_src = plan_sources(report, in.workload, in.cluster, tables, sources);
+    print_plan_sources(out, plan_src, in.profile_path);
+  }
+  if (r.count("simulate")) print_simulation(out, report);
+  write_plan_json(r, comm, [&] {
+    nlohmann::ordered_json doc;
+    doc["plans"] = nlohmann::ordered_json::array({plan_report_json(report, in.cluster)});
+    if (in.profile) doc["profile"] = plan_sources_json(plan_src, in.profile_path);
+    return doc;
+  });
+  if (r.count("out")) {
+    ArchiveInputs a = given_inputs(r, in);
+    a.plan_file_text = given_file_text(given.path);
+    a.options_resolved = {{"plan", given.path},
+                          {"plan_index", given.index},
+                          {"allow_cross_node_tp", in.constraints.allow_cross_node_tp}};
+    if (in.profile) a.options_resolved["profile"] = plan_sources_json(plan_src, in.profile_path);
+    a.tables = &tables;
+    const Provenance p = provenance_since(started, hapmoe_command_line(argc, argv), comm.size(), 1);
+    write_out(comm, r["out"].as<std::string>(), [&](h5::File& f) {
+      write_header(f, "evaluate");
+      write_provenance(f, p);
+      write_run(f, a, {report}, nullptr);
+    });
+  }
+  write_launcher_if_requested(r, out, in.megatron.get(), &report, model, comm.rank() == 0);
+  if (!report.fits) {
+    err << "hapmoe: the plan does not fit in memory (see the warnings above)\n";
+    return kExitNoFit;
+  }
+  return kExitOk;
+}
+
+}  // namespace hapmoe

@@ -1,0 +1,283 @@
+// `hapmoe plan`: read the inputs on every rank, search (or run a
+// baseline), score the plans, print them, write what was asked for.
+#include <cstdio>
+#include <cxxopts.hpp>
+#include <string>
+#include <vector>
+
+#include "costmodel/errors.h"
+#include "engine/baselines.h"
+#include "engine/driver.h"
+#include "io/cli/cli.h"
+#include "io/cli/commands.h"
+#include "io/cli/fault_hooks.h"
+#include "io/cli/megatron_cli.h"
+#include "io/cli/options.h"
+#include "io/cli/profile_cli.h"
+#include "io/cli/progress.h"
+#include "io/cli/steps.h"
+#include "io/inputs/json_strict.h"
+#include "io/inputs/plan_io.h"
+#include "io/report/report.h"
+
+namespace hapmoe {
+
+namespace {
+
+cxxopts::Options plan_options() {
+  cxxopts::Options o("hapmoe plan",
+                     "Searches the 6-D space (PP, TP, CP, EP, TPE, DP) with non-uniform layer "
+                     "partitions, per-stage device types and recomputation for the fastest plan "
+                     "that fits in memory (HS-DP with three prunings, docs/search.md).");
+  add_workload_options(o);
+  add_search_options(o);
+  o.add_options("Search")("bruteforce", "enumerate every plan without DP (small instances only)")(
+      "baseline",
+      "run a baseline instead of hapmoe's search: uniform, mi, metis-style or homogeneous-only "
+      "(docs/baselines.md); the output is the same as the search's",
+      cxxopts::value<std::string>())("plan-json",
+                                     "write the plans and search statistics as JSON to this file",
+                                     cxxopts::value<std::string>())(
+      "progress-every",
+      "while the search runs, a progress line on stderr every this many seconds (default 60; "
+      "0: none)",
+      cxxopts::value<std::string>());
+  add_launcher_options(o);
+  add_out_option(o);
+  add_limit_options(o);
+  return o;
+}
+
+// What `plan` was asked to do, read and checked on every rank.
+struct PlanRequest {
+  Inputs in;
+  SearchOptions opt;
+  RunOptions run;
+  Baseline baseline = Baseline::kNone;
+  bool brute = false;
+  double every = 60.0;  // --progress-every
+};
+
+// Inputs are read on every rank; a failure on some ranks only (a file
+// missing on one node) is agreed on before the search starts, so no rank
+// waits for one that gave up.
+PlanRequest read_plan_request(const cxxopts::ParseResult& r, Comm& comm, const Started& started) {
+  PlanRequest q;
+  read_on_every_rank(comm, [&] {
+    inject_plan_faults(comm, q.run);
+    check_out_on_root(comm, r);
+    q.in = read_inputs(r);
+    read_search_options(r, q.in, comm, q.opt, q.run);
+    q.run.limits = read_limit_options(r, comm, started.at);
+    if (r.count("progress-every")) {
+      q.every =
+          parse_number_text(r["progress-every"].as<std::string>(), 0.0, 1e7, "--progress-every");
+    }
+    if (r.count("baseline")) {
+      q.baseline = parse_baseline(r["baseline"].as<std::string>(), "--baseline");
+      if (r.count("bruteforce")) throw InputError("--baseline", "does not go with --bruteforce");
+    }
+  });
+  q.brute = r.count("bruteforce") > 0;
+  return q;
+}
+
+// The search, with a progress line on rank 0's `err` every q.every seconds.
+BaselineRun search_with_progress(PlanRequest& q, Comm& comm, std::ostream& err) {
+  SearchProgress progress;
+  q.run.progress = &progress;
+  const Heartbeat beat(comm.rank() == 0 ? q.every : 0.0, [&](double s) {
+    err << "hapmoe plan: " << duration_text(s) << ": " << progress_text(progress) << "\n";
+    err.flush();
+  });
+  BaselineRun ran =
+      run_one_search(q.baseline, q.brute, q.in.workload, q.in.cluster, q.opt, comm, q.run);
+  q.run.progress = nullptr;
+  return ran;
+}
+
+// The best plan's report, where its values came from, and the top-K table.
+void print_plans(std::ostream& out, const PlanRequest& q, const BaselineRun& ran,
+                 const std::vector<PlanReport>& reports, const PlanSources& plan_src) {
+  print_megatron_notes(out, q.in.megatron.get());
+  if (!reports.empty()) {
+    print_plan_report(out, reports.front(), q.in.workload, q.in.cluster);
+    if (q.in.profile) print_plan_sources(out, plan_src, q.in.profile_path);
+    out << "\ntop " << reports.size() << " (best plan of each configuration)\n";
+    out << "  rank  latency      PP  TP  CP  EP TPE  DP  stages (device x layers, recompute)\n";
+    for (std::size_t k = 0; k < reports.size(); ++k) {
+      const PlanReport& p = reports[k];
+      const ParallelConfig& pi = p.plan.parallel;
+      const std::string stages = stages_text(p.plan, q.in.cluster);
+      char line[160];
+      std::snprintf(line, sizeof line, "  %4zu  %-11s %3d %3d %3d %3d %3d %3d  ", k + 1,
+                    format_seconds(p.latency_s).c_str(), pi.pp, pi.tp, pi.cp, pi.ep, pi.tpe, pi.dp);
+      out << line << stages << "\n";
+    }
+    out << "\n";
+  }
+  if (q.baseline != Baseline::kNone) {
+    out << "baseline " << to_string(q.baseline) << ": " << ran.rule << "\n";
+  }
+}
+
+// The search's counters, and how it was spread.
+void print_search_statistics(std::ostream& out, const PlanRequest& q, const SearchResult& result,
+                             const Comm& comm) {
+  const SearchStats& s = result.stats;
+  out << "search ("
+      << (q.brute ? "brute force, prunings ignored" : "HS-DP, prune " + to_string(q.opt.prune))
+      << (q.opt.uniform ? ", uniform layers" : "") << ")\n";
+  out << "  configurations " << s.configs << ", evaluated " << s.configs_evaluated << "\n";
+  out << "  DP states " << s.states << ", transitions " << s.transitions << "\n";
+  out << "  pruned: load balance " << s.pruned_load_balance << ", memory " << s.pruned_memory
+      << ", hetero comm " << s.pruned_hetero_comm << "\n";
+  if (q.opt.bound && !q.brute) {
+    out << "  branch and bound: " << s.configs_bounded << " configurations skipped, "
+        << s.pruned_bound << " partial plans dropped\n";
+  }
+  out << "  feasible plans " << s.feasible << "\n";
+  if (result.stopped != StopReason::kNone) {
+    out << not_proven_line(to_string(result.stopped), result.not_searched, s.configs);
+  }
+  out << "  wall time " << format_seconds(s.seconds) << " on " << comm.size()
+      << (comm.size() == 1 ? " rank" : " ranks") << " x " << q.run.threads
+      << (q.run.threads == 1 ? " thread" : " threads");
+  if (comm.nodes() > 1) out << " (" << comm.nodes() << " nodes)";
+  out << "\n";
+}
+
+// The --plan-json document: plans, baseline, profile sources, search
+// statistics and the run's spread.
+nlohmann::ordered_json plan_document(const PlanRequest& q, const BaselineRun& ran,
+                                     const std::vector<PlanReport>& reports,
+                                     const PlanSources& plan_src, const Comm& comm) {
+  const SearchResult& result = ran.result;
+  const SearchStats& s = result.stats;
+  nlohmann::ordered_json doc;
+  doc["plans"] = nlohmann::ordered_json::array();
+  for (const PlanReport& p : reports) doc["plans"].push_back(plan_report_json(p, q.in.cluster));
+  if (q.baseline != Baseline::kNone) {
+    doc["baseline"] = {{"name", to_string(q.baseline)}, {"rule", ran.rule}};
+  }
+  if (q.in.profile) doc["profile"] = plan_sources_json(plan_src, q.in.profile_path);
+  doc["search"] = {{"configs", s.configs},
+                   {"configs_evaluated", s.configs_evaluated},
+                   {"states", s.states},
+                   {"transitions", s.transitions},
+                   {"pruned",
+                    {{"load_balance", s.pruned_load_balance},
+                     {"memory", s.pruned_memory},
+                     {"hetero_comm", s.pruned_hetero_comm},
+                     {"bound", s.pruned_bound},
+                     {"configs_bound", s.configs_bounded}}},
+                   {"feasible", s.feasible},
+                   {"proven_optimal", result.stopped == StopReason::kNone},
+                   {"stopped_by", result.stopped == StopReason::kNone
+                                      ? nlohmann::ordered_json(nullptr)
+                                      : nlohmann::ordered_json(to_string(result.stopped))},
+                   {"configs_not_searched", result.not_searched},
+                   {"seconds", s.seconds}};
+  // How the run was spread: differs with ranks and threads, unlike
+  // everything above (docs/parallel.md).
+  nlohmann::ordered_json per_rank = nlohmann::ordered_json::array();
+  for (const RankFigures& f : result.ranks) {
+    per_rank.push_back({{"rank", f.rank},
+                        {"threads", f.threads},
+                        {"configs", f.configs},
+                        {"parts", f.parts},
+                        {"transitions", f.transitions},
+                        {"work_estimate", f.estimate},
+                        {"busy_seconds", f.busy_s},
+                        {"idle_seconds", f.idle_s}});
+  }
+  doc["run"] = {{"ranks", comm.size()},
+                {"nodes", comm.nodes()},
+                {"threads", q.run.threads},
+                {"rounds", result.rounds},
+                {"per_rank", per_rank}};
+  return doc;
+}
+
+// --out: the archive of the run (docs/archive.md).
+void write_plan_archive(const cxxopts::ParseResult& r, Comm& comm, const PlanRequest& q,
+                        const BaselineRun& ran, const Scored& scored, const PlanSources& plan_src,
+                        const Provenance& p) {
+  ArchiveInputs a = given_inputs(r, q.in);
+  a.options_resolved = resolved_search_options(q.opt, q.run);
+  a.options_resolved["bruteforce"] = q.brute;
+  a.options_resolved["baseline"] = to_string(q.baseline);
+  a.options_resolved["baseline_rule"] = ran.rule;
+  if (q.in.profile) a.options_resolved["profile"] = plan_sources_json(plan_src, q.in.profile_path);
+  a.tables = &scored.tables;
+  write_out(comm, r["out"].as<std::string>(), [&](h5::File& f) {
+    write_header(f, "plan");
+    write_provenance(f, p);
+    write_run(f, a, scored.reports, &ran.result);
+  });
+}
+
+// The exit code, with a line on `err` for a search a limit stopped or one
+// where no plan fits (and the closest miss).
+int plan_exit_code(std::ostream& err, const PlanRequest& q, const SearchResult& result,
+                   const std::vector<PlanReport>& reports) {
+  if (result.stopped != StopReason::kNone) {
+    err << "hapmoe plan: the " << to_string(result.stopped) << " stopped the search: "
+        << (reports.empty() ? "no plan found yet"
+                            : "the plans are the best found, not proven optimal")
+        << " (exit code " << kExitLimit << ")\n";
+    return kExitLimit;
+  }
+  if (reports.empty()) {
+    err << "hapmoe plan: no plan fits in memory";
+    if (result.closest.known()) {
+      const Shortfall& c = result.closest;
+      const ParallelConfig& pi = c.parallel;
+      err << "; the closest: stage " << c.stage << " on "
+          << q.in.cluster.pools[static_cast<std::size_t>(c.device_type)].device.name << " with "
+          << c.layers << " layers under PP=" << pi.pp << " TP=" << pi.tp << " CP=" << pi.cp
+          << " EP=" << pi.ep << " TPE=" << pi.tpe << " DP=" << pi.dp << " is short by "
+          << format_bytes(c.bytes) << " even with full recomputation";
+    } else if (result.configs.empty()) {
+      err << "; no parallel configuration is valid for this model, batch and cluster";
+    }
+    err << "\n";
+    return kExitNoFit;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream& err, Comm& comm) {
+  cxxopts::Options o = plan_options();
+  const Started started;
+  const auto parsed = parse(o, argc, argv, out);
+  if (!parsed) return kExitOk;
+  const auto& r = *parsed;
+  PlanRequest q = read_plan_request(r, comm, started);
+  const BaselineRun ran = search_with_progress(q, comm, err);
+  ProfileSources sources;
+  const Scored scored =
+      score(q.in.workload, q.in.cluster, ran.result, q.in.profile.get(), &sources);
+  const std::vector<PlanReport>& reports = scored.reports;
+  PlanSources plan_src;
+  if (q.in.profile && !reports.empty()) {
+    plan_src = plan_sources(reports.front(), q.in.workload, q.in.cluster, scored.tables, sources);
+  }
+  print_plans(out, q, ran, reports, plan_src);
+  print_search_statistics(out, q, ran.result, comm);
+  write_plan_json(r, comm, [&] { return plan_document(q, ran, reports, plan_src, comm); });
+  if (r.count("out")) {
+    const Provenance p =
+        provenance_since(started, hapmoe_command_line(argc, argv), comm.size(), q.run.threads);
+    write_plan_archive(r, comm, q, ran, scored, plan_src, p);
+  }
+  const CostModel model(q.in.workload, q.in.cluster, scored.tables);
+  write_launcher_if_requested(r, out, q.in.megatron.get(),
+                              reports.empty() ? nullptr : &reports.front(), model,
+                              comm.rank() == 0);
+  return plan_exit_code(err, q, ran.result, reports);
+}
+
+}  // namespace hapmoe

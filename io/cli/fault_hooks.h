@@ -1,0 +1,26 @@
+// Fault injection for the tests, in one place (docs/testing.md, "Fault
+// hooks"). Each hook is read from the environment; unset, it does nothing.
+//   HAPMOE_TEST_FAIL=input@R    rank R fails reading its inputs (plan)
+//   HAPMOE_TEST_FAIL=search@R   rank R fails in its first search round (plan)
+//   HAPMOE_TEST_CRASH=commit@K  a sweep is killed (SIGKILL) inside its K-th
+//                               archive commit (1 = first), after the
+//                               temporary file is complete, before the rename
+// The engine's own hooks (RunOptions::fail_round, HAPMOE_RANKS_PER_NODE)
+// are described in docs/testing.md too; the commands reach them only
+// through these.
+#pragma once
+
+#include "engine/comm.h"
+#include "engine/driver.h"
+
+namespace hapmoe {
+
+// HAPMOE_TEST_FAIL on this rank: throws InputError for input@R, sets
+// run.fail_round for search@R. InputError on a malformed value.
+void inject_plan_faults(const Comm& comm, RunOptions& run);
+
+// HAPMOE_TEST_CRASH: arms the archive's before-rename hook. InputError on
+// a malformed value.
+void install_sweep_crash_hook();
+
+}  // namespace hapmoe

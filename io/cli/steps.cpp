@@ -1,0 +1,116 @@
+#include "io/cli/steps.h"
+
+#include <exception>
+
+#include "costmodel/errors.h"
+#include "io/inputs/plan_io.h"
+
+namespace hapmoe {
+
+Provenance provenance_since(const Started& started, const std::string& command_line, int ranks,
+                            int threads) {
+  Provenance p;
+  p.command_line = command_line;
+  p.ranks = ranks;
+  p.threads = threads;
+  p.start_time = started.utc;
+  p.end_time = utc_now();
+  p.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started.at).count();
+  p.host = host_name();
+  return p;
+}
+
+std::string hapmoe_command_line(int argc, const char* const* argv) {
+  return "hapmoe " + command_line(argc, argv);
+}
+
+void agree(Comm& comm, const std::string& failed) {
+  if (const std::string first = first_error(comm, failed); !first.empty()) {
+    throw InputError("", first);
+  }
+}
+
+void check_out(Comm& comm, const cxxopts::ParseResult& r) {
+  std::string failed;
+  if (comm.rank() == 0 && r.count("out")) {
+    try {
+      check_archive_path(r["out"].as<std::string>());
+    } catch (const InputError& e) {
+      failed = e.what();
+    }
+  }
+  agree(comm, failed);
+}
+
+void check_out_on_root(const Comm& comm, const cxxopts::ParseResult& r) {
+  if (comm.rank() == 0 && r.count("out")) check_archive_path(r["out"].as<std::string>());
+}
+
+void write_out(Comm& comm, const std::string& path, const std::function<void(h5::File&)>& fill) {
+  std::string failed;
+  if (comm.rank() == 0) {
+    try {
+      write_archive_atomic(path, fill);
+    } catch (const std::exception& e) {  // any: the other ranks are waiting below
+      failed = e.what();
+    }
+  }
+  agree(comm, failed);
+}
+
+void write_plan_json(const cxxopts::ParseResult& r, const Comm& comm,
+                     const std::function<nlohmann::ordered_json()>& doc) {
+  if (r.count("plan-json") == 0 || comm.rank() != 0) return;
+  write_file_atomic(r["plan-json"].as<std::string>(), doc().dump(2) + "\n");
+}
+
+ArchiveInputs given_inputs(const cxxopts::ParseResult& r, const Inputs& in) {
+  ArchiveInputs a;
+  for (const auto& kv : r.arguments()) a.options_given[kv.key()] = kv.value();
+  a.model_given = r.count("model") ? r["model"].as<std::string>() : "";
+  a.cluster_given = r.count("cluster") ? r["cluster"].as<std::string>() : "";
+  a.model_file_text = given_file_text(a.model_given);
+  a.cluster_file_text = given_file_text(a.cluster_given);
+  a.workload = &in.workload;
+  a.cluster = &in.cluster;
+  return a;
+}
+
+BaselineRun run_one_search(Baseline baseline, bool bruteforce, const Workload& workload,
+                           const ClusterSpec& cluster, const SearchOptions& options, Comm& comm,
+                           const RunOptions& run) {
+  if (baseline == Baseline::kNone && bruteforce) {
+    return {run_search(workload, cluster, options, true, comm, run), ""};
+  }
+  return run_baseline(baseline, workload, cluster, options, comm, run);
+}
+
+Scored score(const Workload& workload, const ClusterSpec& cluster, const SearchResult& result,
+             const MeasuredProfile* profile, ProfileSources* sources) {
+  Scored s;
+  s.tables = tables_for(workload, cluster, result.configs, profile, sources);
+  const CostModel model(workload, cluster, s.tables);
+  for (const PlanCandidate& c : result.top) s.reports.push_back(model.evaluate(c.plan));
+  return s;
+}
+
+std::string stages_text(const Plan& plan, const ClusterSpec& cluster) {
+  std::string stages;
+  const auto& st = plan.stages;
+  for (std::size_t i = 0; i < st.size();) {
+    std::size_t run = 1;
+    while (i + run < st.size() && st[i + run] == st[i]) ++run;
+    std::string one = cluster.pools[static_cast<std::size_t>(st[i].device_type)].device.name +
+                      " x" + std::to_string(st[i].layers);
+    if (st[i].recompute.kind != RecomputeKind::kNone) {
+      one += " " + to_string(st[i].recompute, st[i].layers);
+    }
+    if (!stages.empty()) stages += " | ";
+    stages += run == 1 ? one : "[" + one + "] *" + std::to_string(run);
+    i += run;
+  }
+  return stages;
+}
+
+}  // namespace hapmoe

@@ -1,0 +1,80 @@
+// The steps the commands share (plan, evaluate, compare, sweep): where
+// they do the same thing, they call the same function here. Every step that
+// a rank may fail alone agrees on the failure over `comm`, so all ranks
+// leave with the same exit code (docs/parallel.md).
+#pragma once
+
+#include <chrono>
+#include <cxxopts.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "costmodel/cost.h"
+#include "costmodel/measured.h"
+#include "costmodel/plan.h"
+#include "engine/baselines.h"
+#include "engine/comm.h"
+#include "engine/driver.h"
+#include "io/archive/archive.h"
+#include "io/cli/options.h"
+
+namespace hapmoe {
+
+// When a command (or a sweep's case) started, for the archive's provenance.
+struct Started {
+  std::string utc = utc_now();
+  std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now();
+};
+
+// Who ran it, from `started` to now.
+Provenance provenance_since(const Started& started, const std::string& command_line, int ranks,
+                            int threads);
+
+// "hapmoe " and argv, quoted where needed: the command line as provenance.
+std::string hapmoe_command_line(int argc, const char* const* argv);
+
+// Throws InputError with the first rank's failure when any rank's `failed`
+// is not empty. Collective.
+void agree(Comm& comm, const std::string& failed);
+
+// Rank 0 checks --out before any work (every rank learns the verdict).
+void check_out(Comm& comm, const cxxopts::ParseResult& r);
+// The same inside read_on_every_rank, which agrees on it.
+void check_out_on_root(const Comm& comm, const cxxopts::ParseResult& r);
+
+// Rank 0 writes the archive at `path` (write_archive_atomic); a failure
+// there is agreed on so every rank exits with the same code.
+void write_out(Comm& comm, const std::string& path, const std::function<void(h5::File&)>& fill);
+
+// Rank 0 writes `doc()` to --plan-json, when given.
+void write_plan_json(const cxxopts::ParseResult& r, const Comm& comm,
+                     const std::function<nlohmann::ordered_json()>& doc);
+
+// The archive's record of the inputs as given: the option values as typed
+// and the text of the model and cluster files.
+ArchiveInputs given_inputs(const cxxopts::ParseResult& r, const Inputs& in);
+
+// One search as plan and sweep run it: the baseline's when one is named,
+// else brute force or hapmoe's HS-DP. Collective over `comm`.
+BaselineRun run_one_search(Baseline baseline, bool bruteforce, const Workload& workload,
+                           const ClusterSpec& cluster, const SearchOptions& options, Comm& comm,
+                           const RunOptions& run);
+
+// A search's plans scored by the cost model: the tables of its
+// configurations (measured entries from `profile` where given) and the
+// report of each top plan, best first.
+struct Scored {
+  ProfileTables tables;
+  std::vector<PlanReport> reports;
+};
+Scored score(const Workload& workload, const ClusterSpec& cluster, const SearchResult& result,
+             const MeasuredProfile* profile, ProfileSources* sources = nullptr);
+
+// "H800 x12 | MI300X x12 full | [910B x1] *8": the stages of a plan on one
+// line (device x layers, recomputation), runs of equal stages folded.
+std::string stages_text(const Plan& plan, const ClusterSpec& cluster);
+
+}  // namespace hapmoe
