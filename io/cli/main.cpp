@@ -1,4 +1,5 @@
-// The hapmoe executable: everything is in io/cli/cli.cpp. Under an MPI launcher
+// The hapmoe executable: run_cli (io/cli/cli.cpp) and the commands of io/cli/
+// do the work; this file only starts MPI. Under an MPI launcher
 // every rank runs the same command; only rank 0 prints.
 #include <iostream>
 #include <memory>

@@ -10,28 +10,13 @@
 #include <string>
 
 #include "costmodel/errors.h"
+#include "tests/io/inputs/input_error.h"
 
 namespace hapmoe {
 namespace {
 
-// Runs `f`, expects an InputError and returns it (where() and what()).
-struct Caught {
-  std::string where;
-  std::string what;
-};
-
-Caught catch_input_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return {e.where(), e.what()};
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected InputError, got another exception: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "expected InputError, nothing was thrown";
-  return {};
-}
+using test::catch_input_error;
+using test::Caught;
 
 std::string nested_arrays(int depth) {
   return std::string(static_cast<std::size_t>(depth), '[') +

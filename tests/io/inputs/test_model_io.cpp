@@ -12,29 +12,15 @@
 
 #include "costmodel/errors.h"
 #include "io/inputs/json_strict.h"
+#include "tests/io/inputs/input_error.h"
 
 namespace hapmoe {
 namespace {
 
 const std::string kModels = std::string(HAPMOE_TEST_DATA) + "/models";
 
-struct Caught {
-  std::string where;
-  std::string what;
-};
-
-Caught catch_input_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return {e.where(), e.what()};
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected InputError, got another exception: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "expected InputError, nothing was thrown";
-  return {};
-}
+using test::catch_input_error;
+using test::Caught;
 
 // Expects an InputError whose message contains every one of `parts`.
 void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
