@@ -404,248 +404,314 @@ class Progress {
   std::chrono::steady_clock::time_point start_;
 };
 
-}  // namespace
-
-int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Comm& comm) {
-  const Started started;
-  StopSignals signals;
-  // 1. The sweep, the archive and every case's inputs, checked before any
-  // search; a failure on any rank is every rank's.
+// What a sweep runs on: the definition, every case's resolved inputs, the
+// profile, and (rank 0) what the archive on disk already holds.
+struct SweepInputs {
   SweepDefinition def;
   std::vector<Workload> workloads;
   std::vector<ClusterSpec> clusters;
   std::shared_ptr<const MeasuredProfile> profile;  // --profile
   Existing existing;
   bool archive_exists = false;
+};
+
+// 1. The sweep, the archive and every case's inputs, checked before any
+// search; a failure on any rank is every rank's.
+SweepInputs read_sweep_inputs(const SweepRunOptions& o, Comm& comm) {
+  SweepInputs in;
   read_on_every_rank(comm, [&] {
     install_sweep_crash_hook();
-    def = load_sweep(o.sweep_path);
+    in.def = load_sweep(o.sweep_path);
     if (comm.rank() == 0) {
       std::error_code ec;
       check_archive_path(o.out);
-      archive_exists = std::filesystem::exists(o.out, ec);
-      if (archive_exists && !o.resume) {
+      in.archive_exists = std::filesystem::exists(o.out, ec);
+      if (in.archive_exists && !o.resume) {
         throw InputError("--out " + o.out,
                          "exists; pass --resume to finish that sweep, or remove it first");
       }
-      if (archive_exists) existing = read_existing(o.out, def);
+      if (in.archive_exists) in.existing = read_existing(o.out, in.def);
       remove_stale_temporaries(o.out);
     }
     if (!o.profile_path.empty()) {
-      profile = std::make_shared<const MeasuredProfile>(read_profile(o.profile_path));
+      in.profile = std::make_shared<const MeasuredProfile>(read_profile(o.profile_path));
     }
-    for (std::size_t i = 0; i < def.cases.size(); ++i) {
-      const SweepCase& c = def.cases[i];
+    for (std::size_t i = 0; i < in.def.cases.size(); ++i) {
+      const SweepCase& c = in.def.cases[i];
       try {
         Workload w = load_workload(c.model);
         TrainingOverrides ov = c.overrides;
         // rho measured for this model, unless the case sets its imbalance.
-        if (profile && !ov.imbalance) {
-          const double rho = profile_imbalance(*profile, w.model.name);
+        if (in.profile && !ov.imbalance) {
+          const double rho = profile_imbalance(*in.profile, w.model.name);
           if (is_set(rho)) ov.imbalance = rho;
         }
         apply_overrides(ov, w);
-        workloads.push_back(std::move(w));
-        clusters.push_back(load_cluster(c.cluster));
+        in.workloads.push_back(std::move(w));
+        in.clusters.push_back(load_cluster(c.cluster));
       } catch (const InputError& e) {
         throw InputError(o.sweep_path + ": case " + std::to_string(i) + " (" + c.name + ")",
                          e.what());
       }
     }
   });
+  return in;
+}
 
-  // 2. Which cases are done (rank 0 read the archive).
-  std::vector<bool> done(def.cases.size(), false);
-  {
-    nlohmann::json list = nlohmann::json::array();
-    for (std::size_t i : existing.done) list.push_back(i);
-    list.push_back(archive_exists ? 1 : 0);
-    const nlohmann::json got = nlohmann::json::parse(from_root(comm, list.dump()));
-    archive_exists = got.back().get<int>() != 0;
-    for (std::size_t k = 0; k + 1 < got.size(); ++k) {
-      const auto i = got[k].get<std::size_t>();
-      if (i < done.size()) done[i] = true;
-    }
+// 2. Which cases are done: rank 0 read the archive, every rank learns it
+// (and whether the archive exists).
+std::vector<bool> cases_done(Comm& comm, SweepInputs& in) {
+  std::vector<bool> done(in.def.cases.size(), false);
+  nlohmann::json list = nlohmann::json::array();
+  for (std::size_t i : in.existing.done) list.push_back(i);
+  list.push_back(in.archive_exists ? 1 : 0);
+  const nlohmann::json got = nlohmann::json::parse(from_root(comm, list.dump()));
+  in.archive_exists = got.back().get<int>() != 0;
+  for (std::size_t k = 0; k + 1 < got.size(); ++k) {
+    const auto i = got[k].get<std::size_t>();
+    if (i < done.size()) done[i] = true;
   }
-  const std::size_t total = def.cases.size();
+  return done;
+}
+
+// The archive's record of one finished case.
+void write_case(const h5::Group& cases, const SweepRunOptions& o, const SweepInputs& in,
+                const Finished& fin) {
+  const SweepCase& c = in.def.cases[fin.index];
+  const h5::Group g = cases.create_group(group_name(fin.index, in.def.cases.size()));
+  const h5::Attributes a = g.attrs();
+  a.set("name", c.name);
+  a.set("index", static_cast<std::int64_t>(fin.index));
+  a.set("case", c.resolved.dump());
+  a.set("status", fin.result.stopped != StopReason::kNone ? "stopped"
+                  : fin.reports.empty()                   ? "no_fit"
+                                                          : "ok");
+  a.set("ran_on_rank", fin.ran_on);
+  write_provenance(g, fin.provenance);
+  ArchiveInputs ai;
+  ai.model_given = c.model;
+  ai.model_file_text = given_file_text(c.model);
+  ai.cluster_given = c.cluster;
+  ai.cluster_file_text = given_file_text(c.cluster);
+  ai.options_given = c.resolved;
+  ai.options_resolved = c.resolved;
+  ai.options_resolved["threads"] = o.threads;
+  if (in.profile) ai.options_resolved["profile"] = o.profile_path;
+  ai.workload = &in.workloads[fin.index];
+  ai.cluster = &in.clusters[fin.index];
+  ai.tables = &fin.tables;
+  write_run(g, ai, fin.reports, &fin.result);
+}
+
+// 3a. Rank 0 rewrites the archive with the committed cases and `pending`
+// (docs/archive.md, "Sweeps"); every rank agrees on the outcome. A second
+// signal during the write exits after it.
+void commit(const SweepRunOptions& o, SweepInputs& in, std::vector<Finished>& pending,
+            const Provenance& run, std::size_t done_count, Comm& comm) {
+  std::string bad;
+  const std::size_t total = in.def.cases.size();
+  if (comm.rank() == 0 && !pending.empty()) {
+    g_committing = 1;
+    try {
+      write_archive_atomic(o.out, [&](h5::File& f) {
+        write_header(f, "sweep");
+        write_provenance(f, run);
+        {
+          const h5::Group s = f.create_group("sweep");
+          const h5::Attributes a = s.attrs();
+          a.set("file", in.def.origin);
+          a.set("text", in.def.text);
+          a.set("cases", in.def.canonical());
+          a.set("cases_total", static_cast<std::int64_t>(total));
+          a.set("cases_done", static_cast<std::int64_t>(done_count));
+          a.set("complete", done_count == total ? 1 : 0);
+          a.set("runs", in.existing.runs + 1);
+        }
+        const h5::Group cases = f.create_group("cases");
+        if (in.archive_exists) {
+          const h5::File old = h5::File::open_read(o.out);
+          const h5::Group old_cases = old.open_group("cases");
+          std::set<std::string> replaced;
+          for (const Finished& fin : pending) replaced.insert(group_name(fin.index, total));
+          for (const std::string& n : old_cases.children()) {
+            if (replaced.count(n) == 0) cases.copy_from(old_cases, n, n);
+          }
+        }
+        for (const Finished& fin : pending) write_case(cases, o, in, fin);
+      });
+      in.archive_exists = true;
+    } catch (const InputError& e) {
+      bad = e.what();
+    } catch (const std::exception& e) {  // any: the other ranks are waiting below
+      bad = "--out " + o.out + ": " + e.what();
+    }
+    g_committing = 0;
+    if (g_exit_after_commit != 0) _exit(kExitStopped);
+  }
+  pending.clear();
+  agree(comm, bad);
+}
+
+// 3b. One round of cases: case `i` over all ranks, or (by_case) each rank
+// its own case, alone. Rank 0 returns the round's finished cases (its own
+// first); the other ranks return none. A failure on any rank is every
+// rank's.
+std::vector<Finished> run_round(const SweepRunOptions& o, const SweepInputs& in,
+                                const std::vector<std::size_t>& todo, std::size_t start,
+                                std::size_t in_round, bool by_case, std::size_t number,
+                                Progress& progress, Comm& comm) {
+  const auto me = static_cast<std::size_t>(comm.rank());
+  const bool runs = !by_case || me < in_round;
+  const std::size_t i = todo[start + (by_case && runs ? me : 0)];
+  const SweepCase& c = in.def.cases[i];
+  Finished fin;
+  fin.index = i;
+  std::string failure;
+  if (runs) {
+    const Started case_started;
+    RunOptions run;
+    run.threads = o.threads;
+    run.round = c.round;
+    run.limits = o.limits;
+    SearchProgress search;
+    run.progress = &search;
+    const double every = comm.rank() != 0 ? 0.0
+                         : o.tty          ? std::min(o.progress_s, 1.0)
+                                          : o.progress_s;
+    {
+      const Heartbeat beat(every, [&](double s) { progress.case_running(c, number, s, search); });
+      if (by_case) {
+        // Alone: a failure must still reach the gather below.
+        SerialComm alone;
+        try {
+          fin.result = search_case(c, in.workloads[i], in.clusters[i], in.profile, alone, run);
+        } catch (const std::exception& e) {
+          failure = "rank " + std::to_string(me) + ": case " + std::to_string(i) + " (" + c.name +
+                    "): " + e.what();
+        }
+        fin.ran_on = comm.rank();
+      } else {
+        fin.result = search_case(c, in.workloads[i], in.clusters[i], in.profile, comm, run);
+      }
+    }
+    fin.provenance =
+        provenance_since(case_started, o.command_line, by_case ? 1 : comm.size(), o.threads);
+  }
+  std::vector<Finished> round;
+  if (by_case) {
+    const std::vector<std::string> all = comm.allgather(!failure.empty() ? "E" + failure
+                                                        : runs           ? "C" + encode(fin)
+                                                                         : std::string());
+    for (const std::string& b : all) {
+      if (!b.empty() && b[0] == 'E') throw SearchFailure(b.substr(1));
+    }
+    if (comm.rank() == 0) {
+      round.push_back(std::move(fin));  // rank 0 always runs the round's first case
+      for (std::size_t r = 1; r < in_round; ++r) round.push_back(decode(all[r].substr(1)));
+    }
+  } else if (comm.rank() == 0) {
+    round.push_back(std::move(fin));
+  }
+  return round;
+}
+
+// 3c. Rank 0 alone rebuilds the tables and reports of the round's cases,
+// reports each on the progress stream and moves it to `pending`; a failure
+// there is agreed on, so no rank waits at the next collective for one that
+// left. Returns how many cases of the round a limit stopped, on every rank.
+std::size_t score_round(const SweepInputs& in, std::vector<Finished>& round,
+                        std::vector<Finished>& pending, Progress& progress, Comm& comm) {
+  std::string bad;
+  std::size_t limited = 0;
+  try {
+    for (Finished& f : round) {  // rank 0 only
+      const std::size_t k = f.index;
+      Scored scored = score(in.workloads[k], in.clusters[k], f.result, in.profile.get());
+      f.tables = std::move(scored.tables);
+      f.reports = std::move(scored.reports);
+      std::string best =
+          f.reports.empty() ? "no plan fits" : format_seconds(f.reports.front().latency_s);
+      if (f.result.stopped != StopReason::kNone) {
+        ++limited;
+        best = (f.reports.empty() ? std::string("no plan found") : best) + ", stopped by the " +
+               to_string(f.result.stopped) + ": not proven optimal";
+      }
+      progress.case_done(in.def.cases[k], f.result.stats.configs, best);
+      pending.push_back(std::move(f));
+    }
+  } catch (const std::exception& e) {
+    bad = e.what();
+  }
+  if (const std::string first = first_error(comm, bad); !first.empty()) {
+    throw SearchFailure(first);
+  }
+  return std::stoul(from_root(comm, std::to_string(limited)));
+}
+
+// 4. Rank 0's closing lines: why the sweep stopped, or the archive's
+// summary.
+void print_sweep_end(std::ostream& out, std::ostream& err, const SweepRunOptions& o,
+                     const SweepInputs& in, Progress& progress, std::size_t done_count,
+                     bool limit_hit, bool stopped) {
+  const std::size_t total = in.def.cases.size();
+  if (limit_hit) {
+    progress.interrupt();
+    err << "hapmoe sweep: a limit (--time-limit or --max-memory) stopped the search: the case "
+           "in flight is committed with status \"stopped\" (its best plan so far, not proven "
+           "optimal); "
+        << done_count << " of " << total << " cases done in " << o.out
+        << "; run again with --resume to finish (exit code " << kExitLimit << ")\n";
+  } else if (stopped) {
+    progress.interrupt();
+    err << "hapmoe sweep: stopped by SIGTERM/SIGUSR1: " << done_count << " of " << total
+        << " cases committed to " << o.out << "; run again with --resume to finish (exit code "
+        << kExitStopped << ")\n";
+  } else if (in.archive_exists) {
+    print_archive_summary(out, o.out);
+  }
+}
+
+}  // namespace
+
+int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Comm& comm) {
+  const Started started;
+  StopSignals signals;
+  SweepInputs in = read_sweep_inputs(o, comm);
+  const std::vector<bool> done = cases_done(comm, in);
+  const std::size_t total = in.def.cases.size();
   std::size_t done_count = static_cast<std::size_t>(std::count(done.begin(), done.end(), true));
   if (comm.rank() == 0 && done_count > 0) {
     err << "hapmoe sweep: resuming " << o.out << ": " << done_count << " of " << total
         << " cases already done\n";
   }
 
-  // 3. The cases, committed as they finish.
+  // 3. The cases, committed as they finish. Rounds: one case over all
+  // ranks, or (--spread cases) one case per rank, each alone, gathered to
+  // rank 0.
   Progress progress(err, o.tty, total, done_count);
   std::vector<Finished> pending;
   auto last_commit = std::chrono::steady_clock::now();
+  const auto commit_now = [&] {
+    commit(o, in, pending, provenance_since(started, o.command_line, comm.size(), o.threads),
+           done_count, comm);
+    last_commit = std::chrono::steady_clock::now();
+  };
   bool stopped = false;
   bool limit_hit = false;
-  auto commit = [&]() {
-    std::string bad;
-    if (comm.rank() == 0 && !pending.empty()) {
-      const Provenance run = provenance_since(started, o.command_line, comm.size(), o.threads);
-      const std::size_t now_done = done_count;
-      g_committing = 1;
-      try {
-        write_archive_atomic(o.out, [&](h5::File& f) {
-          write_header(f, "sweep");
-          write_provenance(f, run);
-          {
-            const h5::Group s = f.create_group("sweep");
-            const h5::Attributes a = s.attrs();
-            a.set("file", def.origin);
-            a.set("text", def.text);
-            a.set("cases", def.canonical());
-            a.set("cases_total", static_cast<std::int64_t>(total));
-            a.set("cases_done", static_cast<std::int64_t>(now_done));
-            a.set("complete", now_done == total ? 1 : 0);
-            a.set("runs", existing.runs + 1);
-          }
-          const h5::Group cases = f.create_group("cases");
-          if (archive_exists) {
-            const h5::File old = h5::File::open_read(o.out);
-            const h5::Group old_cases = old.open_group("cases");
-            std::set<std::string> replaced;
-            for (const Finished& fin : pending) replaced.insert(group_name(fin.index, total));
-            for (const std::string& n : old_cases.children()) {
-              if (replaced.count(n) == 0) cases.copy_from(old_cases, n, n);
-            }
-          }
-          for (const Finished& fin : pending) {
-            const SweepCase& c = def.cases[fin.index];
-            const h5::Group g = cases.create_group(group_name(fin.index, total));
-            const h5::Attributes a = g.attrs();
-            a.set("name", c.name);
-            a.set("index", static_cast<std::int64_t>(fin.index));
-            a.set("case", c.resolved.dump());
-            a.set("status", fin.result.stopped != StopReason::kNone ? "stopped"
-                            : fin.reports.empty()                   ? "no_fit"
-                                                                    : "ok");
-            a.set("ran_on_rank", fin.ran_on);
-            write_provenance(g, fin.provenance);
-            ArchiveInputs in;
-            in.model_given = c.model;
-            in.model_file_text = given_file_text(c.model);
-            in.cluster_given = c.cluster;
-            in.cluster_file_text = given_file_text(c.cluster);
-            in.options_given = c.resolved;
-            in.options_resolved = c.resolved;
-            in.options_resolved["threads"] = o.threads;
-            if (profile) in.options_resolved["profile"] = o.profile_path;
-            in.workload = &workloads[fin.index];
-            in.cluster = &clusters[fin.index];
-            in.tables = &fin.tables;
-            write_run(g, in, fin.reports, &fin.result);
-          }
-        });
-        archive_exists = true;
-      } catch (const InputError& e) {
-        bad = e.what();
-      } catch (const std::exception& e) {  // any: the other ranks are waiting below
-        bad = "--out " + o.out + ": " + e.what();
-      }
-      g_committing = 0;
-      if (g_exit_after_commit != 0) _exit(kExitStopped);
-    }
-    pending.clear();
-    last_commit = std::chrono::steady_clock::now();
-    agree(comm, bad);
-  };
-
-  // Rounds: one case over all ranks, or (--spread cases) one case per
-  // rank, each alone, gathered to rank 0.
   std::vector<std::size_t> todo;
   for (std::size_t i = 0; i < total; ++i) {
     if (!done[i]) todo.push_back(i);
   }
   const bool by_case = o.spread_cases && comm.size() > 1;
-  const auto world = static_cast<std::size_t>(comm.size());
-  const std::size_t per_round = by_case ? world : 1;
+  const std::size_t per_round = by_case ? static_cast<std::size_t>(comm.size()) : 1;
   for (std::size_t start = 0; start < todo.size(); start += per_round) {
     const std::size_t in_round = std::min(per_round, todo.size() - start);
-    const auto me = static_cast<std::size_t>(comm.rank());
-    const bool runs = !by_case || me < in_round;
-    const std::size_t i = todo[start + (by_case && runs ? me : 0)];
-    const SweepCase& c = def.cases[i];
-    Finished fin;
-    fin.index = i;
-    std::string failure;
-    if (runs) {
-      const Started case_started;
-      RunOptions run;
-      run.threads = o.threads;
-      run.round = c.round;
-      run.limits = o.limits;
-      SearchProgress search;
-      run.progress = &search;
-      const double every = comm.rank() != 0 ? 0.0
-                           : o.tty          ? std::min(o.progress_s, 1.0)
-                                            : o.progress_s;
-      const std::size_t number = done_count + 1;
-      {
-        const Heartbeat beat(every, [&](double s) { progress.case_running(c, number, s, search); });
-        if (by_case) {
-          // Alone: a failure must still reach the gather below.
-          SerialComm alone;
-          try {
-            fin.result = search_case(c, workloads[i], clusters[i], profile, alone, run);
-          } catch (const std::exception& e) {
-            failure = "rank " + std::to_string(me) + ": case " + std::to_string(i) + " (" + c.name +
-                      "): " + e.what();
-          }
-          fin.ran_on = comm.rank();
-        } else {
-          fin.result = search_case(c, workloads[i], clusters[i], profile, comm, run);
-        }
-      }
-      fin.provenance =
-          provenance_since(case_started, o.command_line, by_case ? 1 : comm.size(), o.threads);
-    }
-    std::vector<Finished> round;
-    if (by_case) {
-      const std::vector<std::string> all = comm.allgather(!failure.empty() ? "E" + failure
-                                                          : runs           ? "C" + encode(fin)
-                                                                           : std::string());
-      for (const std::string& b : all) {
-        if (!b.empty() && b[0] == 'E') throw SearchFailure(b.substr(1));
-      }
-      if (comm.rank() == 0) {
-        round.push_back(std::move(fin));  // rank 0 always runs the round's first case
-        for (std::size_t r = 1; r < in_round; ++r) round.push_back(decode(all[r].substr(1)));
-      }
-    } else if (comm.rank() == 0) {
-      round.push_back(std::move(fin));
-    }
-    // Rank 0 alone rebuilds the tables and reports; a failure there is
-    // agreed on, so no rank waits at the next collective for one that left.
-    std::string bad;
-    std::size_t limited = 0;  // cases of the round a limit stopped (rank 0)
-    try {
-      for (Finished& f : round) {  // rank 0 only
-        const std::size_t k = f.index;
-        Scored scored = score(workloads[k], clusters[k], f.result, profile.get());
-        f.tables = std::move(scored.tables);
-        f.reports = std::move(scored.reports);
-        std::string best =
-            f.reports.empty() ? "no plan fits" : format_seconds(f.reports.front().latency_s);
-        if (f.result.stopped != StopReason::kNone) {
-          ++limited;
-          best = (f.reports.empty() ? std::string("no plan found") : best) + ", stopped by the " +
-                 to_string(f.result.stopped) + ": not proven optimal";
-        }
-        progress.case_done(def.cases[k], f.result.stats.configs, best);
-        pending.push_back(std::move(f));
-      }
-    } catch (const std::exception& e) {
-      bad = e.what();
-    }
-    if (const std::string first = first_error(comm, bad); !first.empty()) {
-      throw SearchFailure(first);
-    }
+    std::vector<Finished> round =
+        run_round(o, in, todo, start, in_round, by_case, done_count + 1, progress, comm);
     // A case a limit stopped is committed but not done (--resume runs it
     // again); the deadline has passed for the next cases too, so the sweep
     // ends here. Rank 0 counted them.
-    limited = std::stoul(from_root(comm, std::to_string(limited)));
+    const std::size_t limited = score_round(in, round, pending, progress, comm);
     done_count += in_round - limited;
     // Every rank takes the same decisions: rank 0's clock decides when a
     // commit is due, and the stop flag is agreed on after the commit (a
@@ -653,34 +719,20 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
     const bool due = o.checkpoint_s <= 0 || seconds_since(last_commit) >= o.checkpoint_s;
     if (done_count == total || limited > 0 ||
         !from_root(comm, comm.rank() == 0 && due ? "1" : "").empty()) {
-      commit();
+      commit_now();
     }
     if (limited > 0) {
       limit_hit = true;
       break;
     }
     stopped = !first_error(comm, g_sweep_stop_signal != 0 ? "stop" : "").empty();
-    if (stopped) commit();  // what --checkpoint-every held back
+    if (stopped) commit_now();  // what --checkpoint-every held back
     if (stopped) break;
   }
 
   if (stopped && done_count == total) stopped = false;  // nothing left to requeue
   if (comm.rank() == 0) {
-    if (limit_hit) {
-      progress.interrupt();
-      err << "hapmoe sweep: a limit (--time-limit or --max-memory) stopped the search: the case "
-             "in flight is committed with status \"stopped\" (its best plan so far, not proven "
-             "optimal); "
-          << done_count << " of " << total << " cases done in " << o.out
-          << "; run again with --resume to finish (exit code " << kExitLimit << ")\n";
-    } else if (stopped) {
-      progress.interrupt();
-      err << "hapmoe sweep: stopped by SIGTERM/SIGUSR1: " << done_count << " of " << total
-          << " cases committed to " << o.out << "; run again with --resume to finish (exit code "
-          << kExitStopped << ")\n";
-    } else if (archive_exists) {
-      print_archive_summary(out, o.out);
-    }
+    print_sweep_end(out, err, o, in, progress, done_count, limit_hit, stopped);
   }
   return limit_hit ? kExitLimit : stopped ? kExitStopped : kExitOk;
 }
