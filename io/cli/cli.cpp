@@ -10,7 +10,6 @@
 #include "io/archive/version.h"
 #include "io/cli/commands.h"
 #include "io/cli/options.h"
-#include "io/cli/profile_cli.h"
 #include "io/report/report.h"
 
 namespace hapmoe {

@@ -11,7 +11,7 @@
 #include "io/cli/commands.h"
 #include "io/cli/megatron_cli.h"
 #include "io/cli/options.h"
-#include "io/cli/profile_cli.h"
+#include "io/cli/plan_sources.h"
 #include "io/cli/steps.h"
 #include "io/inputs/json_strict.h"
 #include "io/inputs/plan_io.h"

@@ -13,7 +13,7 @@
 #include "io/cli/fault_hooks.h"
 #include "io/cli/megatron_cli.h"
 #include "io/cli/options.h"
-#include "io/cli/profile_cli.h"
+#include "io/cli/plan_sources.h"
 #include "io/cli/progress.h"
 #include "io/cli/steps.h"
 #include "io/inputs/json_strict.h"

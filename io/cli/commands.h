@@ -15,5 +15,9 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
 int cmd_compare(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
                 Comm& comm);
 int cmd_sweep(int argc, const char* const* argv, std::ostream& out, std::ostream& err, Comm& comm);
+// `hapmoe profile import|comm|fit|check|show ...` (cmd_profile.cpp); argv[0]
+// is "profile".
+int run_profile_command(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
+                        Comm& comm);
 
 }  // namespace hapmoe

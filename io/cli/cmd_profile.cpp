@@ -1,8 +1,9 @@
 // `hapmoe profile`: measured tables in, calibrated cost model out
 // (docs/profile.md). import reads nccl-tests logs and layer CSVs, comm
 // times MPI collectives, fit calibrates eta, the router, the memory model
-// and rho, check compares predictions with measured runs.
-#include "io/cli/profile_cli.h"
+// and rho, check compares predictions with measured runs, show prints a
+// profile file.
+#include "io/cli/commands.h"
 
 #include <algorithm>
 #include <cmath>
@@ -23,6 +24,7 @@
 #include "io/archive/archive.h"
 #include "io/cli/cli.h"
 #include "io/cli/options.h"
+#include "io/cli/steps.h"
 #include "io/inputs/cluster_io.h"
 #include "io/inputs/json_strict.h"
 #include "io/inputs/model_io.h"
@@ -211,7 +213,19 @@ double parse_bytes(const std::string& text, const std::string& where) {
   return parse_number_text(t, 1, 1e12, where) * mult;
 }
 
-int cmd_comm(int argc, const char* const* argv, std::ostream& out, std::ostream& err, Comm& comm) {
+// What `profile comm` measures: its options, read on every rank.
+struct CommOptions {
+  std::string target;  // --out
+  double min_b = 1024;
+  double max_b = 64.0 * 1024 * 1024;
+  double factor = 4;
+  int warmup = 5;
+  int reps = 20;
+  std::vector<Primitive> prims;
+  std::string label = "host";  // this rank's device type
+};
+
+cxxopts::Options comm_options() {
   cxxopts::Options o(
       "hapmoe profile comm",
       "Times all-reduce, all-gather, reduce-scatter, all-to-all and p2p with MPI over message "
@@ -233,73 +247,66 @@ int cmd_comm(int argc, const char* const* argv, std::ostream& out, std::ostream&
       cxxopts::value<std::string>())(
       "primitives", "comma list (default all): all-reduce,all-gather,reduce-scatter,all-to-all,p2p",
       cxxopts::value<std::string>());
-  const auto parsed = parse(o, argc, argv, out);
-  if (!parsed) return kExitOk;
-  const auto& r = *parsed;
-  std::string target;
-  double min_b = 1024, max_b = 64.0 * 1024 * 1024, factor = 4;
-  int warmup = 5, reps = 20;
-  std::vector<Primitive> prims;
-  std::string label = "host";
-  MeasuredProfile p;
-  read_on_every_rank(comm, [&] {
-    target = required(r, "out");
-    if (comm.rank() == 0) check_archive_path(target);
-    if (r.count("min-bytes")) min_b = parse_bytes(r["min-bytes"].as<std::string>(), "--min-bytes");
-    if (r.count("max-bytes")) max_b = parse_bytes(r["max-bytes"].as<std::string>(), "--max-bytes");
-    if (max_b < min_b) throw InputError("--max-bytes", "is below --min-bytes");
-    if (r.count("factor"))
-      factor = parse_number_text(r["factor"].as<std::string>(), 1.1, 1024, "--factor");
-    if (r.count("warmup")) {
-      warmup =
-          static_cast<int>(parse_int_text(r["warmup"].as<std::string>(), 0, 100000, "--warmup"));
-    }
-    if (r.count("reps")) {
-      reps = static_cast<int>(parse_int_text(r["reps"].as<std::string>(), 1, 100000, "--reps"));
-    }
-    if (r.count("primitives")) {
-      std::string list = r["primitives"].as<std::string>();
-      std::size_t start = 0;
-      while (start <= list.size()) {
-        const std::size_t c = list.find(',', start);
-        const std::string one =
-            list.substr(start, c == std::string::npos ? std::string::npos : c - start);
-        prims.push_back(parse_primitive(one, "--primitives"));
-        if (c == std::string::npos) break;
-        start = c + 1;
-      }
-    } else {
-      for (int k = 0; k < kNumPrimitives; ++k) prims.push_back(static_cast<Primitive>(k));
-    }
-    if (r.count("device-type")) {
-      label = r["device-type"].as<std::string>();
-    } else if (const char* env = std::getenv("HAPMOE_DEVICE_TYPE"); env != nullptr && *env) {
-      label = env;
-    } else if (r.count("cluster")) {
-      label = load_cluster(r["cluster"].as<std::string>()).pools.front().device.name;
-    }
-    if (comm.rank() == 0) p = base_profile(r);
-  });
-  if (comm.size() < 2) {
-    throw InputError("profile comm", "needs at least 2 MPI ranks (run it under mpiexec -n N)");
+  return o;
+}
+
+CommOptions read_comm_options(const cxxopts::ParseResult& r, const Comm& comm) {
+  CommOptions c;
+  c.target = required(r, "out");
+  if (comm.rank() == 0) check_archive_path(c.target);
+  if (r.count("min-bytes")) c.min_b = parse_bytes(r["min-bytes"].as<std::string>(), "--min-bytes");
+  if (r.count("max-bytes")) c.max_b = parse_bytes(r["max-bytes"].as<std::string>(), "--max-bytes");
+  if (c.max_b < c.min_b) throw InputError("--max-bytes", "is below --min-bytes");
+  if (r.count("factor"))
+    c.factor = parse_number_text(r["factor"].as<std::string>(), 1.1, 1024, "--factor");
+  if (r.count("warmup")) {
+    c.warmup =
+        static_cast<int>(parse_int_text(r["warmup"].as<std::string>(), 0, 100000, "--warmup"));
   }
-  std::vector<double> sizes;
-  for (double b = min_b; b <= max_b * (1 + 1e-9); b *= factor) sizes.push_back(std::floor(b));
-  // Every rank's device type and node, in rank order.
-  const std::vector<std::string> labels = comm.allgather(label);
-  const std::vector<std::string> nodes_s = comm.allgather(std::to_string(comm.node()));
-  std::vector<int> node(labels.size());
-  for (std::size_t i = 0; i < labels.size(); ++i) node[i] = std::atoi(nodes_s[i].c_str());
-  std::vector<std::string> types;
+  if (r.count("reps")) {
+    c.reps = static_cast<int>(parse_int_text(r["reps"].as<std::string>(), 1, 100000, "--reps"));
+  }
+  if (r.count("primitives")) {
+    std::string list = r["primitives"].as<std::string>();
+    std::size_t start = 0;
+    while (start <= list.size()) {
+      const std::size_t k = list.find(',', start);
+      const std::string one =
+          list.substr(start, k == std::string::npos ? std::string::npos : k - start);
+      c.prims.push_back(parse_primitive(one, "--primitives"));
+      if (k == std::string::npos) break;
+      start = k + 1;
+    }
+  } else {
+    for (int k = 0; k < kNumPrimitives; ++k) c.prims.push_back(static_cast<Primitive>(k));
+  }
+  if (r.count("device-type")) {
+    c.label = r["device-type"].as<std::string>();
+  } else if (const char* env = std::getenv("HAPMOE_DEVICE_TYPE"); env != nullptr && *env) {
+    c.label = env;
+  } else if (r.count("cluster")) {
+    c.label = load_cluster(r["cluster"].as<std::string>()).pools.front().device.name;
+  }
+  return c;
+}
+
+// A group of ranks to time: its link kind, its device types and its
+// members in order.
+struct Shape {
+  LinkKind link;
+  std::string a, b;
+  std::vector<int> members;
+};
+
+// The groups to time, from every rank's device type and node (in rank
+// order): per type, the ranks on the first node that has two of it and the
+// first rank of it on each node; per pair of types, ranks of each
+// alternating. `types` gets the device types in order of first rank.
+std::vector<Shape> group_shapes(const std::vector<std::string>& labels,
+                                const std::vector<int>& node, std::vector<std::string>& types) {
   for (const auto& l : labels) {
     if (std::find(types.begin(), types.end(), l) == types.end()) types.push_back(l);
   }
-  // Group shapes: a list of (link, type a, type b, member ranks in order).
-  struct Shape {
-    LinkKind link;
-    std::string a, b;
-    std::vector<int> members;
-  };
   std::vector<Shape> shapes;
   for (const std::string& t : types) {
     // Inside a node: the ranks of type t on the first node that has two.
@@ -336,14 +343,21 @@ int cmd_comm(int argc, const char* const* argv, std::ostream& out, std::ostream&
       shapes.push_back({LinkKind::kCrossType, types[i], types[j], both});
     }
   }
+  return shapes;
+}
+
+// The medians of every (shape, primitive, world, size), made non-decreasing
+// in size; `points` and `adjusted` count what was kept and what the fit
+// changed. Collective.
+MeasuredProfile time_shapes(const std::vector<Shape>& shapes, const std::vector<double>& sizes,
+                            const CommOptions& c, Comm& comm, int& points, int& adjusted) {
   MeasuredProfile add;
-  int adjusted = 0, points = 0;
   for (const Shape& s : shapes) {
     // Worlds: 2, 4, 8, ... and the whole group.
     std::vector<int> worlds;
     for (int w = 2; w < static_cast<int>(s.members.size()); w *= 2) worlds.push_back(w);
     worlds.push_back(static_cast<int>(s.members.size()));
-    for (const Primitive prim : prims) {
+    for (const Primitive prim : c.prims) {
       for (const int w : prim == Primitive::kP2P ? std::vector<int>{2} : worlds) {
         // Cross-type p2p: one rank of each type (members alternate a, b).
         int color = -1;
@@ -353,7 +367,7 @@ int cmd_comm(int argc, const char* const* argv, std::ostream& out, std::ostream&
         std::vector<double> medians;
         for (const double bytes : sizes) {
           const std::vector<double> t =
-              comm.time_collective(prim, static_cast<std::size_t>(bytes), color, warmup, reps);
+              comm.time_collective(prim, static_cast<std::size_t>(bytes), color, c.warmup, c.reps);
           // The group's first member reports its median to everyone.
           const std::string mine =
               comm.rank() == s.members.front() && !t.empty() ? g(median(t), 17) : "";
@@ -368,36 +382,69 @@ int cmd_comm(int argc, const char* const* argv, std::ostream& out, std::ostream&
       }
     }
   }
+  return add;
+}
+
+void print_comm_summary(std::ostream& out, std::ostream& err, const Comm& comm,
+                        const std::vector<std::string>& types, const std::vector<Shape>& shapes,
+                        const std::vector<double>& sizes, const CommOptions& c, int points,
+                        int adjusted) {
+  out << "profile comm: " << comm.size() << " ranks on " << comm.nodes() << " node"
+      << (comm.nodes() == 1 ? "" : "s") << ", device types";
+  for (const auto& t : types) out << " " << t;
+  out << "\n";
+  for (const Shape& s : shapes) {
+    out << "  " << to_string(s.link) << " " << s.a
+        << (s.link == LinkKind::kCrossType ? "/" + s.b : "") << ": " << s.members.size()
+        << " ranks\n";
+  }
+  out << "  " << points << " points (" << sizes.size() << " sizes " << g(sizes.front()) << ".."
+      << g(sizes.back()) << " B, median of " << c.reps << " after " << c.warmup << " warm-up), "
+      << adjusted << " medians raised or lowered to keep time non-decreasing in size\n";
+  if (shapes.empty()) {
+    err << "hapmoe profile comm: no group of two ranks of one type or of two types\n";
+  }
+}
+
+int cmd_comm(int argc, const char* const* argv, std::ostream& out, std::ostream& err, Comm& comm) {
+  cxxopts::Options o = comm_options();
+  const auto parsed = parse(o, argc, argv, out);
+  if (!parsed) return kExitOk;
+  const auto& r = *parsed;
+  CommOptions c;
+  MeasuredProfile p;
+  read_on_every_rank(comm, [&] {
+    c = read_comm_options(r, comm);
+    if (comm.rank() == 0) p = base_profile(r);
+  });
+  if (comm.size() < 2) {
+    throw InputError("profile comm", "needs at least 2 MPI ranks (run it under mpiexec -n N)");
+  }
+  std::vector<double> sizes;
+  for (double b = c.min_b; b <= c.max_b * (1 + 1e-9); b *= c.factor) sizes.push_back(std::floor(b));
+  // Every rank's device type and node, in rank order.
+  const std::vector<std::string> labels = comm.allgather(c.label);
+  const std::vector<std::string> nodes_s = comm.allgather(std::to_string(comm.node()));
+  std::vector<int> node(labels.size());
+  for (std::size_t i = 0; i < labels.size(); ++i) node[i] = std::atoi(nodes_s[i].c_str());
+  std::vector<std::string> types;
+  const std::vector<Shape> shapes = group_shapes(labels, node, types);
+  int adjusted = 0, points = 0;
+  const MeasuredProfile add = time_shapes(shapes, sizes, c, comm, points, adjusted);
   if (comm.rank() == 0) {
-    out << "profile comm: " << comm.size() << " ranks on " << comm.nodes() << " node"
-        << (comm.nodes() == 1 ? "" : "s") << ", device types";
-    for (const auto& t : types) out << " " << t;
-    out << "\n";
-    for (const Shape& s : shapes) {
-      out << "  " << to_string(s.link) << " " << s.a
-          << (s.link == LinkKind::kCrossType ? "/" + s.b : "") << ": " << s.members.size()
-          << " ranks\n";
-    }
-    out << "  " << points << " points (" << sizes.size() << " sizes " << g(sizes.front()) << ".."
-        << g(sizes.back()) << " B, median of " << reps << " after " << warmup << " warm-up), "
-        << adjusted << " medians raised or lowered to keep time non-decreasing in size\n";
-    if (shapes.empty()) {
-      err << "hapmoe profile comm: no group of two ranks of one type or of two types\n";
-    }
+    print_comm_summary(out, err, comm, types, shapes, sizes, c, points, adjusted);
   }
   std::string failed;
   if (comm.rank() == 0) {
     try {
       p.merge(add);
-      write_profile_file(target, p);
-      out << "wrote " << target << "\n";
+      write_profile_file(c.target, p);
+      out << "wrote " << c.target << "\n";
     } catch (const InputError& e) {
       failed = e.what();
     }
   }
-  if (const std::string first = first_error(comm, failed); !first.empty()) {
-    throw InputError("", first);
-  }
+  agree(comm, failed);
   return kExitOk;
 }
 
@@ -525,6 +572,107 @@ std::string pct(double pred, double meas) {
   return buf;
 }
 
+// One measured run's inputs, resolved (files next to the CSV first).
+struct RunInputs {
+  Workload workload;
+  ClusterSpec cluster;
+  Plan plan;
+};
+
+RunInputs read_run(const MeasuredRun& run, const std::string& csv) {
+  const fs::path dir = fs::path(csv).parent_path();
+  auto resolve = [&](const std::string& spec) {
+    // A file next to the CSV, else the spec as given (a preset).
+    const fs::path cand = dir / spec;
+    return !dir.empty() && fs::exists(cand) ? cand.string() : spec;
+  };
+  RunInputs in;
+  try {
+    in.workload = load_workload(resolve(run.model));
+    TrainingOverrides ov;
+    if (run.global_batch > 0) ov.global_batch = run.global_batch;
+    if (run.seq_len > 0) ov.seq_len = run.seq_len;
+    apply_overrides(ov, in.workload);
+    in.cluster = load_cluster(resolve(run.cluster));
+    in.plan = load_plan(resolve(run.plan), in.cluster, in.workload.training.micro_batch, 0);
+    if (auto e = check_plan(in.plan, in.workload, in.cluster, ConstraintOptions{}); !e.empty())
+      throw InputError(run.plan, e);
+  } catch (const InputError& e) {
+    throw InputError(csv + ":" + std::to_string(run.line),
+                     std::string("run '") + run.name + "': " + e.what());
+  }
+  return in;
+}
+
+// The errors of `profile check`, summed over the runs.
+struct CheckTotals {
+  double sum_c = 0, sum_p = 0, max_c = 0, max_p = 0;  // latency, catalog and profile
+  double msum_c = 0, msum_p = 0;                      // memory
+  int mem_runs = 0;
+};
+
+// One run's line: measured, catalog and (with a profile) profile
+// predictions of latency and peak memory, with their errors.
+void print_check_row(std::ostream& out, const MeasuredRun& run, const Predicted& cat,
+                     const Predicted& pro, bool with_profile, CheckTotals& t) {
+  const double ec = (cat.latency_s - run.latency_s) / run.latency_s;
+  const double ep = (pro.latency_s - run.latency_s) / run.latency_s;
+  t.sum_c += std::abs(ec);
+  t.sum_p += std::abs(ep);
+  t.max_c = std::max(t.max_c, std::abs(ec));
+  t.max_p = std::max(t.max_p, std::abs(ep));
+  char line[300];
+  std::snprintf(line, sizeof line, "  %-18s %9s %10s %8s", run.name.substr(0, 18).c_str(),
+                format_seconds(run.latency_s).c_str(), format_seconds(cat.latency_s).c_str(),
+                pct(cat.latency_s, run.latency_s).c_str());
+  out << line;
+  if (with_profile) {
+    std::snprintf(line, sizeof line, " %10s %8s", format_seconds(pro.latency_s).c_str(),
+                  pct(pro.latency_s, run.latency_s).c_str());
+    out << line;
+  }
+  if (is_set(run.peak_bytes)) {
+    ++t.mem_runs;
+    t.msum_c += std::abs(cat.peak_bytes - run.peak_bytes) / run.peak_bytes;
+    t.msum_p += std::abs(pro.peak_bytes - run.peak_bytes) / run.peak_bytes;
+    std::snprintf(line, sizeof line, "   | %11s %9s %7s", format_bytes(run.peak_bytes).c_str(),
+                  format_bytes(cat.peak_bytes).c_str(),
+                  pct(cat.peak_bytes, run.peak_bytes).c_str());
+    out << line;
+    if (with_profile) {
+      std::snprintf(line, sizeof line, " %8s %7s", format_bytes(pro.peak_bytes).c_str(),
+                    pct(pro.peak_bytes, run.peak_bytes).c_str());
+      out << line;
+    }
+  }
+  out << "\n";
+}
+
+void print_check_totals(std::ostream& out, const CheckTotals& t, std::size_t runs,
+                        bool with_profile) {
+  const double n = static_cast<double>(runs);
+  char line[300];
+  std::snprintf(line, sizeof line, "\n  latency error, mean |e|: catalog %.1f%% (max %.1f%%)",
+                100 * t.sum_c / n, 100 * t.max_c);
+  out << line;
+  if (with_profile) {
+    std::snprintf(line, sizeof line, ", profile %.1f%% (max %.1f%%)", 100 * t.sum_p / n,
+                  100 * t.max_p);
+    out << line;
+  }
+  out << "\n";
+  if (t.mem_runs > 0) {
+    std::snprintf(line, sizeof line, "  memory error, mean |e|: catalog %.1f%%",
+                  100 * t.msum_c / t.mem_runs);
+    out << line;
+    if (with_profile) {
+      std::snprintf(line, sizeof line, ", profile %.1f%%", 100 * t.msum_p / t.mem_runs);
+      out << line;
+    }
+    out << "\n";
+  }
+}
+
 int cmd_check(int argc, const char* const* argv, std::ostream& out) {
   cxxopts::Options o("hapmoe profile check",
                      "Compares predicted and measured iteration latency (and peak memory) of "
@@ -543,98 +691,25 @@ int cmd_check(int argc, const char* const* argv, std::ostream& out) {
   if (r.count("profile"))
     profile = std::make_shared<MeasuredProfile>(read_profile(r["profile"].as<std::string>()));
   const auto runs = parse_runs_csv(read_text_file(csv), csv);
-  const fs::path dir = fs::path(csv).parent_path();
-  auto resolve = [&](const std::string& spec) {
-    // A file next to the CSV, else the spec as given (a preset).
-    const fs::path cand = dir / spec;
-    return !dir.empty() && fs::exists(cand) ? cand.string() : spec;
-  };
   out << "profile check: " << runs.size() << " measured runs"
       << (profile ? ", profile " + r["profile"].as<std::string>() : ", no profile (catalog only)")
       << "\n\n";
   out << "  run                 measured    catalog    error"
       << (profile ? "    profile    error" : "") << "   | memory meas.  catalog   error"
       << (profile ? "  profile   error" : "") << "\n";
-  double sum_c = 0, sum_p = 0, max_c = 0, max_p = 0;
-  double msum_c = 0, msum_p = 0;
-  int mem_runs = 0;
+  CheckTotals totals;
   for (const MeasuredRun& run : runs) {
-    const std::string where = csv + ":" + std::to_string(run.line);
-    Workload w;
-    ClusterSpec c;
-    Plan plan;
-    try {
-      w = load_workload(resolve(run.model));
-      TrainingOverrides ov;
-      if (run.global_batch > 0) ov.global_batch = run.global_batch;
-      if (run.seq_len > 0) ov.seq_len = run.seq_len;
-      apply_overrides(ov, w);
-      c = load_cluster(resolve(run.cluster));
-      plan = load_plan(resolve(run.plan), c, w.training.micro_batch, 0);
-      if (auto e = check_plan(plan, w, c, ConstraintOptions{}); !e.empty())
-        throw InputError(run.plan, e);
-    } catch (const InputError& e) {
-      throw InputError(where, std::string("run '") + run.name + "': " + e.what());
-    }
-    const Predicted cat = predict(w, c, plan, nullptr);
-    Workload wp = w;
+    const RunInputs in = read_run(run, csv);
+    const Predicted cat = predict(in.workload, in.cluster, in.plan, nullptr);
+    Workload wp = in.workload;
     if (profile) {
-      const double rho = profile_imbalance(*profile, w.model.name);
+      const double rho = profile_imbalance(*profile, in.workload.model.name);
       if (is_set(rho)) wp.training.imbalance = rho;
     }
-    const Predicted pro = profile ? predict(wp, c, plan, profile.get()) : cat;
-    const double ec = (cat.latency_s - run.latency_s) / run.latency_s;
-    const double ep = (pro.latency_s - run.latency_s) / run.latency_s;
-    sum_c += std::abs(ec);
-    sum_p += std::abs(ep);
-    max_c = std::max(max_c, std::abs(ec));
-    max_p = std::max(max_p, std::abs(ep));
-    char line[300];
-    std::snprintf(line, sizeof line, "  %-18s %9s %10s %8s", run.name.substr(0, 18).c_str(),
-                  format_seconds(run.latency_s).c_str(), format_seconds(cat.latency_s).c_str(),
-                  pct(cat.latency_s, run.latency_s).c_str());
-    out << line;
-    if (profile) {
-      std::snprintf(line, sizeof line, " %10s %8s", format_seconds(pro.latency_s).c_str(),
-                    pct(pro.latency_s, run.latency_s).c_str());
-      out << line;
-    }
-    if (is_set(run.peak_bytes)) {
-      ++mem_runs;
-      msum_c += std::abs(cat.peak_bytes - run.peak_bytes) / run.peak_bytes;
-      msum_p += std::abs(pro.peak_bytes - run.peak_bytes) / run.peak_bytes;
-      std::snprintf(line, sizeof line, "   | %11s %9s %7s", format_bytes(run.peak_bytes).c_str(),
-                    format_bytes(cat.peak_bytes).c_str(),
-                    pct(cat.peak_bytes, run.peak_bytes).c_str());
-      out << line;
-      if (profile) {
-        std::snprintf(line, sizeof line, " %8s %7s", format_bytes(pro.peak_bytes).c_str(),
-                      pct(pro.peak_bytes, run.peak_bytes).c_str());
-        out << line;
-      }
-    }
-    out << "\n";
+    const Predicted pro = profile ? predict(wp, in.cluster, in.plan, profile.get()) : cat;
+    print_check_row(out, run, cat, pro, profile != nullptr, totals);
   }
-  const double n = static_cast<double>(runs.size());
-  char line[300];
-  std::snprintf(line, sizeof line, "\n  latency error, mean |e|: catalog %.1f%% (max %.1f%%)",
-                100 * sum_c / n, 100 * max_c);
-  out << line;
-  if (profile) {
-    std::snprintf(line, sizeof line, ", profile %.1f%% (max %.1f%%)", 100 * sum_p / n, 100 * max_p);
-    out << line;
-  }
-  out << "\n";
-  if (mem_runs > 0) {
-    std::snprintf(line, sizeof line, "  memory error, mean |e|: catalog %.1f%%",
-                  100 * msum_c / mem_runs);
-    out << line;
-    if (profile) {
-      std::snprintf(line, sizeof line, ", profile %.1f%%", 100 * msum_p / mem_runs);
-      out << line;
-    }
-    out << "\n";
-  }
+  print_check_totals(out, totals, runs.size(), profile != nullptr);
   return kExitOk;
 }
 
@@ -695,106 +770,6 @@ int run_profile_command(int argc, const char* const* argv, std::ostream& out, st
   if (sub == "show") return cmd_show(argc - 1, argv + 1, out);
   err << "hapmoe profile: unknown subcommand '" << sub << "'\n" << kProfileUsage;
   return kExitInput;
-}
-
-// --- Sources of a plan's values ------------------------------------------------------
-
-PlanSources plan_sources(const PlanReport& report, const Workload& w, const ClusterSpec& cluster,
-                         const ProfileTables& tables, const ProfileSources& src) {
-  PlanSources s;
-  const ParallelConfig& pi = report.plan.parallel;
-  std::set<int> types;
-  for (const StageReport& st : report.stages) types.insert(st.device_type);
-  auto name = [&](int h) { return cluster.pools[static_cast<std::size_t>(h)].device.name; };
-  for (const int h : types) {
-    for (const ComputeSource& c : src.compute) {
-      if (c.type != h || c.tp != pi.tp || c.cp != pi.cp) continue;
-      const std::string what =
-          "compute " + name(h) + " TP=" + std::to_string(c.tp) + " CP=" + std::to_string(c.cp);
-      if (c.kind == ComputeSource::kMeasured) {
-        s.measured.push_back(what);
-      } else if (c.kind == ComputeSource::kScaledMicroBatch) {
-        s.outside.push_back(what + ": scaled from micro-batch " +
-                            std::to_string(c.measured_micro_batch) + " to " +
-                            std::to_string(pi.micro_batch));
-      } else {
-        s.catalog.push_back(what);
-      }
-    }
-    for (const CoefficientSource& c : src.devices) {
-      if (c.type != h) continue;
-      (c.eta ? s.measured : s.catalog).push_back("eta " + name(h));
-      (c.router ? s.measured : s.catalog).push_back("router " + name(h));
-      (c.memory ? s.measured : s.catalog).push_back("memory calibration " + name(h));
-    }
-  }
-  if (w.model.is_moe()) (src.imbalance ? s.measured : s.catalog).push_back("rho " + w.model.name);
-  // Communication: re-evaluate with a lookup log.
-  LookupLog log;
-  ProfileTables traced = tables;
-  traced.comm.set_log(&log);
-  (void)CostModel(w, cluster, traced).evaluate(report.plan);
-  struct Agg {
-    unsigned flags = 0;
-    double min_b = 0, max_b = 0;
-  };
-  std::map<std::string, Agg> agg;
-  for (const LookupRecord& rec : log) {
-    if (rec.bytes < 1.0) continue;  // the latency probe of the gradient sync (docs/profile.md)
-    std::string key = std::string(to_string(rec.prim)) + " " + to_string(rec.link.kind) + " " +
-                      name(rec.link.type_a) +
-                      (rec.link.kind == LinkKind::kCrossType ? "/" + name(rec.link.type_b) : "") +
-                      (rec.prim == Primitive::kP2P ? "" : " world " + std::to_string(rec.world));
-    Agg& a = agg[key];
-    if (a.flags == 0 && a.min_b == 0) a.min_b = a.max_b = rec.bytes;
-    a.flags |= rec.flags;
-    a.min_b = std::min(a.min_b, rec.bytes);
-    a.max_b = std::max(a.max_b, rec.bytes);
-  }
-  for (const auto& [key, a] : agg) {
-    if ((a.flags & kLookupMeasured) == 0) {
-      s.catalog.push_back(key);
-      continue;
-    }
-    std::string why;
-    if (a.flags & kLookupWorldScaled)
-      why += "world outside the measured ones, scaled from the nearest; ";
-    if (a.flags & kLookupAboveBytes)
-      why += "above the largest measured size, extrapolated linearly in bytes; ";
-    if (a.flags & kLookupBelowBytes)
-      why += "below the smallest measured size, clamped to its time; ";
-    if (why.empty()) {
-      s.measured.push_back(key);
-    } else {
-      why.resize(why.size() - 2);
-      s.outside.push_back(key + " (" + format_bytes(a.min_b) + ".." + format_bytes(a.max_b) +
-                          "): " + why);
-    }
-  }
-  return s;
-}
-
-void print_plan_sources(std::ostream& out, const PlanSources& s, const std::string& path) {
-  out << "\nprofile " << path << ": values of this plan\n";
-  auto list = [&](const char* title, const std::vector<std::string>& v) {
-    out << "  " << title << " (" << v.size() << ")";
-    if (v.empty()) {
-      out << ": none\n";
-      return;
-    }
-    out << ":\n";
-    for (const auto& x : v) out << "    " << x << "\n";
-  };
-  list("measured", s.measured);
-  list("measured, outside the measured range (extrapolated or clamped)", s.outside);
-  list("catalog (no measurement)", s.catalog);
-}
-
-nlohmann::ordered_json plan_sources_json(const PlanSources& s, const std::string& path) {
-  return {{"file", path},
-          {"measured", s.measured},
-          {"outside_range", s.outside},
-          {"catalog", s.catalog}};
 }
 
 }  // namespace hapmoe

@@ -1,5 +1,5 @@
-// `hapmoe profile ...` (docs/profile.md) and the profile's part of the
-// other commands' output.
+// The profile's part of plan's and evaluate's output (docs/profile.md):
+// which values of a plan were measured and which came from the catalog.
 #pragma once
 
 #include <ostream>
@@ -9,13 +9,8 @@
 
 #include "costmodel/cost.h"
 #include "costmodel/measured.h"
-#include "engine/comm.h"
 
 namespace hapmoe {
-
-// `hapmoe profile import|fit|check|comm ...`; argv[0] is "profile".
-int run_profile_command(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
-                        Comm& comm);
 
 // Which values of `report`'s plan came from the profile and which from the
 // catalog: compute entries and coefficients of the stage device types,
