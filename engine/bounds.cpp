@@ -1,0 +1,196 @@
+// Lower bounds of HS-DP (docs/search.md, "Branch and bound"): the helpers
+// of bounds.h, and the bound on every plan of a configuration, computed
+// before the configuration is searched (config_lower_bound), with the part
+// shared by configurations that differ only in PP >= 3 computed once per
+// shape (bound_shape, bound_shape_key, bound_shape_order; engine/search.h).
+// Relies on the cost model only: type costs, boundaries, stage costs for
+// the per-layer tails, stage capacities (partition/config_space.h).
+#include "engine/bounds.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <functional>
+#include <limits>
+#include <utility>
+#include <vector>
+
+namespace hapmoe {
+namespace hsdp {
+
+LayerTails layer_tails(const CostModel& model, const ParallelConfig& pi, const TypeCosts& tc) {
+  auto tail = [&](int layers, int moe_layers) {
+    StageShape s;
+    s.position = std::min(1, pi.pp - 1);
+    s.layers = layers;
+    s.moe_layers = moe_layers;
+    const StageCost c = model.stage_cost(pi, tc, s);
+    return c.dp_sync_s + c.optimizer_s;
+  };
+  LayerTails t;
+  t.dense = tail(2, 0) - tail(1, 0);
+  if (model.workload().model.is_moe()) t.moe = tail(2, 2) - tail(1, 1);
+  return t;
+}
+
+double bottleneck_floor(const std::vector<StageFloor>& types, int pp, int dense, int moe) {
+  const double inf = std::numeric_limits<double>::infinity();
+  int available = 0;
+  double hi = 0.0;
+  for (const StageFloor& t : types) {
+    available += t.stages;
+    hi = std::max(hi, t.fixed + (dense + moe) * std::max(t.dense, t.moe));
+  }
+  hi = 2.0 * hi + std::numeric_limits<double>::min();  // clear of rounding
+  if (available < pp || pp <= 0 || dense + moe < pp) return inf;
+  std::vector<std::pair<long long, int>> hold(types.size());  // (layers a stage holds, stages)
+  // Do pp stages with at most T each hold `need` layers priced `price`?
+  const auto holds = [&](double t_step, int need, auto price, bool one_each) {
+    for (std::size_t k = 0; k < types.size(); ++k) {
+      const double per = price(types[k]);
+      const double room = (t_step - types[k].fixed) / per;
+      hold[k] = {room < 0.0 ? 0 : static_cast<long long>(std::min(room, 1e9)), types[k].stages};
+    }
+    std::sort(hold.begin(), hold.end(), std::greater<>());
+    long long total = 0;
+    int left = pp;
+    for (const auto& [layers, stages] : hold) {
+      const int take = std::min(stages, left);
+      if (take == 0) break;
+      if (one_each && layers < 1) return false;
+      total += layers * take;
+      left -= take;
+    }
+    return total >= need;
+  };
+  const auto fits = [&](double t_step) {
+    return holds(
+               t_step, dense + moe,
+               [&](const StageFloor& t) {
+                 return moe == 0 ? t.dense : (dense == 0 ? t.moe : std::min(t.dense, t.moe));
+               },
+               true) &&
+           (moe == 0 || holds(
+                            t_step, moe, [](const StageFloor& t) { return t.moe; }, false)) &&
+           (dense == 0 || holds(
+                              t_step, dense, [](const StageFloor& t) { return t.dense; }, false));
+  };
+  if (!fits(hi)) return inf;  // cannot happen: every stage holds N layers at hi
+  double lo = 0.0;            // fits(lo) is false
+  if (fits(lo)) return 0.0;
+  // To 1e-6 of hi (hi is a few times the answer): a bound this close is
+  // as good as exact for skipping, at a third of the work.
+  while (hi - lo > 1e-6 * hi) {
+    const double mid = 0.5 * (lo + hi);
+    (fits(mid) ? hi : lo) = mid;
+  }
+  // Every plan's slowest stage exceeds lo; the margin covers the rounding
+  // of stage steps summed in another order than fixed + n * step.
+  return lo * (1.0 - 1e-9);
+}
+
+}  // namespace hsdp
+
+using hsdp::bottleneck_floor;
+using hsdp::layer_tails;
+using hsdp::LayerTails;
+using hsdp::tail_floor;
+
+BoundShape bound_shape(const CostModel& model, const ParallelConfig& pi, const SearchOptions& opt) {
+  const ClusterSpec& cluster = model.cluster();
+  BoundShape shape;
+  std::vector<int> usable;
+  for (int h = 0; h < cluster.num_types(); ++h) {
+    const int cap = stage_capacity(cluster, h, pi, opt.space.constraints);
+    if (cap == 0) continue;
+    const TypeCosts tc = model.type_costs(pi, h);
+    const double d = tc.dense.fwd_s + tc.dense.bwd_s;
+    const double e = tc.moe.fwd_s + tc.moe.bwd_s;
+    shape.dense = std::min(shape.dense, d);
+    shape.moe = std::min(shape.moe, e);
+    shape.emb = std::min(shape.emb, tc.embedding_fwd_s + tc.embedding_bwd_s);
+    shape.output = std::min(shape.output, tc.output_fwd_s + tc.output_bwd_s);
+    const LayerTails t = layer_tails(model, pi, tc);
+    shape.dense_tail = std::min(shape.dense_tail, t.dense);
+    shape.moe_tail = std::min(shape.moe_tail, t.moe);
+    usable.push_back(h);
+    shape.types.push_back({d, e, tc.embedding_fwd_s + tc.embedding_bwd_s, cap});
+  }
+  // Every stage but the first pays a boundary from a usable type.
+  for (std::size_t k = 0; k < usable.size(); ++k) {
+    for (const int hp : usable) {
+      const CostModel::Boundary b = model.boundary(pi, hp, usable[k]);
+      shape.types[k].fixed = std::min(shape.types[k].fixed, b.fwd_s + b.bwd_s);
+      shape.link = std::min(shape.link, b.fwd_s + b.bwd_s);
+    }
+  }
+  return shape;
+}
+
+ParallelConfig bound_shape_key(const ParallelConfig& pi) {
+  ParallelConfig key = pi;
+  key.pp = std::min(pi.pp, 3);
+  return key;
+}
+
+std::vector<std::size_t> bound_shape_order(const std::vector<ParallelConfig>& configs) {
+  const std::size_t n = configs.size();
+  std::vector<std::size_t> order;
+  order.reserve(n);
+  // Blocks of equal pp: [begin[b], begin[b + 1]).
+  std::vector<std::size_t> begin;
+  for (std::size_t c = 0; c < n; ++c) {
+    if (c == 0 || configs[c].pp != configs[c - 1].pp) begin.push_back(c);
+  }
+  begin.push_back(n);
+  const std::size_t blocks = begin.size() - 1;
+  // Blocks of pp <= 2 (each configuration its own shape) in order; the
+  // first block of pp >= 3 gives the keys, and every later block, a
+  // subsequence of it in canonical order, is swept alongside.
+  std::size_t lead = 0;
+  while (lead < blocks && configs[begin[lead]].pp < 3) {
+    for (std::size_t c = begin[lead]; c < begin[lead + 1]; ++c) order.push_back(c);
+    ++lead;
+  }
+  if (lead < blocks) {
+    std::vector<std::size_t> at(begin.begin() + static_cast<std::ptrdiff_t>(lead) + 1,
+                                begin.end() - 1);  // each later block's next
+    for (std::size_t c = begin[lead]; c < begin[lead + 1]; ++c) {
+      order.push_back(c);
+      const ParallelConfig key = bound_shape_key(configs[c]);
+      for (std::size_t b = 0; b < at.size(); ++b) {
+        std::size_t& k = at[b];
+        while (k < begin[lead + 2 + b] && bound_shape_key(configs[k]) == key) order.push_back(k++);
+      }
+    }
+    // What the sweep did not reach (not in canonical order): at the end.
+    for (std::size_t b = 0; b < at.size(); ++b) {
+      for (std::size_t k = at[b]; k < begin[lead + 2 + b]; ++k) order.push_back(k);
+    }
+  }
+  return order;
+}
+
+ConfigBound config_lower_bound(const CostModel& model, const BoundShape& shape,
+                               const ParallelConfig& pi) {
+  const int n = model.workload().model.num_layers;
+  const int moe = model.moe_layers_in(0, n);
+  const double inf = std::numeric_limits<double>::infinity();
+  if (shape.types.empty()) return {inf, inf};
+  const double slowest = bottleneck_floor(shape.types, pi.pp, n - moe, moe);
+  if (!std::isfinite(slowest)) return {inf, inf};  // not enough stage groups
+  const double sum = (n - moe) * (moe == n ? 0.0 : shape.dense) +
+                     moe * (moe > 0 ? shape.moe : 0.0) + shape.emb + shape.output +
+                     (pi.pp - 1) * shape.link;
+  ConfigBound b;
+  b.steps = sum + (model.num_microbatches(pi) - 1) * slowest;
+  b.latency = b.steps + tail_floor(n - moe, moe, shape.dense_tail, shape.moe_tail, pi.pp);
+  return b;
+}
+
+ConfigBound config_lower_bound(const CostModel& model, const ParallelConfig& pi,
+                               const SearchOptions& opt) {
+  return config_lower_bound(model, bound_shape(model, pi, opt), pi);
+}
+
+}  // namespace hapmoe

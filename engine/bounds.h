@@ -1,0 +1,49 @@
+// Lower bounds of HS-DP (docs/search.md, "Branch and bound"), the parts
+// shared by the kernel's files: what a layer adds to a stage's tail (sync +
+// optimizer), the least the largest tail can be, and the discrete
+// bottleneck floor, the least the slowest stage step can be. bounds.cpp
+// builds the bounds on a whole configuration from them (config_lower_bound,
+// BoundShape, engine/search.h), which the driver uses to order Pi and skip
+// configurations; the stage memo (stage_memo.h) builds the bound of a stage
+// mix from them, which the DP (hsdp.cpp) uses to order and skip mixes.
+// They are lower bounds: what they rule out never holds the optimum, so
+// branch and bound stays exact. Relies on the cost model only.
+#pragma once
+
+#include <vector>
+
+#include "engine/search.h"
+
+namespace hapmoe::hsdp {
+
+// What one more layer of each kind adds to a stage's sync + optimizer time
+// on a type (the tail is affine in the stage's parameters): the difference
+// between a two-layer and a one-layer stage at the same position.
+struct LayerTails {
+  double dense = 0;
+  double moe = 0;
+};
+
+LayerTails layer_tails(const CostModel& model, const ParallelConfig& pi, const TypeCosts& tc);
+
+// The least the layers can add to the largest stage tail: the tails of all
+// stages sum to at least every layer's cheapest tail, and the largest is at
+// least the mean.
+inline double tail_floor(int dense_layers, int moe_layers, double dense_tail, double moe_tail,
+                         int pp) {
+  return (dense_layers * dense_tail + moe_layers * moe_tail) / pp;
+}
+
+using StageFloor = BoundShape::Type;
+
+// A lower bound on the slowest stage step of every plan with `pp` stages
+// drawn from `types` (at most `stages` of each) holding `dense` dense and
+// `moe` MoE layers, one at least per stage: the least T at which the
+// stages, with n_i <= (T - fixed) / step layers each, can hold all the
+// layers (and, separately, all the MoE and all the dense layers), the
+// stages taken from the types that hold the most at T. Discrete, so
+// tighter than the continuous split when stages hold few layers;
+// +infinity when pp stages are not available.
+double bottleneck_floor(const std::vector<StageFloor>& types, int pp, int dense, int moe);
+
+}  // namespace hapmoe::hsdp

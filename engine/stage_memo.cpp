@@ -1,0 +1,223 @@
+// The stage memo of HS-DP (stage_memo.h): building a configuration's
+// evaluation context (type costs, boundaries, capacities, the classes of
+// stages the cost model cannot tell apart, the thread's memo), a memo miss
+// (the least recomputation that fits, from CostModel::least_recompute, and
+// the stage's cost with it), and the per-type quantities the DP's windows
+// and bounds read from it: tail lines, the floor of the remaining layers,
+// the most layers a stage can hold in memory, the bound of a stage mix.
+// Relies on the cost model and on bounds.h.
+#include "engine/stage_memo.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <vector>
+
+namespace hapmoe::hsdp {
+
+Evaluator::Evaluator(const CostModel& model, const ParallelConfig& pi, const SearchOptions& options)
+    : model_(model),
+      pi_(pi),
+      n_(model.workload().model.num_layers),
+      types_(model.cluster().num_types()),
+      m_(model.num_microbatches(pi)) {
+  caps_.resize(static_cast<std::size_t>(types_));
+  costs_.resize(static_cast<std::size_t>(types_));
+  for (int h = 0; h < types_; ++h) {
+    caps_[static_cast<std::size_t>(h)] =
+        std::min(stage_capacity(model.cluster(), h, pi, options.space.constraints), pi.pp);
+    if (caps_[static_cast<std::size_t>(h)] > 0) {
+      costs_[static_cast<std::size_t>(h)] = model.type_costs(pi, h);
+    }
+  }
+  min_dense_step_ = std::numeric_limits<double>::infinity();
+  min_moe_step_ = std::numeric_limits<double>::infinity();
+  moe_total_ = model.moe_layers_in(0, n_);
+  tails_.resize(static_cast<std::size_t>(types_));
+  for (int h = 0; h < types_; ++h) {
+    if (caps_[static_cast<std::size_t>(h)] > 0) {
+      tails_[static_cast<std::size_t>(h)] =
+          layer_tails(model, pi, costs_[static_cast<std::size_t>(h)]);
+    }
+  }
+  for (int h = 0; h < types_; ++h) {
+    if (caps_[static_cast<std::size_t>(h)] == 0) continue;
+    const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
+    min_dense_step_ = std::min(min_dense_step_, tc.dense.fwd_s + tc.dense.bwd_s);
+    min_moe_step_ = std::min(min_moe_step_, tc.moe.fwd_s + tc.moe.bwd_s);
+  }
+  boundary_.assign(static_cast<std::size_t>((types_ + 1) * types_), {});
+  for (int hp = 0; hp < types_; ++hp) {
+    for (int h = 0; h < types_; ++h) {
+      if (caps_[static_cast<std::size_t>(hp)] > 0 && caps_[static_cast<std::size_t>(h)] > 0) {
+        boundary_[static_cast<std::size_t>((hp + 1) * types_ + h)] = model.boundary(pi, hp, h);
+      }
+    }
+  }
+  // Stages that CostModel cannot tell apart share a memo entry.
+  // stage_cost reads the position only through first (i = 0), last
+  // (i = PP - 1) and the micro-batches in flight, min(PP - i, M), and
+  // the first layer only through the MoE layers among the stage's first
+  // K (least_recompute, full recomputation): a middle position with M
+  // in flight maps to position 1, and a stage of layers all MoE (all
+  // dense) to the first such run of its length
+  // (Search.StagesTheMemoSharesCostTheSame checks that premise).
+  // kind_[j]: 1 if layer j is MoE; run_[j]: the layers from j on of that
+  // kind; first_run_[kind][len]: the first j whose run of `kind` holds
+  // len layers.
+  const auto span = static_cast<std::size_t>(n_) + 1;
+  kind_.assign(span, 0);
+  run_.assign(span, 0);
+  first_run_.assign(2 * span, -1);
+  for (int j = 0; j < n_; ++j) kind_[static_cast<std::size_t>(j)] = model.moe_layers_in(j, 1);
+  for (int j = n_ - 1; j >= 0; --j) {
+    const auto u = static_cast<std::size_t>(j);
+    run_[u] = 1 + (j + 1 < n_ && kind_[u + 1] == kind_[u] ? run_[u + 1] : 0);
+  }
+  int filled[2] = {0, 0};  // first_run_ is set for len <= filled[kind]
+  for (int j = 0; j < n_; ++j) {
+    const auto u = static_cast<std::size_t>(j);
+    int& f = filled[kind_[u]];
+    for (; f < run_[u]; ++f) first_run_[static_cast<std::size_t>(kind_[u]) * span + f + 1] = j;
+  }
+  // The memo is reused across configurations of a thread: an entry is
+  // valid when its stamp is this evaluator's generation, so nothing is
+  // cleared between configurations. Its blocks come from calloc: a
+  // search touches few of the types x PP x (N+1)^2 entries, and the
+  // pages it never touches are never faulted in (DeepSeek-V3 at PP 40:
+  // about 26 MB, whose zeroing by std::vector made the first work
+  // estimate at that depth take 86 ms instead of 2); a larger block
+  // needs no copy, its stamps are all 0, i.e. stale.
+  thread_local MemoBlock<StageEval> memo;
+  thread_local MemoBlock<std::uint32_t> stamps;
+  thread_local std::uint32_t generation = 0;
+  const std::size_t size = static_cast<std::size_t>(types_) * pi.pp * (n_ + 1) * (n_ + 1);
+  if (memo.size < size) {
+    memo.grow(size);
+    stamps.grow(size);
+  }
+  if (++generation == 0) {  // wrapped: stale stamps could look valid
+    std::fill(stamps.data.get(), stamps.data.get() + stamps.size, 0);
+    generation = 1;
+  }
+  memo_ = memo.data.get();
+  stamps_ = stamps.data.get();
+  generation_ = generation;
+}
+
+Evaluator::TailLine Evaluator::tail_line(int h, bool first, bool last) const {
+  const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
+  auto tail = [&](int layers) {
+    StageShape s;
+    s.position = first ? 0 : (last ? pi_.pp - 1 : std::min(1, pi_.pp - 1));
+    s.first_layer = first ? 0 : n_ - layers;
+    s.layers = layers;
+    s.moe_layers = model_.moe_layers_in(s.first_layer, layers);
+    const StageCost c = model_.stage_cost(pi_, tc, s);
+    return c.dp_sync_s + c.optimizer_s;
+  };
+  if (n_ < 2) return {tail(1), 0.0};
+  const double one = tail(1);
+  const double per_layer = tail(2) - one;
+  return {one - per_layer, per_layer};
+}
+
+double Evaluator::remaining_floor(int j) const {
+  const int moe = model_.moe_layers_in(j, n_ - j);
+  return (n_ - j - moe) * min_dense_step_ + moe * min_moe_step_;
+}
+
+const double* Evaluator::remaining_floors() {
+  if (rem_floor_.empty()) {
+    rem_floor_.resize(static_cast<std::size_t>(n_) + 1);
+    for (int j = 0; j <= n_; ++j) rem_floor_[static_cast<std::size_t>(j)] = remaining_floor(j);
+  }
+  return rem_floor_.data();
+}
+
+int Evaluator::max_fitting_layers(int h) {
+  const int most = n_ - (pi_.pp - 1);  // the most a stage can take
+  int best = 0;
+  for (int i = std::max(0, pi_.pp - 2); i < pi_.pp; ++i) {
+    if (stage(h, i, n_ - most, most).feasible) return n_;  // memory does not limit
+    int lo = 0;                                            // fits (0 trivially)
+    int hi = most - 1;
+    while (lo < hi) {
+      const int mid = lo + (hi - lo + 1) / 2;
+      if (stage(h, i, n_ - mid, mid).feasible) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    best = std::max(best, lo);
+  }
+  return best;
+}
+
+double Evaluator::mix_lower_bound(const std::vector<int>& c) const {
+  const double inf = std::numeric_limits<double>::infinity();
+  double dense = inf;
+  double moe = inf;
+  double emb = inf;
+  double out = inf;
+  double link = inf;
+  double dense_tail = inf;
+  double moe_tail = inf;
+  std::vector<StageFloor> floors;
+  for (int h = 0; h < types_; ++h) {
+    if (c[static_cast<std::size_t>(h)] == 0) continue;
+    dense_tail = std::min(dense_tail, tails_[static_cast<std::size_t>(h)].dense);
+    moe_tail = std::min(moe_tail, tails_[static_cast<std::size_t>(h)].moe);
+    const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
+    const double d = tc.dense.fwd_s + tc.dense.bwd_s;
+    const double e = tc.moe.fwd_s + tc.moe.bwd_s;
+    dense = std::min(dense, d);
+    moe = std::min(moe, e);
+    emb = std::min(emb, tc.embedding_fwd_s + tc.embedding_bwd_s);
+    out = std::min(out, tc.output_fwd_s + tc.output_bwd_s);
+    StageFloor f{d, e, tc.embedding_fwd_s + tc.embedding_bwd_s, c[static_cast<std::size_t>(h)]};
+    for (int hp = 0; hp < types_; ++hp) {
+      if (c[static_cast<std::size_t>(hp)] == 0) continue;
+      const CostModel::Boundary& b = boundary(hp, h);
+      f.fixed = std::min(f.fixed, b.fwd_s + b.bwd_s);
+      link = std::min(link, b.fwd_s + b.bwd_s);
+    }
+    floors.push_back(f);
+  }
+  const double sum = (n_ - moe_total_) * (moe_total_ == n_ ? 0.0 : dense) +
+                     moe_total_ * (moe_total_ > 0 ? moe : 0.0) + emb + out + (pi_.pp - 1) * link;
+  return sum + (m_ - 1) * bottleneck_floor(floors, pi_.pp, n_ - moe_total_, moe_total_) +
+         tail_floor(n_ - moe_total_, moe_total_, dense_tail, moe_tail, pi_.pp);
+}
+
+const StageEval& Evaluator::evaluate(std::size_t key, int h, int i, int j, int n) {
+  StageEval& e = memo_[key];
+  stamps_[key] = generation_;
+  e = StageEval{};
+  const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
+  StageShape shape;
+  shape.position = i;
+  shape.first_layer = j;
+  shape.layers = n;
+  shape.moe_layers = model_.moe_layers_in(j, n);
+  shape.prev_type = -1;
+  const std::optional<Recompute> r = model_.least_recompute(pi_, tc, shape);
+  e.feasible = r.has_value();
+  shape.recompute = r.value_or(Recompute{RecomputeKind::kFull, n});
+  if (shape.recompute.kind == RecomputeKind::kFull) {
+    shape.moe_in_first_recomputed = model_.moe_layers_in(j, shape.recompute.layers);
+  }
+  e.recompute = shape.recompute;
+  const StageCost c = model_.stage_cost(pi_, tc, shape);
+  e.fwd = c.fwd_s;
+  e.bwd = c.bwd_s;
+  e.sync = c.dp_sync_s;
+  e.opt = c.optimizer_s;
+  e.over = c.memory.total() - c.capacity_bytes;
+  return e;
+}
+
+}  // namespace hapmoe::hsdp

@@ -1,0 +1,213 @@
+// The stage memo of HS-DP (docs/search.md): the cost of a stage -- device
+// type h, pipeline position i, layers [j, j+n) -- with its least
+// recomputation, evaluated once per configuration and looked up by the DP
+// on every transition. Each stage takes the least recomputation that fits
+// (the choice with the least added time; it dominates every other choice
+// for that stage); a stage that does not fit even with full recomputation
+// is marked infeasible, which the memory pruning (2) cuts at once
+// (hsdp.cpp), and note_shortfall keeps the closest such miss.
+//
+// Evaluator is the per-configuration context around the memo: type costs,
+// boundaries, stage capacities, and what the windows and bounds of the DP
+// read per type (fixed steps, tail lines, layer floors, the most layers a
+// stage can hold, the bound of a stage mix). Its lookups (row, stage,
+// boundary) are inline here, the DP calling them per transition; building
+// it and a memo miss are in stage_memo.cpp. Relies on the cost model
+// (CostModel::least_recompute, stage_cost) and on bounds.h.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <type_traits>
+#include <vector>
+
+#include "engine/bounds.h"
+#include "engine/search.h"
+
+namespace hapmoe::hsdp {
+
+// The cost of a stage (type h, position i, layers [j, j+n)) with its least
+// recomputation, before the boundary with its predecessor.
+struct StageEval {
+  bool feasible = false;
+  Recompute recompute;
+  double fwd = 0;  // StageCost::fwd_s without the boundary
+  double bwd = 0;  // StageCost::bwd_s without the boundary
+  double sync = 0;
+  double opt = 0;
+  double over = 0;  // bytes beyond capacity when infeasible (full recompute)
+};
+
+// Zeroed storage of `size` T (T implicit-lifetime: trivially copyable and
+// destructible), from calloc, replaced whole when it must grow.
+template <class T>
+struct MemoBlock {
+  struct Free {
+    void operator()(T* p) const { std::free(p); }
+  };
+  std::unique_ptr<T, Free> data;
+  std::size_t size = 0;
+  void grow(std::size_t n) {
+    static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
+    data.reset();
+    size = 0;
+    data.reset(static_cast<T*>(std::calloc(n, sizeof(T))));
+    if (!data) throw std::bad_alloc();
+    size = n;
+  }
+};
+
+// Per-configuration evaluation context: type costs, boundaries, capacities,
+// and a memo of stage evaluations.
+class Evaluator {
+ public:
+  Evaluator(const CostModel& model, const ParallelConfig& pi, const SearchOptions& options);
+
+  int types() const { return types_; }
+  int layers() const { return n_; }
+  int microbatches() const { return m_; }
+  int cap(int h) const { return caps_[static_cast<std::size_t>(h)]; }
+  const ParallelConfig& pi() const { return pi_; }
+
+  // The stages of type h at position i from layer j, for the DP's loop
+  // over the layer count: what stage() computes for every count, once.
+  struct Row {
+    int h = 0;
+    int i = 0;  // the memo's position
+    int j = 0;
+    int run = 0;                 // run_[j]
+    const int* first = nullptr;  // first_run_ of layer j's kind
+    std::size_t base = 0;        // (h, i) part of the memo index
+  };
+  Row row(int h, int i, int j) const {
+    Row r;
+    r.h = h;
+    r.i = (i > 0 && i < pi_.pp - 1 && pi_.pp - i >= m_) ? 1 : i;  // m_ in flight
+    r.j = j;
+    r.run = run_[static_cast<std::size_t>(j)];
+    r.first =
+        first_run_.data() + static_cast<std::size_t>(kind_[static_cast<std::size_t>(j)]) * (n_ + 1);
+    r.base = (static_cast<std::size_t>(h) * pi_.pp + r.i) * (n_ + 1);
+    return r;
+  }
+  const StageEval& stage(const Row& r, int n) {
+    const int j = (n >= 1 && n <= r.run) ? r.first[n] : r.j;
+    const std::size_t key = (r.base + j) * (n_ + 1) + n;
+    if (stamps_[key] == generation_) return memo_[key];
+    return evaluate(key, r.h, r.i, j, n);
+  }
+  const StageEval& stage(int h, int i, int j, int n) { return stage(row(h, i, j), n); }
+
+  const CostModel::Boundary& boundary(int hp, int h) const {
+    return boundary_[static_cast<std::size_t>((hp + 1) * types_ + h)];
+  }
+
+  // The output layer's step on type h.
+  double output_step(int h) const {
+    const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
+    return tc.output_fwd_s + tc.output_bwd_s;
+  }
+
+  // Step time a stage of type h pays besides its layers: the embedding on
+  // the first stage, the output layer on the last, the boundary with a
+  // predecessor of its own type on every other.
+  double fixed_step(int h, bool first, bool last) const {
+    const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
+    double t = 0.0;
+    if (first) {
+      t += tc.embedding_fwd_s + tc.embedding_bwd_s;
+    } else {
+      const CostModel::Boundary& b = boundary(h, h);
+      t += b.fwd_s + b.bwd_s;
+    }
+    if (last) t += tc.output_fwd_s + tc.output_bwd_s;
+    return t;
+  }
+
+  // The sync + optimizer time of a stage of type h as a line in its layer
+  // count: tail(n) ~ fixed + n * per_layer, measured on 1 and 2 layers.
+  struct TailLine {
+    double fixed = 0;
+    double per_layer = 0;
+  };
+  TailLine tail_line(int h, bool first, bool last) const;
+
+  // The cheapest step of the remaining layers [j, N) on any usable type,
+  // without recomputation or boundaries: a lower bound on what they add to
+  // the sum of stage steps.
+  double remaining_floor(int j) const;
+
+  // remaining_floor(j) for j = 0 .. N, computed once per evaluator.
+  const double* remaining_floors();
+
+  // The most layers a stage of type h can hold with the least recomputation
+  // that fits (full at worst), at the later pipeline positions (fewest
+  // micro-batches in flight); N when memory does not limit it below the
+  // most a stage can take, 0 if not even one layer fits.
+  int max_fitting_layers(int h);
+
+  // The cheapest step of one layer of the model on type h.
+  double layer_floor(int h) const {
+    const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
+    const double d = tc.dense.fwd_s + tc.dense.bwd_s;
+    const double e = tc.moe.fwd_s + tc.moe.bwd_s;
+    return moe_total_ == n_ ? e : (moe_total_ == 0 ? d : std::min(d, e));
+  }
+
+  // A lower bound on the latency of every plan with stage mix c: the sum of
+  // steps is at least every layer, the embedding, the output layer and
+  // PP - 1 boundaries at their cheapest in the mix, and the slowest stage
+  // at least the bottleneck floor of the mix (recomputation only adds).
+  double mix_lower_bound(const std::vector<int>& c) const;
+
+  // Per-layer step (forward + backward, no recomputation) of an average
+  // layer of the model on type h: the speed used for balance and T_comp.
+  double layer_step(int h) const {
+    const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
+    const int moe = model_.moe_layers_in(0, n_);
+    return ((n_ - moe) * (tc.dense.fwd_s + tc.dense.bwd_s) + moe * (tc.moe.fwd_s + tc.moe.bwd_s)) /
+           n_;
+  }
+
+ private:
+  const CostModel& model_;
+  ParallelConfig pi_;
+  int n_;
+  int types_;
+  int m_;
+  std::vector<int> caps_;
+  std::vector<TypeCosts> costs_;
+  std::vector<CostModel::Boundary> boundary_;
+  double min_dense_step_ = 0;
+  double min_moe_step_ = 0;
+  int moe_total_ = 0;
+  std::vector<LayerTails> tails_;
+  // A memo miss: the stage with its least recomputation.
+  [[gnu::noinline]] const StageEval& evaluate(std::size_t key, int h, int i, int j, int n);
+
+  std::vector<double> rem_floor_;  // remaining_floors()
+  std::vector<int> kind_;          // per layer: 1 if MoE
+  std::vector<int> run_;           // per layer: the run of its kind from it on
+  std::vector<int> first_run_;     // (kind, length): the first such run
+  StageEval* memo_ = nullptr;
+  std::uint32_t* stamps_ = nullptr;
+  std::uint32_t generation_ = 0;
+};
+
+// Keeps `e` as the closest miss (ConfigOutcome::closest) if it does not
+// fit and needs less memory beyond its capacity than the closest so far.
+inline void note_shortfall(ConfigOutcome& out, const StageEval& e, const ParallelConfig& pi,
+                           int stage, int h, int n) {
+  if (e.feasible || e.over >= out.closest.bytes) return;
+  out.closest.bytes = e.over;
+  out.closest.parallel = pi;
+  out.closest.stage = stage;
+  out.closest.device_type = h;
+  out.closest.layers = n;
+}
+
+}  // namespace hapmoe::hsdp
