@@ -1,3 +1,5 @@
+// The prune set of --prune and sweep files (engine/search.h): "all",
+// "none" or a comma list of lb, mem, comm.
 #include <string>
 
 #include "costmodel/errors.h"

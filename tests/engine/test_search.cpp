@@ -362,7 +362,7 @@ TEST(SearchOracle, PartsMergeToTheWholeSearch) {
   EXPECT_GT(cut, 100);
 }
 
-// The kernel's stage memo (engine/hsdp.cpp, Evaluator) shares one entry
+// The kernel's stage memo (engine/stage_memo.h, Evaluator) shares one entry
 // between stages that CostModel cannot tell apart: a middle position with
 // all M micro-batches in flight (PP - i >= M) is evaluated as position 1,
 // and a stage whose layers are all MoE (all dense) as the first run of
