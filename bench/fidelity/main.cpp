@@ -1,0 +1,106 @@
+// bench_fidelity [CASES] [--root DIR] [--tsv PUBLISHED_RUNS_TSV]
+// The calibration benchmark (bench/fidelity/README.md): scores every case
+// of CASES (default bench/fidelity/cases.json, paths relative to --root,
+// default the current directory), prints predicted against measured per
+// row, the groups' order and one summary line. With --tsv, first checks
+// that the cases and the published table list the same rows with the same
+// measured seconds (exit 2 naming the row otherwise).
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/fidelity/fidelity.h"
+#include "costmodel/errors.h"
+#include "io/inputs/json_strict.h"
+
+namespace {
+
+// id -> seconds_per_iteration of the published table.
+std::map<std::string, double> published(const std::string& path) {
+  std::istringstream in(hapmoe::read_text_file(path));
+  std::string line;
+  std::getline(in, line);
+  std::vector<std::string> header;
+  {
+    std::istringstream h(line);
+    for (std::string f; std::getline(h, f, '\t');) header.push_back(f);
+  }
+  std::size_t id_col = header.size();
+  std::size_t s_col = header.size();
+  for (std::size_t k = 0; k < header.size(); ++k) {
+    if (header[k] == "id") id_col = k;
+    if (header[k] == "seconds_per_iteration") s_col = k;
+  }
+  if (id_col == header.size() || s_col == header.size()) {
+    throw hapmoe::InputError(path, "no id or seconds_per_iteration column");
+  }
+  std::map<std::string, double> rows;
+  for (int n = 2; std::getline(in, line); ++n) {
+    if (line.empty()) continue;
+    std::vector<std::string> f;
+    std::istringstream l(line);
+    for (std::string x; std::getline(l, x, '\t');) f.push_back(x);
+    if (f.size() <= std::max(id_col, s_col)) {
+      throw hapmoe::InputError(path + ":" + std::to_string(n), "too few columns");
+    }
+    rows[f[id_col]] = hapmoe::parse_number_text(f[s_col], 0, 1e9, path + ":" + std::to_string(n));
+  }
+  return rows;
+}
+
+void check_against(const std::vector<hapmoe::fidelity::Case>& cases, const std::string& tsv) {
+  std::map<std::string, double> rows = published(tsv);
+  for (const auto& c : cases) {
+    const auto it = rows.find(c.id);
+    if (it == rows.end()) throw hapmoe::InputError(tsv, "has no row '" + c.id + "'");
+    if (it->second != c.measured_s) {
+      throw hapmoe::InputError("case " + c.id, "measured_s " + std::to_string(c.measured_s) +
+                                                   " differs from the table's " +
+                                                   std::to_string(it->second));
+    }
+    rows.erase(it);
+  }
+  if (!rows.empty()) {
+    throw hapmoe::InputError(tsv, "row '" + rows.begin()->first + "' has no case");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string cases_path = "bench/fidelity/cases.json";
+  std::string root = ".";
+  std::string tsv;
+  for (int k = 1; k < argc; ++k) {
+    const std::string a = argv[k];
+    if ((a == "--root" || a == "--tsv") && k + 1 < argc) {
+      (a == "--root" ? root : tsv) = argv[++k];
+    } else if (a == "-h" || a == "--help") {
+      std::cout << "usage: bench_fidelity [CASES] [--root DIR] [--tsv PUBLISHED_RUNS_TSV]\n";
+      return 0;
+    } else if (!a.empty() && a[0] != '-') {
+      cases_path = a;
+    } else {
+      std::cerr << "bench_fidelity: unexpected argument '" << a << "'\n";
+      return 2;
+    }
+  }
+  try {
+    const auto cases = hapmoe::fidelity::load_cases(cases_path);
+    if (!tsv.empty()) check_against(cases, tsv);
+    const auto outcomes = hapmoe::fidelity::evaluate_cases(cases, root);
+    hapmoe::fidelity::print_report(std::cout, outcomes, hapmoe::fidelity::summarise(outcomes));
+  } catch (const hapmoe::InputError& e) {
+    std::cerr << "bench_fidelity: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "bench_fidelity: internal error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
