@@ -12,6 +12,20 @@
 
 namespace hapmoe {
 
+StepParts& StepParts::operator+=(const StepParts& o) {
+  compute += o.compute;
+  tp += o.tp;
+  cp += o.cp;
+  ep += o.ep;
+  p2p += o.p2p;
+  recompute += o.recompute;
+  return *this;
+}
+
+StepParts operator*(double n, const StepParts& p) {
+  return {n * p.compute, n * p.tp, n * p.cp, n * p.ep, n * p.p2p, n * p.recompute};
+}
+
 namespace {
 
 constexpr double kFp32 = 4.0;
@@ -66,9 +80,8 @@ void check_layer(const LayerCost& c, const char* kind, const Workload& w,
                 {"dense_params", c.dense_params},
                 {"expert_params", c.expert_params},
                 {"moe_buffer_bytes", c.moe_buffer_bytes},
-                {"compute_fwd_s", c.compute_fwd_s},
-                {"tp_comm_fwd_s", c.tp_comm_fwd_s},
-                {"moe_comm_fwd_s", c.moe_comm_fwd_s}};
+                {"fwd_parts", c.fwd_parts.total()},
+                {"bwd_parts", c.bwd_parts.total()}};
   for (const auto& f : fields) {
     if (!(std::isfinite(f.value) && f.value >= 0.0)) {
       numeric_failure(w, cluster, pi, type, (std::string(kind) + " layer " + f.name).c_str(),
@@ -181,6 +194,7 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
   double tp_comm = tp_block + cp_fwd;
   double tp_comm_bwd = tp_block + cp_bwd;
   double moe_comm = 0.0;
+  int tp_blocks = 1;  // attention, + the dense MLP or the shared experts
   double selective_extra = ce.core_attention_fwd;
 
   // Activations kept per micro-batch (bytes), attention block.
@@ -205,6 +219,7 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
     compute_bwd += ce.dense_mlp_bwd;
     tp_comm += tp_block;
     tp_comm_bwd += tp_block;
+    ++tp_blocks;
     selective_extra += ce.dense_act_fwd;
     const double mlp_act = tdev * (2.0 * h + act_keep * m.ffn_hidden) * beta;
     act += mlp_act;
@@ -227,6 +242,7 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
     if (m.shared_expert_ffn_hidden > 0) {
       tp_comm += tp_block;  // the shared expert is a TP-sharded MLP
       tp_comm_bwd += tp_block;
+      ++tp_blocks;
     }
     selective_extra += k * ce.expert_act_fwd * imb / coef.eta + ce.shared_act_fwd;
 
@@ -263,9 +279,14 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
                                                           : 2.0 * routed * imb * pi.tpe;
   }
 
-  c.compute_fwd_s = compute_fwd;
-  c.tp_comm_fwd_s = tp_comm;
-  c.moe_comm_fwd_s = moe_comm;
+  c.fwd_parts.compute = compute_fwd;
+  c.fwd_parts.tp = tp_blocks * tp_block;
+  c.fwd_parts.cp = cp_fwd;
+  c.fwd_parts.ep = moe_comm;
+  c.bwd_parts.compute = compute_bwd;
+  c.bwd_parts.tp = tp_blocks * tp_block;
+  c.bwd_parts.cp = cp_bwd;
+  c.bwd_parts.ep = moe_comm;
   c.fwd_s = compute_fwd + tp_comm + moe_comm;
   c.bwd_s = compute_bwd + tp_comm_bwd + moe_comm;
   c.selective_extra_s = selective_extra;
@@ -374,13 +395,21 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
   StageCost c;
   c.fwd_s = dense_layers * tc.dense.fwd_s + s.moe_layers * tc.moe.fwd_s;
   c.bwd_s = dense_layers * tc.dense.bwd_s + s.moe_layers * tc.moe.bwd_s;
+  c.fwd_parts = dense_layers * tc.dense.fwd_parts;
+  c.fwd_parts += s.moe_layers * tc.moe.fwd_parts;
+  c.bwd_parts = dense_layers * tc.dense.bwd_parts;
+  c.bwd_parts += s.moe_layers * tc.moe.bwd_parts;
   if (first) {
     c.fwd_s += tc.embedding_fwd_s;
     c.bwd_s += tc.embedding_bwd_s;
+    c.fwd_parts.compute += tc.embedding_fwd_s;
+    c.bwd_parts.compute += tc.embedding_bwd_s;
   }
   if (last) {
     c.fwd_s += tc.output_fwd_s;
     c.bwd_s += tc.output_bwd_s;
+    c.fwd_parts.compute += tc.output_fwd_s;
+    c.bwd_parts.compute += tc.output_bwd_s;
   }
   // Activations and recomputation.
   double act = dense_layers * tc.dense.act_bytes + s.moe_layers * tc.moe.act_bytes;
@@ -408,11 +437,14 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
     }
   }
   c.bwd_s += c.recompute_s;
+  c.bwd_parts.recompute = c.recompute_s;
   // The boundary is added last, so a search can add it to a cached stage
   // cost with the very same rounding (engine/hsdp.cpp).
   const Boundary b = boundary(pi, s.prev_type, tc.type);
   c.p2p_fwd_s = b.fwd_s;
   c.p2p_bwd_s = b.bwd_s;
+  c.fwd_parts.p2p = b.fwd_s;
+  c.bwd_parts.p2p = b.bwd_s;
   c.fwd_s += b.fwd_s;
   c.bwd_s += b.bwd_s;
   const int m = num_microbatches(pi);
@@ -518,6 +550,7 @@ IterationBreakdown iteration_latency(const std::vector<StageCost>& stages, int n
     }
   }
   it.middle_s = (num_microbatches - 1) * bottleneck;
+  it.step_s = bottleneck;
   return it;
 }
 

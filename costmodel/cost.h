@@ -22,6 +22,21 @@
 
 namespace hapmoe {
 
+// What one forward or backward step (of a layer, or of a whole stage for
+// one micro-batch) spends its time on, for reports (docs/costmodel.md,
+// "Breakdown"). The parts add up to the step's time.
+struct StepParts {
+  double compute = 0;    // kernels: GEMMs, attention, memory-bound passes
+  double tp = 0;         // TP (+SP) collectives
+  double cp = 0;         // CP ring, the part core attention does not hide
+  double ep = 0;         // MoE dispatch + combine (+ expert-TP gathers)
+  double p2p = 0;        // pipeline point-to-point at the stage boundary
+  double recompute = 0;  // backward only: the recomputed forward
+  double total() const { return compute + tp + cp + ep + p2p + recompute; }
+  StepParts& operator+=(const StepParts& o);
+};
+StepParts operator*(double n, const StepParts& p);
+
 // Costs of one layer of one kind for one micro-batch on one device.
 struct LayerCost {
   double fwd_s = 0;                // forward: compute + exposed communication
@@ -33,10 +48,9 @@ struct LayerCost {
   double dense_params = 0;         // non-expert parameters held per device
   double expert_params = 0;        // routed-expert parameters held per device
   double moe_buffer_bytes = 0;     // transient dispatch buffers (not summed)
-  // Breakdown of fwd_s, for reports.
-  double compute_fwd_s = 0;
-  double tp_comm_fwd_s = 0;                       // TP (+SP) and CP collectives
-  double moe_comm_fwd_s = 0;                      // dispatch + combine (+ expert-TP gathers)
+  // Breakdown of fwd_s and bwd_s (no p2p, no recompute), for reports.
+  StepParts fwd_parts;
+  StepParts bwd_parts;
   Dispatcher dispatcher = Dispatcher::kAllToAll;  // the one chosen
 };
 
@@ -99,6 +113,8 @@ struct StageCost {
   double dp_sync_s = 0;    // gradient synchronisation after the last micro-batch
   double optimizer_s = 0;  // optimizer step
   int in_flight = 0;       // micro-batches whose activations 1F1B keeps
+  StepParts fwd_parts;     // fwd_s by part
+  StepParts bwd_parts;     // bwd_s by part
   MemoryBreakdown memory;
   double capacity_bytes = 0;
   bool fits() const { return memory.total() <= capacity_bytes; }
@@ -107,9 +123,13 @@ struct StageCost {
 struct IterationBreakdown {
   double edge_s = 0;     // sum_i (t_f,i + t_b,i)
   double middle_s = 0;   // (M - 1) * max_i (t_f,i + t_b,i)
+  double step_s = 0;     // max_i (t_f,i + t_b,i): the bottleneck stage's step
   double dp_sync_s = 0;  // of the stage with the longest sync + optimizer
   double optimizer_s = 0;
   double total() const { return edge_s + middle_s + dp_sync_s + optimizer_s; }
+  // The pipeline's time is M steps of the bottleneck stage plus the bubble,
+  // edge - step: its wait while the pipeline fills and drains.
+  double bubble_s() const { return edge_s - step_s; }
 };
 
 struct StageReport {

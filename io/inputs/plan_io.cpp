@@ -73,7 +73,7 @@ Plan read_plan_object(const Json& j, const std::string& origin, const std::strin
     const auto rc = st.opt_string("recompute").value_or("none");
     s.recompute = parse_recompute(rc, s.layers, origin + ":" + st.pointer("recompute"));
     st.ignore({"devices", "first_layer", "forward_s", "backward_s", "memory_bytes",
-               "capacity_bytes", "memory", "fits", "dp_sync_s", "optimizer_s"});
+               "capacity_bytes", "memory", "fits", "dp_sync_s", "optimizer_s", "step"});
     st.finish();
     plan.stages.push_back(s);
   }
@@ -146,13 +146,17 @@ nlohmann::ordered_json plan_report_json(const PlanReport& r, const ClusterSpec& 
         {"optimizer", s.cost.memory.optimizer},     {"activations", s.cost.memory.activations},
         {"moe_buffers", s.cost.memory.moe_buffers}, {"overhead", s.cost.memory.overhead}};
     st["fits"] = s.cost.fits();
+    const auto parts = [](const StepParts& x) {
+      return ordered_json{{"compute_s", x.compute}, {"tp_s", x.tp},   {"cp_s", x.cp},
+                          {"ep_s", x.ep},           {"p2p_s", x.p2p}, {"recompute_s", x.recompute}};
+    };
+    st["step"] = {{"forward", parts(s.cost.fwd_parts)}, {"backward", parts(s.cost.bwd_parts)}};
     stages.push_back(st);
   }
   p["stages"] = stages;
-  p["breakdown"] = {{"edge_s", r.breakdown.edge_s},
-                    {"middle_s", r.breakdown.middle_s},
-                    {"dp_sync_s", r.breakdown.dp_sync_s},
-                    {"optimizer_s", r.breakdown.optimizer_s}};
+  p["breakdown"] = {{"edge_s", r.breakdown.edge_s},       {"middle_s", r.breakdown.middle_s},
+                    {"step_s", r.breakdown.step_s},       {"bubble_s", r.breakdown.bubble_s()},
+                    {"dp_sync_s", r.breakdown.dp_sync_s}, {"optimizer_s", r.breakdown.optimizer_s}};
   return p;
 }
 

@@ -22,6 +22,22 @@ std::string describe_cluster(const ClusterSpec& c) {
   return s;
 }
 
+// Each stage's forward and backward step of one micro-batch by part
+// (StepParts), in ms.
+void print_step_parts(std::ostream& out, const PlanReport& r) {
+  out << "\nstep per micro-batch in ms: forward | backward; compute, TP, CP, EP (dispatch + "
+         "combine), PP (p2p), recompute\n";
+  out << fmt("stage %8s %7s %7s %7s %7s | %8s %7s %7s %7s %7s %9s\n", "compute", "TP", "CP", "EP",
+             "PP", "compute", "TP", "CP", "EP", "PP", "recompute");
+  for (std::size_t i = 0; i < r.stages.size(); ++i) {
+    const StepParts& f = r.stages[i].cost.fwd_parts;
+    const StepParts& b = r.stages[i].cost.bwd_parts;
+    out << fmt("%5zu %8.3f %7.3f %7.3f %7.3f %7.3f | %8.3f %7.3f %7.3f %7.3f %7.3f %9.3f\n", i,
+               1e3 * f.compute, 1e3 * f.tp, 1e3 * f.cp, 1e3 * f.ep, 1e3 * f.p2p, 1e3 * b.compute,
+               1e3 * b.tp, 1e3 * b.cp, 1e3 * b.ep, 1e3 * b.p2p, 1e3 * b.recompute);
+  }
+}
+
 }  // namespace
 
 std::string format_bytes(double bytes) { return fmt("%.1f GiB", bytes / kGiB); }
@@ -61,6 +77,9 @@ void print_plan_report(std::ostream& out, const PlanReport& r, const Workload& w
   out << "  edge             " << format_seconds(r.breakdown.edge_s) << "   sum of stage fwd+bwd\n";
   out << "  middle           " << format_seconds(r.breakdown.middle_s)
       << fmt("   (M-1) x bottleneck stage %d\n", r.bottleneck_stage);
+  out << "  = " << r.num_microbatches << " x step " << format_seconds(r.breakdown.step_s)
+      << " of stage " << r.bottleneck_stage << " + bubble "
+      << format_seconds(r.breakdown.bubble_s()) << " + dp sync + optimizer\n";
   out << "  dp sync          " << format_seconds(r.breakdown.dp_sync_s) << "\n";
   out << "  optimizer        " << format_seconds(r.breakdown.optimizer_s) << "\n";
   out << fmt("throughput         %.0f tokens/s, %.1f TFLOP/s per device, MFU %.1f%%\n\n",
@@ -77,6 +96,7 @@ void print_plan_report(std::ostream& out, const PlanReport& r, const Workload& w
                format_bytes(used).c_str(), format_bytes(s.cost.capacity_bytes).c_str(),
                100.0 * used / s.cost.capacity_bytes, s.cost.fits() ? "" : "  OUT OF MEMORY");
   }
+  print_step_parts(out, r);
   bool warned = false;
   for (std::size_t i = 0; i < r.stages.size(); ++i) {
     const StageReport& s = r.stages[i];

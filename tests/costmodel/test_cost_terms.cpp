@@ -688,9 +688,9 @@ TEST_F(CostTerms, DenseLayerTpCollectivesPerBlock) {
   // Dense layer: attention + dense MLP, two blocks.
   EXPECT_REL(tc.dense.fwd_s, 1.0e-3 + 2.0e-3 + 2 * block);
   EXPECT_REL(tc.dense.bwd_s, 2.2e-3 + 4.0e-3 + 2 * block);
-  EXPECT_REL(tc.dense.compute_fwd_s, 1.0e-3 + 2.0e-3);
-  EXPECT_REL(tc.dense.tp_comm_fwd_s, 2 * block);
-  EXPECT_EQ(tc.dense.moe_comm_fwd_s, 0.0);
+  EXPECT_REL(tc.dense.fwd_parts.compute, 1.0e-3 + 2.0e-3);
+  EXPECT_REL(tc.dense.fwd_parts.tp, 2 * block);
+  EXPECT_EQ(tc.dense.fwd_parts.ep, 0.0);
   // Selective recomputation reruns core attention and the activation function.
   EXPECT_REL(tc.dense.selective_extra_s, 4.0e-4 + 1.0e-4);
 }
@@ -780,7 +780,7 @@ TEST_F(CostTerms, ExpertTermComputeBranch) {
   EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + compute);  // attention + router + experts
   // backward: k·t_expert_bwd·f/η = 2·1e-3·1.2/0.8 = 3e-3 vs 2·W_local/W_h
   EXPECT_REL(tc.moe.bwd_s, 2.2e-3 + 2.0e-4 + kK * 1e-3 * kImb / 0.8);
-  EXPECT_REL(tc.moe.compute_fwd_s, 1.0e-3 + 1.0e-4 + compute);
+  EXPECT_REL(tc.moe.fwd_parts.compute, 1.0e-3 + 1.0e-4 + compute);
 }
 
 TEST_F(CostTerms, ExpertTermWeightStreamingBranch) {
@@ -802,9 +802,9 @@ TEST_F(CostTerms, ExpertParallelismChangesOnlyTheStreamingBound) {
   const double stream = 2.0 * 3 * 1024 * 2048 * 2 / 1e12;
   ASSERT_GT(compute, stream);
   const TypeCosts ep4 = model().type_costs(config(1, 1, 1, 4, 1, 4), 0);
-  EXPECT_REL(ep4.moe.compute_fwd_s, 1.0e-3 + 1.0e-4 + compute);
+  EXPECT_REL(ep4.moe.fwd_parts.compute, 1.0e-3 + 1.0e-4 + compute);
   const TypeCosts ep2tpe2 = model().type_costs(config(1, 1, 1, 2, 2, 4), 0);
-  EXPECT_REL(ep2tpe2.moe.compute_fwd_s, 1.0e-3 + 1.0e-4 + compute);
+  EXPECT_REL(ep2tpe2.moe.fwd_parts.compute, 1.0e-3 + 1.0e-4 + compute);
 }
 
 TEST_F(CostTerms, ImbalanceFactorOnePlusGammaRhoMinusOne) {
@@ -830,7 +830,7 @@ TEST_F(CostTerms, DispatchAllToAll) {
   const double n = 1024.0 * kK * kH * 2;
   const double a2a = 2 * ring(n, 4, 40e9, 1e-6);
   EXPECT_REL(a2a, 2 * (3e-6 + 0.75 * 4194304 / 40e9));  // 1.632864e-4 s
-  EXPECT_REL(tc.moe.moe_comm_fwd_s, a2a);
+  EXPECT_REL(tc.moe.fwd_parts.ep, a2a);
   // W_local = 2·3·1024·2048·2 = 25,165,824 B → 2.5e-5 s < 1.5e-3: compute branch.
   const double compute = 1.0e-3 + 1.0e-4 + 1.5e-3;
   EXPECT_REL(tc.moe.fwd_s, compute + a2a);
@@ -848,7 +848,7 @@ TEST_F(CostTerms, DispatchAllGather) {
   const double n = 1024.0 * 4 * kH * 2;
   const double ag = ring(n, 4, 80e9, 1e-6) + ring(n, 4, 50e9, 1e-6);
   EXPECT_REL(ag, 3e-6 + 0.75 * 8388608 / 80e9 + 3e-6 + 0.75 * 8388608 / 50e9);
-  EXPECT_REL(tc.moe.moe_comm_fwd_s, ag);
+  EXPECT_REL(tc.moe.fwd_parts.ep, ag);
   EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + 1.5e-3 + ag);
   EXPECT_EQ(tc.moe.dispatcher, Dispatcher::kAllGather);
   // Dispatch buffer (all-gather): t_sp·EP·TPE·H·β
@@ -867,7 +867,7 @@ TEST_F(CostTerms, DispatchAutoTakesTheCheaper) {
     ASSERT_LT(a2a, ag);
     const TypeCosts tc = model().type_costs(pi, 0);
     EXPECT_EQ(tc.moe.dispatcher, Dispatcher::kAllToAll);
-    EXPECT_REL(tc.moe.moe_comm_fwd_s, a2a);
+    EXPECT_REL(tc.moe.fwd_parts.ep, a2a);
   }
   {
     // Slow all-to-all (10e9): 6.351456e-4 s > all-gather → all-gather.
@@ -877,7 +877,7 @@ TEST_F(CostTerms, DispatchAutoTakesTheCheaper) {
     ASSERT_GT(a2a, ag);
     const TypeCosts tc = model().type_costs(pi, 0);
     EXPECT_EQ(tc.moe.dispatcher, Dispatcher::kAllGather);
-    EXPECT_REL(tc.moe.moe_comm_fwd_s, ag);
+    EXPECT_REL(tc.moe.fwd_parts.ep, ag);
     EXPECT_REL(tc.moe.moe_buffer_bytes, n_ag);
   }
 }
@@ -891,7 +891,7 @@ TEST_F(CostTerms, ExpertTensorParallelGathers) {
   // TPE > 1: AG + RS of t_sp·k·H·β·f_imb·TPE over TPE = 2 (span 2 → intra)
   const double gathered = routed * kImb * 2;
   const double tpe = ring(gathered, 2, 80e9, 1e-6) + ring(gathered, 2, 50e9, 1e-6);
-  EXPECT_REL(tc.moe.moe_comm_fwd_s, a2a + tpe);
+  EXPECT_REL(tc.moe.fwd_parts.ep, a2a + tpe);
   EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + 1.5e-3 + a2a + tpe);
   EXPECT_REL(tc.moe.bwd_s, 2.2e-3 + 2.0e-4 + 3e-3 + a2a + tpe);
   // buffer: 2·t_sp·k·H·β·f_imb·TPE
@@ -903,28 +903,27 @@ TEST_F(CostTerms, EpGroupLinkSelection) {
   {
     // EP = 8 on type 0 (8 per node): span 8 → intra all-to-all (40e9, 1 µs).
     const TypeCosts tc = model().type_costs(config(1, 1, 1, 8, 1, 8), 0);
-    EXPECT_REL(tc.moe.moe_comm_fwd_s, 2 * ring(routed, 8, 40e9, 1e-6));
+    EXPECT_REL(tc.moe.fwd_parts.ep, 2 * ring(routed, 8, 40e9, 1e-6));
   }
   {
     // EP = 8 on type 1 (4 per node): span 8 > 4 → inter all-to-all (2e9, 4 µs).
     const TypeCosts tc = model().type_costs(config(1, 1, 1, 8, 1, 8), 1);
-    EXPECT_REL(tc.moe.moe_comm_fwd_s, 2 * ring(routed, 8, 2e9, 4e-6));
+    EXPECT_REL(tc.moe.fwd_parts.ep, 2 * ring(routed, 8, 2e9, 4e-6));
   }
   {
     // EP = 4, TPE = 2 on type 1: span EP·TPE = 8 > 4 → inter, world EP = 4;
     // TPE span 2 → intra (AG 40e9, RS 25e9, 2 µs).
     const TypeCosts tc = model().type_costs(config(1, 1, 1, 4, 2, 8), 1);
     const double gathered = routed * kImb * 2;
-    EXPECT_REL(tc.moe.moe_comm_fwd_s, 2 * ring(routed, 4, 2e9, 4e-6) +
-                                          ring(gathered, 2, 40e9, 2e-6) +
-                                          ring(gathered, 2, 25e9, 2e-6));
+    EXPECT_REL(tc.moe.fwd_parts.ep, 2 * ring(routed, 4, 2e9, 4e-6) + ring(gathered, 2, 40e9, 2e-6) +
+                                        ring(gathered, 2, 25e9, 2e-6));
   }
   {
     // Nodes of 6: span 4 ≤ 6 but 6 is not a multiple of 4 → inter (4e9, 2 µs).
     cluster.pools[0].devices_per_node = 6;
     cluster.pools[0].device.devices_per_node = 6;
     const TypeCosts tc = model().type_costs(config(1, 1, 1, 4, 1, 4), 0);
-    EXPECT_REL(tc.moe.moe_comm_fwd_s, 2 * ring(routed, 4, 4e9, 2e-6));
+    EXPECT_REL(tc.moe.fwd_parts.ep, 2 * ring(routed, 4, 4e9, 2e-6));
   }
 }
 
@@ -935,7 +934,7 @@ TEST_F(CostTerms, MoeLayerTpCollectivesOnlyForAttentionAndSharedExperts) {
   {
     // No shared experts: only the attention block (routed experts have none).
     const TypeCosts tc = model().type_costs(pi, 0);
-    EXPECT_REL(tc.moe.tp_comm_fwd_s, block);
+    EXPECT_REL(tc.moe.fwd_parts.tp, block);
     EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + 1.5e-3 + block);
   }
   {
@@ -944,7 +943,7 @@ TEST_F(CostTerms, MoeLayerTpCollectivesOnlyForAttentionAndSharedExperts) {
     tables.compute[0][{2, 1}].shared_fwd = 3e-4;
     tables.compute[0][{2, 1}].shared_bwd = 6e-4;
     const TypeCosts tc = model().type_costs(pi, 0);
-    EXPECT_REL(tc.moe.tp_comm_fwd_s, 2 * block);
+    EXPECT_REL(tc.moe.fwd_parts.tp, 2 * block);
     EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + 1.5e-3 + 3e-4 + 2 * block);
     EXPECT_REL(tc.moe.bwd_s, 2.2e-3 + 2.0e-4 + 3e-3 + 6e-4 + 2 * block);
   }
@@ -1609,6 +1608,27 @@ TEST_F(CostTerms, EvaluateTwoStageHeterogeneousPlan) {
   EXPECT_REL(r.latency_s, latency);
   EXPECT_EQ(r.bottleneck_stage, f0 + b0 >= f1 + b1 ? 0 : 1);
   EXPECT_TRUE(r.fits);
+
+  // The breakdown (docs/costmodel.md, "Breakdown"): each step's parts add
+  // up to it; the boundary is the p2p part, the recomputed forward the
+  // recompute part; the bubble is what the bottleneck stage waits.
+  for (const StageReport& st : r.stages) {
+    EXPECT_REL(st.cost.fwd_parts.total(), st.cost.fwd_s);
+    EXPECT_REL(st.cost.bwd_parts.total(), st.cost.bwd_s);
+    EXPECT_EQ(st.cost.bwd_parts.cp, 0.0);  // CP = 1
+  }
+  EXPECT_EQ(r.stages[0].cost.fwd_parts.p2p, 0.0);
+  EXPECT_REL(r.stages[1].cost.fwd_parts.p2p, boundary);
+  EXPECT_REL(r.stages[1].cost.bwd_parts.recompute, b.moe_fwd);
+  // Stage 0: two dense layers (two TP blocks each) and one MoE layer (one
+  // block and one dispatch + combine) on type 0's intra-node link.
+  const double tp_block0 =
+      ring(1024.0 * kH * 2, 2, 80e9, 1e-6) + ring(1024.0 * kH * 2, 2, 50e9, 1e-6);
+  EXPECT_REL(r.stages[0].cost.fwd_parts.tp, 5 * tp_block0);
+  EXPECT_REL(r.stages[0].cost.bwd_parts.tp, 5 * tp_block0);
+  EXPECT_REL(r.stages[0].cost.fwd_parts.ep, 2 * ring(512.0 * kK * kH * 2, 2, 40e9, 1e-6));
+  EXPECT_REL(r.breakdown.step_s, std::max(f0 + b0, f1 + b1));
+  EXPECT_REL(r.breakdown.bubble_s(), (f0 + b0) + (f1 + b1) - std::max(f0 + b0, f1 + b1));
 
   // Model FLOPs per iteration = 3 × forward, per token: each layer 2·(attention
   // projection params) + 2·(S/2)·a·(d_qk + d_v); dense layers 2·m·H·F; MoE layers

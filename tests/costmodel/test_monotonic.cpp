@@ -271,7 +271,7 @@ TEST(CostMonotonic, HigherImbalanceMoreTime) {
     const TypeCosts tc = setup.model().type_costs(pi, 0);
     fwd.push_back(tc.moe.fwd_s);
     bwd.push_back(tc.moe.bwd_s);
-    moe_comm.push_back(tc.moe.moe_comm_fwd_s);
+    moe_comm.push_back(tc.moe.fwd_parts.ep);
     act.push_back(tc.moe.act_bytes);
   }
   expect_strictly_increasing(fwd, "MoE layer forward");
@@ -287,8 +287,8 @@ TEST(CostMonotonic, SlowerLinkMoreTime) {
   const ParallelConfig intra = config(1, 1, 1, 8, 1, 16);
   const ParallelConfig inter = config(1, 1, 1, 16, 1, 16);
   const CostInputs a(w16, intra), b(w16, inter);
-  const double t_intra = a.model().type_costs(intra, 0).moe.moe_comm_fwd_s;
-  const double t_inter = b.model().type_costs(inter, 0).moe.moe_comm_fwd_s;
+  const double t_intra = a.model().type_costs(intra, 0).moe.fwd_parts.ep;
+  const double t_inter = b.model().type_costs(inter, 0).moe.fwd_parts.ep;
   EXPECT_GT(t_inter, t_intra);
 }
 

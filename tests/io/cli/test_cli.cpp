@@ -34,7 +34,8 @@ TEST(Cli, EvaluatePrintsLatencyBreakdownAndStages) {
       run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   for (const char* s : {"iteration latency", "edge", "middle", "dp sync", "optimizer", "tokens/s",
-                        "TFLOP/s per device", "MFU", "H800", "910B"}) {
+                        "TFLOP/s per device", "MFU", "H800", "910B", "+ bubble",
+                        "step per micro-batch in ms", "recompute\n"}) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
   }
   EXPECT_TRUE(r.err.empty()) << r.err;
@@ -61,8 +62,19 @@ TEST(Cli, PlanJsonFeedsBackToIdenticalOutput) {
                         "memory_bytes", "capacity_bytes"}) {
     EXPECT_TRUE(p.at("stages").at(1).contains(k)) << k;
   }
-  for (const char* k : {"edge_s", "middle_s", "dp_sync_s", "optimizer_s"}) {
+  for (const char* k : {"edge_s", "middle_s", "step_s", "bubble_s", "dp_sync_s", "optimizer_s"}) {
     EXPECT_TRUE(p.at("breakdown").contains(k)) << k;
+  }
+  // Each stage's step by part; the parts add up to the step's time.
+  for (const Json& st : p.at("stages")) {
+    for (const char* dir : {"forward", "backward"}) {
+      double sum = 0;
+      for (const char* k : {"compute_s", "tp_s", "cp_s", "ep_s", "p2p_s", "recompute_s"}) {
+        sum += st.at("step").at(dir).at(k).get<double>();
+      }
+      const double step = st.at(std::string(dir) + "_s").get<double>();
+      EXPECT_NEAR(sum, step, 1e-12 * step) << dir;
+    }
   }
   fs::remove_all(d);
 }
