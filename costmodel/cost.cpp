@@ -39,6 +39,37 @@ Link span_link(const ClusterSpec& cluster, int type, int span) {
   return {intra ? LinkKind::kIntraNode : LinkKind::kInterNode, type, type};
 }
 
+// The all-to-all of an EP group of `world` members at stride `stride` that
+// spans nodes (docs/costmodel.md, "MoE communication"). NCCL's all-to-all
+// is a group of sends and receives to every peer that progress
+// independently: the q - 1 peers on the device's own node are reached over
+// the node's link while the world - q others are reached over the NIC, so
+// the exchange takes the longer of the two, not all of it over the NIC.
+// `bytes` is what one device sends in all, its own share included (n / world
+// to each peer). Falls back to the one-link formula when the group lies in
+// one node, when nodes do not hold whole strided groups, or when the
+// inter-node all-to-all was measured (the measurement already is NCCL's
+// real exchange).
+double ep_all_to_all(const CommTable& comm, const ClusterSpec& cluster, int type, double bytes,
+                     int world, int stride) {
+  const Link link = span_link(cluster, type, world * stride);
+  const int per_node = cluster.pools[static_cast<std::size_t>(type)].devices_per_node;
+  const int q = per_node / stride;  // members of the group on one node
+  if (link.kind != LinkKind::kInterNode || per_node % stride != 0 || q < 2 || world % q != 0 ||
+      comm.has_measured(Primitive::kAllToAll, link)) {
+    return comm.time(Primitive::kAllToAll, bytes, world, link);
+  }
+  const double share = bytes / world;
+  const double intra =
+      comm.time(Primitive::kAllToAll, share * q, q, {LinkKind::kIntraNode, type, type});
+  // world - q peers over the NIC: the one-link formula over world - q + 1
+  // members with a buffer of (world - q + 1) shares sends exactly (world -
+  // q) shares in world - q steps.
+  const int remote = world - q + 1;
+  const double inter = comm.time(Primitive::kAllToAll, share * remote, remote, link);
+  return std::max(intra, inter);
+}
+
 double bytes_per_element(const Workload& w) {
   (void)w;  // bf16 and fp16 are both two bytes
   return 2.0;
@@ -250,7 +281,7 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
     // then gathers inside the expert-TP group.
     const Link ep_link = span_link(cluster_, type, pi.ep * pi.tpe);
     const double routed = tdev * k * h * beta;  // what one device sends
-    const double a2a = 2.0 * comm.time(Primitive::kAllToAll, routed, pi.ep, ep_link);
+    const double a2a = 2.0 * ep_all_to_all(comm, cluster_, type, routed, pi.ep, pi.tpe);
     const double ag = comm.time(Primitive::kAllGather, tdev * pi.ep * h * beta, pi.ep, ep_link) +
                       comm.time(Primitive::kReduceScatter, tdev * pi.ep * h * beta, pi.ep, ep_link);
     Dispatcher chosen = tr.dispatcher;

@@ -906,17 +906,41 @@ TEST_F(CostTerms, EpGroupLinkSelection) {
     EXPECT_REL(tc.moe.fwd_parts.ep, 2 * ring(routed, 8, 40e9, 1e-6));
   }
   {
-    // EP = 8 on type 1 (4 per node): span 8 > 4 → inter all-to-all (2e9, 4 µs).
+    // EP = 8 on type 1 (4 per node): span 8 > 4, the group spans two nodes.
+    // Each device sends n/8 to each peer; the 3 peers on its node over the
+    // node's link (A2A 20e9, 2 µs), the 4 on the other node over the NIC
+    // (2e9, 4 µs), concurrently: the longer of the two.
     const TypeCosts tc = model().type_costs(config(1, 1, 1, 8, 1, 8), 1);
-    EXPECT_REL(tc.moe.fwd_parts.ep, 2 * ring(routed, 8, 2e9, 4e-6));
+    const double share = routed / 8;
+    const double node = ring(share * 4, 4, 20e9, 2e-6);  // 3 peers, 3 shares
+    const double nic = ring(share * 5, 5, 2e9, 4e-6);    // 4 peers, 4 shares
+    EXPECT_REL(tc.moe.fwd_parts.ep, 2 * std::max(node, nic));
+    EXPECT_LT(tc.moe.fwd_parts.ep, 2 * ring(routed, 8, 2e9, 4e-6));  // all of it over the NIC
   }
   {
-    // EP = 4, TPE = 2 on type 1: span EP·TPE = 8 > 4 → inter, world EP = 4;
-    // TPE span 2 → intra (AG 40e9, RS 25e9, 2 µs).
+    // EP = 4, TPE = 2 on type 1: span EP·TPE = 8 > 4, 2 members of the
+    // group per node (stride 2): 1 peer over the node's link, 2 over the
+    // NIC; TPE span 2 → intra (AG 40e9, RS 25e9, 2 µs).
     const TypeCosts tc = model().type_costs(config(1, 1, 1, 4, 2, 8), 1);
+    const double share = routed / 4;
+    const double exchange = std::max(ring(share * 2, 2, 20e9, 2e-6), ring(share * 3, 3, 2e9, 4e-6));
     const double gathered = routed * kImb * 2;
-    EXPECT_REL(tc.moe.fwd_parts.ep, 2 * ring(routed, 4, 2e9, 4e-6) + ring(gathered, 2, 40e9, 2e-6) +
-                                        ring(gathered, 2, 25e9, 2e-6));
+    EXPECT_REL(tc.moe.fwd_parts.ep,
+               2 * exchange + ring(gathered, 2, 40e9, 2e-6) + ring(gathered, 2, 25e9, 2e-6));
+  }
+  {
+    // A measured inter-node all-to-all is NCCL's real exchange already: the
+    // group's time is its lookup at the whole world.
+    const CommTable saved = tables.comm;
+    CommTable measured = tables.comm;
+    std::vector<CommPoint> points;
+    for (const double bytes : {1e6, 1e7, 1e8}) points.push_back({8, bytes, bytes / 1e9});
+    measured.set_measured(Primitive::kAllToAll, {LinkKind::kInterNode, 1, 1}, make_curve(points));
+    tables.comm = measured;
+    const TypeCosts tc = model().type_costs(config(1, 1, 1, 8, 1, 8), 1);
+    EXPECT_REL(tc.moe.fwd_parts.ep,
+               2 * tables.comm.time(Primitive::kAllToAll, routed, 8, {LinkKind::kInterNode, 1, 1}));
+    tables.comm = saved;
   }
   {
     // Nodes of 6: span 4 ≤ 6 but 6 is not a multiple of 4 → inter (4e9, 2 µs).
