@@ -45,6 +45,6 @@ if [[ $mode == main ]]; then
   mpiexec -n 2 build/hapmoe plan --model mixtral-s --cluster paper:32-2 --plan-json build/plan.json
   build/hapmoe evaluate --model mixtral-s --cluster paper:32-2 --plan build/plan.json >/dev/null
 else
-  ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600
+  ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600 --no-tests=error
   if [[ ${HAPMOE_SANITIZE:-1} != 0 ]]; then bash .ci/sanitize.sh; fi
 fi
