@@ -70,6 +70,45 @@ double ep_all_to_all(const CommTable& comm, const ClusterSpec& cluster, int type
   return std::max(intra, inter);
 }
 
+// The expected number of other nodes that hold at least one of a token's
+// k experts, when the E experts lie evenly on `nodes` nodes and the k are
+// k distinct experts chosen uniformly: (nodes - 1) * (1 - P0), P0 the
+// chance that none of the k lies on a given node.
+double remote_nodes_per_token(int experts, int top_k, int nodes) {
+  const double per_node = static_cast<double>(experts) / nodes;
+  double none = 1.0;
+  for (int i = 0; i < top_k; ++i) none *= std::max(0.0, (experts - per_node - i) / (experts - i));
+  return (nodes - 1) * (1.0 - none);
+}
+
+// Megatron's flex dispatcher with DeepEP (docs/costmodel.md, "Dispatch and
+// combine"). Inside one node it is the all-to-all over the node's link.
+// Across nodes DeepEP sends each token once over RDMA to every other node
+// that holds one of its experts and forwards it there over NVLink; the two
+// stages are pipelined, so one exchange takes the longer of the RDMA part
+// (t_sp * H * beta per remote node, at the NIC's bandwidth) and the
+// in-node part of the two-level all-to-all. `tokens` is t_sp, `token_bytes`
+// H * beta, `routed` what the all-to-all would send (t_sp * k * H * beta).
+double deepep_exchange(const CommTable& comm, const ClusterSpec& cluster, int type,
+                       const ModelSpec& m, double tokens, double token_bytes, double routed,
+                       int world, int stride) {
+  const Link link = span_link(cluster, type, world * stride);
+  const int per_node = cluster.pools[static_cast<std::size_t>(type)].devices_per_node;
+  const int q = per_node / stride;
+  if (link.kind != LinkKind::kInterNode || per_node % stride != 0 || q < 1 || world % q != 0 ||
+      comm.has_measured(Primitive::kAllToAll, link)) {
+    return ep_all_to_all(comm, cluster, type, routed, world, stride);
+  }
+  const int nodes = world / q;
+  const double rdma_bytes =
+      tokens * remote_nodes_per_token(m.num_experts, m.top_k, nodes) * token_bytes;
+  const double rdma = comm.time(Primitive::kP2P, rdma_bytes, 2, link);
+  const double node = q > 1 ? comm.time(Primitive::kAllToAll, routed / world * q, q,
+                                        {LinkKind::kIntraNode, type, type})
+                            : 0.0;
+  return std::max(rdma, node);
+}
+
 double bytes_per_element(const Workload& w) {
   (void)w;  // bf16 and fp16 are both two bytes
   return 2.0;
@@ -282,12 +321,18 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
     const Link ep_link = span_link(cluster_, type, pi.ep * pi.tpe);
     const double routed = tdev * k * h * beta;  // what one device sends
     const double a2a = 2.0 * ep_all_to_all(comm, cluster_, type, routed, pi.ep, pi.tpe);
+    const double flex =
+        tr.dispatcher == Dispatcher::kFlex
+            ? 2.0 * deepep_exchange(comm, cluster_, type, m, tdev, h * beta, routed, pi.ep, pi.tpe)
+            : 0.0;
     const double ag = comm.time(Primitive::kAllGather, tdev * pi.ep * h * beta, pi.ep, ep_link) +
                       comm.time(Primitive::kReduceScatter, tdev * pi.ep * h * beta, pi.ep, ep_link);
     Dispatcher chosen = tr.dispatcher;
     if (chosen == Dispatcher::kAuto)
       chosen = ag < a2a ? Dispatcher::kAllGather : Dispatcher::kAllToAll;
-    double exchange = chosen == Dispatcher::kAllGather ? ag : a2a;
+    double exchange = chosen == Dispatcher::kAllGather ? ag
+                      : chosen == Dispatcher::kFlex    ? flex
+                                                       : a2a;
     if (pi.tpe > 1) {
       const Link etp_link = span_link(cluster_, type, pi.tpe);
       const double gathered = routed * imb * pi.tpe;

@@ -27,6 +27,8 @@ const char* to_string(Dispatcher d) {
       return "allgather";
     case Dispatcher::kAuto:
       return "auto";
+    case Dispatcher::kFlex:
+      return "flex";
   }
   return "?";
 }

@@ -9,8 +9,11 @@ namespace hapmoe {
 
 enum class Precision { kBf16, kFp16 };
 // Token dispatcher of the MoE layer. kAuto picks, per candidate plan, the
-// cheaper of the two exchange patterns (paper §3.3, "best primitive").
-enum class Dispatcher { kAllToAll, kAllGather, kAuto };
+// cheaper of all-to-all and all-gather (paper §3.3, "best primitive").
+// kFlex is Megatron's flex dispatcher with DeepEP: across nodes a token
+// travels once to each other node holding one of its experts
+// (docs/costmodel.md, "Dispatch and combine").
+enum class Dispatcher { kAllToAll, kAllGather, kAuto, kFlex };
 // Gated (SwiGLU: three matrices) or plain (GELU: two matrices) MLP.
 enum class MlpKind { kSwiGlu, kGelu };
 enum class PositionKind { kRotary, kLearned };

@@ -76,7 +76,9 @@ void add_workload_options(cxxopts::Options& o) {
       "global-batch", "global batch in samples", cxxopts::value<std::string>())(
       "micro-batch", "micro-batch in samples", cxxopts::value<std::string>())(
       "precision", "bf16 or fp16 mixed precision", cxxopts::value<std::string>())(
-      "dispatcher", "MoE token dispatcher: alltoall, allgather or auto (cheaper per plan)",
+      "dispatcher",
+      "MoE token dispatcher: alltoall, allgather, flex (DeepEP) or auto (the cheaper of alltoall "
+      "and allgather per plan)",
       cxxopts::value<std::string>())("imbalance",
                                      "router imbalance rho = max/mean tokens per expert (>= 1)",
                                      cxxopts::value<std::string>())(

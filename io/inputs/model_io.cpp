@@ -695,8 +695,10 @@ Dispatcher parse_dispatcher(const std::string& text, const std::string& where) {
   if (s == "alltoall" || s == "all-to-all") return Dispatcher::kAllToAll;
   if (s == "allgather" || s == "all-gather") return Dispatcher::kAllGather;
   if (s == "auto") return Dispatcher::kAuto;
+  if (s == "flex" || s == "deepep") return Dispatcher::kFlex;
   throw InputError(where, "unknown dispatcher \"" + text +
-                              "\" (allowed: alltoall, all-to-all, allgather, all-gather, auto)");
+                              "\" (allowed: alltoall, all-to-all, allgather, all-gather, flex, "
+                              "deepep, auto)");
 }
 
 std::string workload_to_json(const Workload& workload) {

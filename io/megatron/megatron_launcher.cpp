@@ -86,9 +86,13 @@ std::string word_text(const ShellWord& w) { return w.known ? shell_quote(w.text)
 
 // Flags whose values hapmoe sets from the plan and the training settings.
 bool owned_by_hapmoe(const std::string& name) {
-  static const std::set<std::string> kNames = {
-      "--seq-length", "--encoder-seq-length",        "--bf16",
-      "--fp16",       "--use-distributed-optimizer", "--moe-token-dispatcher-type"};
+  static const std::set<std::string> kNames = {"--seq-length",
+                                               "--encoder-seq-length",
+                                               "--bf16",
+                                               "--fp16",
+                                               "--use-distributed-optimizer",
+                                               "--moe-token-dispatcher-type",
+                                               "--moe-enable-deepep"};
   return is_parallel_flag(name) || kNames.count(name) > 0;
 }
 
@@ -657,8 +661,13 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
     Dispatcher d = w.training.dispatcher;
     if (d == Dispatcher::kAuto)
       d = model.type_costs(pi, plan.stages.front().device_type).moe.dispatcher;
-    flag(std::string("--moe-token-dispatcher-type ") +
-         (d == Dispatcher::kAllGather ? "allgather" : "alltoall"));
+    if (d == Dispatcher::kFlex) {
+      flag("--moe-token-dispatcher-type flex");
+      flag("--moe-enable-deepep");
+    } else {
+      flag(std::string("--moe-token-dispatcher-type ") +
+           (d == Dispatcher::kAllGather ? "allgather" : "alltoall"));
+    }
   }
   t << ")\n\n";
   t << "torchrun \"${DISTRIBUTED_ARGS[@]}\" " << entry

@@ -66,8 +66,7 @@ const std::map<std::string, FlagInfo>& read_flags() {
        {Kind::kText,
         "--moe-expert-capacity-factor (token dropping) is not modelled: experts are costed "
         "dropless with the router imbalance"}},
-      {"--moe-enable-deepep",
-       {Kind::kBool, "--moe-enable-deepep is costed as the all-to-all dispatcher"}},
+      {"--moe-enable-deepep", {Kind::kBool, nullptr}},
       {"--overlap-moe-expert-parallel-comm",
        {Kind::kBool, "--overlap-moe-expert-parallel-comm is not modelled (no overlap assumed)"}},
       // Batch, precision, optimizer.
@@ -697,11 +696,10 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
   }
   t.distributed_optimizer = r.flag("--use-distributed-optimizer") || r.flag("--use-megatron-fsdp");
   const std::string disp = r.text("--moe-token-dispatcher-type").value_or("allgather");
-  if (disp == "alltoall" || disp == "alltoall_seq" || disp == "flex") {
+  if (disp == "alltoall" || disp == "alltoall_seq") {
     t.dispatcher = Dispatcher::kAllToAll;
-    if (disp == "flex") {
-      add_note(script, "--moe-token-dispatcher-type flex (DeepEP) is costed as alltoall");
-    }
+  } else if (disp == "flex") {
+    t.dispatcher = Dispatcher::kFlex;  // DeepEP, the flex backend of core_v0.15
   } else if (disp == "allgather") {
     t.dispatcher = Dispatcher::kAllGather;
   } else {

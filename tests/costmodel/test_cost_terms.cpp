@@ -951,6 +951,35 @@ TEST_F(CostTerms, EpGroupLinkSelection) {
   }
 }
 
+// The flex dispatcher (DeepEP, docs/costmodel.md "Dispatch and combine"):
+// inside a node it is the all-to-all; across nodes each token goes once to
+// every other node holding one of its k experts, over RDMA, pipelined with
+// the forwarding inside the node.
+TEST_F(CostTerms, FlexDispatcherSendsEachTokenOncePerRemoteNode) {
+  const double tokens = 1024.0;  // t_sp = b·S/(CP·TP)
+  const double routed = tokens * kK * kH * 2;
+  workload.training.dispatcher = Dispatcher::kFlex;
+  {
+    // EP = 8 on type 0 (8 per node): one node, the all-to-all (40e9, 1 µs).
+    const TypeCosts tc = model().type_costs(config(1, 1, 1, 8, 1, 8), 0);
+    EXPECT_REL(tc.moe.fwd_parts.ep, 2 * ring(routed, 8, 40e9, 1e-6));
+    EXPECT_EQ(tc.moe.dispatcher, Dispatcher::kFlex);
+  }
+  {
+    // EP = 8 on type 1 (4 per node): two nodes of 4 experts each (E = 8,
+    // k = 2). A token misses the other node with probability (4/8)(3/7):
+    // it goes there 1 - 3/14 times on average, t_sp·H·β each, as one
+    // transfer over the NIC (p2p 1.25e9, 4 µs); inside the node the
+    // all-to-all of the node's share (A2A 20e9, 2 µs); the longer of the two.
+    const TypeCosts tc = model().type_costs(config(1, 1, 1, 8, 1, 8), 1);
+    const double copies = 1.0 - (4.0 / 8.0) * (3.0 / 7.0);
+    const double rdma = p2p(tokens * copies * kH * 2, 1.25e9, 4e-6);
+    const double node = ring(routed / 8 * 4, 4, 20e9, 2e-6);
+    EXPECT_REL(tc.moe.fwd_parts.ep, 2 * std::max(rdma, node));
+    EXPECT_REL(tc.moe.bwd_parts.ep, 2 * std::max(rdma, node));
+  }
+}
+
 TEST_F(CostTerms, MoeLayerTpCollectivesOnlyForAttentionAndSharedExperts) {
   const ParallelConfig pi = config(1, 2, 1, 1, 1, 2);
   const double n = 1024.0 * kH * 2;  // b·S/CP·H·β

@@ -876,6 +876,8 @@ TEST(ModelIoParse, Dispatcher) {
   EXPECT_EQ(parse_dispatcher("All-To-All", "d"), Dispatcher::kAllToAll);
   EXPECT_EQ(parse_dispatcher("allgather", "d"), Dispatcher::kAllGather);
   EXPECT_EQ(parse_dispatcher("all-gather", "d"), Dispatcher::kAllGather);
+  EXPECT_EQ(parse_dispatcher("flex", "d"), Dispatcher::kFlex);
+  EXPECT_EQ(parse_dispatcher("DeepEP", "d"), Dispatcher::kFlex);
   EXPECT_EQ(parse_dispatcher("AUTO", "d"), Dispatcher::kAuto);
   const Caught e = catch_input_error([] { parse_dispatcher("ring", "--dispatcher"); });
   EXPECT_EQ(e.where, "--dispatcher");

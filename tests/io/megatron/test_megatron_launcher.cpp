@@ -94,6 +94,26 @@ TEST(MegatronLauncher, RoundTripGivesTheSameModelAndPlan) {
   EXPECT_EQ(r.plan2, r.plan);
 }
 
+// A script with the flex dispatcher (DeepEP) is planned with it and
+// launched with it: the launcher writes flex and --moe-enable-deepep once
+// each (the script's own copies are replaced), and reads back as flex.
+TEST(MegatronLauncher, FlexDispatcherIsPlannedAndLaunchedAsWritten) {
+  const RoundTrip r = round_trip(kData + "deepseek_v3_like.sh", "H800:64");
+  EXPECT_EQ(r.workload.training.dispatcher, Dispatcher::kFlex);
+  EXPECT_EQ(r.workload2.training.dispatcher, Dispatcher::kFlex);
+  const auto count = [&](const std::string& needle) {
+    std::size_t n = 0;
+    for (std::size_t at = r.launcher.find(needle); at != std::string::npos;
+         at = r.launcher.find(needle, at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(count("--moe-token-dispatcher-type"), 1u) << r.launcher;
+  EXPECT_EQ(count("--moe-token-dispatcher-type flex"), 1u) << r.launcher;
+  EXPECT_EQ(count("--moe-enable-deepep"), 1u) << r.launcher;
+}
+
 // Every preset: the model flags written from the model read back as the
 // same model and training settings.
 TEST(MegatronLauncher, EveryPresetRoundTripsThroughModelFlags) {

@@ -47,7 +47,7 @@ TEST(MegatronScript, DeepSeekV3LikeWithMlaLayerFreqAndSharedExpert) {
   for (int l = 0; l < 3; ++l) m.moe_layers[static_cast<std::size_t>(l)] = 0;
   EXPECT_EQ(w.model, m);
   EXPECT_EQ(w.training.global_batch, 512);
-  EXPECT_EQ(w.training.dispatcher, Dispatcher::kAllToAll);  // flex
+  EXPECT_EQ(w.training.dispatcher, Dispatcher::kFlex);  // flex with --moe-enable-deepep
   EXPECT_TRUE(w.training.distributed_optimizer);
   // The one unknown flag is kept and named once, in one note.
   EXPECT_EQ(s.unknown, std::vector<std::string>{"--mystery-flag"});
