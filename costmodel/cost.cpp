@@ -39,35 +39,52 @@ Link span_link(const ClusterSpec& cluster, int type, int span) {
   return {intra ? LinkKind::kIntraNode : LinkKind::kInterNode, type, type};
 }
 
-// The all-to-all of an EP group of `world` members at stride `stride` that
-// spans nodes (docs/costmodel.md, "MoE communication"). NCCL's all-to-all
-// is a group of sends and receives to every peer that progress
-// independently: the q - 1 peers on the device's own node are reached over
-// the node's link while the world - q others are reached over the NIC, so
-// the exchange takes the longer of the two, not all of it over the NIC.
-// `bytes` is what one device sends in all, its own share included (n / world
-// to each peer). Falls back to the one-link formula when the group lies in
-// one node, when nodes do not hold whole strided groups, or when the
-// inter-node all-to-all was measured (the measurement already is NCCL's
-// real exchange).
+// How an EP group of `world` members at stride `stride` lies on the nodes
+// of device type `type`: its link, and whether it spans whole nodes with q
+// members on each (then its exchanges go partly over the node's link and
+// partly over the NIC). A measured inter-node all-to-all is taken as it was
+// measured, over the whole group: the measurement already is NCCL's real
+// exchange, so the group is then treated as one link.
+struct EpPlacement {
+  Link link;
+  int q = 0;  // members per node, when `split`
+  bool split = false;
+};
+
+EpPlacement ep_placement(const CommTable& comm, const ClusterSpec& cluster, int type, int world,
+                         int stride) {
+  EpPlacement p;
+  p.link = span_link(cluster, type, world * stride);
+  const int per_node = cluster.pools[static_cast<std::size_t>(type)].devices_per_node;
+  p.q = per_node / stride;
+  p.split = p.link.kind == LinkKind::kInterNode && per_node % stride == 0 && p.q >= 1 &&
+            world % p.q == 0 && !comm.has_measured(Primitive::kAllToAll, p.link);
+  return p;
+}
+
+// The in-node part of an EP exchange: the all-to-all among the q members
+// on a node of the shares they send each other (`bytes` / world each).
+double in_node_all_to_all(const CommTable& comm, int type, double bytes, int world, int q) {
+  return comm.time(Primitive::kAllToAll, bytes / world * q, q, {LinkKind::kIntraNode, type, type});
+}
+
+// The all-to-all of an EP group (docs/costmodel.md, "Dispatch and
+// combine"). NCCL's all-to-all is a group of sends and receives to every
+// peer that progress independently: when the group spans nodes, the q - 1
+// peers on the device's own node are reached over the node's link while
+// the world - q others are reached over the NIC, so the exchange takes the
+// longer of the two, not all of it over the NIC. `bytes` is what one device
+// sends in all, its own share included.
 double ep_all_to_all(const CommTable& comm, const ClusterSpec& cluster, int type, double bytes,
                      int world, int stride) {
-  const Link link = span_link(cluster, type, world * stride);
-  const int per_node = cluster.pools[static_cast<std::size_t>(type)].devices_per_node;
-  const int q = per_node / stride;  // members of the group on one node
-  if (link.kind != LinkKind::kInterNode || per_node % stride != 0 || q < 2 || world % q != 0 ||
-      comm.has_measured(Primitive::kAllToAll, link)) {
-    return comm.time(Primitive::kAllToAll, bytes, world, link);
-  }
-  const double share = bytes / world;
-  const double intra =
-      comm.time(Primitive::kAllToAll, share * q, q, {LinkKind::kIntraNode, type, type});
+  const EpPlacement p = ep_placement(comm, cluster, type, world, stride);
+  if (!p.split) return comm.time(Primitive::kAllToAll, bytes, world, p.link);
   // world - q peers over the NIC: the one-link formula over world - q + 1
   // members with a buffer of (world - q + 1) shares sends exactly (world -
   // q) shares in world - q steps.
-  const int remote = world - q + 1;
-  const double inter = comm.time(Primitive::kAllToAll, share * remote, remote, link);
-  return std::max(intra, inter);
+  const int remote = world - p.q + 1;
+  const double nic = comm.time(Primitive::kAllToAll, bytes / world * remote, remote, p.link);
+  return std::max(in_node_all_to_all(comm, type, bytes, world, p.q), nic);
 }
 
 // The expected number of other nodes that hold at least one of a token's
@@ -82,31 +99,21 @@ double remote_nodes_per_token(int experts, int top_k, int nodes) {
 }
 
 // Megatron's flex dispatcher with DeepEP (docs/costmodel.md, "Dispatch and
-// combine"). Inside one node it is the all-to-all over the node's link.
-// Across nodes DeepEP sends each token once over RDMA to every other node
-// that holds one of its experts and forwards it there over NVLink; the two
-// stages are pipelined, so one exchange takes the longer of the RDMA part
-// (t_sp * H * beta per remote node, at the NIC's bandwidth) and the
-// in-node part of the two-level all-to-all. `tokens` is t_sp, `token_bytes`
-// H * beta, `routed` what the all-to-all would send (t_sp * k * H * beta).
+// combine"). Inside one node it is the all-to-all. Across nodes DeepEP
+// sends each token once over RDMA to every other node that holds one of its
+// experts and forwards it there over NVLink; the two stages are pipelined,
+// so one exchange takes the longer of the RDMA part (t_sp * H * beta per
+// remote node, at the NIC's bandwidth) and the in-node part. `tokens` is
+// t_sp, `token_bytes` H * beta, `routed` what the all-to-all sends
+// (t_sp * k * H * beta).
 double deepep_exchange(const CommTable& comm, const ClusterSpec& cluster, int type,
                        const ModelSpec& m, double tokens, double token_bytes, double routed,
                        int world, int stride) {
-  const Link link = span_link(cluster, type, world * stride);
-  const int per_node = cluster.pools[static_cast<std::size_t>(type)].devices_per_node;
-  const int q = per_node / stride;
-  if (link.kind != LinkKind::kInterNode || per_node % stride != 0 || q < 1 || world % q != 0 ||
-      comm.has_measured(Primitive::kAllToAll, link)) {
-    return ep_all_to_all(comm, cluster, type, routed, world, stride);
-  }
-  const int nodes = world / q;
-  const double rdma_bytes =
-      tokens * remote_nodes_per_token(m.num_experts, m.top_k, nodes) * token_bytes;
-  const double rdma = comm.time(Primitive::kP2P, rdma_bytes, 2, link);
-  const double node = q > 1 ? comm.time(Primitive::kAllToAll, routed / world * q, q,
-                                        {LinkKind::kIntraNode, type, type})
-                            : 0.0;
-  return std::max(rdma, node);
+  const EpPlacement p = ep_placement(comm, cluster, type, world, stride);
+  if (!p.split) return comm.time(Primitive::kAllToAll, routed, world, p.link);
+  const double copies = remote_nodes_per_token(m.num_experts, m.top_k, world / p.q);
+  const double rdma = comm.time(Primitive::kP2P, tokens * copies * token_bytes, 2, p.link);
+  return std::max(in_node_all_to_all(comm, type, routed, world, p.q), rdma);
 }
 
 double bytes_per_element(const Workload& w) {
