@@ -85,6 +85,7 @@ std::vector<GroupStats> groups_of(const std::vector<Outcome>& outcomes, bool ins
     by_group[o.c.group].push_back(&o);
   }
   std::vector<GroupStats> out;
+  out.reserve(by_group.size());
   for (const auto& [group, rows] : by_group) out.push_back(group_stats(group, rows));
   return out;
 }
