@@ -174,6 +174,7 @@ int main(int argc, char** argv) {
       for (const std::string& cname : clusters) {
         const hapmoe::ClusterSpec c = hapmoe::load_cluster(cname);
         std::vector<Measure> runs;
+        runs.reserve(static_cast<std::size_t>(repeat));
         for (int k = 0; k < repeat; ++k) runs.push_back(measure(w, c, pruned));
         std::sort(runs.begin(), runs.end(),
                   [](const Measure& a, const Measure& b) { return a.ms < b.ms; });

@@ -150,6 +150,7 @@ int main(int argc, char** argv) try {
           std::stable_sort(mine.begin(), mine.end(),
                            [&](std::size_t a, std::size_t b) { return work[a] > work[b]; });
           std::vector<double> seconds;
+          seconds.reserve(mine.size());
           for (const std::size_t k : mine) seconds.push_back(sec[items[k]]);
           slowest = std::max(slowest, list_schedule(seconds, workers));
         }

@@ -206,20 +206,20 @@ std::vector<std::string> check_megatron_settings(const MegatronSettings& s) {
                 " > 1 requires --sequence-parallel");
   }
   if (s.tp == 1 && s.sequence_parallel) {
-    v.push_back(
+    v.emplace_back(
         "§3.2.6: --sequence-parallel with --tensor-model-parallel-size 1 is turned off by "
         "Megatron");
   }
   // 7. One way of virtual pipelining.
   const int vpp_ways = (s.vpp_layers ? 1 : 0) + (s.vpp_stages ? 1 : 0) + (s.layout.empty() ? 0 : 1);
   if (vpp_ways > 1) {
-    v.push_back(
+    v.emplace_back(
         "§3.2.7: give at most one of --num-layers-per-virtual-pipeline-stage, "
         "--num-virtual-stages-per-pipeline-rank, --pipeline-model-parallel-layout");
   }
   // 10. VPP needs PP > 1.
   if ((s.vpp_layers || s.vpp_stages) && s.pp == 1) {
-    v.push_back("§3.2.10: virtual pipeline stages need --pipeline-model-parallel-size > 1");
+    v.emplace_back("§3.2.10: virtual pipeline stages need --pipeline-model-parallel-size > 1");
   }
   const bool uneven = s.first_stage_layers || s.last_stage_layers;
   if (!s.layout.empty()) {
@@ -269,12 +269,12 @@ std::vector<std::string> check_megatron_settings(const MegatronSettings& s) {
       }
     }
     if (uneven) {
-      v.push_back(
+      v.emplace_back(
           "§3.2.9: --decoder-first/last-pipeline-num-layers cannot be combined with "
           "--pipeline-model-parallel-layout");
     }
     if (s.account_for_embedding || s.account_for_loss) {
-      v.push_back(
+      v.emplace_back(
           "§3.2.9: --account-for-embedding/loss-in-pipeline-split cannot be combined "
           "with --pipeline-model-parallel-layout");
     }
@@ -283,10 +283,10 @@ std::vector<std::string> check_megatron_settings(const MegatronSettings& s) {
     const int first = s.first_stage_layers.value_or(0);
     const int last = s.last_stage_layers.value_or(0);
     if ((s.first_stage_layers && first < 1) || (s.last_stage_layers && last < 1)) {
-      v.push_back("§3.2.9: --decoder-first/last-pipeline-num-layers must be positive");
+      v.emplace_back("§3.2.9: --decoder-first/last-pipeline-num-layers must be positive");
     }
     if (s.pp == 1) {
-      v.push_back(
+      v.emplace_back(
           "§3.2.9: --decoder-first/last-pipeline-num-layers need "
           "--pipeline-model-parallel-size > 1");
     }
@@ -300,7 +300,7 @@ std::vector<std::string> check_megatron_settings(const MegatronSettings& s) {
                   " middle stages");
     }
     if (s.account_for_embedding || s.account_for_loss) {
-      v.push_back(
+      v.emplace_back(
           "§3.2.9: --decoder-first/last-pipeline-num-layers cannot be combined with "
           "--account-for-embedding/loss-in-pipeline-split");
     }
@@ -324,7 +324,7 @@ std::vector<std::string> check_megatron_settings(const MegatronSettings& s) {
   // 11. Recomputation.
   if (s.recompute_granularity == "full") {
     if (s.recompute_method.empty() || !s.recompute_num_layers) {
-      v.push_back(
+      v.emplace_back(
           "§3.2.11: --recompute-granularity full needs --recompute-method and "
           "--recompute-num-layers");
     }
@@ -334,11 +334,11 @@ std::vector<std::string> check_megatron_settings(const MegatronSettings& s) {
                   " is not one of uniform, block");
     }
     if (s.recompute_num_layers && *s.recompute_num_layers < 1) {
-      v.push_back("§3.2.11: --recompute-num-layers must be at least 1");
+      v.emplace_back("§3.2.11: --recompute-num-layers must be at least 1");
     }
   } else if (s.recompute_granularity == "selective") {
     if (!s.recompute_method.empty() || s.recompute_num_layers) {
-      v.push_back(
+      v.emplace_back(
           "§3.2.11: --recompute-granularity selective forbids --recompute-method and "
           "--recompute-num-layers");
     }
@@ -346,13 +346,13 @@ std::vector<std::string> check_megatron_settings(const MegatronSettings& s) {
     v.push_back("§3.2.11: --recompute-granularity " + s.recompute_granularity +
                 " is not one of full, selective");
   } else if (!s.recompute_method.empty() || s.recompute_num_layers) {
-    v.push_back(
+    v.emplace_back(
         "§3.2.11: --recompute-method / --recompute-num-layers without "
         "--recompute-granularity full have no effect");
   }
   // 12. Parameter-gather overlap needs the distributed optimizer.
   if (s.overlap_param_gather && !s.distributed_optimizer) {
-    v.push_back("§3.2.12: --overlap-param-gather needs --use-distributed-optimizer");
+    v.emplace_back("§3.2.12: --overlap-param-gather needs --use-distributed-optimizer");
   }
   // 13. MoE with biased linear layers needs ETP = 1.
   if (moe && s.bias_linear && s.etp != 1) {

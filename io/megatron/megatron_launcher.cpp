@@ -47,7 +47,7 @@ void apply_setting(const RecomputeSetting& r, const ModelSpec& model, MegatronSe
     s.recompute_num_layers = r.block;
   } else if (r.granularity == "selective") {
     s.recompute_modules = {"core_attn"};
-    if (model.is_moe()) s.recompute_modules.push_back("moe_act");
+    if (model.is_moe()) s.recompute_modules.emplace_back("moe_act");
   }
 }
 
@@ -275,13 +275,13 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   s.overlap_param_gather =
       script && script->has("--overlap-param-gather") && w.training.distributed_optimizer;
   if (script && script->has("--overlap-param-gather") && !s.overlap_param_gather) {
-    out.notes.push_back(
+    out.notes.emplace_back(
         "--overlap-param-gather is dropped: it needs the distributed optimizer, "
         "which is off");
   }
   if (script && (script->has("--num-layers-per-virtual-pipeline-stage") ||
                  script->has("--num-virtual-stages-per-pipeline-rank"))) {
-    out.notes.push_back(
+    out.notes.emplace_back(
         "the script's virtual pipeline stages are dropped: hapmoe plans and "
         "costs plain 1F1B");
   }
@@ -345,14 +345,14 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   }
   if (s.recompute_granularity == "selective" &&
       (!w.model.is_moe() || w.model.num_moe_layers() < w.model.num_layers)) {
-    out.notes.push_back(
+    out.notes.emplace_back(
         "selective recomputation: Megatron's --recompute-modules has no "
         "module for a dense MLP's activation alone (mlp recomputes the whole "
         "MLP), so dense layers keep their MLP activations; hapmoe's cost model "
         "assumes they are recomputed");
   }
   if (w.training.dispatcher == Dispatcher::kAuto && w.model.is_moe()) {
-    out.notes.push_back(
+    out.notes.emplace_back(
         "the dispatcher was chosen per plan (auto); the launcher writes the "
         "one chosen for the first stage");
   }
@@ -596,7 +596,7 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
     }
     if (!defs.empty()) {
       t << "\n# Variables of " << comment_safe(script->origin()) << " that the kept flags use.\n";
-      for (auto it = defs.rbegin(); it != defs.rend(); ++it) t << *it << "\n";
+      for (std::size_t k = defs.size(); k-- > 0;) t << defs[k] << "\n";
     }
   }
   t << "\nDISTRIBUTED_ARGS=(\n"

@@ -407,8 +407,8 @@ void add_note(MegatronScript& s, const std::string& note) {
 }  // namespace
 
 const MegatronFlag* MegatronScript::find(const std::string& name) const {
-  for (auto it = flags.rbegin(); it != flags.rend(); ++it) {
-    if (it->name == name) return &*it;
+  for (std::size_t k = flags.size(); k-- > 0;) {
+    if (flags[k].name == name) return &flags[k];
   }
   return nullptr;
 }
