@@ -119,6 +119,17 @@ void MeasuredProfile::merge(const MeasuredProfile& o) {
   }
 }
 
+ProfileTables plan_tables(const Workload& workload, const ClusterSpec& cluster,
+                          const ParallelConfig& pi, const MeasuredProfile* profile,
+                          ProfileSources* sources) {
+  ProfileTables t = make_analytic_tables(workload, cluster, pi.micro_batch, {pi.tp}, {pi.cp});
+  if (profile != nullptr) {
+    ProfileSources s = apply_profile(t, *profile, workload, cluster, pi.micro_batch);
+    if (sources != nullptr) *sources = std::move(s);
+  }
+  return t;
+}
+
 double profile_imbalance(const MeasuredProfile& profile, const std::string& model) {
   for (const ModelCalibration& m : profile.models) {
     if (m.model == model) return m.imbalance;

@@ -14,6 +14,7 @@
 
 #include "costmodel/cluster.h"
 #include "costmodel/model.h"
+#include "costmodel/plan.h"
 #include "costmodel/profile.h"
 
 namespace hapmoe {
@@ -112,6 +113,13 @@ struct ProfileSources {
 // Entries without measurements keep the catalog's values.
 ProfileSources apply_profile(ProfileTables& tables, const MeasuredProfile& profile,
                              const Workload& workload, const ClusterSpec& cluster, int micro_batch);
+
+// The tables one plan is scored with: the analytic entries for its (TP, CP)
+// and micro-batch, with what `profile` measured in their place when given
+// (nullptr: the catalog alone); `sources`, when given, says which.
+ProfileTables plan_tables(const Workload& workload, const ClusterSpec& cluster,
+                          const ParallelConfig& pi, const MeasuredProfile* profile,
+                          ProfileSources* sources = nullptr);
 
 // rho of `model` in `profile`, or kUnset.
 double profile_imbalance(const MeasuredProfile& profile, const std::string& model);

@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <map>
 
-#include "costmodel/analytic.h"
 #include "costmodel/errors.h"
+#include "costmodel/measured.h"
 #include "io/inputs/cluster_io.h"
 #include "io/inputs/json_strict.h"
 #include "io/inputs/plan_io.h"
@@ -121,8 +121,7 @@ std::vector<Outcome> evaluate_cases(const std::vector<Case>& cases, const std::s
       if (const std::string e = check_plan(plan, w, cluster, ConstraintOptions{}); !e.empty()) {
         throw InputError("plan", e);
       }
-      const ProfileTables tables = make_analytic_tables(w, cluster, plan.parallel.micro_batch,
-                                                        {plan.parallel.tp}, {plan.parallel.cp});
+      const ProfileTables tables = plan_tables(w, cluster, plan.parallel, nullptr);
       const PlanReport report = CostModel(w, cluster, tables).evaluate(plan);
       Outcome o;
       o.c = c;

@@ -142,9 +142,7 @@ void write_comparison(h5::File& f, const cxxopts::ParseResult& r, const Inputs& 
   const h5::Group cases = f.create_group("cases");
   for (std::size_t k = 0; k < rows.size(); ++k) {
     const Row& row = rows[k];
-    std::string name = std::to_string(k);
-    name.insert(0, name.size() < 4 ? 4 - name.size() : 0, '0');  // as a sweep's cases
-    const h5::Group g = cases.create_group(name);
+    const h5::Group g = cases.create_group(case_group_name(k, rows.size()));
     g.attrs().set("name", to_string(row.baseline));
     g.attrs().set("index", static_cast<std::int64_t>(k));
     g.attrs().set("case", nlohmann::ordered_json{{"model", r["model"].as<std::string>()},

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "costmodel/analytic.h"
 #include "costmodel/errors.h"
+#include "costmodel/measured.h"
 #include "engine/pipeline_sim.h"
 #include "io/cli/cli.h"
 #include "io/cli/commands.h"
@@ -90,13 +90,9 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
   const Inputs in = read_inputs(r);
   const PlanInput given = read_plan_input(r, in);
   const Plan& plan = given.plan;
-  ProfileTables tables = make_analytic_tables(in.workload, in.cluster, plan.parallel.micro_batch,
-                                              {plan.parallel.tp}, {plan.parallel.cp});
   ProfileSources sources;
-  if (in.profile) {
-    sources =
-        apply_profile(tables, *in.profile, in.workload, in.cluster, plan.parallel.micro_batch);
-  }
+  const ProfileTables tables =
+      plan_tables(in.workload, in.cluster, plan.parallel, in.profile.get(), &sources);
   const CostModel model(in.workload, in.cluster, tables);
   const PlanReport report = model.evaluate(plan);
   print_megatron_notes(out, in.megatron.get());

@@ -18,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "costmodel/analytic.h"
 #include "costmodel/errors.h"
 #include "engine/driver.h"
 #include "io/archive/archive.h"
@@ -555,9 +554,7 @@ struct Predicted {
 
 Predicted predict(const Workload& w, const ClusterSpec& c, const Plan& plan,
                   const MeasuredProfile* profile) {
-  ProfileTables t =
-      make_analytic_tables(w, c, plan.parallel.micro_batch, {plan.parallel.tp}, {plan.parallel.cp});
-  if (profile != nullptr) apply_profile(t, *profile, w, c, plan.parallel.micro_batch);
+  const ProfileTables t = plan_tables(w, c, plan.parallel, profile);
   const PlanReport rep = CostModel(w, c, t).evaluate(plan);
   Predicted p;
   p.latency_s = rep.latency_s;

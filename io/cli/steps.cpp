@@ -1,5 +1,7 @@
 #include "io/cli/steps.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <exception>
 
 #include "costmodel/errors.h"
@@ -111,6 +113,13 @@ std::string stages_text(const Plan& plan, const ClusterSpec& cluster) {
     i += run;
   }
   return stages;
+}
+
+std::string case_group_name(std::size_t index, std::size_t total) {
+  const int width = std::max(4, static_cast<int>(std::to_string(total).size()));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%0*zu", width, index);
+  return buf;
 }
 
 }  // namespace hapmoe

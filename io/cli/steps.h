@@ -73,6 +73,10 @@ struct Scored {
 Scored score(const Workload& workload, const ClusterSpec& cluster, const SearchResult& result,
              const MeasuredProfile* profile, ProfileSources* sources = nullptr);
 
+// The archive group of case `index` of `total` under /cases (sweeps, and
+// compare's baselines): zero-padded to at least 4 digits ("0007").
+std::string case_group_name(std::size_t index, std::size_t total);
+
 // "H800 x12 | MI300X x12 full | [910B x1] *8": the stages of a plan on one
 // line (device x layers, recomputation), runs of equal stages folded.
 std::string stages_text(const Plan& plan, const ClusterSpec& cluster);

@@ -112,13 +112,6 @@ class StopSignals {
   struct sigaction old_usr1_ {};
 };
 
-std::string group_name(std::size_t index, std::size_t total) {
-  const int width = std::max(4, static_cast<int>(std::to_string(total).size()));
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%0*zu", width, index);
-  return buf;
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -478,7 +471,7 @@ std::vector<bool> cases_done(Comm& comm, SweepInputs& in) {
 void write_case(const h5::Group& cases, const SweepRunOptions& o, const SweepInputs& in,
                 const Finished& fin) {
   const SweepCase& c = in.def.cases[fin.index];
-  const h5::Group g = cases.create_group(group_name(fin.index, in.def.cases.size()));
+  const h5::Group g = cases.create_group(case_group_name(fin.index, in.def.cases.size()));
   const h5::Attributes a = g.attrs();
   a.set("name", c.name);
   a.set("index", static_cast<std::int64_t>(fin.index));
@@ -532,7 +525,7 @@ void commit(const SweepRunOptions& o, SweepInputs& in, std::vector<Finished>& pe
           const h5::File old = h5::File::open_read(o.out);
           const h5::Group old_cases = old.open_group("cases");
           std::set<std::string> replaced;
-          for (const Finished& fin : pending) replaced.insert(group_name(fin.index, total));
+          for (const Finished& fin : pending) replaced.insert(case_group_name(fin.index, total));
           for (const std::string& n : old_cases.children()) {
             if (replaced.count(n) == 0) cases.copy_from(old_cases, n, n);
           }
