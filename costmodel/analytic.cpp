@@ -9,15 +9,130 @@
 #include "costmodel/analytic.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "costmodel/errors.h"
 
 namespace hapmoe {
 
+namespace {
+
+// The output tiles a GEMM library picks among (NVIDIA, "Matrix
+// Multiplication Background User's Guide", DU-09799-001, 2.3: cuBLAS tiles
+// from 256x128 down to 64x64), with each tile's throughput per compute unit
+// relative to the largest: proportional to its arithmetic intensity
+// rows*cols/(rows+cols) (operand bytes loaded per multiply-add), the
+// guide's reason that larger tiles are more efficient (docs/costmodel.md,
+// "GEMM efficiency").
+struct Tile {
+  double rows, cols;
+};
+constexpr Tile kTiles[] = {{256, 128}, {128, 256}, {128, 128}, {128, 64}, {64, 128}, {64, 64}};
+constexpr double kLargestIntensity = 256.0 * 128.0 / (256.0 + 128.0);
+// Split-K factors tried; each split keeps at least kMinSplitDepth of k.
+constexpr int kSplits[] = {1, 2, 4, 8, 16};
+constexpr double kMinSplitDepth = 256.0;
+constexpr double kFp32Bytes = 4.0;
+
+double ceil_div(double a, double b) { return std::ceil(a / b - 1e-9); }
+
+// `count` GEMMs of one shape in flight together.
+double concurrent_gemms(int count, double m, double n, double k, const DeviceSpec& d,
+                        double bytes_per_element) {
+  const double rate = d.peak_flops * d.gemm_efficiency;  // FLOP/s, the whole device
+  const double traffic =
+      count * bytes_per_element * (m * k + k * n + m * n) / d.hbm_bandwidth;
+  if (d.compute_units <= 0 || m <= 0 || n <= 0 || k <= 0) {
+    return std::max(count * 2.0 * m * n * k / rate, traffic);
+  }
+  const double units = d.compute_units;
+  const double unit_rate = rate / units;
+  double best = std::numeric_limits<double>::infinity();
+  for (const Tile& t : kTiles) {
+    const double intensity = t.rows * t.cols / (t.rows + t.cols);
+    const double tile_rate = unit_rate * intensity / kLargestIntensity;
+    const double tiles = count * ceil_div(m, t.rows) * ceil_div(n, t.cols);
+    for (int split : kSplits) {
+      if (split > 1 && k / split < kMinSplitDepth) break;
+      const double waves = ceil_div(tiles * split, units);
+      const double depth = ceil_div(k, split);
+      double time = waves * 2.0 * t.rows * t.cols * depth / tile_rate;
+      // Split-K writes fp32 partial sums and reads them back to reduce.
+      if (split > 1) time += count * 2.0 * split * m * n * kFp32Bytes / d.hbm_bandwidth;
+      best = std::min(best, time);
+    }
+  }
+  return std::max(best, traffic);
+}
+
+}  // namespace
+
 double gemm_time(double m, double n, double k, const DeviceSpec& d, double bytes_per_element) {
-  const double compute = 2.0 * m * n * k / (d.peak_flops * d.gemm_efficiency);
-  const double traffic = bytes_per_element * (m * k + k * n + m * n) / d.hbm_bandwidth;
-  return std::max(compute, traffic);
+  return concurrent_gemms(1, m, n, k, d, bytes_per_element);
+}
+
+double grouped_gemm_time(int count, int streams, double m, double n, double k, const DeviceSpec& d,
+                         double bytes_per_element) {
+  HAPMOE_REQUIRE(count >= 0 && streams >= 1, "grouped_gemm_time: bad count or streams");
+  const int rounds = count / streams;
+  const int rest = count % streams;
+  double t = rounds * concurrent_gemms(streams, m, n, k, d, bytes_per_element);
+  if (rest > 0) t += concurrent_gemms(rest, m, n, k, d, bytes_per_element);
+  return t;
+}
+
+namespace {
+
+// Kernels one forward pass launches per block (docs/costmodel.md, "Kernel
+// overhead"), as Megatron-LM with Transformer Engine runs them; a backward
+// pass launches twice as many (data and weight gradients).
+constexpr double kAttentionKernels = 7;  // norm, QKV, rotary q and k, attention, out, residual
+constexpr double kMlpKernels = 5;        // norm, FC1, activation, FC2, residual
+constexpr double kMoeKernels = 12;       // norm, router GEMM, softmax, top-k, aux loss (2),
+                                         // permute (2), token counts, activation, unpermute,
+                                         // residual
+constexpr double kSharedExpertKernels = 3;  // FC1, activation, FC2
+constexpr double kExpertKernels = 2;        // per local expert: FC1, FC2
+constexpr double kEmbeddingKernels = 1;
+constexpr double kOutputKernels = 4;  // final norm, output GEMM, cross entropy (2)
+// Token permutation around the experts, per forward pass: permute before
+// the dispatch, sort by expert after it, and the reverse two around the
+// combine, each reading and writing every routed token copy.
+constexpr double kPermutePasses = 4 * 2;
+
+}  // namespace
+
+RoutedExpertTime routed_expert_time(const ModelSpec& m, const DeviceSpec& d, double sp_tokens,
+                                    int ep, int tpe) {
+  HAPMOE_REQUIRE(m.is_moe() && ep >= 1 && tpe >= 1 && m.num_experts % ep == 0,
+                 "routed_expert_time: a MoE model and EP dividing its experts");
+  const double beta = 2.0;
+  const double h = m.hidden;
+  const int local = m.num_experts / ep;
+  const double copies = sp_tokens * m.top_k * tpe;  // token copies the device computes
+  const double rows = copies / local;               // per local expert
+  const double width = static_cast<double>(m.expert_ffn_hidden) / tpe;
+  const bool gated = m.mlp == MlpKind::kSwiGlu;
+  const double up = gated ? 2.0 : 1.0;
+  const double act_passes = gated ? 3.0 : 2.0;
+  const int s = kGroupedGemmStreams;
+  auto group = [&](double mm, double nn, double kk) {
+    return grouped_gemm_time(local, s, mm, nn, kk, d, beta);
+  };
+  RoutedExpertTime r;
+  r.act_fwd = act_passes * copies * width * beta / d.hbm_bandwidth;
+  const double permute = kPermutePasses * sp_tokens * m.top_k * h * beta / d.hbm_bandwidth;
+  r.kernels_fwd = kExpertKernels * local;
+  r.kernels_bwd = 2.0 * r.kernels_fwd;
+  r.fwd = group(rows, up * width, h) + group(rows, h, width) + r.act_fwd + permute +
+          r.kernels_fwd * d.kernel_overhead;
+  // Backward: data gradients (rows x K) and weight gradients (K summed
+  // over the rows) of both GEMMs.
+  r.bwd = group(rows, width, h) + group(width, h, rows) + group(rows, h, up * width) +
+          group(h, up * width, rows) + 2.0 * r.act_fwd + permute +
+          r.kernels_bwd * d.kernel_overhead;
+  return r;
 }
 
 namespace {
@@ -48,6 +163,7 @@ ComputeEntry compute_entry(const Workload& w, const DeviceSpec& dev, int micro_b
   const double peak = dev.peak_flops * dev.gemm_efficiency;
   auto stream = [&](double bytes) { return bytes / dev.hbm_bandwidth; };
   const double block_elementwise = stream(as.elementwise_passes * s.sp_tokens * h * beta);
+  auto kernels = [&](double n) { return n * dev.kernel_overhead; };
 
   ComputeEntry e;
   // Attention projections.
@@ -71,9 +187,9 @@ ComputeEntry compute_entry(const Workload& w, const DeviceSpec& dev, int micro_b
   // Causal core attention: each query attends to S/2 keys on average.
   const double core_flops = 2.0 * s.tokens * (s.seq / 2.0) * s.heads * (s.qk_dim + s.v_dim);
   e.core_attention_fwd = core_flops / peak;
-  e.attention_fwd = proj + e.core_attention_fwd + block_elementwise;
-  e.attention_bwd =
-      2.0 * proj + as.attention_bwd_factor * e.core_attention_fwd + 2.0 * block_elementwise;
+  e.attention_fwd = proj + e.core_attention_fwd + block_elementwise + kernels(kAttentionKernels);
+  e.attention_bwd = 2.0 * proj + as.attention_bwd_factor * e.core_attention_fwd +
+                    2.0 * block_elementwise + kernels(2.0 * kAttentionKernels);
 
   // MLPs: up (and gate) projection, activation, down projection.
   const bool gated = m.mlp == MlpKind::kSwiGlu;
@@ -93,8 +209,8 @@ ComputeEntry compute_entry(const Workload& w, const DeviceSpec& dev, int micro_b
   double dense_bwd = 0.0;
   mlp(s.tokens, m.ffn_hidden / static_cast<double>(tp), e.dense_mlp_fwd, e.dense_act_fwd,
       dense_bwd);
-  e.dense_mlp_fwd += block_elementwise;
-  e.dense_mlp_bwd = dense_bwd + 2.0 * block_elementwise;
+  e.dense_mlp_fwd += block_elementwise + kernels(kMlpKernels);
+  e.dense_mlp_bwd = dense_bwd + 2.0 * block_elementwise + kernels(2.0 * kMlpKernels);
 
   if (m.is_moe()) {
     // One expert-width MLP over the device's (sequence-parallel) tokens, at
@@ -107,17 +223,24 @@ ComputeEntry compute_entry(const Workload& w, const DeviceSpec& dev, int micro_b
     e.expert_bwd = 2.0 * flops / peak + 2.0 * e.expert_act_fwd;
     mlp(s.tokens, m.shared_expert_ffn_hidden / static_cast<double>(tp), e.shared_fwd,
         e.shared_act_fwd, e.shared_bwd);
+    if (m.shared_expert_ffn_hidden > 0) {
+      e.shared_fwd += kernels(kSharedExpertKernels);
+      e.shared_bwd += kernels(2.0 * kSharedExpertKernels);
+    }
     e.router_fwd = gemm_time(rows, m.num_experts, h, dev, beta) +
-                   stream(3.0 * rows * m.num_experts * 4.0) + block_elementwise;
+                   stream(3.0 * rows * m.num_experts * 4.0) + block_elementwise +
+                   kernels(kMoeKernels);
     e.router_bwd = 2.0 * e.router_fwd;
   }
   // Embedding lookup (memory bound) and output layer + cross entropy.
-  e.embedding_fwd = stream(2.0 * s.sp_tokens * h * beta);
+  e.embedding_fwd = stream(2.0 * s.sp_tokens * h * beta) + kernels(kEmbeddingKernels);
   e.embedding_bwd = 2.0 * e.embedding_fwd;
   const double vocab_shard = static_cast<double>(m.vocab) / tp;
   const double logits_stream = stream(s.tokens * vocab_shard * 3.0 * 4.0);  // fp32 passes
-  e.output_fwd = gemm_time(s.tokens, vocab_shard, h, dev, beta) + logits_stream;
-  e.output_bwd = 2.0 * gemm_time(s.tokens, vocab_shard, h, dev, beta) + 2.0 * logits_stream;
+  e.output_fwd =
+      gemm_time(s.tokens, vocab_shard, h, dev, beta) + logits_stream + kernels(kOutputKernels);
+  e.output_bwd = 2.0 * gemm_time(s.tokens, vocab_shard, h, dev, beta) + 2.0 * logits_stream +
+                 kernels(2.0 * kOutputKernels);
   return e;
 }
 

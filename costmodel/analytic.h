@@ -27,8 +27,40 @@ ProfileTables make_analytic_tables(const Workload& workload, const ClusterSpec& 
                                    const std::vector<int>& cp_values,
                                    const AnalyticAssumptions& assumptions = {});
 
-// Roofline time of one GEMM (m x k) * (k x n) in `bytes_per_element`
-// precision: max(compute at achievable peak, bytes moved at HBM bandwidth).
+// Time of one GEMM (m x k) * (k x n) in `bytes_per_element` precision,
+// the device's kernel overhead not included (docs/costmodel.md, "GEMM
+// efficiency"): the output tiles run in waves over the device's compute
+// units, with the tile shape and split-K a GEMM library would pick, at the
+// device's achievable share of peak; never less than moving A, B and C
+// through HBM once. Without a compute-unit count: 2mnk / (peak x
+// efficiency), the same lower bound.
 double gemm_time(double m, double n, double k, const DeviceSpec& device, double bytes_per_element);
+
+// `count` GEMMs of one shape launched `streams` at a time on concurrent
+// streams (Transformer Engine's GroupedLinear for the local experts): the
+// tiles of the GEMMs in flight share the waves. Kernel overhead not
+// included.
+double grouped_gemm_time(int count, int streams, double m, double n, double k,
+                         const DeviceSpec& device, double bytes_per_element);
+
+// The routed experts of one MoE layer on one device for one micro-batch
+// (docs/costmodel.md, "Routed experts"), with balanced routing and eta = 1.
+// `sp_tokens` tokens per device (b*S/(CP*TP)); each device holds E/EP
+// experts, each of width F_e/TPE, and receives sp_tokens * k * TPE token
+// copies. Includes the permutation of the tokens and the experts' kernel
+// overhead.
+struct RoutedExpertTime {
+  double fwd = 0;
+  double bwd = 0;
+  double act_fwd = 0;  // the activation function alone
+  double kernels_fwd = 0, kernels_bwd = 0;  // kernels launched
+};
+RoutedExpertTime routed_expert_time(const ModelSpec& model, const DeviceSpec& device,
+                                    double sp_tokens, int ep, int tpe);
+
+// Concurrent streams of Transformer Engine's grouped GEMM
+// (nvte_get_num_compute_streams() in transformer_engine/common/util/
+// multi_stream.cpp).
+inline constexpr int kGroupedGemmStreams = 4;
 
 }  // namespace hapmoe

@@ -97,6 +97,15 @@ std::string validate_device(const DeviceSpec& d, const std::string& label) {
     return label + ": device gemm_efficiency = " + format_number(d.gemm_efficiency) +
            " must be in (0, 1]";
   }
+  if (d.compute_units < 0 || d.compute_units > kMaxComputeUnits) {
+    return label + ": device compute_units = " + std::to_string(d.compute_units) +
+           " must be in [0, " + std::to_string(kMaxComputeUnits) + "]";
+  }
+  if (!std::isfinite(d.kernel_overhead) || d.kernel_overhead < 0 ||
+      d.kernel_overhead > kMaxKernelOverhead) {
+    return label + ": device kernel_overhead = " + format_number(d.kernel_overhead) +
+           " s must be in [0, " + format_number(kMaxKernelOverhead) + "]";
+  }
   if (d.devices_per_node < 1 || d.devices_per_node > kMaxDevicesPerNode) {
     return label + ": device devices_per_node = " + std::to_string(d.devices_per_node) +
            " must be in [1, " + std::to_string(kMaxDevicesPerNode) + "]";

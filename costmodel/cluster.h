@@ -21,9 +21,27 @@ struct DeviceSpec {
   double gemm_efficiency = 0.75;      // achievable share of peak for GEMMs
   double intra_node_latency = 5e-6;   // s per collective step inside a node
   double inter_node_latency = 10e-6;  // s per collective step across nodes
+  // Streaming multiprocessors (NVIDIA) or compute units (AMD): the tiles of
+  // a GEMM run in waves over them (docs/costmodel.md, "GEMM efficiency").
+  // 0 = not known: no wave quantisation.
+  int compute_units = 0;
+  // Seconds each kernel of a layer adds beyond its own run time: the
+  // framework's host-side dispatch and launch, exposed where the host
+  // cannot run ahead of the device (docs/costmodel.md, "Kernel overhead").
+  double kernel_overhead = 0;
   std::string source;                 // where the figures come from
   bool operator==(const DeviceSpec&) const = default;
 };
+
+// The kernel overhead of every catalog device and of a cluster-file device
+// that does not set one: one fit over the calibration benchmark
+// (docs/costmodel.md, "Kernel overhead"), a property of the software stack
+// (PyTorch + Megatron-LM + Transformer Engine), not of one device.
+inline constexpr double kDefaultKernelOverhead = 29e-6;
+// Validation bounds (cluster files): no device has more compute units, and
+// a kernel overhead above a millisecond is a unit mistake.
+inline constexpr int kMaxComputeUnits = 100000;
+inline constexpr double kMaxKernelOverhead = 1e-3;
 
 // The built-in device catalog, in a stable order.
 std::span<const DeviceSpec> device_catalog();

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "costmodel/analytic.h"
 #include "costmodel/errors.h"
 
 namespace hapmoe {
@@ -306,14 +307,16 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
   } else {
     const double imb = imbalance_factor(tr);
     const double k = m.top_k;
-    // Routed experts: k expert-width MLPs per token at kernel efficiency
-    // eta_h, bounded below by streaming the local expert weights from HBM.
+    // Routed experts: the grouped GEMMs of the E/EP local experts over the
+    // token copies the device receives, at kernel efficiency eta_h, bounded
+    // below by streaming the local expert weights from HBM.
+    const RoutedExpertTime experts = routed_expert_time(m, dev, tdev, pi.ep, pi.tpe);
     const double local_expert_bytes = static_cast<double>(m.num_experts) / pi.ep *
                                       (up_factor + 1.0) * h * m.expert_ffn_hidden / pi.tpe * beta;
-    const double expert_fwd =
-        std::max(k * ce.expert_fwd * imb / coef.eta, local_expert_bytes / coef.hbm_bandwidth);
-    const double expert_bwd =
-        std::max(k * ce.expert_bwd * imb / coef.eta, 2.0 * local_expert_bytes / coef.hbm_bandwidth);
+    const double expert_fwd = std::max(experts.fwd * ce.expert_scale_fwd * imb / coef.eta,
+                                       local_expert_bytes / coef.hbm_bandwidth);
+    const double expert_bwd = std::max(experts.bwd * ce.expert_scale_bwd * imb / coef.eta,
+                                       2.0 * local_expert_bytes / coef.hbm_bandwidth);
     compute_fwd += ce.router_fwd + expert_fwd + ce.shared_fwd;
     compute_bwd += ce.router_bwd + expert_bwd + ce.shared_bwd;
     if (m.shared_expert_ffn_hidden > 0) {
@@ -321,7 +324,8 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
       tp_comm_bwd += tp_block;
       ++tp_blocks;
     }
-    selective_extra += k * ce.expert_act_fwd * imb / coef.eta + ce.shared_act_fwd;
+    selective_extra +=
+        experts.act_fwd * ce.expert_scale_fwd * imb / coef.eta + ce.shared_act_fwd;
 
     // Dispatch and combine over the EP group (stride TPE, span EP*TPE),
     // then gathers inside the expert-TP group.
@@ -523,7 +527,15 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
   c.bwd_parts.recompute = c.recompute_s;
   // The boundary is added last, so a search can add it to a cached stage
   // cost with the very same rounding (engine/hsdp.cpp).
-  const Boundary b = boundary(pi, s.prev_type, tc.type);
+  // Interleaved 1F1B: a micro-batch enters each of the stage's v virtual
+  // stages, so the stage receives v times per step (the first stage v - 1
+  // times, from the last stage, costed on its own type's link).
+  Boundary b = boundary(pi, s.prev_type, tc.type);
+  if (pi.vpp > 1) {
+    const Boundary wrap = s.prev_type < 0 ? boundary(pi, tc.type, tc.type) : b;
+    b.fwd_s += (pi.vpp - 1) * wrap.fwd_s;
+    b.bwd_s += (pi.vpp - 1) * wrap.bwd_s;
+  }
   c.p2p_fwd_s = b.fwd_s;
   c.p2p_bwd_s = b.bwd_s;
   c.fwd_parts.p2p = b.fwd_s;
@@ -531,7 +543,13 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
   c.fwd_s += b.fwd_s;
   c.bwd_s += b.bwd_s;
   const int m = num_microbatches(pi);
-  c.in_flight = std::max(1, std::min(pi.pp - s.position, m));
+  // Activations in flight (docs/costmodel.md, "Interleaved 1F1B"): plain
+  // 1F1B keeps PP - i micro-batches at stage i; interleaved keeps
+  // 2(PP - i - 1) + (v - 1)PP + 1 virtual-stage micro-batches, each 1/v of
+  // the stage's layers (Megatron's warm-up count in schedules.py).
+  const int chunks = pi.vpp > 1 ? 2 * (pi.pp - s.position - 1) + (pi.vpp - 1) * pi.pp + 1
+                                : pi.pp - s.position;
+  c.in_flight = std::max(1, std::min(chunks, m * pi.vpp));
   const double dense_params = dense_layers * tc.dense.dense_params +
                               s.moe_layers * tc.moe.dense_params +
                               (first ? tc.embedding_params : 0.0) + (last ? tc.output_params : 0.0);
@@ -541,7 +559,7 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
   c.memory.gradients = params * tc.grad_bytes_per_param;
   c.memory.optimizer =
       dense_params * tc.dense_opt_bytes_per_param + expert_params * tc.expert_opt_bytes_per_param;
-  c.memory.activations = act * c.in_flight * tc.activation_scale;
+  c.memory.activations = act * c.in_flight / pi.vpp * tc.activation_scale;
   double buffers = s.moe_layers > 0 ? tc.moe.moe_buffer_bytes : 0.0;
   if (last) buffers = std::max(buffers, tc.logits_bytes);
   c.memory.moe_buffers = buffers;
@@ -616,9 +634,10 @@ std::optional<Recompute> CostModel::least_recompute(const ParallelConfig& pi, co
 }
 
 // --- Iteration (docs/costmodel.md, "Iteration") ------------------------------
-IterationBreakdown iteration_latency(const std::vector<StageCost>& stages, int num_microbatches) {
-  HAPMOE_REQUIRE(!stages.empty() && num_microbatches >= 1,
-                 "iteration_latency: need at least one stage and one micro-batch");
+IterationBreakdown iteration_latency(const std::vector<StageCost>& stages, int num_microbatches,
+                                     int vpp) {
+  HAPMOE_REQUIRE(!stages.empty() && num_microbatches >= 1 && vpp >= 1,
+                 "iteration_latency: need at least one stage, one micro-batch and vpp >= 1");
   IterationBreakdown it;
   double bottleneck = 0.0;
   double tail = -1.0;
@@ -634,6 +653,9 @@ IterationBreakdown iteration_latency(const std::vector<StageCost>& stages, int n
   }
   it.middle_s = (num_microbatches - 1) * bottleneck;
   it.step_s = bottleneck;
+  // Interleaving fills and drains the pipeline in steps of 1/v stage: the
+  // bubble, edge - step, shrinks v-fold.
+  if (vpp > 1) it.edge_s = bottleneck + (it.edge_s - bottleneck) / vpp;
   return it;
 }
 
@@ -680,7 +702,7 @@ PlanReport CostModel::evaluate(const Plan& plan) const {
     peak_sum += cluster_.pools[t].device.peak_flops * pi.stage_devices();
     layer += sp.layers;
   }
-  r.breakdown = iteration_latency(costs, r.num_microbatches);
+  r.breakdown = iteration_latency(costs, r.num_microbatches, pi.vpp);
   r.latency_s = r.breakdown.total();
   double worst = -1.0;
   for (int i = 0; i < pi.pp; ++i) {

@@ -113,6 +113,7 @@ struct StageCost {
   double dp_sync_s = 0;    // gradient synchronisation after the last micro-batch
   double optimizer_s = 0;  // optimizer step
   int in_flight = 0;       // micro-batches whose activations 1F1B keeps
+                           // (interleaved: virtual-stage micro-batches)
   StepParts fwd_parts;     // fwd_s by part
   StepParts bwd_parts;     // bwd_s by part
   MemoryBreakdown memory;
@@ -202,6 +203,9 @@ class CostModel {
 // 1F1B iteration latency from per-stage forward/backward/sync/optimizer
 // times and the number of micro-batches M (paper Eq. 2 and Appendix B; see
 // docs/costmodel.md for the form used and why).
-IterationBreakdown iteration_latency(const std::vector<StageCost>& stages, int num_microbatches);
+// With v = vpp > 1 virtual stages per rank (interleaved 1F1B) the bubble
+// is 1/v of plain 1F1B's.
+IterationBreakdown iteration_latency(const std::vector<StageCost>& stages, int num_microbatches,
+                                     int vpp = 1);
 
 }  // namespace hapmoe

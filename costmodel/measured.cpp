@@ -74,6 +74,7 @@ void calibrate_entry(ComputeEntry& e, const ComputeSample& s, double tokens_rati
   e.dense_act_fwd *= sm_f;
   e.expert_fwd *= sm_f;
   e.expert_act_fwd *= sm_f;
+  e.expert_scale_fwd *= sm_f;
   e.shared_fwd *= sm_f;
   e.shared_act_fwd *= sm_f;
   e.embedding_fwd *= s_f;
@@ -81,6 +82,7 @@ void calibrate_entry(ComputeEntry& e, const ComputeSample& s, double tokens_rati
   e.attention_bwd *= sa_b;
   e.dense_mlp_bwd *= sm_b;
   e.expert_bwd *= sm_b;
+  e.expert_scale_bwd *= sm_b;
   e.shared_bwd *= sm_b;
   e.embedding_bwd *= s_b;
   e.output_bwd *= s_b;
@@ -299,12 +301,14 @@ std::vector<FitValue> fit_layers(const std::vector<LayerSample>& samples, const 
         const auto [t, pi] = type_costs_for(*s);
         const ComputeEntry& ce = t.compute_entry(h, s->tp, s->cp, name);
         const double imb = 1.0 + w.training.gamma * (w.training.imbalance - 1.0);
-        const double k = w.model.top_k;
+        const RoutedExpertTime routed = routed_expert_time(
+            w.model, cluster.pools[static_cast<std::size_t>(h)].device,
+            tokens_per_device(w, s->micro_batch, s->tp, s->cp), s->ep, s->tpe);
         const double router_f = is_set(s->router_fwd_s) ? s->router_fwd_s : ce.router_fwd;
         const double router_b = is_set(s->router_fwd_s) ? 2.0 * s->router_fwd_s : ce.router_bwd;
-        x.push_back(k * ce.expert_fwd * imb);
+        x.push_back(routed.fwd * ce.expert_scale_fwd * imb);
         y.push_back(s->fwd_s - ce.attention_fwd - ce.shared_fwd - router_f);
-        x.push_back(k * ce.expert_bwd * imb);
+        x.push_back(routed.bwd * ce.expert_scale_bwd * imb);
         y.push_back(s->bwd_s - ce.attention_bwd - ce.shared_bwd - router_b);
       }
       if (!x.empty()) {

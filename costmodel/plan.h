@@ -18,6 +18,9 @@ struct ParallelConfig {
   int tpe = 1;
   int dp = 1;
   int micro_batch = 1;
+  // Virtual pipeline stages per rank (interleaved 1F1B, Megatron's
+  // --num-virtual-stages-per-pipeline-rank); 1 is plain 1F1B.
+  int vpp = 1;
 
   int stage_devices() const { return tp * cp * dp; }
   int devices() const { return pp * stage_devices(); }

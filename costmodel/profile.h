@@ -30,6 +30,12 @@ struct ComputeEntry {
   double expert_fwd = 0;          // one expert-width MLP over the device's
                                   // tokens, once (x top_k for routed experts)
   double expert_act_fwd = 0;      // its activation function alone
+  // The routed experts' time is the shape model's (routed_expert_time in
+  // costmodel/analytic.h, which depends on EP and TPE) times these: 1 in
+  // the analytic tables, the measured/analytic ratio of the FFN when a
+  // profile measured it.
+  double expert_scale_fwd = 1;
+  double expert_scale_bwd = 1;
   double shared_fwd = 0;          // the shared experts (0 if none)
   double shared_act_fwd = 0;      // their activation function alone
   double router_fwd = 0;          // router GEMM, softmax and top-k

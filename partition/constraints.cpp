@@ -19,7 +19,8 @@ std::string check_parallel(const ParallelConfig& pi, const Workload& w) {
                                 {"ep", pi.ep},
                                 {"tpe", pi.tpe},
                                 {"dp", pi.dp},
-                                {"micro_batch", pi.micro_batch}}) {
+                                {"micro_batch", pi.micro_batch},
+                                {"vpp", pi.vpp}}) {
     if (v < 1) return deg(name, v) + " must be at least 1";
   }
   if (pi.pp > m.num_layers) {
@@ -54,6 +55,17 @@ std::string check_parallel(const ParallelConfig& pi, const Workload& w) {
   if (t.global_batch % (pi.micro_batch * pi.dp) != 0) {
     return "global_batch=" + std::to_string(t.global_batch) +
            " is not divisible by micro_batch*dp=" + std::to_string(pi.micro_batch * pi.dp);
+  }
+  if (pi.vpp > 1) {
+    // Megatron-LM's interleaved schedule (REFERENCE.md 3.2.10; its
+    // schedules.py asks for micro-batches in groups of PP).
+    if (pi.pp < 2) return deg("vpp", pi.vpp) + " needs pp > 1 (got " + deg("pp", pi.pp) + ")";
+    const int m = t.global_batch / (pi.micro_batch * pi.dp);
+    if (m % pi.pp != 0) {
+      return deg("vpp", pi.vpp) + ": the " + std::to_string(m) +
+             " micro-batches per iteration are not a multiple of " + deg("pp", pi.pp) +
+             ", as the interleaved schedule needs";
+    }
   }
   return "";
 }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -110,13 +112,17 @@ std::vector<Case> load_cases(const std::string& path) {
   return cases;
 }
 
-std::vector<Outcome> evaluate_cases(const std::vector<Case>& cases, const std::string& root) {
+std::vector<Outcome> evaluate_cases(const std::vector<Case>& cases, const std::string& root,
+                                    std::optional<double> kernel_overhead) {
   std::vector<Outcome> out;
   for (const Case& c : cases) {
     try {
       Workload w = load_workload(under(root, c.model));
       apply_overrides(c.overrides, w);
-      const ClusterSpec cluster = load_cluster(under(root, c.cluster));
+      ClusterSpec cluster = load_cluster(under(root, c.cluster));
+      if (kernel_overhead) {
+        for (DevicePool& pool : cluster.pools) pool.device.kernel_overhead = *kernel_overhead;
+      }
       const Plan plan = parse_plan_json(c.plan_text, "plan", cluster, w.training.micro_batch);
       if (const std::string e = check_plan(plan, w, cluster, ConstraintOptions{}); !e.empty()) {
         throw InputError("plan", e);
@@ -135,6 +141,27 @@ std::vector<Outcome> evaluate_cases(const std::vector<Case>& cases, const std::s
     }
   }
   return out;
+}
+
+OverheadFit fit_kernel_overhead(const std::vector<Case>& cases, const std::string& root,
+                                const std::vector<double>& grid) {
+  OverheadFit fit;
+  fit.grid = grid;
+  double least = std::numeric_limits<double>::infinity();
+  for (double tau : grid) {
+    double sse = 0;
+    for (const Outcome& o : evaluate_cases(cases, root, tau)) {
+      if (!o.inside()) continue;
+      const double e = std::log(o.predicted_s / o.c.measured_s);
+      sse += e * e;
+    }
+    fit.sse.push_back(sse);
+    if (sse < least) {
+      least = sse;
+      fit.best = tau;
+    }
+  }
+  return fit;
 }
 
 GroupStats group_stats(const std::string& group, const std::vector<const Outcome*>& rows) {

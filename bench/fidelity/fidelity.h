@@ -13,6 +13,7 @@
 // plan is predicted fastest).
 #pragma once
 
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -54,7 +55,21 @@ struct Outcome {
 
 // Scores every case; model and cluster paths are read relative to
 // `root` when they name files. InputError naming the case on bad inputs.
-std::vector<Outcome> evaluate_cases(const std::vector<Case>& cases, const std::string& root);
+// `kernel_overhead` (seconds), when set, replaces every device's kernel
+// overhead: the fit of docs/costmodel.md, "Kernel overhead", scans it.
+std::vector<Outcome> evaluate_cases(const std::vector<Case>& cases, const std::string& root,
+                                    std::optional<double> kernel_overhead = std::nullopt);
+
+// The fit of the kernel overhead over the rows inside the median: the
+// value of `grid` (seconds) with the least sum of squared log errors
+// log(predicted / measured), and that sum at every grid point.
+struct OverheadFit {
+  std::vector<double> grid;
+  std::vector<double> sse;  // per grid point
+  double best = 0;
+};
+OverheadFit fit_kernel_overhead(const std::vector<Case>& cases, const std::string& root,
+                                const std::vector<double>& grid);
 
 // How the predicted order of one same-hardware group matches the measured
 // order, over pairs of different measured time: concordance counts a pair

@@ -1,15 +1,19 @@
-// bench_fidelity [CASES] [--root DIR] [--tsv PUBLISHED_RUNS_TSV]
+// bench_fidelity [CASES] [--root DIR] [--tsv PUBLISHED_RUNS_TSV] [--fit-kernel-overhead]
 // The calibration benchmark (bench/fidelity/README.md): scores every case
 // of CASES (default bench/fidelity/cases.json, paths relative to --root,
 // default the current directory), prints predicted against measured per
 // row, the groups' order and one summary line. With --tsv, first checks
 // that the cases and the published table list the same rows with the same
-// measured seconds (exit 2 naming the row otherwise).
+// measured seconds (exit 2 naming the row otherwise). With
+// --fit-kernel-overhead, first prints the fit of the kernel overhead
+// (docs/costmodel.md, "Kernel overhead") over 0..60 us, then the report
+// at the fitted value.
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -76,12 +80,16 @@ int main(int argc, char** argv) {
   std::string cases_path = "bench/fidelity/cases.json";
   std::string root = ".";
   std::string tsv;
+  bool fit = false;
   for (int k = 1; k < argc; ++k) {
     const std::string a = argv[k];
     if ((a == "--root" || a == "--tsv") && k + 1 < argc) {
       (a == "--root" ? root : tsv) = argv[++k];
+    } else if (a == "--fit-kernel-overhead") {
+      fit = true;
     } else if (a == "-h" || a == "--help") {
-      std::cout << "usage: bench_fidelity [CASES] [--root DIR] [--tsv PUBLISHED_RUNS_TSV]\n";
+      std::cout << "usage: bench_fidelity [CASES] [--root DIR] [--tsv PUBLISHED_RUNS_TSV] "
+                   "[--fit-kernel-overhead]\n";
       return 0;
     } else if (!a.empty() && a[0] != '-') {
       cases_path = a;
@@ -93,7 +101,20 @@ int main(int argc, char** argv) {
   try {
     const auto cases = hapmoe::fidelity::load_cases(cases_path);
     if (!tsv.empty()) check_against(cases, tsv);
-    const auto outcomes = hapmoe::fidelity::evaluate_cases(cases, root);
+    std::optional<double> overhead;
+    if (fit) {
+      std::vector<double> grid;
+      for (int us = 0; us <= 60; ++us) grid.push_back(us * 1e-6);
+      const auto f = hapmoe::fidelity::fit_kernel_overhead(cases, root, grid);
+      std::cout << "kernel overhead fit (rows inside the median; sum of squared log errors):\n";
+      for (std::size_t i = 0; i < f.grid.size(); ++i) {
+        std::printf("  %4.0f us  %.4f%s\n", f.grid[i] * 1e6, f.sse[i],
+                    f.grid[i] == f.best ? "  <- least" : "");
+      }
+      std::printf("kernel_overhead_fit_us=%.0f\n\n", f.best * 1e6);
+      overhead = f.best;
+    }
+    const auto outcomes = hapmoe::fidelity::evaluate_cases(cases, root, overhead);
     hapmoe::fidelity::print_report(std::cout, outcomes, hapmoe::fidelity::summarise(outcomes));
   } catch (const hapmoe::InputError& e) {
     std::cerr << "bench_fidelity: error: " << e.what() << "\n";

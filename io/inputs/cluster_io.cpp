@@ -258,6 +258,18 @@ DeviceSpec read_device(const std::string& name, ObjectReader& r) {
     d.devices_per_node = *per_node;
     note("devices_per_node");
   }
+  // Optional even without "base": a device file written before these
+  // fields existed still reads, with no wave quantisation and the fitted
+  // kernel overhead (docs/clusters.md).
+  if (!base) d.kernel_overhead = kDefaultKernelOverhead;
+  if (const auto units = r.opt_int("compute_units", 0, kMaxComputeUnits)) {
+    d.compute_units = *units;
+    note("compute_units");
+  }
+  if (const auto overhead = r.opt_number("kernel_overhead_us", 0, kMaxKernelOverhead * 1e6)) {
+    d.kernel_overhead = to_si(*overhead, kMicroUnit);
+    note("kernel_overhead_us");
+  }
   const auto source = r.opt_string("source");
   r.finish();
 
@@ -663,6 +675,8 @@ std::string cluster_to_json(const ClusterSpec& cluster) {
       if (i == kFieldsBeforePerNode) dev["devices_per_node"] = d.devices_per_node;
       dev[kNumberFields[i].key] = from_si(d.*kNumberFields[i].member, kNumberFields[i].unit);
     }
+    dev["compute_units"] = d.compute_units;
+    dev["kernel_overhead_us"] = from_si(d.kernel_overhead, kMicroUnit);
     dev["source"] = d.source;
     devices[d.name] = std::move(dev);
   }

@@ -53,6 +53,7 @@ Plan read_plan_object(const Json& j, const std::string& origin, const std::strin
     plan.parallel.dp = par.get_int("dp", 1, kMaxDegree);
     plan.parallel.micro_batch =
         par.opt_int("micro_batch", 1, 1 << 20).value_or(default_micro_batch);
+    plan.parallel.vpp = par.opt_int("vpp", 1, kMaxDegree).value_or(1);
     par.ignore({"num_microbatches"});
     par.finish();
   }
@@ -127,6 +128,7 @@ nlohmann::ordered_json plan_report_json(const PlanReport& r, const ClusterSpec& 
                    {"dp", pi.dp},
                    {"micro_batch", pi.micro_batch},
                    {"num_microbatches", r.num_microbatches}};
+  if (pi.vpp > 1) p["parallel"]["vpp"] = pi.vpp;  // absent: plain 1F1B
   ordered_json stages = ordered_json::array();
   for (const StageReport& s : r.stages) {
     ordered_json st;
