@@ -20,16 +20,29 @@ StepParts& StepParts::operator+=(const StepParts& o) {
   ep += o.ep;
   p2p += o.p2p;
   recompute += o.recompute;
+  tp_hidden += o.tp_hidden;
+  ep_hidden += o.ep_hidden;
   return *this;
 }
 
 StepParts operator*(double n, const StepParts& p) {
-  return {n * p.compute, n * p.tp, n * p.cp, n * p.ep, n * p.p2p, n * p.recompute};
+  return {n * p.compute, n * p.tp,        n * p.cp,        n * p.ep,
+          n * p.p2p,     n * p.recompute, n * p.tp_hidden, n * p.ep_hidden};
 }
 
 namespace {
 
 constexpr double kFp32 = 4.0;
+// Megatron-LM's gradient buckets: max(40M, 1M x DP) parameters
+// (DistributedDataParallel's default bucket size).
+constexpr double kMinBucketParams = 40e6;
+constexpr double kBucketParamsPerDpRank = 1e6;
+// SMs the MoE dispatcher's communication kernels occupy while they overlap
+// compute: Megatron-LM's --moe-deepep-num-sms default (20); assumed for the
+// NCCL all-to-all as well.
+constexpr int kDispatchComputeUnits = 20;
+// Flash-attention backward / forward time (AnalyticAssumptions).
+constexpr double kAttentionBwdFactor = AnalyticAssumptions{}.attention_bwd_factor;
 
 // The link a group of `span` consecutive ranks of one device type uses:
 // inside a node when it fits in one and nodes split evenly into such
@@ -190,10 +203,14 @@ void check_type_costs(const TypeCosts& t, const Workload& w, const ClusterSpec& 
                 {"dense_opt_bytes_per_param", t.dense_opt_bytes_per_param},
                 {"expert_opt_bytes_per_param", t.expert_opt_bytes_per_param},
                 {"optimizer_s_per_param", t.optimizer_s_per_param},
-                {"dp_sync_latency_s", t.dp_sync_latency_s},
-                {"dp_sync_s_per_param", t.dp_sync_s_per_param},
-                {"edp_sync_latency_s", t.edp_sync_latency_s},
-                {"edp_sync_s_per_param", t.edp_sync_s_per_param}};
+                {"dp_reduce.latency_s", t.dp_reduce.latency_s},
+                {"dp_reduce.s_per_param", t.dp_reduce.s_per_param},
+                {"dp_gather.latency_s", t.dp_gather.latency_s},
+                {"dp_gather.s_per_param", t.dp_gather.s_per_param},
+                {"edp_reduce.latency_s", t.edp_reduce.latency_s},
+                {"edp_reduce.s_per_param", t.edp_reduce.s_per_param},
+                {"edp_gather.latency_s", t.edp_gather.latency_s},
+                {"edp_gather.s_per_param", t.edp_gather.s_per_param}};
   for (const auto& f : fields) {
     if (!(std::isfinite(f.value) && f.value >= 0.0)) {
       numeric_failure(w, cluster, pi, t.type, f.name, f.value);
@@ -265,7 +282,7 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
     const double ring = (pi.cp - 1) * comm.time(Primitive::kP2P, chunk, 2, cp_link);
     // The ring overlaps with core attention; only the excess is exposed.
     cp_fwd = std::max(0.0, ring - ce.core_attention_fwd);
-    cp_bwd = std::max(0.0, 2.0 * ring - 2.5 * ce.core_attention_fwd);
+    cp_bwd = std::max(0.0, 2.0 * ring - kAttentionBwdFactor * ce.core_attention_fwd);
   }
   double compute_fwd = ce.attention_fwd;
   double compute_bwd = ce.attention_bwd;
@@ -366,16 +383,51 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
                                                           : 2.0 * routed * imb * pi.tpe;
   }
 
+  // Overlaps (docs/costmodel.md, "Overlap"). --tp-comm-overlap pipelines
+  // each TP block's all-gather and reduce-scatter with the block's GEMMs:
+  // only what exceeds them stays exposed.
+  double tp_hidden_f = 0.0;
+  double tp_hidden_b = 0.0;
+  if (tr.overlap.tp_comm && pi.tp > 1) {
+    auto block = [&](double gemms_f, double gemms_b) {
+      tp_hidden_f += std::min(tp_block, gemms_f);
+      tp_hidden_b += std::min(tp_block, gemms_b);
+    };
+    block(ce.attention_fwd - ce.core_attention_fwd,
+          ce.attention_bwd - kAttentionBwdFactor * ce.core_attention_fwd);
+    if (!moe) block(ce.dense_mlp_fwd, ce.dense_mlp_bwd);
+    if (moe && m.shared_expert_ffn_hidden > 0) block(ce.shared_fwd, ce.shared_bwd);
+  }
+  // --overlap-moe-expert-parallel-comm: in the steady state Megatron runs
+  // one micro-batch's forward beside another's backward, so a forward
+  // exchange hides behind the backward compute and the other way round.
+  // The exchange's kernels hold kDispatchComputeUnits SMs meanwhile, so
+  // the compute they hide behind runs that much slower.
+  double ep_hidden_f = 0.0;
+  double ep_hidden_b = 0.0;
+  if (moe && tr.overlap.moe_ep_comm) {
+    ep_hidden_f = std::min(moe_comm, compute_bwd);
+    ep_hidden_b = std::min(moe_comm, compute_fwd);
+    const double units = dev.compute_units;
+    const double steal =
+        units > kDispatchComputeUnits ? kDispatchComputeUnits / (units - kDispatchComputeUnits) : 0.0;
+    compute_fwd += steal * ep_hidden_f;
+    compute_bwd += steal * ep_hidden_b;
+  }
   c.fwd_parts.compute = compute_fwd;
-  c.fwd_parts.tp = tp_blocks * tp_block;
+  c.fwd_parts.tp = tp_blocks * tp_block - tp_hidden_f;
   c.fwd_parts.cp = cp_fwd;
-  c.fwd_parts.ep = moe_comm;
+  c.fwd_parts.ep = moe_comm - ep_hidden_f;
+  c.fwd_parts.tp_hidden = tp_hidden_f;
+  c.fwd_parts.ep_hidden = ep_hidden_f;
   c.bwd_parts.compute = compute_bwd;
-  c.bwd_parts.tp = tp_blocks * tp_block;
+  c.bwd_parts.tp = tp_blocks * tp_block - tp_hidden_b;
   c.bwd_parts.cp = cp_bwd;
-  c.bwd_parts.ep = moe_comm;
-  c.fwd_s = compute_fwd + tp_comm + moe_comm;
-  c.bwd_s = compute_bwd + tp_comm_bwd + moe_comm;
+  c.bwd_parts.ep = moe_comm - ep_hidden_b;
+  c.bwd_parts.tp_hidden = tp_hidden_b;
+  c.bwd_parts.ep_hidden = ep_hidden_b;
+  c.fwd_s = compute_fwd + tp_comm - tp_hidden_f + moe_comm - ep_hidden_f;
+  c.bwd_s = compute_bwd + tp_comm_bwd - tp_hidden_b + moe_comm - ep_hidden_b;
   c.selective_extra_s = selective_extra;
   c.act_bytes = act;
   c.act_selective_bytes = act_selective;
@@ -427,23 +479,25 @@ TypeCosts CostModel::type_costs(const ParallelConfig& pi, int type) const {
   // optimizer: reduce-scatter of grads + all-gather of params; without: an
   // all-reduce of grads. time(n params) = latency + n * slope.
   const Link stage_link = span_link(cluster_, type, pi.stage_devices());
-  auto affine = [&](int world, double& latency, double& slope) {
-    auto time = [&](double params) {
-      if (tr.distributed_optimizer) {
-        return tables_.comm.time(Primitive::kReduceScatter, params * t.grad_bytes_per_param, world,
-                                 stage_link) +
-               tables_.comm.time(Primitive::kAllGather, params * t.weight_bytes_per_param, world,
-                                 stage_link);
-      }
-      return tables_.comm.time(Primitive::kAllReduce, params * t.grad_bytes_per_param, world,
-                               stage_link);
-    };
+  auto affine = [&](int world, Primitive prim, double bytes_per_param) {
+    SyncCost c;
+    if (world <= 1) return c;
     const double probe = 1e9;
-    latency = world > 1 ? time(1e-300) : 0.0;
-    slope = world > 1 ? (time(probe) - latency) / probe : 0.0;
+    c.latency_s = tables_.comm.time(prim, 1e-300, world, stage_link);
+    c.s_per_param =
+        (tables_.comm.time(prim, probe * bytes_per_param, world, stage_link) - c.latency_s) / probe;
+    return c;
   };
-  affine(static_cast<int>(d_dense), t.dp_sync_latency_s, t.dp_sync_s_per_param);
-  affine(static_cast<int>(d_expert), t.edp_sync_latency_s, t.edp_sync_s_per_param);
+  const Primitive reduce = tr.distributed_optimizer ? Primitive::kReduceScatter
+                                                    : Primitive::kAllReduce;
+  const auto dense_world = static_cast<int>(d_dense);
+  const auto expert_world = static_cast<int>(d_expert);
+  t.dp_reduce = affine(dense_world, reduce, t.grad_bytes_per_param);
+  t.edp_reduce = affine(expert_world, reduce, t.grad_bytes_per_param);
+  if (tr.distributed_optimizer) {
+    t.dp_gather = affine(dense_world, Primitive::kAllGather, t.weight_bytes_per_param);
+    t.edp_gather = affine(expert_world, Primitive::kAllGather, t.weight_bytes_per_param);
+  }
   check_type_costs(t, workload_, cluster_, pi);
   return t;
 }
@@ -568,10 +622,27 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
 
   // After the last micro-batch: gradient sync, then the optimizer step on
   // the local shard.
-  c.dp_sync_s =
-      (dense_params > 0 ? tc.dp_sync_latency_s + dense_params * tc.dp_sync_s_per_param : 0.0) +
-      (expert_params > 0 ? tc.edp_sync_latency_s + expert_params * tc.edp_sync_s_per_param : 0.0);
+  // With --overlap-grad-reduce the reduction of each gradient bucket
+  // starts in the last micro-batch's backward as soon as the bucket is
+  // ready: only the last bucket, or what exceeds that backward, is
+  // exposed. --overlap-param-gather does the same for the all-gather
+  // against the next iteration's first forward (docs/costmodel.md,
+  // "Overlap").
   const TrainingSpec& tr = workload_.training;
+  const double bucket =
+      std::max(kMinBucketParams, kBucketParamsPerDpRank * static_cast<double>(pi.dp));
+  auto exposed = [&](const SyncCost& dense, const SyncCost& expert, bool overlap, double step) {
+    const double whole = dense.time(dense_params) + expert.time(expert_params);
+    if (!overlap) return whole;
+    const double last = std::max(dense.time(std::min(bucket, dense_params)),
+                                 expert.time(std::min(bucket, expert_params)));
+    return std::max(last, whole - step);
+  };
+  const double reduce_all = tc.dp_reduce.time(dense_params) + tc.edp_reduce.time(expert_params);
+  const double gather_all = tc.dp_gather.time(dense_params) + tc.edp_gather.time(expert_params);
+  c.dp_sync_s = exposed(tc.dp_reduce, tc.edp_reduce, tr.overlap.grad_reduce, c.bwd_s) +
+                exposed(tc.dp_gather, tc.edp_gather, tr.overlap.param_gather, c.fwd_s);
+  c.dp_hidden_s = reduce_all + gather_all - c.dp_sync_s;
   const double shard =
       tr.distributed_optimizer
           ? dense_params / (static_cast<double>(pi.dp) * pi.cp) + expert_params / pi.edp()
@@ -648,6 +719,7 @@ IterationBreakdown iteration_latency(const std::vector<StageCost>& stages, int n
     if (s.dp_sync_s + s.optimizer_s > tail) {
       tail = s.dp_sync_s + s.optimizer_s;
       it.dp_sync_s = s.dp_sync_s;
+      it.dp_hidden_s = s.dp_hidden_s;
       it.optimizer_s = s.optimizer_s;
     }
   }

@@ -32,6 +32,11 @@ struct StepParts {
   double ep = 0;         // MoE dispatch + combine (+ expert-TP gathers)
   double p2p = 0;        // pipeline point-to-point at the stage boundary
   double recompute = 0;  // backward only: the recomputed forward
+  // What the overlaps hid (docs/costmodel.md, "Overlap"); not part of the
+  // step's time: --tp-comm-overlap of TP collectives, and
+  // --overlap-moe-expert-parallel-comm of the dispatch and combine.
+  double tp_hidden = 0;
+  double ep_hidden = 0;
   double total() const { return compute + tp + cp + ep + p2p + recompute; }
   StepParts& operator+=(const StepParts& o);
 };
@@ -54,6 +59,13 @@ struct LayerCost {
   Dispatcher dispatcher = Dispatcher::kAllToAll;  // the one chosen
 };
 
+// An affine collective time over a number of parameters.
+struct SyncCost {
+  double latency_s = 0;
+  double s_per_param = 0;
+  double time(double params) const { return params > 0 ? latency_s + params * s_per_param : 0.0; }
+};
+
 // Per (pi, device type): the two layer kinds plus first/last-stage extras.
 struct TypeCosts {
   int type = 0;
@@ -74,10 +86,11 @@ struct TypeCosts {
   double dense_opt_bytes_per_param = 0;
   double expert_opt_bytes_per_param = 0;
   double optimizer_s_per_param = 0;
-  // Gradient synchronisation: time(bytes) = latency + bytes * s_per_byte,
-  // for the DP group (dense grads) and the EDP group (expert grads).
-  double dp_sync_latency_s = 0, dp_sync_s_per_param = 0;
-  double edp_sync_latency_s = 0, edp_sync_s_per_param = 0;
+  // Gradient synchronisation, for the DP group (dense grads) and the EDP
+  // group (expert grads): the gradient reduction (reduce-scatter with the
+  // distributed optimizer, else all-reduce) and the parameter all-gather
+  // (distributed optimizer only), each time(n params) = latency + n * slope.
+  SyncCost dp_reduce, dp_gather, edp_reduce, edp_gather;
 };
 
 // Where a stage sits and what it holds.
@@ -110,7 +123,9 @@ struct StageCost {
   double p2p_fwd_s = 0;    // part of fwd_s spent receiving activations
   double p2p_bwd_s = 0;    // part of bwd_s spent sending gradients back
   double recompute_s = 0;  // part of bwd_s spent recomputing
-  double dp_sync_s = 0;    // gradient synchronisation after the last micro-batch
+  double dp_sync_s = 0;    // gradient synchronisation after the last micro-batch,
+                           // the part the overlaps leave exposed
+  double dp_hidden_s = 0;  // the part --overlap-grad-reduce/-param-gather hid
   double optimizer_s = 0;  // optimizer step
   int in_flight = 0;       // micro-batches whose activations 1F1B keeps
                            // (interleaved: virtual-stage micro-batches)
@@ -127,6 +142,7 @@ struct IterationBreakdown {
   double step_s = 0;     // max_i (t_f,i + t_b,i): the bottleneck stage's step
   double dp_sync_s = 0;  // of the stage with the longest sync + optimizer
   double optimizer_s = 0;
+  double dp_hidden_s = 0;  // that stage's sync hidden by the overlaps (not in total)
   double total() const { return edge_s + middle_s + dp_sync_s + optimizer_s; }
   // The pipeline's time is M steps of the bottleneck stage plus the bubble,
   // edge - step: its wait while the pipeline fills and drains.

@@ -111,9 +111,10 @@ std::string validate(const TrainingSpec& t, const ModelSpec& m) {
   if (!(t.gamma >= 0.0) || t.gamma > 1.0) {
     return "gamma = " + std::to_string(t.gamma) + " must be in [0, 1]";
   }
-  if (t.precision == Precision::kFp16 && m.is_moe()) {
-    // Megatron rejects --fp16 with expert parallelism; EP = 1 still works,
-    // so this is allowed here and checked per plan.
+  if (t.overlap.param_gather && !t.distributed_optimizer) {
+    // REFERENCE.md 3.2.12.
+    return "overlap.param_gather needs the distributed optimizer (Megatron: "
+           "--overlap-param-gather needs --use-distributed-optimizer)";
   }
   return "";
 }

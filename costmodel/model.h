@@ -60,6 +60,17 @@ struct ModelSpec {
   bool operator==(const ModelSpec&) const = default;
 };
 
+// Which communication Megatron-LM overlaps with compute (docs/costmodel.md,
+// "Overlap"); each is off unless its Megatron flag is given, as in
+// Megatron-LM.
+struct Overlap {
+  bool grad_reduce = false;   // --overlap-grad-reduce
+  bool param_gather = false;  // --overlap-param-gather (distributed optimizer)
+  bool tp_comm = false;       // --tp-comm-overlap
+  bool moe_ep_comm = false;   // --overlap-moe-expert-parallel-comm
+  bool operator==(const Overlap&) const = default;
+};
+
 struct TrainingSpec {
   int seq_len = 4096;      // S, tokens per sample
   int global_batch = 256;  // B, samples per iteration
@@ -69,6 +80,7 @@ struct TrainingSpec {
   Dispatcher dispatcher = Dispatcher::kAllToAll;
   double imbalance = 1.2;  // rho = max/mean tokens per expert (>= 1)
   double gamma = 1.0;      // gamma in [0,1]: share of rho on the path
+  Overlap overlap;
   bool operator==(const TrainingSpec&) const = default;
 };
 

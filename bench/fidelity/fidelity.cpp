@@ -46,6 +46,20 @@ Case read_case(const Json& j, const std::string& origin, const std::string& poin
   if (const auto d = r.opt_string("dispatcher")) {
     c.overrides.dispatcher = parse_dispatcher(*d, origin + ":" + r.pointer("dispatcher"));
   }
+  for (const std::string& o : string_list(r, "overlap")) {
+    if (o == "grad_reduce") {
+      c.overrides.overlap.grad_reduce = true;
+    } else if (o == "param_gather") {
+      c.overrides.overlap.param_gather = true;
+    } else if (o == "tp_comm") {
+      c.overrides.overlap.tp_comm = true;
+    } else if (o == "moe_ep_comm") {
+      c.overrides.overlap.moe_ep_comm = true;
+    } else {
+      r.fail("overlap", "unknown overlap \"" + o +
+                            "\" (expected grad_reduce, param_gather, tp_comm or moe_ep_comm)");
+    }
+  }
   const Json& plan = r.get_raw("plan");
   if (!plan.is_object()) r.fail("plan", "expected a plan object, got " + describe(plan));
   c.plan_text = plan.dump();

@@ -84,7 +84,17 @@ void add_workload_options(cxxopts::Options& o) {
                                      cxxopts::value<std::string>())(
       "gamma", "share gamma in [0,1] of the imbalance on the critical path",
       cxxopts::value<std::string>())("no-distributed-optimizer",
-                                     "replicate optimizer states over DP (no ZeRO-1)");
+                                     "replicate optimizer states over DP (no ZeRO-1)")(
+      "overlap-grad-reduce",
+      "overlap the gradient reduce-scatter with the last micro-batch's backward, as "
+      "Megatron's flag of that name (default off, as in Megatron)")(
+      "overlap-param-gather",
+      "overlap the parameter all-gather with the next forward (needs the distributed "
+      "optimizer; default off)")(
+      "tp-comm-overlap", "overlap TP collectives with their GEMMs (Transformer Engine; default off)")(
+      "overlap-moe-expert-parallel-comm",
+      "overlap the MoE dispatch and combine of one micro-batch with another's compute "
+      "(Megatron's 1F1B all-to-all overlap; default off)");
   o.add_options("Profile (docs/profile.md)")(
       "profile",
       "measured tables (HDF5, from `hapmoe profile`): they replace the catalog's entry by entry, "
@@ -120,6 +130,10 @@ Inputs read_inputs(const cxxopts::ParseResult& r) {
   ov.imbalance = num_opt("imbalance", 1.0, 1000.0);
   ov.gamma = num_opt("gamma", 0.0, 1.0);
   ov.no_distributed_optimizer = r.count("no-distributed-optimizer") > 0;
+  ov.overlap.grad_reduce = r.count("overlap-grad-reduce") > 0;
+  ov.overlap.param_gather = r.count("overlap-param-gather") > 0;
+  ov.overlap.tp_comm = r.count("tp-comm-overlap") > 0;
+  ov.overlap.moe_ep_comm = r.count("overlap-moe-expert-parallel-comm") > 0;
   if (r.count("profile")) {
     in.profile_path = r["profile"].as<std::string>();
     in.profile = std::make_shared<const MeasuredProfile>(read_profile(in.profile_path));

@@ -513,6 +513,14 @@ void read_training(ObjectReader& parent, const ModelSpec& m, TrainingSpec& t) {
   }
   t.imbalance = r.opt_number("imbalance", kMinImbalance, kMaxImbalance).value_or(t.imbalance);
   t.gamma = r.opt_number("gamma", 0.0, 1.0).value_or(t.gamma);
+  if (r.has("overlap")) {
+    ObjectReader o(r.get_raw("overlap"), r.origin(), r.pointer("overlap"));
+    t.overlap.grad_reduce = o.opt_bool("grad_reduce").value_or(false);
+    t.overlap.param_gather = o.opt_bool("param_gather").value_or(false);
+    t.overlap.tp_comm = o.opt_bool("tp_comm").value_or(false);
+    t.overlap.moe_ep_comm = o.opt_bool("moe_ep_comm").value_or(false);
+    o.finish();
+  }
   r.finish();
 }
 
@@ -656,6 +664,10 @@ void apply_overrides(const TrainingOverrides& o, Workload& workload) {
   if (o.imbalance) t.imbalance = *o.imbalance;
   if (o.gamma) t.gamma = *o.gamma;
   if (o.no_distributed_optimizer) t.distributed_optimizer = false;
+  t.overlap.grad_reduce = t.overlap.grad_reduce || o.overlap.grad_reduce;
+  t.overlap.param_gather = t.overlap.param_gather || o.overlap.param_gather;
+  t.overlap.tp_comm = t.overlap.tp_comm || o.overlap.tp_comm;
+  t.overlap.moe_ep_comm = t.overlap.moe_ep_comm || o.overlap.moe_ep_comm;
 
   const std::string e = validate(t, w.model);
   if (!e.empty()) {
@@ -677,6 +689,8 @@ void apply_overrides(const TrainingOverrides& o, Workload& workload) {
       option = "--imbalance";
     } else if (field == "gamma" && o.gamma) {
       option = "--gamma";
+    } else if (field == "overlap.param_gather" && o.overlap.param_gather) {
+      option = "--overlap-param-gather";
     }
     throw InputError(option, e);
   }
@@ -763,6 +777,10 @@ std::string workload_to_json(const Workload& workload) {
   tr["dispatcher"] = to_string(t.dispatcher);
   tr["imbalance"] = t.imbalance;
   tr["gamma"] = t.gamma;
+  tr["overlap"] = {{"grad_reduce", t.overlap.grad_reduce},
+                   {"param_gather", t.overlap.param_gather},
+                   {"tp_comm", t.overlap.tp_comm},
+                   {"moe_ep_comm", t.overlap.moe_ep_comm}};
   j["training"] = std::move(tr);
   return j.dump(2) + "\n";
 }

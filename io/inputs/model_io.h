@@ -40,6 +40,8 @@ struct TrainingOverrides {
   std::optional<double> imbalance;
   std::optional<double> gamma;
   bool no_distributed_optimizer = false;
+  // Overlaps to turn on (Megatron's flags of the same names); never off.
+  Overlap overlap;
 };
 
 // Applies the overrides and re-validates; throws InputError naming the

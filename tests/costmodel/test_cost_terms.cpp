@@ -305,10 +305,8 @@ TypeCosts hand_type_costs(int type) {
   t.dense_opt_bytes_per_param = 3;   // 12 / (DP·CP) with DP·CP = 4
   t.expert_opt_bytes_per_param = 6;  // 12 / EDP with EDP = 2
   t.optimizer_s_per_param = 1e-11;
-  t.dp_sync_latency_s = 1e-5;
-  t.dp_sync_s_per_param = 1e-10;
-  t.edp_sync_latency_s = 2e-5;
-  t.edp_sync_s_per_param = 2e-10;
+  t.dp_reduce = {1e-5, 1e-10};
+  t.edp_reduce = {2e-5, 2e-10};
   return t;
 }
 
