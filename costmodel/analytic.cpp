@@ -41,8 +41,7 @@ double ceil_div(double a, double b) { return std::ceil(a / b - 1e-9); }
 double concurrent_gemms(int count, double m, double n, double k, const DeviceSpec& d,
                         double bytes_per_element) {
   const double rate = d.peak_flops * d.gemm_efficiency;  // FLOP/s, the whole device
-  const double traffic =
-      count * bytes_per_element * (m * k + k * n + m * n) / d.hbm_bandwidth;
+  const double traffic = count * bytes_per_element * (m * k + k * n + m * n) / d.hbm_bandwidth;
   if (d.compute_units <= 0 || m <= 0 || n <= 0 || k <= 0) {
     return std::max(count * 2.0 * m * n * k / rate, traffic);
   }
@@ -87,19 +86,21 @@ namespace {
 // Kernels one forward pass launches per block (docs/costmodel.md, "Kernel
 // overhead"), as Megatron-LM with Transformer Engine runs them; a backward
 // pass launches twice as many (data and weight gradients).
-constexpr double kAttentionKernels = 7;  // norm, QKV, rotary q and k, attention, out, residual
-constexpr double kMlpKernels = 5;        // norm, FC1, activation, FC2, residual
-constexpr double kMoeKernels = 12;       // norm, router GEMM, softmax, top-k, aux loss (2),
-                                         // permute (2), token counts, activation, unpermute,
-                                         // residual
+constexpr double kAttentionKernels = 7;     // norm, QKV, rotary q and k, attention, out, residual
+constexpr double kMlpKernels = 5;           // norm, FC1, activation, FC2, residual
+constexpr double kMoeKernels = 12;          // norm, router GEMM, softmax, top-k, aux loss (2),
+                                            // permute (2), token counts, activation, unpermute,
+                                            // residual
 constexpr double kSharedExpertKernels = 3;  // FC1, activation, FC2
 constexpr double kExpertKernels = 2;        // per local expert: FC1, FC2
 constexpr double kEmbeddingKernels = 1;
 constexpr double kOutputKernels = 4;  // final norm, output GEMM, cross entropy (2)
-// Token permutation around the experts, per forward pass: permute before
-// the dispatch, sort by expert after it, and the reverse two around the
-// combine, each reading and writing every routed token copy.
-constexpr double kPermutePasses = 4 * 2;
+// Token permutation around the experts, per forward pass, each pass
+// reading and writing every token copy it moves: permute before the
+// dispatch and unpermute after the combine (the device's own t_sp * k
+// copies), sort by expert after the dispatch and back before the combine
+// (the t_sp * k * TPE copies it computes).
+constexpr double kPermutePasses = 2 * 2;
 
 }  // namespace
 
@@ -122,16 +123,17 @@ RoutedExpertTime routed_expert_time(const ModelSpec& m, const DeviceSpec& d, dou
   };
   RoutedExpertTime r;
   r.act_fwd = act_passes * copies * width * beta / d.hbm_bandwidth;
-  const double permute = kPermutePasses * sp_tokens * m.top_k * h * beta / d.hbm_bandwidth;
+  const double permute =
+      kPermutePasses * (sp_tokens * m.top_k + copies) * h * beta / d.hbm_bandwidth;
   r.kernels_fwd = kExpertKernels * local;
   r.kernels_bwd = 2.0 * r.kernels_fwd;
-  r.fwd = group(rows, up * width, h) + group(rows, h, width) + r.act_fwd + permute +
-          r.kernels_fwd * d.kernel_overhead;
+  r.fwd = group(rows, up * width, h) + group(rows, h, width) + r.act_fwd;
   // Backward: data gradients (rows x K) and weight gradients (K summed
   // over the rows) of both GEMMs.
   r.bwd = group(rows, width, h) + group(width, h, rows) + group(rows, h, up * width) +
-          group(h, up * width, rows) + 2.0 * r.act_fwd + permute +
-          r.kernels_bwd * d.kernel_overhead;
+          group(h, up * width, rows) + 2.0 * r.act_fwd;
+  r.fixed_fwd = permute + r.kernels_fwd * d.kernel_overhead;
+  r.fixed_bwd = permute + r.kernels_bwd * d.kernel_overhead;
   return r;
 }
 

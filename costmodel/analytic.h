@@ -47,12 +47,15 @@ double grouped_gemm_time(int count, int streams, double m, double n, double k,
 // (docs/costmodel.md, "Routed experts"), with balanced routing and eta = 1.
 // `sp_tokens` tokens per device (b*S/(CP*TP)); each device holds E/EP
 // experts, each of width F_e/TPE, and receives sp_tokens * k * TPE token
-// copies. Includes the permutation of the tokens and the experts' kernel
-// overhead.
+// copies.
 struct RoutedExpertTime {
-  double fwd = 0;
-  double bwd = 0;
+  double fwd = 0;      // grouped GEMMs + activation function: what imbalance,
+  double bwd = 0;      // kernel efficiency eta and a measured FFN scale
   double act_fwd = 0;  // the activation function alone
+  // Token permutation and the experts' kernel overhead, which grow with
+  // neither imbalance nor eta.
+  double fixed_fwd = 0;
+  double fixed_bwd = 0;
   double kernels_fwd = 0, kernels_bwd = 0;  // kernels launched
 };
 RoutedExpertTime routed_expert_time(const ModelSpec& model, const DeviceSpec& device,

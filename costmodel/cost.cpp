@@ -331,9 +331,11 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
     const double local_expert_bytes = static_cast<double>(m.num_experts) / pi.ep *
                                       (up_factor + 1.0) * h * m.expert_ffn_hidden / pi.tpe * beta;
     const double expert_fwd = std::max(experts.fwd * ce.expert_scale_fwd * imb / coef.eta,
-                                       local_expert_bytes / coef.hbm_bandwidth);
+                                       local_expert_bytes / coef.hbm_bandwidth) +
+                              experts.fixed_fwd;
     const double expert_bwd = std::max(experts.bwd * ce.expert_scale_bwd * imb / coef.eta,
-                                       2.0 * local_expert_bytes / coef.hbm_bandwidth);
+                                       2.0 * local_expert_bytes / coef.hbm_bandwidth) +
+                              experts.fixed_bwd;
     compute_fwd += ce.router_fwd + expert_fwd + ce.shared_fwd;
     compute_bwd += ce.router_bwd + expert_bwd + ce.shared_bwd;
     if (m.shared_expert_ffn_hidden > 0) {
@@ -341,8 +343,7 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
       tp_comm_bwd += tp_block;
       ++tp_blocks;
     }
-    selective_extra +=
-        experts.act_fwd * ce.expert_scale_fwd * imb / coef.eta + ce.shared_act_fwd;
+    selective_extra += experts.act_fwd * ce.expert_scale_fwd * imb / coef.eta + ce.shared_act_fwd;
 
     // Dispatch and combine over the EP group (stride TPE, span EP*TPE),
     // then gathers inside the expert-TP group.
@@ -409,8 +410,9 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
     ep_hidden_f = std::min(moe_comm, compute_bwd);
     ep_hidden_b = std::min(moe_comm, compute_fwd);
     const double units = dev.compute_units;
-    const double steal =
-        units > kDispatchComputeUnits ? kDispatchComputeUnits / (units - kDispatchComputeUnits) : 0.0;
+    const double steal = units > kDispatchComputeUnits
+                             ? kDispatchComputeUnits / (units - kDispatchComputeUnits)
+                             : 0.0;
     compute_fwd += steal * ep_hidden_f;
     compute_bwd += steal * ep_hidden_b;
   }
@@ -488,8 +490,8 @@ TypeCosts CostModel::type_costs(const ParallelConfig& pi, int type) const {
         (tables_.comm.time(prim, probe * bytes_per_param, world, stage_link) - c.latency_s) / probe;
     return c;
   };
-  const Primitive reduce = tr.distributed_optimizer ? Primitive::kReduceScatter
-                                                    : Primitive::kAllReduce;
+  const Primitive reduce =
+      tr.distributed_optimizer ? Primitive::kReduceScatter : Primitive::kAllReduce;
   const auto dense_world = static_cast<int>(d_dense);
   const auto expert_world = static_cast<int>(d_expert);
   t.dp_reduce = affine(dense_world, reduce, t.grad_bytes_per_param);
@@ -601,8 +603,8 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
   // 1F1B keeps PP - i micro-batches at stage i; interleaved keeps
   // 2(PP - i - 1) + (v - 1)PP + 1 virtual-stage micro-batches, each 1/v of
   // the stage's layers (Megatron's warm-up count in schedules.py).
-  const int chunks = pi.vpp > 1 ? 2 * (pi.pp - s.position - 1) + (pi.vpp - 1) * pi.pp + 1
-                                : pi.pp - s.position;
+  const int chunks =
+      pi.vpp > 1 ? 2 * (pi.pp - s.position - 1) + (pi.vpp - 1) * pi.pp + 1 : pi.pp - s.position;
   c.in_flight = std::max(1, std::min(chunks, m * pi.vpp));
   const double dense_params = dense_layers * tc.dense.dense_params +
                               s.moe_layers * tc.moe.dense_params +
@@ -634,9 +636,9 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
   auto exposed = [&](const SyncCost& dense, const SyncCost& expert, bool overlap, double step) {
     const double whole = dense.time(dense_params) + expert.time(expert_params);
     if (!overlap) return whole;
-    const double last = std::max(dense.time(std::min(bucket, dense_params)),
-                                 expert.time(std::min(bucket, expert_params)));
-    return std::max(last, whole - step);
+    const double last_bucket = std::max(dense.time(std::min(bucket, dense_params)),
+                                        expert.time(std::min(bucket, expert_params)));
+    return std::max(last_bucket, whole - step);
   };
   const double reduce_all = tc.dp_reduce.time(dense_params) + tc.edp_reduce.time(expert_params);
   const double gather_all = tc.dp_gather.time(dense_params) + tc.edp_gather.time(expert_params);

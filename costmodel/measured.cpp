@@ -301,15 +301,15 @@ std::vector<FitValue> fit_layers(const std::vector<LayerSample>& samples, const 
         const auto [t, pi] = type_costs_for(*s);
         const ComputeEntry& ce = t.compute_entry(h, s->tp, s->cp, name);
         const double imb = 1.0 + w.training.gamma * (w.training.imbalance - 1.0);
-        const RoutedExpertTime routed = routed_expert_time(
-            w.model, cluster.pools[static_cast<std::size_t>(h)].device,
-            tokens_per_device(w, s->micro_batch, s->tp, s->cp), s->ep, s->tpe);
+        const RoutedExpertTime routed =
+            routed_expert_time(w.model, cluster.pools[static_cast<std::size_t>(h)].device,
+                               tokens_per_device(w, s->micro_batch, s->tp, s->cp), s->ep, s->tpe);
         const double router_f = is_set(s->router_fwd_s) ? s->router_fwd_s : ce.router_fwd;
         const double router_b = is_set(s->router_fwd_s) ? 2.0 * s->router_fwd_s : ce.router_bwd;
         x.push_back(routed.fwd * ce.expert_scale_fwd * imb);
-        y.push_back(s->fwd_s - ce.attention_fwd - ce.shared_fwd - router_f);
+        y.push_back(s->fwd_s - ce.attention_fwd - ce.shared_fwd - router_f - routed.fixed_fwd);
         x.push_back(routed.bwd * ce.expert_scale_bwd * imb);
-        y.push_back(s->bwd_s - ce.attention_bwd - ce.shared_bwd - router_b);
+        y.push_back(s->bwd_s - ce.attention_bwd - ce.shared_bwd - router_b - routed.fixed_bwd);
       }
       if (!x.empty()) {
         const double inv = fit_origin(x, y);

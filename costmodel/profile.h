@@ -28,7 +28,9 @@ struct ComputeEntry {
   double dense_mlp_fwd = 0;       // one dense MLP of width F
   double dense_act_fwd = 0;       // its activation function alone
   double expert_fwd = 0;          // one expert-width MLP over the device's
-                                  // tokens, once (x top_k for routed experts)
+                                  // tokens at full GEMM efficiency: a
+                                  // reference (archives), not the routed
+                                  // experts' cost (routed_expert_time)
   double expert_act_fwd = 0;      // its activation function alone
   // The routed experts' time is the shape model's (routed_expert_time in
   // costmodel/analytic.h, which depends on EP and TPE) times these: 1 in
@@ -36,11 +38,11 @@ struct ComputeEntry {
   // profile measured it.
   double expert_scale_fwd = 1;
   double expert_scale_bwd = 1;
-  double shared_fwd = 0;          // the shared experts (0 if none)
-  double shared_act_fwd = 0;      // their activation function alone
-  double router_fwd = 0;          // router GEMM, softmax and top-k
-  double embedding_fwd = 0;       // first stage: embedding lookup
-  double output_fwd = 0;          // last stage: output GEMM + cross entropy
+  double shared_fwd = 0;      // the shared experts (0 if none)
+  double shared_act_fwd = 0;  // their activation function alone
+  double router_fwd = 0;      // router GEMM, softmax and top-k
+  double embedding_fwd = 0;   // first stage: embedding lookup
+  double output_fwd = 0;      // last stage: output GEMM + cross entropy
   double attention_bwd = 0;
   double dense_mlp_bwd = 0;
   double expert_bwd = 0;

@@ -60,9 +60,9 @@ std::string check_parallel(const ParallelConfig& pi, const Workload& w) {
     // Megatron-LM's interleaved schedule (REFERENCE.md 3.2.10; its
     // schedules.py asks for micro-batches in groups of PP).
     if (pi.pp < 2) return deg("vpp", pi.vpp) + " needs pp > 1 (got " + deg("pp", pi.pp) + ")";
-    const int m = t.global_batch / (pi.micro_batch * pi.dp);
-    if (m % pi.pp != 0) {
-      return deg("vpp", pi.vpp) + ": the " + std::to_string(m) +
+    const int micro_batches = t.global_batch / (pi.micro_batch * pi.dp);
+    if (micro_batches % pi.pp != 0) {
+      return deg("vpp", pi.vpp) + ": the " + std::to_string(micro_batches) +
              " micro-batches per iteration are not a multiple of " + deg("pp", pi.pp) +
              ", as the interleaved schedule needs";
     }

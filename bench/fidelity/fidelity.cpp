@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <map>
 
 #include "costmodel/errors.h"
@@ -161,19 +160,41 @@ OverheadFit fit_kernel_overhead(const std::vector<Case>& cases, const std::strin
                                 const std::vector<double>& grid) {
   OverheadFit fit;
   fit.grid = grid;
-  double least = std::numeric_limits<double>::infinity();
+  // log(predicted / measured) of every row inside the median, per grid point.
+  std::vector<std::vector<double>> logs;
+  std::vector<std::string> ids;
   for (double tau : grid) {
-    double sse = 0;
+    std::vector<double> row;
     for (const Outcome& o : evaluate_cases(cases, root, tau)) {
       if (!o.inside()) continue;
-      const double e = std::log(o.predicted_s / o.c.measured_s);
-      sse += e * e;
+      row.push_back(std::log(o.predicted_s / o.c.measured_s));
+      if (logs.empty()) ids.push_back(o.c.id);
     }
-    fit.sse.push_back(sse);
-    if (sse < least) {
-      least = sse;
-      fit.best = tau;
+    logs.push_back(std::move(row));
+  }
+  // The grid point of least sum of squares, leaving out row `skip` (none
+  // when skip is out of range).
+  auto least = [&](std::size_t skip) {
+    std::size_t best = 0;
+    double best_sse = std::numeric_limits<double>::infinity();
+    for (std::size_t g = 0; g < grid.size(); ++g) {
+      double sse = 0;
+      for (std::size_t r = 0; r < logs[g].size(); ++r) {
+        if (r != skip) sse += logs[g][r] * logs[g][r];
+      }
+      if (skip >= logs[g].size()) fit.sse.push_back(sse);
+      if (sse < best_sse) {
+        best_sse = sse;
+        best = g;
+      }
     }
+    return best;
+  };
+  if (grid.empty()) return fit;
+  fit.best = grid[least(ids.size())];
+  for (std::size_t r = 0; r < ids.size(); ++r) {
+    const std::size_t g = least(r);
+    fit.held_out.push_back({ids[r], grid[g], std::exp(logs[g][r]) - 1.0});
   }
   return fit;
 }

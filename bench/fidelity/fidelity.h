@@ -67,6 +67,14 @@ struct OverheadFit {
   std::vector<double> grid;
   std::vector<double> sse;  // per grid point
   double best = 0;
+  // Leave-one-out: per row inside the median, the value fitted without
+  // it and that row's signed error at that value.
+  struct HeldOut {
+    std::string id;
+    double fitted = 0;
+    double error = 0;
+  };
+  std::vector<HeldOut> held_out;
 };
 OverheadFit fit_kernel_overhead(const std::vector<Case>& cases, const std::string& root,
                                 const std::vector<double>& grid);

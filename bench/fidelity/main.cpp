@@ -8,6 +8,8 @@
 // --fit-kernel-overhead, first prints the fit of the kernel overhead
 // (docs/costmodel.md, "Kernel overhead") over 0..60 us, then the report
 // at the fitted value.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -111,7 +113,21 @@ int main(int argc, char** argv) {
         std::printf("  %4.0f us  %.4f%s\n", f.grid[i] * 1e6, f.sse[i],
                     f.grid[i] == f.best ? "  <- least" : "");
       }
-      std::printf("kernel_overhead_fit_us=%.0f\n\n", f.best * 1e6);
+      std::printf("kernel_overhead_fit_us=%.0f\n", f.best * 1e6);
+      std::cout << "leave-one-out (fitted without the row, and the row's error at that fit):\n";
+      std::vector<double> abs_errors;
+      for (const auto& h : f.held_out) {
+        std::printf("  %-22s %4.0f us  %+6.1f%%\n", h.id.c_str(), h.fitted * 1e6, 100 * h.error);
+        abs_errors.push_back(std::abs(h.error));
+      }
+      std::sort(abs_errors.begin(), abs_errors.end());
+      if (!abs_errors.empty()) {
+        const std::size_t n = abs_errors.size();
+        const double med =
+            n % 2 ? abs_errors[n / 2] : (abs_errors[n / 2 - 1] + abs_errors[n / 2]) / 2;
+        std::printf("leave-one-out: median_abs_error=%.3f worst_abs_error=%.3f\n\n", med,
+                    abs_errors.back());
+      }
       overhead = f.best;
     }
     const auto outcomes = hapmoe::fidelity::evaluate_cases(cases, root, overhead);

@@ -523,6 +523,11 @@ int cmd_fit(int argc, const char* const* argv, std::ostream& out) {
         throw InputError(path + ":" + std::to_string(s.line),
                          "a moe layer, but " + w.model.name + " is dense");
       }
+      if (s.moe && w.model.num_experts % s.ep != 0) {
+        throw InputError(path + ":" + std::to_string(s.line),
+                         "ep = " + std::to_string(s.ep) + " does not divide the " +
+                             std::to_string(w.model.num_experts) + " experts of " + w.model.name);
+      }
     }
     const auto more = fit_layers(rows, w, cluster, p);
     fits.insert(fits.end(), more.begin(), more.end());

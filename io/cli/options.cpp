@@ -91,7 +91,8 @@ void add_workload_options(cxxopts::Options& o) {
       "overlap-param-gather",
       "overlap the parameter all-gather with the next forward (needs the distributed "
       "optimizer; default off)")(
-      "tp-comm-overlap", "overlap TP collectives with their GEMMs (Transformer Engine; default off)")(
+      "tp-comm-overlap",
+      "overlap TP collectives with their GEMMs (Transformer Engine; default off)")(
       "overlap-moe-expert-parallel-comm",
       "overlap the MoE dispatch and combine of one micro-batch with another's compute "
       "(Megatron's 1F1B all-to-all overlap; default off)");

@@ -766,39 +766,156 @@ TEST_F(CostTerms, CpRingMultiLatentAttentionChunk) {
   EXPECT_REL(tc.dense.bwd_s, 2.2e-3 + 4.0e-3 + (2 * ring_time - 2.5e-6));
 }
 
+// ---------------------------------------------------------------------------
+// Routed experts (analytic.h, routed_expert_time) on the fixture's devices,
+// which have no compute-unit count and no kernel overhead: every GEMM is the
+// roofline, and E/EP GEMMs on concurrent streams cost E/EP single ones. A
+// device holds E/EP experts of width w = F_e/TPE and receives t_sp·k·TPE
+// token copies, r = t_sp·k·TPE/(E/EP) rows per expert (m' = 2: SwiGLU up +
+// gate):
+//   fwd = (E/EP)·[t_gemm(r, m'·w, H) + t_gemm(r, H, w)] + act + permute
+//   bwd = (E/EP)·[t_gemm(r, w, H) + t_gemm(w, H, r) + t_gemm(r, H, m'·w)
+//                 + t_gemm(H, m'·w, r)] + 2·act + permute
+// act = 3 passes of t_sp·k·TPE·w·β at W (SwiGLU); permute = 8 passes of
+// t_sp·k·H·β at W (permute, sort, and their reverses around the combine,
+// each read and written), in the forward and again in the backward.
+// The layer charges max(fwd·s·f_imb/η, W_local/W_h) (s = the entry's
+// expert_scale, 1 unless a profile measured the FFN).
+struct HandExperts {
+  double fwd, bwd, act;
+};
+
+HandExperts hand_experts(double tsp, int ep, int tpe, double peak_times_eff, double hbm) {
+  const double local = kE / ep;
+  const double copies = tsp * kK * tpe;
+  const double r = copies / local;
+  const double w = kFe / tpe;
+  auto group = [&](double a, double b, double c) {
+    return local * roofline(a, b, c, peak_times_eff, hbm);
+  };
+  HandExperts x;
+  x.act = 3.0 * copies * w * 2.0 / hbm;
+  const double permute = 8.0 * tsp * kK * kH * 2.0 / hbm;
+  x.fwd = group(r, 2 * w, kH) + group(r, kH, w) + x.act + permute;
+  x.bwd = group(r, w, kH) + group(w, kH, r) + group(r, kH, 2 * w) + group(kH, 2 * w, r) +
+          2.0 * x.act + permute;
+  return x;
+}
+
+// Device A (type 0): P·e = 100e12, W = 1e12; device B (type 1): P·e = 25e12,
+// W = 0.5e12.
+HandExperts hand_experts_a(double tsp, int ep, int tpe) {
+  return hand_experts(tsp, ep, tpe, 100e12, 1e12);
+}
+HandExperts hand_experts_b(double tsp, int ep, int tpe) {
+  return hand_experts(tsp, ep, tpe, 25e12, 0.5e12);
+}
+
+// The routed-expert term of a type-0 MoE layer on the hand tables (η = 0.8,
+// W_h = 1e12, f_imb = 1.2, expert_scale 1), forward and backward.
+double experts_fwd_a(double tsp, int ep, int tpe) {
+  const double w_local = kE / ep * 3 * kH * kFe / tpe * 2;
+  return std::max(hand_experts_a(tsp, ep, tpe).fwd * kImb / 0.8, w_local / 1e12);
+}
+double experts_bwd_a(double tsp, int ep, int tpe) {
+  const double w_local = kE / ep * 3 * kH * kFe / tpe * 2;
+  return std::max(hand_experts_a(tsp, ep, tpe).bwd * kImb / 0.8, 2 * w_local / 1e12);
+}
+
 TEST_F(CostTerms, ExpertTermComputeBranch) {
   // TP = CP = EP = TPE = DP = 1: no collectives; type 0, η = 0.8, W_h = 1e12.
+  // t_sp = 1024, 8 local experts of r = 1024·2/8 = 256 rows, w = 2048; every
+  // GEMM compute bound (P·e = 100e12):
+  //   GEMMs 8·(2·256·4096·1024 + 2·256·1024·2048)/1e14 = 2.5769803776e-4 s
+  //         = k·2·t_sp·m·H·F_e/(P·e), the old k·t_expert's GEMMs
+  //   act 3·2048·2048·2/1e12 = 2.5165824e-5 s, permute 8·1024·2·1024·2/1e12 = 3.3554432e-5 s
+  const HandExperts x = hand_experts_a(1024, 1, 1);
+  EXPECT_REL(x.fwd - x.act, 2.5769803776e-4 + 3.3554432e-5);
+  EXPECT_REL(x.act, 2.5165824e-5);
+  EXPECT_REL(x.fwd, 3.1641829376e-4);
+  EXPECT_REL(x.bwd, 2 * 2.5769803776e-4 + 2 * 2.5165824e-5 + 3.3554432e-5);  // 5.9928215552e-4
+  // The implementation's routed_expert_time agrees with the hand formula.
+  const RoutedExpertTime impl = routed_expert_time(workload.model, device_a(), 1024, 1, 1);
+  EXPECT_REL(impl.fwd, x.fwd);
+  EXPECT_REL(impl.bwd, x.bwd);
+  EXPECT_REL(impl.act_fwd, x.act);
+  EXPECT_EQ(impl.kernels_fwd, 16.0);  // 2 per local expert
+  EXPECT_EQ(impl.kernels_bwd, 32.0);
+
   const TypeCosts tc = model().type_costs(config(1, 1, 1, 1, 1, 1), 0);
-  // k·t_expert·f_imb/η = 2·5e-4·1.2/0.8 = 1.5e-3 s
+  // fwd·f_imb/η = 3.1641829376e-4·1.2/0.8 = 4.7462744064e-4 s
   // W_local/W_h = (E/EP)·m·H·F_e/TPE·β / W_h = 8·3·1024·2048·2/1e12 = 1.00663296e-4 s
-  const double compute = kK * 5e-4 * kImb / 0.8;
+  const double compute = x.fwd * kImb / 0.8;
   const double stream = kE / 1 * 3 * kH * kFe / 1 * 2 / 1e12;
   ASSERT_GT(compute, stream);
-  EXPECT_REL(compute, 1.5e-3);
+  EXPECT_REL(compute, 4.7462744064e-4);
   EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + compute);  // attention + router + experts
-  // backward: k·t_expert_bwd·f/η = 2·1e-3·1.2/0.8 = 3e-3 vs 2·W_local/W_h
-  EXPECT_REL(tc.moe.bwd_s, 2.2e-3 + 2.0e-4 + kK * 1e-3 * kImb / 0.8);
+  // backward: 5.9928215552e-4·1.2/0.8 = 8.9892323328e-4 vs 2·W_local/W_h
+  EXPECT_REL(tc.moe.bwd_s, 2.2e-3 + 2.0e-4 + 8.9892323328e-4);
   EXPECT_REL(tc.moe.fwd_parts.compute, 1.0e-3 + 1.0e-4 + compute);
+  // The table's single-expert time no longer enters the layer; its scale does.
+  tables.compute[0][{1, 1}].expert_fwd = 1.0;
+  tables.compute[0][{1, 1}].expert_scale_fwd = 2.0;
+  tables.compute[0][{1, 1}].expert_scale_bwd = 3.0;
+  const TypeCosts scaled = model().type_costs(config(1, 1, 1, 1, 1, 1), 0);
+  EXPECT_REL(scaled.moe.fwd_s, 1.0e-3 + 1.0e-4 + 2 * compute);
+  EXPECT_REL(scaled.moe.bwd_s, 2.2e-3 + 2.0e-4 + 3 * 8.9892323328e-4);
 }
 
 TEST_F(CostTerms, ExpertTermWeightStreamingBranch) {
-  tables.compute[0][{1, 1}].expert_fwd = 1e-5;
-  tables.compute[0][{1, 1}].expert_bwd = 2e-5;
+  // A profile that measured the experts at a tenth of the analytic time.
+  tables.compute[0][{1, 1}].expert_scale_fwd = 0.1;
+  tables.compute[0][{1, 1}].expert_scale_bwd = 0.1;
   const TypeCosts tc = model().type_costs(config(1, 1, 1, 1, 1, 1), 0);
-  // k·t_expert·f/η = 2·1e-5·1.2/0.8 = 3e-5 < W_local/W_h = 1.00663296e-4
+  // fwd·0.1·f/η = 4.7462744064e-5 < W_local/W_h = 1.00663296e-4
   const double w_local = 8.0 * 3 * 1024 * 2048 * 2;  // 100,663,296 B
+  ASSERT_LT(0.1 * hand_experts_a(1024, 1, 1).fwd * kImb / 0.8, w_local / 1e12);
   EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + w_local / 1e12);
-  // backward: 2·1e-5·... = 6e-5 < 2·W_local/W_h = 2.01326592e-4
+  // backward: 8.9892323328e-5 < 2·W_local/W_h = 2.01326592e-4
+  ASSERT_LT(0.1 * hand_experts_a(1024, 1, 1).bwd * kImb / 0.8, 2 * w_local / 1e12);
   EXPECT_REL(tc.moe.bwd_s, 2.2e-3 + 2.0e-4 + 2 * w_local / 1e12);
 }
 
-TEST_F(CostTerms, ExpertParallelismChangesOnlyTheStreamingBound) {
-  tables.compute[0][{1, 1}].expert_fwd = 1e-5;
-  // EP = 4 (4 devices): W_local = (8/4)·3·1024·2048·2 = 25,165,824 B → 2.5165824e-5 s
-  // < 2·1e-5·1.2/0.8 = 3e-5: now compute bound. TPE = 2, EP = 2 gives the same W_local.
-  const double compute = kK * 1e-5 * kImb / 0.8;
-  const double stream = 2.0 * 3 * 1024 * 2048 * 2 / 1e12;
-  ASSERT_GT(compute, stream);
+TEST_F(CostTerms, ExpertParallelismChangesTheStreamingBoundAndTheLaunchesOnly) {
+  // Without compute units and kernel overhead, and with every expert GEMM
+  // compute bound, the routed experts' time does not depend on EP or TPE:
+  // the device computes k·t_sp expert-width rows of FLOPs whatever experts
+  // they meet (EP = 4: 2 experts of 1024 rows; EP = 2, TPE = 2: 2 experts of
+  // 2048 rows, width 1024), and the activation and permutation passes move
+  // the same bytes.
+  const HandExperts ep1 = hand_experts_a(1024, 1, 1);
+  for (const auto& [ep, tpe] :
+       {std::pair{2, 1}, std::pair{4, 1}, std::pair{8, 1}, std::pair{2, 2}, std::pair{1, 2}}) {
+    SCOPED_TRACE(testing::Message() << "EP = " << ep << ", TPE = " << tpe);
+    const RoutedExpertTime r = routed_expert_time(workload.model, device_a(), 1024, ep, tpe);
+    EXPECT_REL(r.fwd, ep1.fwd);
+    EXPECT_REL(r.bwd, ep1.bwd);
+    EXPECT_REL(r.act_fwd, ep1.act);
+    EXPECT_REL(hand_experts_a(1024, ep, tpe).fwd, ep1.fwd);
+    EXPECT_EQ(r.kernels_fwd, 2.0 * 8 / ep);
+  }
+  // What EP does change: the per-expert launches (2 per local expert
+  // forward, 4 backward), 16 at EP = 1 against 4 at EP = 4.
+  DeviceSpec launches = device_a();
+  launches.kernel_overhead = 1e-5;
+  const RoutedExpertTime l1 = routed_expert_time(workload.model, launches, 1024, 1, 1);
+  const RoutedExpertTime l4 = routed_expert_time(workload.model, launches, 1024, 4, 1);
+  EXPECT_REL(l1.fwd - l4.fwd, (16 - 4) * 1e-5);
+  EXPECT_REL(l1.bwd - l4.bwd, (32 - 8) * 1e-5);
+
+  // ... and the streaming bound of the layer. With a profile scale of 0.1 the
+  // compute term is 0.1·3.1641829376e-4·1.2/0.8 = 4.7462744064e-5 s. EP = 1:
+  // W_local/W_h = 1.00663296e-4 s dominates; EP = 4: W_local = (8/4)·3·1024·2048·2
+  // = 25,165,824 B → 2.5165824e-5 s < compute: now compute bound. TPE = 2,
+  // EP = 2 gives the same W_local and the same compute.
+  tables.compute[0][{1, 1}].expert_scale_fwd = 0.1;
+  const double compute = 0.1 * ep1.fwd * kImb / 0.8;
+  const double stream1 = 8.0 * 3 * 1024 * 2048 * 2 / 1e12;
+  const double stream4 = 2.0 * 3 * 1024 * 2048 * 2 / 1e12;
+  ASSERT_LT(compute, stream1);
+  ASSERT_GT(compute, stream4);
+  const TypeCosts ep1_costs = model().type_costs(config(1, 1, 1, 1, 1, 4), 0);
+  EXPECT_REL(ep1_costs.moe.fwd_parts.compute, 1.0e-3 + 1.0e-4 + stream1);
   const TypeCosts ep4 = model().type_costs(config(1, 1, 1, 4, 1, 4), 0);
   EXPECT_REL(ep4.moe.fwd_parts.compute, 1.0e-3 + 1.0e-4 + compute);
   const TypeCosts ep2tpe2 = model().type_costs(config(1, 1, 1, 2, 2, 4), 0);
@@ -810,13 +927,14 @@ TEST_F(CostTerms, ImbalanceFactorOnePlusGammaRhoMinusOne) {
     double rho, gamma, factor;
   };
   const Case cases[] = {{1.4, 0.5, 1.2}, {2.0, 1.0, 2.0}, {3.0, 0.0, 1.0}, {1.0, 1.0, 1.0}};
+  const double experts = hand_experts_a(1024, 1, 1).fwd;  // 3.1641829376e-4 s
   for (const Case& cs : cases) {
     workload.training.imbalance = cs.rho;
     workload.training.gamma = cs.gamma;
     const TypeCosts tc = model().type_costs(config(1, 1, 1, 1, 1, 1), 0);
     SCOPED_TRACE(cs.rho);
-    // compute branch: k·t_expert·(1+γ(ρ−1))/η = 2·5e-4·factor/0.8 ≥ 1.25e-3 > 1.0066e-4
-    EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + 2 * 5e-4 * cs.factor / 0.8);
+    // compute branch: fwd·(1+γ(ρ−1))/η ≥ 3.1641829376e-4/0.8 = 3.955e-4 > 1.0066e-4
+    EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + experts * cs.factor / 0.8);
   }
 }
 
@@ -829,10 +947,14 @@ TEST_F(CostTerms, DispatchAllToAll) {
   const double a2a = 2 * ring(n, 4, 40e9, 1e-6);
   EXPECT_REL(a2a, 2 * (3e-6 + 0.75 * 4194304 / 40e9));  // 1.632864e-4 s
   EXPECT_REL(tc.moe.fwd_parts.ep, a2a);
-  // W_local = 2·3·1024·2048·2 = 25,165,824 B → 2.5e-5 s < 1.5e-3: compute branch.
-  const double compute = 1.0e-3 + 1.0e-4 + 1.5e-3;
+  // Experts at EP = 4: 2 local experts of 1024 rows, the same time as at EP = 1
+  // (4.7462744064e-4 s with f_imb/η); W_local = 2·3·1024·2048·2 = 25,165,824 B
+  // → 2.5e-5 s: compute branch.
+  ASSERT_GT(hand_experts_a(1024, 4, 1).fwd * kImb / 0.8, 25165824 / 1e12);
+  const double compute = 1.0e-3 + 1.0e-4 + experts_fwd_a(1024, 4, 1);
   EXPECT_REL(tc.moe.fwd_s, compute + a2a);
-  EXPECT_REL(tc.moe.bwd_s, 2.2e-3 + 2.0e-4 + 3e-3 + a2a);  // same exchange in the backward
+  // same exchange in the backward
+  EXPECT_REL(tc.moe.bwd_s, 2.2e-3 + 2.0e-4 + experts_bwd_a(1024, 4, 1) + a2a);
   EXPECT_EQ(tc.moe.dispatcher, Dispatcher::kAllToAll);
   // Dispatch buffer (all-to-all): 2·t_sp·k·H·β·f_imb·TPE = 2·4194304·1.2
   EXPECT_REL(tc.moe.moe_buffer_bytes, 2 * n * kImb * 1);
@@ -847,7 +969,7 @@ TEST_F(CostTerms, DispatchAllGather) {
   const double ag = ring(n, 4, 80e9, 1e-6) + ring(n, 4, 50e9, 1e-6);
   EXPECT_REL(ag, 3e-6 + 0.75 * 8388608 / 80e9 + 3e-6 + 0.75 * 8388608 / 50e9);
   EXPECT_REL(tc.moe.fwd_parts.ep, ag);
-  EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + 1.5e-3 + ag);
+  EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + experts_fwd_a(1024, 4, 1) + ag);
   EXPECT_EQ(tc.moe.dispatcher, Dispatcher::kAllGather);
   // Dispatch buffer (all-gather): t_sp·EP·TPE·H·β
   EXPECT_REL(tc.moe.moe_buffer_bytes, 1024.0 * 4 * 1 * kH * 2);
@@ -890,8 +1012,9 @@ TEST_F(CostTerms, ExpertTensorParallelGathers) {
   const double gathered = routed * kImb * 2;
   const double tpe = ring(gathered, 2, 80e9, 1e-6) + ring(gathered, 2, 50e9, 1e-6);
   EXPECT_REL(tc.moe.fwd_parts.ep, a2a + tpe);
-  EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + 1.5e-3 + a2a + tpe);
-  EXPECT_REL(tc.moe.bwd_s, 2.2e-3 + 2.0e-4 + 3e-3 + a2a + tpe);
+  // Experts: 2 local experts of width F_e/2 over 1024·2·2/2 = 2048 rows each.
+  EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + experts_fwd_a(1024, 2, 2) + a2a + tpe);
+  EXPECT_REL(tc.moe.bwd_s, 2.2e-3 + 2.0e-4 + experts_bwd_a(1024, 2, 2) + a2a + tpe);
   // buffer: 2·t_sp·k·H·β·f_imb·TPE
   EXPECT_REL(tc.moe.moe_buffer_bytes, 2 * routed * kImb * 2);
 }
@@ -982,11 +1105,14 @@ TEST_F(CostTerms, MoeLayerTpCollectivesOnlyForAttentionAndSharedExperts) {
   const ParallelConfig pi = config(1, 2, 1, 1, 1, 2);
   const double n = 1024.0 * kH * 2;  // b·S/CP·H·β
   const double block = ring(n, 2, 80e9, 1e-6) + ring(n, 2, 50e9, 1e-6);
+  // Experts at TP = 2: t_sp = 512, 8 local experts of 128 rows.
+  const double experts_f = experts_fwd_a(512, 1, 1);
+  const double experts_b = experts_bwd_a(512, 1, 1);
   {
     // No shared experts: only the attention block (routed experts have none).
     const TypeCosts tc = model().type_costs(pi, 0);
     EXPECT_REL(tc.moe.fwd_parts.tp, block);
-    EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + 1.5e-3 + block);
+    EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + experts_f + block);
   }
   {
     // Shared experts are a TP-sharded block: a second AG + RS.
@@ -995,8 +1121,8 @@ TEST_F(CostTerms, MoeLayerTpCollectivesOnlyForAttentionAndSharedExperts) {
     tables.compute[0][{2, 1}].shared_bwd = 6e-4;
     const TypeCosts tc = model().type_costs(pi, 0);
     EXPECT_REL(tc.moe.fwd_parts.tp, 2 * block);
-    EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + 1.5e-3 + 3e-4 + 2 * block);
-    EXPECT_REL(tc.moe.bwd_s, 2.2e-3 + 2.0e-4 + 3e-3 + 6e-4 + 2 * block);
+    EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + experts_f + 3e-4 + 2 * block);
+    EXPECT_REL(tc.moe.bwd_s, 2.2e-3 + 2.0e-4 + experts_b + 6e-4 + 2 * block);
   }
 }
 
@@ -1064,8 +1190,16 @@ TEST_F(CostTerms, ActivationBytesMultiLatentAttention) {
 TEST_F(CostTerms, SelectiveRecomputeTimeMoeLayer) {
   tables.devices[0].eta = 1.0;  // the doc does not say whether η scales the activation recompute
   const TypeCosts tc = model().type_costs(config(1, 1, 1, 1, 1, 1), 0);
-  // core attention + k·f_imb expert activation functions = 4e-4 + 2·1.2·5e-5
-  EXPECT_REL(tc.moe.selective_extra_s, 4e-4 + kK * kImb * 5e-5);
+  // core attention + f_imb × the routed experts' activation function, m = 3
+  // passes of t_sp·k·F_e·β at W: 4e-4 + 1.2·3·1024·2·2048·2/1e12 = 4e-4 + 1.2·2.5165824e-5
+  const double act = 3.0 * 1024 * kK * kFe * 2 / 1e12;
+  EXPECT_REL(act, 2.5165824e-5);
+  EXPECT_REL(tc.moe.selective_extra_s, 4e-4 + kImb * act);
+  // A measured expert scale scales the recomputed activation too; η divides it.
+  tables.compute[0][{1, 1}].expert_scale_fwd = 0.5;
+  tables.devices[0].eta = 0.8;
+  EXPECT_REL(model().type_costs(config(1, 1, 1, 1, 1, 1), 0).moe.selective_extra_s,
+             4e-4 + 0.5 * kImb * act / 0.8);
 }
 
 TEST(CostTermsAnalytic, SelectiveRecomputeTimeDenseLayer) {
@@ -1591,16 +1725,17 @@ struct DocLayerTimes {
   double dense_fwd, dense_bwd, moe_fwd, moe_bwd;
 };
 
-// Per the doc's layer formulas for this plan on hand tables:
-DocLayerTimes doc_layer_times(const ComputeEntry& e, double ag_bw, double rs_bw, double a2a_bw,
-                              double lat, double eta, double hbm) {
+// Per the doc's layer formulas for this plan on hand tables; `x` the
+// device's routed experts at t_sp = 512, EP = 2, TPE = 1 (hand_experts).
+DocLayerTimes doc_layer_times(const ComputeEntry& e, const HandExperts& x, double ag_bw,
+                              double rs_bw, double a2a_bw, double lat, double eta, double hbm) {
   const double n_tp = 1024.0 * kH * 2;  // b·S/CP·H·β
   const double tp_block = ring(n_tp, 2, ag_bw, lat) + ring(n_tp, 2, rs_bw, lat);
   const double routed = 512.0 * kK * kH * 2;  // t_sp·k·H·β, t_sp = 512
   const double exchange = 2 * ring(routed, 2, a2a_bw, lat);
   const double w_local = kE / 2 * 3 * kH * kFe / 1 * 2;  // (E/EP)·m·H·F_e/TPE·β
-  const double experts_fwd = std::max(kK * e.expert_fwd * kImb / eta, w_local / hbm);
-  const double experts_bwd = std::max(kK * e.expert_bwd * kImb / eta, 2 * w_local / hbm);
+  const double experts_fwd = std::max(x.fwd * kImb / eta, w_local / hbm);
+  const double experts_bwd = std::max(x.bwd * kImb / eta, 2 * w_local / hbm);
   DocLayerTimes t;
   t.dense_fwd = e.attention_fwd + e.dense_mlp_fwd + 2 * tp_block;
   t.dense_bwd = e.attention_bwd + e.dense_mlp_bwd + 2 * tp_block;
@@ -1619,8 +1754,11 @@ TEST_F(CostTerms, EvaluateTwoStageHeterogeneousPlan) {
 
   // Layers: type 0 links intra (AG 80e9, RS 50e9, A2A 40e9, 1 µs), η 0.8, W 1e12;
   // type 1 intra (AG 40e9, RS 25e9, A2A 20e9, 2 µs), η 0.5, W 0.5e12.
-  const DocLayerTimes a = doc_layer_times(entry_a(), 80e9, 50e9, 40e9, 1e-6, 0.8, 1e12);
-  const DocLayerTimes b = doc_layer_times(entry_b(), 40e9, 25e9, 20e9, 2e-6, 0.5, 0.5e12);
+  // Routed experts: 4 local experts of 512·2/4 = 256 rows (hand_experts).
+  const DocLayerTimes a =
+      doc_layer_times(entry_a(), hand_experts_a(512, 2, 1), 80e9, 50e9, 40e9, 1e-6, 0.8, 1e12);
+  const DocLayerTimes b =
+      doc_layer_times(entry_b(), hand_experts_b(512, 2, 1), 40e9, 25e9, 20e9, 2e-6, 0.5, 0.5e12);
   // Stage 0: dense + MoE + dense + embedding.
   const double f0 = 2 * a.dense_fwd + a.moe_fwd + entry_a().embedding_fwd;
   const double b0 = 2 * a.dense_bwd + a.moe_bwd + entry_a().embedding_bwd;

@@ -204,7 +204,11 @@ std::vector<LayerSample> synthetic_layers(const Workload& w, const ClusterSpec& 
         const double tokens = static_cast<double>(mb) * w.training.seq_len / tp;
         const double router = t.router * tokens * w.model.hidden;
         const double imb = 1.0 + w.training.gamma * (w.training.imbalance - 1.0);
-        const double kk = w.model.top_k;
+        // The routed experts as the cost model times them: the grouped GEMMs
+        // of the E/EP local experts (at eta = 1), scaled by the measured FFN
+        // ratio when `compute` measured one.
+        const RoutedExpertTime routed =
+            routed_expert_time(w.model, c.pools[static_cast<std::size_t>(h)].device, tokens, ep, 1);
         const double sgn = (k++ % 2 == 0 ? 1.0 : -1.0) * noise;
         LayerSample s;
         s.device = name;
@@ -212,9 +216,11 @@ std::vector<LayerSample> synthetic_layers(const Workload& w, const ClusterSpec& 
         s.tp = tp;
         s.micro_batch = mb;
         s.ep = ep;
-        s.fwd_s =
-            (e.attention_fwd + e.shared_fwd + router + kk * imb * e.expert_fwd / t.eta) * (1 + sgn);
-        s.bwd_s = (e.attention_bwd + e.shared_bwd + 2 * router + kk * imb * e.expert_bwd / t.eta) *
+        s.fwd_s = (e.attention_fwd + e.shared_fwd + router +
+                   routed.fwd * e.expert_scale_fwd * imb / t.eta) *
+                  (1 + sgn);
+        s.bwd_s = (e.attention_bwd + e.shared_bwd + 2 * router +
+                   routed.bwd * e.expert_scale_bwd * imb / t.eta) *
                   (1 - sgn);
         s.router_fwd_s = router * (1 + sgn);
         ParallelConfig pi;

@@ -1,9 +1,9 @@
 #!/bin/bash
 # Megatron-LM launcher written by hapmoe 0.1.0 for Megatron-LM core_v0.15.0 (NVIDIA/Megatron-LM tag core_v0.15.0).
-# Model: /work/wt7/tests/data/megatron/mixtral_l.sh (flags read from /work/wt7/tests/data/megatron/mixtral_l.sh)
+# Model: /work/main/tests/data/megatron/mixtral_l.sh (flags read from /work/main/tests/data/megatron/mixtral_l.sh)
 # Cluster: paper:32-1
 # Plan: PP=2 TP=8 CP=2 EP=8 ETP=2 DP=1, micro-batch 1, global batch 512 (512 micro-batches), 32 processes
-# Predicted iteration latency: 104.990 s as launched (the plan as searched: 77.389 s); throughput 19975 tokens/s; MFU 19.3%
+# Predicted iteration latency: 126.971 s as launched (the plan as searched: 97.547 s); throughput 16517 tokens/s; MFU 16.0%
 #
 #  stage  device    ranks            layers  recompute   memory / capacity        nodes
 #      0  H800           0..15          27  full:25      74.5 GiB / 74.5 GiB      h800-node-000 h800-node-001
@@ -23,8 +23,8 @@
 #    a collective library that spans them, which stock PyTorch does not provide.
 #  - cost-model inputs without a flag: router imbalance 1.2, gamma 1.0.
 #  - per-stage recomputation (full:25, selective) cannot be expressed in stock Megatron-LM (one
-#    setting per job); the closest uniform setting full block 25 is predicted at 104.990 s per
-#    iteration vs 77.389 s for the plan (+35.66%)
+#    setting per job); the closest uniform setting full block 25 is predicted at 126.971 s per
+#    iteration vs 97.547 s for the plan (+30.16%)
 
 set -eo pipefail
 
@@ -49,7 +49,7 @@ DISTRIBUTED_ARGS=(
     --master-port $MASTER_PORT
 )
 
-# Flags kept from /work/wt7/tests/data/megatron/mixtral_l.sh (values as the script defines them).
+# Flags kept from /work/main/tests/data/megatron/mixtral_l.sh (values as the script defines them).
 MEGATRON_ARGS=(
     --num-layers 48
     --hidden-size 6144
