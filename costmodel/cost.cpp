@@ -740,6 +740,7 @@ PlanReport CostModel::evaluate(const Plan& plan) const {
   PlanReport r;
   r.plan = plan;
   r.num_microbatches = num_microbatches(pi);
+  r.overlap = workload_.training.overlap;
   std::vector<TypeCosts> per_type(static_cast<std::size_t>(cluster_.num_types()));
   std::vector<bool> have(per_type.size(), false);
   std::vector<StageCost> costs;

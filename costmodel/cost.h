@@ -168,6 +168,7 @@ struct PlanReport {
   double mfu = 0;                // model FLOPs / (T_iter * sum of peaks)
   int bottleneck_stage = 0;      // argmax_i (t_f,i + t_b,i)
   bool fits = true;              // every stage within capacity
+  Overlap overlap;               // the overlaps the plan was costed with
   std::vector<StageReport> stages;
 };
 

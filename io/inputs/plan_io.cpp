@@ -40,7 +40,7 @@ Plan read_plan_object(const Json& j, const std::string& origin, const std::strin
   // Fields of an output plan object are accepted and ignored, so a plan
   // from `--plan-json` can be fed back.
   root.ignore({"latency_s", "throughput_tokens_per_s", "tflops_per_device", "mfu", "fits",
-               "breakdown", "bottleneck_stage"});
+               "breakdown", "bottleneck_stage", "overlap"});
   Plan plan;
   {
     ObjectReader par(root.get_raw("parallel"), origin, root.pointer("parallel"));
@@ -149,16 +149,30 @@ nlohmann::ordered_json plan_report_json(const PlanReport& r, const ClusterSpec& 
         {"moe_buffers", s.cost.memory.moe_buffers}, {"overhead", s.cost.memory.overhead}};
     st["fits"] = s.cost.fits();
     const auto parts = [](const StepParts& x) {
-      return ordered_json{{"compute_s", x.compute}, {"tp_s", x.tp},   {"cp_s", x.cp},
-                          {"ep_s", x.ep},           {"p2p_s", x.p2p}, {"recompute_s", x.recompute}};
+      return ordered_json{{"compute_s", x.compute},
+                          {"tp_s", x.tp},
+                          {"cp_s", x.cp},
+                          {"ep_s", x.ep},
+                          {"p2p_s", x.p2p},
+                          {"recompute_s", x.recompute},
+                          {"tp_hidden_s", x.tp_hidden},
+                          {"ep_hidden_s", x.ep_hidden}};
     };
     st["step"] = {{"forward", parts(s.cost.fwd_parts)}, {"backward", parts(s.cost.bwd_parts)}};
     stages.push_back(st);
   }
   p["stages"] = stages;
-  p["breakdown"] = {{"edge_s", r.breakdown.edge_s},       {"middle_s", r.breakdown.middle_s},
-                    {"step_s", r.breakdown.step_s},       {"bubble_s", r.breakdown.bubble_s()},
-                    {"dp_sync_s", r.breakdown.dp_sync_s}, {"optimizer_s", r.breakdown.optimizer_s}};
+  p["breakdown"] = {
+      {"edge_s", r.breakdown.edge_s},          {"middle_s", r.breakdown.middle_s},
+      {"step_s", r.breakdown.step_s},          {"bubble_s", r.breakdown.bubble_s()},
+      {"dp_sync_s", r.breakdown.dp_sync_s},    {"optimizer_s", r.breakdown.optimizer_s},
+      {"dp_hidden_s", r.breakdown.dp_hidden_s}};
+  // Which of Megatron's overlaps the plan was costed with (docs/costmodel.md,
+  // "Overlap").
+  p["overlap"] = {{"grad_reduce", r.overlap.grad_reduce},
+                  {"param_gather", r.overlap.param_gather},
+                  {"tp_comm", r.overlap.tp_comm},
+                  {"moe_ep_comm", r.overlap.moe_ep_comm}};
   return p;
 }
 

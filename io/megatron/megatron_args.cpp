@@ -111,6 +111,18 @@ std::string parse_pipeline_layout(const std::string& layout, std::vector<LayoutS
   return "";
 }
 
+std::vector<int> interleaved_stage_layers(const std::vector<int>& stage_layers, int vpp) {
+  const std::size_t pp = stage_layers.size();
+  std::vector<int> out(pp * static_cast<std::size_t>(vpp), 0);
+  for (std::size_t i = 0; i < pp; ++i) {
+    for (int j = 0; j < vpp; ++j) {
+      out[static_cast<std::size_t>(j) * pp + i] =
+          stage_layers[i] / vpp + (j < stage_layers[i] % vpp ? 1 : 0);
+    }
+  }
+  return out;
+}
+
 std::string make_pipeline_layout(const std::vector<int>& stage_layers, int mtp_layers) {
   std::string out;
   for (std::size_t i = 0; i < stage_layers.size(); ++i) {
@@ -370,6 +382,18 @@ std::vector<std::string> check_megatron_settings(const MegatronSettings& s) {
     }
   }
   return v;
+}
+
+int MegatronSettings::vpp() const {
+  if (vpp_stages) return *vpp_stages;
+  if (vpp_layers && pp > 0 && *vpp_layers > 0) return std::max(1, num_layers / pp / *vpp_layers);
+  if (!layout.empty() && pp > 0) {
+    std::vector<LayoutStage> st;
+    if (parse_pipeline_layout(layout, st).empty()) {
+      return std::max(1, static_cast<int>(st.size()) / pp);
+    }
+  }
+  return 1;
 }
 
 std::vector<int> megatron_stage_layers(const MegatronSettings& s) {

@@ -55,6 +55,10 @@ struct MegatronSettings {
     const long long group = static_cast<long long>(tp) * pp * cp;
     return group > 0 ? static_cast<int>(world_size / group) : 0;
   }
+  // Virtual pipeline stages per rank: --num-virtual-stages-per-pipeline-rank,
+  // else layers per stage / --num-layers-per-virtual-pipeline-stage, else a
+  // layout's stages / PP, else 1.
+  int vpp() const;
   bool operator==(const MegatronSettings&) const = default;
 };
 
@@ -71,6 +75,12 @@ struct LayoutStage {
 // "" and fills `stages`, or a message on a syntax error. Repeats are bounded
 // so a hostile layout cannot blow up.
 std::string parse_pipeline_layout(const std::string& layout, std::vector<LayoutStage>& stages);
+
+// The layer counts of the PP x v stages of an interleaved layout, in the
+// layout's order (virtual stage 0 of every rank, then virtual stage 1, ...):
+// rank i's `stage_layers[i]` layers split as evenly as possible over its v
+// virtual stages, the larger ones first (a virtual stage may be empty).
+std::vector<int> interleaved_stage_layers(const std::vector<int>& stage_layers, int vpp);
 
 // The layout string for per-stage decoder layer counts: "Et*4|t*5|t*4,L".
 // `mtp_layers` m layers go with L in the last stage.

@@ -273,17 +273,19 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   s.global_batch = w.training.global_batch;
   s.distributed_optimizer = w.training.distributed_optimizer;
   s.overlap_param_gather =
-      script && script->has("--overlap-param-gather") && w.training.distributed_optimizer;
+      w.training.distributed_optimizer &&
+      (w.training.overlap.param_gather || (script && script->has("--overlap-param-gather")));
   if (script && script->has("--overlap-param-gather") && !s.overlap_param_gather) {
     out.notes.emplace_back(
         "--overlap-param-gather is dropped: it needs the distributed optimizer, "
         "which is off");
   }
-  if (script && (script->has("--num-layers-per-virtual-pipeline-stage") ||
-                 script->has("--num-virtual-stages-per-pipeline-rank"))) {
+  if (w.training.overlap.tp_comm && pi.tp == 1) {
+    out.notes.emplace_back("--tp-comm-overlap is dropped: the plan has no tensor parallelism");
+  }
+  if (w.training.overlap.moe_ep_comm && pi.ep == 1) {
     out.notes.emplace_back(
-        "the script's virtual pipeline stages are dropped: hapmoe plans and "
-        "costs plain 1F1B");
+        "--overlap-moe-expert-parallel-comm is dropped: the plan has no expert parallelism");
   }
   if (w.model.is_moe() && s.bias_linear && pi.tpe != 1) {
     throw InputError("--launcher",
@@ -292,12 +294,20 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
                          "and Megatron-LM then requires --expert-tensor-parallel-size 1 "
                          "(REFERENCE.md §3.2.13); add --disable-bias-linear to the script");
   }
-  // Layer split: even, first/last, or a layout.
+  // Layer split: even, first/last, or a layout; with virtual stages,
+  // --num-virtual-stages-per-pipeline-rank when every rank's layers split
+  // evenly into them, else a layout of PP x v stages.
   std::vector<int> layers;
   for (const StagePlan& st : plan.stages) layers.push_back(st.layers);
   const bool even =
       std::all_of(layers.begin(), layers.end(), [&](int n) { return n == layers.front(); });
-  if (!even) {
+  if (pi.vpp > 1) {
+    if (even && layers.front() % pi.vpp == 0 && s.mtp_layers == 0) {
+      s.vpp_stages = pi.vpp;
+    } else {
+      s.layout = make_pipeline_layout(interleaved_stage_layers(layers, pi.vpp), s.mtp_layers);
+    }
+  } else if (!even) {
     bool first_last = false;
     if (pi.pp == 2) {
       first_last = true;
@@ -617,7 +627,6 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   if (script) {
     for (const MegatronFlag& f : script->flags) {
       if (!f.name.empty() && owned_by_hapmoe(f.name)) continue;
-      if (f.name == "--overlap-param-gather" && !s.overlap_param_gather) continue;
       std::string line = f.name.empty() ? "" : shell_quote(f.name);
       for (const ShellWord& v : f.values) line += (line.empty() ? "" : " ") + word_text(v);
       t << "    " << line << "\n";
@@ -643,6 +652,7 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   if (s.last_stage_layers) {
     flag("--decoder-last-pipeline-num-layers " + std::to_string(*s.last_stage_layers));
   }
+  if (s.vpp_stages) flag("--num-virtual-stages-per-pipeline-rank " + std::to_string(*s.vpp_stages));
   if (!s.layout.empty()) flag("--pipeline-model-parallel-layout " + shell_quote(s.layout));
   if (!s.recompute_granularity.empty()) {
     flag("--recompute-granularity " + s.recompute_granularity);
@@ -657,6 +667,11 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   flag("--seq-length " + std::to_string(s.seq_length));
   flag(w.training.precision == Precision::kFp16 ? "--fp16" : "--bf16");
   if (w.training.distributed_optimizer) flag("--use-distributed-optimizer");
+  // The overlaps the plan was costed with (docs/costmodel.md, "Overlap").
+  if (w.training.overlap.grad_reduce) flag("--overlap-grad-reduce");
+  if (s.overlap_param_gather) flag("--overlap-param-gather");
+  if (w.training.overlap.tp_comm && pi.tp > 1) flag("--tp-comm-overlap");
+  if (w.training.overlap.moe_ep_comm && pi.ep > 1) flag("--overlap-moe-expert-parallel-comm");
   if (w.model.is_moe()) {
     Dispatcher d = w.training.dispatcher;
     if (d == Dispatcher::kAuto)

@@ -67,8 +67,7 @@ const std::map<std::string, FlagInfo>& read_flags() {
         "--moe-expert-capacity-factor (token dropping) is not modelled: experts are costed "
         "dropless with the router imbalance"}},
       {"--moe-enable-deepep", {Kind::kBool, nullptr}},
-      {"--overlap-moe-expert-parallel-comm",
-       {Kind::kBool, "--overlap-moe-expert-parallel-comm is not modelled (no overlap assumed)"}},
+      {"--overlap-moe-expert-parallel-comm", {Kind::kBool, nullptr}},
       // Batch, precision, optimizer.
       {"--micro-batch-size", {Kind::kInt, nullptr}},
       {"--global-batch-size", {Kind::kInt, nullptr}},
@@ -80,6 +79,7 @@ const std::map<std::string, FlagInfo>& read_flags() {
       {"--use-distributed-optimizer", {Kind::kBool, nullptr}},
       {"--overlap-param-gather", {Kind::kBool, nullptr}},
       {"--overlap-grad-reduce", {Kind::kBool, nullptr}},
+      {"--tp-comm-overlap", {Kind::kBool, nullptr}},
       {"--num-distributed-optimizer-instances",
        {Kind::kInt, "--num-distributed-optimizer-instances is not modelled (one instance)"}},
       {"--use-megatron-fsdp",
@@ -179,7 +179,6 @@ bool is_irrelevant_flag(const std::string& name) {
       "--beta-slow",
       "--original-max-position-embeddings",
       "--sequence-parallel-comm",
-      "--tp-comm-overlap",
       "--cp-comm-type",
       "--use-torch-optimizer-for-cpu-offload",
       "--ckpt-format",
@@ -433,7 +432,11 @@ bool is_parallel_flag(const std::string& name) {
                                                "--recompute-num-layers",
                                                "--recompute-modules",
                                                "--micro-batch-size",
-                                               "--global-batch-size"};
+                                               "--global-batch-size",
+                                               "--overlap-grad-reduce",
+                                               "--overlap-param-gather",
+                                               "--tp-comm-overlap",
+                                               "--overlap-moe-expert-parallel-comm"};
   return kNames.count(name) > 0;
 }
 
@@ -695,6 +698,10 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
                      "--precision");
   }
   t.distributed_optimizer = r.flag("--use-distributed-optimizer") || r.flag("--use-megatron-fsdp");
+  t.overlap.grad_reduce = r.flag("--overlap-grad-reduce");
+  t.overlap.param_gather = r.flag("--overlap-param-gather") && t.distributed_optimizer;
+  t.overlap.tp_comm = r.flag("--tp-comm-overlap");
+  t.overlap.moe_ep_comm = r.flag("--overlap-moe-expert-parallel-comm");
   const std::string disp = r.text("--moe-token-dispatcher-type").value_or("allgather");
   if (disp == "alltoall" || disp == "alltoall_seq") {
     t.dispatcher = Dispatcher::kAllToAll;
@@ -863,11 +870,6 @@ Plan megatron_plan(MegatronScript& script, const Workload& w, const ClusterSpec&
     throw InputError(script.origin(),
                      "Megatron-LM would reject the script's parallel settings: " + join(v, "; "));
   }
-  if (s.vpp_layers || s.vpp_stages) {
-    add_note(script,
-             "virtual pipeline stages are not modelled: costed as plain 1F1B over the "
-             "same layers per pipeline rank");
-  }
   if (s.recompute_granularity == "full" && s.recompute_method == "uniform" &&
       s.recompute_num_layers.value_or(1) > 1) {
     add_note(script,
@@ -885,7 +887,7 @@ Plan megatron_plan(MegatronScript& script, const Workload& w, const ClusterSpec&
                                           std::to_string(cluster.total_devices()) + " devices");
   }
   Plan plan;
-  plan.parallel = {s.pp, s.tp, s.cp, s.ep, s.etp, s.dp(), s.micro_batch};
+  plan.parallel = {s.pp, s.tp, s.cp, s.ep, s.etp, s.dp(), s.micro_batch, s.vpp()};
   const std::vector<int> layers = megatron_stage_layers(s);
   const int per_stage = plan.parallel.stage_devices();
   // Device type per stage: the script's HAPMOE_STAGE_DEVICES, else the

@@ -36,6 +36,30 @@ void print_step_parts(std::ostream& out, const PlanReport& r) {
                1e3 * f.compute, 1e3 * f.tp, 1e3 * f.cp, 1e3 * f.ep, 1e3 * f.p2p, 1e3 * b.compute,
                1e3 * b.tp, 1e3 * b.cp, 1e3 * b.ep, 1e3 * b.p2p, 1e3 * b.recompute);
   }
+  const Overlap& o = r.overlap;
+  if (!(o.tp_comm || o.moe_ep_comm)) return;
+  out << "hidden by the overlaps in ms (not in the step): forward | backward; TP "
+         "(--tp-comm-overlap), EP (--overlap-moe-expert-parallel-comm)\n";
+  out << fmt("stage %7s %7s | %7s %7s\n", "TP", "EP", "TP", "EP");
+  for (std::size_t i = 0; i < r.stages.size(); ++i) {
+    const StepParts& f = r.stages[i].cost.fwd_parts;
+    const StepParts& b = r.stages[i].cost.bwd_parts;
+    out << fmt("%5zu %7.3f %7.3f | %7.3f %7.3f\n", i, 1e3 * f.tp_hidden, 1e3 * f.ep_hidden,
+               1e3 * b.tp_hidden, 1e3 * b.ep_hidden);
+  }
+}
+
+// The overlaps the plan was costed with, by Megatron flag.
+std::string overlap_list(const Overlap& o) {
+  std::string s;
+  auto add = [&](bool on, const char* flag) {
+    if (on) s += (s.empty() ? "" : " ") + std::string(flag);
+  };
+  add(o.grad_reduce, "--overlap-grad-reduce");
+  add(o.param_gather, "--overlap-param-gather");
+  add(o.tp_comm, "--tp-comm-overlap");
+  add(o.moe_ep_comm, "--overlap-moe-expert-parallel-comm");
+  return s.empty() ? "none (Megatron's defaults)" : s;
 }
 
 }  // namespace
@@ -69,10 +93,12 @@ void print_plan_report(std::ostream& out, const PlanReport& r, const Workload& w
       << fmt(" (%d layers, seq %d, global batch %d)\n", w.model.num_layers, w.training.seq_len,
              w.training.global_batch);
   out << "cluster  " << cluster_summary(cluster) << "\n";
-  out << fmt(
-      "plan     PP=%d TP=%d CP=%d EP=%d TPE=%d DP=%d, micro-batch %d, %d micro-batches, "
-      "%d devices in use\n\n",
-      pi.pp, pi.tp, pi.cp, pi.ep, pi.tpe, pi.dp, pi.micro_batch, r.num_microbatches, pi.devices());
+  out << fmt("plan     PP=%d TP=%d CP=%d EP=%d TPE=%d DP=%d", pi.pp, pi.tp, pi.cp, pi.ep, pi.tpe,
+             pi.dp)
+      << (pi.vpp > 1 ? fmt(", VPP=%d (interleaved 1F1B)", pi.vpp) : std::string())
+      << fmt(", micro-batch %d, %d micro-batches, %d devices in use\n", pi.micro_batch,
+             r.num_microbatches, pi.devices())
+      << "overlaps " << overlap_list(r.overlap) << "\n\n";
   out << "iteration latency  " << format_seconds(r.latency_s) << "\n";
   out << "  edge             " << format_seconds(r.breakdown.edge_s) << "   sum of stage fwd+bwd\n";
   out << "  middle           " << format_seconds(r.breakdown.middle_s)
@@ -80,7 +106,11 @@ void print_plan_report(std::ostream& out, const PlanReport& r, const Workload& w
   out << "  = " << r.num_microbatches << " x step " << format_seconds(r.breakdown.step_s)
       << " of stage " << r.bottleneck_stage << " + bubble "
       << format_seconds(r.breakdown.bubble_s()) << " + dp sync + optimizer\n";
-  out << "  dp sync          " << format_seconds(r.breakdown.dp_sync_s) << "\n";
+  out << "  dp sync          " << format_seconds(r.breakdown.dp_sync_s)
+      << (r.breakdown.dp_hidden_s > 0
+              ? "   (" + format_seconds(r.breakdown.dp_hidden_s) + " more hidden by the overlaps)"
+              : std::string())
+      << "\n";
   out << "  optimizer        " << format_seconds(r.breakdown.optimizer_s) << "\n";
   out << fmt("throughput         %.0f tokens/s, %.1f TFLOP/s per device, MFU %.1f%%\n\n",
              r.throughput_tokens_per_s, r.tflops_per_device, r.mfu * 100.0);

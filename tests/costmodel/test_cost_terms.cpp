@@ -768,24 +768,29 @@ TEST_F(CostTerms, CpRingMultiLatentAttentionChunk) {
 
 // ---------------------------------------------------------------------------
 // Routed experts (analytic.h, routed_expert_time) on the fixture's devices,
-// which have no compute-unit count and no kernel overhead: every GEMM is the
-// roofline, and E/EP GEMMs on concurrent streams cost E/EP single ones. A
-// device holds E/EP experts of width w = F_e/TPE and receives t_sp·k·TPE
-// token copies, r = t_sp·k·TPE/(E/EP) rows per expert (m' = 2: SwiGLU up +
-// gate):
-//   fwd = (E/EP)·[t_gemm(r, m'·w, H) + t_gemm(r, H, w)] + act + permute
+// which have no compute-unit count and no kernel overhead (unless a test
+// sets one): every GEMM is the roofline, and E/EP GEMMs on concurrent
+// streams cost E/EP single ones. A device holds E/EP experts of width
+// w = F_e/TPE and receives t_sp·k·TPE token copies, r = t_sp·k·TPE/(E/EP)
+// rows per expert (m' = 2: SwiGLU up + gate):
+//   fwd = (E/EP)·[t_gemm(r, m'·w, H) + t_gemm(r, H, w)] + act
 //   bwd = (E/EP)·[t_gemm(r, w, H) + t_gemm(w, H, r) + t_gemm(r, H, m'·w)
-//                 + t_gemm(H, m'·w, r)] + 2·act + permute
-// act = 3 passes of t_sp·k·TPE·w·β at W (SwiGLU); permute = 8 passes of
-// t_sp·k·H·β at W (permute, sort, and their reverses around the combine,
-// each read and written), in the forward and again in the backward.
-// The layer charges max(fwd·s·f_imb/η, W_local/W_h) (s = the entry's
-// expert_scale, 1 unless a profile measured the FFN).
+//                 + t_gemm(H, m'·w, r)] + 2·act
+// act = 3 passes of t_sp·k·TPE·w·β at W (SwiGLU). Apart from these, what
+// neither imbalance nor η scales:
+//   fixed_fwd = perm + 2·(E/EP)·τ,  fixed_bwd = perm + 4·(E/EP)·τ
+// perm = 2·2 passes (each a read and a write) at W: permute before the
+// dispatch and unpermute after the combine over the device's own t_sp·k
+// copies, and sort by expert / back over the t_sp·k·TPE copies it computes,
+// i.e. 4·(t_sp·k + t_sp·k·TPE)·H·β, in the forward and again in the backward.
+// The layer charges max(fwd·s·f_imb/η, W_local/W_h) + fixed_fwd (s = the
+// entry's expert_scale, 1 unless a profile measured the FFN).
 struct HandExperts {
-  double fwd, bwd, act;
+  double fwd, bwd, act, perm, fixed_fwd, fixed_bwd;
 };
 
-HandExperts hand_experts(double tsp, int ep, int tpe, double peak_times_eff, double hbm) {
+HandExperts hand_experts(double tsp, int ep, int tpe, double peak_times_eff, double hbm,
+                         double overhead = 0.0) {
   const double local = kE / ep;
   const double copies = tsp * kK * tpe;
   const double r = copies / local;
@@ -795,17 +800,19 @@ HandExperts hand_experts(double tsp, int ep, int tpe, double peak_times_eff, dou
   };
   HandExperts x;
   x.act = 3.0 * copies * w * 2.0 / hbm;
-  const double permute = 8.0 * tsp * kK * kH * 2.0 / hbm;
-  x.fwd = group(r, 2 * w, kH) + group(r, kH, w) + x.act + permute;
-  x.bwd = group(r, w, kH) + group(w, kH, r) + group(r, kH, 2 * w) + group(kH, 2 * w, r) +
-          2.0 * x.act + permute;
+  x.perm = 4.0 * (tsp * kK + tsp * kK * tpe) * kH * 2.0 / hbm;
+  x.fwd = group(r, 2 * w, kH) + group(r, kH, w) + x.act;
+  x.bwd =
+      group(r, w, kH) + group(w, kH, r) + group(r, kH, 2 * w) + group(kH, 2 * w, r) + 2.0 * x.act;
+  x.fixed_fwd = x.perm + 2.0 * local * overhead;
+  x.fixed_bwd = x.perm + 4.0 * local * overhead;
   return x;
 }
 
 // Device A (type 0): P·e = 100e12, W = 1e12; device B (type 1): P·e = 25e12,
 // W = 0.5e12.
-HandExperts hand_experts_a(double tsp, int ep, int tpe) {
-  return hand_experts(tsp, ep, tpe, 100e12, 1e12);
+HandExperts hand_experts_a(double tsp, int ep, int tpe, double overhead = 0.0) {
+  return hand_experts(tsp, ep, tpe, 100e12, 1e12, overhead);
 }
 HandExperts hand_experts_b(double tsp, int ep, int tpe) {
   return hand_experts(tsp, ep, tpe, 25e12, 0.5e12);
@@ -815,11 +822,13 @@ HandExperts hand_experts_b(double tsp, int ep, int tpe) {
 // W_h = 1e12, f_imb = 1.2, expert_scale 1), forward and backward.
 double experts_fwd_a(double tsp, int ep, int tpe) {
   const double w_local = kE / ep * 3 * kH * kFe / tpe * 2;
-  return std::max(hand_experts_a(tsp, ep, tpe).fwd * kImb / 0.8, w_local / 1e12);
+  const HandExperts x = hand_experts_a(tsp, ep, tpe);
+  return std::max(x.fwd * kImb / 0.8, w_local / 1e12) + x.fixed_fwd;
 }
 double experts_bwd_a(double tsp, int ep, int tpe) {
   const double w_local = kE / ep * 3 * kH * kFe / tpe * 2;
-  return std::max(hand_experts_a(tsp, ep, tpe).bwd * kImb / 0.8, 2 * w_local / 1e12);
+  const HandExperts x = hand_experts_a(tsp, ep, tpe);
+  return std::max(x.bwd * kImb / 0.8, 2 * w_local / 1e12) + x.fixed_bwd;
 }
 
 TEST_F(CostTerms, ExpertTermComputeBranch) {
@@ -828,38 +837,45 @@ TEST_F(CostTerms, ExpertTermComputeBranch) {
   // GEMM compute bound (P·e = 100e12):
   //   GEMMs 8·(2·256·4096·1024 + 2·256·1024·2048)/1e14 = 2.5769803776e-4 s
   //         = k·2·t_sp·m·H·F_e/(P·e), the old k·t_expert's GEMMs
-  //   act 3·2048·2048·2/1e12 = 2.5165824e-5 s, permute 8·1024·2·1024·2/1e12 = 3.3554432e-5 s
+  //   act 3·2048·2048·2/1e12 = 2.5165824e-5 s
+  //   perm 4·(1024·2 + 1024·2·1)·1024·2/1e12 = 3.3554432e-5 s (no kernel overhead)
   const HandExperts x = hand_experts_a(1024, 1, 1);
-  EXPECT_REL(x.fwd - x.act, 2.5769803776e-4 + 3.3554432e-5);
+  EXPECT_REL(x.fwd - x.act, 2.5769803776e-4);
   EXPECT_REL(x.act, 2.5165824e-5);
-  EXPECT_REL(x.fwd, 3.1641829376e-4);
-  EXPECT_REL(x.bwd, 2 * 2.5769803776e-4 + 2 * 2.5165824e-5 + 3.3554432e-5);  // 5.9928215552e-4
+  EXPECT_REL(x.fwd, 2.8286386176e-4);
+  EXPECT_REL(x.bwd, 2 * 2.5769803776e-4 + 2 * 2.5165824e-5);  // 5.6572772352e-4
+  EXPECT_REL(x.fixed_fwd, 3.3554432e-5);
+  EXPECT_REL(x.fixed_bwd, 3.3554432e-5);
   // The implementation's routed_expert_time agrees with the hand formula.
   const RoutedExpertTime impl = routed_expert_time(workload.model, device_a(), 1024, 1, 1);
   EXPECT_REL(impl.fwd, x.fwd);
   EXPECT_REL(impl.bwd, x.bwd);
   EXPECT_REL(impl.act_fwd, x.act);
+  EXPECT_REL(impl.fixed_fwd, x.fixed_fwd);
+  EXPECT_REL(impl.fixed_bwd, x.fixed_bwd);
   EXPECT_EQ(impl.kernels_fwd, 16.0);  // 2 per local expert
   EXPECT_EQ(impl.kernels_bwd, 32.0);
 
   const TypeCosts tc = model().type_costs(config(1, 1, 1, 1, 1, 1), 0);
-  // fwd·f_imb/η = 3.1641829376e-4·1.2/0.8 = 4.7462744064e-4 s
+  // fwd·f_imb/η = 2.8286386176e-4·1.2/0.8 = 4.2429579264e-4 s
   // W_local/W_h = (E/EP)·m·H·F_e/TPE·β / W_h = 8·3·1024·2048·2/1e12 = 1.00663296e-4 s
   const double compute = x.fwd * kImb / 0.8;
   const double stream = kE / 1 * 3 * kH * kFe / 1 * 2 / 1e12;
   ASSERT_GT(compute, stream);
-  EXPECT_REL(compute, 4.7462744064e-4);
-  EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + compute);  // attention + router + experts
-  // backward: 5.9928215552e-4·1.2/0.8 = 8.9892323328e-4 vs 2·W_local/W_h
-  EXPECT_REL(tc.moe.bwd_s, 2.2e-3 + 2.0e-4 + 8.9892323328e-4);
-  EXPECT_REL(tc.moe.fwd_parts.compute, 1.0e-3 + 1.0e-4 + compute);
-  // The table's single-expert time no longer enters the layer; its scale does.
+  EXPECT_REL(compute, 4.2429579264e-4);
+  // attention + router + experts (+ the unscaled permutation): 4.5785022464e-4
+  EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + compute + 3.3554432e-5);
+  // backward: 5.6572772352e-4·1.2/0.8 = 8.4859158528e-4 vs 2·W_local/W_h, + perm
+  EXPECT_REL(tc.moe.bwd_s, 2.2e-3 + 2.0e-4 + 8.4859158528e-4 + 3.3554432e-5);
+  EXPECT_REL(tc.moe.fwd_parts.compute, 1.0e-3 + 1.0e-4 + compute + 3.3554432e-5);
+  // The table's single-expert time no longer enters the layer; its scale
+  // does, on the GEMMs and activation only (not on the permutation).
   tables.compute[0][{1, 1}].expert_fwd = 1.0;
   tables.compute[0][{1, 1}].expert_scale_fwd = 2.0;
   tables.compute[0][{1, 1}].expert_scale_bwd = 3.0;
   const TypeCosts scaled = model().type_costs(config(1, 1, 1, 1, 1, 1), 0);
-  EXPECT_REL(scaled.moe.fwd_s, 1.0e-3 + 1.0e-4 + 2 * compute);
-  EXPECT_REL(scaled.moe.bwd_s, 2.2e-3 + 2.0e-4 + 3 * 8.9892323328e-4);
+  EXPECT_REL(scaled.moe.fwd_s, 1.0e-3 + 1.0e-4 + 2 * compute + 3.3554432e-5);
+  EXPECT_REL(scaled.moe.bwd_s, 2.2e-3 + 2.0e-4 + 3 * 8.4859158528e-4 + 3.3554432e-5);
 }
 
 TEST_F(CostTerms, ExpertTermWeightStreamingBranch) {
@@ -867,22 +883,26 @@ TEST_F(CostTerms, ExpertTermWeightStreamingBranch) {
   tables.compute[0][{1, 1}].expert_scale_fwd = 0.1;
   tables.compute[0][{1, 1}].expert_scale_bwd = 0.1;
   const TypeCosts tc = model().type_costs(config(1, 1, 1, 1, 1, 1), 0);
-  // fwd·0.1·f/η = 4.7462744064e-5 < W_local/W_h = 1.00663296e-4
+  // fwd·0.1·f/η = 4.2429579264e-5 < W_local/W_h = 1.00663296e-4; the
+  // permutation (3.3554432e-5 s) comes on top of the bound, not inside it.
   const double w_local = 8.0 * 3 * 1024 * 2048 * 2;  // 100,663,296 B
-  ASSERT_LT(0.1 * hand_experts_a(1024, 1, 1).fwd * kImb / 0.8, w_local / 1e12);
-  EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + w_local / 1e12);
-  // backward: 8.9892323328e-5 < 2·W_local/W_h = 2.01326592e-4
-  ASSERT_LT(0.1 * hand_experts_a(1024, 1, 1).bwd * kImb / 0.8, 2 * w_local / 1e12);
-  EXPECT_REL(tc.moe.bwd_s, 2.2e-3 + 2.0e-4 + 2 * w_local / 1e12);
+  const HandExperts x = hand_experts_a(1024, 1, 1);
+  ASSERT_LT(0.1 * x.fwd * kImb / 0.8, w_local / 1e12);
+  EXPECT_REL(x.perm, 3.3554432e-5);
+  EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + w_local / 1e12 + 3.3554432e-5);
+  // backward: 8.4859158528e-5 < 2·W_local/W_h = 2.01326592e-4
+  ASSERT_LT(0.1 * x.bwd * kImb / 0.8, 2 * w_local / 1e12);
+  EXPECT_REL(tc.moe.bwd_s, 2.2e-3 + 2.0e-4 + 2 * w_local / 1e12 + 3.3554432e-5);
 }
 
 TEST_F(CostTerms, ExpertParallelismChangesTheStreamingBoundAndTheLaunchesOnly) {
   // Without compute units and kernel overhead, and with every expert GEMM
-  // compute bound, the routed experts' time does not depend on EP or TPE:
-  // the device computes k·t_sp expert-width rows of FLOPs whatever experts
-  // they meet (EP = 4: 2 experts of 1024 rows; EP = 2, TPE = 2: 2 experts of
-  // 2048 rows, width 1024), and the activation and permutation passes move
-  // the same bytes.
+  // compute bound, the routed experts' GEMMs and activation do not depend
+  // on EP or TPE: the device computes k·t_sp expert-width rows of FLOPs
+  // whatever experts they meet (EP = 4: 2 experts of 1024 rows; EP = 2,
+  // TPE = 2: 2 experts of 2048 rows, width 1024), and the activation passes
+  // move the same bytes. Nor does the permutation depend on EP (TPE adds
+  // its gathered copies to it: ExpertTensorParallelPermutesTheGatheredCopies).
   const HandExperts ep1 = hand_experts_a(1024, 1, 1);
   for (const auto& [ep, tpe] :
        {std::pair{2, 1}, std::pair{4, 1}, std::pair{8, 1}, std::pair{2, 2}, std::pair{1, 2}}) {
@@ -893,21 +913,29 @@ TEST_F(CostTerms, ExpertParallelismChangesTheStreamingBoundAndTheLaunchesOnly) {
     EXPECT_REL(r.act_fwd, ep1.act);
     EXPECT_REL(hand_experts_a(1024, ep, tpe).fwd, ep1.fwd);
     EXPECT_EQ(r.kernels_fwd, 2.0 * 8 / ep);
+    if (tpe == 1) {
+      EXPECT_REL(r.fixed_fwd, ep1.fixed_fwd);
+      EXPECT_REL(r.fixed_bwd, ep1.fixed_bwd);
+    }
   }
   // What EP does change: the per-expert launches (2 per local expert
-  // forward, 4 backward), 16 at EP = 1 against 4 at EP = 4.
+  // forward, 4 backward), 16 at EP = 1 against 4 at EP = 4, in the fixed
+  // part only.
   DeviceSpec launches = device_a();
   launches.kernel_overhead = 1e-5;
   const RoutedExpertTime l1 = routed_expert_time(workload.model, launches, 1024, 1, 1);
   const RoutedExpertTime l4 = routed_expert_time(workload.model, launches, 1024, 4, 1);
-  EXPECT_REL(l1.fwd - l4.fwd, (16 - 4) * 1e-5);
-  EXPECT_REL(l1.bwd - l4.bwd, (32 - 8) * 1e-5);
+  EXPECT_REL(l1.fixed_fwd - l4.fixed_fwd, (16 - 4) * 1e-5);
+  EXPECT_REL(l1.fixed_bwd - l4.fixed_bwd, (32 - 8) * 1e-5);
+  EXPECT_REL(l1.fwd, l4.fwd);
+  EXPECT_REL(l1.bwd, l4.bwd);
 
   // ... and the streaming bound of the layer. With a profile scale of 0.1 the
-  // compute term is 0.1·3.1641829376e-4·1.2/0.8 = 4.7462744064e-5 s. EP = 1:
+  // compute term is 0.1·2.8286386176e-4·1.2/0.8 = 4.2429579264e-5 s. EP = 1:
   // W_local/W_h = 1.00663296e-4 s dominates; EP = 4: W_local = (8/4)·3·1024·2048·2
   // = 25,165,824 B → 2.5165824e-5 s < compute: now compute bound. TPE = 2,
-  // EP = 2 gives the same W_local and the same compute.
+  // EP = 2 gives the same W_local and the same compute, with a larger
+  // permutation (4·(2048 + 4096)·2048/1e12 = 5.0331648e-5 s against 3.3554432e-5 s).
   tables.compute[0][{1, 1}].expert_scale_fwd = 0.1;
   const double compute = 0.1 * ep1.fwd * kImb / 0.8;
   const double stream1 = 8.0 * 3 * 1024 * 2048 * 2 / 1e12;
@@ -915,11 +943,11 @@ TEST_F(CostTerms, ExpertParallelismChangesTheStreamingBoundAndTheLaunchesOnly) {
   ASSERT_LT(compute, stream1);
   ASSERT_GT(compute, stream4);
   const TypeCosts ep1_costs = model().type_costs(config(1, 1, 1, 1, 1, 4), 0);
-  EXPECT_REL(ep1_costs.moe.fwd_parts.compute, 1.0e-3 + 1.0e-4 + stream1);
+  EXPECT_REL(ep1_costs.moe.fwd_parts.compute, 1.0e-3 + 1.0e-4 + stream1 + 3.3554432e-5);
   const TypeCosts ep4 = model().type_costs(config(1, 1, 1, 4, 1, 4), 0);
-  EXPECT_REL(ep4.moe.fwd_parts.compute, 1.0e-3 + 1.0e-4 + compute);
+  EXPECT_REL(ep4.moe.fwd_parts.compute, 1.0e-3 + 1.0e-4 + compute + 3.3554432e-5);
   const TypeCosts ep2tpe2 = model().type_costs(config(1, 1, 1, 2, 2, 4), 0);
-  EXPECT_REL(ep2tpe2.moe.fwd_parts.compute, 1.0e-3 + 1.0e-4 + compute);
+  EXPECT_REL(ep2tpe2.moe.fwd_parts.compute, 1.0e-3 + 1.0e-4 + compute + 5.0331648e-5);
 }
 
 TEST_F(CostTerms, ImbalanceFactorOnePlusGammaRhoMinusOne) {
@@ -927,15 +955,105 @@ TEST_F(CostTerms, ImbalanceFactorOnePlusGammaRhoMinusOne) {
     double rho, gamma, factor;
   };
   const Case cases[] = {{1.4, 0.5, 1.2}, {2.0, 1.0, 2.0}, {3.0, 0.0, 1.0}, {1.0, 1.0, 1.0}};
-  const double experts = hand_experts_a(1024, 1, 1).fwd;  // 3.1641829376e-4 s
+  const HandExperts x = hand_experts_a(1024, 1, 1);  // fwd 2.8286386176e-4 s
   for (const Case& cs : cases) {
     workload.training.imbalance = cs.rho;
     workload.training.gamma = cs.gamma;
     const TypeCosts tc = model().type_costs(config(1, 1, 1, 1, 1, 1), 0);
     SCOPED_TRACE(cs.rho);
-    // compute branch: fwd·(1+γ(ρ−1))/η ≥ 3.1641829376e-4/0.8 = 3.955e-4 > 1.0066e-4
-    EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + experts * cs.factor / 0.8);
+    // compute branch: fwd·(1+γ(ρ−1))/η ≥ 2.8286386176e-4/0.8 = 3.536e-4 > 1.0066e-4;
+    // the permutation (3.3554432e-5 s) is not scaled.
+    EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + x.fwd * cs.factor / 0.8 + 3.3554432e-5);
+    EXPECT_REL(tc.moe.bwd_s, 2.2e-3 + 2.0e-4 + x.bwd * cs.factor / 0.8 + 3.3554432e-5);
   }
+}
+
+TEST_F(CostTerms, ImbalanceAndEtaScaleNeitherThePermutationNorTheLaunches) {
+  // The routed experts' kernel overhead and token permutation are host and
+  // HBM time that grows with neither the imbalance factor nor the kernel
+  // efficiency η: only the GEMMs + activation (routed.fwd, .bwd) are scaled.
+  // Type 0 with τ = 2e-5 s (16 expert launches forward, 32 backward) and a
+  // measured expert scale of 1.5 forward, 0.75 backward.
+  constexpr double kTau = 2e-5;
+  cluster.pools[0].device.kernel_overhead = kTau;
+  tables.compute[0][{1, 1}].expert_scale_fwd = 1.5;
+  tables.compute[0][{1, 1}].expert_scale_bwd = 0.75;
+  const HandExperts x = hand_experts_a(1024, 1, 1, kTau);
+  // fixed: perm 3.3554432e-5 + 16·2e-5 = 3.53554432e-4 s; backward perm + 32·2e-5
+  EXPECT_REL(x.fixed_fwd, 3.3554432e-5 + 16 * kTau);
+  EXPECT_REL(x.fixed_bwd, 3.3554432e-5 + 32 * kTau);
+  const RoutedExpertTime impl =
+      routed_expert_time(workload.model, cluster.pools[0].device, 1024, 1, 1);
+  EXPECT_REL(impl.fwd, x.fwd);  // τ does not enter the scaled part
+  EXPECT_REL(impl.bwd, x.bwd);
+  EXPECT_REL(impl.fixed_fwd, x.fixed_fwd);
+  EXPECT_REL(impl.fixed_bwd, x.fixed_bwd);
+
+  auto layer = [&](double rho, double gamma, double eta) {
+    workload.training.imbalance = rho;
+    workload.training.gamma = gamma;
+    tables.devices[0].eta = eta;
+    return model().type_costs(config(1, 1, 1, 1, 1, 1), 0).moe;
+  };
+  // f_imb = 1.2 (ρ 1.4, γ 0.5) and f_imb = 2 (ρ 2, γ 1), η = 0.8; compute
+  // branch throughout: 2.8286386176e-4·1.5·1.2/0.8 = 6.36e-4 > W_local/W_h
+  // = 1.0066e-4, and 5.6572772352e-4·0.75·1.2/0.8 = 6.36e-4 > 2.0133e-4.
+  const LayerCost f12 = layer(1.4, 0.5, 0.8);
+  const LayerCost f20 = layer(2.0, 1.0, 0.8);
+  ASSERT_GT(x.fwd * 1.5 * 1.2 / 0.8, 1.00663296e-4);
+  ASSERT_GT(x.bwd * 0.75 * 1.2 / 0.8, 2.01326592e-4);
+  EXPECT_REL(f20.fwd_s - f12.fwd_s, (2.0 - 1.2) * x.fwd * 1.5 / 0.8);
+  EXPECT_REL(f20.bwd_s - f12.bwd_s, (2.0 - 1.2) * x.bwd * 0.75 / 0.8);
+  EXPECT_REL(f20.fwd_parts.compute - f12.fwd_parts.compute, (2.0 - 1.2) * x.fwd * 1.5 / 0.8);
+  // η = 0.5 against 0.8 at f_imb = 1.2: the same, through 1/η.
+  const LayerCost e05 = layer(1.4, 0.5, 0.5);
+  EXPECT_REL(e05.fwd_s - f12.fwd_s, 1.2 * x.fwd * 1.5 * (1 / 0.5 - 1 / 0.8));
+  EXPECT_REL(e05.bwd_s - f12.bwd_s, 1.2 * x.bwd * 0.75 * (1 / 0.5 - 1 / 0.8));
+  // And the whole layer: attention + router + scaled experts + the fixed part.
+  EXPECT_REL(f12.fwd_s, 1.0e-3 + 1.0e-4 + x.fwd * 1.5 * 1.2 / 0.8 + x.fixed_fwd);
+  EXPECT_REL(f12.bwd_s, 2.2e-3 + 2.0e-4 + x.bwd * 0.75 * 1.2 / 0.8 + x.fixed_bwd);
+  EXPECT_REL(e05.fwd_s, 1.0e-3 + 1.0e-4 + x.fwd * 1.5 * 1.2 / 0.5 + x.fixed_fwd);
+  EXPECT_REL(f20.bwd_s, 2.2e-3 + 2.0e-4 + x.bwd * 0.75 * 2.0 / 0.8 + x.fixed_bwd);
+}
+
+TEST_F(CostTerms, ExpertTensorParallelPermutesTheGatheredCopies) {
+  // TPE gathers t_sp·k·TPE token copies onto the device: the sort by expert
+  // after the dispatch and back before the combine move all of them, the
+  // permute / unpermute around the exchange the device's own t_sp·k:
+  // perm = 4·(t_sp·k + t_sp·k·TPE)·H·β/W, t_sp = 1024 on type 0 (W = 1e12):
+  //   TPE = 1: 4·(2048 + 2048)·1024·2/1e12 = 3.3554432e-5 s
+  //   TPE = 2: 4·(2048 + 4096)·1024·2/1e12 = 5.0331648e-5 s
+  //   TPE = 4: 4·(2048 + 8192)·1024·2/1e12 = 8.388608e-5 s
+  EXPECT_REL(hand_experts_a(1024, 2, 1).perm, 3.3554432e-5);
+  EXPECT_REL(hand_experts_a(1024, 2, 2).perm, 5.0331648e-5);
+  EXPECT_REL(hand_experts_a(1024, 1, 4).perm, 8.388608e-5);
+  const ModelSpec& m = workload.model;
+  const RoutedExpertTime tpe1 = routed_expert_time(m, device_a(), 1024, 2, 1);
+  const RoutedExpertTime tpe2 = routed_expert_time(m, device_a(), 1024, 2, 2);
+  const RoutedExpertTime tpe4 = routed_expert_time(m, device_a(), 1024, 1, 4);
+  EXPECT_REL(tpe1.fixed_fwd, 3.3554432e-5);
+  EXPECT_REL(tpe2.fixed_fwd, 5.0331648e-5);
+  EXPECT_REL(tpe2.fixed_bwd, 5.0331648e-5);
+  EXPECT_REL(tpe4.fixed_fwd, 8.388608e-5);
+  // Each further TPE rank adds 4·t_sp·k·H·β/W = 1.6777216e-5 s.
+  EXPECT_REL(tpe2.fixed_fwd - tpe1.fixed_fwd, 1.6777216e-5);
+  // With τ = 1e-5: + 2·(E/EP) = 8 launches forward, 16 backward (EP = 2).
+  DeviceSpec slow = device_a();
+  slow.kernel_overhead = 1e-5;
+  const RoutedExpertTime tau = routed_expert_time(m, slow, 1024, 2, 2);
+  EXPECT_REL(tau.fixed_fwd, 5.0331648e-5 + 8 * 1e-5);
+  EXPECT_REL(tau.fixed_bwd, 5.0331648e-5 + 16 * 1e-5);
+
+  // In the layer at f_imb = 1 and η = 1 (EP = 2, TPE = 2, DP = 4): attention
+  // + router + max(fwd, W_local/W_h) + perm, W_local = 4·3·1024·1024·2 B
+  // → 2.5165824e-5 s < fwd = 2.8286386176e-4 s.
+  workload.training.imbalance = 1.0;
+  tables.devices[0].eta = 1.0;
+  const HandExperts x = hand_experts_a(1024, 2, 2);
+  EXPECT_REL(x.fwd, 2.8286386176e-4);
+  const TypeCosts tc = model().type_costs(config(1, 1, 1, 2, 2, 4), 0);
+  EXPECT_REL(tc.moe.fwd_parts.compute, 1.0e-3 + 1.0e-4 + 2.8286386176e-4 + 5.0331648e-5);
+  EXPECT_REL(tc.moe.bwd_parts.compute, 2.2e-3 + 2.0e-4 + x.bwd + 5.0331648e-5);
 }
 
 TEST_F(CostTerms, DispatchAllToAll) {
@@ -948,9 +1066,11 @@ TEST_F(CostTerms, DispatchAllToAll) {
   EXPECT_REL(a2a, 2 * (3e-6 + 0.75 * 4194304 / 40e9));  // 1.632864e-4 s
   EXPECT_REL(tc.moe.fwd_parts.ep, a2a);
   // Experts at EP = 4: 2 local experts of 1024 rows, the same time as at EP = 1
-  // (4.7462744064e-4 s with f_imb/η); W_local = 2·3·1024·2048·2 = 25,165,824 B
-  // → 2.5e-5 s: compute branch.
+  // (4.2429579264e-4 s with f_imb/η, + the permutation 3.3554432e-5 s);
+  // W_local = 2·3·1024·2048·2 = 25,165,824 B → 2.5e-5 s: compute branch.
   ASSERT_GT(hand_experts_a(1024, 4, 1).fwd * kImb / 0.8, 25165824 / 1e12);
+  EXPECT_REL(experts_fwd_a(1024, 4, 1), 4.2429579264e-4 + 3.3554432e-5);
+  EXPECT_REL(experts_bwd_a(1024, 4, 1), 8.4859158528e-4 + 3.3554432e-5);
   const double compute = 1.0e-3 + 1.0e-4 + experts_fwd_a(1024, 4, 1);
   EXPECT_REL(tc.moe.fwd_s, compute + a2a);
   // same exchange in the backward
@@ -1012,7 +1132,10 @@ TEST_F(CostTerms, ExpertTensorParallelGathers) {
   const double gathered = routed * kImb * 2;
   const double tpe = ring(gathered, 2, 80e9, 1e-6) + ring(gathered, 2, 50e9, 1e-6);
   EXPECT_REL(tc.moe.fwd_parts.ep, a2a + tpe);
-  // Experts: 2 local experts of width F_e/2 over 1024·2·2/2 = 2048 rows each.
+  // Experts: 2 local experts of width F_e/2 over 1024·2·2/2 = 2048 rows each,
+  // the same GEMM time as at TPE = 1, and the permutation of the 2048 own
+  // and 4096 gathered copies, 4·6144·1024·2/1e12 = 5.0331648e-5 s.
+  EXPECT_REL(experts_fwd_a(1024, 2, 2), 4.2429579264e-4 + 5.0331648e-5);
   EXPECT_REL(tc.moe.fwd_s, 1.0e-3 + 1.0e-4 + experts_fwd_a(1024, 2, 2) + a2a + tpe);
   EXPECT_REL(tc.moe.bwd_s, 2.2e-3 + 2.0e-4 + experts_bwd_a(1024, 2, 2) + a2a + tpe);
   // buffer: 2·t_sp·k·H·β·f_imb·TPE
@@ -1734,8 +1857,8 @@ DocLayerTimes doc_layer_times(const ComputeEntry& e, const HandExperts& x, doubl
   const double routed = 512.0 * kK * kH * 2;  // t_sp·k·H·β, t_sp = 512
   const double exchange = 2 * ring(routed, 2, a2a_bw, lat);
   const double w_local = kE / 2 * 3 * kH * kFe / 1 * 2;  // (E/EP)·m·H·F_e/TPE·β
-  const double experts_fwd = std::max(x.fwd * kImb / eta, w_local / hbm);
-  const double experts_bwd = std::max(x.bwd * kImb / eta, 2 * w_local / hbm);
+  const double experts_fwd = std::max(x.fwd * kImb / eta, w_local / hbm) + x.fixed_fwd;
+  const double experts_bwd = std::max(x.bwd * kImb / eta, 2 * w_local / hbm) + x.fixed_bwd;
   DocLayerTimes t;
   t.dense_fwd = e.attention_fwd + e.dense_mlp_fwd + 2 * tp_block;
   t.dense_bwd = e.attention_bwd + e.dense_mlp_bwd + 2 * tp_block;

@@ -312,8 +312,12 @@ TEST(RoutedExperts, KernelOverheadAddsExactlyKernelsTimesOverhead) {
                      << "E " << m.num_experts << " EP " << ep << " t " << tokens);
         const RoutedExpertTime a = routed_expert_time(m, none, tokens, ep, 1);
         const RoutedExpertTime b = routed_expert_time(m, some, tokens, ep, 1);
-        EXPECT_REL(b.fwd - a.fwd, 2.0 * m.num_experts / ep * 1e-5);
-        EXPECT_REL(b.bwd - a.bwd, 4.0 * m.num_experts / ep * 1e-5);
+        // The launches are in the fixed part (which imbalance and eta do
+        // not scale), never in the GEMMs + activation.
+        EXPECT_REL(b.fixed_fwd - a.fixed_fwd, 2.0 * m.num_experts / ep * 1e-5);
+        EXPECT_REL(b.fixed_bwd - a.fixed_bwd, 4.0 * m.num_experts / ep * 1e-5);
+        EXPECT_EQ(b.fwd, a.fwd);
+        EXPECT_EQ(b.bwd, a.bwd);
         EXPECT_EQ(b.act_fwd, a.act_fwd);
         EXPECT_EQ(b.kernels_fwd, a.kernels_fwd);
       }
@@ -339,9 +343,14 @@ TEST(RoutedExperts, MoreLocalExpertsAtEqualTokensCostAtLeastAsMuch) {
                                             << " t " << tokens << " TPE " << tpe << " EP " << ep);
             const RoutedExpertTime more = routed_expert_time(m, d, tokens, ep / 2, tpe);
             const RoutedExpertTime fewer = routed_expert_time(m, d, tokens, ep, tpe);
+            // The GEMMs + activation, and with the launches and permutation.
             EXPECT_GE(more.fwd, fewer.fwd * (1 - 1e-12));
+            EXPECT_GE(more.fwd + more.fixed_fwd, (fewer.fwd + fewer.fixed_fwd) * (1 - 1e-12));
+            EXPECT_GE(more.fixed_fwd, fewer.fixed_fwd * (1 - 1e-12));
+            EXPECT_GE(more.fixed_bwd, fewer.fixed_bwd * (1 - 1e-12));
             if (m.num_experts / ep >= kGroupedGemmStreams) {
               EXPECT_GE(more.bwd, fewer.bwd * (1 - 1e-12));
+              EXPECT_GE(more.bwd + more.fixed_bwd, (fewer.bwd + fewer.fixed_bwd) * (1 - 1e-12));
             }
           }
         }
@@ -353,23 +362,30 @@ TEST(RoutedExperts, MoreLocalExpertsAtEqualTokensCostAtLeastAsMuch) {
 TEST(RoutedExperts, WithoutComputeUnitsTheGemmsAreTheFlops) {
   // compute_units = 0, no overhead, every GEMM compute bound: the forward
   // GEMMs are k·2·t·3·H·F_e/(P·e) whatever EP (Mixtral-like, t = 4096:
-  // 8 experts of 1024 rows); the rest is the activation (3 passes of
-  // t·k·F_e·β) and the permutation (8 passes of t·k·H·β), at HBM bandwidth.
+  // 8 experts of 1024 rows); with them the activation (3 passes of
+  // t·k·F_e·β) at HBM bandwidth. Apart, unscaled: the permutation, 2·2
+  // passes over the t·k own and t·k·TPE computed token copies of H·β
+  // (TPE = 1: 4·(t·k + t·k)·H·β), forward and backward alike.
   const ModelSpec m = moe(8, 2, 4096, 14336);
   const DeviceSpec d = h100_like(0);
   const double t = 4096;
   const double gemms = 2 * 2.0 * t * 3 * 4096 * 14336 / kRate;
   const double act = 3.0 * t * 2 * 14336 * kBf16 / kHbm;
-  const double permute = 8.0 * t * 2 * 4096 * kBf16 / kHbm;
+  const double permute = 4.0 * (t * 2 + t * 2 * 1) * 4096 * kBf16 / kHbm;
   for (int ep : {1, 2, 4, 8}) {
     const RoutedExpertTime r = routed_expert_time(m, d, t, ep, 1);
     EXPECT_REL(r.act_fwd, act);
-    EXPECT_REL(r.fwd, gemms + act + permute) << "EP " << ep;
-    EXPECT_REL(r.bwd, 2 * gemms + 2 * act + permute) << "EP " << ep;
+    EXPECT_REL(r.fwd, gemms + act) << "EP " << ep;
+    EXPECT_REL(r.bwd, 2 * gemms + 2 * act) << "EP " << ep;
+    EXPECT_REL(r.fixed_fwd, permute) << "EP " << ep;
+    EXPECT_REL(r.fixed_bwd, permute) << "EP " << ep;
   }
-  // The wave model is never faster than that (units at the same device rate).
+  // The wave model is never faster than that (units at the same device
+  // rate), and moves the same permutation bytes.
   for (int ep : {1, 2, 4, 8}) {
-    EXPECT_GE(routed_expert_time(m, h100_like(), t, ep, 1).fwd, gemms + act + permute);
+    const RoutedExpertTime r = routed_expert_time(m, h100_like(), t, ep, 1);
+    EXPECT_GE(r.fwd, gemms + act);
+    EXPECT_REL(r.fixed_fwd, permute);
   }
 }
 
@@ -399,12 +415,16 @@ TEST(RoutedExperts, GroupedGemmsOfTheLocalExpertsOnFourStreams) {
       return grouped_gemm_time(local, 4, m, n, k, d, kBf16);
     };
     const double act = 3.0 * c.t * c.m.top_k * c.tpe * w * kBf16 / kHbm;
-    const double permute = 8.0 * c.t * c.m.top_k * h * kBf16 / kHbm;
+    // permute/unpermute over the own t·k copies, sort/unsort over the t·k·TPE
+    // computed ones, each read and written.
+    const double permute = 4.0 * (c.t * c.m.top_k + c.t * c.m.top_k * c.tpe) * h * kBf16 / kHbm;
     const RoutedExpertTime r = routed_expert_time(c.m, d, c.t, c.ep, c.tpe);
     EXPECT_REL(r.act_fwd, act);
-    EXPECT_REL(r.fwd, g(rows, 2 * w, h) + g(rows, h, w) + act + permute);
-    EXPECT_REL(r.bwd, g(rows, w, h) + g(w, h, rows) + g(rows, h, 2 * w) + g(h, 2 * w, rows) +
-                          2 * act + permute);
+    EXPECT_REL(r.fwd, g(rows, 2 * w, h) + g(rows, h, w) + act);
+    EXPECT_REL(r.bwd,
+               g(rows, w, h) + g(w, h, rows) + g(rows, h, 2 * w) + g(h, 2 * w, rows) + 2 * act);
+    EXPECT_REL(r.fixed_fwd, permute);  // no kernel overhead on h100_like()
+    EXPECT_REL(r.fixed_bwd, permute);
   }
 }
 
@@ -430,7 +450,7 @@ Workload training_of(const ModelSpec& m) {
   w.training.seq_len = 2048;
   w.training.global_batch = 64;
   w.training.micro_batch = 1;
-  w.training.imbalance = 1.0;  // f_imb = 1: the launches are not scaled
+  w.training.imbalance = 1.0;  // f_imb = 1
   w.training.gamma = 1.0;
   return w;
 }
@@ -511,28 +531,35 @@ TEST(KernelOverhead, DenseLayerForwardAddsTwelveKernels) {
 }
 
 TEST(KernelOverhead, MoeLayerAddsItsBlocksAndTwoKernelsPerLocalExpert) {
-  // f_imb = 1, η = 1 (analytic tables), compute branch: attention 7 +
-  // MoE block 12 + shared experts 3 + 2·E/EP expert GEMMs in the forward.
+  // Attention 7 + MoE block 12 + shared experts 3 + 2·E/EP expert GEMMs in
+  // the forward, twice that in the backward, whatever the imbalance factor
+  // and η: the routed experts' launches are outside their scaling (f_imb = 1,
+  // η = 1 as the analytic tables have it; and f_imb = 1.6, η = 0.7).
   ModelSpec m = moe(8, 2, 2048, 4096);
   m.shared_expert_ffn_hidden = 2048;
-  const Workload w = training_of(m);
   DeviceSpec some = h100_like();
   some.kernel_overhead = kOverhead;
   const ClusterSpec c0 = single(h100_like());
   const ClusterSpec c1 = single(some);
-  const ProfileTables t0 = make_analytic_tables(w, c0, 1, {1}, {1});
-  const ProfileTables t1 = make_analytic_tables(w, c1, 1, {1}, {1});
-  for (int ep : {1, 2, 8}) {
-    SCOPED_TRACE(ep);
-    ParallelConfig pi = one_device();
-    pi.ep = ep;
-    pi.dp = ep;
-    const TypeCosts a = CostModel(w, c0, t0).type_costs(pi, 0);
-    const TypeCosts b = CostModel(w, c1, t1).type_costs(pi, 0);
-    EXPECT_REL(b.moe.fwd_parts.compute - a.moe.fwd_parts.compute,
-               (7 + 12 + 3 + 2.0 * 8 / ep) * kOverhead);
-    EXPECT_REL(b.moe.bwd_parts.compute - a.moe.bwd_parts.compute,
-               (14 + 24 + 6 + 4.0 * 8 / ep) * kOverhead);
+  for (const auto& [rho, eta] : {std::pair{1.0, 1.0}, std::pair{1.6, 0.7}}) {
+    Workload w = training_of(m);
+    w.training.imbalance = rho;  // γ = 1: f_imb = ρ
+    ProfileTables t0 = make_analytic_tables(w, c0, 1, {1}, {1});
+    ProfileTables t1 = make_analytic_tables(w, c1, 1, {1}, {1});
+    t0.devices[0].eta = eta;
+    t1.devices[0].eta = eta;
+    for (int ep : {1, 2, 8}) {
+      SCOPED_TRACE(testing::Message() << "f_imb " << rho << " eta " << eta << " EP " << ep);
+      ParallelConfig pi = one_device();
+      pi.ep = ep;
+      pi.dp = ep;
+      const TypeCosts a = CostModel(w, c0, t0).type_costs(pi, 0);
+      const TypeCosts b = CostModel(w, c1, t1).type_costs(pi, 0);
+      EXPECT_REL(b.moe.fwd_parts.compute - a.moe.fwd_parts.compute,
+                 (7 + 12 + 3 + 2.0 * 8 / ep) * kOverhead);
+      EXPECT_REL(b.moe.bwd_parts.compute - a.moe.bwd_parts.compute,
+                 (14 + 24 + 6 + 4.0 * 8 / ep) * kOverhead);
+    }
   }
 }
 

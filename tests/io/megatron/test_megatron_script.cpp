@@ -23,6 +23,9 @@ TEST(MegatronScript, Mixtral8x7bExampleStyleReadsAsThePreset) {
   Workload w = megatron_workload(s);
   Workload expected = preset("mixtral-8x7b");
   expected.model.name = w.model.name;
+  // The script's --overlap-grad-reduce and --overlap-param-gather.
+  expected.training.overlap.grad_reduce = true;
+  expected.training.overlap.param_gather = true;
   EXPECT_EQ(w.model, expected.model);
   EXPECT_EQ(w.training, expected.training);
   EXPECT_EQ(megatron_world_size(s), 32);  // WORLD_SIZE=$(($GPUS_PER_NODE*$NNODES))

@@ -205,8 +205,10 @@ std::vector<LayerSample> synthetic_layers(const Workload& w, const ClusterSpec& 
         const double router = t.router * tokens * w.model.hidden;
         const double imb = 1.0 + w.training.gamma * (w.training.imbalance - 1.0);
         // The routed experts as the cost model times them: the grouped GEMMs
-        // of the E/EP local experts (at eta = 1), scaled by the measured FFN
-        // ratio when `compute` measured one.
+        // + activation of the E/EP local experts (at eta = 1), scaled by the
+        // measured FFN ratio when `compute` measured one, the imbalance and
+        // 1/eta; plus, unscaled, the token permutation and the experts'
+        // kernel overhead (fixed_fwd, fixed_bwd).
         const RoutedExpertTime routed =
             routed_expert_time(w.model, c.pools[static_cast<std::size_t>(h)].device, tokens, ep, 1);
         const double sgn = (k++ % 2 == 0 ? 1.0 : -1.0) * noise;
@@ -217,10 +219,10 @@ std::vector<LayerSample> synthetic_layers(const Workload& w, const ClusterSpec& 
         s.micro_batch = mb;
         s.ep = ep;
         s.fwd_s = (e.attention_fwd + e.shared_fwd + router +
-                   routed.fwd * e.expert_scale_fwd * imb / t.eta) *
+                   routed.fwd * e.expert_scale_fwd * imb / t.eta + routed.fixed_fwd) *
                   (1 + sgn);
         s.bwd_s = (e.attention_bwd + e.shared_bwd + 2 * router +
-                   routed.bwd * e.expert_scale_bwd * imb / t.eta) *
+                   routed.bwd * e.expert_scale_bwd * imb / t.eta + routed.fixed_bwd) *
                   (1 - sgn);
         s.router_fwd_s = router * (1 + sgn);
         ParallelConfig pi;
