@@ -413,8 +413,8 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
     const double steal = units > kDispatchComputeUnits
                              ? kDispatchComputeUnits / (units - kDispatchComputeUnits)
                              : 0.0;
-    compute_fwd += steal * ep_hidden_f;
-    compute_bwd += steal * ep_hidden_b;
+    compute_bwd += steal * ep_hidden_f;  // the forward exchange hides behind backward compute
+    compute_fwd += steal * ep_hidden_b;
   }
   c.fwd_parts.compute = compute_fwd;
   c.fwd_parts.tp = tp_blocks * tp_block - tp_hidden_f;

@@ -589,7 +589,8 @@ Workload parse_hapmoe_json(const Json& root, const std::string& origin) {
       {"global_batch", "/training/global_batch"},
       {"micro_batch", "/training/micro_batch"},
       {"imbalance", "/training/imbalance"},
-      {"gamma", "/training/gamma"}};
+      {"gamma", "/training/gamma"},
+      {"overlap.param_gather", "/training/overlap/param_gather"}};
   validate_workload(w, origin, kPointers);
   return w;
 }

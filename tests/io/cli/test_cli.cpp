@@ -191,6 +191,120 @@ TEST(Cli, ExecutableExitCodes) {
   fs::remove_all(d);
 }
 
+// --overlap-moe-expert-parallel-comm through the real executable: the
+// report names the overlap and prints what it hid per stage, and the plan
+// JSON says which overlaps were on.
+TEST(Cli, EvaluateWithTheMoeOverlapPrintsWhatItHid) {
+  const std::string bin = HAPMOE_BINARY;
+  const fs::path d = scratch_dir("overlap");
+  auto evaluate = [&](const std::string& flags, const std::string& name) {
+    const std::string json = (d / (name + ".json")).string();
+    const std::string cmd = bin + " evaluate --model mixtral-s --cluster paper:16-1 --plan " +
+                            kPlan + " " + flags + " --plan-json " + json + " >" +
+                            (d / (name + ".out")).string() + " 2>" + (d / (name + ".err")).string();
+    const int status = std::system(cmd.c_str());
+    EXPECT_EQ(WEXITSTATUS(status), 0) << slurp(d / (name + ".err"));
+    return std::pair{slurp(d / (name + ".out")), parse_json(slurp(json), json)};
+  };
+  const auto [out, doc] = evaluate("--overlap-moe-expert-parallel-comm", "on");
+  const auto [plain_out, plain_doc] = evaluate("", "off");
+
+  EXPECT_NE(out.find("overlaps --overlap-moe-expert-parallel-comm\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("hidden by the overlaps in ms (not in the step): forward | backward; TP "
+                     "(--tp-comm-overlap), EP (--overlap-moe-expert-parallel-comm)\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("stage      TP      EP |      TP      EP\n"), std::string::npos) << out;
+  const Json& p = doc.at("plans").at(0);
+  EXPECT_EQ(p.at("overlap"), Json::parse(R"({"grad_reduce":false,"param_gather":false,
+                                            "tp_comm":false,"moe_ep_comm":true})"));
+  // One row per stage with the JSON's hidden times in ms.
+  for (std::size_t i = 0; i < p.at("stages").size(); ++i) {
+    const Json& step = p.at("stages").at(i).at("step");
+    const double ep_f = step.at("forward").at("ep_hidden_s").get<double>();
+    const double ep_b = step.at("backward").at("ep_hidden_s").get<double>();
+    EXPECT_GT(ep_f, 0.0);
+    EXPECT_EQ(step.at("forward").at("tp_hidden_s").get<double>(), 0.0);
+    char row[128];
+    std::snprintf(row, sizeof row, "%5zu %7.3f %7.3f | %7.3f %7.3f\n", i, 0.0, 1e3 * ep_f, 0.0,
+                  1e3 * ep_b);
+    EXPECT_NE(out.find(row), std::string::npos) << row << "\n" << out;
+  }
+  // Without the flag: no table, Megatron's defaults, nothing hidden, and a
+  // slower iteration (the exchange is charged in full).
+  EXPECT_EQ(plain_out.find("hidden by the overlaps"), std::string::npos) << plain_out;
+  EXPECT_NE(plain_out.find("overlaps none (Megatron's defaults)\n"), std::string::npos)
+      << plain_out;
+  const Json& q = plain_doc.at("plans").at(0);
+  EXPECT_FALSE(q.at("overlap").at("moe_ep_comm").get<bool>());
+  EXPECT_EQ(q.at("stages").at(0).at("step").at("forward").at("ep_hidden_s").get<double>(), 0.0);
+  EXPECT_LT(p.at("latency_s").get<double>(), q.at("latency_s").get<double>());
+  fs::remove_all(d);
+}
+
+TEST(Cli, OverlapFlagsInTheReport) {
+  // --overlap-grad-reduce: the dp sync line says what the overlap hid.
+  CliRun r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan,
+                  "--overlap-grad-reduce", "--tp-comm-overlap"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("overlaps --overlap-grad-reduce --tp-comm-overlap\n"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("more hidden by the overlaps)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hidden by the overlaps in ms"), std::string::npos) << r.out;
+  // --overlap-param-gather needs the distributed optimizer: an input error
+  // naming the option.
+  r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan,
+           "--no-distributed-optimizer", "--overlap-param-gather"});
+  EXPECT_EQ(r.code, kExitInput);
+  EXPECT_NE(r.err.find("--overlap-param-gather"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  // The options are listed in the help.
+  r = run({"evaluate", "--help"});
+  for (const char* o : {"--overlap-grad-reduce", "--overlap-param-gather", "--tp-comm-overlap",
+                        "--overlap-moe-expert-parallel-comm"}) {
+    EXPECT_NE(r.out.find(o), std::string::npos) << o;
+  }
+}
+
+// A plan with "vpp": the report says interleaved 1F1B, the JSON keeps vpp,
+// and the bubble is smaller than the same plan's without it.
+TEST(Cli, EvaluateInterleavedPlan) {
+  const fs::path d = scratch_dir("vpp");
+  const fs::path plan = d / "plan.json";
+  std::ofstream(plan) << R"({"parallel":{"pp":2,"tp":2,"ep":8,"dp":4,"vpp":2},
+      "stages":[{"device":"H800","layers":16},{"device":"910B","layers":8}]})";
+  const std::string out = (d / "out.json").string();
+  const std::string plain = (d / "plain.json").string();
+  CliRun r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan",
+                  plan.string(), "--plan-json", out});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("DP=4, VPP=2 (interleaved 1F1B), micro-batch 1"), std::string::npos)
+      << r.out;
+  r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan,
+           "--plan-json", plain});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out.find("VPP="), std::string::npos) << r.out;
+  const Json p = parse_json(slurp(out), out).at("plans").at(0);
+  const Json q = parse_json(slurp(plain), plain).at("plans").at(0);
+  EXPECT_EQ(p.at("parallel").at("vpp").get<int>(), 2);
+  EXPECT_FALSE(q.at("parallel").contains("vpp"));
+  EXPECT_LT(p.at("breakdown").at("bubble_s").get<double>(),
+            q.at("breakdown").at("bubble_s").get<double>());
+  // The output feeds back to the same figures.
+  const std::string again = (d / "again.json").string();
+  r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", out,
+           "--plan-json", again});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(slurp(out), slurp(again));
+  // Megatron's rules: vpp with PP 1 is an input error.
+  std::ofstream(plan, std::ios::trunc) << R"({"parallel":{"pp":1,"tp":2,"ep":8,"dp":8,"vpp":2},
+      "stages":[{"device":"H800","layers":24}]})";
+  r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", plan.string()});
+  EXPECT_EQ(r.code, kExitInput);
+  EXPECT_NE(r.err.find("vpp=2 needs pp > 1"), std::string::npos) << r.err;
+  fs::remove_all(d);
+}
+
 // Drops the timing fields, the only ones allowed to differ between runs.
 // The document minus what may differ between runs: wall times, and how
 // the run was spread over ranks and threads.

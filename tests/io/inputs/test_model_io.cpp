@@ -757,6 +757,64 @@ TEST(ModelIoOwn, BadValuesNamePointerAndValue) {
   }
 }
 
+// training.overlap (docs/costmodel.md, "Overlap"): each flag optional and
+// off by default, read strictly, and overlap.param_gather needs the
+// distributed optimizer.
+TEST(ModelIoOwn, TrainingOverlapObject) {
+  EXPECT_EQ(parse(base_model()).training.overlap, Overlap{});
+  Json j = base_model();
+  j["training"]["overlap"] = {{"grad_reduce", true}, {"tp_comm", true}};
+  Workload w = parse(j);
+  EXPECT_TRUE(w.training.overlap.grad_reduce);
+  EXPECT_FALSE(w.training.overlap.param_gather);
+  EXPECT_TRUE(w.training.overlap.tp_comm);
+  EXPECT_FALSE(w.training.overlap.moe_ep_comm);
+  j["training"]["overlap"] = {
+      {"grad_reduce", false}, {"param_gather", true}, {"tp_comm", false}, {"moe_ep_comm", true}};
+  w = parse(j);
+  EXPECT_EQ(w.training.overlap, (Overlap{false, true, false, true}));
+  j["training"]["overlap"] = Json::object();
+  EXPECT_EQ(parse(j).training.overlap, Overlap{});
+
+  struct Case {
+    const char* label;
+    Json overlap;
+    std::vector<std::string> parts;
+  };
+  const std::vector<Case> cases = {
+      {"unknown key",
+       {{"grad_reduce", true}, {"grad_reduse", true}},
+       {"t.json:/training/overlap/grad_reduse", "unknown field"}},
+      {"not a bool", {{"tp_comm", 1}}, {"t.json:/training/overlap/tp_comm"}},
+      {"string for bool", {{"moe_ep_comm", "true"}}, {"t.json:/training/overlap/moe_ep_comm"}},
+      {"not an object", Json::array({true}), {"t.json:/training/overlap"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.label);
+    Json bad = base_model();
+    bad["training"]["overlap"] = c.overlap;
+    expect_error([&] { parse(bad); }, c.parts);
+  }
+}
+
+TEST(ModelIoOwn, OverlapParamGatherNeedsTheDistributedOptimizer) {
+  Json j = base_model();
+  j["training"]["distributed_optimizer"] = false;
+  j["training"]["overlap"] = {{"param_gather", true}};
+  const Caught e = catch_input_error([&] { parse(j); });
+  EXPECT_EQ(e.where.rfind("t.json", 0), 0u) << e.where;
+  EXPECT_NE(e.where.find("/training/overlap/param_gather"), std::string::npos) << e.where;
+  EXPECT_NE(e.what.find("overlap.param_gather"), std::string::npos) << e.what;
+  EXPECT_NE(e.what.find("distributed optimizer"), std::string::npos) << e.what;
+  // With the distributed optimizer (the default) it is accepted; without,
+  // the other overlaps are.
+  j["training"]["distributed_optimizer"] = true;
+  EXPECT_TRUE(parse(j).training.overlap.param_gather);
+  j["training"]["distributed_optimizer"] = false;
+  j["training"]["overlap"] = {{"grad_reduce", true}, {"tp_comm", true}, {"moe_ep_comm", true}};
+  EXPECT_EQ(parse(j).training.overlap, (Overlap{true, false, true, true}));
+}
+
 TEST(ModelIoOwn, DuplicateKeyAndInvalidJson) {
   expect_error(
       [] {
@@ -852,6 +910,41 @@ TEST(ModelIoOverrides, InvalidResultNamesTheOption) {
   }
 }
 
+// --overlap-* turn overlaps on (never off); --overlap-param-gather without
+// the distributed optimizer names the option.
+TEST(ModelIoOverrides, OverlapFlags) {
+  Workload w = preset("mixtral-s");
+  EXPECT_EQ(w.training.overlap, Overlap{});
+  TrainingOverrides o;
+  o.overlap.grad_reduce = true;
+  o.overlap.moe_ep_comm = true;
+  apply_overrides(o, w);
+  EXPECT_EQ(w.training.overlap, (Overlap{true, false, false, true}));
+  // An override of false leaves an overlap of the model on.
+  TrainingOverrides more;
+  more.overlap.param_gather = true;
+  more.overlap.tp_comm = true;
+  apply_overrides(more, w);
+  EXPECT_EQ(w.training.overlap, (Overlap{true, true, true, true}));
+  EXPECT_EQ(w.model, preset("mixtral-s").model);
+
+  Workload v = preset("mixtral-s");
+  TrainingOverrides bad;
+  bad.no_distributed_optimizer = true;
+  bad.overlap.param_gather = true;
+  const Caught e = catch_input_error([&] { apply_overrides(bad, v); });
+  EXPECT_EQ(e.where, "--overlap-param-gather") << e.what;
+  EXPECT_NE(e.what.find("overlap.param_gather"), std::string::npos) << e.what;
+  EXPECT_EQ(v, preset("mixtral-s")) << "a failed override must leave the workload unchanged";
+  // A model whose own overlap.param_gather meets --no-distributed-optimizer
+  // blames the model.
+  Workload m = preset("mixtral-s");
+  m.training.overlap.param_gather = true;
+  TrainingOverrides no_dist;
+  no_dist.no_distributed_optimizer = true;
+  EXPECT_EQ(catch_input_error([&] { apply_overrides(no_dist, m); }).where, "--model");
+}
+
 TEST(ModelIoOverrides, InvalidWorkloadWithoutOverrideBlamesModel) {
   Workload w = preset("llama2-7b");
   w.training.seq_len = 100000;  // beyond max_positions, not from an override
@@ -914,6 +1007,23 @@ TEST(ModelIoRoundTrip, FixturesAndOddLayerMaps) {
     SCOPED_TRACE(w.model.name);
     const std::string text = workload_to_json(w);
     EXPECT_EQ(parse_workload_json(text, "rt.json"), w) << text;
+  }
+}
+
+TEST(ModelIoRoundTrip, TrainingOverlap) {
+  for (const Overlap& o : {Overlap{}, Overlap{true, false, false, false},
+                           Overlap{false, true, false, false}, Overlap{false, false, true, false},
+                           Overlap{false, false, false, true}, Overlap{true, true, true, true}}) {
+    Workload w = preset("qwen3-30b-a3b");
+    w.training.overlap = o;
+    const std::string text = workload_to_json(w);
+    EXPECT_EQ(parse_workload_json(text, "rt.json"), w) << text;
+    const Json out = Json::parse(text).at("training").at("overlap");
+    EXPECT_EQ(out, (Json{{"grad_reduce", o.grad_reduce},
+                         {"param_gather", o.param_gather},
+                         {"tp_comm", o.tp_comm},
+                         {"moe_ep_comm", o.moe_ep_comm}}))
+        << text;
   }
 }
 

@@ -117,6 +117,109 @@ TEST(PlanIo, OutputFeedsBackToTheSamePlanAndFigures) {
   EXPECT_THROW(parse_plan_json(doc.dump(), "out.json", c, 1, 1), InputError);
 }
 
+// Interleaved 1F1B: "vpp" in "parallel" is read (default 1), written only
+// when above 1, and round-trips.
+TEST(PlanIo, VppIsReadWrittenOnlyAboveOneAndRoundTrips) {
+  const ClusterSpec c = two_types();
+  const std::string stages =
+      R"("stages":[{"device":"H800","layers":12},{"device":"910B","layers":12}]})";
+  const Plan plain =
+      parse_plan_json(R"({"parallel":{"pp":2,"tp":2,"ep":4,"dp":4},)" + stages, "p.json", c, 1);
+  EXPECT_EQ(plain.parallel.vpp, 1);
+  const Plan p = parse_plan_json(R"({"parallel":{"pp":2,"tp":2,"ep":4,"dp":4,"vpp":3},)" + stages,
+                                 "p.json", c, 1);
+  EXPECT_EQ(p.parallel.vpp, 3);
+  for (const char* bad : {"0", "-2", "1.5", "\"2\""}) {
+    const std::string e = error_of([&] {
+      parse_plan_json(
+          std::string(R"({"parallel":{"pp":2,"tp":2,"dp":4,"vpp":)") + bad + "}," + stages,
+          "p.json", c, 1);
+    });
+    EXPECT_NE(e.find("p.json:/parallel/vpp"), std::string::npos) << bad << ": " << e;
+  }
+
+  const Workload w = load_workload("mixtral-s");
+  const ProfileTables t = make_analytic_tables(w, c, 1, {2}, {1});
+  const CostModel model(w, c, t);
+  // Plain 1F1B: no "vpp" key.
+  const nlohmann::ordered_json j1 = plan_report_json(model.evaluate(plain), c);
+  EXPECT_FALSE(j1.at("parallel").contains("vpp")) << j1.at("parallel").dump();
+  // v = 3 (M = 256/4 = 64): written, and read back to the same plan and figures.
+  const PlanReport r = model.evaluate(p);
+  const nlohmann::ordered_json j3 = plan_report_json(r, c);
+  ASSERT_TRUE(j3.at("parallel").contains("vpp"));
+  EXPECT_EQ(j3.at("parallel").at("vpp").get<int>(), 3);
+  nlohmann::ordered_json doc;
+  doc["plans"] = nlohmann::ordered_json::array({j3});
+  const Plan back = parse_plan_json(doc.dump(2), "out.json", c, 1);
+  EXPECT_EQ(back, p);
+  EXPECT_EQ(back.parallel.vpp, 3);
+  nlohmann::ordered_json doc2;
+  doc2["plans"] = nlohmann::ordered_json::array({plan_report_json(model.evaluate(back), c)});
+  EXPECT_EQ(doc.dump(), doc2.dump());
+  // The interleaved plan is costed as such: a smaller bubble than plain 1F1B's.
+  EXPECT_LT(j3.at("breakdown").at("bubble_s").get<double>(),
+            j1.at("breakdown").at("bubble_s").get<double>());
+}
+
+// The overlaps the plan was costed with ("overlap") and what they hid
+// ("tp_hidden_s", "ep_hidden_s" per step, "dp_hidden_s" in the breakdown)
+// are written; a plan JSON with them is accepted as input.
+TEST(PlanIo, OverlapsAndWhatTheyHidAreWrittenAndReadBack) {
+  const ClusterSpec c = two_types();
+  const Plan p = parse_plan_json(
+      R"({"parallel":{"pp":2,"tp":2,"ep":4,"dp":4},
+          "stages":[{"device":"H800","layers":14},{"device":"910B","layers":10}]})",
+      "p.json", c, 1);
+  Workload w = load_workload("mixtral-s");
+  const ProfileTables t = make_analytic_tables(w, c, 1, {2}, {1});
+  {
+    // Off (the default): every overlap false, nothing hidden.
+    const CostModel model(w, c, t);
+    const nlohmann::ordered_json j = plan_report_json(model.evaluate(p), c);
+    EXPECT_EQ(j.at("overlap").dump(),
+              R"({"grad_reduce":false,"param_gather":false,"tp_comm":false,"moe_ep_comm":false})");
+    EXPECT_EQ(j.at("breakdown").at("dp_hidden_s").get<double>(), 0.0);
+    for (const auto& st : j.at("stages")) {
+      for (const char* dir : {"forward", "backward"}) {
+        EXPECT_EQ(st.at("step").at(dir).at("tp_hidden_s").get<double>(), 0.0);
+        EXPECT_EQ(st.at("step").at(dir).at("ep_hidden_s").get<double>(), 0.0);
+      }
+    }
+  }
+  w.training.overlap = {true, false, true, true};
+  const CostModel model(w, c, t);
+  const PlanReport r = model.evaluate(p);
+  const nlohmann::ordered_json j = plan_report_json(r, c);
+  EXPECT_EQ(j.at("overlap").dump(),
+            R"({"grad_reduce":true,"param_gather":false,"tp_comm":true,"moe_ep_comm":true})");
+  EXPECT_EQ(j.at("breakdown").at("dp_hidden_s").get<double>(), r.breakdown.dp_hidden_s);
+  EXPECT_GT(r.breakdown.dp_hidden_s, 0.0);
+  ASSERT_EQ(j.at("stages").size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const auto& step = j.at("stages").at(i).at("step");
+    const StepParts& f = r.stages[i].cost.fwd_parts;
+    const StepParts& b = r.stages[i].cost.bwd_parts;
+    EXPECT_EQ(step.at("forward").at("tp_hidden_s").get<double>(), f.tp_hidden);
+    EXPECT_EQ(step.at("forward").at("ep_hidden_s").get<double>(), f.ep_hidden);
+    EXPECT_EQ(step.at("backward").at("tp_hidden_s").get<double>(), b.tp_hidden);
+    EXPECT_EQ(step.at("backward").at("ep_hidden_s").get<double>(), b.ep_hidden);
+    EXPECT_GT(f.tp_hidden, 0.0);
+    EXPECT_GT(f.ep_hidden, 0.0);
+    // The hidden parts are not part of the step: the other parts add up to it.
+    double sum = 0;
+    for (const char* k : {"compute_s", "tp_s", "cp_s", "ep_s", "p2p_s", "recompute_s"}) {
+      sum += step.at("forward").at(k).get<double>();
+    }
+    EXPECT_NEAR(sum, r.stages[i].cost.fwd_s, 1e-12 * r.stages[i].cost.fwd_s);
+  }
+  // Fed back (a plan object, and an output document), the plan is the same.
+  EXPECT_EQ(parse_plan_json(j.dump(), "plan.json", c, 1), p);
+  nlohmann::ordered_json doc;
+  doc["plans"] = nlohmann::ordered_json::array({j});
+  EXPECT_EQ(parse_plan_json(doc.dump(2), "out.json", c, 1), p);
+}
+
 // Tests CTest runs side by side once removed each other's directories (two
 // launcher tests both used <tmp>/hapmoe_megatron_mixtral_l_32-1): a scratch
 // directory is named after the running test.

@@ -209,5 +209,49 @@ TEST(MegatronArgs, LayoutParseAndMake) {
   EXPECT_EQ(megatron_stage_layers(s), (std::vector<int>{6, 7, 7, 6}));
 }
 
+// Interleaved layouts (docs/megatron.md, "Virtual pipelining"): PP·v stages
+// in Megatron's order, virtual stage 0 of every rank first; each rank's
+// layers split as evenly as possible, the larger first.
+TEST(MegatronArgs, InterleavedStageLayers) {
+  using V = std::vector<int>;
+  EXPECT_EQ(interleaved_stage_layers({13, 11}, 2), (V{7, 6, 6, 5}));
+  EXPECT_EQ(interleaved_stage_layers({12, 12}, 2), (V{6, 6, 6, 6}));
+  EXPECT_EQ(interleaved_stage_layers({5, 3}, 3), (V{2, 1, 2, 1, 1, 1}));
+  EXPECT_EQ(interleaved_stage_layers({1, 2}, 2), (V{1, 1, 0, 1}));  // an empty virtual stage
+  EXPECT_EQ(interleaved_stage_layers({4, 4, 5}, 1), (V{4, 4, 5}));
+  EXPECT_EQ(make_pipeline_layout(interleaved_stage_layers({13, 11}, 2), 0), "E,t*7|t*6|t*6|t*5,L");
+  // Megatron's split of such a layout gives back each rank's layers.
+  MegatronSettings s = base();
+  const V ranks = {7, 5, 7, 5};
+  s.layout = make_pipeline_layout(interleaved_stage_layers(ranks, 2), 0);
+  EXPECT_EQ(s.layout, "E,t*4|t*3|t*4|t*3|t*3|t*2|t*3|t*2,L");
+  EXPECT_TRUE(check_megatron_settings(s).empty());
+  EXPECT_EQ(megatron_stage_layers(s), ranks);
+  EXPECT_EQ(s.vpp(), 2);
+  s.layout = make_pipeline_layout(interleaved_stage_layers({1, 1, 1, 21}, 2), 0);
+  EXPECT_EQ(s.layout, "E,t|t|t|t*11||||t*10,L");
+  EXPECT_EQ(megatron_stage_layers(s), (V{1, 1, 1, 21}));
+  EXPECT_EQ(s.vpp(), 2);
+}
+
+TEST(MegatronArgs, VirtualStagesPerRank) {
+  MegatronSettings s = base();  // 24 layers, PP 4
+  EXPECT_EQ(s.vpp(), 1);
+  s.vpp_stages = 3;
+  EXPECT_EQ(s.vpp(), 3);
+  s = base();
+  s.vpp_layers = 2;  // 6 layers per rank / 2
+  EXPECT_EQ(s.vpp(), 3);
+  s.vpp_layers = 6;
+  EXPECT_EQ(s.vpp(), 1);
+  s = base();
+  s.layout = "Et*3|t*3|t*3|t*3|t*3|t*3|t*3|t*3,L";  // 8 stages over PP 4
+  EXPECT_EQ(s.vpp(), 2);
+  s.layout = "Et*6|t*6|t*6|t*6,L";
+  EXPECT_EQ(s.vpp(), 1);
+  s.layout = "Et*6|(t*6";  // not a layout: plain
+  EXPECT_EQ(s.vpp(), 1);
+}
+
 }  // namespace
 }  // namespace hapmoe

@@ -467,5 +467,173 @@ TEST(MegatronLauncher, EvaluateScoresTheScriptsOwnSettings) {
   EXPECT_NE(r.err.find("not both"), std::string::npos) << r.err;
 }
 
+// How often `needle` occurs in the executable lines of a launcher (the
+// header's comments may quote flags).
+std::size_t count_in_command(const std::string& launcher, const std::string& needle) {
+  const std::string text = executable_lines(launcher);
+  std::size_t n = 0;
+  for (std::size_t at = text.find(needle); at != std::string::npos;
+       at = text.find(needle, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+// The value(s) of one flag of a launcher, as Megatron reads them.
+std::string flag_value(const std::string& launcher, const std::string& name) {
+  MegatronScript s = parse_megatron_script(launcher, "launcher");
+  const MegatronFlag* f = s.find(name);
+  if (f == nullptr) return "(absent)";
+  std::string v;
+  for (const ShellWord& w : f->values) v += (v.empty() ? "" : " ") + w.text;
+  return v;
+}
+
+struct Launched {
+  Launcher launcher;
+  Workload workload2;
+  Plan plan2;
+  std::vector<std::string> notes2;
+};
+
+Launched launch(const Workload& w, const ClusterSpec& cluster, const Plan& plan,
+                const MegatronScript* script) {
+  const ProfileTables tables =
+      make_analytic_tables(w, cluster, plan.parallel.micro_batch, {plan.parallel.tp}, {1});
+  const CostModel model(w, cluster, tables);
+  MegatronScript copy = script != nullptr ? *script : MegatronScript{};
+  Launched r;
+  r.launcher =
+      make_megatron_launcher(model.evaluate(plan), model, script ? &copy : nullptr, "test");
+  MegatronScript back = parse_megatron_script(r.launcher.text, "launcher.sh");
+  r.workload2 = megatron_workload(back);
+  r.workload2.model.name = w.model.name;
+  r.plan2 = megatron_plan(back, r.workload2, cluster);
+  r.notes2 = back.notes;
+  return r;
+}
+
+// A plan with v virtual stages per rank: even stages divisible by v are
+// launched with --num-virtual-stages-per-pipeline-rank v, others with an
+// interleaved layout of PP·v stages; both read back as the same plan.
+TEST(MegatronLauncher, InterleavedPlansAreLaunchedAndReadBack) {
+  const Workload w = load_workload("mixtral-s");  // 24 layers
+  const ClusterSpec cluster = load_cluster("H800:16");
+  // PP 2 x TP 2 x DP 4, EP 4: M = 256/4 = 64.
+  const ParallelConfig pi{2, 2, 1, 4, 1, 4, 1, 1};
+  struct Case {
+    int vpp;
+    std::vector<int> layers;
+    std::string vpp_flag;  // --num-virtual-stages-per-pipeline-rank
+    std::string layout;    // --pipeline-model-parallel-layout
+  };
+  const std::vector<Case> cases = {
+      {2, {12, 12}, "2", "(absent)"},
+      {3, {12, 12}, "3", "(absent)"},
+      {2, {13, 11}, "(absent)", "E,t*7|t*6|t*6|t*5,L"},
+      {3, {13, 11}, "(absent)", "E,t*5|t*4|t*4|t*4|t*4|t*3,L"},
+      {5, {12, 12}, "(absent)", "E,t*3|t*3|t*3|t*3|t*2|t*2|t*2|t*2|t*2|t*2,L"},  // 12 % 5 != 0
+      {1, {13, 11}, "(absent)", "(absent)"},  // plain: first/last layers
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(testing::Message()
+                 << "vpp " << c.vpp << ", layers " << c.layers[0] << "+" << c.layers[1]);
+    Plan plan;
+    plan.parallel = pi;
+    plan.parallel.vpp = c.vpp;
+    plan.stages = {{0, c.layers[0], {}}, {0, c.layers[1], {}}};
+    const Launched r = launch(w, cluster, plan, nullptr);
+    const std::string& text = r.launcher.text;
+    EXPECT_EQ(flag_value(text, "--num-virtual-stages-per-pipeline-rank"), c.vpp_flag) << text;
+    EXPECT_EQ(flag_value(text, "--pipeline-model-parallel-layout"), c.layout) << text;
+    EXPECT_EQ(flag_value(text, "--num-layers-per-virtual-pipeline-stage"), "(absent)");
+    EXPECT_EQ(r.launcher.plan, plan);
+    EXPECT_EQ(r.plan2, plan) << text;
+    EXPECT_EQ(r.plan2.parallel.vpp, c.vpp);
+    EXPECT_EQ(r.workload2, w);
+    for (const std::string& note : r.notes2) {
+      EXPECT_EQ(note.find("virtual"), std::string::npos) << note;
+    }
+  }
+}
+
+// The overlaps the plan was costed with are written once each, the
+// script's own copies replaced; --tp-comm-overlap is dropped (with a note)
+// when the plan has no TP, --overlap-moe-expert-parallel-comm when it has
+// no EP.
+TEST(MegatronLauncher, OverlapFlagsAreWrittenOnceFromTheTrainingSettings) {
+  std::string text = slurp(kData + "mixtral_8x7b.sh");
+  const std::string anchor = "    --overlap-grad-reduce\n";
+  ASSERT_NE(text.find(anchor), std::string::npos);
+  text.replace(text.find(anchor), anchor.size(),
+               anchor + "    --tp-comm-overlap\n    --overlap-moe-expert-parallel-comm\n");
+  MegatronScript script = parse_megatron_script(text, "mixtral_8x7b_overlaps.sh");
+  const Workload w = megatron_workload(script);
+  ASSERT_EQ(w.training.overlap, (Overlap{true, true, true, true}));
+  const ClusterSpec cluster = load_cluster("H800:32");
+  const char* flags[] = {"--overlap-grad-reduce", "--overlap-param-gather", "--tp-comm-overlap",
+                         "--overlap-moe-expert-parallel-comm"};
+  {
+    // TP 2, EP 8: all four, once each; read back, the same settings.
+    Plan plan = megatron_plan(script, w, cluster);
+    plan.parallel.tp = 2;
+    plan.parallel.dp = 4;
+    const Launched r = launch(w, cluster, plan, &script);
+    for (const char* f : flags) {
+      EXPECT_EQ(count_in_command(r.launcher.text, f), 1u) << f << "\n" << r.launcher.text;
+    }
+    EXPECT_EQ(r.workload2, w);
+    EXPECT_EQ(r.plan2, plan);
+    for (const std::string& note : r.launcher.notes) {
+      EXPECT_EQ(note.find("dropped"), std::string::npos) << note;
+    }
+  }
+  {
+    // The script's own plan, TP 1: --tp-comm-overlap is dropped and said.
+    const Plan plan = megatron_plan(script, w, cluster);
+    ASSERT_EQ(plan.parallel.tp, 1);
+    const Launched r = launch(w, cluster, plan, &script);
+    EXPECT_EQ(count_in_command(r.launcher.text, "--tp-comm-overlap"), 0u) << r.launcher.text;
+    EXPECT_EQ(count_in_command(r.launcher.text, "--overlap-grad-reduce"), 1u);
+    EXPECT_EQ(count_in_command(r.launcher.text, "--overlap-param-gather"), 1u);
+    EXPECT_EQ(count_in_command(r.launcher.text, "--overlap-moe-expert-parallel-comm"), 1u);
+    int said = 0;
+    for (const std::string& note : r.launcher.notes) {
+      said += note.find("--tp-comm-overlap is dropped") != std::string::npos;
+    }
+    EXPECT_EQ(said, 1);
+    EXPECT_NE(r.launcher.text.find("--tp-comm-overlap is dropped"), std::string::npos);
+    EXPECT_EQ(r.workload2.training.overlap, (Overlap{true, true, false, true}));
+    EXPECT_EQ(r.plan2, plan);
+  }
+  {
+    // EP 1: --overlap-moe-expert-parallel-comm is dropped and said.
+    Plan plan = megatron_plan(script, w, cluster);
+    plan.parallel.ep = 1;
+    const Launched r = launch(w, cluster, plan, &script);
+    EXPECT_EQ(count_in_command(r.launcher.text, "--overlap-moe-expert-parallel-comm"), 0u);
+    bool said = false;
+    for (const std::string& note : r.launcher.notes) {
+      said =
+          said || note.find("--overlap-moe-expert-parallel-comm is dropped") != std::string::npos;
+    }
+    EXPECT_TRUE(said);
+  }
+  {
+    // Overlaps on in the workload but not in a script (a preset): written.
+    Workload preset = load_workload("mixtral-s");
+    preset.training.overlap = {true, false, true, false};
+    Plan plan;
+    plan.parallel = {2, 2, 1, 4, 1, 4, 1, 1};
+    plan.stages = {{0, 12, {}}, {0, 12, {}}};
+    const Launched r = launch(preset, load_cluster("H800:16"), plan, nullptr);
+    EXPECT_EQ(count_in_command(r.launcher.text, "--overlap-grad-reduce"), 1u);
+    EXPECT_EQ(count_in_command(r.launcher.text, "--tp-comm-overlap"), 1u);
+    EXPECT_EQ(count_in_command(r.launcher.text, "--overlap-param-gather"), 0u);
+    EXPECT_EQ(count_in_command(r.launcher.text, "--overlap-moe-expert-parallel-comm"), 0u);
+    EXPECT_EQ(r.workload2, preset);
+  }
+}
+
 }  // namespace
 }  // namespace hapmoe

@@ -239,5 +239,80 @@ TEST(MegatronScript, ScriptPlanRejectsWhatMegatronRejects) {
   }
 }
 
+// Virtual pipelining, three ways of saying it, reads as the plan's vpp and
+// is costed (no "not modelled" note). 8 layers on 8 ranks, PP 2, DP 4:
+// M = 8/(1·4) = 2, a multiple of PP.
+std::string small_script(const std::string& extra) {
+  return "torchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py --num-layers 8 "
+         "--hidden-size 64 --num-attention-heads 4 --seq-length 128 --micro-batch-size 1 "
+         "--global-batch-size 8 --bf16 --vocab-size 100 --num-experts 4 "
+         "--pipeline-model-parallel-size 2 " +
+         extra + "\n";
+}
+
+TEST(MegatronScript, VirtualPipelineStagesReadAsThePlansVpp) {
+  struct Case {
+    const char* flags;
+    int vpp;
+    std::vector<int> layers;
+  };
+  const std::vector<Case> cases = {
+      {"--num-virtual-stages-per-pipeline-rank 2", 2, {4, 4}},
+      {"--num-virtual-stages-per-pipeline-rank 4", 4, {4, 4}},
+      {"--num-layers-per-virtual-pipeline-stage 2", 2, {4, 4}},  // 4 layers per rank / 2
+      {"--num-layers-per-virtual-pipeline-stage 1", 4, {4, 4}},
+      // A layout of PP·v = 4 stages: rank i holds stages i and i + 2.
+      {"--pipeline-model-parallel-layout 'Et*3|t|t*2|t*2,L'", 2, {5, 3}},
+      {"--pipeline-model-parallel-layout 'Et|t|t|t*2|t|t*2,L'", 3, {3, 5}},
+      {"", 1, {4, 4}},
+  };
+  const ClusterSpec cluster = load_cluster("H800:8");
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.flags);
+    MegatronScript s = parse_megatron_script(small_script(c.flags), "t.sh");
+    const Workload w = megatron_workload(s);
+    const Plan p = megatron_plan(s, w, cluster);
+    EXPECT_EQ(p.parallel.vpp, c.vpp);
+    EXPECT_EQ(p.parallel, (ParallelConfig{2, 1, 1, 1, 1, 4, 1, c.vpp}));
+    ASSERT_EQ(p.stages.size(), 2u);
+    EXPECT_EQ(p.stages[0].layers, c.layers[0]);
+    EXPECT_EQ(p.stages[1].layers, c.layers[1]);
+    for (const std::string& note : s.notes) {
+      EXPECT_EQ(note.find("virtual"), std::string::npos) << note;
+      EXPECT_EQ(note.find("not modelled"), std::string::npos) << note;
+    }
+  }
+}
+
+TEST(MegatronScript, OverlapFlagsReadIntoTrainingOverlap) {
+  {
+    MegatronScript s = parse_megatron_script(
+        small_script("--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather "
+                     "--tp-comm-overlap --overlap-moe-expert-parallel-comm"),
+        "t.sh");
+    const Workload w = megatron_workload(s);
+    EXPECT_EQ(w.training.overlap, (Overlap{true, true, true, true}));
+    EXPECT_TRUE(s.unknown.empty());
+    for (const std::string& note : s.notes) {
+      EXPECT_EQ(note.find("overlap"), std::string::npos) << note;
+    }
+  }
+  {
+    // One at a time.
+    const std::vector<std::pair<std::string, Overlap>> one = {
+        {"--overlap-grad-reduce", {true, false, false, false}},
+        {"--overlap-param-gather", {false, true, false, false}},
+        {"--tp-comm-overlap", {false, false, true, false}},
+        {"--overlap-moe-expert-parallel-comm", {false, false, false, true}},
+        {"", {}},
+    };
+    for (const auto& [flag, expected] : one) {
+      MegatronScript s =
+          parse_megatron_script(small_script("--use-distributed-optimizer " + flag), "t.sh");
+      EXPECT_EQ(megatron_workload(s).training.overlap, expected) << flag;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hapmoe
