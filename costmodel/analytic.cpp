@@ -81,6 +81,33 @@ double grouped_gemm_time(int count, int streams, double m, double n, double k, c
   return t;
 }
 
+double fp8_cast_bytes(Fp8Recipe recipe) {
+  return recipe == Fp8Recipe::kTensorwise ? 2.0 + 1.0 + 1.0 + 2.0 : 2.0 + 1.0 + 1.0;
+}
+
+namespace {
+
+// The device as its FP8 GEMMs see it: the FP8 peak in place of the BF16 one.
+DeviceSpec fp8_device(const DeviceSpec& d) {
+  DeviceSpec e = d;
+  e.peak_flops = d.fp8_peak_flops;
+  return e;
+}
+
+}  // namespace
+
+LinearTime linear_time(double m, double n, double k, const DeviceSpec& d, Precision precision,
+                       Fp8Recipe recipe) {
+  if (precision != Precision::kFp8) {
+    const double g = gemm_time(m, n, k, d, 2.0);
+    return {g, 2.0 * g};
+  }
+  HAPMOE_REQUIRE(d.fp8_peak_flops > 0, "linear_time: FP8 on a device without FP8");
+  const double g = gemm_time(m, n, k, fp8_device(d), 1.0);
+  const double cast = fp8_cast_bytes(recipe) / d.hbm_bandwidth;
+  return {g + cast * m * k, 2.0 * g + cast * m * n};
+}
+
 namespace {
 
 // Kernels one forward pass launches per block (docs/costmodel.md, "Kernel
@@ -105,7 +132,7 @@ constexpr double kPermutePasses = 2 * 2;
 }  // namespace
 
 RoutedExpertTime routed_expert_time(const ModelSpec& m, const DeviceSpec& d, double sp_tokens,
-                                    int ep, int tpe) {
+                                    int ep, int tpe, Precision precision, Fp8Recipe recipe) {
   HAPMOE_REQUIRE(m.is_moe() && ep >= 1 && tpe >= 1 && m.num_experts % ep == 0,
                  "routed_expert_time: a MoE model and EP dividing its experts");
   const double beta = 2.0;
@@ -118,20 +145,27 @@ RoutedExpertTime routed_expert_time(const ModelSpec& m, const DeviceSpec& d, dou
   const double up = gated ? 2.0 : 1.0;
   const double act_passes = gated ? 3.0 : 2.0;
   const int s = kGroupedGemmStreams;
+  const bool fp8 = precision == Precision::kFp8;
+  HAPMOE_REQUIRE(!fp8 || d.fp8_peak_flops > 0, "routed_expert_time: FP8 on a device without FP8");
+  const DeviceSpec gemm_device = fp8 ? fp8_device(d) : d;
   auto group = [&](double mm, double nn, double kk) {
-    return grouped_gemm_time(local, s, mm, nn, kk, d, beta);
+    return grouped_gemm_time(local, s, mm, nn, kk, gemm_device, fp8 ? 1.0 : beta);
   };
+  // FP8: each expert GEMM casts its input forward and its output gradient
+  // backward, over all the device's copies.
+  const double cast = fp8 ? fp8_cast_bytes(recipe) / d.hbm_bandwidth : 0.0;
   RoutedExpertTime r;
   r.act_fwd = act_passes * copies * width * beta / d.hbm_bandwidth;
   const double permute =
       kPermutePasses * (sp_tokens * m.top_k + copies) * h * beta / d.hbm_bandwidth;
   r.kernels_fwd = kExpertKernels * local;
   r.kernels_bwd = 2.0 * r.kernels_fwd;
-  r.fwd = group(rows, up * width, h) + group(rows, h, width) + r.act_fwd;
+  r.fwd =
+      group(rows, up * width, h) + group(rows, h, width) + r.act_fwd + cast * copies * (h + width);
   // Backward: data gradients (rows x K) and weight gradients (K summed
   // over the rows) of both GEMMs.
   r.bwd = group(rows, width, h) + group(width, h, rows) + group(rows, h, up * width) +
-          group(h, up * width, rows) + 2.0 * r.act_fwd;
+          group(h, up * width, rows) + 2.0 * r.act_fwd + cast * copies * (h + up * width);
   r.fixed_fwd = permute + r.kernels_fwd * d.kernel_overhead;
   r.fixed_bwd = permute + r.kernels_bwd * d.kernel_overhead;
   return r;
@@ -168,29 +202,42 @@ ComputeEntry compute_entry(const Workload& w, const DeviceSpec& dev, int micro_b
   auto kernels = [&](double n) { return n * dev.kernel_overhead; };
 
   ComputeEntry e;
+  // The transformer layers' linear layers run in the training precision
+  // (FP8: docs/costmodel.md, "FP8"); core attention, the router, the
+  // embedding and the output layer stay in bf16.
+  const Precision precision = w.training.precision;
+  const Fp8Recipe recipe = w.training.fp8_recipe;
+  auto linear = [&](double rows, double n, double k) {
+    return linear_time(rows, n, k, dev, precision, recipe);
+  };
   // Attention projections.
   double proj = 0.0;
+  double proj_bwd = 0.0;
+  auto add_proj = [&](double n, double k) {
+    const LinearTime l = linear(s.tokens, n, k);
+    proj += l.fwd;
+    proj_bwd += l.bwd;
+  };
   if (m.mla.enabled()) {
     const double a = s.heads;
     if (m.mla.q_lora_rank > 0) {
-      proj += gemm_time(s.tokens, m.mla.q_lora_rank, h, dev, beta);
-      proj += gemm_time(s.tokens, a * s.qk_dim, m.mla.q_lora_rank, dev, beta);
+      add_proj(m.mla.q_lora_rank, h);
+      add_proj(a * s.qk_dim, m.mla.q_lora_rank);
     } else {
-      proj += gemm_time(s.tokens, a * s.qk_dim, h, dev, beta);
+      add_proj(a * s.qk_dim, h);
     }
-    proj += gemm_time(s.tokens, m.mla.kv_lora_rank + m.mla.qk_rope_head_dim, h, dev, beta);
-    proj +=
-        gemm_time(s.tokens, a * (m.mla.qk_nope_head_dim + s.v_dim), m.mla.kv_lora_rank, dev, beta);
-    proj += gemm_time(s.tokens, h, a * s.v_dim, dev, beta);
+    add_proj(m.mla.kv_lora_rank + m.mla.qk_rope_head_dim, h);
+    add_proj(a * (m.mla.qk_nope_head_dim + s.v_dim), m.mla.kv_lora_rank);
+    add_proj(h, a * s.v_dim);
   } else {
-    proj += gemm_time(s.tokens, (s.heads + 2.0 * s.kv_heads) * s.qk_dim, h, dev, beta);
-    proj += gemm_time(s.tokens, h, s.heads * s.v_dim, dev, beta);
+    add_proj((s.heads + 2.0 * s.kv_heads) * s.qk_dim, h);
+    add_proj(h, s.heads * s.v_dim);
   }
   // Causal core attention: each query attends to S/2 keys on average.
   const double core_flops = 2.0 * s.tokens * (s.seq / 2.0) * s.heads * (s.qk_dim + s.v_dim);
   e.core_attention_fwd = core_flops / peak;
   e.attention_fwd = proj + e.core_attention_fwd + block_elementwise + kernels(kAttentionKernels);
-  e.attention_bwd = 2.0 * proj + as.attention_bwd_factor * e.core_attention_fwd +
+  e.attention_bwd = proj_bwd + as.attention_bwd_factor * e.core_attention_fwd +
                     2.0 * block_elementwise + kernels(2.0 * kAttentionKernels);
 
   // MLPs: up (and gate) projection, activation, down projection.
@@ -202,11 +249,11 @@ ComputeEntry compute_entry(const Workload& w, const DeviceSpec& dev, int micro_b
       fwd = act = bwd = 0.0;
       return;
     }
-    const double gemms =
-        gemm_time(rows, up_factor * width, h, dev, beta) + gemm_time(rows, h, width, dev, beta);
+    const LinearTime fc1 = linear(rows, up_factor * width, h);
+    const LinearTime fc2 = linear(rows, h, width);
     act = stream(act_passes * rows * width * beta);
-    fwd = gemms + act;
-    bwd = 2.0 * gemms + 2.0 * act;
+    fwd = fc1.fwd + fc2.fwd + act;
+    bwd = fc1.bwd + fc2.bwd + 2.0 * act;
   };
   double dense_bwd = 0.0;
   mlp(s.tokens, m.ffn_hidden / static_cast<double>(tp), e.dense_mlp_fwd, e.dense_act_fwd,

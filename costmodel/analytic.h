@@ -59,7 +59,27 @@ struct RoutedExpertTime {
   double kernels_fwd = 0, kernels_bwd = 0;  // kernels launched
 };
 RoutedExpertTime routed_expert_time(const ModelSpec& model, const DeviceSpec& device,
-                                    double sp_tokens, int ep, int tpe);
+                                    double sp_tokens, int ep, int tpe,
+                                    Precision precision = Precision::kBf16,
+                                    Fp8Recipe recipe = Fp8Recipe::kDelayed);
+
+// A linear layer's GEMM (m x k) * (k x n) in the training precision
+// (docs/costmodel.md, "FP8"): its forward and its backward (data and weight
+// gradients). In FP8 the GEMMs run at the device's FP8 peak with the same
+// shape model, and the layer casts its input (forward) and its output
+// gradient (backward) to FP8, rowwise and columnwise. Kernel overhead not
+// included.
+struct LinearTime {
+  double fwd = 0;
+  double bwd = 0;
+};
+LinearTime linear_time(double m, double n, double k, const DeviceSpec& device, Precision precision,
+                       Fp8Recipe recipe);
+
+// Bytes a cast to FP8 moves per element: read bf16 (2), write the rowwise
+// and columnwise FP8 copies (1 + 1); tensor-wise current scaling first
+// reads the tensor once more for its amax (+2).
+double fp8_cast_bytes(Fp8Recipe recipe);
 
 // Concurrent streams of Transformer Engine's grouped GEMM
 // (nvte_get_num_compute_streams() in transformer_engine/common/util/

@@ -5,6 +5,15 @@
 //
 // Conventions (REFERENCE.md §1):
 //   * peak_flops: dense (no 2:4 sparsity, N7) BF16 matrix FLOP/s.
+//   * fp8_peak_flops: dense FP8 matrix FLOP/s, 0 where the device has no
+//     FP8 matrix math (A100 [V] Ampere whitepaper: FP16/BF16/TF32/INT8 only;
+//     MI250X [V] CDNA 2 whitepaper: no FP8; 910B [T]: no FP8 listed).
+//     H100 SXM 1,979 (3,958 with sparsity) [V] NVIDIA H100 datasheet; H200
+//     1,979 [V] NVIDIA H200 datasheet; H800 1,979 [T] (GH100 as H100); B200
+//     4,500 [V] NVIDIA DGX B200 datasheet (72 PFLOPS FP8 training for 8
+//     GPUs, with sparsity, halved); MI300X and MI325X 2,614.9 [V] AMD
+//     datasheets; Gaudi2 865 [V] Intel Gaudi 2 whitepaper; Gaudi3 1,835
+//     [V] Intel Gaudi 3 whitepaper (FP8 = BF16 on its MMEs).
 //   * memory_bytes: the vendor's "GB" taken literally, GB x 1e9 bytes (N3).
 //     Usable memory is lower; a measured value belongs in a cluster file.
 //   * bandwidths: bytes per second per device and per direction (N1); vendor
@@ -49,12 +58,13 @@ constexpr double kInterNodeLatency = 10e-6;  // s, assumption
 // One catalog entry in SI units. The figures are written as decimal
 // literals (312e12, 1.555e12, ...) so that each is the exact integer the
 // table gives, with no rounding from a unit conversion.
-DeviceSpec device(const char* name, double peak_flops, double memory_bytes, double hbm_bandwidth,
-                  double intra_node_bandwidth, double inter_node_bandwidth, int per_node,
-                  int compute_units, const char* source) {
+DeviceSpec device(const char* name, double peak_flops, double fp8_peak_flops, double memory_bytes,
+                  double hbm_bandwidth, double intra_node_bandwidth, double inter_node_bandwidth,
+                  int per_node, int compute_units, const char* source) {
   DeviceSpec d;
   d.name = name;
   d.peak_flops = peak_flops;
+  d.fp8_peak_flops = fp8_peak_flops;
   d.memory_bytes = memory_bytes;
   d.hbm_bandwidth = hbm_bandwidth;
   d.intra_node_bandwidth = intra_node_bandwidth;
@@ -75,34 +85,34 @@ std::vector<DeviceSpec> make_catalog() {
       // 1.555 TB/s, NVLink3 600 GB/s bidirectional = 300 per direction (N1),
       // 8 per HGX/DGX node [V] S1, S2, S3. NIC: 200 Gb/s HDR IB per GPU =
       // 25 GB/s [U] (commonly quoted, no source found).
-      device("A100-40GB", 312e12, 40e9, 1.555e12, 300e9, 25e9, 8, 108,
+      device("A100-40GB", 312e12, 0, 40e9, 1.555e12, 300e9, 25e9, 8, 108,
              "REFERENCE.md 1.1: S1, S2, S3 [V]; NIC 200 Gb/s HDR [U]"),
       // NVIDIA A100-80GB SXM4: as A100-40GB with 80 GB HBM2e at 2.039 TB/s
       // [V] S1, S2, S3. NIC 200 Gb/s HDR = 25 GB/s [U].
-      device("A100-80GB", 312e12, 80e9, 2.039e12, 300e9, 25e9, 8, 108,
+      device("A100-80GB", 312e12, 0, 80e9, 2.039e12, 300e9, 25e9, 8, 108,
              "REFERENCE.md 1.1: S1, S2, S3 [V]; NIC 200 Gb/s HDR [U]"),
       // NVIDIA H100 SXM5: 989 dense BF16 (1979 sparse, N7), 80 GB HBM3,
       // 3.35 TB/s, NVLink4 900 GB/s bidirectional = 450 per direction
       // [V] S2, S3, S4. NIC 400 Gb/s NDR ConnectX-7 per GPU = 50 GB/s [V] S5, S6.
-      device("H100", 989e12, 80e9, 3.35e12, 450e9, 50e9, 8, 132,
+      device("H100", 989e12, 1979e12, 80e9, 3.35e12, 450e9, 50e9, 8, 132,
              "REFERENCE.md 1.1: S2, S3, S4 [V]; NIC S5, S6 [V]"),
       // NVIDIA H800 SXM5: GH100 silicon as H100; 989 BF16, 80 GB, 3.35 TB/s
       // are third-party figures [T] S8, S9 (no NVIDIA datasheet found, §8).
       // NVLink cut to 400 GB/s bidirectional = 200 per direction [T] S8;
       // DeepEP measured ~160 GB/s effective intranode (N2) [V] S7.
       // NIC CX7 400 Gb/s per GPU = 50 GB/s [V] S7.
-      device("H800", 989e12, 80e9, 3.35e12, 200e9, 50e9, 8, 132,
+      device("H800", 989e12, 1979e12, 80e9, 3.35e12, 200e9, 50e9, 8, 132,
              "REFERENCE.md 1.1/N2: compute, HBM, NVLink S8, S9 [T]; NIC S7 [V]; "
              "DeepEP measures ~160 GB/s NVLink (S7)"),
       // NVIDIA H200 SXM: 989 dense BF16, 141 GB HBM3e, 4.8 TB/s, NVLink4
       // 900 GB/s bidirectional = 450 per direction [V] S2, S3, S10.
       // NIC 400 Gb/s class = 50 GB/s [T].
-      device("H200", 989e12, 141e9, 4.8e12, 450e9, 50e9, 8, 132,
+      device("H200", 989e12, 1979e12, 141e9, 4.8e12, 450e9, 50e9, 8, 132,
              "REFERENCE.md 1.1: S2, S3 [V]; NVLink S10; NIC 400 Gb/s [T]"),
       // NVIDIA B200 (HGX/DGX, 1000 W): 2250 dense BF16, 180 GB HBM3e exposed
       // (192 physical, N3), 8.0 TB/s, NVLink5 1800 GB/s bidirectional = 900
       // per direction [V] S2, S3. NIC 400 Gb/s = 50 GB/s [T] S5.
-      device("B200", 2250e12, 180e9, 8.0e12, 900e9, 50e9, 8, 148,
+      device("B200", 2250e12, 4500e12, 180e9, 8.0e12, 900e9, 50e9, 8, 148,
              "REFERENCE.md 1.1: S2, S3 [V]; NIC S5 [T]"),
       // AMD MI250X, one GCD (N4: a package is two devices): 383 BF16 and
       // 3.28 TB/s per package halved to 191.5 and 1.64, 64 GB per GCD
@@ -110,38 +120,38 @@ std::vector<DeviceSpec> make_catalog() {
       // package and 50-100 GB/s across packages (S11); 100 GB/s is an average
       // (derived). 4 packages = 8 GCDs per node (Frontier). NIC: Slingshot
       // 200 Gb/s class = 25 GB/s per GCD [U].
-      device("MI250X", 191.5e12, 64e9, 1.64e12, 100e9, 25e9, 8, 110,
+      device("MI250X", 191.5e12, 0, 64e9, 1.64e12, 100e9, 25e9, 8, 110,
              "REFERENCE.md 1.1/N4: per GCD, S2, S11, S12 [V]; intra-node 100 GB/s "
              "averaged (derived); NIC [U]"),
       // AMD MI300X: 1307.4 BF16 (AMD; 1300 in S2) [T] S15, 192 GB HBM3,
       // 5.3 TB/s [V] S2, S14. xGMI 7 x 128 GB/s; read as duplex this is
       // 448 GB/s per direction all-to-all (S5, N5); one peer pair gets only
       // 64 GB/s. NIC 400 Gb/s NDR per GPU = 50 GB/s [V] S13.
-      device("MI300X", 1307.4e12, 192e9, 5.3e12, 448e9, 50e9, 8, 304,
+      device("MI300X", 1307.4e12, 2614.9e12, 192e9, 5.3e12, 448e9, 50e9, 8, 304,
              "REFERENCE.md 1.1/N5: S2, S5, S13, S14 [V]; 1307.4 TFLOP/s S15 [T]"),
       // AMD MI325X: MI300X compute (1307.4 BF16) [T] S15, 256 GB HBM3E,
       // 6.0 TB/s [V] S2, same xGMI as MI300X (448 per direction, S5).
       // NIC 400 Gb/s class = 50 GB/s [U].
-      device("MI325X", 1307.4e12, 256e9, 6.0e12, 448e9, 50e9, 8, 304,
+      device("MI325X", 1307.4e12, 2614.9e12, 256e9, 6.0e12, 448e9, 50e9, 8, 304,
              "REFERENCE.md 1.1: S2, S5 [V]; S15 [T]; NIC [U]"),
       // Huawei Ascend 910B (910B2 SKU): 353.9 cube BF16 (376 with vector;
       // other SKUs lower, S17 lists 280) [T] S16, 64 GB HBM2e, 1.6 TB/s
       // [T] S16, S17; 8 NPUs per Atlas 800T A2 with HCCS full mesh.
       // Intra-node: 392 GB/s aggregate is often quoted, halved for direction
       // = 196 [U]. NIC 200 GE RoCE per NPU = 25 GB/s [U].
-      device("910B", 353.9e12, 64e9, 1.6e12, 196e9, 25e9, 8, 0,
+      device("910B", 353.9e12, 0, 64e9, 1.6e12, 196e9, 25e9, 8, 0,
              "REFERENCE.md 1.1: 910B2, S16, S17 [T]; HCCS 392 GB/s aggregate "
              "halved [U]; NIC 200GE RoCE [U]"),
       // Intel Gaudi2 (HL-225): 432 BF16, 96 GB HBM2e, 2.46 TB/s [V] S18, S2.
       // Scale-up 21 x 100 GbE = 262.5 GB/s per direction (3 ports = 37.5 GB/s
       // per peer, N5); scale-out 3 x 100 GbE = 37.5 GB/s [V] S18, S5.
-      device("Gaudi2", 432e12, 96e9, 2.46e12, 262.5e9, 37.5e9, 8, 0,
+      device("Gaudi2", 432e12, 865e12, 96e9, 2.46e12, 262.5e9, 37.5e9, 8, 0,
              "REFERENCE.md 1.1/N5: S18, S5, S2 [V]"),
       // Intel Gaudi3: 1835 BF16 spec (1677 at the shipping 1600 MHz MME
       // clock, S2 [T]), 128 GB HBM2e, 3.67 TB/s [V] S18, S19. Scale-up
       // 21 x 200 GbE = 525 GB/s per direction; scale-out 3 x 200 GbE =
       // 75 GB/s per direction [V] S19 (N6).
-      device("Gaudi3", 1835e12, 128e9, 3.67e12, 525e9, 75e9, 8, 0,
+      device("Gaudi3", 1835e12, 1835e12, 128e9, 3.67e12, 525e9, 75e9, 8, 0,
              "REFERENCE.md 1.1/N6: S18, S19 [V]; 1677 at shipping clock S2 [T]"),
   };
 }

@@ -13,6 +13,7 @@ namespace hapmoe {
 struct DeviceSpec {
   std::string name;                   // canonical name, e.g. "H800"
   double peak_flops = 0;              // dense BF16/FP16 matrix FLOP/s
+  double fp8_peak_flops = 0;          // dense FP8 matrix FLOP/s; 0: no FP8
   double memory_bytes = 0;            // HBM capacity
   double hbm_bandwidth = 0;           // B/s
   double intra_node_bandwidth = 0;    // B/s per device per direction, collectives
@@ -37,7 +38,7 @@ struct DeviceSpec {
 // that does not set one: one fit over the calibration benchmark
 // (docs/costmodel.md, "Kernel overhead"), a property of the software stack
 // (PyTorch + Megatron-LM + Transformer Engine), not of one device.
-inline constexpr double kDefaultKernelOverhead = 36e-6;
+inline constexpr double kDefaultKernelOverhead = 35e-6;
 // Validation bounds (cluster files): no device has more compute units, and
 // a kernel overhead above a millisecond is a unit mistake.
 inline constexpr int kMaxComputeUnits = 100000;

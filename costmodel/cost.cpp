@@ -199,6 +199,7 @@ void check_type_costs(const TypeCosts& t, const Workload& w, const ClusterSpec& 
                 {"overhead_bytes", t.overhead_bytes},
                 {"activation_scale", t.activation_scale},
                 {"weight_bytes_per_param", t.weight_bytes_per_param},
+                {"fp8_copy_bytes_per_param", t.fp8_copy_bytes_per_param},
                 {"grad_bytes_per_param", t.grad_bytes_per_param},
                 {"dense_opt_bytes_per_param", t.dense_opt_bytes_per_param},
                 {"expert_opt_bytes_per_param", t.expert_opt_bytes_per_param},
@@ -292,19 +293,24 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
   int tp_blocks = 1;  // attention, + the dense MLP or the shared experts
   double selective_extra = ce.core_attention_fwd;
 
-  // Activations kept per micro-batch (bytes), attention block.
+  // Activations kept per micro-batch (bytes), attention block. In FP8 the
+  // linear layers keep their inputs as their FP8 copies, one byte each
+  // (docs/costmodel.md, "FP8"): `saved` is the byte less per such element.
+  const double saved = tr.precision == Precision::kFp8 ? beta - 1.0 : 0.0;
   double act_attn = 0.0;
   if (m.mla.enabled()) {
     const double a = m.num_heads;
-    act_attn =
-        tdev *
-        (2.0 * h + m.mla.q_lora_rank + m.mla.kv_lora_rank +
-         2.0 * a * (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim) + 2.0 * a * m.mla.v_head_dim) *
-        beta;
+    act_attn = tdev *
+                   (2.0 * h + m.mla.q_lora_rank + m.mla.kv_lora_rank +
+                    2.0 * a * (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim) +
+                    2.0 * a * m.mla.v_head_dim) *
+                   beta -
+               tdev * (h + a * m.mla.v_head_dim) * saved;  // the QKV and output projections' inputs
   } else {
     act_attn = tdev *
-               (2.0 * h + 2.0 * m.num_heads * m.head_dim + 2.0 * m.num_kv_heads * m.head_dim) *
-               beta;
+                   (2.0 * h + 2.0 * m.num_heads * m.head_dim + 2.0 * m.num_kv_heads * m.head_dim) *
+                   beta -
+               tdev * (h + m.num_heads * m.head_dim) * saved;
   }
   double act = act_attn;
   double act_selective = act_attn;
@@ -316,9 +322,10 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
     tp_comm_bwd += tp_block;
     ++tp_blocks;
     selective_extra += ce.dense_act_fwd;
-    const double mlp_act = tdev * (2.0 * h + act_keep * m.ffn_hidden) * beta;
+    const double mlp_act =
+        tdev * (2.0 * h + act_keep * m.ffn_hidden) * beta - tdev * (h + m.ffn_hidden) * saved;
     act += mlp_act;
-    act_selective += mlp_act - tdev * m.ffn_hidden * beta;
+    act_selective += mlp_act - tdev * m.ffn_hidden * (beta - saved);
     c.dense_params = (params.attention + params.mlp) / pi.tp;
     c.dispatcher = tr.dispatcher;
   } else {
@@ -327,7 +334,8 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
     // Routed experts: the grouped GEMMs of the E/EP local experts over the
     // token copies the device receives, at kernel efficiency eta_h, bounded
     // below by streaming the local expert weights from HBM.
-    const RoutedExpertTime experts = routed_expert_time(m, dev, tdev, pi.ep, pi.tpe);
+    const RoutedExpertTime experts =
+        routed_expert_time(m, dev, tdev, pi.ep, pi.tpe, tr.precision, tr.fp8_recipe);
     const double local_expert_bytes = static_cast<double>(m.num_experts) / pi.ep *
                                       (up_factor + 1.0) * h * m.expert_ffn_hidden / pi.tpe * beta;
     const double expert_fwd = std::max(experts.fwd * ce.expert_scale_fwd * imb / coef.eta,
@@ -371,13 +379,15 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
     moe_comm = exchange;
     c.dispatcher = chosen;
 
-    const double expert_act = tdev * k * imb * (pi.tpe * h + act_keep * m.expert_ffn_hidden) * beta;
-    const double shared_act = tdev * act_keep * m.shared_expert_ffn_hidden * beta;
+    const double expert_act = tdev * k * imb *
+                              ((pi.tpe * h + act_keep * m.expert_ffn_hidden) * beta -
+                               (pi.tpe * h + m.expert_ffn_hidden) * saved);
+    const double shared_act = tdev * m.shared_expert_ffn_hidden * (act_keep * beta - saved);
     const double router_act = tdev * m.num_experts * 2.0 * kFp32;  // logits + probabilities
     const double moe_act = tdev * 2.0 * h * beta + router_act + expert_act + shared_act;
     act += moe_act;
-    act_selective += moe_act - tdev * k * imb * m.expert_ffn_hidden * beta -
-                     tdev * m.shared_expert_ffn_hidden * beta;
+    act_selective += moe_act - tdev * k * imb * m.expert_ffn_hidden * (beta - saved) -
+                     tdev * m.shared_expert_ffn_hidden * (beta - saved);
     c.dense_params = (params.attention + params.mlp) / pi.tp;
     c.expert_params = params.experts / (pi.ep * pi.tpe);
     c.moe_buffer_bytes = chosen == Dispatcher::kAllGather ? tdev * pi.ep * pi.tpe * h * beta
@@ -468,6 +478,7 @@ TypeCosts CostModel::type_costs(const ParallelConfig& pi, int type) const {
   // bf16: 2 (param) + 4 (fp32 grad) + 12/d; fp16: 2 + 2 + 16/d.
   const bool fp16 = tr.precision == Precision::kFp16;
   t.weight_bytes_per_param = 2.0;
+  t.fp8_copy_bytes_per_param = tr.precision == Precision::kFp8 ? 2.0 : 0.0;
   t.grad_bytes_per_param = fp16 ? 2.0 : 4.0;
   const double opt = fp16 ? 16.0 : 12.0;
   const double d_dense = static_cast<double>(pi.dp) * pi.cp;  // DP x CP shares dense weights
@@ -611,7 +622,10 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
                               (first ? tc.embedding_params : 0.0) + (last ? tc.output_params : 0.0);
   const double expert_params = s.moe_layers * tc.moe.expert_params;
   const double params = dense_params + expert_params;
-  c.memory.weights = params * tc.weight_bytes_per_param;
+  const double layer_params = dense_layers * tc.dense.dense_params +
+                              s.moe_layers * (tc.moe.dense_params + tc.moe.expert_params);
+  c.memory.weights =
+      params * tc.weight_bytes_per_param + layer_params * tc.fp8_copy_bytes_per_param;
   c.memory.gradients = params * tc.grad_bytes_per_param;
   c.memory.optimizer =
       dense_params * tc.dense_opt_bytes_per_param + expert_params * tc.expert_opt_bytes_per_param;

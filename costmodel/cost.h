@@ -82,6 +82,9 @@ struct TypeCosts {
   // Bytes per parameter held: weights, gradients, optimizer states, for
   // dense (sharded over DP) and expert (sharded over EDP) parameters.
   double weight_bytes_per_param = 2;
+  // FP8: the rowwise and columnwise FP8 copies of the transformer layers'
+  // weights (not the embedding's or the output layer's).
+  double fp8_copy_bytes_per_param = 0;
   double grad_bytes_per_param = 4;
   double dense_opt_bytes_per_param = 0;
   double expert_opt_bytes_per_param = 0;

@@ -303,7 +303,8 @@ std::vector<FitValue> fit_layers(const std::vector<LayerSample>& samples, const 
         const double imb = 1.0 + w.training.gamma * (w.training.imbalance - 1.0);
         const RoutedExpertTime routed =
             routed_expert_time(w.model, cluster.pools[static_cast<std::size_t>(h)].device,
-                               tokens_per_device(w, s->micro_batch, s->tp, s->cp), s->ep, s->tpe);
+                               tokens_per_device(w, s->micro_batch, s->tp, s->cp), s->ep, s->tpe,
+                               w.training.precision, w.training.fp8_recipe);
         const double router_f = is_set(s->router_fwd_s) ? s->router_fwd_s : ce.router_fwd;
         const double router_b = is_set(s->router_fwd_s) ? 2.0 * s->router_fwd_s : ce.router_bwd;
         x.push_back(routed.fwd * ce.expert_scale_fwd * imb);

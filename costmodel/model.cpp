@@ -17,7 +17,31 @@ int ModelSpec::num_moe_layers() const {
   return static_cast<int>(std::count(moe_layers.begin(), moe_layers.end(), 1));
 }
 
-const char* to_string(Precision p) { return p == Precision::kBf16 ? "bf16" : "fp16"; }
+const char* to_string(Precision p) {
+  switch (p) {
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp16:
+      return "fp16";
+    case Precision::kFp8:
+      return "fp8";
+  }
+  return "?";
+}
+
+const char* to_string(Fp8Recipe r) {
+  switch (r) {
+    case Fp8Recipe::kDelayed:
+      return "delayed";
+    case Fp8Recipe::kTensorwise:
+      return "tensorwise";
+    case Fp8Recipe::kBlockwise:
+      return "blockwise";
+    case Fp8Recipe::kMxfp8:
+      return "mxfp8";
+  }
+  return "?";
+}
 
 const char* to_string(Dispatcher d) {
   switch (d) {

@@ -7,7 +7,15 @@
 
 namespace hapmoe {
 
-enum class Precision { kBf16, kFp16 };
+// kFp8: bf16 weights and activations with the transformer layers' linear
+// layers in FP8 (Transformer Engine; Megatron's --bf16 --fp8-format),
+// docs/costmodel.md, "FP8".
+enum class Precision { kBf16, kFp16, kFp8 };
+// Megatron's --fp8-recipe: delayed (tensor-wise, scale from the amax
+// history), tensorwise (current scaling: the amax of the tensor itself),
+// blockwise (DeepSeek-style 1x128/128x128 scales), mxfp8 (Blackwell's
+// 32-element blocks).
+enum class Fp8Recipe { kDelayed, kTensorwise, kBlockwise, kMxfp8 };
 // Token dispatcher of the MoE layer. kAuto picks, per candidate plan, the
 // cheaper of all-to-all and all-gather (paper §3.3, "best primitive").
 // kFlex is Megatron's flex dispatcher with DeepEP: across nodes a token
@@ -76,7 +84,8 @@ struct TrainingSpec {
   int global_batch = 256;  // B, samples per iteration
   int micro_batch = 1;     // b, samples per micro-batch
   Precision precision = Precision::kBf16;
-  bool distributed_optimizer = true;  // ZeRO-1 sharding of optimizer state
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;  // with Precision::kFp8
+  bool distributed_optimizer = true;           // ZeRO-1 sharding of optimizer state
   Dispatcher dispatcher = Dispatcher::kAllToAll;
   double imbalance = 1.2;  // rho = max/mean tokens per expert (>= 1)
   double gamma = 1.0;      // gamma in [0,1]: share of rho on the path
@@ -118,6 +127,7 @@ std::string validate(const ModelSpec& model);
 std::string validate(const TrainingSpec& training, const ModelSpec& model);
 
 const char* to_string(Precision);
+const char* to_string(Fp8Recipe);
 const char* to_string(Dispatcher);
 const char* to_string(MlpKind);
 

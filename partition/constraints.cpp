@@ -110,6 +110,12 @@ std::string check_plan(const Plan& plan, const Workload& w, const ClusterSpec& c
              pool.device.name + " devices need " + std::to_string(need) + ", the cluster has " +
              std::to_string(pool.devices());
     }
+    if (w.training.precision == Precision::kFp8 && !(pool.device.fp8_peak_flops > 0)) {
+      return pool.device.name +
+             " has no FP8 matrix math (its catalog entry gives no FP8 peak), so it cannot "
+             "train in --precision fp8; use bf16, or a cluster file that gives "
+             "\"fp8_peak_tflops\"";
+    }
     if (!options.allow_cross_node_tp &&
         (pi.tp > pool.devices_per_node || pool.devices_per_node % pi.tp != 0)) {
       return deg("tp", pi.tp) + " does not fit inside a " + pool.device.name + " node of " +

@@ -42,6 +42,12 @@ Case read_case(const Json& j, const std::string& origin, const std::string& poin
   c.overrides.global_batch = r.get_int("global_batch", 1, 1 << 30);
   c.overrides.micro_batch = r.get_int("micro_batch", 1, 1 << 20);
   c.overrides.imbalance = r.opt_number("imbalance", 1.0, 1000.0);
+  if (const auto p = r.opt_string("precision")) {
+    c.overrides.precision = parse_precision(*p, origin + ":" + r.pointer("precision"));
+  }
+  if (const auto f = r.opt_string("fp8_recipe")) {
+    c.overrides.fp8_recipe = parse_fp8_recipe(*f, origin + ":" + r.pointer("fp8_recipe"));
+  }
   if (const auto d = r.opt_string("dispatcher")) {
     c.overrides.dispatcher = parse_dispatcher(*d, origin + ":" + r.pointer("dispatcher"));
   }

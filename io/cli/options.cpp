@@ -75,7 +75,14 @@ void add_workload_options(cxxopts::Options& o) {
       "seq-len", "sequence length in tokens", cxxopts::value<std::string>())(
       "global-batch", "global batch in samples", cxxopts::value<std::string>())(
       "micro-batch", "micro-batch in samples", cxxopts::value<std::string>())(
-      "precision", "bf16 or fp16 mixed precision", cxxopts::value<std::string>())(
+      "precision",
+      "bf16 or fp16 mixed precision, or fp8: bf16 with the transformer layers' linear layers "
+      "in FP8 (Megatron's --bf16 --fp8-format; devices without FP8 refuse it)",
+      cxxopts::value<std::string>())(
+      "fp8-recipe",
+      "FP8 scaling recipe with --precision fp8: delayed (default, as Megatron), tensorwise, "
+      "blockwise or mxfp8",
+      cxxopts::value<std::string>())(
       "dispatcher",
       "MoE token dispatcher: alltoall, allgather, flex (DeepEP) or auto (the cheaper of alltoall "
       "and allgather per plan)",
@@ -125,6 +132,9 @@ Inputs read_inputs(const cxxopts::ParseResult& r) {
   ov.micro_batch = int_opt("micro-batch", 1, 1 << 20);
   if (r.count("precision"))
     ov.precision = parse_precision(r["precision"].as<std::string>(), "--precision");
+  if (r.count("fp8-recipe")) {
+    ov.fp8_recipe = parse_fp8_recipe(r["fp8-recipe"].as<std::string>(), "--fp8-recipe");
+  }
   if (r.count("dispatcher")) {
     ov.dispatcher = parse_dispatcher(r["dispatcher"].as<std::string>(), "--dispatcher");
   }

@@ -262,6 +262,10 @@ DeviceSpec read_device(const std::string& name, ObjectReader& r) {
   // fields existed still reads, with no wave quantisation and the fitted
   // kernel overhead (docs/clusters.md).
   if (!base) d.kernel_overhead = kDefaultKernelOverhead;
+  if (const auto fp8 = r.opt_number("fp8_peak_tflops", 0, kMaxTflops)) {
+    d.fp8_peak_flops = to_si(*fp8, kTeraUnit);
+    note("fp8_peak_tflops");
+  }
   if (const auto units = r.opt_int("compute_units", 0, kMaxComputeUnits)) {
     d.compute_units = *units;
     note("compute_units");
@@ -675,6 +679,7 @@ std::string cluster_to_json(const ClusterSpec& cluster) {
       if (i == kFieldsBeforePerNode) dev["devices_per_node"] = d.devices_per_node;
       dev[kNumberFields[i].key] = from_si(d.*kNumberFields[i].member, kNumberFields[i].unit);
     }
+    dev["fp8_peak_tflops"] = from_si(d.fp8_peak_flops, kTeraUnit);
     dev["compute_units"] = d.compute_units;
     dev["kernel_overhead_us"] = from_si(d.kernel_overhead, kMicroUnit);
     dev["source"] = d.source;

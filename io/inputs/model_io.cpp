@@ -507,6 +507,9 @@ void read_training(ObjectReader& parent, const ModelSpec& m, TrainingSpec& t) {
   if (auto s = r.opt_string("precision")) {
     t.precision = parse_precision(*s, where_of(r.origin(), r.pointer("precision")));
   }
+  if (auto s = r.opt_string("fp8_recipe")) {
+    t.fp8_recipe = parse_fp8_recipe(*s, where_of(r.origin(), r.pointer("fp8_recipe")));
+  }
   t.distributed_optimizer = r.opt_bool("distributed_optimizer").value_or(t.distributed_optimizer);
   if (auto s = r.opt_string("dispatcher")) {
     t.dispatcher = parse_dispatcher(*s, where_of(r.origin(), r.pointer("dispatcher")));
@@ -661,6 +664,7 @@ void apply_overrides(const TrainingOverrides& o, Workload& workload) {
   if (o.global_batch) t.global_batch = *o.global_batch;
   if (o.micro_batch) t.micro_batch = *o.micro_batch;
   if (o.precision) t.precision = *o.precision;
+  if (o.fp8_recipe) t.fp8_recipe = *o.fp8_recipe;
   if (o.dispatcher) t.dispatcher = *o.dispatcher;
   if (o.imbalance) t.imbalance = *o.imbalance;
   if (o.gamma) t.gamma = *o.gamma;
@@ -702,7 +706,18 @@ Precision parse_precision(const std::string& text, const std::string& where) {
   const std::string s = to_lower(text);
   if (s == "bf16") return Precision::kBf16;
   if (s == "fp16") return Precision::kFp16;
-  throw InputError(where, "unknown precision \"" + text + "\" (allowed: bf16, fp16)");
+  if (s == "fp8") return Precision::kFp8;
+  throw InputError(where, "unknown precision \"" + text + "\" (allowed: bf16, fp16, fp8)");
+}
+
+Fp8Recipe parse_fp8_recipe(const std::string& text, const std::string& where) {
+  const std::string s = to_lower(text);
+  if (s == "delayed") return Fp8Recipe::kDelayed;
+  if (s == "tensorwise") return Fp8Recipe::kTensorwise;
+  if (s == "blockwise") return Fp8Recipe::kBlockwise;
+  if (s == "mxfp8") return Fp8Recipe::kMxfp8;
+  throw InputError(where, "unknown FP8 recipe \"" + text +
+                              "\" (allowed: delayed, tensorwise, blockwise, mxfp8)");
 }
 
 Dispatcher parse_dispatcher(const std::string& text, const std::string& where) {
@@ -774,6 +789,7 @@ std::string workload_to_json(const Workload& workload) {
   tr["global_batch"] = t.global_batch;
   tr["micro_batch"] = t.micro_batch;
   tr["precision"] = to_string(t.precision);
+  if (t.precision == Precision::kFp8) tr["fp8_recipe"] = to_string(t.fp8_recipe);
   tr["distributed_optimizer"] = t.distributed_optimizer;
   tr["dispatcher"] = to_string(t.dispatcher);
   tr["imbalance"] = t.imbalance;

@@ -36,6 +36,7 @@ struct TrainingOverrides {
   std::optional<int> global_batch;
   std::optional<int> micro_batch;
   std::optional<Precision> precision;
+  std::optional<Fp8Recipe> fp8_recipe;
   std::optional<Dispatcher> dispatcher;
   std::optional<double> imbalance;
   std::optional<double> gamma;
@@ -49,6 +50,7 @@ struct TrainingOverrides {
 void apply_overrides(const TrainingOverrides& overrides, Workload& workload);
 
 Precision parse_precision(const std::string& text, const std::string& where);
+Fp8Recipe parse_fp8_recipe(const std::string& text, const std::string& where);
 Dispatcher parse_dispatcher(const std::string& text, const std::string& where);
 
 // The workload as the project's own JSON (round-trips through

@@ -86,13 +86,10 @@ std::string word_text(const ShellWord& w) { return w.known ? shell_quote(w.text)
 
 // Flags whose values hapmoe sets from the plan and the training settings.
 bool owned_by_hapmoe(const std::string& name) {
-  static const std::set<std::string> kNames = {"--seq-length",
-                                               "--encoder-seq-length",
-                                               "--bf16",
-                                               "--fp16",
-                                               "--use-distributed-optimizer",
-                                               "--moe-token-dispatcher-type",
-                                               "--moe-enable-deepep"};
+  static const std::set<std::string> kNames = {
+      "--seq-length", "--encoder-seq-length",        "--bf16",
+      "--fp16",       "--use-distributed-optimizer", "--fp8-format",
+      "--fp8-recipe", "--moe-token-dispatcher-type", "--moe-enable-deepep"};
   return is_parallel_flag(name) || kNames.count(name) > 0;
 }
 
@@ -666,6 +663,14 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   flag("--global-batch-size " + std::to_string(s.global_batch));
   flag("--seq-length " + std::to_string(s.seq_length));
   flag(w.training.precision == Precision::kFp16 ? "--fp16" : "--bf16");
+  if (w.training.precision == Precision::kFp8) {
+    // E4M3 throughout for the block-scaled recipes (as Megatron-Bridge's
+    // DeepSeek-V3 recipe), E4M3 forward / E5M2 gradients otherwise.
+    const Fp8Recipe r = w.training.fp8_recipe;
+    flag(std::string("--fp8-format ") +
+         (r == Fp8Recipe::kBlockwise || r == Fp8Recipe::kMxfp8 ? "e4m3" : "hybrid"));
+    flag(std::string("--fp8-recipe ") + to_string(r));
+  }
   if (w.training.distributed_optimizer) flag("--use-distributed-optimizer");
   // The overlaps the plan was costed with (docs/costmodel.md, "Overlap").
   if (w.training.overlap.grad_reduce) flag("--overlap-grad-reduce");

@@ -12,6 +12,7 @@
 
 #include "costmodel/errors.h"
 #include "io/inputs/json_strict.h"
+#include "io/inputs/model_io.h"
 
 namespace hapmoe {
 
@@ -75,7 +76,8 @@ const std::map<std::string, FlagInfo>& read_flags() {
        {Kind::kList, "--rampup-batch-size is not modelled: the full global batch is costed"}},
       {"--bf16", {Kind::kBool, nullptr}},
       {"--fp16", {Kind::kBool, nullptr}},
-      {"--fp8-format", {Kind::kText, "FP8 (--fp8-format) is not modelled: costed as bf16/fp16"}},
+      {"--fp8-format", {Kind::kText, nullptr}},
+      {"--fp8-recipe", {Kind::kText, nullptr}},
       {"--use-distributed-optimizer", {Kind::kBool, nullptr}},
       {"--overlap-param-gather", {Kind::kBool, nullptr}},
       {"--overlap-grad-reduce", {Kind::kBool, nullptr}},
@@ -696,6 +698,15 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
                      "neither --bf16 nor --fp16 is given, so Megatron would train in fp32, "
                      "which hapmoe does not model; add one to the script or give hapmoe "
                      "--precision");
+  }
+  // FP8 (docs/costmodel.md, "FP8"): --fp8-format with --bf16 trains the
+  // linear layers in FP8 with --fp8-recipe (Megatron's default: delayed).
+  if (r.text("--fp8-format")) {
+    if (t.precision == Precision::kFp16) {
+      r.fail("--fp8-format", "--fp8-format with --fp16: hapmoe models FP8 over bf16 only");
+    }
+    t.precision = Precision::kFp8;
+    t.fp8_recipe = parse_fp8_recipe(r.text("--fp8-recipe").value_or("delayed"), "--fp8-recipe");
   }
   t.distributed_optimizer = r.flag("--use-distributed-optimizer") || r.flag("--use-megatron-fsdp");
   t.overlap.grad_reduce = r.flag("--overlap-grad-reduce");

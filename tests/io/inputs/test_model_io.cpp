@@ -697,8 +697,14 @@ TEST(ModelIoOwn, BadValuesNamePointerAndValue) {
        [](Json& j) { j["training"]["dispatcher"] = "broadcast"; },
        {"t.json:/training/dispatcher", "\"broadcast\"", "allgather"}},
       {"unknown precision",
-       [](Json& j) { j["training"]["precision"] = "fp8"; },
-       {"t.json:/training/precision", "\"fp8\"", "bf16, fp16"}},
+       [](Json& j) { j["training"]["precision"] = "fp4"; },
+       {"t.json:/training/precision", "\"fp4\"", "bf16, fp16, fp8"}},
+      {"unknown fp8 recipe",
+       [](Json& j) {
+         j["training"]["precision"] = "fp8";
+         j["training"]["fp8_recipe"] = "nvfp4";
+       },
+       {"t.json:/training/fp8_recipe", "\"nvfp4\"", "delayed, tensorwise, blockwise, mxfp8"}},
       {"learned without max_positions",
        [](Json& j) {
          j["positions"] = "learned";

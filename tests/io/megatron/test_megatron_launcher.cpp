@@ -180,8 +180,9 @@ TEST(MegatronLauncher, EveryPresetRoundTripsThroughModelFlags) {
   }
 }
 
-// Mixtral-L on paper:32-1: the best plan recomputes all 27 layers of the
-// H800 stage and 14 of the 21 of the 910B stage, which Megatron cannot say.
+// Mixtral-L on paper:32-1: the best plan recomputes 25 of the 27 layers of
+// the H800 stage and selectively on the 910B stage, which Megatron cannot
+// say.
 // The launcher takes the fastest uniform setting that fits, prices it and
 // says so; read back, it is exactly the plan it launches.
 TEST(MegatronLauncher, PerStageRecomputationIsApproximatedAndPriced) {
@@ -317,14 +318,14 @@ TEST(MegatronLauncher, GoldenLaunchersReadByHand) {
         {"--global-batch-size", "256"}},
        {"MI300X", "H800", "MI300X", "H800"},
        {"mi300x-node-000", "h800-node-000", "mi300x-node-001", "h800-node-001"}},
-      // PP2: first/last suffice (27 + 21 = 48). TP8 x DP2 (S = 16, two nodes
+      // PP2: first/last suffice (27 + 21 = 48). TP8 x CP2 (S = 16, two nodes
       // per stage); ETP2 x EP8 x EDP1 = 16; SP with TP 8. Per-stage
-      // recompute full (27) | full:14 -> uniform full/block 27 (stage 1
+      // recompute full:25 | selective -> uniform full/block 25 (stage 1
       // recomputes all its 21 layers), priced in the header.
       {"mixtral_l_paper_32-1.sh",
        {{"--tensor-model-parallel-size", "8"},
         {"--pipeline-model-parallel-size", "2"},
-        {"--context-parallel-size", "1"},
+        {"--context-parallel-size", "2"},
         {"--expert-model-parallel-size", "8"},
         {"--expert-tensor-parallel-size", "2"},
         {"--sequence-parallel", ""},
@@ -332,7 +333,7 @@ TEST(MegatronLauncher, GoldenLaunchersReadByHand) {
         {"--decoder-last-pipeline-num-layers", "21"},
         {"--recompute-granularity", "full"},
         {"--recompute-method", "block"},
-        {"--recompute-num-layers", "27"},
+        {"--recompute-num-layers", "25"},
         {"--micro-batch-size", "1"},
         {"--global-batch-size", "512"}},
        {"H800", "910B"},

@@ -3,7 +3,7 @@
 # Model: /work/main/tests/data/megatron/mixtral_s.sh (flags read from /work/main/tests/data/megatron/mixtral_s.sh)
 # Cluster: paper:32-2
 # Plan: PP=4 TP=1 CP=1 EP=2 ETP=1 DP=8, micro-batch 1, global batch 256 (32 micro-batches), 32 processes
-# Predicted iteration latency: 4.311 s; throughput 243236 tokens/s; MFU 39.7%
+# Predicted iteration latency: 4.291 s; throughput 244343 tokens/s; MFU 39.9%
 #
 #  stage  device    ranks            layers  recompute   memory / capacity        nodes
 #      0  MI300X         0..7            7  none         76.2 GiB / 178.8 GiB     mi300x-node-000
