@@ -97,9 +97,10 @@ std::string validate_device(const DeviceSpec& d, const std::string& label) {
     return label + ": device gemm_efficiency = " + format_number(d.gemm_efficiency) +
            " must be in (0, 1]";
   }
-  if (!std::isfinite(d.fp8_peak_flops) || d.fp8_peak_flops < 0) {
+  if (!std::isfinite(d.fp8_peak_flops) || d.fp8_peak_flops < 0 ||
+      (d.fp8_peak_flops > 0 && d.fp8_peak_flops < 1e9)) {
     return label + ": device fp8_peak_flops = " + format_number(d.fp8_peak_flops) +
-           " must be finite and at least 0 (0: no FP8)";
+           " must be 0 (no FP8) or at least 1e9 and finite";
   }
   if (d.compute_units < 0 || d.compute_units > kMaxComputeUnits) {
     return label + ": device compute_units = " + std::to_string(d.compute_units) +

@@ -70,6 +70,24 @@ std::string check_parallel(const ParallelConfig& pi, const Workload& w) {
   return "";
 }
 
+namespace {
+
+std::string no_fp8(const DeviceSpec& d) {
+  return d.name +
+         " has no FP8 matrix math (its catalog entry gives no FP8 peak), so it cannot "
+         "train in --precision fp8; use bf16, or a cluster file that gives \"fp8_peak_tflops\"";
+}
+
+}  // namespace
+
+std::string check_precision(const Workload& w, const ClusterSpec& cluster) {
+  if (w.training.precision != Precision::kFp8) return "";
+  for (const DevicePool& pool : cluster.pools) {
+    if (!(pool.device.fp8_peak_flops > 0)) return no_fp8(pool.device);
+  }
+  return "";
+}
+
 std::string check_plan(const Plan& plan, const Workload& w, const ClusterSpec& cluster,
                        const ConstraintOptions& options) {
   const ParallelConfig& pi = plan.parallel;
@@ -111,10 +129,7 @@ std::string check_plan(const Plan& plan, const Workload& w, const ClusterSpec& c
              std::to_string(pool.devices());
     }
     if (w.training.precision == Precision::kFp8 && !(pool.device.fp8_peak_flops > 0)) {
-      return pool.device.name +
-             " has no FP8 matrix math (its catalog entry gives no FP8 peak), so it cannot "
-             "train in --precision fp8; use bf16, or a cluster file that gives "
-             "\"fp8_peak_tflops\"";
+      return no_fp8(pool.device);
     }
     if (!options.allow_cross_node_tp &&
         (pi.tp > pool.devices_per_node || pool.devices_per_node % pi.tp != 0)) {

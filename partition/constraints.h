@@ -18,6 +18,10 @@ struct ConstraintOptions {
 // pi against the model and batch (device independent).
 std::string check_parallel(const ParallelConfig& pi, const Workload& workload);
 
+// The training precision against every device type of the cluster: FP8
+// needs an FP8 peak on each (the cost tables are built for every type).
+std::string check_precision(const Workload& workload, const ClusterSpec& cluster);
+
 // A whole plan: pi, stage count and layers, device types present, enough
 // devices of each type, TP inside a node.
 std::string check_plan(const Plan& plan, const Workload& workload, const ClusterSpec& cluster,

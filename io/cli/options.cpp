@@ -10,6 +10,7 @@
 #include "io/inputs/json_strict.h"
 #include "io/inputs/model_io.h"
 #include "io/profile/profile_h5.h"
+#include "partition/constraints.h"
 
 namespace hapmoe {
 
@@ -153,6 +154,9 @@ Inputs read_inputs(const cxxopts::ParseResult& r) {
     if (!ov.imbalance && is_set(rho)) ov.imbalance = rho;
   }
   apply_overrides(ov, in.workload);
+  if (const std::string e = check_precision(in.workload, in.cluster); !e.empty()) {
+    throw InputError(r.count("precision") ? "--precision" : "--cluster", e);
+  }
   in.constraints.allow_cross_node_tp = r.count("allow-cross-node-tp") > 0;
   return in;
 }

@@ -56,6 +56,7 @@
 #include "io/inputs/json_strict.h"
 #include "io/profile/profile_h5.h"
 #include "io/report/report.h"
+#include "partition/constraints.h"
 
 namespace hapmoe {
 
@@ -440,8 +441,12 @@ SweepInputs read_sweep_inputs(const SweepRunOptions& o, Comm& comm) {
           if (is_set(rho)) ov.imbalance = rho;
         }
         apply_overrides(ov, w);
+        ClusterSpec cluster = load_cluster(c.cluster);
+        if (const std::string e = check_precision(w, cluster); !e.empty()) {
+          throw InputError("precision", e);
+        }
         in.workloads.push_back(std::move(w));
-        in.clusters.push_back(load_cluster(c.cluster));
+        in.clusters.push_back(std::move(cluster));
       } catch (const InputError& e) {
         throw InputError(o.sweep_path + ": case " + std::to_string(i) + " (" + c.name + ")",
                          e.what());

@@ -263,6 +263,12 @@ DeviceSpec read_device(const std::string& name, ObjectReader& r) {
   // kernel overhead (docs/clusters.md).
   if (!base) d.kernel_overhead = kDefaultKernelOverhead;
   if (const auto fp8 = r.opt_number("fp8_peak_tflops", 0, kMaxTflops)) {
+    // 0 means no FP8; a positive figure has the floor of the other peaks.
+    if (*fp8 > 0 && *fp8 < kMinPositiveFigure) {
+      r.fail("fp8_peak_tflops", "value " + format_number(*fp8) +
+                                    " is implausibly small (expected 0 for no FP8, or at least " +
+                                    format_number(kMinPositiveFigure) + ")");
+    }
     d.fp8_peak_flops = to_si(*fp8, kTeraUnit);
     note("fp8_peak_tflops");
   }

@@ -664,7 +664,14 @@ void apply_overrides(const TrainingOverrides& o, Workload& workload) {
   if (o.global_batch) t.global_batch = *o.global_batch;
   if (o.micro_batch) t.micro_batch = *o.micro_batch;
   if (o.precision) t.precision = *o.precision;
-  if (o.fp8_recipe) t.fp8_recipe = *o.fp8_recipe;
+  if (o.fp8_recipe) {
+    if (t.precision != Precision::kFp8) {
+      throw InputError("--fp8-recipe", std::string("an FP8 recipe with precision ") +
+                                           to_string(t.precision) +
+                                           " does nothing; add --precision fp8");
+    }
+    t.fp8_recipe = *o.fp8_recipe;
+  }
   if (o.dispatcher) t.dispatcher = *o.dispatcher;
   if (o.imbalance) t.imbalance = *o.imbalance;
   if (o.gamma) t.gamma = *o.gamma;
@@ -789,7 +796,9 @@ std::string workload_to_json(const Workload& workload) {
   tr["global_batch"] = t.global_batch;
   tr["micro_batch"] = t.micro_batch;
   tr["precision"] = to_string(t.precision);
-  if (t.precision == Precision::kFp8) tr["fp8_recipe"] = to_string(t.fp8_recipe);
+  if (t.precision == Precision::kFp8 || t.fp8_recipe != Fp8Recipe::kDelayed) {
+    tr["fp8_recipe"] = to_string(t.fp8_recipe);
+  }
   tr["distributed_optimizer"] = t.distributed_optimizer;
   tr["dispatcher"] = to_string(t.dispatcher);
   tr["imbalance"] = t.imbalance;

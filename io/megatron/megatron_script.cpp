@@ -706,7 +706,15 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
       r.fail("--fp8-format", "--fp8-format with --fp16: hapmoe models FP8 over bf16 only");
     }
     t.precision = Precision::kFp8;
-    t.fp8_recipe = parse_fp8_recipe(r.text("--fp8-recipe").value_or("delayed"), "--fp8-recipe");
+    if (const auto recipe = r.text("--fp8-recipe")) {
+      try {
+        t.fp8_recipe = parse_fp8_recipe(*recipe, "--fp8-recipe");
+      } catch (const InputError& e) {
+        r.fail("--fp8-recipe", e.what());
+      }
+    } else {
+      t.fp8_recipe = Fp8Recipe::kDelayed;  // Megatron's default
+    }
   }
   t.distributed_optimizer = r.flag("--use-distributed-optimizer") || r.flag("--use-megatron-fsdp");
   t.overlap.grad_reduce = r.flag("--overlap-grad-reduce");

@@ -6,6 +6,7 @@
 #include <limits>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "costmodel/cluster.h"
@@ -76,6 +77,21 @@ TEST(Catalog, SpotChecksExactValues) {
   EXPECT_EQ(find_device("A100-40GB")->hbm_bandwidth, 1.555e12);
   EXPECT_EQ(find_device("B200")->memory_bytes, 180e9);
   EXPECT_EQ(find_device("Gaudi2")->inter_node_bandwidth, 37.5e9);
+}
+
+// Dense FP8 matrix FLOP/s (costmodel/catalog.cpp's sources); 0 where the
+// device has no FP8 matrix math.
+TEST(Catalog, Fp8PeaksExactly) {
+  const std::vector<std::pair<const char*, double>> fp8 = {
+      {"A100-40GB", 0},      {"A100-80GB", 0},  {"H100", 1979e12},  {"H800", 1979e12},
+      {"H200", 1979e12},     {"B200", 4500e12}, {"MI250X", 0},      {"MI300X", 2614.9e12},
+      {"MI325X", 2614.9e12}, {"910B", 0},       {"Gaudi2", 865e12}, {"Gaudi3", 1835e12},
+  };
+  ASSERT_EQ(fp8.size(), device_catalog().size());
+  for (const auto& [name, flops] : fp8) {
+    ASSERT_NE(find_device(name), nullptr) << name;
+    EXPECT_EQ(find_device(name)->fp8_peak_flops, flops) << name;
+  }
 }
 
 TEST(Catalog, EveryEntryIsValidAndCited) {
@@ -237,6 +253,18 @@ TEST(Catalog, ValidateRejectsBadDeviceFigures) {
   expect_invalid(with([](DeviceSpec& d) { d.gemm_efficiency = 1.5; }),
                  {"gemm_efficiency = 1.5", "(0, 1]"});
   expect_invalid(with([](DeviceSpec& d) { d.name.clear(); }), {"name is empty"});
+  // FP8 peak: finite and at least 0 (0: no FP8).
+  expect_invalid(with([](DeviceSpec& d) { d.fp8_peak_flops = -1; }),
+                 {"pools[1]", "910B", "fp8_peak_flops = -1", "0 (no FP8) or at least 1e9"});
+  expect_invalid(with([](DeviceSpec& d) { d.fp8_peak_flops = 1e-300; }),
+                 {"fp8_peak_flops = 1e-300", "0 (no FP8) or at least 1e9"});
+  expect_invalid(with([](DeviceSpec& d) { d.fp8_peak_flops = std::nan(""); }),
+                 {"fp8_peak_flops = nan"});
+  expect_invalid(
+      with([](DeviceSpec& d) { d.fp8_peak_flops = std::numeric_limits<double>::infinity(); }),
+      {"fp8_peak_flops = inf"});
+  EXPECT_EQ(validate(with([](DeviceSpec& d) { d.fp8_peak_flops = 0; })), "");
+  EXPECT_EQ(validate(with([](DeviceSpec& d) { d.fp8_peak_flops = 700e12; })), "");
   // Zero latency is allowed, efficiency 1 is allowed.
   EXPECT_EQ(validate(with([](DeviceSpec& d) {
               d.intra_node_latency = 0;

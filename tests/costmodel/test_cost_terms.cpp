@@ -2546,5 +2546,333 @@ TEST_F(CostTerms, EvaluateReportsTheOverlapsAndInterleaving) {
   EXPECT_EQ(vpp.plan.parallel.vpp, 2);
 }
 
+// ===========================================================================
+// FP8 (docs/costmodel.md, "FP8"): the transformer layers' linear layers
+// (attention projections, dense MLP, shared experts) run at the FP8 peak
+// with 1-byte operands plus their casts; core attention, the router, the
+// embedding and the output layer stay bf16. In memory: FP8 copies of the
+// layers' weights (2 bytes per parameter) and the GEMM inputs kept as
+// 1-byte FP8 copies.
+
+// P = 100e12, e = 0.5 (P·e = 50e12) as roofline_device(); FP8 twice the
+// BF16 peak (P8·e = 100e12); W = 4e12, so that the casts are small next to
+// the GEMMs; no compute units, no kernel overhead.
+DeviceSpec fp8_roofline_device() {
+  DeviceSpec d = roofline_device();
+  d.name = "Roof8";
+  d.fp8_peak_flops = 200e12;
+  d.hbm_bandwidth = 4e12;
+  return d;
+}
+constexpr double kPe8 = 100e12;
+constexpr double kW4 = 4e12;
+
+struct Linear8 {
+  double fwd, bwd;
+};
+// An FP8 linear layer (r x c) · (c x n): its GEMM at P8·e with 1-byte
+// operands, plus the cast of its input (r·c elements, forward) and of its
+// output gradient (r·n, backward), `cast` bytes each at W.
+Linear8 fp8_linear(double r, double n, double c, double cast) {
+  const double g = std::max(2.0 * r * n * c / kPe8, (r * c + c * n + r * n) / kW4);
+  return {g + cast * r * c / kW4, 2.0 * g + cast * r * n / kW4};
+}
+// The same layer in bf16 on this device.
+double bf16_linear(double r, double n, double c) { return roofline(r, n, c, kPe, kW4); }
+
+TEST(CostTermsFp8, LinearLayersOfTheBlocksRunInFp8) {
+  Workload bf16{moe_shared_model(), training()};  // F_s = 1024, layers 0,1,0,1
+  Workload fp8 = bf16;
+  fp8.training.precision = Precision::kFp8;
+  fp8.training.fp8_recipe = Fp8Recipe::kDelayed;  // 4 bytes per cast element
+  const ClusterSpec c = single_cluster(fp8_roofline_device());
+  const ProfileTables t16 = make_analytic_tables(bf16, c, 1, {1, 2}, {1});
+  const ProfileTables t8 = make_analytic_tables(fp8, c, 1, {1, 2}, {1});
+  for (int tp : {1, 2}) {
+    SCOPED_TRACE(testing::Message() << "TP " << tp);
+    const ComputeEntry& a = analytic_entry(t16, tp, 1);
+    const ComputeEntry& e = analytic_entry(t8, tp, 1);
+    const double tok = 1024, tsp = tok / tp;
+    const double core = 2.0 * tok * (kS / 2) * (kA / tp) * (kD + kD) / kPe;
+    const double elem = 8.0 * tsp * kH * 2.0 / kW4;
+    // Attention: QKV (t, (a+2g)·d/TP, H) and output (t, H, a·d/TP) in FP8.
+    const Linear8 qkv = fp8_linear(tok, (kA + 2 * kG) * kD / tp, kH, 4);
+    const Linear8 out = fp8_linear(tok, kH, kA * kD / tp, 4);
+    EXPECT_REL(e.attention_fwd, qkv.fwd + out.fwd + core + elem);
+    EXPECT_REL(e.attention_bwd, qkv.bwd + out.bwd + 2.5 * core + 2.0 * elem);
+    // Dense MLP: FC1 (t, 2F/TP, H), FC2 (t, H, F/TP); the activation bf16.
+    const double act = 3.0 * tok * (kF / tp) * 2.0 / kW4;
+    const Linear8 fc1 = fp8_linear(tok, 2 * kF / tp, kH, 4);
+    const Linear8 fc2 = fp8_linear(tok, kH, kF / tp, 4);
+    EXPECT_REL(e.dense_mlp_fwd, fc1.fwd + fc2.fwd + act + elem);
+    EXPECT_REL(e.dense_mlp_bwd, fc1.bwd + fc2.bwd + 2.0 * act + 2.0 * elem);
+    // Shared experts: the same MLP of width F_s/TP.
+    const double fs = 1024.0 / tp;
+    const double act_s = 3.0 * tok * fs * 2.0 / kW4;
+    const Linear8 s1 = fp8_linear(tok, 2 * fs, kH, 4);
+    const Linear8 s2 = fp8_linear(tok, kH, fs, 4);
+    EXPECT_REL(e.shared_fwd, s1.fwd + s2.fwd + act_s);
+    EXPECT_REL(e.shared_bwd, s1.bwd + s2.bwd + 2.0 * act_s);
+
+    // Faster than bf16: the GEMMs at twice the rate, a little back for the
+    // casts. The projections' forward takes 0.52 of its bf16 time: near
+    // but not exactly half.
+    const double proj16 =
+        bf16_linear(tok, (kA + 2 * kG) * kD / tp, kH) + bf16_linear(tok, kH, kA * kD / tp);
+    const double proj8 = qkv.fwd + out.fwd;
+    EXPECT_REL(a.attention_fwd, proj16 + core + elem);  // the bf16 entry on this device
+    const double ratio = (e.attention_fwd - e.core_attention_fwd - elem) /
+                         (a.attention_fwd - a.core_attention_fwd - elem);
+    EXPECT_NEAR(ratio, proj8 / proj16, 1e-9);
+    EXPECT_GT(ratio, 0.5 + 1e-3);
+    EXPECT_LT(ratio, 0.55);
+    const double mlp16 = bf16_linear(tok, 2 * kF / tp, kH) + bf16_linear(tok, kH, kF / tp);
+    const double mlp_ratio = (e.dense_mlp_fwd - act - elem) / (a.dense_mlp_fwd - act - elem);
+    EXPECT_NEAR(mlp_ratio, (fc1.fwd + fc2.fwd) / mlp16, 1e-9);
+    EXPECT_GT(mlp_ratio, 0.5 + 1e-3);
+    EXPECT_LT(mlp_ratio, 0.55);
+    EXPECT_LT(e.attention_fwd, a.attention_fwd);
+    EXPECT_LT(e.attention_bwd, a.attention_bwd);
+    EXPECT_LT(e.dense_mlp_fwd, a.dense_mlp_fwd);
+    EXPECT_LT(e.dense_mlp_bwd, a.dense_mlp_bwd);
+    EXPECT_LT(e.shared_fwd, a.shared_fwd);
+    EXPECT_LT(e.shared_bwd, a.shared_bwd);
+
+    // What stays bf16 is identical.
+    EXPECT_EQ(e.core_attention_fwd, a.core_attention_fwd);
+    EXPECT_REL(e.core_attention_fwd, core);
+    EXPECT_EQ(e.dense_act_fwd, a.dense_act_fwd);
+    EXPECT_EQ(e.shared_act_fwd, a.shared_act_fwd);
+    EXPECT_EQ(e.router_fwd, a.router_fwd);
+    EXPECT_EQ(e.router_bwd, a.router_bwd);
+    EXPECT_EQ(e.embedding_fwd, a.embedding_fwd);
+    EXPECT_EQ(e.embedding_bwd, a.embedding_bwd);
+    EXPECT_EQ(e.output_fwd, a.output_fwd);
+    EXPECT_EQ(e.output_bwd, a.output_bwd);
+    // The output layer is the bf16 GEMM (t, V/TP, H) + 3 fp32 passes.
+    EXPECT_REL(e.output_fwd, bf16_linear(tok, kV / tp, kH) + 3.0 * tok * (kV / tp) * 4.0 / kW4);
+  }
+  // The tensor-wise recipe casts 6 bytes per element: slower than delayed.
+  fp8.training.fp8_recipe = Fp8Recipe::kTensorwise;
+  const ProfileTables tw = make_analytic_tables(fp8, c, 1, {1}, {1});
+  const ComputeEntry& e = analytic_entry(tw, 1, 1);
+  const double tok = 1024;
+  const Linear8 qkv = fp8_linear(tok, (kA + 2 * kG) * kD, kH, 6);
+  const Linear8 out = fp8_linear(tok, kH, kA * kD, 6);
+  const double core = 2.0 * tok * (kS / 2) * kA * (kD + kD) / kPe;
+  const double elem = 8.0 * tok * kH * 2.0 / kW4;
+  EXPECT_REL(e.attention_fwd, qkv.fwd + out.fwd + core + elem);
+  EXPECT_REL(e.attention_bwd, qkv.bwd + out.bwd + 2.5 * core + 2.0 * elem);
+  EXPECT_GT(e.attention_fwd, analytic_entry(t8, 1, 1).attention_fwd);
+}
+
+TEST(CostTermsFp8, MultiLatentAttentionProjectionsRunInFp8) {
+  Workload w{mla_model(), training()};
+  w.training.precision = Precision::kFp8;
+  w.training.fp8_recipe = Fp8Recipe::kTensorwise;
+  const ClusterSpec c = single_cluster(fp8_roofline_device());
+  // TP = 2, CP = 1: t = 1024, t_sp = 512, a/TP = 4, d_qk = 96, d_v = 64.
+  const ProfileTables t = make_analytic_tables(w, c, 1, {2}, {1});
+  const ComputeEntry& e = analytic_entry(t, 2, 1);
+  const double tok = 1024, tsp = 512;
+  const Linear8 q_down = fp8_linear(tok, 384, kH, 6);
+  const Linear8 q_up = fp8_linear(tok, 4 * 96, 384, 6);
+  const Linear8 kv_down = fp8_linear(tok, 128 + 32, kH, 6);
+  const Linear8 kv_up = fp8_linear(tok, 4 * (64 + 64), 128, 6);
+  const Linear8 o = fp8_linear(tok, kH, 4 * 64, 6);
+  const double core = 2.0 * tok * (kS / 2) * 4 * (96 + 64) / kPe;  // bf16
+  const double elem = 8.0 * tsp * kH * 2.0 / kW4;
+  EXPECT_REL(e.core_attention_fwd, core);
+  EXPECT_REL(e.attention_fwd,
+             q_down.fwd + q_up.fwd + kv_down.fwd + kv_up.fwd + o.fwd + core + elem);
+  EXPECT_REL(e.attention_bwd,
+             q_down.bwd + q_up.bwd + kv_down.bwd + kv_up.bwd + o.bwd + 2.5 * core + 2.0 * elem);
+}
+
+// A device without FP8 cannot build FP8 tables (check_plan refuses such a
+// plan before; partition/constraints.cpp).
+TEST(CostTermsFp8, AnalyticTablesOfADeviceWithoutFp8AreAContractError) {
+  Workload w{moe_shared_model(), training()};
+  w.training.precision = Precision::kFp8;
+  EXPECT_THROW(make_analytic_tables(w, single_cluster(roofline_device()), 1, {1}, {1}),
+               ContractError);
+  EXPECT_NO_THROW(make_analytic_tables(w, single_cluster(fp8_roofline_device()), 1, {1}, {1}));
+}
+
+TEST_F(CostTerms, Fp8ActivationBytesDenseLayer) {
+  workload.model = dense_model();
+  // TP = 2, CP = 1: t_sp = 512.
+  const TypeCosts b = model().type_costs(config(1, 2, 1, 1, 1, 4), 0);
+  workload.training.precision = Precision::kFp8;
+  const TypeCosts f = model().type_costs(config(1, 2, 1, 1, 1, 4), 0);
+  const double tsp = 512;
+  // The QKV input (H) and the output projection's input (a·d), FC1's input
+  // (H) and FC2's (F) are kept as 1-byte FP8 copies: one byte less each.
+  const double attn = tsp * (2 * kH + 2 * kA * kD + 2 * kG * kD) * 2 - tsp * (kH + kA * kD);
+  const double mlp = tsp * (2 * kH + 3 * kF) * 2 - tsp * (kH + kF);
+  EXPECT_EQ(attn, 3670016.0);
+  EXPECT_EQ(mlp, 12058624.0);
+  EXPECT_REL(f.dense.act_bytes, attn + mlp);
+  EXPECT_EQ(b.dense.act_bytes - f.dense.act_bytes, tsp * (kH + kA * kD) + tsp * (kH + kF));
+  // Selective recomputation drops the activation output, kept as its
+  // 1-byte FP8 copy (FC2's input): F bytes per token.
+  EXPECT_REL(f.dense.act_selective_bytes, attn + mlp - tsp * kF);
+  EXPECT_EQ(f.dense.act_bytes - f.dense.act_selective_bytes, tsp * kF);
+  EXPECT_EQ(b.dense.act_bytes - b.dense.act_selective_bytes, tsp * kF * 2);
+  // Full recomputation keeps the bf16 layer input.
+  EXPECT_EQ(f.dense.act_full_bytes, tsp * kH * 2);
+  EXPECT_EQ(f.dense.act_full_bytes, b.dense.act_full_bytes);
+
+  // GELU (m = 2): the same bytes saved.
+  workload.model.mlp = MlpKind::kGelu;
+  const TypeCosts g = model().type_costs(config(1, 2, 1, 1, 1, 4), 0);
+  EXPECT_REL(g.dense.act_bytes, attn + tsp * (2 * kH + 2 * kF) * 2 - tsp * (kH + kF));
+  EXPECT_REL(g.dense.act_selective_bytes, g.dense.act_bytes - tsp * kF);
+}
+
+TEST_F(CostTerms, Fp8ActivationBytesMoeLayer) {
+  workload.model.shared_expert_ffn_hidden = 1024;
+  cluster.pools[0].device.fp8_peak_flops = 200e12;  // the routed experts need FP8
+  // TP = 2, EP = 2, TPE = 2, DP = 2: t_sp = 512.
+  const ParallelConfig pi = config(1, 2, 1, 2, 2, 2);
+  const TypeCosts b = model().type_costs(pi, 0);
+  workload.training.precision = Precision::kFp8;
+  workload.training.fp8_recipe = Fp8Recipe::kMxfp8;
+  const TypeCosts f = model().type_costs(pi, 0);
+  const double tsp = 512, fs = 1024;
+  const double attn = tsp * (2 * kH + 2 * kA * kD + 2 * kG * kD) * 2 - tsp * (kH + kA * kD);
+  // MoE: the experts' FC1 inputs (TPE·H) and FC2 inputs (F_e) per routed
+  // copy, the shared experts' FC2 input (F_s), one byte less each.
+  const double moe =
+      tsp * (2 * kH * 2 + 2 * kE * 4 + kK * kImb * ((2 * kH + 3 * kFe) * 2 - (2 * kH + kFe)) +
+             3 * fs * 2 - fs);
+  EXPECT_REL(f.moe.act_bytes, attn + moe);
+  EXPECT_REL(b.moe.act_bytes - f.moe.act_bytes,
+             tsp * (kH + kA * kD) + tsp * kK * kImb * (2 * kH + kFe) + tsp * fs);
+  // Selective drops k·f_imb·F_e + F_s per token, at one byte each.
+  EXPECT_REL(f.moe.act_bytes - f.moe.act_selective_bytes, tsp * (kK * kImb * kFe + fs));
+  EXPECT_REL(f.moe.act_selective_bytes, attn + moe - tsp * (kK * kImb * kFe + fs));
+  EXPECT_EQ(f.moe.act_full_bytes, tsp * kH * 2);
+}
+
+TEST_F(CostTerms, Fp8ActivationBytesMultiLatentAttention) {
+  workload.model = mla_model();
+  workload.model.mla.v_head_dim = 48;  // d_v unlike d_nope (64) and d_qk (96)
+  const TypeCosts b = model().type_costs(config(1, 2, 1, 1, 1, 4), 0);
+  workload.training.precision = Precision::kFp8;
+  const TypeCosts f = model().type_costs(config(1, 2, 1, 1, 1, 4), 0);
+  const double tsp = 512;
+  // The projections' inputs: H (QKV down-projections) and a·d_v (output).
+  const double attn =
+      tsp * (2 * kH + 384 + 128 + 2 * kA * 96 + 2 * kA * 48) * 2 - tsp * (kH + kA * 48);
+  const double mlp = tsp * (2 * kH + 3 * kF) * 2 - tsp * (kH + kF);
+  EXPECT_REL(f.dense.act_bytes, attn + mlp);
+  EXPECT_EQ(b.dense.act_bytes - f.dense.act_bytes, tsp * (kH + kA * 48) + tsp * (kH + kF));
+}
+
+// The routed experts of a MoE layer in FP8 (analytic.h, routed_expert_time
+// with the training precision): the grouped GEMMs at the FP8 peak with
+// 1-byte operands, the activation in bf16, the casts of the experts'
+// inputs (forward) and output gradients (backward) over all token copies;
+// scaled by f_imb/η and bounded by the weight streaming as in bf16; the
+// permutation unchanged.
+TEST_F(CostTerms, Fp8ExpertTermOfTheLayer) {
+  cluster.pools[0].device.fp8_peak_flops = 200e12;  // P8·e = 200e12 (e = 1)
+  const ParallelConfig pi = config(1, 1, 1, 1, 1, 1);
+  const TypeCosts b = model().type_costs(pi, 0);
+  workload.training.precision = Precision::kFp8;
+  workload.training.fp8_recipe = Fp8Recipe::kTensorwise;  // 6 bytes per cast element
+  const TypeCosts f = model().type_costs(pi, 0);
+  // t_sp = 1024: 8 local experts of r = 256 rows, w = 2048, 2048 copies.
+  const double local = 8, r = 256, w = kFe, copies = 2048;
+  auto group = [&](double a, double n, double c) {
+    return local * std::max(2.0 * a * n * c / 200e12, (a * c + c * n + a * n) / 1e12);
+  };
+  const HandExperts x = hand_experts_a(1024, 1, 1);  // bf16: act and perm
+  const double fwd8 =
+      group(r, 2 * w, kH) + group(r, kH, w) + x.act + 6.0 * copies * (kH + w) / 1e12;
+  const double bwd8 = group(r, w, kH) + group(w, kH, r) + group(r, kH, 2 * w) +
+                      group(kH, 2 * w, r) + 2.0 * x.act + 6.0 * copies * (kH + 2 * w) / 1e12;
+  const double stream = kE * 3 * kH * kFe * 2 / 1e12;
+  ASSERT_GT(fwd8 * kImb / 0.8, stream);
+  ASSERT_GT(bwd8 * kImb / 0.8, 2 * stream);
+  EXPECT_REL(f.moe.fwd_s, 1.0e-3 + 1.0e-4 + fwd8 * kImb / 0.8 + x.perm);
+  EXPECT_REL(f.moe.bwd_s, 2.2e-3 + 2.0e-4 + bwd8 * kImb / 0.8 + x.perm);
+  EXPECT_LT(f.moe.fwd_s, b.moe.fwd_s);
+  EXPECT_LT(f.moe.bwd_s, b.moe.bwd_s);
+  // Selective recomputation reruns the bf16 activation, as in bf16.
+  EXPECT_EQ(f.moe.selective_extra_s, b.moe.selective_extra_s);
+  // The dense layer's time comes from the (hand) table: unchanged.
+  EXPECT_EQ(f.dense.fwd_s, b.dense.fwd_s);
+}
+
+TEST_F(CostTerms, Fp8BytesPerParameter) {
+  const ParallelConfig pi = config(1, 2, 2, 4, 1, 2);
+  cluster.pools[0].device.fp8_peak_flops = 200e12;
+  EXPECT_EQ(model().type_costs(pi, 0).fp8_copy_bytes_per_param, 0.0);  // bf16
+  workload.training.precision = Precision::kFp16;
+  EXPECT_EQ(model().type_costs(pi, 0).fp8_copy_bytes_per_param, 0.0);
+  workload.training.precision = Precision::kFp8;
+  const TypeCosts tc = model().type_costs(pi, 0);
+  // The rowwise and columnwise FP8 copies; the rest as bf16.
+  EXPECT_EQ(tc.fp8_copy_bytes_per_param, 2.0);
+  EXPECT_EQ(tc.weight_bytes_per_param, 2.0);
+  EXPECT_EQ(tc.grad_bytes_per_param, 4.0);
+  EXPECT_REL(tc.dense_opt_bytes_per_param, 12.0 / 4);
+  EXPECT_REL(tc.expert_opt_bytes_per_param, 12.0 / 2);
+}
+
+TEST_F(CostTerms, Fp8StageWeightsAddCopiesOfTheLayersOnly) {
+  workload.model = dense_model();
+  workload.training.precision = Precision::kFp8;
+  const CostModel cm = model();
+  // PP = 3, TP = 2, DP = 1: first and middle stage with one dense layer,
+  // last with two. The embedding and output layer have no FP8 copy.
+  const ParallelConfig pi = config(3, 2, 1, 1, 1, 1);
+  const TypeCosts tc = cm.type_costs(pi, 0);
+  const double layer = (kAttnParams + kDenseMlpParams) / 2;
+  const double emb = kV * kH / 2, out = kV * kH / 2;
+  const StageCost first = cm.stage_cost(pi, tc, shape(0, 0, 1, 0, -1));
+  const StageCost middle = cm.stage_cost(pi, tc, shape(1, 1, 1, 0, 0));
+  const StageCost last = cm.stage_cost(pi, tc, shape(2, 2, 2, 0, 0));
+  EXPECT_REL(first.memory.weights, 2 * (layer + emb) + 2 * layer);
+  EXPECT_REL(middle.memory.weights, 2 * layer + 2 * layer);
+  EXPECT_REL(last.memory.weights, 2 * (2 * layer + out) + 2 * 2 * layer);
+  // Gradients and optimizer states as in bf16.
+  EXPECT_REL(first.memory.gradients, 4 * (layer + emb));
+  EXPECT_REL(last.memory.gradients, 4 * (2 * layer + out));
+}
+
+TEST_F(CostTerms, Fp8StageWeightsOfMoeStages) {
+  cluster.pools[0].device.fp8_peak_flops = 200e12;
+  workload.model = moe_model({0, 1, 0, 1});
+  // PP = 2, TP = 2, CP = 2, EP = 4, DP = 2: d = 4, EDP = 2.
+  const ParallelConfig pi = config(2, 2, 2, 4, 1, 2);
+  const StageCost b0 = model().stage_cost(pi, model().type_costs(pi, 0), shape(0, 0, 2, 1, -1));
+  workload.training.precision = Precision::kFp8;
+  const CostModel cm = model();
+  const TypeCosts tc = cm.type_costs(pi, 0);
+  const double dense_layer = (kAttnParams + kDenseMlpParams) / 2;
+  const double moe_dense = (kAttnParams + kRouterParams) / 2;
+  const double experts = kExpertParams / 4;
+  const double emb = kV * kH / 2, out = kV * kH / 2;
+  {
+    // First stage: a dense and a MoE layer, and the embedding.
+    const StageCost s = cm.stage_cost(pi, tc, shape(0, 0, 2, 1, -1));
+    const double pd = dense_layer + moe_dense + emb, pe = experts;
+    EXPECT_REL(s.memory.weights, 2 * (pd + pe) + 2 * (dense_layer + moe_dense + experts));
+    EXPECT_REL(s.memory.weights - b0.memory.weights, 2 * (dense_layer + moe_dense + experts));
+    EXPECT_EQ(s.memory.gradients, b0.memory.gradients);
+    EXPECT_EQ(s.memory.optimizer, b0.memory.optimizer);
+    EXPECT_REL(s.memory.optimizer, 12.0 / 4 * pd + 12.0 / 2 * pe);
+  }
+  {
+    // Last stage: a dense and a MoE layer, and the output layer.
+    const StageCost s = cm.stage_cost(pi, tc, shape(1, 2, 2, 1, 0));
+    EXPECT_REL(s.memory.weights, 2 * (dense_layer + moe_dense + out + experts) +
+                                     2 * (dense_layer + moe_dense + experts));
+  }
+}
+
 }  // namespace
 }  // namespace hapmoe

@@ -435,6 +435,188 @@ TEST(RoutedExperts, RejectsEpNotDividingTheExperts) {
 }
 
 // ===========================================================================
+// FP8 (docs/costmodel.md, "FP8"): linear layers and routed experts at the
+// device's FP8 peak with 1-byte operands, plus the casts to FP8.
+
+constexpr double kFp8Peak = 1979e12;  // H100 SXM dense FP8
+constexpr double kFp8Rate = kFp8Peak * 0.75;
+
+DeviceSpec h100_fp8(int compute_units = 132) {
+  DeviceSpec d = h100_like(compute_units);
+  d.fp8_peak_flops = kFp8Peak;
+  return d;
+}
+
+// The device as its FP8 GEMMs see it, built here: the FP8 peak as its peak.
+DeviceSpec at_fp8_peak(const DeviceSpec& d) {
+  DeviceSpec e = d;
+  e.peak_flops = d.fp8_peak_flops;
+  return e;
+}
+
+// The roofline of an FP8 GEMM without compute units: 2mnk at the FP8 rate,
+// never faster than A, B and C through HBM at one byte each.
+double fp8_roofline(double m, double n, double k) {
+  return std::max(2.0 * m * n * k / kFp8Rate, (m * k + k * n + m * n) / kHbm);
+}
+
+constexpr Fp8Recipe kRecipes[] = {Fp8Recipe::kDelayed, Fp8Recipe::kTensorwise,
+                                  Fp8Recipe::kBlockwise, Fp8Recipe::kMxfp8};
+
+// Read bf16 (2), write the rowwise and columnwise FP8 copies (1 + 1);
+// tensor-wise current scaling reads the tensor once more for its amax (+2).
+double cast_bytes(Fp8Recipe r) { return r == Fp8Recipe::kTensorwise ? 6.0 : 4.0; }
+
+TEST(Fp8, CastBytesPerElement) {
+  EXPECT_EQ(fp8_cast_bytes(Fp8Recipe::kDelayed), 4.0);
+  EXPECT_EQ(fp8_cast_bytes(Fp8Recipe::kTensorwise), 6.0);
+  EXPECT_EQ(fp8_cast_bytes(Fp8Recipe::kBlockwise), 4.0);
+  EXPECT_EQ(fp8_cast_bytes(Fp8Recipe::kMxfp8), 4.0);
+}
+
+// Compute bound (large and deep), memory bound (a few rows: the 1-byte
+// operands matter) and a Mixtral FC1-like shape.
+const std::vector<std::vector<double>> kLinearShapes = {
+    {4096, 4096, 4096}, {8, 4096, 4096}, {2048, 28672, 4096}, {512, 3072, 4096}};
+
+TEST(Fp8, LinearTimeInBf16AndFp16IsTheGemmAndTwiceIt) {
+  for (int units : {132, 0}) {
+    // A device without FP8 still runs bf16 linear layers.
+    for (const DeviceSpec& d : {h100_like(units), h100_fp8(units)}) {
+      for (const auto& s : kLinearShapes) {
+        SCOPED_TRACE(testing::Message() << "units " << units << " fp8 peak " << d.fp8_peak_flops
+                                        << " shape " << s[0] << " x " << s[1] << " x " << s[2]);
+        const double g = gemm_time(s[0], s[1], s[2], d, kBf16);
+        for (Precision p : {Precision::kBf16, Precision::kFp16}) {
+          for (Fp8Recipe r : kRecipes) {
+            const LinearTime l = linear_time(s[0], s[1], s[2], d, p, r);
+            EXPECT_EQ(l.fwd, g);
+            EXPECT_EQ(l.bwd, 2.0 * g);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Fp8, LinearTimeInFp8IsTheGemmAtTheFp8PeakPlusTheCasts) {
+  for (const auto& s : kLinearShapes) {
+    const double m = s[0], n = s[1], k = s[2];
+    for (Fp8Recipe r : kRecipes) {
+      SCOPED_TRACE(testing::Message() << to_string(r) << " " << m << " x " << n << " x " << k);
+      const double c = cast_bytes(r);
+      {
+        // With compute units: the shape model of an FP8-peak device with
+        // 1-byte operands; forward casts the input (m x k), backward the
+        // output gradient (m x n), at HBM bandwidth.
+        const DeviceSpec d = h100_fp8();
+        const double g = gemm_time(m, n, k, at_fp8_peak(d), 1.0);
+        const LinearTime l = linear_time(m, n, k, d, Precision::kFp8, r);
+        EXPECT_REL(l.fwd, g + c * m * k / kHbm);
+        EXPECT_REL(l.bwd, 2.0 * g + c * m * n / kHbm);
+        // Not the bf16 peak; and 1-byte operands, which the memory-bound
+        // shape shows.
+        EXPECT_NE(g, gemm_time(m, n, k, d, 1.0));
+        if (m == 8) {
+          EXPECT_NE(g, gemm_time(m, n, k, at_fp8_peak(d), kBf16));
+        }
+      }
+      {
+        // Without compute units: the FP8 roofline by hand.
+        const DeviceSpec d = h100_fp8(0);
+        const double g = fp8_roofline(m, n, k);
+        const LinearTime l = linear_time(m, n, k, d, Precision::kFp8, r);
+        EXPECT_REL(l.fwd, g + c * m * k / kHbm);
+        EXPECT_REL(l.bwd, 2.0 * g + c * m * n / kHbm);
+      }
+    }
+  }
+  // The memory-bound GEMV-like shape moves one byte per operand element.
+  EXPECT_REL(fp8_roofline(8, 4096, 4096), (8.0 * 4096 + 4096.0 * 4096 + 8.0 * 4096) / kHbm);
+  // The compute-bound square one runs at the FP8 rate.
+  EXPECT_REL(fp8_roofline(4096, 4096, 4096), 2.0 * 4096 * 4096 * 4096 / kFp8Rate);
+}
+
+TEST(Fp8, DeviceWithoutFp8IsAContractError) {
+  const DeviceSpec d = h100_like();  // fp8_peak_flops = 0
+  ASSERT_EQ(d.fp8_peak_flops, 0.0);
+  for (Fp8Recipe r : kRecipes) {
+    EXPECT_THROW(linear_time(4096, 4096, 4096, d, Precision::kFp8, r), ContractError);
+    EXPECT_THROW(routed_expert_time(moe(8, 2, 4096, 14336), d, 1024, 2, 1, Precision::kFp8, r),
+                 ContractError);
+  }
+  EXPECT_NO_THROW(linear_time(4096, 4096, 4096, d, Precision::kBf16, Fp8Recipe::kDelayed));
+  EXPECT_NO_THROW(routed_expert_time(moe(8, 2, 4096, 14336), d, 1024, 2, 1));
+}
+
+TEST(Fp8, RoutedExpertsByHand) {
+  // E = 8, k = 2, H = 1024, F_e = 2048, t = 512, EP = 2, TPE = 2: 4 local
+  // experts (one round of the 4 streams), 2048 token copies, 512 rows per
+  // expert, width 1024. Without compute units every grouped GEMM is the
+  // FP8 roofline of its 4 GEMMs together.
+  for (MlpKind kind : {MlpKind::kSwiGlu, MlpKind::kGelu}) {
+    ModelSpec m = moe(8, 2, 1024, 2048);
+    m.mlp = kind;
+    const bool gated = kind == MlpKind::kSwiGlu;
+    const double up = gated ? 2.0 : 1.0;
+    const double passes = gated ? 3.0 : 2.0;
+    DeviceSpec d = h100_fp8(0);
+    d.kernel_overhead = 1e-5;
+    const double t = 512, h = 1024, copies = 2048, rows = 512, w = 1024;
+    auto four = [](double mm, double nn, double kk) {
+      return std::max(4 * 2.0 * mm * nn * kk / kFp8Rate, 4 * (mm * kk + kk * nn + mm * nn) / kHbm);
+    };
+    const double act = passes * copies * w * kBf16 / kHbm;  // the activation stays bf16
+    const RoutedExpertTime bf16 = routed_expert_time(m, d, t, 2, 2);
+    for (Fp8Recipe r : kRecipes) {
+      SCOPED_TRACE(testing::Message() << (gated ? "swiglu " : "gelu ") << to_string(r));
+      const double c = cast_bytes(r);
+      const RoutedExpertTime f = routed_expert_time(m, d, t, 2, 2, Precision::kFp8, r);
+      EXPECT_REL(f.fwd,
+                 four(rows, up * w, h) + four(rows, h, w) + act + c * copies * (h + w) / kHbm);
+      EXPECT_REL(f.bwd, four(rows, w, h) + four(w, h, rows) + four(rows, h, up * w) +
+                            four(h, up * w, rows) + 2 * act + c * copies * (h + up * w) / kHbm);
+      // Permutation, launches and the activation alone: as in bf16.
+      EXPECT_EQ(f.act_fwd, bf16.act_fwd);
+      EXPECT_REL(f.act_fwd, act);
+      EXPECT_EQ(f.fixed_fwd, bf16.fixed_fwd);
+      EXPECT_EQ(f.fixed_bwd, bf16.fixed_bwd);
+      EXPECT_EQ(f.kernels_fwd, bf16.kernels_fwd);
+      EXPECT_EQ(f.kernels_bwd, bf16.kernels_bwd);
+      EXPECT_REL(f.fixed_fwd, 4.0 * (t * 2 + copies) * h * kBf16 / kHbm + 8 * 1e-5);
+    }
+  }
+  // Precision::kBf16 and kFp16 ignore the recipe: the bf16 times.
+  const ModelSpec m = moe(8, 2, 1024, 2048);
+  const RoutedExpertTime a = routed_expert_time(m, h100_fp8(), 512, 2, 2);
+  for (Precision p : {Precision::kBf16, Precision::kFp16}) {
+    const RoutedExpertTime b =
+        routed_expert_time(m, h100_fp8(), 512, 2, 2, p, Fp8Recipe::kTensorwise);
+    EXPECT_EQ(b.fwd, a.fwd);
+    EXPECT_EQ(b.bwd, a.bwd);
+  }
+}
+
+// With compute units the grouped GEMMs are the shape model at the FP8 peak
+// with 1-byte operands.
+TEST(Fp8, RoutedExpertsWithComputeUnits) {
+  const ModelSpec m = moe(8, 2, 4096, 14336);
+  const DeviceSpec d = h100_fp8();
+  const DeviceSpec e = at_fp8_peak(d);
+  // t = 4096, EP = 2, TPE = 1: 4 local experts of 2048 rows, width 14336.
+  const double t = 4096, h = 4096, copies = t * 2, rows = copies / 4, w = 14336;
+  auto g = [&](double mm, double nn, double kk) {
+    return grouped_gemm_time(4, 4, mm, nn, kk, e, 1.0);
+  };
+  const double act = 3.0 * copies * w * kBf16 / kHbm;
+  const RoutedExpertTime f =
+      routed_expert_time(m, d, t, 2, 1, Precision::kFp8, Fp8Recipe::kTensorwise);
+  EXPECT_REL(f.fwd, g(rows, 2 * w, h) + g(rows, h, w) + act + 6.0 * copies * (h + w) / kHbm);
+  EXPECT_REL(f.bwd, g(rows, w, h) + g(w, h, rows) + g(rows, h, 2 * w) + g(h, 2 * w, rows) +
+                        2 * act + 6.0 * copies * (h + 2 * w) / kHbm);
+}
+
+// ===========================================================================
 // Kernel overhead of the blocks (analytic compute entries and the layer)
 
 ClusterSpec single(const DeviceSpec& d) {

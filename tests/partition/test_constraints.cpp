@@ -1,10 +1,12 @@
 // Megatron-LM's rules for interleaved 1F1B in the plan checks
 // (partition/constraints.cpp; docs/costmodel.md, "Interleaved 1F1B"):
-// vpp > 1 needs PP > 1 and micro-batches in groups of PP.
+// vpp > 1 needs PP > 1 and micro-batches in groups of PP. And FP8 plans
+// only on devices with FP8 matrix math (docs/costmodel.md, "FP8").
 #include "partition/constraints.h"
 
 #include <gtest/gtest.h>
 
+#include <stdexcept>
 #include <string>
 
 #include "costmodel/cluster.h"
@@ -112,6 +114,90 @@ TEST(ConstraintsVpp, WholePlanChecksCarryTheRule) {
   plan.parallel = pi(2, 8, 2, 8);  // b = 8: M = 1, not a multiple of 2
   const std::string e = check_plan(plan, w, c);
   EXPECT_NE(e.find("not a multiple of pp=2"), std::string::npos) << e;
+}
+
+// --precision fp8 on a device whose catalog entry has no FP8 peak (A100,
+// MI250X, 910B) is refused with a message naming the device; H100-class
+// devices, or a device given an FP8 peak in a cluster file, are accepted.
+ClusterSpec catalog_cluster(const char* device) {
+  ClusterSpec c;
+  c.name = device;
+  const DeviceSpec* d = find_device(device);
+  if (d == nullptr) throw std::runtime_error(std::string("no catalog device ") + device);
+  c.pools.push_back({*d, 1, 8});
+  return c;
+}
+
+Plan one_stage_plan() {
+  Plan plan;
+  plan.parallel = pi(1, 8, 1);
+  plan.stages = {{0, 8, {}}};
+  return plan;
+}
+
+TEST(ConstraintsFp8, DevicesWithoutFp8AreRefused) {
+  Workload w = workload();
+  w.training.precision = Precision::kFp8;
+  for (const char* name : {"A100-40GB", "A100-80GB", "910B", "MI250X"}) {
+    SCOPED_TRACE(name);
+    const std::string e = check_plan(one_stage_plan(), w, catalog_cluster(name));
+    EXPECT_NE(e.find(name), std::string::npos) << e;
+    EXPECT_NE(e.find("FP8"), std::string::npos) << e;
+    EXPECT_NE(e.find("--precision fp8"), std::string::npos) << e;
+    EXPECT_NE(e.find("fp8_peak_tflops"), std::string::npos) << e;  // what to do about it
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+    // Every recipe alike.
+    for (Fp8Recipe r : {Fp8Recipe::kTensorwise, Fp8Recipe::kBlockwise, Fp8Recipe::kMxfp8}) {
+      Workload v = w;
+      v.training.fp8_recipe = r;
+      EXPECT_EQ(check_plan(one_stage_plan(), v, catalog_cluster(name)), e);
+    }
+    // The same device trains in bf16 and fp16.
+    Workload b = w;
+    b.training.precision = Precision::kBf16;
+    EXPECT_EQ(check_plan(one_stage_plan(), b, catalog_cluster(name)), "");
+    b.training.precision = Precision::kFp16;
+    EXPECT_EQ(check_plan(one_stage_plan(), b, catalog_cluster(name)), "");
+  }
+  EXPECT_EQ(check_plan(one_stage_plan(), w, catalog_cluster("910B")),
+            "910B has no FP8 matrix math (its catalog entry gives no FP8 peak), so it cannot "
+            "train in --precision fp8; use bf16, or a cluster file that gives "
+            "\"fp8_peak_tflops\"");
+}
+
+TEST(ConstraintsFp8, DevicesWithFp8AreAccepted) {
+  Workload w = workload();
+  w.training.precision = Precision::kFp8;
+  for (const char* name : {"H100", "H800", "H200", "B200", "MI300X", "Gaudi2", "Gaudi3"}) {
+    EXPECT_EQ(check_plan(one_stage_plan(), w, catalog_cluster(name)), "") << name;
+  }
+  // A 910B given an FP8 peak (a cluster file's "fp8_peak_tflops").
+  ClusterSpec c = catalog_cluster("910B");
+  c.pools[0].device.fp8_peak_flops = 700e12;
+  EXPECT_EQ(check_plan(one_stage_plan(), w, c), "");
+}
+
+TEST(ConstraintsFp8, EveryStageTypeOfAHeterogeneousPlanIsChecked) {
+  Workload w = workload();
+  w.training.precision = Precision::kFp8;
+  ClusterSpec c;
+  c.name = "h100+910b";
+  c.pools.push_back({*find_device("H100"), 1, 8});
+  c.pools.push_back({*find_device("910B"), 1, 8});
+  Plan plan;
+  plan.parallel = pi(2, 8, 1);
+  plan.stages = {{0, 4, {}}, {1, 4, {}}};
+  const std::string e = check_plan(plan, w, c);
+  EXPECT_NE(e.find("910B"), std::string::npos) << e;
+  EXPECT_NE(e.find("FP8"), std::string::npos) << e;
+  EXPECT_EQ(e.find("H100"), std::string::npos) << e;
+  // The 910B stage first: the same refusal.
+  plan.stages = {{1, 4, {}}, {0, 4, {}}};
+  EXPECT_EQ(check_plan(plan, w, c), e);
+  // Both stages on H100 (16 devices: two nodes of 8).
+  c.pools[0].nodes = 2;
+  plan.stages = {{0, 4, {}}, {0, 4, {}}};
+  EXPECT_EQ(check_plan(plan, w, c), "");
 }
 
 }  // namespace

@@ -511,6 +511,86 @@ TEST(ClusterIo, RoundTripAwkwardNumbers) {
   expect_round_trip(c);
 }
 
+// "fp8_peak_tflops" (docs/clusters.md): optional with or without a base;
+// 0 (or absent without a base) means no FP8; a base's FP8 peak is kept
+// unless overridden; it round-trips.
+TEST(ClusterIo, JsonFp8PeakTflops) {
+  const ClusterSpec c = parse_cluster_json(R"({"devices": {
+        "Own": {"peak_tflops": 500, "fp8_peak_tflops": 1000.5, "memory_gb": 96,
+                "hbm_bandwidth_gb_s": 3000, "intra_node_bandwidth_gb_s": 300,
+                "inter_node_bandwidth_gb_s": 50, "devices_per_node": 8, "gemm_efficiency": 0.7,
+                "intra_node_latency_us": 5, "inter_node_latency_us": 10},
+        "NoFp8": {"peak_tflops": 500, "memory_gb": 96, "hbm_bandwidth_gb_s": 3000,
+                  "intra_node_bandwidth_gb_s": 300, "inter_node_bandwidth_gb_s": 50,
+                  "devices_per_node": 8, "gemm_efficiency": 0.7, "intra_node_latency_us": 5,
+                  "inter_node_latency_us": 10},
+        "Ascend-FP8": {"base": "910B", "fp8_peak_tflops": 700},
+        "H100-inherited": {"base": "H100", "memory_gb": 75},
+        "H100-off": {"base": "H100", "fp8_peak_tflops": 0}},
+      "pools": [{"device": "Own", "nodes": 1}, {"device": "NoFp8", "nodes": 1},
+                {"device": "Ascend-FP8", "nodes": 1}, {"device": "H100-inherited", "nodes": 1},
+                {"device": "H100-off", "nodes": 1}]})",
+                                           "c.json");
+  ASSERT_EQ(c.pools.size(), 5u);
+  EXPECT_EQ(c.pools[0].device.fp8_peak_flops, 1000.5e12);
+  EXPECT_EQ(c.pools[1].device.fp8_peak_flops, 0.0);
+  EXPECT_EQ(c.pools[2].device.fp8_peak_flops, 700e12);
+  EXPECT_EQ(c.pools[2].device.peak_flops, find_device("910B")->peak_flops);
+  EXPECT_NE(c.pools[2].device.source.find("fp8_peak_tflops set in a cluster file"),
+            std::string::npos)
+      << c.pools[2].device.source;
+  EXPECT_EQ(c.pools[3].device.fp8_peak_flops, 1979e12);  // from the base
+  EXPECT_EQ(c.pools[3].device.source.find("fp8_peak_tflops"), std::string::npos)
+      << c.pools[3].device.source;
+  EXPECT_EQ(c.pools[4].device.fp8_peak_flops, 0.0);  // FP8 turned off
+  // Written as TFLOP/s and read back the same.
+  const std::string text = cluster_to_json(c);
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(text);
+  EXPECT_EQ(j["devices"]["Own"]["fp8_peak_tflops"], 1000.5);
+  EXPECT_EQ(j["devices"]["NoFp8"]["fp8_peak_tflops"], 0.0);
+  EXPECT_EQ(j["devices"]["Ascend-FP8"]["fp8_peak_tflops"], 700.0);
+  EXPECT_EQ(j["devices"]["H100-inherited"]["fp8_peak_tflops"], 1979.0);
+  expect_round_trip(c);
+  // The catalog figures round-trip too (presets hold no FP8 device file).
+  ClusterSpec awkward = parse_inline_cluster("H800:8,910B:8");
+  awkward.pools[0].device.fp8_peak_flops = 1979e12 / 3;
+  awkward.pools[1].device.fp8_peak_flops = 0.1e12 + 0.2e12;
+  expect_round_trip(awkward);
+}
+
+TEST(ClusterIo, JsonBadFp8PeakTflops) {
+  expect_json_error(R"({"devices": {"X": {"base": "H800", "fp8_peak_tflops": -5}},
+                        "pools": [{"device": "X", "nodes": 1}]})",
+                    {"c.json:/devices/X/fp8_peak_tflops", "out of range", "-5"});
+  expect_json_error(R"({"devices": {"X": {"base": "H800", "fp8_peak_tflops": 2e6}},
+                        "pools": [{"device": "X", "nodes": 1}]})",
+                    {"c.json:/devices/X/fp8_peak_tflops", "out of range"});
+  expect_json_error(R"({"devices": {"X": {"base": "H800", "fp8_peak_tflops": "fast"}},
+                        "pools": [{"device": "X", "nodes": 1}]})",
+                    {"c.json:/devices/X/fp8_peak_tflops"});
+  expect_json_error(R"({"devices": {"X": {"base": "H800", "fp8_peak_tflops": "NaN"}},
+                        "pools": [{"device": "X", "nodes": 1}]})",
+                    {"c.json:/devices/X/fp8_peak_tflops"});
+  expect_json_error(R"({"devices": {"X": {"base": "H800", "fp8_peak_tflop": 100}},
+                        "pools": [{"device": "X", "nodes": 1}]})",
+                    {"c.json:/devices/X/fp8_peak_tflop", "unknown"});
+}
+
+// Found while writing the tests above: "fp8_peak_tflops" has no floor
+// for positive values, unlike every other device figure (docs/testing.md:
+// positive device figures >= 0.001): 1e-300 is accepted and an FP8 plan
+// of Mixtral-S costs 8e306 s per iteration, the confident meaningless
+// plan the floors exist to prevent. 0 (no FP8) must stay accepted.
+// Enable once fixed.
+TEST(ClusterIo, JsonImplausiblySmallFp8PeakIsRefused) {
+  expect_json_error(R"({"devices": {"X": {"base": "H800", "fp8_peak_tflops": 1e-300}},
+                        "pools": [{"device": "X", "nodes": 1}]})",
+                    {"c.json:/devices/X/fp8_peak_tflops", "implausibly small"});
+  EXPECT_NO_THROW(parse_cluster_json(R"({"devices": {"X": {"base": "H800", "fp8_peak_tflops": 0}},
+                                         "pools": [{"device": "X", "nodes": 1}]})",
+                                     "c.json"));
+}
+
 TEST(ClusterIo, ToJsonWritesTheDocumentedFormat) {
   const std::string text = cluster_to_json(load_cluster(fixture("cross-link.json")));
   const nlohmann::ordered_json j = nlohmann::ordered_json::parse(text);

@@ -8,6 +8,7 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "costmodel/errors.h"
@@ -611,6 +612,32 @@ TEST(ModelIoOwn, DispatcherAndPrecisionSpellings) {
   EXPECT_EQ(parse(j).training.dispatcher, Dispatcher::kAuto);
 }
 
+// "precision": "fp8" with "fp8_recipe" (docs/costmodel.md, "FP8"); the
+// recipe defaults to delayed, as Megatron's --fp8-recipe.
+TEST(ModelIoOwn, Fp8PrecisionAndRecipe) {
+  Json j = base_model();
+  j["training"]["precision"] = "fp8";
+  Workload w = parse(j);
+  EXPECT_EQ(w.training.precision, Precision::kFp8);
+  EXPECT_EQ(w.training.fp8_recipe, Fp8Recipe::kDelayed);
+  const std::vector<std::pair<std::string, Fp8Recipe>> recipes = {
+      {"delayed", Fp8Recipe::kDelayed},       {"tensorwise", Fp8Recipe::kTensorwise},
+      {"blockwise", Fp8Recipe::kBlockwise},   {"mxfp8", Fp8Recipe::kMxfp8},
+      {"TensorWise", Fp8Recipe::kTensorwise}, {"MXFP8", Fp8Recipe::kMxfp8}};
+  for (const auto& [text, recipe] : recipes) {
+    j["training"]["fp8_recipe"] = text;
+    j["training"]["precision"] = "FP8";
+    w = parse(j);
+    EXPECT_EQ(w.training.precision, Precision::kFp8) << text;
+    EXPECT_EQ(w.training.fp8_recipe, recipe) << text;
+  }
+  // Everything else of the training settings is untouched.
+  Workload plain = parse(base_model());
+  plain.training.precision = Precision::kFp8;
+  plain.training.fp8_recipe = Fp8Recipe::kMxfp8;
+  EXPECT_EQ(w, plain);
+}
+
 // Each bad input: a modification of base_model() and what the message must
 // contain (file, JSON pointer and the offending value).
 TEST(ModelIoOwn, BadValuesNamePointerAndValue) {
@@ -877,6 +904,31 @@ TEST(ModelIoOverrides, ApplyEveryField) {
   EXPECT_EQ(w.model, preset("mixtral-s").model);
 }
 
+// --precision fp8 and --fp8-recipe as overrides.
+TEST(ModelIoOverrides, Fp8PrecisionAndRecipe) {
+  Workload w = preset("mixtral-s");
+  TrainingOverrides o;
+  o.precision = Precision::kFp8;
+  o.fp8_recipe = Fp8Recipe::kTensorwise;
+  apply_overrides(o, w);
+  EXPECT_EQ(w.training.precision, Precision::kFp8);
+  EXPECT_EQ(w.training.fp8_recipe, Fp8Recipe::kTensorwise);
+  EXPECT_EQ(w.model, preset("mixtral-s").model);
+  // --precision fp8 alone keeps the model's recipe (delayed by default).
+  Workload v = preset("mixtral-s");
+  TrainingOverrides p;
+  p.precision = Precision::kFp8;
+  apply_overrides(p, v);
+  EXPECT_EQ(v.training.precision, Precision::kFp8);
+  EXPECT_EQ(v.training.fp8_recipe, Fp8Recipe::kDelayed);
+  // --fp8-recipe alone changes the recipe of an FP8 model.
+  TrainingOverrides r;
+  r.fp8_recipe = Fp8Recipe::kBlockwise;
+  apply_overrides(r, w);
+  EXPECT_EQ(w.training.precision, Precision::kFp8);
+  EXPECT_EQ(w.training.fp8_recipe, Fp8Recipe::kBlockwise);
+}
+
 TEST(ModelIoOverrides, EmptyOverridesChangeNothing) {
   Workload w = preset("deepseek-v3");
   apply_overrides(TrainingOverrides{}, w);
@@ -970,6 +1022,28 @@ TEST(ModelIoParse, Precision) {
   EXPECT_NE(e.what.find("bf16, fp16"), std::string::npos) << e.what;
 }
 
+TEST(ModelIoParse, Fp8PrecisionAndRecipe) {
+  EXPECT_EQ(parse_precision("fp8", "--precision"), Precision::kFp8);
+  EXPECT_EQ(parse_precision("FP8", "--precision"), Precision::kFp8);
+  const Caught p = catch_input_error([] { parse_precision("fp4", "--precision"); });
+  EXPECT_NE(p.what.find("bf16, fp16, fp8"), std::string::npos) << p.what;
+  EXPECT_EQ(parse_fp8_recipe("delayed", "--fp8-recipe"), Fp8Recipe::kDelayed);
+  EXPECT_EQ(parse_fp8_recipe("tensorwise", "--fp8-recipe"), Fp8Recipe::kTensorwise);
+  EXPECT_EQ(parse_fp8_recipe("blockwise", "--fp8-recipe"), Fp8Recipe::kBlockwise);
+  EXPECT_EQ(parse_fp8_recipe("mxfp8", "--fp8-recipe"), Fp8Recipe::kMxfp8);
+  EXPECT_EQ(parse_fp8_recipe("Delayed", "--fp8-recipe"), Fp8Recipe::kDelayed);
+  const Caught e = catch_input_error([] { parse_fp8_recipe("nvfp4", "--fp8-recipe"); });
+  EXPECT_EQ(e.where, "--fp8-recipe");
+  EXPECT_NE(e.what.find("\"nvfp4\""), std::string::npos) << e.what;
+  EXPECT_NE(e.what.find("delayed, tensorwise, blockwise, mxfp8"), std::string::npos) << e.what;
+  // The names written back are the ones read.
+  for (Fp8Recipe r :
+       {Fp8Recipe::kDelayed, Fp8Recipe::kTensorwise, Fp8Recipe::kBlockwise, Fp8Recipe::kMxfp8}) {
+    EXPECT_EQ(parse_fp8_recipe(to_string(r), "x"), r) << to_string(r);
+  }
+  EXPECT_EQ(parse_precision(to_string(Precision::kFp8), "x"), Precision::kFp8);
+}
+
 TEST(ModelIoParse, Dispatcher) {
   EXPECT_EQ(parse_dispatcher("alltoall", "d"), Dispatcher::kAllToAll);
   EXPECT_EQ(parse_dispatcher("All-To-All", "d"), Dispatcher::kAllToAll);
@@ -1030,6 +1104,39 @@ TEST(ModelIoRoundTrip, TrainingOverlap) {
                          {"tp_comm", o.tp_comm},
                          {"moe_ep_comm", o.moe_ep_comm}}))
         << text;
+  }
+}
+
+// FP8 workloads round-trip with their recipe; "fp8_recipe" is written for
+// FP8 only, right after "precision".
+TEST(ModelIoRoundTrip, Fp8PrecisionAndRecipe) {
+  for (Fp8Recipe r :
+       {Fp8Recipe::kDelayed, Fp8Recipe::kTensorwise, Fp8Recipe::kBlockwise, Fp8Recipe::kMxfp8}) {
+    for (const char* name : {"mixtral-s", "deepseek-v3", "llama2-7b"}) {
+      SCOPED_TRACE(testing::Message() << name << " " << to_string(r));
+      Workload w = preset(name);
+      w.training.precision = Precision::kFp8;
+      w.training.fp8_recipe = r;
+      const std::string text = workload_to_json(w);
+      EXPECT_EQ(parse_workload_json(text, "rt.json"), w) << text;
+      const Json t = Json::parse(text).at("training");
+      EXPECT_EQ(t.at("precision"), "fp8");
+      EXPECT_EQ(t.at("fp8_recipe"), to_string(r));
+      const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
+      std::vector<std::string> keys;
+      for (const auto& item : ordered.at("training").items()) keys.push_back(item.key());
+      const auto at = std::find(keys.begin(), keys.end(), "precision");
+      ASSERT_NE(at, keys.end());
+      ASSERT_NE(at + 1, keys.end());
+      EXPECT_EQ(*(at + 1), "fp8_recipe");
+    }
+  }
+  for (Precision p : {Precision::kBf16, Precision::kFp16}) {
+    Workload w = preset("mixtral-s");
+    w.training.precision = p;
+    const std::string text = workload_to_json(w);
+    EXPECT_FALSE(Json::parse(text).at("training").contains("fp8_recipe")) << text;
+    EXPECT_EQ(parse_workload_json(text, "rt.json"), w) << text;
   }
 }
 

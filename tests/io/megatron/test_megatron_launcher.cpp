@@ -636,5 +636,85 @@ TEST(MegatronLauncher, OverlapFlagsAreWrittenOnceFromTheTrainingSettings) {
   }
 }
 
+// FP8: the launcher writes --fp8-format (hybrid for the tensor-scaled
+// recipes, e4m3 for the block-scaled ones) and --fp8-recipe once each, the
+// script's own replaced; read back, the same workload. A bf16 workload
+// drops the script's FP8 flags.
+TEST(MegatronLauncher, Fp8FlagsAreWrittenOnceFromTheTrainingSettings) {
+  std::string text = slurp(kData + "mixtral_8x7b.sh");
+  const std::string anchor = "    --bf16\n";
+  ASSERT_NE(text.find(anchor), std::string::npos);
+  text.replace(text.find(anchor), anchor.size(),
+               anchor + "    --fp8-format e4m3\n    --fp8-recipe delayed\n");
+  MegatronScript script = parse_megatron_script(text, "mixtral_8x7b_fp8.sh");
+  const Workload read = megatron_workload(script);
+  ASSERT_EQ(read.training.precision, Precision::kFp8);
+  ASSERT_EQ(read.training.fp8_recipe, Fp8Recipe::kDelayed);
+  const ClusterSpec cluster = load_cluster("H800:32");
+  const Plan plan = megatron_plan(script, read, cluster);
+  struct Case {
+    Fp8Recipe recipe;
+    const char* format;
+  };
+  for (const Case& c : {Case{Fp8Recipe::kDelayed, "hybrid"}, Case{Fp8Recipe::kTensorwise, "hybrid"},
+                        Case{Fp8Recipe::kBlockwise, "e4m3"}, Case{Fp8Recipe::kMxfp8, "e4m3"}}) {
+    SCOPED_TRACE(to_string(c.recipe));
+    Workload w = read;
+    w.training.fp8_recipe = c.recipe;
+    for (const MegatronScript* s : {static_cast<const MegatronScript*>(&script),
+                                    static_cast<const MegatronScript*>(nullptr)}) {
+      SCOPED_TRACE(s ? "from the script" : "without a script");
+      const Launched r = launch(w, cluster, plan, s);
+      const std::string& l = r.launcher.text;
+      EXPECT_EQ(count_in_command(l, "--fp8-format"), 1u) << l;
+      EXPECT_EQ(count_in_command(l, "--fp8-recipe"), 1u) << l;
+      EXPECT_EQ(flag_value(l, "--fp8-format"), c.format) << l;
+      EXPECT_EQ(flag_value(l, "--fp8-recipe"), to_string(c.recipe)) << l;
+      EXPECT_EQ(count_in_command(l, "--bf16"), 1u) << l;
+      EXPECT_EQ(count_in_command(l, "--fp16"), 0u) << l;
+      EXPECT_EQ(r.workload2.training, w.training);
+      if (s) {
+        EXPECT_EQ(r.workload2, w);
+        EXPECT_EQ(r.plan2, plan);
+      } else {
+        EXPECT_EQ(r.workload2.model.moe_layers, w.model.moe_layers);
+      }
+    }
+  }
+  {
+    // The same script planned in bf16 (hapmoe --precision bf16): no FP8 flag.
+    Workload w = read;
+    w.training.precision = Precision::kBf16;
+    const Launched r = launch(w, cluster, plan, &script);
+    EXPECT_EQ(count_in_command(r.launcher.text, "--fp8-format"), 0u) << r.launcher.text;
+    EXPECT_EQ(count_in_command(r.launcher.text, "--fp8-recipe"), 0u) << r.launcher.text;
+    EXPECT_EQ(count_in_command(r.launcher.text, "--bf16"), 1u) << r.launcher.text;
+    EXPECT_EQ(r.workload2.training.precision, Precision::kBf16);
+    EXPECT_EQ(r.workload2, w);
+  }
+}
+
+// Through the command line: an FP8 script planned on H800s gives a
+// launcher with the script's FP8 settings, which reads back as the same
+// workload.
+TEST(MegatronLauncher, Fp8ScriptRoundTripsThroughPlanAndLauncher) {
+  const fs::path d = scratch_dir("fp8");
+  std::string text = slurp(kData + "mixtral_s.sh");
+  const std::string anchor = "--bf16";
+  ASSERT_NE(text.find(anchor), std::string::npos);
+  text.replace(text.find(anchor), anchor.size(),
+               "--bf16 --fp8-format hybrid --fp8-recipe tensorwise");
+  const std::string script = (d / "mixtral_s_fp8.sh").string();
+  std::ofstream(script) << text;
+  const RoundTrip r = round_trip(script, "H800:16");
+  EXPECT_EQ(r.workload.training.precision, Precision::kFp8);
+  EXPECT_EQ(r.workload.training.fp8_recipe, Fp8Recipe::kTensorwise);
+  EXPECT_EQ(r.workload2, r.workload);
+  EXPECT_EQ(count_in_command(r.launcher, "--fp8-format hybrid"), 1u) << r.launcher;
+  EXPECT_EQ(count_in_command(r.launcher, "--fp8-recipe tensorwise"), 1u) << r.launcher;
+  EXPECT_EQ(count_in_command(r.launcher, "--fp8-"), 2u) << r.launcher;
+  fs::remove_all(d);
+}
+
 }  // namespace
 }  // namespace hapmoe

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "costmodel/errors.h"
@@ -311,6 +312,92 @@ TEST(MegatronScript, OverlapFlagsReadIntoTrainingOverlap) {
           parse_megatron_script(small_script("--use-distributed-optimizer " + flag), "t.sh");
       EXPECT_EQ(megatron_workload(s).training.overlap, expected) << flag;
     }
+  }
+}
+
+// FP8 (docs/costmodel.md, "FP8"): --fp8-format with --bf16 reads as
+// Precision::kFp8 with --fp8-recipe (Megatron's default: delayed); with
+// --fp16 it is an error naming --fp8-format.
+TEST(MegatronScript, Fp8FormatAndRecipe) {
+  {
+    MegatronScript s =
+        parse_megatron_script(small_script("--fp8-format hybrid --fp8-recipe tensorwise"), "t.sh");
+    const Workload w = megatron_workload(s);
+    EXPECT_EQ(w.training.precision, Precision::kFp8);
+    EXPECT_EQ(w.training.fp8_recipe, Fp8Recipe::kTensorwise);
+    EXPECT_TRUE(s.unknown.empty());
+    for (const std::string& note : s.notes) {
+      EXPECT_EQ(note.find("fp8"), std::string::npos) << note;  // read, not approximated
+    }
+    // Nothing else differs from the bf16 script.
+    MegatronScript b = parse_megatron_script(small_script(""), "t.sh");
+    Workload expected = megatron_workload(b);
+    expected.training.precision = Precision::kFp8;
+    expected.training.fp8_recipe = Fp8Recipe::kTensorwise;
+    EXPECT_EQ(w, expected);
+  }
+  const std::vector<std::pair<std::string, Fp8Recipe>> recipes = {
+      {"--fp8-format hybrid", Fp8Recipe::kDelayed},
+      {"--fp8-format e4m3", Fp8Recipe::kDelayed},
+      {"--fp8-format hybrid --fp8-recipe delayed", Fp8Recipe::kDelayed},
+      {"--fp8-format e4m3 --fp8-recipe blockwise", Fp8Recipe::kBlockwise},
+      {"--fp8-recipe mxfp8 --fp8-format e4m3", Fp8Recipe::kMxfp8},
+  };
+  for (const auto& [flags, recipe] : recipes) {
+    MegatronScript s = parse_megatron_script(small_script(flags), "t.sh");
+    const Workload w = megatron_workload(s);
+    EXPECT_EQ(w.training.precision, Precision::kFp8) << flags;
+    EXPECT_EQ(w.training.fp8_recipe, recipe) << flags;
+  }
+  {
+    // --fp8-recipe without --fp8-format: no FP8 in Megatron either.
+    MegatronScript s = parse_megatron_script(small_script("--fp8-recipe tensorwise"), "t.sh");
+    EXPECT_EQ(megatron_workload(s).training.precision, Precision::kBf16);
+  }
+  {
+    // --fp16 with --fp8-format: an error naming the file, the line and
+    // --fp8-format.
+    std::string text = small_script("--fp8-format hybrid");
+    text.replace(text.find("--bf16"), 6, "--fp16");
+    MegatronScript s = parse_megatron_script(text, "t.sh");
+    try {
+      megatron_workload(s);
+      ADD_FAILURE() << "no error for --fp16 --fp8-format";
+    } catch (const InputError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("t.sh:1: --fp8-format: "), std::string::npos) << m;
+      EXPECT_NE(m.find("--fp16"), std::string::npos) << m;
+      EXPECT_NE(m.find("bf16 only"), std::string::npos) << m;
+    }
+  }
+  {
+    // An unknown recipe names the flag and the value.
+    MegatronScript s =
+        parse_megatron_script(small_script("--fp8-format hybrid --fp8-recipe nvfp4"), "t.sh");
+    try {
+      megatron_workload(s);
+      ADD_FAILURE() << "no error for --fp8-recipe nvfp4";
+    } catch (const InputError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("--fp8-recipe"), std::string::npos) << m;
+      EXPECT_NE(m.find("\"nvfp4\""), std::string::npos) << m;
+    }
+  }
+}
+
+// Found while writing the test above: an unknown --fp8-recipe in a script
+// is reported as "--fp8-recipe: unknown FP8 recipe ..." without the file
+// and line, unlike every other bad value of a script (megatron_script.h:
+// "file:line: --flag: what"), so it reads as hapmoe's own --fp8-recipe
+// option. Enable once fixed.
+TEST(MegatronScript, UnknownFp8RecipeNamesTheFileAndLine) {
+  MegatronScript s =
+      parse_megatron_script(small_script("--fp8-format hybrid --fp8-recipe nvfp4"), "t.sh");
+  try {
+    megatron_workload(s);
+    ADD_FAILURE() << "no error for --fp8-recipe nvfp4";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("t.sh:1: --fp8-recipe"), std::string::npos) << e.what();
   }
 }
 
