@@ -479,7 +479,7 @@ TypeCosts CostModel::type_costs(const ParallelConfig& pi, int type) const {
   const bool fp16 = tr.precision == Precision::kFp16;
   t.weight_bytes_per_param = 2.0;
   t.fp8_copy_bytes_per_param = tr.precision == Precision::kFp8 ? 2.0 : 0.0;
-  t.grad_bytes_per_param = fp16 ? 2.0 : 4.0;
+  t.grad_bytes_per_param = fp16 || tr.grad_reduce_in_bf16 ? 2.0 : 4.0;
   const double opt = fp16 ? 16.0 : 12.0;
   const double d_dense = static_cast<double>(pi.dp) * pi.cp;  // DP x CP shares dense weights
   const double d_expert = pi.edp();

@@ -86,6 +86,9 @@ struct TrainingSpec {
   Precision precision = Precision::kBf16;
   Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;  // with Precision::kFp8
   bool distributed_optimizer = true;           // ZeRO-1 sharding of optimizer state
+  // Megatron's --grad-reduce-in-bf16: the gradient buffer, and so the DP
+  // reduction, in bf16 (2 B/param) instead of fp32 (4 B/param).
+  bool grad_reduce_in_bf16 = false;
   Dispatcher dispatcher = Dispatcher::kAllToAll;
   double imbalance = 1.2;  // rho = max/mean tokens per expert (>= 1)
   double gamma = 1.0;      // gamma in [0,1]: share of rho on the path

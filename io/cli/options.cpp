@@ -101,9 +101,11 @@ void add_workload_options(cxxopts::Options& o) {
       "optimizer; default off)")(
       "tp-comm-overlap",
       "overlap TP collectives with their GEMMs (Transformer Engine; default off)")(
-      "overlap-moe-expert-parallel-comm",
-      "overlap the MoE dispatch and combine of one micro-batch with another's compute "
-      "(Megatron's 1F1B all-to-all overlap; default off)");
+      "grad-reduce-in-bf16",
+      "keep and reduce gradients in bf16 (2 B/param) instead of fp32, as Megatron's flag of "
+      "that name")("overlap-moe-expert-parallel-comm",
+                   "overlap the MoE dispatch and combine of one micro-batch with another's compute "
+                   "(Megatron's 1F1B all-to-all overlap; default off)");
   o.add_options("Profile (docs/profile.md)")(
       "profile",
       "measured tables (HDF5, from `hapmoe profile`): they replace the catalog's entry by entry, "
@@ -143,6 +145,7 @@ Inputs read_inputs(const cxxopts::ParseResult& r) {
   ov.gamma = num_opt("gamma", 0.0, 1.0);
   ov.no_distributed_optimizer = r.count("no-distributed-optimizer") > 0;
   ov.overlap.grad_reduce = r.count("overlap-grad-reduce") > 0;
+  ov.grad_reduce_in_bf16 = r.count("grad-reduce-in-bf16") > 0;
   ov.overlap.param_gather = r.count("overlap-param-gather") > 0;
   ov.overlap.tp_comm = r.count("tp-comm-overlap") > 0;
   ov.overlap.moe_ep_comm = r.count("overlap-moe-expert-parallel-comm") > 0;

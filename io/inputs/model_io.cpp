@@ -511,6 +511,7 @@ void read_training(ObjectReader& parent, const ModelSpec& m, TrainingSpec& t) {
     t.fp8_recipe = parse_fp8_recipe(*s, where_of(r.origin(), r.pointer("fp8_recipe")));
   }
   t.distributed_optimizer = r.opt_bool("distributed_optimizer").value_or(t.distributed_optimizer);
+  t.grad_reduce_in_bf16 = r.opt_bool("grad_reduce_in_bf16").value_or(t.grad_reduce_in_bf16);
   if (auto s = r.opt_string("dispatcher")) {
     t.dispatcher = parse_dispatcher(*s, where_of(r.origin(), r.pointer("dispatcher")));
   }
@@ -676,6 +677,7 @@ void apply_overrides(const TrainingOverrides& o, Workload& workload) {
   if (o.imbalance) t.imbalance = *o.imbalance;
   if (o.gamma) t.gamma = *o.gamma;
   if (o.no_distributed_optimizer) t.distributed_optimizer = false;
+  if (o.grad_reduce_in_bf16) t.grad_reduce_in_bf16 = true;
   t.overlap.grad_reduce = t.overlap.grad_reduce || o.overlap.grad_reduce;
   t.overlap.param_gather = t.overlap.param_gather || o.overlap.param_gather;
   t.overlap.tp_comm = t.overlap.tp_comm || o.overlap.tp_comm;
@@ -800,6 +802,7 @@ std::string workload_to_json(const Workload& workload) {
     tr["fp8_recipe"] = to_string(t.fp8_recipe);
   }
   tr["distributed_optimizer"] = t.distributed_optimizer;
+  if (t.grad_reduce_in_bf16) tr["grad_reduce_in_bf16"] = true;
   tr["dispatcher"] = to_string(t.dispatcher);
   tr["imbalance"] = t.imbalance;
   tr["gamma"] = t.gamma;

@@ -86,10 +86,16 @@ std::string word_text(const ShellWord& w) { return w.known ? shell_quote(w.text)
 
 // Flags whose values hapmoe sets from the plan and the training settings.
 bool owned_by_hapmoe(const std::string& name) {
-  static const std::set<std::string> kNames = {
-      "--seq-length", "--encoder-seq-length",        "--bf16",
-      "--fp16",       "--use-distributed-optimizer", "--fp8-format",
-      "--fp8-recipe", "--moe-token-dispatcher-type", "--moe-enable-deepep"};
+  static const std::set<std::string> kNames = {"--seq-length",
+                                               "--encoder-seq-length",
+                                               "--bf16",
+                                               "--fp16",
+                                               "--use-distributed-optimizer",
+                                               "--fp8-format",
+                                               "--grad-reduce-in-bf16",
+                                               "--fp8-recipe",
+                                               "--moe-token-dispatcher-type",
+                                               "--moe-enable-deepep"};
   return is_parallel_flag(name) || kNames.count(name) > 0;
 }
 
@@ -672,6 +678,7 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
     flag(std::string("--fp8-recipe ") + to_string(r));
   }
   if (w.training.distributed_optimizer) flag("--use-distributed-optimizer");
+  if (w.training.grad_reduce_in_bf16) flag("--grad-reduce-in-bf16");
   // The overlaps the plan was costed with (docs/costmodel.md, "Overlap").
   if (w.training.overlap.grad_reduce) flag("--overlap-grad-reduce");
   if (s.overlap_param_gather) flag("--overlap-param-gather");

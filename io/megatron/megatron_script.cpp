@@ -82,6 +82,7 @@ const std::map<std::string, FlagInfo>& read_flags() {
       {"--overlap-param-gather", {Kind::kBool, nullptr}},
       {"--overlap-grad-reduce", {Kind::kBool, nullptr}},
       {"--tp-comm-overlap", {Kind::kBool, nullptr}},
+      {"--grad-reduce-in-bf16", {Kind::kBool, nullptr}},
       {"--num-distributed-optimizer-instances",
        {Kind::kInt, "--num-distributed-optimizer-instances is not modelled (one instance)"}},
       {"--use-megatron-fsdp",
@@ -718,6 +719,7 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
   }
   t.distributed_optimizer = r.flag("--use-distributed-optimizer") || r.flag("--use-megatron-fsdp");
   t.overlap.grad_reduce = r.flag("--overlap-grad-reduce");
+  t.grad_reduce_in_bf16 = r.flag("--grad-reduce-in-bf16");
   t.overlap.param_gather = r.flag("--overlap-param-gather") && t.distributed_optimizer;
   t.overlap.tp_comm = r.flag("--tp-comm-overlap");
   t.overlap.moe_ep_comm = r.flag("--overlap-moe-expert-parallel-comm");

@@ -1409,6 +1409,28 @@ TEST_F(CostTerms, BytesPerParameter) {
   }
 }
 
+// --grad-reduce-in-bf16: the gradient buffer and its DP reduction in bf16,
+// 2 B/param instead of 4: half the gradient memory and half the
+// reduce-scatter's bytes; the all-gather of parameters is unchanged.
+TEST_F(CostTerms, GradReduceInBf16HalvesGradientsAndTheirReduction) {
+  const ParallelConfig pi = config(1, 2, 2, 4, 1, 2);
+  const TypeCosts fp32 = model().type_costs(pi, 0);
+  workload.training.grad_reduce_in_bf16 = true;
+  const TypeCosts bf16 = model().type_costs(pi, 0);
+  EXPECT_EQ(fp32.grad_bytes_per_param, 4.0);
+  EXPECT_EQ(bf16.grad_bytes_per_param, 2.0);
+  EXPECT_REL(bf16.dp_reduce.s_per_param, fp32.dp_reduce.s_per_param / 2);
+  EXPECT_REL(bf16.edp_reduce.s_per_param, fp32.edp_reduce.s_per_param / 2);
+  EXPECT_EQ(bf16.dp_gather.s_per_param, fp32.dp_gather.s_per_param);
+  EXPECT_EQ(bf16.dp_reduce.latency_s, fp32.dp_reduce.latency_s);
+  const StageShape s = shape(0, 0, 2, 1, -1);
+  const StageCost a = model().stage_cost(pi, fp32, s);
+  const StageCost b = model().stage_cost(pi, bf16, s);
+  EXPECT_REL(b.memory.gradients, a.memory.gradients / 2);
+  EXPECT_EQ(b.memory.weights, a.memory.weights);
+  EXPECT_LT(b.dp_sync_s, a.dp_sync_s);
+}
+
 TEST_F(CostTerms, EmbeddingOnFirstStageOutputOnLast) {
   {
     // untied, PP = 2, TP = 2: embedding V·H/TP, output V·H/TP

@@ -1107,6 +1107,21 @@ TEST(ModelIoRoundTrip, TrainingOverlap) {
   }
 }
 
+// "grad_reduce_in_bf16" is read, written only when on, and round-trips; the
+// --grad-reduce-in-bf16 override turns it on.
+TEST(ModelIoRoundTrip, GradReduceInBf16) {
+  Workload w = preset("qwen3-30b-a3b");
+  EXPECT_FALSE(w.training.grad_reduce_in_bf16);
+  EXPECT_FALSE(Json::parse(workload_to_json(w)).at("training").contains("grad_reduce_in_bf16"));
+  TrainingOverrides ov;
+  ov.grad_reduce_in_bf16 = true;
+  apply_overrides(ov, w);
+  ASSERT_TRUE(w.training.grad_reduce_in_bf16);
+  const std::string text = workload_to_json(w);
+  EXPECT_EQ(Json::parse(text).at("training").at("grad_reduce_in_bf16"), true);
+  EXPECT_EQ(parse_workload_json(text, "rt.json"), w) << text;
+}
+
 // FP8 workloads round-trip with their recipe; "fp8_recipe" is written for
 // FP8 only, right after "precision".
 TEST(ModelIoRoundTrip, Fp8PrecisionAndRecipe) {

@@ -562,6 +562,27 @@ TEST(MegatronLauncher, InterleavedPlansAreLaunchedAndReadBack) {
 // script's own copies replaced; --tp-comm-overlap is dropped (with a note)
 // when the plan has no TP, --overlap-moe-expert-parallel-comm when it has
 // no EP.
+// --grad-reduce-in-bf16 is written once from the training settings (the
+// script's own copy replaced) and reads back.
+TEST(MegatronLauncher, GradReduceInBf16IsWrittenOnce) {
+  std::string text = slurp(kData + "mixtral_8x7b.sh");
+  const std::string anchor = "    --overlap-grad-reduce\n";
+  ASSERT_NE(text.find(anchor), std::string::npos);
+  text.replace(text.find(anchor), anchor.size(), anchor + "    --grad-reduce-in-bf16\n");
+  MegatronScript script = parse_megatron_script(text, "mixtral_8x7b_bf16_grads.sh");
+  const Workload w = megatron_workload(script);
+  ASSERT_TRUE(w.training.grad_reduce_in_bf16);
+  const ClusterSpec cluster = load_cluster("H800:32");
+  const Plan plan = megatron_plan(script, w, cluster);
+  const Launched r = launch(w, cluster, plan, &script);
+  EXPECT_EQ(count_in_command(r.launcher.text, "--grad-reduce-in-bf16"), 1u) << r.launcher.text;
+  EXPECT_EQ(r.workload2, w);
+  Workload off = w;
+  off.training.grad_reduce_in_bf16 = false;
+  const Launched r2 = launch(off, cluster, plan, &script);
+  EXPECT_EQ(count_in_command(r2.launcher.text, "--grad-reduce-in-bf16"), 0u);
+}
+
 TEST(MegatronLauncher, OverlapFlagsAreWrittenOnceFromTheTrainingSettings) {
   std::string text = slurp(kData + "mixtral_8x7b.sh");
   const std::string anchor = "    --overlap-grad-reduce\n";

@@ -285,6 +285,14 @@ TEST(MegatronScript, VirtualPipelineStagesReadAsThePlansVpp) {
   }
 }
 
+TEST(MegatronScript, GradReduceInBf16IsRead) {
+  MegatronScript s = parse_megatron_script(small_script("--grad-reduce-in-bf16"), "t.sh");
+  EXPECT_TRUE(megatron_workload(s).training.grad_reduce_in_bf16);
+  EXPECT_TRUE(s.unknown.empty());
+  MegatronScript plain = parse_megatron_script(small_script(""), "t.sh");
+  EXPECT_FALSE(megatron_workload(plain).training.grad_reduce_in_bf16);
+}
+
 TEST(MegatronScript, OverlapFlagsReadIntoTrainingOverlap) {
   {
     MegatronScript s = parse_megatron_script(
