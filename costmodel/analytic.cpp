@@ -37,10 +37,11 @@ constexpr double kFp32Bytes = 4.0;
 
 double ceil_div(double a, double b) { return std::ceil(a / b - 1e-9); }
 
-// `count` GEMMs of one shape in flight together.
-double concurrent_gemms(int count, double m, double n, double k, const DeviceSpec& d,
+// `count` GEMMs of one shape in flight together, at matrix peak `peak`
+// (the device's BF16 or FP8 one).
+double concurrent_gemms(int count, double m, double n, double k, const DeviceSpec& d, double peak,
                         double bytes_per_element) {
-  const double rate = d.peak_flops * d.gemm_efficiency;  // FLOP/s, the whole device
+  const double rate = peak * d.gemm_efficiency;  // FLOP/s, the whole device
   const double traffic = count * bytes_per_element * (m * k + k * n + m * n) / d.hbm_bandwidth;
   if (d.compute_units <= 0 || m <= 0 || n <= 0 || k <= 0) {
     return std::max(count * 2.0 * m * n * k / rate, traffic);
@@ -68,33 +69,31 @@ double concurrent_gemms(int count, double m, double n, double k, const DeviceSpe
 }  // namespace
 
 double gemm_time(double m, double n, double k, const DeviceSpec& d, double bytes_per_element) {
-  return concurrent_gemms(1, m, n, k, d, bytes_per_element);
+  return concurrent_gemms(1, m, n, k, d, d.peak_flops, bytes_per_element);
 }
 
-double grouped_gemm_time(int count, int streams, double m, double n, double k, const DeviceSpec& d,
-                         double bytes_per_element) {
+namespace {
+
+double grouped_gemms(int count, int streams, double m, double n, double k, const DeviceSpec& d,
+                     double peak, double bytes_per_element) {
   HAPMOE_REQUIRE(count >= 0 && streams >= 1, "grouped_gemm_time: bad count or streams");
   const int rounds = count / streams;
   const int rest = count % streams;
-  double t = rounds * concurrent_gemms(streams, m, n, k, d, bytes_per_element);
-  if (rest > 0) t += concurrent_gemms(rest, m, n, k, d, bytes_per_element);
+  double t = rounds * concurrent_gemms(streams, m, n, k, d, peak, bytes_per_element);
+  if (rest > 0) t += concurrent_gemms(rest, m, n, k, d, peak, bytes_per_element);
   return t;
+}
+
+}  // namespace
+
+double grouped_gemm_time(int count, int streams, double m, double n, double k, const DeviceSpec& d,
+                         double bytes_per_element) {
+  return grouped_gemms(count, streams, m, n, k, d, d.peak_flops, bytes_per_element);
 }
 
 double fp8_cast_bytes(Fp8Recipe recipe) {
   return recipe == Fp8Recipe::kTensorwise ? 2.0 + 1.0 + 1.0 + 2.0 : 2.0 + 1.0 + 1.0;
 }
-
-namespace {
-
-// The device as its FP8 GEMMs see it: the FP8 peak in place of the BF16 one.
-DeviceSpec fp8_device(const DeviceSpec& d) {
-  DeviceSpec e = d;
-  e.peak_flops = d.fp8_peak_flops;
-  return e;
-}
-
-}  // namespace
 
 LinearTime linear_time(double m, double n, double k, const DeviceSpec& d, Precision precision,
                        Fp8Recipe recipe) {
@@ -103,7 +102,7 @@ LinearTime linear_time(double m, double n, double k, const DeviceSpec& d, Precis
     return {g, 2.0 * g};
   }
   HAPMOE_REQUIRE(d.fp8_peak_flops > 0, "linear_time: FP8 on a device without FP8");
-  const double g = gemm_time(m, n, k, fp8_device(d), 1.0);
+  const double g = concurrent_gemms(1, m, n, k, d, d.fp8_peak_flops, 1.0);
   const double cast = fp8_cast_bytes(recipe) / d.hbm_bandwidth;
   return {g + cast * m * k, 2.0 * g + cast * m * n};
 }
@@ -147,9 +146,9 @@ RoutedExpertTime routed_expert_time(const ModelSpec& m, const DeviceSpec& d, dou
   const int s = kGroupedGemmStreams;
   const bool fp8 = precision == Precision::kFp8;
   HAPMOE_REQUIRE(!fp8 || d.fp8_peak_flops > 0, "routed_expert_time: FP8 on a device without FP8");
-  const DeviceSpec gemm_device = fp8 ? fp8_device(d) : d;
+  const double peak = fp8 ? d.fp8_peak_flops : d.peak_flops;
   auto group = [&](double mm, double nn, double kk) {
-    return grouped_gemm_time(local, s, mm, nn, kk, gemm_device, fp8 ? 1.0 : beta);
+    return grouped_gemms(local, s, mm, nn, kk, d, peak, fp8 ? 1.0 : beta);
   };
   // FP8: each expert GEMM casts its input forward and its output gradient
   // backward, over all the device's copies.
