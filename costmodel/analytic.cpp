@@ -114,6 +114,7 @@ namespace {
 // pass launches twice as many (data and weight gradients).
 constexpr double kAttentionKernels = 7;     // norm, QKV, rotary q and k, attention, out, residual
 constexpr double kMlpKernels = 5;           // norm, FC1, activation, FC2, residual
+constexpr double kMlaUpKernels = 4;         // q up, kv up, rotary q and k
 constexpr double kMoeKernels = 12;          // norm, router GEMM, softmax, top-k, aux loss (2),
                                             // permute (2), token counts, activation, unpermute,
                                             // residual
@@ -228,6 +229,13 @@ ComputeEntry compute_entry(const Workload& w, const DeviceSpec& dev, int micro_b
     add_proj(m.mla.kv_lora_rank + m.mla.qk_rope_head_dim, h);
     add_proj(a * (m.mla.qk_nope_head_dim + s.v_dim), m.mla.kv_lora_rank);
     add_proj(h, a * s.v_dim);
+    // What mla_up_proj recompute reruns: the query and key/value
+    // up-projections and the rotary of q and k (read and write).
+    const double q_up =
+        m.mla.q_lora_rank > 0 ? linear(s.tokens, a * s.qk_dim, m.mla.q_lora_rank).fwd : 0.0;
+    e.mla_up_fwd =
+        q_up + linear(s.tokens, a * (m.mla.qk_nope_head_dim + s.v_dim), m.mla.kv_lora_rank).fwd +
+        stream(2.0 * s.tokens * a * 2.0 * m.mla.qk_rope_head_dim * beta) + kernels(kMlaUpKernels);
   } else {
     add_proj((s.heads + 2.0 * s.kv_heads) * s.qk_dim, h);
     add_proj(h, s.heads * s.v_dim);
@@ -235,6 +243,8 @@ ComputeEntry compute_entry(const Workload& w, const DeviceSpec& dev, int micro_b
   // Causal core attention: each query attends to S/2 keys on average.
   const double core_flops = 2.0 * s.tokens * (s.seq / 2.0) * s.heads * (s.qk_dim + s.v_dim);
   e.core_attention_fwd = core_flops / peak;
+  // One RMSNorm: read and write the device's sequence-parallel tokens.
+  e.norm_fwd = stream(2.0 * s.sp_tokens * h * beta) + kernels(1);
   e.attention_fwd = proj + e.core_attention_fwd + block_elementwise + kernels(kAttentionKernels);
   e.attention_bwd = proj_bwd + as.attention_bwd_factor * e.core_attention_fwd +
                     2.0 * block_elementwise + kernels(2.0 * kAttentionKernels);

@@ -164,9 +164,7 @@ void check_layer(const LayerCost& c, const char* kind, const Workload& w,
     double value;
   } fields[] = {{"fwd_s", c.fwd_s},
                 {"bwd_s", c.bwd_s},
-                {"selective_extra_s", c.selective_extra_s},
                 {"act_bytes", c.act_bytes},
-                {"act_selective_bytes", c.act_selective_bytes},
                 {"act_full_bytes", c.act_full_bytes},
                 {"dense_params", c.dense_params},
                 {"expert_params", c.expert_params},
@@ -177,6 +175,18 @@ void check_layer(const LayerCost& c, const char* kind, const Workload& w,
     if (!(std::isfinite(f.value) && f.value >= 0.0)) {
       numeric_failure(w, cluster, pi, type, (std::string(kind) + " layer " + f.name).c_str(),
                       f.value);
+    }
+  }
+  for (int i = 0; i < kNumRecomputeModules; ++i) {
+    const LayerCost::ModuleCost& mc = c.modules[static_cast<std::size_t>(i)];
+    for (const double v : {mc.saved_bytes, mc.extra_s}) {
+      if (!(std::isfinite(v) && v >= 0.0)) {
+        numeric_failure(w, cluster, pi, type,
+                        (std::string(kind) + " layer recompute module " +
+                         to_string(static_cast<RecomputeModule>(i)))
+                            .c_str(),
+                        v);
+      }
     }
   }
 }
@@ -245,6 +255,20 @@ int CostModel::num_microbatches(const ParallelConfig& pi) const {
   return workload_.training.global_batch / (pi.micro_batch * pi.dp);
 }
 
+LayerCost::ModuleCost LayerCost::selective(unsigned module_set) const {
+  if ((module_set & module_bit(RecomputeModule::kMoe)) != 0) {
+    module_set &=
+        ~(module_bit(RecomputeModule::kMoeAct) | module_bit(RecomputeModule::kSharedExperts));
+  }
+  ModuleCost out;
+  for (int i = 0; i < kNumRecomputeModules; ++i) {
+    if ((module_set & module_bit(static_cast<RecomputeModule>(i))) == 0) continue;
+    out.saved_bytes += modules[static_cast<std::size_t>(i)].saved_bytes;
+    out.extra_s += modules[static_cast<std::size_t>(i)].extra_s;
+  }
+  return out;
+}
+
 // --- One layer (docs/costmodel.md, "Layer") --------------------------------
 LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) const {
   const ModelSpec& m = workload_.model;
@@ -291,7 +315,13 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
   double tp_comm_bwd = tp_block + cp_bwd;
   double moe_comm = 0.0;
   int tp_blocks = 1;  // attention, + the dense MLP or the shared experts
-  double selective_extra = ce.core_attention_fwd;
+  // Selective recompute by module (docs/costmodel.md, "Recompute by module").
+  auto module = [&c](RecomputeModule mod) -> LayerCost::ModuleCost& {
+    return c.modules[static_cast<std::size_t>(mod)];
+  };
+  // Core attention keeps its inputs (Q, K, V) as the checkpoint's: with
+  // flash attention nothing else is freed. The CP ring runs again.
+  module(RecomputeModule::kCoreAttn).extra_s = ce.core_attention_fwd + cp_fwd;
 
   // Activations kept per micro-batch (bytes), attention block. In FP8 the
   // linear layers keep their inputs as their FP8 copies, one byte each
@@ -313,7 +343,20 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
                tdev * (h + m.num_heads * m.head_dim) * saved;
   }
   double act = act_attn;
-  double act_selective = act_attn;
+  if (m.mla.enabled()) {
+    const double a = m.num_heads;
+    // The up-projected Q, K and V are dropped, the latents kept.
+    module(RecomputeModule::kMlaUpProj) = {
+        tdev *
+            (2.0 * a * (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim) + a * m.mla.v_head_dim) *
+            beta,
+        ce.mla_up_fwd};
+  }
+  // Norms that are modules of their own (not fused into the next linear by
+  // Transformer Engine): MLA's input norm and a MoE layer's pre-MoE norm.
+  const int separate_norms = (m.mla.enabled() ? 1 : 0) + (moe ? 1 : 0);
+  module(RecomputeModule::kLayernorm) = {separate_norms * tdev * h * (beta - saved),
+                                         separate_norms * ce.norm_fwd};
 
   if (!moe) {
     compute_fwd += ce.dense_mlp_fwd;
@@ -321,11 +364,11 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
     tp_comm += tp_block;
     tp_comm_bwd += tp_block;
     ++tp_blocks;
-    selective_extra += ce.dense_act_fwd;
     const double mlp_act =
         tdev * (2.0 * h + act_keep * m.ffn_hidden) * beta - tdev * (h + m.ffn_hidden) * saved;
     act += mlp_act;
-    act_selective += mlp_act - tdev * m.ffn_hidden * (beta - saved);
+    // The whole MLP (its norm fused into FC1) reruns from its input.
+    module(RecomputeModule::kMlp) = {mlp_act - tdev * h * beta, ce.dense_mlp_fwd + tp_block};
     c.dense_params = (params.attention + params.mlp) / pi.tp;
     c.dispatcher = tr.dispatcher;
   } else {
@@ -351,7 +394,6 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
       tp_comm_bwd += tp_block;
       ++tp_blocks;
     }
-    selective_extra += experts.act_fwd * ce.expert_scale_fwd * imb / coef.eta + ce.shared_act_fwd;
 
     // Dispatch and combine over the EP group (stride TPE, span EP*TPE),
     // then gathers inside the expert-TP group.
@@ -386,8 +428,17 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
     const double router_act = tdev * m.num_experts * 2.0 * kFp32;  // logits + probabilities
     const double moe_act = tdev * 2.0 * h * beta + router_act + expert_act + shared_act;
     act += moe_act;
-    act_selective += moe_act - tdev * k * imb * m.expert_ffn_hidden * (beta - saved) -
-                     tdev * m.shared_expert_ffn_hidden * (beta - saved);
+    // The routed experts' activation runs in the expert kernel on the
+    // busiest device: eta_h and the imbalance apply as to the experts.
+    module(RecomputeModule::kMoeAct) = {tdev * k * imb * m.expert_ffn_hidden * (beta - saved),
+                                        experts.act_fwd * ce.expert_scale_fwd * imb / coef.eta};
+    const double shared_tp = m.shared_expert_ffn_hidden > 0 ? tp_block : 0.0;
+    module(RecomputeModule::kSharedExperts) = {shared_act, ce.shared_fwd + shared_tp};
+    // The whole MoE block reruns from the pre-MoE norm's output: router,
+    // dispatch, experts, combine, shared experts.
+    module(RecomputeModule::kMoe) = {
+        router_act + expert_act + shared_act,
+        ce.router_fwd + expert_fwd + ce.shared_fwd + moe_comm + shared_tp};
     c.dense_params = (params.attention + params.mlp) / pi.tp;
     c.expert_params = params.experts / (pi.ep * pi.tpe);
     c.moe_buffer_bytes = chosen == Dispatcher::kAllGather ? tdev * pi.ep * pi.tpe * h * beta
@@ -440,9 +491,7 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
   c.bwd_parts.ep_hidden = ep_hidden_b;
   c.fwd_s = compute_fwd + tp_comm - tp_hidden_f + moe_comm - ep_hidden_f;
   c.bwd_s = compute_bwd + tp_comm_bwd - tp_hidden_b + moe_comm - ep_hidden_b;
-  c.selective_extra_s = selective_extra;
   c.act_bytes = act;
-  c.act_selective_bytes = act_selective;
   c.act_full_bytes = tdev * h * beta;  // the layer input only
   return c;
 }
@@ -570,11 +619,13 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
   switch (s.recompute.kind) {
     case RecomputeKind::kNone:
       break;
-    case RecomputeKind::kSelective:
-      c.recompute_s =
-          dense_layers * tc.dense.selective_extra_s + s.moe_layers * tc.moe.selective_extra_s;
-      act = dense_layers * tc.dense.act_selective_bytes + s.moe_layers * tc.moe.act_selective_bytes;
+    case RecomputeKind::kSelective: {
+      const LayerCost::ModuleCost dense = tc.dense.selective(s.recompute.modules);
+      const LayerCost::ModuleCost moe = tc.moe.selective(s.recompute.modules);
+      c.recompute_s = dense_layers * dense.extra_s + s.moe_layers * moe.extra_s;
+      act -= dense_layers * dense.saved_bytes + s.moe_layers * moe.saved_bytes;
       break;
+    }
     case RecomputeKind::kFull: {
       HAPMOE_REQUIRE(s.recompute.layers >= 0 && s.recompute.layers <= s.layers &&
                          s.moe_in_first_recomputed <= s.recompute.layers &&

@@ -11,6 +11,7 @@
 //   3. iteration latency: 1F1B over the stage times, DP sync, optimizer.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,15 +45,25 @@ StepParts operator*(double n, const StepParts& p);
 
 // Costs of one layer of one kind for one micro-batch on one device.
 struct LayerCost {
-  double fwd_s = 0;                // forward: compute + exposed communication
-  double bwd_s = 0;                // backward without recomputation
-  double selective_extra_s = 0;    // backward time added by selective recompute
-  double act_bytes = 0;            // activations kept per micro-batch, no recompute
-  double act_selective_bytes = 0;  // ... with selective recompute
-  double act_full_bytes = 0;       // ... fully recomputed (layer input only)
-  double dense_params = 0;         // non-expert parameters held per device
-  double expert_params = 0;        // routed-expert parameters held per device
-  double moe_buffer_bytes = 0;     // transient dispatch buffers (not summed)
+  double fwd_s = 0;           // forward: compute + exposed communication
+  double bwd_s = 0;           // backward without recomputation
+  double act_bytes = 0;       // activations kept per micro-batch, no recompute
+  double act_full_bytes = 0;  // ... fully recomputed (layer input only)
+  // Selective recompute, per Megatron module (index: RecomputeModule): the
+  // activation bytes it frees and the backward time it adds; a module the
+  // layer does not have is zero. `moe` includes what `moe_act` and
+  // `shared_experts` would free, so stage_cost counts those only without it.
+  struct ModuleCost {
+    double saved_bytes = 0;
+    double extra_s = 0;
+  };
+  std::array<ModuleCost, kNumRecomputeModules> modules{};
+  // The bytes freed and the time added by recomputing a set of modules
+  // (module_bit()s; `moe` subsumes `moe_act` and `shared_experts`).
+  ModuleCost selective(unsigned module_set) const;
+  double dense_params = 0;      // non-expert parameters held per device
+  double expert_params = 0;     // routed-expert parameters held per device
+  double moe_buffer_bytes = 0;  // transient dispatch buffers (not summed)
   // Breakdown of fwd_s and bwd_s (no p2p, no recompute), for reports.
   StepParts fwd_parts;
   StepParts bwd_parts;

@@ -70,6 +70,8 @@ void calibrate_entry(ComputeEntry& e, const ComputeSample& s, double tokens_rati
   }
   e.attention_fwd *= sa_f;
   e.core_attention_fwd *= sa_f;
+  e.norm_fwd *= sa_f;
+  e.mla_up_fwd *= sa_f;
   e.dense_mlp_fwd *= sm_f;
   e.dense_act_fwd *= sm_f;
   e.expert_fwd *= sm_f;

@@ -1,6 +1,7 @@
 // A plan: one point of the 6-D space plus the per-stage choices.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,23 +31,53 @@ struct ParallelConfig {
 
 // Activation recomputation of one stage.
 //   kNone:      keep every activation.
-//   kSelective: recompute core attention and the MLP/expert activation
-//               functions (Megatron --recompute-granularity selective with
-//               core_attn, mlp/moe_act).
+//   kSelective: recompute the modules in `modules` in every layer of the
+//               stage (Megatron --recompute-granularity selective
+//               --recompute-modules ...; docs/costmodel.md, "Recompute by
+//               module"). The default set is core attention and the routed
+//               experts' activation (core_attn, moe_act).
 //   kFull:      recompute `layers` whole layers of the stage from their
 //               inputs (Megatron full/block with --recompute-num-layers);
 //               layers == stage layers is full recomputation.
 enum class RecomputeKind { kNone, kSelective, kFull };
 
+// Megatron-LM's --recompute-modules, in its documented order.
+enum class RecomputeModule {
+  kCoreAttn,       // core attention (the S^2 part)
+  kMoeAct,         // the routed experts' activation function
+  kLayernorm,      // norms not fused into the following linear layer
+  kMlaUpProj,      // MLA's up-projections (and rotary)
+  kMlp,            // a dense layer's whole MLP
+  kMoe,            // a MoE layer's whole MoE block (router, exchange, experts)
+  kSharedExperts,  // the shared experts
+};
+inline constexpr int kNumRecomputeModules = 7;
+constexpr unsigned module_bit(RecomputeModule m) { return 1u << static_cast<unsigned>(m); }
+inline constexpr unsigned kDefaultRecomputeModules =
+    module_bit(RecomputeModule::kCoreAttn) | module_bit(RecomputeModule::kMoeAct);
+// Megatron's name of a module ("core_attn", ...), and back (exact,
+// lower case; std::nullopt if unknown).
+const char* to_string(RecomputeModule m);
+std::optional<RecomputeModule> parse_recompute_module(const std::string& name);
+
 struct Recompute {
   RecomputeKind kind = RecomputeKind::kNone;
-  int layers = 0;  // only for kFull: number of fully recomputed layers
-  bool operator==(const Recompute&) const = default;
+  int layers = 0;                               // only for kFull: number of fully recomputed layers
+  unsigned modules = kDefaultRecomputeModules;  // only for kSelective: module_bit()s
+  // Equal when they recompute the same: `modules` counts only for
+  // kSelective and `layers` only for kFull.
+  bool operator==(const Recompute& o) const {
+    return kind == o.kind && (kind != RecomputeKind::kFull || layers == o.layers) &&
+           (kind != RecomputeKind::kSelective || modules == o.modules);
+  }
 };
 
-// Text form used in plan files: "none", "selective", "full" (all layers of
+// Text form used in plan files: "none", "selective" (the default modules),
+// "selective:m1,m2,..." (Megatron's module names), "full" (all layers of
 // the stage) or "full:K" (K layers). `stage_layers` resolves "full".
 std::string to_string(const Recompute& r, int stage_layers);
+// Megatron's names of the modules in a mask, in its order.
+std::vector<std::string> recompute_module_names(unsigned modules);
 
 struct StagePlan {
   int device_type = 0;  // index into ClusterSpec::pools

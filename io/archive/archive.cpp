@@ -163,6 +163,8 @@ void write_profile(const h5::Group& inputs, const ProfileTables& t, const Cluste
       r.router_bwd = e.router_bwd;
       r.embedding_bwd = e.embedding_bwd;
       r.output_bwd = e.output_bwd;
+      r.norm_fwd = e.norm_fwd;
+      r.mla_up_fwd = e.mla_up_fwd;
       compute.push_back(r);
     }
   }

@@ -13,13 +13,33 @@ Recompute parse_recompute(const std::string& text, int stage_layers, const std::
   const std::string t = to_lower(text);
   if (t == "none") return {RecomputeKind::kNone, 0};
   if (t == "selective") return {RecomputeKind::kSelective, 0};
+  if (t.rfind("selective:", 0) == 0) {
+    Recompute r{RecomputeKind::kSelective, 0, 0};
+    std::size_t start = 10;
+    while (start <= t.size()) {
+      const std::size_t comma = std::min(t.find(',', start), t.size());
+      const std::string name = t.substr(start, comma - start);
+      const std::optional<RecomputeModule> mod = parse_recompute_module(name);
+      if (!mod) {
+        std::string known;
+        for (const std::string& n : recompute_module_names(~0u))
+          known += (known.empty() ? "" : ", ") + n;
+        throw InputError(where, "unknown recompute module \"" + name + "\" in \"" + text +
+                                    "\" (Megatron's modules: " + known + ")");
+      }
+      r.modules |= module_bit(*mod);
+      start = comma + 1;
+    }
+    return r;
+  }
   if (t == "full") return {RecomputeKind::kFull, stage_layers};
   if (t.rfind("full:", 0) == 0) {
     const auto k = parse_int_text(t.substr(5), 1, 1000000, where);
     return {RecomputeKind::kFull, static_cast<int>(k)};
   }
-  throw InputError(where, "unknown recomputation \"" + text +
-                              "\" (allowed: none, selective, full, full:K with K layers)");
+  throw InputError(
+      where, "unknown recomputation \"" + text +
+                 "\" (allowed: none, selective, selective:MODULE,..., full, full:K with K layers)");
 }
 
 namespace {

@@ -28,14 +28,31 @@ std::string join(const std::vector<std::string>& items, const char* sep = ", ") 
 }
 
 struct RecomputeSetting {
-  std::string granularity;  // "", "selective", "full"
-  int block = 0;            // full: --recompute-num-layers with block
-  std::string label() const {
-    if (granularity.empty()) return "none";
-    if (granularity == "selective") return "selective";
-    return "full/block " + std::to_string(block);
-  }
+  std::string granularity;                      // "", "selective", "full"
+  int block = 0;                                // full: --recompute-num-layers with block
+  unsigned modules = kDefaultRecomputeModules;  // selective: --recompute-modules
 };
+
+// The recompute modules a model's layers have: Megatron rejects moe_act
+// without grouped experts, and the MoE modules cost nothing in a dense model.
+unsigned modules_of(const ModelSpec& model) {
+  unsigned all = 0;
+  for (int i = 0; i < kNumRecomputeModules; ++i) all |= module_bit(static_cast<RecomputeModule>(i));
+  if (!model.is_moe()) {
+    all &= ~(module_bit(RecomputeModule::kMoeAct) | module_bit(RecomputeModule::kMoe) |
+             module_bit(RecomputeModule::kSharedExperts));
+  }
+  if (!model.mla.enabled()) all &= ~module_bit(RecomputeModule::kMlaUpProj);
+  return all;
+}
+
+// The plan with each selective stage's modules cut to those the model has.
+Plan relevant_modules(Plan plan, const ModelSpec& model) {
+  for (StagePlan& st : plan.stages) {
+    if (st.recompute.kind == RecomputeKind::kSelective) st.recompute.modules &= modules_of(model);
+  }
+  return plan;
+}
 
 void apply_setting(const RecomputeSetting& r, const ModelSpec& model, MegatronSettings& s) {
   s.recompute_granularity = r.granularity;
@@ -46,8 +63,7 @@ void apply_setting(const RecomputeSetting& r, const ModelSpec& model, MegatronSe
     s.recompute_method = "block";
     s.recompute_num_layers = r.block;
   } else if (r.granularity == "selective") {
-    s.recompute_modules = {"core_attn"};
-    if (model.is_moe()) s.recompute_modules.emplace_back("moe_act");
+    s.recompute_modules = recompute_module_names(r.modules & modules_of(model));
   }
 }
 
@@ -181,18 +197,27 @@ Plan express_recompute(const Plan& plan, const CostModel& model, MegatronSetting
     if (st.recompute.kind == RecomputeKind::kFull) k_max = std::max(k_max, st.recompute.layers);
   }
   if (all_none || all_sel || all_full) {
-    RecomputeSetting r{all_none ? "" : all_sel ? "selective" : "full", k_max};
+    RecomputeSetting r{all_none  ? ""
+                       : all_sel ? "selective"
+                                 : "full",
+                       k_max, plan.stages.front().recompute.modules};
     apply_setting(r, m, s);
-    if (with_setting(plan, s) == plan) return plan;
+    if (with_setting(plan, s) == relevant_modules(plan, m)) return with_setting(plan, s);
   }
   // Otherwise the best expressible uniform setting.
   std::vector<RecomputeSetting> candidates = {{"", 0}, {"selective", 0}};
   std::set<int> ks;
+  std::set<unsigned> module_sets;
   int max_layers = 0;
   for (const StagePlan& st : plan.stages) {
     if (st.recompute.kind == RecomputeKind::kFull) ks.insert(st.recompute.layers);
+    if (st.recompute.kind == RecomputeKind::kSelective &&
+        st.recompute.modules != kDefaultRecomputeModules) {
+      module_sets.insert(st.recompute.modules);
+    }
     max_layers = std::max(max_layers, st.layers);
   }
+  for (unsigned mods : module_sets) candidates.push_back({"selective", 0, mods});
   ks.insert(max_layers);
   for (int k : ks) candidates.push_back({"full", k});
   int best = -1;
@@ -335,7 +360,7 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   const PlanReport launched = model.evaluate(out.plan);
   out.launched_latency_s = launched.latency_s;
   out.launched_fits = launched.fits;
-  if (!(out.plan == plan)) {
+  if (!(out.plan == relevant_modules(plan, w.model))) {
     std::string per_stage;
     for (std::size_t i = 0; i < plan.stages.size(); ++i) {
       per_stage += (i ? ", " : "") + to_string(plan.stages[i].recompute, plan.stages[i].layers);
@@ -355,14 +380,6 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
         " is predicted at " + format_seconds(launched.latency_s) + " per iteration vs " +
         format_seconds(report.latency_s) + " for the plan (" + pct + ")" +
         (launched.fits ? "" : "; it does NOT fit in memory on every stage"));
-  }
-  if (s.recompute_granularity == "selective" &&
-      (!w.model.is_moe() || w.model.num_moe_layers() < w.model.num_layers)) {
-    out.notes.emplace_back(
-        "selective recomputation: Megatron's --recompute-modules has no "
-        "module for a dense MLP's activation alone (mlp recomputes the whole "
-        "MLP), so dense layers keep their MLP activations; hapmoe's cost model "
-        "assumes they are recomputed");
   }
   if (w.training.dispatcher == Dispatcher::kAuto && w.model.is_moe()) {
     out.notes.emplace_back(

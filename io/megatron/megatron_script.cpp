@@ -860,7 +860,13 @@ MegatronSettings megatron_settings(const MegatronScript& script, const Workload&
   s.recompute_method = r.text("--recompute-method").value_or("");
   s.recompute_num_layers = r.opt_int("--recompute-num-layers", 0, kMax);
   if (const MegatronFlag* f = script.find("--recompute-modules")) {
-    for (const ShellWord& v : f->values) s.recompute_modules.push_back(v.text);
+    for (const ShellWord& v : f->values) {
+      if (!parse_recompute_module(v.text)) {
+        r.fail("--recompute-modules", "unknown module \"" + v.text + "\" (Megatron-LM's modules: " +
+                                          join(recompute_module_names(~0u), " ") + ")");
+      }
+      s.recompute_modules.push_back(v.text);
+    }
   }
   s.micro_batch = w.training.micro_batch;
   s.global_batch = w.training.global_batch;
@@ -870,7 +876,14 @@ MegatronSettings megatron_settings(const MegatronScript& script, const Workload&
 }
 
 Recompute megatron_stage_recompute(const MegatronSettings& s, int stage_layers) {
-  if (s.recompute_granularity == "selective") return {RecomputeKind::kSelective, 0};
+  if (s.recompute_granularity == "selective") {
+    // Megatron's default module list is core_attn alone.
+    unsigned modules = s.recompute_modules.empty() ? module_bit(RecomputeModule::kCoreAttn) : 0u;
+    for (const std::string& name : s.recompute_modules) {
+      if (const auto mod = parse_recompute_module(name)) modules |= module_bit(*mod);
+    }
+    return {RecomputeKind::kSelective, 0, modules};
+  }
   if (s.recompute_granularity != "full") return {RecomputeKind::kNone, 0};
   if (s.recompute_method == "block") {
     return {RecomputeKind::kFull, std::min(stage_layers, s.recompute_num_layers.value_or(0))};
@@ -896,11 +909,6 @@ Plan megatron_plan(MegatronScript& script, const Workload& w, const ClusterSpec&
     add_note(script,
              "--recompute-method uniform with --recompute-num-layers > 1 is costed as "
              "full recomputation of every layer");
-  }
-  if (s.recompute_granularity == "selective" && !s.recompute_modules.empty()) {
-    add_note(script, "--recompute-modules " + join(s.recompute_modules, " ") +
-                         " is costed as hapmoe's selective recomputation (core attention and "
-                         "MLP activations)");
   }
   if (s.world_size > cluster.total_devices()) {
     throw InputError(script.origin(), "the script runs " + std::to_string(s.world_size) +

@@ -79,12 +79,16 @@ TEST(Fidelity, CasesFileErrorsNameTheCase) {
 // never raise them to make a change pass. Two sets: every row inside the
 // median, and the bf16 rows the figures were first pinned over (issue 17),
 // so that adding rows (FP8) cannot hide a change that makes those worse.
+// They were raised once, with recompute by module (issue 18): the four
+// long-context rows had been costed as full recompute, which Megatron did
+// not run, and that overcount had hidden an underestimate of long-context
+// attention (bench/README.md, "Recompute by module").
 constexpr int kExpressible = 14;
-constexpr double kMedianAbsError = 0.056;
-constexpr double kWorstAbsError = 0.306;
+constexpr double kMedianAbsError = 0.076;
+constexpr double kWorstAbsError = 0.332;
 constexpr int kBf16Rows = 10;
-constexpr double kBf16MedianAbsError = 0.056;
-constexpr double kBf16WorstAbsError = 0.083;
+constexpr double kBf16MedianAbsError = 0.085;
+constexpr double kBf16WorstAbsError = 0.223;
 constexpr double kQwenConcordance = 1.0;
 
 TEST(Fidelity, PublishedRunsNoWorseThanPinned) {
@@ -122,13 +126,13 @@ TEST(Fidelity, CatalogKernelOverheadIsTheFit) {
   const std::string root = HAPMOE_SOURCE_DIR;
   const auto cases = load_cases(root + "/bench/fidelity/cases.json");
   std::vector<double> grid;
-  for (int us = 30; us <= 42; ++us) grid.push_back(us * 1e-6);
+  for (int us = 33; us <= 45; ++us) grid.push_back(us * 1e-6);
   const OverheadFit fit = fit_kernel_overhead(cases, root, grid);
   EXPECT_DOUBLE_EQ(fit.best, kDefaultKernelOverhead);
   ASSERT_EQ(fit.held_out.size(), static_cast<std::size_t>(kExpressible));
   // Leave-one-out errors stay near the in-sample ones (worst: Qwen3-235B FP8,
-  // +32.6 % held out against +30.6 %).
-  for (const auto& h : fit.held_out) EXPECT_LT(std::abs(h.error), 0.35) << h.id;
+  // +35.2 % held out against +33.2 %).
+  for (const auto& h : fit.held_out) EXPECT_LT(std::abs(h.error), 0.36) << h.id;
 }
 
 }  // namespace

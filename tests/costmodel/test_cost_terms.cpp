@@ -276,16 +276,15 @@ TypeCosts hand_type_costs(int type) {
   t.type = type;
   t.dense.fwd_s = 1e-3;
   t.dense.bwd_s = 2e-3;
-  t.dense.selective_extra_s = 1e-4;
   t.dense.act_bytes = 100e6;
-  t.dense.act_selective_bytes = 80e6;
+  // The default selective set (core_attn, moe_act) frees 20 MB and adds 0.1 ms.
+  t.dense.modules[static_cast<std::size_t>(RecomputeModule::kCoreAttn)] = {20e6, 1e-4};
   t.dense.act_full_bytes = 10e6;
   t.dense.dense_params = 50e6;
   t.moe.fwd_s = 1.5e-3;
   t.moe.bwd_s = 3e-3;
-  t.moe.selective_extra_s = 2e-4;
   t.moe.act_bytes = 200e6;
-  t.moe.act_selective_bytes = 150e6;
+  t.moe.modules[static_cast<std::size_t>(RecomputeModule::kMoeAct)] = {50e6, 2e-4};
   t.moe.act_full_bytes = 10e6;
   t.moe.dense_params = 20e6;
   t.moe.expert_params = 100e6;
@@ -482,6 +481,46 @@ TEST(CostTermsAnalytic, AttentionProjectionsCoreAndNorms) {
   EXPECT_REL(e.attention_fwd, qkv + out + core + elem);
   // backward: GEMMs twice, core 2.5×, memory-bound passes twice
   EXPECT_REL(e.attention_bwd, 2.0 * (qkv + out) + 2.5 * core + 2.0 * elem);
+}
+
+// What the norm and mla_up_proj recompute modules rerun, and what they free
+// (docs/costmodel.md, "Recompute by module").
+TEST(CostTermsAnalytic, RecomputeModulesOfNormsAndMlaUpProjections) {
+  const Workload w{mla_model(), training()};
+  const ClusterSpec c = single_cluster(roofline_device());
+  // TP = 2, CP = 1: t = 1024, t_sp = 512, a/TP = 4, d_qk = 96, d_v = 64.
+  const ProfileTables t = make_analytic_tables(w, c, 1, {2}, {1});
+  const ComputeEntry& e = analytic_entry(t, 2, 1);
+  const double tok = 1024, tsp = 512;
+  // One RMSNorm reads and writes t_sp·H·β.
+  EXPECT_REL(e.norm_fwd, 2.0 * tsp * kH * 2.0 / kW);
+  // The up-projections (q_lora → a/TP·d_qk, kv_lora → a/TP·(nope + v)) and
+  // the rotary of q and k (read and write a/TP·2·d_rope per token).
+  const double q_up = roofline(tok, 4 * 96, 384, kPe, kW);
+  const double kv_up = roofline(tok, 4 * (64 + 64), 128, kPe, kW);
+  EXPECT_REL(e.mla_up_fwd, q_up + kv_up + 2.0 * tok * 4 * 2 * 32 * 2.0 / kW);
+
+  const CostModel cm(w, c, t);
+  const TypeCosts tc = cm.type_costs(config(1, 2, 1, 1, 1, 4), 0);
+  const LayerCost::ModuleCost up =
+      tc.dense.modules[static_cast<std::size_t>(RecomputeModule::kMlaUpProj)];
+  // Frees the up-projected Q, K (a·d_qk each) and V (a·d_v): t_sp·(2·8·96 + 8·64)·β.
+  EXPECT_REL(up.saved_bytes, tsp * (2 * kA * 96 + kA * 64) * 2);
+  EXPECT_REL(up.extra_s, e.mla_up_fwd);
+  // MLA's input norm is a module of its own: its output, H per token.
+  const LayerCost::ModuleCost ln =
+      tc.dense.modules[static_cast<std::size_t>(RecomputeModule::kLayernorm)];
+  EXPECT_REL(ln.saved_bytes, tsp * kH * 2);
+  EXPECT_REL(ln.extra_s, e.norm_fwd);
+  // A model without MLA has no such module.
+  const Workload plain{dense_model(), training()};
+  const ProfileTables tp = make_analytic_tables(plain, c, 1, {2}, {1});
+  EXPECT_EQ(analytic_entry(tp, 2, 1).mla_up_fwd, 0.0);
+  const CostModel cp(plain, c, tp);
+  EXPECT_EQ(cp.type_costs(config(1, 2, 1, 1, 1, 4), 0)
+                .dense.selective(module_bit(RecomputeModule::kMlaUpProj))
+                .saved_bytes,
+            0.0);
 }
 
 TEST(CostTermsAnalytic, MultiLatentAttentionProjections) {
@@ -689,8 +728,12 @@ TEST_F(CostTerms, DenseLayerTpCollectivesPerBlock) {
   EXPECT_REL(tc.dense.fwd_parts.compute, 1.0e-3 + 2.0e-3);
   EXPECT_REL(tc.dense.fwd_parts.tp, 2 * block);
   EXPECT_EQ(tc.dense.fwd_parts.ep, 0.0);
-  // Selective recomputation reruns core attention and the activation function.
-  EXPECT_REL(tc.dense.selective_extra_s, 4.0e-4 + 1.0e-4);
+  // Default selective recomputation reruns core attention only in a dense
+  // layer (Megatron's moe_act is the routed experts'); `mlp` reruns the
+  // whole MLP with its two collectives.
+  EXPECT_REL(tc.dense.selective(kDefaultRecomputeModules).extra_s, 4.0e-4);
+  EXPECT_EQ(tc.dense.selective(kDefaultRecomputeModules).saved_bytes, 0.0);
+  EXPECT_REL(tc.dense.selective(module_bit(RecomputeModule::kMlp)).extra_s, 2.0e-3 + block);
 }
 
 TEST_F(CostTerms, NoTpNoCollectives) {
@@ -1264,8 +1307,15 @@ TEST_F(CostTerms, ActivationBytesDenseLayer) {
   EXPECT_EQ(attn, 4718592.0);
   EXPECT_EQ(mlp, 14680064.0);
   EXPECT_REL(tc.dense.act_bytes, attn + mlp);
-  // selective: drops the activation output, F per token
-  EXPECT_REL(tc.dense.act_selective_bytes, attn + mlp - tsp * kF * 2);
+  // default selective (core_attn): flash attention keeps Q, K, V and the
+  // output anyway, so nothing is freed
+  EXPECT_EQ(tc.dense.selective(kDefaultRecomputeModules).saved_bytes, 0.0);
+  // mlp: the whole MLP but its input, t_sp·(H + m·F)·β
+  EXPECT_REL(tc.dense.selective(module_bit(RecomputeModule::kMlp)).saved_bytes,
+             tsp * (kH + 3 * kF) * 2);
+  // layernorm: Transformer Engine fuses both norms of a dense layer into
+  // the next linear layer; nothing to free
+  EXPECT_EQ(tc.dense.selective(module_bit(RecomputeModule::kLayernorm)).saved_bytes, 0.0);
   // full: the layer input t_sp·H·β only
   EXPECT_REL(tc.dense.act_full_bytes, tsp * kH * 2);
 }
@@ -1278,7 +1328,8 @@ TEST_F(CostTerms, ActivationBytesGeluLayer) {
   // m = 2 for GELU: t_sp·(2H + 2F)·β
   const double attn = tsp * (2 * kH + 2 * kA * kD + 2 * kG * kD) * 2;
   EXPECT_REL(tc.dense.act_bytes, attn + tsp * (2 * kH + 2 * kF) * 2);
-  EXPECT_REL(tc.dense.act_selective_bytes, attn + tsp * (2 * kH + 2 * kF) * 2 - tsp * kF * 2);
+  EXPECT_REL(tc.dense.selective(module_bit(RecomputeModule::kMlp)).saved_bytes,
+             tsp * (kH + 2 * kF) * 2);
 }
 
 TEST_F(CostTerms, ActivationBytesMoeLayer) {
@@ -1291,8 +1342,21 @@ TEST_F(CostTerms, ActivationBytesMoeLayer) {
   const double moe =
       tsp * (2 * kH * 2 + 2 * kE * 4 + kK * kImb * (2 * kH + 3 * kFe) * 2 + 3 * fs * 2);
   EXPECT_REL(tc.moe.act_bytes, attn + moe);
-  // selective drops k·f_imb·F_e + F_s per token
-  EXPECT_REL(tc.moe.act_selective_bytes, attn + moe - tsp * (kK * kImb * kFe + fs) * 2);
+  // default selective (core_attn, moe_act) drops k·f_imb·F_e per token
+  EXPECT_REL(tc.moe.selective(kDefaultRecomputeModules).saved_bytes, tsp * kK * kImb * kFe * 2);
+  // shared_experts: their FC1 outputs and activation, m·F_s
+  EXPECT_REL(tc.moe.selective(module_bit(RecomputeModule::kSharedExperts)).saved_bytes,
+             tsp * 3 * fs * 2);
+  // layernorm: the pre-MoE norm's output, H
+  EXPECT_REL(tc.moe.selective(module_bit(RecomputeModule::kLayernorm)).saved_bytes, tsp * kH * 2);
+  // moe: everything of the block but the norm's input and output; it
+  // includes moe_act and shared_experts, which are not counted twice
+  const double block = moe - tsp * 2 * kH * 2;
+  const unsigned all_moe = module_bit(RecomputeModule::kMoe) |
+                           module_bit(RecomputeModule::kMoeAct) |
+                           module_bit(RecomputeModule::kSharedExperts);
+  EXPECT_REL(tc.moe.selective(module_bit(RecomputeModule::kMoe)).saved_bytes, block);
+  EXPECT_REL(tc.moe.selective(all_moe).saved_bytes, block);
   EXPECT_REL(tc.moe.act_full_bytes, tsp * kH * 2);
 }
 
@@ -1317,11 +1381,14 @@ TEST_F(CostTerms, SelectiveRecomputeTimeMoeLayer) {
   // passes of t_sp·k·F_e·β at W: 4e-4 + 1.2·3·1024·2·2048·2/1e12 = 4e-4 + 1.2·2.5165824e-5
   const double act = 3.0 * 1024 * kK * kFe * 2 / 1e12;
   EXPECT_REL(act, 2.5165824e-5);
-  EXPECT_REL(tc.moe.selective_extra_s, 4e-4 + kImb * act);
+  EXPECT_REL(tc.moe.selective(kDefaultRecomputeModules).extra_s, 4e-4 + kImb * act);
   // A measured expert scale scales the recomputed activation too; η divides it.
   tables.compute[0][{1, 1}].expert_scale_fwd = 0.5;
   tables.devices[0].eta = 0.8;
-  EXPECT_REL(model().type_costs(config(1, 1, 1, 1, 1, 1), 0).moe.selective_extra_s,
+  EXPECT_REL(model()
+                 .type_costs(config(1, 1, 1, 1, 1, 1), 0)
+                 .moe.selective(kDefaultRecomputeModules)
+                 .extra_s,
              4e-4 + 0.5 * kImb * act / 0.8);
 }
 
@@ -1333,14 +1400,14 @@ TEST(CostTermsAnalytic, SelectiveRecomputeTimeDenseLayer) {
   const TypeCosts tc = cm.type_costs(config(1, 2, 2, 1, 1, 1), 0);
   const double tok = 512;
   const double core = 2.0 * tok * (kS / 2) * (kA / 2) * (kD + kD) / kPe;
-  // core attention + the dense activation function (m passes of t·F/TP·β)
-  EXPECT_REL(tc.dense.selective_extra_s, core + 3.0 * tok * (kF / 2) * 2.0 / kW);
+  // core attention alone: Megatron has no module for a dense MLP's
+  // activation function
+  EXPECT_REL(tc.dense.selective(kDefaultRecomputeModules).extra_s, core);
 }
 
-TEST(CostTermsAnalytic, SelectiveRecomputeIncludesSharedExpertActivation) {
-  // Selective recomputation drops "k·f_imb·F_e + F_s per MoE layer" of
-  // activation-function outputs and "recomputes them plus core attention":
-  // the shared experts' activation function must be rerun too.
+TEST(CostTermsAnalytic, SelectiveRecomputeOfSharedExpertsRerunsThem) {
+  // moe_act reruns the routed experts' activation; shared_experts reruns
+  // the shared experts' whole MLP with its TP collectives.
   const Workload w{moe_shared_model(), training()};
   const ClusterSpec c = single_cluster(roofline_device());
   const ProfileTables t = make_analytic_tables(w, c, 1, {2}, {2});
@@ -1348,10 +1415,13 @@ TEST(CostTermsAnalytic, SelectiveRecomputeIncludesSharedExpertActivation) {
   const TypeCosts tc = cm.type_costs(config(1, 2, 2, 1, 1, 1), 0);
   const double tok = 512, tsp = 256;
   const double core = 2.0 * tok * (kS / 2) * (kA / 2) * (kD + kD) / kPe;
-  const double expert_act = 3.0 * tsp * kFe * 2.0 / kW;         // m passes of t_sp·F_e·β
-  const double shared_act = 3.0 * tok * (1024 / 2) * 2.0 / kW;  // m passes of t·F_s/TP·β
+  const double expert_act = 3.0 * tsp * kFe * 2.0 / kW;  // m passes of t_sp·F_e·β
   // η = 1 in the analytic tables.
-  EXPECT_REL(tc.moe.selective_extra_s, core + kK * kImb * expert_act + shared_act);
+  EXPECT_REL(tc.moe.selective(kDefaultRecomputeModules).extra_s, core + kK * kImb * expert_act);
+  const ComputeEntry& e = t.compute_entry(0, 2, 2, "roofline");
+  const double shared_tp = tc.moe.fwd_parts.tp / 2;  // attention's block and the shared experts'
+  EXPECT_REL(tc.moe.selective(module_bit(RecomputeModule::kSharedExperts)).extra_s,
+             e.shared_fwd + shared_tp);
 }
 
 // ===========================================================================
@@ -1662,12 +1732,36 @@ TEST_F(CostTerms, RecomputationTime) {
   const CostModel cm = model();
   const double bwd = 2e-3 + 2 * 3e-3 + 2e-4;  // one dense + two MoE + embedding
   {
-    // selective: Σ selective extras = 1e-4 + 2·2e-4; activations 80e6 + 2·150e6
+    // selective (core_attn, moe_act): Σ extras = 1e-4 + 2·2e-4; activations 80e6 + 2·150e6
     const StageCost s =
         cm.stage_cost(pi, tc, shape(0, 0, 3, 2, -1, {RecomputeKind::kSelective, 0}));
     EXPECT_REL(s.recompute_s, 1e-4 + 2 * 2e-4);
     EXPECT_REL(s.bwd_s, bwd + 5e-4);
     EXPECT_REL(s.memory.activations, (80e6 + 2 * 150e6) * 4 * 1.25);
+  }
+  {
+    // selective by module (docs/costmodel.md, "Recompute by module"):
+    // layernorm + moe + moe_act sums layernorm and moe; moe already reruns
+    // the experts' activation, so moe_act is not counted again.
+    TypeCosts m = tc;
+    auto mod = [](LayerCost& l, RecomputeModule r) -> LayerCost::ModuleCost& {
+      return l.modules[static_cast<std::size_t>(r)];
+    };
+    mod(m.moe, RecomputeModule::kLayernorm) = {5e6, 1e-5};
+    mod(m.moe, RecomputeModule::kMoe) = {120e6, 1e-3};
+    mod(m.dense, RecomputeModule::kMlp) = {30e6, 4e-4};
+    const unsigned set = module_bit(RecomputeModule::kLayernorm) |
+                         module_bit(RecomputeModule::kMoe) | module_bit(RecomputeModule::kMoeAct);
+    const StageCost s =
+        cm.stage_cost(pi, m, shape(0, 0, 3, 2, -1, {RecomputeKind::kSelective, 0, set}));
+    EXPECT_REL(s.recompute_s, 2 * (1e-5 + 1e-3));
+    EXPECT_REL(s.memory.activations, (100e6 + 2 * (200e6 - 5e6 - 120e6)) * 4 * 1.25);
+    // mlp counts in the dense layer alone.
+    const StageCost d = cm.stage_cost(
+        pi, m,
+        shape(0, 0, 3, 2, -1, {RecomputeKind::kSelective, 0, module_bit(RecomputeModule::kMlp)}));
+    EXPECT_REL(d.recompute_s, 4e-4);
+    EXPECT_REL(d.memory.activations, (100e6 - 30e6 + 2 * 200e6) * 4 * 1.25);
   }
   {
     // full, K = 2 layers of which 1 MoE: adds one dense and one MoE forward;
@@ -1797,7 +1891,7 @@ TEST_F(CostTermsLeastRecompute, NothingFits) {
 TEST_F(CostTermsLeastRecompute, FullCheaperThanSelectiveWins) {
   // Selective extra 5e-4 per layer: selective adds 2e-3 s, full:1 only 1e-3 s.
   TypeCosts tc = hand_type_costs(0);
-  tc.dense.selective_extra_s = 5e-4;
+  tc.dense.modules[static_cast<std::size_t>(RecomputeModule::kCoreAttn)].extra_s = 5e-4;
   const auto r = pick(4.8e9, tc);  // both fit
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(*r, (Recompute{RecomputeKind::kFull, 1}));
@@ -1807,7 +1901,7 @@ TEST_F(CostTermsLeastRecompute, SelectiveWhenFullOneDoesNotFit) {
   // Selective keeps 60e6 per layer: selective 240e6 → 3.944e9 + 0.6e9 = 4.544e9,
   // full:1 still 4.719e9, full:2 4.494e9.
   TypeCosts tc = hand_type_costs(0);
-  tc.dense.act_selective_bytes = 60e6;
+  tc.dense.modules[static_cast<std::size_t>(RecomputeModule::kCoreAttn)].saved_bytes = 40e6;
   auto r = pick(4.6e9, tc);  // selective and full:2 fit; selective adds less
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->kind, RecomputeKind::kSelective);
@@ -2405,7 +2499,8 @@ TEST_F(CostTerms, MoeEpCommOverlapHidesBehindTheOtherDirectionAndTakesSms) {
     // Nothing else of the layer moves; dense layers have no exchange.
     EXPECT_EQ(on.moe.fwd_parts.tp_hidden, 0.0);
     EXPECT_EQ(on.moe.act_bytes, off.moe.act_bytes);
-    EXPECT_EQ(on.moe.selective_extra_s, off.moe.selective_extra_s);
+    EXPECT_EQ(on.moe.selective(kDefaultRecomputeModules).extra_s,
+              off.moe.selective(kDefaultRecomputeModules).extra_s);
     EXPECT_EQ(on.dense.fwd_s, off.dense.fwd_s);
     EXPECT_EQ(on.dense.bwd_s, off.dense.bwd_s);
     EXPECT_EQ(on.dense.fwd_parts.ep_hidden, 0.0);
@@ -2736,11 +2831,10 @@ TEST_F(CostTerms, Fp8ActivationBytesDenseLayer) {
   EXPECT_EQ(mlp, 12058624.0);
   EXPECT_REL(f.dense.act_bytes, attn + mlp);
   EXPECT_EQ(b.dense.act_bytes - f.dense.act_bytes, tsp * (kH + kA * kD) + tsp * (kH + kF));
-  // Selective recomputation drops the activation output, kept as its
-  // 1-byte FP8 copy (FC2's input): F bytes per token.
-  EXPECT_REL(f.dense.act_selective_bytes, attn + mlp - tsp * kF);
-  EXPECT_EQ(f.dense.act_bytes - f.dense.act_selective_bytes, tsp * kF);
-  EXPECT_EQ(b.dense.act_bytes - b.dense.act_selective_bytes, tsp * kF * 2);
+  // Recomputing the MLP frees all of it but its bf16 input.
+  const unsigned mlp_module = module_bit(RecomputeModule::kMlp);
+  EXPECT_REL(f.dense.selective(mlp_module).saved_bytes, mlp - tsp * kH * 2);
+  EXPECT_REL(b.dense.selective(mlp_module).saved_bytes, tsp * (kH + 3 * kF) * 2);
   // Full recomputation keeps the bf16 layer input.
   EXPECT_EQ(f.dense.act_full_bytes, tsp * kH * 2);
   EXPECT_EQ(f.dense.act_full_bytes, b.dense.act_full_bytes);
@@ -2749,7 +2843,8 @@ TEST_F(CostTerms, Fp8ActivationBytesDenseLayer) {
   workload.model.mlp = MlpKind::kGelu;
   const TypeCosts g = model().type_costs(config(1, 2, 1, 1, 1, 4), 0);
   EXPECT_REL(g.dense.act_bytes, attn + tsp * (2 * kH + 2 * kF) * 2 - tsp * (kH + kF));
-  EXPECT_REL(g.dense.act_selective_bytes, g.dense.act_bytes - tsp * kF);
+  EXPECT_REL(g.dense.selective(mlp_module).saved_bytes,
+             tsp * (2 * kH + 2 * kF) * 2 - tsp * (kH + kF) - tsp * kH * 2);
 }
 
 TEST_F(CostTerms, Fp8ActivationBytesMoeLayer) {
@@ -2771,9 +2866,9 @@ TEST_F(CostTerms, Fp8ActivationBytesMoeLayer) {
   EXPECT_REL(f.moe.act_bytes, attn + moe);
   EXPECT_REL(b.moe.act_bytes - f.moe.act_bytes,
              tsp * (kH + kA * kD) + tsp * kK * kImb * (2 * kH + kFe) + tsp * fs);
-  // Selective drops k·f_imb·F_e + F_s per token, at one byte each.
-  EXPECT_REL(f.moe.act_bytes - f.moe.act_selective_bytes, tsp * (kK * kImb * kFe + fs));
-  EXPECT_REL(f.moe.act_selective_bytes, attn + moe - tsp * (kK * kImb * kFe + fs));
+  // moe_act drops the experts' activation, k·f_imb·F_e per token, kept as
+  // its one-byte FP8 copy (FC2's input).
+  EXPECT_REL(f.moe.selective(kDefaultRecomputeModules).saved_bytes, tsp * kK * kImb * kFe);
   EXPECT_EQ(f.moe.act_full_bytes, tsp * kH * 2);
 }
 
@@ -2823,7 +2918,8 @@ TEST_F(CostTerms, Fp8ExpertTermOfTheLayer) {
   EXPECT_LT(f.moe.fwd_s, b.moe.fwd_s);
   EXPECT_LT(f.moe.bwd_s, b.moe.bwd_s);
   // Selective recomputation reruns the bf16 activation, as in bf16.
-  EXPECT_EQ(f.moe.selective_extra_s, b.moe.selective_extra_s);
+  EXPECT_EQ(f.moe.selective(kDefaultRecomputeModules).extra_s,
+            b.moe.selective(kDefaultRecomputeModules).extra_s);
   // The dense layer's time comes from the (hand) table: unchanged.
   EXPECT_EQ(f.dense.fwd_s, b.dense.fwd_s);
 }

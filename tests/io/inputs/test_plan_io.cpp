@@ -62,6 +62,31 @@ TEST(PlanIo, RecomputeForms) {
   EXPECT_EQ(to_string(Recompute{RecomputeKind::kFull, 2}, 5), "full:2");
 }
 
+// Selective recompute by Megatron module: "selective" is the default set
+// (core_attn, moe_act); "selective:m1,m2" any other, written in Megatron's
+// order whatever the order read.
+TEST(PlanIo, RecomputeModuleForms) {
+  const unsigned ln_moe =
+      module_bit(RecomputeModule::kLayernorm) | module_bit(RecomputeModule::kMoe);
+  EXPECT_EQ(parse_recompute("selective:moe,LayerNorm", 5, "x"),
+            (Recompute{RecomputeKind::kSelective, 0, ln_moe}));
+  EXPECT_EQ(to_string(Recompute{RecomputeKind::kSelective, 0, ln_moe}, 5),
+            "selective:layernorm,moe");
+  EXPECT_EQ(parse_recompute("selective:core_attn,moe_act", 5, "x"),
+            (Recompute{RecomputeKind::kSelective, 0}));
+  EXPECT_EQ(to_string(parse_recompute("selective:moe_act,core_attn", 5, "x"), 5), "selective");
+  // Modules count only for selective; the layer count only for full.
+  EXPECT_EQ((Recompute{RecomputeKind::kNone, 0, 0}), (Recompute{RecomputeKind::kNone, 0}));
+  EXPECT_NE((Recompute{RecomputeKind::kSelective, 0, 0}),
+            (Recompute{RecomputeKind::kSelective, 0}));
+  const std::string e =
+      error_of([] { parse_recompute("selective:layernorm,attn", 5, "f:/stages/1/recompute"); });
+  EXPECT_NE(e.find("f:/stages/1/recompute"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown recompute module \"attn\""), std::string::npos) << e;
+  EXPECT_NE(e.find("mla_up_proj"), std::string::npos) << e;  // lists the known ones
+  EXPECT_THROW(parse_recompute("selective:", 5, "x"), InputError);
+}
+
 TEST(PlanIo, ErrorsNameThePointerAndValue) {
   const ClusterSpec c = two_types();
   auto err = [&](const std::string& text) {

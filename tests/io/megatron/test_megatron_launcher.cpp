@@ -103,16 +103,8 @@ bool expect_launched_plan_read_back(const RoundTrip& r, const MegatronScript* sc
     }
     EXPECT_EQ(same, r.plan) << what << "\n" << r.launcher;
   }
-  // Reading back adds no note, except that hapmoe's selective
-  // recomputation is written as Megatron's --recompute-modules and read
-  // back as such.
-  const bool selective = r.launcher.find("--recompute-granularity selective") != std::string::npos;
-  for (const std::string& note : r.notes2) {
-    EXPECT_TRUE(selective && note.rfind("--recompute-modules core_attn moe_act is costed as "
-                                        "hapmoe's selective recomputation",
-                                        0) == 0)
-        << what << ": " << note;
-  }
+  // Reading back adds no note: recompute modules are costed as written.
+  for (const std::string& note : r.notes2) ADD_FAILURE() << what << ": " << note;
   return !approximated && r.plan2 == r.plan;
 }
 
@@ -306,26 +298,26 @@ TEST(MegatronLauncher, GoldenLaunchersReadByHand) {
        {"910B", "910B", "H800", "H800"},
        {"910b-node-000", "910b-node-001", "h800-node-000", "h800-node-001"}},
       // Alternating types: the node table alternates too. 7+5+7+5 = 24.
-      // PP4 x DP8; ETP1 x EP2 x EDP4 = 8.
+      // PP4 x DP8; ETP1 x EP4 x EDP2 = 8.
       {"mixtral_s_paper_32-2.sh",
        {{"--tensor-model-parallel-size", "1"},
         {"--pipeline-model-parallel-size", "4"},
         {"--context-parallel-size", "1"},
-        {"--expert-model-parallel-size", "2"},
+        {"--expert-model-parallel-size", "4"},
         {"--expert-tensor-parallel-size", "1"},
         {"--pipeline-model-parallel-layout", "E,t*7|t*5|t*7|t*5,L"},
         {"--micro-batch-size", "1"},
         {"--global-batch-size", "256"}},
        {"MI300X", "H800", "MI300X", "H800"},
        {"mi300x-node-000", "h800-node-000", "mi300x-node-001", "h800-node-001"}},
-      // PP2: first/last suffice (27 + 21 = 48). TP8 x CP2 (S = 16, two nodes
+      // PP2: first/last suffice (27 + 21 = 48). TP8 x DP2 (S = 16, two nodes
       // per stage); ETP2 x EP8 x EDP1 = 16; SP with TP 8. Per-stage
-      // recompute full:25 | selective -> uniform full/block 25 (stage 1
+      // recompute full | full:14 -> uniform full/block 27 (stage 1
       // recomputes all its 21 layers), priced in the header.
       {"mixtral_l_paper_32-1.sh",
        {{"--tensor-model-parallel-size", "8"},
         {"--pipeline-model-parallel-size", "2"},
-        {"--context-parallel-size", "2"},
+        {"--context-parallel-size", "1"},
         {"--expert-model-parallel-size", "8"},
         {"--expert-tensor-parallel-size", "2"},
         {"--sequence-parallel", ""},
@@ -333,7 +325,7 @@ TEST(MegatronLauncher, GoldenLaunchersReadByHand) {
         {"--decoder-last-pipeline-num-layers", "21"},
         {"--recompute-granularity", "full"},
         {"--recompute-method", "block"},
-        {"--recompute-num-layers", "25"},
+        {"--recompute-num-layers", "27"},
         {"--micro-batch-size", "1"},
         {"--global-batch-size", "512"}},
        {"H800", "910B"},
@@ -581,6 +573,41 @@ TEST(MegatronLauncher, GradReduceInBf16IsWrittenOnce) {
   off.training.grad_reduce_in_bf16 = false;
   const Launched r2 = launch(off, cluster, plan, &script);
   EXPECT_EQ(count_in_command(r2.launcher.text, "--grad-reduce-in-bf16"), 0u);
+}
+
+// A plan's recompute modules are written as --recompute-modules (the
+// script's own list replaced) and read back as the same plan; modules a
+// dense model does not have (moe_act) are left out, as Megatron rejects
+// moe_act without grouped experts.
+TEST(MegatronLauncher, RecomputeModulesAreWrittenAndReadBack) {
+  std::string text = slurp(kData + "mixtral_8x7b.sh");
+  const std::string anchor = "    --overlap-grad-reduce\n";
+  ASSERT_NE(text.find(anchor), std::string::npos);
+  text.replace(text.find(anchor), anchor.size(),
+               anchor + "    --recompute-granularity selective --recompute-modules core_attn\n");
+  MegatronScript script = parse_megatron_script(text, "mixtral_8x7b_modules.sh");
+  const Workload w = megatron_workload(script);
+  const ClusterSpec cluster = load_cluster("H800:32");
+  Plan plan = megatron_plan(script, w, cluster);
+  const unsigned set = module_bit(RecomputeModule::kLayernorm) | module_bit(RecomputeModule::kMoe);
+  for (StagePlan& st : plan.stages) st.recompute = {RecomputeKind::kSelective, 0, set};
+  const Launched r = launch(w, cluster, plan, &script);
+  EXPECT_NE(r.launcher.text.find("--recompute-modules layernorm moe\n"), std::string::npos)
+      << r.launcher.text;
+  EXPECT_EQ(count_in_command(r.launcher.text, "--recompute-modules"), 1u);
+  EXPECT_EQ(r.plan2, plan);
+  EXPECT_EQ(r.launcher.text.find("cannot be expressed"), std::string::npos) << r.launcher.text;
+
+  // A dense model with the default set: core_attn alone is written.
+  const Workload dense = load_workload("llama2-7b");
+  const ClusterSpec a100 = load_cluster("A100-80GB:16");
+  Plan dp;
+  dp.parallel = ParallelConfig{2, 2, 1, 1, 1, 4, 1};
+  dp.stages = {{0, 16, {RecomputeKind::kSelective, 0}}, {0, 16, {RecomputeKind::kSelective, 0}}};
+  const Launched d = launch(dense, a100, dp, nullptr);
+  EXPECT_NE(d.launcher.text.find("--recompute-modules core_attn\n"), std::string::npos)
+      << d.launcher.text;
+  EXPECT_EQ(d.launcher.text.find("cannot be expressed"), std::string::npos) << d.launcher.text;
 }
 
 TEST(MegatronLauncher, OverlapFlagsAreWrittenOnceFromTheTrainingSettings) {

@@ -189,6 +189,37 @@ TEST(MegatronScript, ScriptPlanOnAHomogeneousCluster) {
   }
 }
 
+// --recompute-modules is costed module by module; without it selective is
+// Megatron's default, core_attn alone.
+TEST(MegatronScript, RecomputeModulesAreReadAsWritten) {
+  const std::string head =
+      "--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
+      "--micro-batch-size 1 --global-batch-size 8 --bf16 --vocab-size 1000 "
+      "--recompute-granularity selective";
+  auto stage_recompute = [&](const std::string& extra) {
+    MegatronScript s = parse_megatron_script(head + extra + "\n", "t.sh");
+    const Workload w = megatron_workload(s);
+    return megatron_plan(s, w, load_cluster("H800:8")).stages.front().recompute;
+  };
+  EXPECT_EQ(
+      stage_recompute(" --recompute-modules layernorm mlp"),
+      (Recompute{RecomputeKind::kSelective, 0,
+                 module_bit(RecomputeModule::kLayernorm) | module_bit(RecomputeModule::kMlp)}));
+  EXPECT_EQ(stage_recompute(""),
+            (Recompute{RecomputeKind::kSelective, 0, module_bit(RecomputeModule::kCoreAttn)}));
+  MegatronScript s =
+      parse_megatron_script(head + " --recompute-modules layernorm attn_norm\n", "t.sh");
+  try {
+    megatron_workload(s);
+    (void)megatron_plan(s, megatron_workload(s), load_cluster("H800:8"));
+    ADD_FAILURE() << "an unknown module was accepted";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("--recompute-modules"), std::string::npos) << what;
+    EXPECT_NE(what.find("\"attn_norm\""), std::string::npos) << what;
+  }
+}
+
 // Rank order over pools: stage i holds ranks [i*S, (i+1)*S), pools fill in
 // the order listed.
 TEST(MegatronScript, ScriptPlanDeviceTypesFollowRankOrder) {

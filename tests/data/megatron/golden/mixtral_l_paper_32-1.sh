@@ -2,12 +2,12 @@
 # Megatron-LM launcher written by hapmoe 0.1.0 for Megatron-LM core_v0.15.0 (NVIDIA/Megatron-LM tag core_v0.15.0).
 # Model: /work/main/tests/data/megatron/mixtral_l.sh (flags read from /work/main/tests/data/megatron/mixtral_l.sh)
 # Cluster: paper:32-1
-# Plan: PP=2 TP=8 CP=2 EP=8 ETP=2 DP=1, micro-batch 1, global batch 512 (512 micro-batches), 32 processes
-# Predicted iteration latency: 130.388 s as launched (the plan as searched: 101.626 s); throughput 16084 tokens/s; MFU 15.6%
+# Plan: PP=2 TP=8 CP=1 EP=8 ETP=2 DP=2, micro-batch 1, global batch 512 (256 micro-batches), 32 processes
+# Predicted iteration latency: 113.745 s as launched (the plan as searched: 103.790 s); throughput 18437 tokens/s; MFU 17.8%
 #
 #  stage  device    ranks            layers  recompute   memory / capacity        nodes
-#      0  H800           0..15          27  full:25      74.5 GiB / 74.5 GiB      h800-node-000 h800-node-001
-#      1  910B          16..31          21  full         58.1 GiB / 59.6 GiB      910b-node-000 910b-node-001
+#      0  H800           0..15          27  full         74.3 GiB / 74.5 GiB      h800-node-000 h800-node-001
+#      1  910B          16..31          21  full         58.2 GiB / 59.6 GiB      910b-node-000 910b-node-001
 #
 # Rank order: Megatron-LM orders ranks tp-cp-ep-dp-pp, so pipeline stage i holds the
 # global ranks [i*S, (i+1)*S) with S = TP*CP*DP = 16. torchrun numbers ranks node by node in
@@ -22,9 +22,9 @@
 #    realised only by the rank order above. A job spanning accelerator vendors also needs
 #    a collective library that spans them, which stock PyTorch does not provide.
 #  - cost-model inputs without a flag: router imbalance 1.2, gamma 1.0.
-#  - per-stage recomputation (full:25, selective) cannot be expressed in stock Megatron-LM (one
-#    setting per job); the closest uniform setting full block 25 is predicted at 130.388 s per
-#    iteration vs 101.626 s for the plan (+28.30%)
+#  - per-stage recomputation (full, full:14) cannot be expressed in stock Megatron-LM (one setting
+#    per job); the closest uniform setting full block 27 is predicted at 113.745 s per iteration
+#    vs 103.790 s for the plan (+9.59%)
 
 set -eo pipefail
 
@@ -80,7 +80,7 @@ MEGATRON_ARGS=(
 PARALLEL_ARGS=(
     --tensor-model-parallel-size 8
     --pipeline-model-parallel-size 2
-    --context-parallel-size 2
+    --context-parallel-size 1
     --expert-model-parallel-size 8
     --expert-tensor-parallel-size 2
     --sequence-parallel
@@ -88,7 +88,7 @@ PARALLEL_ARGS=(
     --decoder-last-pipeline-num-layers 21
     --recompute-granularity full
     --recompute-method block
-    --recompute-num-layers 25
+    --recompute-num-layers 27
     --micro-batch-size 1
     --global-batch-size 512
     --seq-length 4096

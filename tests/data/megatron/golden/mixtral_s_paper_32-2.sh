@@ -2,14 +2,14 @@
 # Megatron-LM launcher written by hapmoe 0.1.0 for Megatron-LM core_v0.15.0 (NVIDIA/Megatron-LM tag core_v0.15.0).
 # Model: /work/main/tests/data/megatron/mixtral_s.sh (flags read from /work/main/tests/data/megatron/mixtral_s.sh)
 # Cluster: paper:32-2
-# Plan: PP=4 TP=1 CP=1 EP=2 ETP=1 DP=8, micro-batch 1, global batch 256 (32 micro-batches), 32 processes
-# Predicted iteration latency: 4.291 s; throughput 244343 tokens/s; MFU 39.9%
+# Plan: PP=4 TP=1 CP=1 EP=4 ETP=1 DP=8, micro-batch 1, global batch 256 (32 micro-batches), 32 processes
+# Predicted iteration latency: 4.366 s; throughput 240172 tokens/s; MFU 39.2%
 #
 #  stage  device    ranks            layers  recompute   memory / capacity        nodes
-#      0  MI300X         0..7            7  none         76.2 GiB / 178.8 GiB     mi300x-node-000
-#      1  H800           8..15           5  none         49.0 GiB / 74.5 GiB      h800-node-000
-#      2  MI300X        16..23           7  none         60.4 GiB / 178.8 GiB     mi300x-node-001
-#      3  H800          24..31           5  none         40.0 GiB / 74.5 GiB      h800-node-001
+#      0  MI300X         0..7            7  none         62.5 GiB / 178.8 GiB     mi300x-node-000
+#      1  H800           8..15           5  none         39.3 GiB / 74.5 GiB      h800-node-000
+#      2  MI300X        16..23           7  none         46.7 GiB / 178.8 GiB     mi300x-node-001
+#      3  H800          24..31           5  none         30.1 GiB / 74.5 GiB      h800-node-001
 #
 # Rank order: Megatron-LM orders ranks tp-cp-ep-dp-pp, so pipeline stage i holds the
 # global ranks [i*S, (i+1)*S) with S = TP*CP*DP = 8. torchrun numbers ranks node by node in
@@ -80,7 +80,7 @@ PARALLEL_ARGS=(
     --tensor-model-parallel-size 1
     --pipeline-model-parallel-size 4
     --context-parallel-size 1
-    --expert-model-parallel-size 2
+    --expert-model-parallel-size 4
     --expert-tensor-parallel-size 1
     --pipeline-model-parallel-layout 'E,t*7|t*5|t*7|t*5,L'
     --micro-batch-size 1
