@@ -86,6 +86,9 @@ std::string validate_device(const DeviceSpec& d, const std::string& label) {
   const std::pair<const char*, double> non_negative[] = {
       {"intra_node_latency", d.intra_node_latency},
       {"inter_node_latency", d.inter_node_latency},
+      {"host_memory_bytes", d.host_memory_bytes},
+      {"host_memory_bandwidth", d.host_memory_bandwidth},
+      {"host_link_bandwidth", d.host_link_bandwidth},
   };
   for (const auto& [field, value] : non_negative) {
     if (!std::isfinite(value) || value < 0) {

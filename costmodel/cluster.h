@@ -30,6 +30,13 @@ struct DeviceSpec {
   // framework's host-side dispatch and launch, exposed where the host
   // cannot run ahead of the device (docs/costmodel.md, "Kernel overhead").
   double kernel_overhead = 0;
+  // The host side, for optimizer CPU offload (docs/costmodel.md, "Optimizer
+  // CPU offload"): host memory of one node, the host memory bandwidth of
+  // one node (the CPU optimizer streams its state), and the host-device
+  // link of one device per direction. 0 = not known.
+  double host_memory_bytes = 0;
+  double host_memory_bandwidth = 0;
+  double host_link_bandwidth = 0;
   std::string source;  // where the figures come from
   bool operator==(const DeviceSpec&) const = default;
 };
@@ -42,6 +49,10 @@ inline constexpr double kDefaultKernelOverhead = 39e-6;
 // Validation bounds (cluster files): no device has more compute units, and
 // a kernel overhead above a millisecond is a unit mistake.
 inline constexpr int kMaxComputeUnits = 100000;
+// The host memory bandwidth of a node when a cluster file gives none: an
+// assumption (no measured figure of a CPU optimizer step was found), about
+// a two-socket DDR5 server's sustained stream bandwidth.
+inline constexpr double kDefaultHostMemoryBandwidth = 200e9;
 inline constexpr double kMaxKernelOverhead = 1e-3;
 
 // The built-in device catalog, in a stable order.

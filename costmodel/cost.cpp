@@ -33,6 +33,11 @@ StepParts operator*(double n, const StepParts& p) {
 namespace {
 
 constexpr double kFp32 = 4.0;
+// Optimizer CPU offload: host bytes per offloaded parameter (fp32 master,
+// fp32 gradient, two fp32 Adam moments) and bytes a CPU Adam step streams
+// per parameter (reads those four, writes master and moments).
+constexpr double kHostOptimizerBytes = 16.0;
+constexpr double kCpuAdamBytes = 28.0;
 // Megatron-LM's gradient buckets: max(40M, 1M x DP) parameters
 // (DistributedDataParallel's default bucket size).
 constexpr double kMinBucketParams = 40e6;
@@ -214,6 +219,10 @@ void check_type_costs(const TypeCosts& t, const Workload& w, const ClusterSpec& 
                 {"dense_opt_bytes_per_param", t.dense_opt_bytes_per_param},
                 {"expert_opt_bytes_per_param", t.expert_opt_bytes_per_param},
                 {"optimizer_s_per_param", t.optimizer_s_per_param},
+                {"offload_fraction", t.offload_fraction},
+                {"host_bytes_per_param", t.host_bytes_per_param},
+                {"offload_s_per_param", t.offload_s_per_param},
+                {"host_capacity_bytes", t.host_capacity_bytes},
                 {"dp_reduce.latency_s", t.dp_reduce.latency_s},
                 {"dp_reduce.s_per_param", t.dp_reduce.s_per_param},
                 {"dp_gather.latency_s", t.dp_gather.latency_s},
@@ -535,6 +544,21 @@ TypeCosts CostModel::type_costs(const ParallelConfig& pi, int type) const {
   t.dense_opt_bytes_per_param = tr.distributed_optimizer ? opt / d_dense : opt;
   t.expert_opt_bytes_per_param = tr.distributed_optimizer ? opt / d_expert : opt;
   t.optimizer_s_per_param = coef.optimizer_s_per_param;
+  // Optimizer CPU offload (Megatron's hybrid device optimizer, core_v0.15.0
+  // megatron/core/optimizer/cpu_offloading): the host keeps the fp32
+  // master, a pinned fp32 gradient and both Adam moments, 16 B per
+  // offloaded parameter; each step copies the gradient down and the fp32
+  // master up (4 B each way on the host link) and runs Adam on the CPU,
+  // which streams 28 B per parameter (read 16, write 12) through the
+  // node's host memory, shared by the node's devices.
+  t.offload_fraction = tr.optimizer_offload_fraction;
+  if (t.offload_fraction > 0) {
+    const DevicePool& pool = cluster_.pools[static_cast<std::size_t>(type)];
+    t.host_bytes_per_param = kHostOptimizerBytes;
+    t.host_capacity_bytes = dev.host_memory_bytes / pool.devices_per_node;
+    t.offload_s_per_param = 2.0 * kFp32 / dev.host_link_bandwidth +
+                            kCpuAdamBytes * pool.devices_per_node / dev.host_memory_bandwidth;
+  }
 
   // Gradient synchronisation. Dense grads over DP x CP, expert grads over
   // EDP; both groups spread over the whole stage. With the distributed
@@ -679,7 +703,8 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
       params * tc.weight_bytes_per_param + layer_params * tc.fp8_copy_bytes_per_param;
   c.memory.gradients = params * tc.grad_bytes_per_param;
   c.memory.optimizer =
-      dense_params * tc.dense_opt_bytes_per_param + expert_params * tc.expert_opt_bytes_per_param;
+      (1.0 - tc.offload_fraction) *
+      (dense_params * tc.dense_opt_bytes_per_param + expert_params * tc.expert_opt_bytes_per_param);
   c.memory.activations = act * c.in_flight / pi.vpp * tc.activation_scale;
   double buffers = s.moe_layers > 0 ? tc.moe.moe_buffer_bytes : 0.0;
   if (last) buffers = std::max(buffers, tc.logits_bytes);
@@ -714,7 +739,13 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
       tr.distributed_optimizer
           ? dense_params / (static_cast<double>(pi.dp) * pi.cp) + expert_params / pi.edp()
           : params;
-  c.optimizer_s = shard * tc.optimizer_s_per_param;
+  // With offload the GPU steps its share and the host the rest, one after
+  // the other (Megatron's overlap of the copies, --overlap-cpu-optimizer-
+  // d2h-h2d, is off by default and not modelled).
+  c.optimizer_s = shard * ((1.0 - tc.offload_fraction) * tc.optimizer_s_per_param +
+                           tc.offload_fraction * tc.offload_s_per_param);
+  c.host_bytes = shard * tc.offload_fraction * tc.host_bytes_per_param;
+  c.host_capacity_bytes = tc.host_capacity_bytes;
   // Once per evaluated stage (the search memoises stages): the parts are
   // finite and non-negative (checked in type_costs), but their sums over
   // many layers can still overflow with extreme table entries. A sum of

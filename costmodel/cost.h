@@ -100,6 +100,15 @@ struct TypeCosts {
   double dense_opt_bytes_per_param = 0;
   double expert_opt_bytes_per_param = 0;
   double optimizer_s_per_param = 0;
+  // Optimizer CPU offload (docs/costmodel.md, "Optimizer CPU offload"): the
+  // share of the local optimizer shard on the host, the host bytes per
+  // offloaded parameter, the seconds per offloaded parameter (gradient
+  // down, CPU Adam step, parameter up) and this device's share of its
+  // node's host memory.
+  double offload_fraction = 0;
+  double host_bytes_per_param = 0;
+  double offload_s_per_param = 0;
+  double host_capacity_bytes = 0;
   // Gradient synchronisation, for the DP group (dense grads) and the EDP
   // group (expert grads): the gradient reduction (reduce-scatter with the
   // distributed optimizer, else all-reduce) and the parameter all-gather
@@ -147,7 +156,13 @@ struct StageCost {
   StepParts bwd_parts;     // bwd_s by part
   MemoryBreakdown memory;
   double capacity_bytes = 0;
-  bool fits() const { return memory.total() <= capacity_bytes; }
+  // Optimizer CPU offload: the host memory the device's offloaded optimizer
+  // state takes, and the device's share of its node's host memory.
+  double host_bytes = 0;
+  double host_capacity_bytes = 0;
+  bool fits() const {
+    return memory.total() <= capacity_bytes && host_bytes <= host_capacity_bytes;
+  }
 };
 
 struct IterationBreakdown {

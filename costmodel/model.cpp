@@ -140,6 +140,17 @@ std::string validate(const TrainingSpec& t, const ModelSpec& m) {
     return "overlap.param_gather needs the distributed optimizer (Megatron: "
            "--overlap-param-gather needs --use-distributed-optimizer)";
   }
+  if (!(t.optimizer_offload_fraction >= 0.0) || t.optimizer_offload_fraction > 1.0) {
+    return "optimizer_offload_fraction = " + std::to_string(t.optimizer_offload_fraction) +
+           " must be in [0, 1]";
+  }
+  if (t.optimizer_offload_fraction > 0 && !t.distributed_optimizer) {
+    // Megatron-LM core_v0.15.0 arguments.py: offload needs
+    // --use-precision-aware-optimizer, which needs the distributed optimizer.
+    return "optimizer_offload_fraction needs the distributed optimizer (Megatron: "
+           "--optimizer-cpu-offload needs --use-precision-aware-optimizer and "
+           "--use-distributed-optimizer)";
+  }
   return "";
 }
 

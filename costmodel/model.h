@@ -89,6 +89,10 @@ struct TrainingSpec {
   // Megatron's --grad-reduce-in-bf16: the gradient buffer, and so the DP
   // reduction, in bf16 (2 B/param) instead of fp32 (4 B/param).
   bool grad_reduce_in_bf16 = false;
+  // Megatron's --optimizer-cpu-offload --optimizer-offload-fraction f: the
+  // share f in [0, 1] of each device's optimizer shard kept and stepped on
+  // the host (docs/costmodel.md, "Optimizer CPU offload"); 0 = off.
+  double optimizer_offload_fraction = 0;
   Dispatcher dispatcher = Dispatcher::kAllToAll;
   double imbalance = 1.2;  // rho = max/mean tokens per expert (>= 1)
   double gamma = 1.0;      // gamma in [0,1]: share of rho on the path

@@ -88,6 +88,21 @@ std::string check_precision(const Workload& w, const ClusterSpec& cluster) {
   return "";
 }
 
+std::string check_offload(const Workload& w, const ClusterSpec& cluster) {
+  if (!(w.training.optimizer_offload_fraction > 0)) return "";
+  for (const DevicePool& pool : cluster.pools) {
+    const DeviceSpec& d = pool.device;
+    if (!(d.host_memory_bytes > 0) || !(d.host_link_bandwidth > 0) ||
+        !(d.host_memory_bandwidth > 0)) {
+      return "optimizer CPU offload needs the host side of device " + d.name +
+             " (its host memory, host memory bandwidth and host link are not all known): set "
+             "host_memory_gb, host_memory_bandwidth_gb_s and host_link_gb_s for it in a cluster "
+             "file (docs/clusters.md)";
+    }
+  }
+  return "";
+}
+
 std::string check_plan(const Plan& plan, const Workload& w, const ClusterSpec& cluster,
                        const ConstraintOptions& options) {
   const ParallelConfig& pi = plan.parallel;

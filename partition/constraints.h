@@ -22,6 +22,10 @@ std::string check_parallel(const ParallelConfig& pi, const Workload& workload);
 // needs an FP8 peak on each (the cost tables are built for every type).
 std::string check_precision(const Workload& workload, const ClusterSpec& cluster);
 
+// Optimizer CPU offload against every device type: the host memory and the
+// host link must be known (catalog or cluster file).
+std::string check_offload(const Workload& workload, const ClusterSpec& cluster);
+
 // A whole plan: pi, stage count and layers, device types present, enough
 // devices of each type, TP inside a node.
 std::string check_plan(const Plan& plan, const Workload& workload, const ClusterSpec& cluster,

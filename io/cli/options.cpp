@@ -103,9 +103,14 @@ void add_workload_options(cxxopts::Options& o) {
       "overlap TP collectives with their GEMMs (Transformer Engine; default off)")(
       "grad-reduce-in-bf16",
       "keep and reduce gradients in bf16 (2 B/param) instead of fp32, as Megatron's flag of "
-      "that name")("overlap-moe-expert-parallel-comm",
-                   "overlap the MoE dispatch and combine of one micro-batch with another's compute "
-                   "(Megatron's 1F1B all-to-all overlap; default off)");
+      "that name")("optimizer-offload-fraction",
+                   "keep and step this share (0..1) of each device's optimizer state on the host, "
+                   "as Megatron's --optimizer-cpu-offload --optimizer-offload-fraction (needs the "
+                   "distributed optimizer; default 0, off)",
+                   cxxopts::value<std::string>())(
+      "overlap-moe-expert-parallel-comm",
+      "overlap the MoE dispatch and combine of one micro-batch with another's compute "
+      "(Megatron's 1F1B all-to-all overlap; default off)");
   o.add_options("Profile (docs/profile.md)")(
       "profile",
       "measured tables (HDF5, from `hapmoe profile`): they replace the catalog's entry by entry, "
@@ -146,6 +151,7 @@ Inputs read_inputs(const cxxopts::ParseResult& r) {
   ov.no_distributed_optimizer = r.count("no-distributed-optimizer") > 0;
   ov.overlap.grad_reduce = r.count("overlap-grad-reduce") > 0;
   ov.grad_reduce_in_bf16 = r.count("grad-reduce-in-bf16") > 0;
+  ov.optimizer_offload_fraction = num_opt("optimizer-offload-fraction", 0.0, 1.0);
   ov.overlap.param_gather = r.count("overlap-param-gather") > 0;
   ov.overlap.tp_comm = r.count("tp-comm-overlap") > 0;
   ov.overlap.moe_ep_comm = r.count("overlap-moe-expert-parallel-comm") > 0;
@@ -159,6 +165,9 @@ Inputs read_inputs(const cxxopts::ParseResult& r) {
   apply_overrides(ov, in.workload);
   if (const std::string e = check_precision(in.workload, in.cluster); !e.empty()) {
     throw InputError(r.count("precision") ? "--precision" : "--cluster", e);
+  }
+  if (const std::string e = check_offload(in.workload, in.cluster); !e.empty()) {
+    throw InputError("--cluster", e);
   }
   in.constraints.allow_cross_node_tp = r.count("allow-cross-node-tp") > 0;
   return in;

@@ -445,6 +445,9 @@ SweepInputs read_sweep_inputs(const SweepRunOptions& o, Comm& comm) {
         if (const std::string e = check_precision(w, cluster); !e.empty()) {
           throw InputError("precision", e);
         }
+        if (const std::string e = check_offload(w, cluster); !e.empty()) {
+          throw InputError("cluster", e);
+        }
         in.workloads.push_back(std::move(w));
         in.clusters.push_back(std::move(cluster));
       } catch (const InputError& e) {

@@ -202,6 +202,17 @@ constexpr NumberField kNumberFields[] = {
     {"inter_node_latency_us", kMaxMicroseconds, false, kMicroUnit, &DeviceSpec::inter_node_latency},
 };
 constexpr std::size_t kFieldsBeforePerNode = 5;
+// Optional host-side figures, in GB or GB/s (0 = not known).
+struct HostField {
+  const char* key;
+  double hi;
+  double DeviceSpec::*member;
+};
+constexpr HostField kHostFields[] = {
+    {"host_memory_gb", kMaxGb, &DeviceSpec::host_memory_bytes},
+    {"host_memory_bandwidth_gb_s", kMaxGbPerSecond, &DeviceSpec::host_memory_bandwidth},
+    {"host_link_gb_s", kMaxGbPerSecond, &DeviceSpec::host_link_bandwidth},
+};
 
 // The least accepted value of a positive device or link figure, in the
 // JSON's units (TFLOP/s, GB, GB/s, efficiency).
@@ -279,6 +290,15 @@ DeviceSpec read_device(const std::string& name, ObjectReader& r) {
   if (const auto overhead = r.opt_number("kernel_overhead_us", 0, kMaxKernelOverhead * 1e6)) {
     d.kernel_overhead = to_si(*overhead, kMicroUnit);
     note("kernel_overhead_us");
+  }
+  // The host side (optimizer CPU offload); 0 = not known. Optional even
+  // without "base": without one the host memory bandwidth is the default.
+  if (!base) d.host_memory_bandwidth = kDefaultHostMemoryBandwidth;
+  for (const HostField& f : kHostFields) {
+    if (const auto v = r.opt_number(f.key, 0, f.hi)) {
+      d.*f.member = to_si(*v, kGigaUnit);
+      note(f.key);
+    }
   }
   const auto source = r.opt_string("source");
   r.finish();
@@ -688,6 +708,7 @@ std::string cluster_to_json(const ClusterSpec& cluster) {
     dev["fp8_peak_tflops"] = from_si(d.fp8_peak_flops, kTeraUnit);
     dev["compute_units"] = d.compute_units;
     dev["kernel_overhead_us"] = from_si(d.kernel_overhead, kMicroUnit);
+    for (const HostField& f : kHostFields) dev[f.key] = from_si(d.*f.member, kGigaUnit);
     dev["source"] = d.source;
     devices[d.name] = std::move(dev);
   }

@@ -512,6 +512,8 @@ void read_training(ObjectReader& parent, const ModelSpec& m, TrainingSpec& t) {
   }
   t.distributed_optimizer = r.opt_bool("distributed_optimizer").value_or(t.distributed_optimizer);
   t.grad_reduce_in_bf16 = r.opt_bool("grad_reduce_in_bf16").value_or(t.grad_reduce_in_bf16);
+  t.optimizer_offload_fraction =
+      r.opt_number("optimizer_offload_fraction", 0.0, 1.0).value_or(t.optimizer_offload_fraction);
   if (auto s = r.opt_string("dispatcher")) {
     t.dispatcher = parse_dispatcher(*s, where_of(r.origin(), r.pointer("dispatcher")));
   }
@@ -678,6 +680,7 @@ void apply_overrides(const TrainingOverrides& o, Workload& workload) {
   if (o.gamma) t.gamma = *o.gamma;
   if (o.no_distributed_optimizer) t.distributed_optimizer = false;
   if (o.grad_reduce_in_bf16) t.grad_reduce_in_bf16 = true;
+  if (o.optimizer_offload_fraction) t.optimizer_offload_fraction = *o.optimizer_offload_fraction;
   t.overlap.grad_reduce = t.overlap.grad_reduce || o.overlap.grad_reduce;
   t.overlap.param_gather = t.overlap.param_gather || o.overlap.param_gather;
   t.overlap.tp_comm = t.overlap.tp_comm || o.overlap.tp_comm;
@@ -705,6 +708,8 @@ void apply_overrides(const TrainingOverrides& o, Workload& workload) {
       option = "--gamma";
     } else if (field == "overlap.param_gather" && o.overlap.param_gather) {
       option = "--overlap-param-gather";
+    } else if (field == "optimizer_offload_fraction" && o.optimizer_offload_fraction) {
+      option = "--optimizer-offload-fraction";
     }
     throw InputError(option, e);
   }
@@ -803,6 +808,9 @@ std::string workload_to_json(const Workload& workload) {
   }
   tr["distributed_optimizer"] = t.distributed_optimizer;
   if (t.grad_reduce_in_bf16) tr["grad_reduce_in_bf16"] = true;
+  if (t.optimizer_offload_fraction > 0) {
+    tr["optimizer_offload_fraction"] = t.optimizer_offload_fraction;
+  }
   tr["dispatcher"] = to_string(t.dispatcher);
   tr["imbalance"] = t.imbalance;
   tr["gamma"] = t.gamma;

@@ -42,6 +42,7 @@ struct TrainingOverrides {
   std::optional<double> gamma;
   bool no_distributed_optimizer = false;
   bool grad_reduce_in_bf16 = false;  // turn on (never off)
+  std::optional<double> optimizer_offload_fraction;
   // Overlaps to turn on (Megatron's flags of the same names); never off.
   Overlap overlap;
 };

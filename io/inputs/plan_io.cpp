@@ -94,7 +94,8 @@ Plan read_plan_object(const Json& j, const std::string& origin, const std::strin
     const auto rc = st.opt_string("recompute").value_or("none");
     s.recompute = parse_recompute(rc, s.layers, origin + ":" + st.pointer("recompute"));
     st.ignore({"devices", "first_layer", "forward_s", "backward_s", "memory_bytes",
-               "capacity_bytes", "memory", "fits", "dp_sync_s", "optimizer_s", "step"});
+               "host_memory_bytes", "capacity_bytes", "memory", "fits", "dp_sync_s", "optimizer_s",
+               "step"});
     st.finish();
     plan.stages.push_back(s);
   }
@@ -162,6 +163,7 @@ nlohmann::ordered_json plan_report_json(const PlanReport& r, const ClusterSpec& 
     st["dp_sync_s"] = s.cost.dp_sync_s;
     st["optimizer_s"] = s.cost.optimizer_s;
     st["memory_bytes"] = s.cost.memory.total();
+    if (s.cost.host_bytes > 0) st["host_memory_bytes"] = s.cost.host_bytes;
     st["capacity_bytes"] = s.cost.capacity_bytes;
     st["memory"] = {
         {"weights", s.cost.memory.weights},         {"gradients", s.cost.memory.gradients},

@@ -109,6 +109,9 @@ bool owned_by_hapmoe(const std::string& name) {
                                                "--use-distributed-optimizer",
                                                "--fp8-format",
                                                "--grad-reduce-in-bf16",
+                                               "--optimizer-cpu-offload",
+                                               "--optimizer-offload-fraction",
+                                               "--use-precision-aware-optimizer",
                                                "--fp8-recipe",
                                                "--moe-token-dispatcher-type",
                                                "--moe-enable-deepep"};
@@ -696,6 +699,15 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   }
   if (w.training.distributed_optimizer) flag("--use-distributed-optimizer");
   if (w.training.grad_reduce_in_bf16) flag("--grad-reduce-in-bf16");
+  if (w.training.optimizer_offload_fraction > 0) {
+    // The hybrid device optimizer reuses the precision-aware optimizer's
+    // code path, which Megatron requires with it.
+    char fraction[32];
+    std::snprintf(fraction, sizeof fraction, "%.6g", w.training.optimizer_offload_fraction);
+    flag("--optimizer-cpu-offload");
+    flag(std::string("--optimizer-offload-fraction ") + fraction);
+    flag("--use-precision-aware-optimizer");
+  }
   // The overlaps the plan was costed with (docs/costmodel.md, "Overlap").
   if (w.training.overlap.grad_reduce) flag("--overlap-grad-reduce");
   if (s.overlap_param_gather) flag("--overlap-param-gather");

@@ -87,7 +87,13 @@ const std::map<std::string, FlagInfo>& read_flags() {
        {Kind::kInt, "--num-distributed-optimizer-instances is not modelled (one instance)"}},
       {"--use-megatron-fsdp",
        {Kind::kBool, "--use-megatron-fsdp is not modelled (costed as the distributed optimizer)"}},
-      {"--optimizer-cpu-offload", {Kind::kBool, "--optimizer-cpu-offload is not modelled"}},
+      {"--optimizer-cpu-offload", {Kind::kBool, nullptr}},
+      {"--optimizer-offload-fraction", {Kind::kText, nullptr}},
+      {"--use-precision-aware-optimizer", {Kind::kBool, nullptr}},
+      {"--overlap-cpu-optimizer-d2h-h2d",
+       {Kind::kBool,
+        "--overlap-cpu-optimizer-d2h-h2d is not modelled: the offloaded optimizer's copies are "
+        "costed without overlap"}},
       // Parallelism (replaced by a launcher).
       {"--tensor-model-parallel-size", {Kind::kInt, nullptr}},
       {"--pipeline-model-parallel-size", {Kind::kInt, nullptr}},
@@ -720,6 +726,17 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
   t.distributed_optimizer = r.flag("--use-distributed-optimizer") || r.flag("--use-megatron-fsdp");
   t.overlap.grad_reduce = r.flag("--overlap-grad-reduce");
   t.grad_reduce_in_bf16 = r.flag("--grad-reduce-in-bf16");
+  // --optimizer-offload-fraction defaults to 1.0 (Megatron-LM core_v0.15.0
+  // arguments.py) and does nothing without --optimizer-cpu-offload.
+  if (r.flag("--optimizer-cpu-offload")) {
+    t.optimizer_offload_fraction = 1.0;
+    if (const auto f = r.text("--optimizer-offload-fraction")) {
+      t.optimizer_offload_fraction =
+          parse_number_text(*f, 0.0, 1.0, r.where("--optimizer-offload-fraction"));
+    }
+  } else if (r.text("--optimizer-offload-fraction")) {
+    add_note(script, "--optimizer-offload-fraction has no effect without --optimizer-cpu-offload");
+  }
   t.overlap.param_gather = r.flag("--overlap-param-gather") && t.distributed_optimizer;
   t.overlap.tp_comm = r.flag("--tp-comm-overlap");
   t.overlap.moe_ep_comm = r.flag("--overlap-moe-expert-parallel-comm");

@@ -126,6 +126,15 @@ void print_plan_report(std::ostream& out, const PlanReport& r, const Workload& w
                format_bytes(used).c_str(), format_bytes(s.cost.capacity_bytes).c_str(),
                100.0 * used / s.cost.capacity_bytes, s.cost.fits() ? "" : "  OUT OF MEMORY");
   }
+  for (std::size_t i = 0; i < r.stages.size(); ++i) {
+    const StageCost& c = r.stages[i].cost;
+    if (!(c.host_bytes > 0)) continue;
+    out << fmt(
+        "host   stage %zu: offloaded optimizer state %s per device / host share %s (%.0f%%)%s\n", i,
+        format_bytes(c.host_bytes).c_str(), format_bytes(c.host_capacity_bytes).c_str(),
+        100.0 * c.host_bytes / c.host_capacity_bytes,
+        c.host_bytes <= c.host_capacity_bytes ? "" : "  OUT OF HOST MEMORY");
+  }
   print_step_parts(out, r);
   bool warned = false;
   for (std::size_t i = 0; i < r.stages.size(); ++i) {
@@ -133,6 +142,15 @@ void print_plan_report(std::ostream& out, const PlanReport& r, const Workload& w
     if (s.cost.fits()) continue;
     if (!warned) out << "\n";
     warned = true;
+    if (s.cost.host_bytes > s.cost.host_capacity_bytes) {
+      out << fmt(
+          "WARNING: stage %zu's offloaded optimizer state does not fit in host memory: %s per "
+          "device, its share of the node's host memory is %s (set host_memory_gb in a cluster "
+          "file, or offload less with --optimizer-offload-fraction).\n",
+          i, format_bytes(s.cost.host_bytes).c_str(),
+          format_bytes(s.cost.host_capacity_bytes).c_str());
+    }
+    if (s.cost.memory.total() <= s.cost.capacity_bytes) continue;
     const MemoryBreakdown& m = s.cost.memory;
     out << fmt("WARNING: stage %zu does not fit in memory: needs %s, capacity %s (short by %s).\n",
                i, format_bytes(m.total()).c_str(), format_bytes(s.cost.capacity_bytes).c_str(),

@@ -1832,6 +1832,43 @@ TEST_F(CostTerms, GradientSyncAndOptimizerFromTheModel) {
   }
 }
 
+// Optimizer CPU offload (docs/costmodel.md, "Optimizer CPU offload"): the
+// host keeps 16 B per offloaded parameter of the local shard; the device
+// keeps the rest of the optimizer state; the step is the GPU's share plus,
+// per offloaded parameter, the gradient down and the master up (4 B each
+// on the host link) and a CPU Adam step streaming 28 B through the node's
+// host memory, shared by its devices.
+TEST_F(CostTerms, OptimizerCpuOffload) {
+  const ParallelConfig pi = config(1, 2, 2, 4, 1, 2);  // d = DP·CP = 4, EDP = 2
+  const double pd = 4 * (kAttnParams + kRouterParams) / 2 + kV * kH / 2 + kV * kH / 2;
+  const double pe = 4 * kExpertParams / 4;
+  const double shard = pd / 4 + pe / 2;
+  const StageCost off = model().stage_cost(pi, model().type_costs(pi, 0), shape(0, 0, 4, 4, -1));
+  workload.training.optimizer_offload_fraction = 0.25;
+  DeviceSpec& d = cluster.pools[0].device;
+  d.host_memory_bytes = 1e12;
+  d.host_link_bandwidth = 50e9;
+  d.host_memory_bandwidth = 100e9;
+  const int per_node = cluster.pools[0].devices_per_node;
+  ASSERT_EQ(per_node, 8);
+  const CostModel cm = model();
+  const StageCost s = cm.stage_cost(pi, cm.type_costs(pi, 0), shape(0, 0, 4, 4, -1));
+  const double host_step = 2 * 4.0 / 50e9 + 28.0 * 8 / 100e9;
+  EXPECT_REL(s.optimizer_s, shard * (0.75 * 3e-11 + 0.25 * host_step));
+  EXPECT_REL(s.host_bytes, shard * 0.25 * 16);
+  EXPECT_REL(s.host_capacity_bytes, 1e12 / 8);
+  EXPECT_REL(s.memory.optimizer, 0.75 * off.memory.optimizer);
+  EXPECT_EQ(s.memory.weights, off.memory.weights);
+  EXPECT_EQ(s.memory.gradients, off.memory.gradients);  // the grad buffer stays on the device
+  EXPECT_EQ(s.fwd_s, off.fwd_s);
+  EXPECT_EQ(off.host_bytes, 0.0);
+  EXPECT_TRUE(s.fits() == (s.memory.total() <= s.capacity_bytes));
+  // Host memory too small: the stage does not fit whatever its HBM.
+  cluster.pools[0].device.host_memory_bytes = 8 * shard * 0.25 * 16 * 0.99;
+  const CostModel small = model();
+  EXPECT_FALSE(small.stage_cost(pi, small.type_costs(pi, 0), shape(0, 0, 4, 4, -1)).fits());
+}
+
 // ===========================================================================
 // least_recompute (docs/costmodel.md, "Recomputation").
 // Dense model, hand per-type costs, PP = 2, position 0, 4 dense layers:

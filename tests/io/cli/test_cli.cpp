@@ -41,6 +41,57 @@ TEST(Cli, EvaluatePrintsLatencyBreakdownAndStages) {
   EXPECT_TRUE(r.err.empty()) << r.err;
 }
 
+// Optimizer CPU offload (docs/costmodel.md, "Optimizer CPU offload"): the
+// paper trains Mixtral-L on its six smallest clusters by offloading the
+// optimizer to the host. Each example plan fits with it and not without.
+TEST(Cli, OffloadingPlansFitThePapersSmallestMixtralLClusters) {
+  for (const char* c : {"16-1-h", "16-2-h", "16-1", "16-2", "16-3", "24-1"}) {
+    const std::string plan =
+        std::string(HAPMOE_SOURCE_DIR) + "/examples/plans/mixtral-l-paper-" + c + "-offload.json";
+    const std::string cluster = std::string("paper:") + c;
+    CliRun r = run({"evaluate", "--model", "mixtral-l", "--cluster", cluster, "--plan", plan,
+                    "--optimizer-offload-fraction", "1"});
+    EXPECT_EQ(r.code, kExitOk) << c << "\n" << r.out << r.err;
+    EXPECT_NE(r.out.find("host   stage 0: offloaded optimizer state"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("WARNING"), std::string::npos) << c << "\n" << r.out;
+    r = run({"evaluate", "--model", "mixtral-l", "--cluster", cluster, "--plan", plan});
+    EXPECT_EQ(r.code, kExitNoFit) << c << "\n" << r.out << r.err;
+  }
+}
+
+// Offloaded state beyond the node's host memory does not fit, and says so;
+// a device whose host side is unknown is refused before any costing.
+TEST(Cli, OffloadBeyondHostMemoryAndUnknownHostSide) {
+  const fs::path d = scratch_dir("offload_host");
+  const std::string small = (d / "small-host.json").string();
+  std::ofstream(small) << R"({"name": "small-host",
+    "devices": {"H800": {"base": "H800", "host_memory_gb": 100}},
+    "pools": [{"device": "H800", "nodes": 2, "devices_per_node": 8}]})";
+  const std::string plan =
+      std::string(HAPMOE_SOURCE_DIR) + "/examples/plans/mixtral-l-paper-16-1-h-offload.json";
+  CliRun r = run({"evaluate", "--model", "mixtral-l", "--cluster", small, "--plan", plan,
+                  "--optimizer-offload-fraction", "1"});
+  EXPECT_EQ(r.code, kExitNoFit) << r.out << r.err;
+  EXPECT_NE(r.out.find("does not fit in host memory"), std::string::npos) << r.out;
+  const std::string unknown = (d / "unknown-host.json").string();
+  std::ofstream(unknown) << R"({"name": "unknown-host",
+    "devices": {"H800": {"base": "H800", "host_link_gb_s": 0}},
+    "pools": [{"device": "H800", "nodes": 2, "devices_per_node": 8}]})";
+  r = run({"evaluate", "--model", "mixtral-l", "--cluster", unknown, "--plan", plan,
+           "--optimizer-offload-fraction", "1"});
+  EXPECT_EQ(r.code, kExitInput) << r.out << r.err;
+  EXPECT_NE(r.err.find("host_link_gb_s"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("device H800"), std::string::npos) << r.err;
+  // Without the distributed optimizer Megatron cannot offload.
+  r = run({"evaluate", "--model", "mixtral-l", "--cluster", "paper:16-1-h", "--plan", plan,
+           "--optimizer-offload-fraction", "0.5", "--no-distributed-optimizer"});
+  EXPECT_EQ(r.code, kExitInput) << r.err;
+  EXPECT_NE(r.err.find("--optimizer-offload-fraction"), std::string::npos) << r.err;
+  r = run({"evaluate", "--model", "mixtral-l", "--cluster", "paper:16-1-h", "--plan", plan,
+           "--optimizer-offload-fraction", "1.5"});
+  EXPECT_EQ(r.code, kExitInput) << r.err;
+}
+
 TEST(Cli, PlanJsonFeedsBackToIdenticalOutput) {
   const fs::path d = scratch_dir("feedback");
   const std::string first = (d / "first.json").string();

@@ -604,7 +604,8 @@ TEST(ClusterIo, ToJsonWritesTheDocumentedFormat) {
                 "peak_tflops", "memory_gb", "hbm_bandwidth_gb_s", "intra_node_bandwidth_gb_s",
                 "inter_node_bandwidth_gb_s", "devices_per_node", "gemm_efficiency",
                 "intra_node_latency_us", "inter_node_latency_us", "fp8_peak_tflops",
-                "compute_units", "kernel_overhead_us", "source"}));
+                "compute_units", "kernel_overhead_us", "host_memory_gb",
+                "host_memory_bandwidth_gb_s", "host_link_gb_s", "source"}));
   EXPECT_EQ(j["devices"]["H800"]["peak_tflops"], 989.0);
   EXPECT_EQ(j["devices"]["H800"]["compute_units"], 132);
   EXPECT_EQ(j["devices"]["910B"]["compute_units"], 0);  // not known: no wave quantisation

@@ -1122,6 +1122,34 @@ TEST(ModelIoRoundTrip, GradReduceInBf16) {
   EXPECT_EQ(parse_workload_json(text, "rt.json"), w) << text;
 }
 
+// "optimizer_offload_fraction" is read, written only when above 0, and
+// round-trips; out of [0, 1] or without the distributed optimizer it is
+// refused naming the field.
+TEST(ModelIoRoundTrip, OptimizerOffloadFraction) {
+  Workload w = preset("mixtral-l");
+  EXPECT_FALSE(
+      Json::parse(workload_to_json(w)).at("training").contains("optimizer_offload_fraction"));
+  TrainingOverrides ov;
+  ov.optimizer_offload_fraction = 0.75;
+  apply_overrides(ov, w);
+  ASSERT_EQ(w.training.optimizer_offload_fraction, 0.75);
+  const std::string text = workload_to_json(w);
+  EXPECT_EQ(Json::parse(text).at("training").at("optimizer_offload_fraction"), 0.75);
+  EXPECT_EQ(parse_workload_json(text, "rt.json"), w) << text;
+  Json j = Json::parse(text);
+  j["training"]["optimizer_offload_fraction"] = 1.5;
+  EXPECT_THROW(parse_workload_json(j.dump(), "bad.json"), InputError);
+  j["training"]["optimizer_offload_fraction"] = 0.5;
+  j["training"]["distributed_optimizer"] = false;
+  try {
+    parse_workload_json(j.dump(), "bad.json");
+    ADD_FAILURE() << "offload without the distributed optimizer was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("optimizer_offload_fraction"), std::string::npos)
+        << e.what();
+  }
+}
+
 // FP8 workloads round-trip with their recipe; "fp8_recipe" is written for
 // FP8 only, right after "precision".
 TEST(ModelIoRoundTrip, Fp8PrecisionAndRecipe) {

@@ -575,6 +575,44 @@ TEST(MegatronLauncher, GradReduceInBf16IsWrittenOnce) {
   EXPECT_EQ(count_in_command(r2.launcher.text, "--grad-reduce-in-bf16"), 0u);
 }
 
+// Optimizer CPU offload is read from Megatron's flags (the fraction
+// defaults to 1.0), written once with the precision-aware optimizer it
+// needs, and reads back; a fraction without the switch is noted.
+TEST(MegatronLauncher, OptimizerOffloadIsReadWrittenAndReadBack) {
+  std::string text = slurp(kData + "mixtral_8x7b.sh");
+  const std::string anchor = "    --overlap-grad-reduce\n";
+  ASSERT_NE(text.find(anchor), std::string::npos);
+  std::string half = text;
+  half.replace(half.find(anchor), anchor.size(),
+               anchor + "    --optimizer-cpu-offload --optimizer-offload-fraction 0.5\n");
+  MegatronScript script = parse_megatron_script(half, "mixtral_8x7b_offload.sh");
+  const Workload w = megatron_workload(script);
+  EXPECT_EQ(w.training.optimizer_offload_fraction, 0.5);
+  const ClusterSpec cluster = load_cluster("H800:32");
+  const Plan plan = megatron_plan(script, w, cluster);
+  const Launched r = launch(w, cluster, plan, &script);
+  EXPECT_EQ(count_in_command(r.launcher.text, "--optimizer-cpu-offload"), 1u) << r.launcher.text;
+  EXPECT_EQ(count_in_command(r.launcher.text, "--optimizer-offload-fraction 0.5"), 1u);
+  EXPECT_EQ(count_in_command(r.launcher.text, "--use-precision-aware-optimizer"), 1u);
+  EXPECT_EQ(r.workload2, w);
+
+  std::string whole = text;
+  whole.replace(whole.find(anchor), anchor.size(), anchor + "    --optimizer-cpu-offload\n");
+  MegatronScript all = parse_megatron_script(whole, "mixtral_8x7b_offload_all.sh");
+  EXPECT_EQ(megatron_workload(all).training.optimizer_offload_fraction, 1.0);
+
+  std::string stray = text;
+  stray.replace(stray.find(anchor), anchor.size(),
+                anchor + "    --optimizer-offload-fraction 0.5\n");
+  MegatronScript none = parse_megatron_script(stray, "mixtral_8x7b_stray.sh");
+  EXPECT_EQ(megatron_workload(none).training.optimizer_offload_fraction, 0.0);
+  bool noted = false;
+  for (const std::string& n : none.notes) {
+    noted = noted || n.find("--optimizer-offload-fraction has no effect") != std::string::npos;
+  }
+  EXPECT_TRUE(noted);
+}
+
 // A plan's recompute modules are written as --recompute-modules (the
 // script's own list replaced) and read back as the same plan; modules a
 // dense model does not have (moe_act) are left out, as Megatron rejects
