@@ -59,6 +59,7 @@ const PlanReport* normaliser(const std::vector<Row>& rows) {
 
 void print_comparison(std::ostream& out, const Inputs& in, const std::vector<Row>& rows,
                       const PlanReport* norm, const RunOptions& run, const Comm& comm) {
+  print_input_notes(out, in);
   out << "compare  " << in.workload.model.name << " on " << cluster_summary(in.cluster)
       << (norm ? ", normalised to mi" : " (mi has no plan: nothing to normalise to)") << "\n";
   if (in.profile) {

@@ -95,7 +95,7 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
       plan_tables(in.workload, in.cluster, plan.parallel, in.profile.get(), &sources);
   const CostModel model(in.workload, in.cluster, tables);
   const PlanReport report = model.evaluate(plan);
-  print_megatron_notes(out, in.megatron.get());
+  print_input_notes(out, in);
   print_plan_report(out, report, in.workload, in.cluster);
   PlanSources plan_src;
   if (in.profile) {

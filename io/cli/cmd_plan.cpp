@@ -99,7 +99,7 @@ BaselineRun search_with_progress(PlanRequest& q, Comm& comm, std::ostream& err) 
 // The best plan's report, where its values came from, and the top-K table.
 void print_plans(std::ostream& out, const PlanRequest& q, const BaselineRun& ran,
                  const std::vector<PlanReport>& reports, const PlanSources& plan_src) {
-  print_megatron_notes(out, q.in.megatron.get());
+  print_input_notes(out, q.in);
   if (!reports.empty()) {
     print_plan_report(out, reports.front(), q.in.workload, q.in.cluster);
     if (q.in.profile) print_plan_sources(out, plan_src, q.in.profile_path);
@@ -114,6 +114,9 @@ void print_plans(std::ostream& out, const PlanRequest& q, const BaselineRun& ran
                     format_seconds(p.latency_s).c_str(), pi.pp, pi.tp, pi.cp, pi.ep, pi.tpe, pi.dp);
       out << line << stages << "\n";
     }
+    out << "\n";
+  } else {
+    print_model_summary(out, q.in.workload);  // no plan: still say what was searched for
     out << "\n";
   }
   if (q.baseline != Baseline::kNone) {

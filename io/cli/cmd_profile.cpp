@@ -449,8 +449,8 @@ int cmd_comm(int argc, const char* const* argv, std::ostream& out, std::ostream&
 
 // --- fit ----------------------------------------------------------------------------
 
-Workload fit_workload(const cxxopts::ParseResult& r) {
-  Workload w = load_workload(required(r, "model"));
+Workload fit_workload(const cxxopts::ParseResult& r, std::vector<std::string>& notes) {
+  Workload w = load_workload(required(r, "model"), &notes);
   TrainingOverrides ov;
   if (r.count("seq-len")) {
     ov.seq_len =
@@ -487,7 +487,8 @@ int cmd_fit(int argc, const char* const* argv, std::ostream& out) {
   const auto& r = *parsed;
   const std::string target = required(r, "out");
   check_archive_path(target);
-  Workload w = fit_workload(r);
+  std::vector<std::string> model_notes;
+  Workload w = fit_workload(r, model_notes);
   const ClusterSpec cluster = load_cluster(required(r, "cluster"));
   if (r.count("layers") == 0 && r.count("router") == 0) {
     throw InputError("--layers", "give --layers CSV and/or --router CSV");
@@ -532,6 +533,7 @@ int cmd_fit(int argc, const char* const* argv, std::ostream& out) {
     const auto more = fit_layers(rows, w, cluster, p);
     fits.insert(fits.end(), more.begin(), more.end());
   }
+  print_model_notes(out, required(r, "model"), model_notes);
   out << "fit (least squares; residual = measured - fitted)\n";
   out << "  value             device/model        fitted   samples  rms residual   max |rel|\n";
   for (const FitValue& f : fits) {
@@ -579,6 +581,8 @@ struct RunInputs {
   Workload workload;
   ClusterSpec cluster;
   Plan plan;
+  std::string model;               // the model file or preset, resolved
+  std::vector<std::string> notes;  // what reading the model approximated
 };
 
 RunInputs read_run(const MeasuredRun& run, const std::string& csv) {
@@ -590,7 +594,8 @@ RunInputs read_run(const MeasuredRun& run, const std::string& csv) {
   };
   RunInputs in;
   try {
-    in.workload = load_workload(resolve(run.model));
+    in.model = resolve(run.model);
+    in.workload = load_workload(in.model, &in.notes);
     TrainingOverrides ov;
     if (run.global_batch > 0) ov.global_batch = run.global_batch;
     if (run.seq_len > 0) ov.seq_len = run.seq_len;
@@ -700,8 +705,10 @@ int cmd_check(int argc, const char* const* argv, std::ostream& out) {
       << (profile ? "    profile    error" : "") << "   | memory meas.  catalog   error"
       << (profile ? "  profile   error" : "") << "\n";
   CheckTotals totals;
+  std::map<std::string, std::vector<std::string>> model_notes;  // printed after the table
   for (const MeasuredRun& run : runs) {
     const RunInputs in = read_run(run, csv);
+    if (!in.notes.empty()) model_notes[in.model] = in.notes;
     const Predicted cat = predict(in.workload, in.cluster, in.plan, nullptr);
     Workload wp = in.workload;
     if (profile) {
@@ -712,6 +719,10 @@ int cmd_check(int argc, const char* const* argv, std::ostream& out) {
     print_check_row(out, run, cat, pro, profile != nullptr, totals);
   }
   print_check_totals(out, totals, runs.size(), profile != nullptr);
+  if (!model_notes.empty()) out << "\n";
+  for (const auto& [model, notes] : model_notes) {
+    for (const std::string& n : notes) out << "note: " << model << ": " << n << "\n";
+  }
   return kExitOk;
 }
 

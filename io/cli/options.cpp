@@ -122,8 +122,8 @@ void add_workload_options(cxxopts::Options& o) {
 Inputs read_inputs(const cxxopts::ParseResult& r) {
   Inputs in;
   in.megatron = read_megatron_input(r);
-  in.workload =
-      in.megatron ? megatron_input_workload(r, *in.megatron) : load_workload(required(r, "model"));
+  in.workload = in.megatron ? megatron_input_workload(r, *in.megatron)
+                            : load_workload(required(r, "model"), &in.model_notes);
   in.cluster = load_cluster(required(r, "cluster"));
   TrainingOverrides ov;
   auto int_opt = [&](const char* name, std::int64_t lo, std::int64_t hi) -> std::optional<int> {
@@ -171,6 +171,22 @@ Inputs read_inputs(const cxxopts::ParseResult& r) {
   }
   in.constraints.allow_cross_node_tp = r.count("allow-cross-node-tp") > 0;
   return in;
+}
+
+void print_model_notes(std::ostream& out, const std::string& spec,
+                       const std::vector<std::string>& notes) {
+  for (const std::string& n : notes) out << "note: " << spec << ": " << n << "\n";
+  if (!notes.empty()) out << "\n";
+}
+
+void print_input_notes(std::ostream& out, const Inputs& in) {
+  if (in.megatron) {
+    print_megatron_notes(out, in.megatron.get());
+  } else if (!in.model_notes.empty()) {
+    // Only Hugging Face files give notes, and their model's name is the
+    // path --model gave.
+    print_model_notes(out, in.workload.model.name, in.model_notes);
+  }
 }
 
 // --out: the HDF5 archive of the run (docs/archive.md).

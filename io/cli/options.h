@@ -9,6 +9,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -44,8 +45,18 @@ struct Inputs {
   std::shared_ptr<MegatronScript> megatron;        // --megatron-script, if given
   std::shared_ptr<const MeasuredProfile> profile;  // --profile, if given
   std::string profile_path;
+  // What reading --model approximated (load_workload's notes; docs/models.md).
+  std::vector<std::string> model_notes;
 };
 Inputs read_inputs(const cxxopts::ParseResult& r);
+
+// "note: FILE: ..." lines for what reading the model (--model or
+// --megatron-script) approximated, then a blank line; nothing when there
+// is nothing to say.
+void print_input_notes(std::ostream& out, const Inputs& in);
+// The same for a model read by load_workload (`spec` as given).
+void print_model_notes(std::ostream& out, const std::string& spec,
+                       const std::vector<std::string>& notes);
 
 // --out: the HDF5 archive of the run (docs/archive.md).
 void add_out_option(cxxopts::Options& o);

@@ -38,6 +38,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -407,6 +408,8 @@ struct SweepInputs {
   std::shared_ptr<const MeasuredProfile> profile;  // --profile
   Existing existing;
   bool archive_exists = false;
+  // What reading each model file approximated (docs/models.md), by model.
+  std::map<std::string, std::vector<std::string>> model_notes;
 };
 
 // 1. The sweep, the archive and every case's inputs, checked before any
@@ -433,7 +436,9 @@ SweepInputs read_sweep_inputs(const SweepRunOptions& o, Comm& comm) {
     for (std::size_t i = 0; i < in.def.cases.size(); ++i) {
       const SweepCase& c = in.def.cases[i];
       try {
-        Workload w = load_workload(c.model);
+        std::vector<std::string> notes;
+        Workload w = load_workload(c.model, &notes);
+        if (!notes.empty()) in.model_notes[c.model] = notes;
         TrainingOverrides ov = c.overrides;
         // rho measured for this model, unless the case sets its imbalance.
         if (in.profile && !ov.imbalance) {
@@ -681,6 +686,13 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
   const std::vector<bool> done = cases_done(comm, in);
   const std::size_t total = in.def.cases.size();
   std::size_t done_count = static_cast<std::size_t>(std::count(done.begin(), done.end(), true));
+  if (comm.rank() == 0) {
+    for (const auto& [model, notes] : in.model_notes) {
+      for (const std::string& n : notes) out << "note: " << model << ": " << n << "\n";
+    }
+    if (!in.model_notes.empty()) out << "\n";
+    out.flush();
+  }
   if (comm.rank() == 0 && done_count > 0) {
     err << "hapmoe sweep: resuming " << o.out << ": " << done_count << " of " << total
         << " cases already done\n";

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -250,9 +251,190 @@ int hf_required_int(ObjectReader& r, const std::string& key, std::int64_t lo, st
   return r.get_int(key, lo, hi);
 }
 
-Workload parse_hf_config(const Json& root, const std::string& origin) {
+// ---------------------------------------------------------------------------
+// Hugging Face: what the cost model cannot represent (docs/models.md,
+// "Refused and approximated"). The cost model knows one kind of layer:
+// softmax attention (MHA, GQA or MLA over the whole sequence) followed by a
+// dense MLP or a MoE block. A file describing anything else is refused with
+// the field that shows it, rather than costed as if it were that layer: a
+// plan for a model the numbers do not describe is worse than no plan.
+// Approximations that keep the figures meaningful are read, with a note.
+
+constexpr const char* kRefusedSection = "docs/models.md, \"Refused and approximated\"";
+
+// A key whose value is present and not null.
+const Json* present(const Json& root, const std::string& key) {
+  const auto it = root.find(key);
+  return it == root.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::string of_family(const std::string& family) {
+  return family.empty() ? std::string() : " (model_type \"" + family + "\")";
+}
+
+// `layer_types` entries that are softmax attention; sliding-window and
+// chunked layers are costed as full attention (noted).
+bool is_attention_layer_kind(const std::string& kind) {
+  return kind == "full_attention" || kind == "attention" || kind == "sliding_attention" ||
+         kind == "chunked_attention";
+}
+
+// Families whose layers are (partly) state-space or linear-attention
+// mixers: Mamba and its hybrids, Gated DeltaNet, lightning attention, RWKV,
+// short convolutions, RG-LRU.
+bool is_hybrid_family(const std::string& family) {
+  static const std::set<std::string> kFamilies = {
+      "jamba",      "mamba",           "mamba2",  "falcon_mamba", "falcon_h1",
+      "bamba",      "zamba",           "zamba2",  "nemotron_h",   "granitemoehybrid",
+      "qwen3_next", "recurrent_gemma", "minimax", "kimi_linear",  "lfm2",
+      "rwkv"};
+  return kFamilies.count(family) > 0;
+}
+
+// Keys that only hybrid configs have, in the order they are reported.
+const std::vector<std::string>& hybrid_keys() {
+  static const std::vector<std::string> kKeys = {
+      "attn_layer_period",        // Jamba: one attention layer every N
+      "attn_layer_offset",        // Jamba
+      "attn_layer_indices",       // Bamba
+      "hybrid_override_pattern",  // Nemotron-H: "M-M-M-*-..."
+      "block_types",              // RecurrentGemma
+      "attn_type_list",           // MiniMax-01: lightning (linear) attention
+      "linear_attn_config",       // Kimi Linear
+      "full_attention_interval",  // Qwen3-Next: one full-attention layer every N
+      "linear_num_key_heads",     // Qwen3-Next: Gated DeltaNet widths
+      "linear_num_value_heads",
+      "linear_key_head_dim",
+      "linear_value_head_dim",
+      "linear_conv_kernel_dim"};
+  return kKeys;
+}
+
+[[noreturn]] void refuse_hybrid(const std::string& origin, const std::string& pointer,
+                                const std::string& field, const Json& value,
+                                const std::string& family) {
+  throw InputError(where_of(origin, pointer),
+                   field + " = " + describe(value) + ": hybrid Mamba/linear-attention layers" +
+                       of_family(family) +
+                       " are not modelled: hapmoe costs every layer as softmax attention + "
+                       "MLP/MoE, so this model is refused rather than costed wrong (" +
+                       kRefusedSection + ")");
+}
+
+// Throws InputError for a model the cost model cannot represent, naming
+// the field and its value; returns for everything else.
+void refuse_unrepresentable(const Json& root, const ObjectReader& r, const std::string& family) {
+  const std::string& origin = r.origin();
+  // A multimodal config: the language model's keys are one level down,
+  // next to a vision (or audio) tower that is not modelled.
+  if (present(root, "text_config")) {
+    r.fail("text_config",
+           "a multimodal config" + of_family(family) +
+               " nests the language model in text_config, and its vision/audio towers are not "
+               "modelled: pass the text_config object as its own file (e.g. jq .text_config " +
+               origin + " > text.json) to plan the language model alone (" + kRefusedSection + ")");
+  }
+  // DeepSeek sparse attention (DeepSeek-V3.2): a lightning indexer picks
+  // index_topk keys per query.
+  for (const char* key : {"index_topk", "index_n_heads", "index_head_dim"}) {
+    if (const Json* v = present(root, key)) {
+      r.fail(key, std::string(key) + " = " + describe(*v) + ": DeepSeek sparse attention" +
+                      of_family(family) +
+                      " is not modelled: hapmoe costs dense attention over the whole sequence "
+                      "and no indexer, so this model is refused rather than costed wrong (" +
+                      kRefusedSection + ")");
+    }
+  }
+  if (family == "deepseek_v32") {
+    r.fail("model_type",
+           "model_type = \"deepseek_v32\": DeepSeek sparse attention is not "
+           "modelled: hapmoe costs dense attention over the whole sequence and no "
+           "indexer, so this model is refused rather than costed wrong (" +
+               std::string(kRefusedSection) + ")");
+  }
+  // Hybrid layers: a layer kind that is not attention, a key only hybrid
+  // configs have, any Mamba/SSM key, or a hybrid family.
+  if (const Json* types = present(root, "layer_types")) {
+    if (!types->is_array()) {
+      r.fail("layer_types", "must be a list of layer kinds, got " + describe(*types));
+    }
+    for (std::size_t i = 0; i < types->size(); ++i) {
+      const Json& t = (*types)[i];
+      const std::string ptr = r.pointer("layer_types") + "/" + std::to_string(i);
+      if (!t.is_string()) {
+        throw InputError(where_of(origin, ptr), "must be a string, got " + describe(t));
+      }
+      if (!is_attention_layer_kind(t.get<std::string>())) {
+        refuse_hybrid(origin, ptr, "layer_types[" + std::to_string(i) + "]", t, family);
+      }
+    }
+  }
+  for (const std::string& key : hybrid_keys()) {
+    if (const Json* v = present(root, key)) refuse_hybrid(origin, r.pointer(key), key, *v, family);
+  }
+  for (const auto& [key, v] : root.items()) {
+    if (v.is_null()) continue;
+    if (key.rfind("mamba", 0) == 0 || key.rfind("ssm_", 0) == 0 || key == "ssm_cfg") {
+      refuse_hybrid(origin, r.pointer(key), key, v, family);
+    }
+  }
+  if (is_hybrid_family(family)) {
+    refuse_hybrid(origin, r.pointer("model_type"), "model_type", root.at("model_type"), family);
+  }
+}
+
+// The approximations of a file that was read: one note each.
+void note_approximations(const Json& root, const ModelSpec& m, const std::string& family,
+                         bool known, std::vector<std::string>& notes) {
+  if (!known) {
+    notes.push_back(
+        (family.empty() ? std::string("the file has no model_type")
+                        : "model_type \"" + family + "\" is not a known family (" +
+                              join(known_hf_families()) + ")") +
+        "; it is read with the Llama-style keys (num_hidden_layers, hidden_size, "
+        "num_attention_heads, num_key_value_heads, head_dim, intermediate_size, vocab_size; "
+        "experts from num_experts / num_local_experts / n_routed_experts, num_experts_per_tok, "
+        "moe_intermediate_size) as a SwiGLU MLP with rotary positions; check the parameter "
+        "counts against the model card");
+  }
+  if (const Json* types = present(root, "layer_types")) {
+    // refuse_unrepresentable() checked every entry is an attention kind.
+    int windowed = 0;
+    for (const Json& t : *types) {
+      const std::string kind = t.get<std::string>();
+      if (kind == "sliding_attention" || kind == "chunked_attention") ++windowed;
+    }
+    if (windowed > 0) {
+      std::string window;
+      for (const char* key : {"sliding_window", "attention_chunk_size"}) {
+        if (const Json* v = present(root, key))
+          window += std::string(", ") + key + " = " + describe(*v);
+      }
+      notes.push_back("layer_types: " + std::to_string(windowed) + " of " +
+                      std::to_string(m.num_layers) +
+                      " layers use sliding-window or chunked attention" +
+                      (window.empty() ? "" : " (" + window.substr(2) + ")") +
+                      "; they are costed as full attention over the whole sequence, which "
+                      "overestimates their attention time and memory when the sequence is "
+                      "longer than the window");
+    }
+  }
+  for (const char* key : {"vision_config", "audio_config"}) {
+    if (present(root, key)) {
+      notes.push_back(std::string(key) +
+                      ": the file describes a multimodal model; only its language model is "
+                      "costed, the " +
+                      (std::string(key) == "vision_config" ? "vision" : "audio") +
+                      " tower is not modelled");
+    }
+  }
+}
+
+Workload parse_hf_config(const Json& root, const std::string& origin,
+                         std::vector<std::string>& notes) {
   ObjectReader r(root, origin, "");
   const std::string family = r.opt_string("model_type").value_or("");
+  refuse_unrepresentable(root, r, family);
   const auto& families = known_hf_families();
   const bool known = std::find(families.begin(), families.end(), family) != families.end();
   const bool is_deepseek = family == "deepseek_v3" || family == "deepseek_v2";
@@ -268,6 +450,12 @@ Workload parse_hf_config(const Json& root, const std::string& origin) {
   m.hidden = hf_required_int(r, "hidden_size", 1, kMaxSize, family, known);
   m.num_heads = hf_required_int(r, "num_attention_heads", 1, kMaxHeads, family, known);
   m.vocab = hf_required_int(r, "vocab_size", 1, kMaxSize, family, known);
+  if (const Json* types = present(root, "layer_types");
+      types && types->size() != static_cast<std::size_t>(m.num_layers)) {
+    r.fail("layer_types", "list has " + std::to_string(types->size()) +
+                              " entries, expected one per layer (num_hidden_layers = " +
+                              std::to_string(m.num_layers) + ")");
+  }
   m.num_kv_heads = r.opt_int("num_key_value_heads", 1, kMaxHeads).value_or(m.num_heads);
   if (r.has("num_key_value_heads") &&
       (m.num_kv_heads > m.num_heads || m.num_heads % m.num_kv_heads != 0)) {
@@ -411,6 +599,7 @@ Workload parse_hf_config(const Json& root, const std::string& origin) {
       {"q_lora_rank", "/q_lora_rank"},
       {"seq_len", "/max_position_embeddings"}};
   validate_workload(w, origin, kPointers);
+  note_approximations(root, m, family, known, notes);
   return w;
 }
 
@@ -619,7 +808,7 @@ const ModelPreset* find_model_preset(const std::string& name) {
   return nullptr;
 }
 
-Workload load_workload(const std::string& spec) {
+Workload load_workload(const std::string& spec, std::vector<std::string>* notes) {
   if (const ModelPreset* p = find_model_preset(spec)) return p->workload;
   std::error_code ec;
   const bool exists = std::filesystem::exists(spec, ec);
@@ -632,19 +821,25 @@ Workload load_workload(const std::string& spec) {
                                     preset_names() + ") nor a file");
   }
   const std::string text = read_text_file(spec);
-  return parse_workload_json(text, spec);
+  return parse_workload_json(text, spec, notes);
 }
 
-Workload parse_workload_json(const std::string& text, const std::string& origin) {
+Workload parse_workload_json(const std::string& text, const std::string& origin,
+                             std::vector<std::string>* notes) {
   const Json root = parse_json(text, origin);
   if (!root.is_object()) {
     throw InputError(origin, "a model file must be a JSON object, got " + describe(root));
   }
-  if (root.contains("num_hidden_layers") || root.contains("model_type")) {
-    return parse_hf_config(root, origin);
-  }
+  // Notes are collected here and handed over only with a workload.
+  std::vector<std::string> found;
+  auto hf = [&] {
+    Workload w = parse_hf_config(root, origin, found);
+    if (notes) notes->insert(notes->end(), found.begin(), found.end());
+    return w;
+  };
+  if (root.contains("num_hidden_layers") || root.contains("model_type")) return hf();
   if (root.contains("num_layers")) return parse_hapmoe_json(root, origin);
-  if (root.contains("architectures")) return parse_hf_config(root, origin);
+  if (root.contains("architectures") || root.contains("text_config")) return hf();
   throw InputError(origin,
                    "not a recognised model file: expected a Hugging Face config.json (with "
                    "\"model_type\" or \"num_hidden_layers\") or a hapmoe model JSON (with "

@@ -6,6 +6,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "costmodel/model.h"
 
@@ -24,11 +25,21 @@ const ModelPreset* find_model_preset(const std::string& name);
 
 // --model: a preset name, or a path to a Hugging Face config.json or a
 // hapmoe model JSON. Throws InputError naming the file, JSON pointer and
-// value on any problem. The result is validated.
-Workload load_workload(const std::string& spec);
+// value on any problem, and for a model the cost model cannot represent
+// (hybrid Mamba/linear-attention layers, DeepSeek sparse attention, a
+// multimodal config with a nested text_config; docs/models.md, "Refused
+// and approximated"). The result is validated.
+//
+// `notes` (when given) receives one line per approximation the reader
+// made, without the file name (e.g. an unknown model_type read with the
+// Llama-style keys, sliding-window layers costed as full attention); the
+// command line prints them as "note: FILE: ...". Presets and hapmoe model
+// JSON give none.
+Workload load_workload(const std::string& spec, std::vector<std::string>* notes = nullptr);
 
 // Parses JSON text (either kind), `origin` names it in messages.
-Workload parse_workload_json(const std::string& text, const std::string& origin);
+Workload parse_workload_json(const std::string& text, const std::string& origin,
+                             std::vector<std::string>* notes = nullptr);
 
 // Command-line overrides of the training settings, applied after loading.
 struct TrainingOverrides {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -412,6 +413,62 @@ void add_note(MegatronScript& s, const std::string& note) {
   if (std::find(s.notes.begin(), s.notes.end(), note) == s.notes.end()) s.notes.push_back(note);
 }
 
+// What Megatron-LM's entry points other than pretrain_gpt.py train: models
+// the cost model (decoder-only transformers, docs/costmodel.md) cannot
+// represent, so a script running one is refused (docs/megatron.md, "Entry
+// points"). Empty for a script hapmoe reads.
+std::string non_gpt_entry_point(const std::string& script) {
+  static const std::map<std::string, const char*> kEntries = {
+      {"pretrain_bert.py", "BERT, a bidirectional encoder with a binary head"},
+      {"pretrain_t5.py", "T5, an encoder-decoder model"},
+      {"pretrain_mamba.py", "a hybrid Mamba model (Mamba, attention and MLP layers)"},
+      {"pretrain_vlm.py", "a vision-language model (a vision encoder and a language model)"},
+      {"pretrain_retro.py", "RETRO, with a retrieval encoder and chunked cross-attention"},
+      {"pretrain_ict.py", "an ICT biencoder retriever (two BERT encoders)"},
+      {"pretrain_vision_classify.py", "a vision transformer"},
+      {"pretrain_vision_dino.py", "a vision transformer"},
+      {"pretrain_vision_inpaint.py", "a vision transformer"}};
+  const auto it = kEntries.find(script);
+  return it == kEntries.end() ? std::string() : it->second;
+}
+
+// The launch command's entry point: pretrain_gpt.py is read; Megatron-LM's
+// other entry points are refused; anything else (a wrapper such as
+// Pai-Megatron-Patch's pretrain_qwen.py) is read as GPT, with a note.
+void check_entry_point(MegatronScript& s) {
+  if (!s.shell.has_command) return;  // a bare argument list: GPT's flags
+  const ShellWord& entry = s.shell.launch.entry;
+  const auto slash = entry.text.find_last_of('/');
+  const std::string script = slash == std::string::npos ? entry.text : entry.text.substr(slash + 1);
+  if (script == "pretrain_gpt.py") return;
+  if (const std::string what = non_gpt_entry_point(script); !what.empty()) {
+    throw InputError(s.origin() + ":" + std::to_string(entry.line),
+                     "the script runs " + script + ", which trains " + what +
+                         "; hapmoe models decoder-only GPT models (pretrain_gpt.py) only, so "
+                         "the script is refused rather than costed wrong (docs/megatron.md, "
+                         "\"Entry points\")");
+  }
+  add_note(s, "the entry point " + script +
+                  " is not Megatron-LM's pretrain_gpt.py; its flags are read as a decoder-only "
+                  "GPT model");
+}
+
+// Flags of Megatron's hybrid Mamba models (pretrain_mamba.py): refused
+// wherever they appear, as the layers they describe are not modelled.
+void check_hybrid_flags(const MegatronScript& s) {
+  for (const char* name :
+       {"--hybrid-override-pattern", "--hybrid-attention-ratio", "--hybrid-mlp-ratio"}) {
+    const MegatronFlag* f = s.find(name);
+    if (!f) continue;
+    const std::string value = f->values.empty() ? std::string() : " " + f->values[0].source;
+    throw InputError(s.origin() + ":" + std::to_string(f->line) + ": " + name,
+                     std::string(name) + value +
+                         " describes a hybrid Mamba model; Mamba layers are not modelled "
+                         "(hapmoe costs every layer as attention + MLP/MoE), so the script is "
+                         "refused rather than costed wrong (docs/megatron.md, \"Entry points\")");
+  }
+}
+
 }  // namespace
 
 const MegatronFlag* MegatronScript::find(const std::string& name) const {
@@ -454,6 +511,7 @@ MegatronScript parse_megatron_script(const std::string& text, const std::string&
   MegatronScript s;
   s.shell = read_shell_script(text, origin, env);
   s.notes = s.shell.notes;
+  check_entry_point(s);
   const std::vector<ShellWord>& args = s.shell.launch.args;
   std::set<std::string> seen_unknown;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -521,6 +579,7 @@ MegatronScript parse_megatron_script(const std::string& text, const std::string&
     }
     s.flags.push_back(std::move(f));
   }
+  check_hybrid_flags(s);
   if (!s.unknown.empty()) {
     s.notes.push_back("flags kept as they are, not read by hapmoe: " + join(s.unknown));
   }

@@ -86,12 +86,24 @@ std::string cluster_summary(const ClusterSpec& cluster) {
          describe_cluster(cluster) + fmt(", %d devices)", cluster.total_devices());
 }
 
-void print_plan_report(std::ostream& out, const PlanReport& r, const Workload& w,
-                       const ClusterSpec& cluster) {
-  const ParallelConfig& pi = r.plan.parallel;
+std::string format_params(double params) {
+  if (params >= 1e9) return fmt("%.2fB", params / 1e9);
+  if (params >= 1e6) return fmt("%.1fM", params / 1e6);
+  return fmt("%.0f", params);
+}
+
+void print_model_summary(std::ostream& out, const Workload& w) {
   out << "model    " << w.model.name
       << fmt(" (%d layers, seq %d, global batch %d)\n", w.model.num_layers, w.training.seq_len,
              w.training.global_batch);
+  out << "params   " << format_params(total_params(w.model)) << " total, "
+      << format_params(active_params(w.model)) << " active per token\n";
+}
+
+void print_plan_report(std::ostream& out, const PlanReport& r, const Workload& w,
+                       const ClusterSpec& cluster) {
+  const ParallelConfig& pi = r.plan.parallel;
+  print_model_summary(out, w);
   out << "cluster  " << cluster_summary(cluster) << "\n";
   out << fmt("plan     PP=%d TP=%d CP=%d EP=%d TPE=%d DP=%d", pi.pp, pi.tp, pi.cp, pi.ep, pi.tpe,
              pi.dp)

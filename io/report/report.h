@@ -16,6 +16,14 @@ namespace hapmoe {
 void print_plan_report(std::ostream& out, const PlanReport& report, const Workload& workload,
                        const ClusterSpec& cluster);
 
+// The model's lines of a report: "model    NAME (L layers, seq S, global
+// batch B)" and "params   TOTALB total, ACTIVEB active per token"
+// (total_params / active_params of costmodel/model.h).
+void print_model_summary(std::ostream& out, const Workload& workload);
+
+// "46.70B", "124.3M": a parameter count.
+std::string format_params(double params);
+
 // Devices, model presets and cluster presets with their figures.
 void print_catalog(std::ostream& out);
 

@@ -15,6 +15,8 @@
 #include "io/cli/cli.h"
 #include "io/cli/progress.h"
 #include "io/inputs/json_strict.h"
+#include "io/inputs/model_io.h"
+#include "io/report/report.h"
 #include "tests/io/cli_run.h"
 
 namespace hapmoe {
@@ -90,6 +92,87 @@ TEST(Cli, OffloadBeyondHostMemoryAndUnknownHostSide) {
   r = run({"evaluate", "--model", "mixtral-l", "--cluster", "paper:16-1-h", "--plan", plan,
            "--optimizer-offload-fraction", "1.5"});
   EXPECT_EQ(r.code, kExitInput) << r.err;
+}
+
+// plan and evaluate say how big the model is: total and active parameters
+// (issue 18), also when no plan fits and for a Megatron script.
+TEST(Cli, PlanAndEvaluatePrintTotalAndActiveParameters) {
+  const std::string mixtral_s = "\nparams   35.09B total, 9.73B active per token\n";
+  CliRun r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("model    mixtral-s (24 layers, seq 4096, global batch 256)" + mixtral_s),
+            std::string::npos)
+      << r.out;
+  r = run({"plan", "--model", "mixtral-s", "--cluster", "paper:16-1"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find(mixtral_s), std::string::npos) << r.out;
+  const std::string script = std::string(HAPMOE_SOURCE_DIR) + "/tests/data/megatron/mixtral_s.sh";
+  r = run({"evaluate", "--megatron-script", script, "--cluster", "paper:32-2"});
+  ASSERT_NE(r.code, kExitInput) << r.err;
+  EXPECT_NE(r.out.find(mixtral_s), std::string::npos) << r.out;
+  // No plan fits: the model is still named with its size.
+  const ModelSpec& l = find_model_preset("mixtral-l")->workload.model;
+  r = run({"plan", "--model", "mixtral-l", "--cluster", "H800:8"});
+  EXPECT_EQ(r.code, kExitNoFit) << r.err;
+  EXPECT_NE(r.out.find("params   " + format_params(total_params(l)) + " total, " +
+                       format_params(active_params(l)) + " active per token\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(format_params(total_params(l)), "120.59B");
+  EXPECT_EQ(format_params(124337664.0), "124.3M");
+  EXPECT_EQ(format_params(5.0e5), "500000");
+}
+
+// A Hugging Face model_type hapmoe does not know is read, never silently:
+// plan, evaluate and compare print the reader's notes first.
+TEST(Cli, UnknownModelTypeIsReadWithPrintedNotes) {
+  const fs::path d = scratch_dir("unknown_family");
+  const fs::path model = d / "config.json";
+  Json cfg = Json::parse(R"({"model_type": "my_moe", "num_hidden_layers": 24, "hidden_size": 1024,
+    "num_attention_heads": 16, "num_key_value_heads": 8, "intermediate_size": 2048,
+    "num_local_experts": 8, "num_experts_per_tok": 2, "vocab_size": 32000,
+    "max_position_embeddings": 4096, "sliding_window": 1024})");
+  for (int l = 0; l < 24; ++l) {
+    cfg["layer_types"].push_back(l % 2 == 0 ? "sliding_attention" : "full_attention");
+  }
+  std::ofstream(model) << cfg.dump();
+  const std::string plan = std::string(HAPMOE_SOURCE_DIR) + "/tests/bad_inputs/plan_h800.json";
+  const std::string m = model.string();
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"evaluate", "--model", m, "--cluster", "H800:8", "--plan", plan},
+        std::vector<std::string>{"plan", "--model", m, "--cluster", "H800:8"},
+        std::vector<std::string>{"compare", "--model", m, "--cluster", "H800:8"}}) {
+    SCOPED_TRACE(args[0]);
+    const CliRun r = run(args);
+    ASSERT_EQ(r.code, kExitOk) << r.err;
+    const std::string family = "note: " + m + ": model_type \"my_moe\" is not a known family";
+    const std::string window =
+        "note: " + m + ": layer_types: 12 of 24 layers use sliding-window or chunked attention " +
+        "(sliding_window = 1024); they are costed as full attention";
+    EXPECT_EQ(r.out.find(family), 0u) << r.out;
+    EXPECT_NE(r.out.find("\n" + window), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find(family, 1), std::string::npos) << "printed twice:\n" << r.out;
+    EXPECT_TRUE(r.err.empty()) << r.err;
+  }
+  // sweep (once per model file, however many cases use it) and profile fit.
+  const fs::path sweep = d / "sweep.json";
+  std::ofstream(sweep) << Json{{"cases",
+                                {{{"name", "a"}, {"model", m}, {"cluster", "H800:8"}},
+                                 {{"name", "b"}, {"model", m}, {"cluster", "H800:16"}}}}}
+                              .dump();
+  const std::string layers = std::string(HAPMOE_TEST_DATA) + "/profile/layers.csv";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"sweep", sweep.string(), "--out", (d / "s.h5").string()},
+        std::vector<std::string>{"profile", "fit", "--model", m, "--cluster", "H800:8", "--layers",
+                                 layers, "--out", (d / "p.h5").string()}}) {
+    SCOPED_TRACE(args[0]);
+    const CliRun r = run(args);
+    ASSERT_EQ(r.code, kExitOk) << r.err;
+    const std::string family = "note: " + m + ": model_type \"my_moe\" is not a known family";
+    EXPECT_EQ(r.out.find(family), 0u) << r.out;
+    EXPECT_EQ(r.out.find(family, 1), std::string::npos) << "printed twice:\n" << r.out;
+  }
+  fs::remove_all(d);
 }
 
 TEST(Cli, PlanJsonFeedsBackToIdenticalOutput) {

@@ -422,15 +422,230 @@ TEST(ModelIoHf, UnknownFamilyReadGenerically) {
   j["model_type"] = "my_moe";
   j["num_local_experts"] = 4;
   j["num_experts_per_tok"] = 1;
-  const ModelSpec m = parse_hf(j).model;
+  std::vector<std::string> notes;
+  const ModelSpec m = parse_workload_json(j.dump(), "config.json", &notes).model;
   EXPECT_EQ(m.num_experts, 4);
   EXPECT_EQ(m.expert_ffn_hidden, 2816);  // intermediate_size, as in Mixtral
   EXPECT_EQ(m.num_moe_layers(), 8);
+  // Never silently: a note says how the file was read.
+  ASSERT_EQ(notes.size(), 1u);
+  for (const char* part : {"model_type \"my_moe\" is not a known family", "mixtral",
+                           "Llama-style keys", "num_local_experts", "check the parameter counts"}) {
+    EXPECT_NE(notes[0].find(part), std::string::npos) << part << " in: " << notes[0];
+  }
+  // A file without model_type is noted too.
+  j.erase("model_type");
+  notes.clear();
+  (void)parse_workload_json(j.dump(), "config.json", &notes);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("the file has no model_type"), std::string::npos) << notes[0];
 
   Json g = Json::parse(R"({"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12,
                            "vocab_size": 50257, "architectures": ["GPT2LMHeadModel"]})");
   expect_error([&] { parse_hf(g); }, {"config.json:/num_hidden_layers", "required field is missing",
                                       "\"gpt2\" is not a known family"});
+}
+
+TEST(ModelIoHf, KnownFamiliesAndPresetsGiveNoNotes) {
+  for (const char* f :
+       {"mixtral-8x7b-v0.1.json", "qwen1.5-moe-a2.7b.json", "qwen3-30b-a3b-transformers5.json",
+        "deepseek-v3.json", "llama-2-7b-hf.json"}) {
+    SCOPED_TRACE(f);
+    std::vector<std::string> notes;
+    (void)load_workload(kModels + "/hf/" + f, &notes);
+    EXPECT_TRUE(notes.empty()) << notes.front();
+  }
+  std::vector<std::string> notes;
+  (void)load_workload("mixtral-s", &notes);
+  (void)load_workload(kModels + "/small-moe.json", &notes);
+  EXPECT_TRUE(notes.empty());
+  // layer_types of full attention only (Qwen3 as written by recent
+  // transformers) is plain attention: read, no note.
+  Json j = llama_text();
+  j["model_type"] = "qwen3";
+  j["layer_types"] = Json::array();
+  for (int l = 0; l < 8; ++l) j["layer_types"].push_back("full_attention");
+  (void)parse_workload_json(j.dump(), "config.json", &notes);
+  EXPECT_TRUE(notes.empty()) << notes.front();
+}
+
+// GPT-OSS (model_type "gpt_oss") is not a known family: it is read with the
+// common keys, with a note, and its sliding-window layers with another.
+TEST(ModelIoHf, GptOssIsReadWithNotes) {
+  std::vector<std::string> notes;
+  const Workload w = load_workload(kModels + "/hf/gpt-oss-120b.json", &notes);
+  const ModelSpec& m = w.model;
+  EXPECT_EQ(m.num_layers, 36);
+  EXPECT_EQ(m.hidden, 2880);
+  EXPECT_EQ(m.num_heads, 64);
+  EXPECT_EQ(m.num_kv_heads, 8);
+  EXPECT_EQ(m.head_dim, 64);
+  EXPECT_EQ(m.num_experts, 128);
+  EXPECT_EQ(m.top_k, 4);
+  EXPECT_EQ(m.expert_ffn_hidden, 2880);  // intermediate_size, as in Mixtral
+  EXPECT_EQ(m.num_moe_layers(), 36);
+  EXPECT_EQ(m.vocab, 201088);
+  // 116.8B in the model card; the active count here includes the embedding
+  // and the output layer (the card's 5.1B leaves the embedding out).
+  EXPECT_NEAR(total_params(m) / 1e9, 116.8, 0.2);
+  EXPECT_NEAR((active_params(m) - embedding_params(m)) / 1e9, 5.1, 0.1);
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_NE(notes[0].find("model_type \"gpt_oss\" is not a known family"), std::string::npos)
+      << notes[0];
+  for (const char* part : {"layer_types: 18 of 36 layers", "sliding_window = 128",
+                           "costed as full attention", "overestimates"}) {
+    EXPECT_NE(notes[1].find(part), std::string::npos) << part << " in: " << notes[1];
+  }
+}
+
+TEST(ModelIoHf, VisionConfigBesideTopLevelTextKeysIsNoted) {
+  Json j = llama_text();
+  j["vision_config"] = {{"hidden_size", 1280}, {"depth", 32}};
+  std::vector<std::string> notes;
+  EXPECT_EQ(parse_workload_json(j.dump(), "config.json", &notes).model.num_layers, 8);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("vision_config"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[0].find("vision tower is not modelled"), std::string::npos) << notes[0];
+}
+
+// Models the cost model cannot represent are refused, naming the file, the
+// field and its value (docs/models.md, "Refused and approximated").
+TEST(ModelIoHf, RefusesJamba) {
+  const Caught e = catch_input_error([] { load_fixture("hf/jamba-v0.1.json"); });
+  EXPECT_EQ(e.where, kModels + "/hf/jamba-v0.1.json:/attn_layer_period");
+  for (const char* part : {"attn_layer_period = 8", "hybrid Mamba/linear-attention layers",
+                           "model_type \"jamba\"", "not modelled", "refused"}) {
+    EXPECT_NE(e.what.find(part), std::string::npos) << part << " in: " << e.what;
+  }
+}
+
+TEST(ModelIoHf, RefusesQwen3Next) {
+  // As on the hub (full_attention_interval and the Gated DeltaNet widths).
+  Caught e = catch_input_error([] { load_fixture("hf/qwen3-next-80b-a3b.json"); });
+  EXPECT_EQ(e.where, kModels + "/hf/qwen3-next-80b-a3b.json:/full_attention_interval");
+  EXPECT_NE(e.what.find("hybrid Mamba/linear-attention layers (model_type \"qwen3_next\")"),
+            std::string::npos)
+      << e.what;
+  // As written back by transformers: layer_types names the first linear one.
+  Json j = parse_json(read_text_file(kModels + "/hf/qwen3-next-80b-a3b.json"), "q");
+  j["layer_types"] = Json::array();
+  for (int l = 0; l < 48; ++l) {
+    j["layer_types"].push_back(l % 4 == 3 ? "full_attention" : "linear_attention");
+  }
+  e = catch_input_error([&] { parse_hf(j); });
+  EXPECT_EQ(e.where, "config.json:/layer_types/0");
+  EXPECT_NE(e.what.find("layer_types[0] = \"linear_attention\""), std::string::npos) << e.what;
+  // Without the model type and the other keys, layer_types alone says it.
+  Json k = llama_text();
+  k.erase("model_type");
+  k["layer_types"] = {"full_attention", "full_attention", "full_attention", "mamba",
+                      "full_attention", "full_attention", "full_attention", "full_attention"};
+  e = catch_input_error([&] { parse_hf(k); });
+  EXPECT_EQ(e.where, "config.json:/layer_types/3");
+  EXPECT_NE(e.what.find("\"mamba\": hybrid Mamba/linear-attention layers are not modelled"),
+            std::string::npos)
+      << e.what;
+}
+
+TEST(ModelIoHf, RefusesEveryHybridMarker) {
+  struct Case {
+    const char* key;
+    Json value;
+    const char* where;
+    const char* shown;  // field = value, as the message gives it
+  };
+  const std::vector<Case> cases = {
+      {"mamba_d_state", 16, "/mamba_d_state", "mamba_d_state = 16"},
+      {"mamba_n_heads", 128, "/mamba_n_heads", "mamba_n_heads = 128"},
+      {"ssm_state_size", 128, "/ssm_state_size", "ssm_state_size = 128"},
+      {"hybrid_override_pattern", "M-M-M*-", "/hybrid_override_pattern",
+       "hybrid_override_pattern = \"M-M-M*-\""},
+      {"attn_layer_indices", {3, 7}, "/attn_layer_indices", "attn_layer_indices = [3,7]"},
+      {"block_types",
+       {"recurrent", "attention"},
+       "/block_types",
+       "block_types = [\"recurrent\",\"attention\"]"},
+      {"attn_type_list", {0, 0, 0, 1}, "/attn_type_list", "attn_type_list = [0,0,0,1]"},
+      {"linear_num_value_heads", 32, "/linear_num_value_heads", "linear_num_value_heads = 32"},
+      {"layer_types",
+       {"conv", "full_attention", "full_attention", "full_attention", "full_attention",
+        "full_attention", "full_attention", "full_attention"},
+       "/layer_types/0",
+       "layer_types[0] = \"conv\""},
+      {"model_type", "mamba2", "/model_type", "model_type = \"mamba2\""},
+      {"model_type", "nemotron_h", "/model_type", "model_type = \"nemotron_h\""},
+      {"model_type", "falcon_h1", "/model_type", "model_type = \"falcon_h1\""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.shown);
+    Json j = llama_text();
+    j[c.key] = c.value;
+    const Caught e = catch_input_error([&] { parse_hf(j); });
+    EXPECT_EQ(e.where, std::string("config.json:") + c.where);
+    EXPECT_EQ(e.what.find(e.where + ": " + c.shown + ": hybrid Mamba/linear-attention layers"), 0u)
+        << e.what;
+  }
+  // A Mamba model without attention keys is refused before any key is
+  // found missing.
+  const Json mamba = Json::parse(R"({"model_type": "mamba", "hidden_size": 768,
+    "num_hidden_layers": 24, "state_size": 16, "vocab_size": 50280})");
+  EXPECT_EQ(catch_input_error([&] { parse_hf(mamba); }).where, "config.json:/model_type");
+  // null counts as absent, as for every other key.
+  Json j = llama_text();
+  j["mamba_d_state"] = nullptr;
+  j["layer_types"] = nullptr;
+  EXPECT_EQ(parse_hf(j).model.num_layers, 8);
+}
+
+TEST(ModelIoHf, LayerTypesMustBeAListOfKindsOnePerLayer) {
+  Json j = llama_text();
+  j["layer_types"] = "full_attention";
+  expect_error([&] { parse_hf(j); }, {"config.json:/layer_types", "must be a list of layer kinds"});
+  j["layer_types"] = {"full_attention", 3};
+  expect_error([&] { parse_hf(j); }, {"config.json:/layer_types/1", "must be a string", "3"});
+  j["layer_types"] = {"full_attention", "sliding_attention"};
+  expect_error([&] { parse_hf(j); },
+               {"config.json:/layer_types", "2 entries", "one per layer", "num_hidden_layers = 8"});
+}
+
+TEST(ModelIoHf, RefusesDeepSeekSparseAttention) {
+  Caught e = catch_input_error([] { load_fixture("hf/deepseek-v3.2-exp.json"); });
+  EXPECT_EQ(e.where, kModels + "/hf/deepseek-v3.2-exp.json:/index_topk");
+  for (const char* part : {"index_topk = 2048", "DeepSeek sparse attention",
+                           "model_type \"deepseek_v32\"", "not modelled", "refused"}) {
+    EXPECT_NE(e.what.find(part), std::string::npos) << part << " in: " << e.what;
+  }
+  // Any of the indexer keys, on any family, and the family alone.
+  Json j = parse_json(read_text_file(kModels + "/hf/deepseek-v3.json"), "d");
+  j["index_n_heads"] = 64;
+  e = catch_input_error([&] { parse_hf(j); });
+  EXPECT_EQ(e.where, "config.json:/index_n_heads");
+  EXPECT_NE(e.what.find("index_n_heads = 64: DeepSeek sparse attention"), std::string::npos)
+      << e.what;
+  j.erase("index_n_heads");
+  j["model_type"] = "deepseek_v32";
+  e = catch_input_error([&] { parse_hf(j); });
+  EXPECT_EQ(e.where, "config.json:/model_type");
+  EXPECT_NE(e.what.find("DeepSeek sparse attention is not modelled"), std::string::npos) << e.what;
+}
+
+TEST(ModelIoHf, RefusesANestedTextConfig) {
+  const std::string path = kModels + "/hf/llama4-scout-17b-16e.json";
+  Caught e = catch_input_error([&] { load_workload(path); });
+  EXPECT_EQ(e.where, path + ":/text_config");
+  for (const char* part :
+       {"multimodal config (model_type \"llama4\")", "text_config", "not modelled",
+        "pass the text_config object as its own file", "jq .text_config"}) {
+    EXPECT_NE(e.what.find(part), std::string::npos) << part << " in: " << e.what;
+  }
+  // Recognised as a Hugging Face config even without model_type.
+  const Json nested = Json::parse(R"({"text_config": {"hidden_size": 4096}})");
+  e = catch_input_error([&] { parse_hf(nested); });
+  EXPECT_EQ(e.where, "config.json:/text_config");
+  // null counts as absent.
+  Json j = llama_text();
+  j["text_config"] = nullptr;
+  EXPECT_EQ(parse_hf(j).model.num_layers, 8);
 }
 
 TEST(ModelIoHf, BadValues) {

@@ -3,6 +3,7 @@
 // with their flags, and the script's own parallel settings as a plan.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -280,6 +281,88 @@ std::string small_script(const std::string& extra) {
          "--global-batch-size 8 --bf16 --vocab-size 100 --num-experts 4 "
          "--pipeline-model-parallel-size 2 " +
          extra + "\n";
+}
+
+// Megatron-LM's entry points other than pretrain_gpt.py train models the
+// cost model cannot represent: refused, naming the script's line and the
+// entry point (docs/megatron.md, "Entry points").
+TEST(MegatronScript, NonGptEntryPointsAreRefused) {
+  struct Case {
+    const char* entry;
+    const char* what;
+  };
+  const std::vector<Case> cases = {
+      {"pretrain_t5.py", "T5, an encoder-decoder model"},
+      {"pretrain_bert.py", "BERT"},
+      {"/opt/Megatron-LM/pretrain_mamba.py", "a hybrid Mamba model"},
+      {"pretrain_vlm.py", "a vision-language model"},
+      {"pretrain_retro.py", "RETRO"},
+      {"pretrain_ict.py", "an ICT biencoder"},
+      {"pretrain_vision_dino.py", "a vision transformer"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.entry);
+    std::string text = small_script("");
+    text.replace(text.find("pretrain_gpt.py"), 15, c.entry);
+    try {
+      (void)parse_megatron_script("# a comment\n" + text, "t.sh");
+      ADD_FAILURE() << "no error";
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.where(), "t.sh:2");
+      const std::string what = e.what();
+      const std::string name = std::string(c.entry).substr(std::string(c.entry).rfind('/') + 1);
+      EXPECT_NE(what.find("the script runs " + name + ", which trains " + c.what),
+                std::string::npos)
+          << what;
+      EXPECT_NE(what.find("decoder-only GPT models (pretrain_gpt.py) only"), std::string::npos)
+          << what;
+      EXPECT_NE(what.find("refused"), std::string::npos) << what;
+    }
+  }
+  // The hostile-input fixtures, in the style of Megatron-LM's examples.
+  const std::string bad = std::string(HAPMOE_SOURCE_DIR) + "/tests/bad_inputs/";
+  for (const char* f : {"megatron_t5.sh", "megatron_bert.sh"}) {
+    SCOPED_TRACE(f);
+    EXPECT_THROW((void)read_megatron_script(bad + f), InputError);
+  }
+}
+
+TEST(MegatronScript, OtherEntryPointsAreReadAsGptWithANote) {
+  const std::string note =
+      "the entry point pretrain_qwen.py is not Megatron-LM's pretrain_gpt.py; its flags are "
+      "read as a decoder-only GPT model";
+  std::string text = small_script("");
+  text.replace(text.find("pretrain_gpt.py"), 15, "examples/qwen3/pretrain_qwen.py");
+  MegatronScript s = parse_megatron_script(text, "t.sh");
+  EXPECT_EQ(megatron_workload(s).model.num_layers, 8);
+  EXPECT_EQ(std::count(s.notes.begin(), s.notes.end(), note), 1)
+      << ::testing::PrintToString(s.notes);
+  // pretrain_gpt.py, and a bare argument list, are read without it.
+  const std::string gpt = small_script("");
+  for (const std::string& t : {gpt, gpt.substr(gpt.find("--num-layers"))}) {
+    MegatronScript plain = parse_megatron_script(t, "t.sh");
+    for (const std::string& n : plain.notes) {
+      EXPECT_EQ(n.find("entry point"), std::string::npos) << n;
+    }
+  }
+}
+
+TEST(MegatronScript, HybridMambaFlagsAreRefused) {
+  for (const char* flag : {"--hybrid-override-pattern M-M-M*-", "--hybrid-attention-ratio 0.08",
+                           "--hybrid-mlp-ratio 0.5"}) {
+    SCOPED_TRACE(flag);
+    const std::string name = std::string(flag).substr(0, std::string(flag).find(' '));
+    try {
+      (void)parse_megatron_script(small_script(flag), "t.sh");
+      ADD_FAILURE() << "no error";
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.where(), "t.sh:1: " + name);
+      const std::string what = e.what();
+      EXPECT_NE(what.find(std::string(flag) + " describes a hybrid Mamba model"), std::string::npos)
+          << what;
+      EXPECT_NE(what.find("refused"), std::string::npos) << what;
+    }
+  }
 }
 
 TEST(MegatronScript, VirtualPipelineStagesReadAsThePlansVpp) {
