@@ -14,8 +14,23 @@
 //     GPUs, with sparsity, halved); MI300X and MI325X 2,614.9 [V] AMD
 //     datasheets; Gaudi2 865 [V] Intel Gaudi 2 whitepaper; Gaudi3 1,835
 //     [V] Intel Gaudi 3 whitepaper (FP8 = BF16 on its MMEs).
-//   * memory_bytes: the vendor's "GB" taken literally, GB x 1e9 bytes (N3).
-//     Usable memory is lower; a measured value belongs in a cluster file.
+//   * memory_bytes: the total the device's runtime reports (nvidia-smi,
+//     rocm-smi, npu-smi, hl-smi), not the vendor's "GB" (REFERENCE.md N3),
+//     less what the SMI shows used on an idle device where that is firmware
+//     reserved (910B, Gaudi). H100 81,559 MiB [V], H200 143,771 MiB [V],
+//     B200 183,359 MiB [V]: NVIDIA's MLPerf Training system descriptions
+//     (mlcommons/training_results_v4.1, NVIDIA/systems/*.json,
+//     "accelerator_memory_capacity"); H800 81,559 MiB [T] (nvidia-smi
+//     pasted in a DCGM issue); A100-40GB 40,960 MiB [V] (nvidia-smi output in
+//     bottlerocket-core-kit PR 834); A100-80GB 81,920 MiB [T]; MI250X
+//     68,702,699,520 B per GCD [V] (ROCm rocm_smi_lib example, HPE runtime);
+//     MI300X 205,822,885,888 B [T] (rocm-smi "VRAM Total Memory (B)");
+//     MI325X 256 GiB [V] spec (ROCm gpu-arch-specs; runtime figure [U]);
+//     910B 65,536 MiB less 3,411 used idle [T] (npu-smi, Project-HAMi/
+//     HAMi-WebUI issue 47); Gaudi2 98,304 MiB less 768 used idle [T];
+//     Gaudi3 130,400 MiB free of 131,072 [T] (hl-smi). The runtime reserve
+//     (CUDA/ROCm context, NCCL buffers, allocator) is the cost model's
+//     memory overhead (docs/costmodel.md, "Stage"), not taken off here.
 //   * bandwidths: bytes per second per device and per direction (N1); vendor
 //     headline NVLink/xGMI figures are bidirectional totals and are halved.
 //   * intra_node_bandwidth: the per-direction bandwidth one device gets in a
@@ -105,6 +120,7 @@ DeviceSpec with_host(DeviceSpec d, double host_memory_bytes, double host_link_ba
   return d;
 }
 
+constexpr double kMiB = 1048576.0;
 constexpr double kPcieGen4x16 = 31.5e9;  // B/s per direction, derived
 constexpr double kPcieGen5x16 = 63e9;    // B/s per direction [V], see the top
 constexpr double kTiB = 1099511627776.0;
@@ -115,20 +131,20 @@ std::vector<DeviceSpec> make_catalog() {
       // 1.555 TB/s, NVLink3 600 GB/s bidirectional = 300 per direction (N1),
       // 8 per HGX/DGX node [V] S1, S2, S3. NIC: 200 Gb/s HDR IB per GPU =
       // 25 GB/s [U] (commonly quoted, no source found).
-      with_host(device("A100-40GB", 312e12, 0, 40e9, 1.555e12, 300e9, 25e9, 8, 108,
+      with_host(device("A100-40GB", 312e12, 0, 40960 * kMiB, 1.555e12, 300e9, 25e9, 8, 108,
                        "REFERENCE.md 1.1: S1, S2, S3 [V]; NIC 200 Gb/s HDR [U]"),
                 1e12, kPcieGen4x16),
 
       // NVIDIA A100-80GB SXM4: as A100-40GB with 80 GB HBM2e at 2.039 TB/s
       // [V] S1, S2, S3. NIC 200 Gb/s HDR = 25 GB/s [U].
-      with_host(device("A100-80GB", 312e12, 0, 80e9, 2.039e12, 300e9, 25e9, 8, 108,
+      with_host(device("A100-80GB", 312e12, 0, 81920 * kMiB, 2.039e12, 300e9, 25e9, 8, 108,
                        "REFERENCE.md 1.1: S1, S2, S3 [V]; NIC 200 Gb/s HDR [U]"),
                 2e12, kPcieGen4x16),
 
       // NVIDIA H100 SXM5: 989 dense BF16 (1979 sparse, N7), 80 GB HBM3,
       // 3.35 TB/s, NVLink4 900 GB/s bidirectional = 450 per direction
       // [V] S2, S3, S4. NIC 400 Gb/s NDR ConnectX-7 per GPU = 50 GB/s [V] S5, S6.
-      with_host(device("H100", 989e12, 1979e12, 80e9, 3.35e12, 450e9, 50e9, 8, 132,
+      with_host(device("H100", 989e12, 1979e12, 81559 * kMiB, 3.35e12, 450e9, 50e9, 8, 132,
                        "REFERENCE.md 1.1: S2, S3, S4 [V]; NIC S5, S6 [V]"),
                 2e12, kPcieGen5x16),
 
@@ -137,7 +153,7 @@ std::vector<DeviceSpec> make_catalog() {
       // NVLink cut to 400 GB/s bidirectional = 200 per direction [T] S8;
       // DeepEP measured ~160 GB/s effective intranode (N2) [V] S7.
       // NIC CX7 400 Gb/s per GPU = 50 GB/s [V] S7.
-      with_host(device("H800", 989e12, 1979e12, 80e9, 3.35e12, 200e9, 50e9, 8, 132,
+      with_host(device("H800", 989e12, 1979e12, 81559 * kMiB, 3.35e12, 200e9, 50e9, 8, 132,
                        "REFERENCE.md 1.1/N2: compute, HBM, NVLink S8, S9 [T]; NIC S7 [V]; "
                        "DeepEP measures ~160 GB/s NVLink (S7)"),
                 2e12, kPcieGen5x16),
@@ -145,14 +161,14 @@ std::vector<DeviceSpec> make_catalog() {
       // NVIDIA H200 SXM: 989 dense BF16, 141 GB HBM3e, 4.8 TB/s, NVLink4
       // 900 GB/s bidirectional = 450 per direction [V] S2, S3, S10.
       // NIC 400 Gb/s class = 50 GB/s [T].
-      with_host(device("H200", 989e12, 1979e12, 141e9, 4.8e12, 450e9, 50e9, 8, 132,
+      with_host(device("H200", 989e12, 1979e12, 143771 * kMiB, 4.8e12, 450e9, 50e9, 8, 132,
                        "REFERENCE.md 1.1: S2, S3 [V]; NVLink S10; NIC 400 Gb/s [T]"),
                 2e12, kPcieGen5x16),
 
       // NVIDIA B200 (HGX/DGX, 1000 W): 2250 dense BF16, 180 GB HBM3e exposed
       // (192 physical, N3), 8.0 TB/s, NVLink5 1800 GB/s bidirectional = 900
       // per direction [V] S2, S3. NIC 400 Gb/s = 50 GB/s [T] S5.
-      with_host(device("B200", 2250e12, 4500e12, 180e9, 8.0e12, 900e9, 50e9, 8, 148,
+      with_host(device("B200", 2250e12, 4500e12, 183359 * kMiB, 8.0e12, 900e9, 50e9, 8, 148,
                        "REFERENCE.md 1.1: S2, S3 [V]; NIC S5 [T]"),
                 2e12, kPcieGen5x16),
 
@@ -162,7 +178,7 @@ std::vector<DeviceSpec> make_catalog() {
       // package and 50-100 GB/s across packages (S11); 100 GB/s is an average
       // (derived). 4 packages = 8 GCDs per node (Frontier). NIC: Slingshot
       // 200 Gb/s class = 25 GB/s per GCD [U].
-      with_host(device("MI250X", 191.5e12, 0, 64e9, 1.64e12, 100e9, 25e9, 8, 110,
+      with_host(device("MI250X", 191.5e12, 0, 68702699520.0, 1.64e12, 100e9, 25e9, 8, 110,
                        "REFERENCE.md 1.1/N4: per GCD, S2, S11, S12 [V]; intra-node 100 GB/s "
                        "averaged (derived); NIC [U]"),
                 512e9, 36e9),
@@ -171,14 +187,14 @@ std::vector<DeviceSpec> make_catalog() {
       // 5.3 TB/s [V] S2, S14. xGMI 7 x 128 GB/s; read as duplex this is
       // 448 GB/s per direction all-to-all (S5, N5); one peer pair gets only
       // 64 GB/s. NIC 400 Gb/s NDR per GPU = 50 GB/s [V] S13.
-      with_host(device("MI300X", 1307.4e12, 2614.9e12, 192e9, 5.3e12, 448e9, 50e9, 8, 304,
+      with_host(device("MI300X", 1307.4e12, 2614.9e12, 205822885888.0, 5.3e12, 448e9, 50e9, 8, 304,
                        "REFERENCE.md 1.1/N5: S2, S5, S13, S14 [V]; 1307.4 TFLOP/s S15 [T]"),
                 1.5 * kTiB, kPcieGen5x16),
 
       // AMD MI325X: MI300X compute (1307.4 BF16) [T] S15, 256 GB HBM3E,
       // 6.0 TB/s [V] S2, same xGMI as MI300X (448 per direction, S5).
       // NIC 400 Gb/s class = 50 GB/s [U].
-      with_host(device("MI325X", 1307.4e12, 2614.9e12, 256e9, 6.0e12, 448e9, 50e9, 8, 304,
+      with_host(device("MI325X", 1307.4e12, 2614.9e12, 262144 * kMiB, 6.0e12, 448e9, 50e9, 8, 304,
                        "REFERENCE.md 1.1: S2, S5 [V]; S15 [T]; NIC [U]"),
                 2e12, kPcieGen5x16),
 
@@ -187,7 +203,7 @@ std::vector<DeviceSpec> make_catalog() {
       // [T] S16, S17; 8 NPUs per Atlas 800T A2 with HCCS full mesh.
       // Intra-node: 392 GB/s aggregate is often quoted, halved for direction
       // = 196 [U]. NIC 200 GE RoCE per NPU = 25 GB/s [U].
-      with_host(device("910B", 353.9e12, 0, 64e9, 1.6e12, 196e9, 25e9, 8, 0,
+      with_host(device("910B", 353.9e12, 0, (65536 - 3411) * kMiB, 1.6e12, 196e9, 25e9, 8, 0,
                        "REFERENCE.md 1.1: 910B2, S16, S17 [T]; HCCS 392 GB/s aggregate "
                        "halved [U]; NIC 200GE RoCE [U]"),
                 1e12, kPcieGen4x16),
@@ -195,15 +211,15 @@ std::vector<DeviceSpec> make_catalog() {
       // Intel Gaudi2 (HL-225): 432 BF16, 96 GB HBM2e, 2.46 TB/s [V] S18, S2.
       // Scale-up 21 x 100 GbE = 262.5 GB/s per direction (3 ports = 37.5 GB/s
       // per peer, N5); scale-out 3 x 100 GbE = 37.5 GB/s [V] S18, S5.
-      with_host(device("Gaudi2", 432e12, 865e12, 96e9, 2.46e12, 262.5e9, 37.5e9, 8, 0,
-                       "REFERENCE.md 1.1/N5: S18, S5, S2 [V]"),
+      with_host(device("Gaudi2", 432e12, 865e12, (98304 - 768) * kMiB, 2.46e12, 262.5e9, 37.5e9, 8,
+                       0, "REFERENCE.md 1.1/N5: S18, S5, S2 [V]"),
                 1024e9, kPcieGen4x16),
 
       // Intel Gaudi3: 1835 BF16 spec (1677 at the shipping 1600 MHz MME
       // clock, S2 [T]), 128 GB HBM2e, 3.67 TB/s [V] S18, S19. Scale-up
       // 21 x 200 GbE = 525 GB/s per direction; scale-out 3 x 200 GbE =
       // 75 GB/s per direction [V] S19 (N6).
-      with_host(device("Gaudi3", 1835e12, 1835e12, 128e9, 3.67e12, 525e9, 75e9, 8, 0,
+      with_host(device("Gaudi3", 1835e12, 1835e12, 130400 * kMiB, 3.67e12, 525e9, 75e9, 8, 0,
                        "REFERENCE.md 1.1/N6: S18, S19 [V]; 1677 at shipping clock S2 [T]"),
                 1e12, kPcieGen5x16),
 

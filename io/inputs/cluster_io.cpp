@@ -41,15 +41,22 @@ constexpr double kMaxMicroseconds = 1e6;
 
 // A JSON unit: si = json * factor, or si = json / factor when `divide`
 // (microseconds: dividing by the exact 1e6 keeps 5 us == 5e-6 exactly).
+// Byte counts are whole bytes: a runtime's 81,559 MiB is 85.520809984 GB,
+// which no double times 1e9 gives exactly.
 struct Unit {
   double factor;
   bool divide;
+  bool whole = false;
 };
 constexpr Unit kTeraUnit{1e12, false};
 constexpr Unit kGigaUnit{1e9, false};
+constexpr Unit kGigaBytesUnit{1e9, false, true};
 constexpr Unit kMicroUnit{1e6, true};
 
-double to_si(double value, Unit u) { return u.divide ? value / u.factor : value * u.factor; }
+double to_si(double value, Unit u) {
+  const double si = u.divide ? value / u.factor : value * u.factor;
+  return u.whole ? std::round(si) : si;
+}
 
 // The shortest decimal in the JSON unit that converts back to exactly `si`,
 // so that cluster_to_json round-trips through parse_cluster_json.
@@ -191,7 +198,7 @@ struct NumberField {
 constexpr Unit kOneUnit{1, false};
 constexpr NumberField kNumberFields[] = {
     {"peak_tflops", kMaxTflops, true, kTeraUnit, &DeviceSpec::peak_flops},
-    {"memory_gb", kMaxGb, true, kGigaUnit, &DeviceSpec::memory_bytes},
+    {"memory_gb", kMaxGb, true, kGigaBytesUnit, &DeviceSpec::memory_bytes},
     {"hbm_bandwidth_gb_s", kMaxGbPerSecond, true, kGigaUnit, &DeviceSpec::hbm_bandwidth},
     {"intra_node_bandwidth_gb_s", kMaxGbPerSecond, true, kGigaUnit,
      &DeviceSpec::intra_node_bandwidth},
@@ -206,12 +213,13 @@ constexpr std::size_t kFieldsBeforePerNode = 5;
 struct HostField {
   const char* key;
   double hi;
+  Unit unit;
   double DeviceSpec::*member;
 };
 constexpr HostField kHostFields[] = {
-    {"host_memory_gb", kMaxGb, &DeviceSpec::host_memory_bytes},
-    {"host_memory_bandwidth_gb_s", kMaxGbPerSecond, &DeviceSpec::host_memory_bandwidth},
-    {"host_link_gb_s", kMaxGbPerSecond, &DeviceSpec::host_link_bandwidth},
+    {"host_memory_gb", kMaxGb, kGigaBytesUnit, &DeviceSpec::host_memory_bytes},
+    {"host_memory_bandwidth_gb_s", kMaxGbPerSecond, kGigaUnit, &DeviceSpec::host_memory_bandwidth},
+    {"host_link_gb_s", kMaxGbPerSecond, kGigaUnit, &DeviceSpec::host_link_bandwidth},
 };
 
 // The least accepted value of a positive device or link figure, in the
@@ -296,7 +304,7 @@ DeviceSpec read_device(const std::string& name, ObjectReader& r) {
   if (!base) d.host_memory_bandwidth = kDefaultHostMemoryBandwidth;
   for (const HostField& f : kHostFields) {
     if (const auto v = r.opt_number(f.key, 0, f.hi)) {
-      d.*f.member = to_si(*v, kGigaUnit);
+      d.*f.member = to_si(*v, f.unit);
       note(f.key);
     }
   }
@@ -708,7 +716,7 @@ std::string cluster_to_json(const ClusterSpec& cluster) {
     dev["fp8_peak_tflops"] = from_si(d.fp8_peak_flops, kTeraUnit);
     dev["compute_units"] = d.compute_units;
     dev["kernel_overhead_us"] = from_si(d.kernel_overhead, kMicroUnit);
-    for (const HostField& f : kHostFields) dev[f.key] = from_si(d.*f.member, kGigaUnit);
+    for (const HostField& f : kHostFields) dev[f.key] = from_si(d.*f.member, f.unit);
     dev["source"] = d.source;
     devices[d.name] = std::move(dev);
   }

@@ -6,6 +6,7 @@
 #include <limits>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -15,24 +16,34 @@
 namespace hapmoe {
 namespace {
 
+constexpr double kMiB = 1048576.0;
+
 struct Expected {
   const char* name;
   double tflops;
-  double memory_gb;
+  double memory_bytes;  // what the runtime reports (catalog.cpp's sources)
   double hbm_tb_s;
   double intra_gb_s;
   double nic_gb_s;
   int per_node;
 };
 
-// REFERENCE.md §1.1, per direction, per device (MI250X per GCD).
+// REFERENCE.md §1.1, per direction, per device (MI250X per GCD); memory as
+// the device's runtime reports it (nvidia-smi, rocm-smi, npu-smi, hl-smi),
+// less what an idle 910B or Gaudi already holds.
 const std::vector<Expected> kExpected = {
-    {"A100-40GB", 312, 40, 1.555, 300, 25, 8}, {"A100-80GB", 312, 80, 2.039, 300, 25, 8},
-    {"H100", 989, 80, 3.35, 450, 50, 8},       {"H800", 989, 80, 3.35, 200, 50, 8},
-    {"H200", 989, 141, 4.8, 450, 50, 8},       {"B200", 2250, 180, 8.0, 900, 50, 8},
-    {"MI250X", 191.5, 64, 1.64, 100, 25, 8},   {"MI300X", 1307.4, 192, 5.3, 448, 50, 8},
-    {"MI325X", 1307.4, 256, 6.0, 448, 50, 8},  {"910B", 353.9, 64, 1.6, 196, 25, 8},
-    {"Gaudi2", 432, 96, 2.46, 262.5, 37.5, 8}, {"Gaudi3", 1835, 128, 3.67, 525, 75, 8},
+    {"A100-40GB", 312, 40960 * kMiB, 1.555, 300, 25, 8},
+    {"A100-80GB", 312, 81920 * kMiB, 2.039, 300, 25, 8},
+    {"H100", 989, 81559 * kMiB, 3.35, 450, 50, 8},
+    {"H800", 989, 81559 * kMiB, 3.35, 200, 50, 8},
+    {"H200", 989, 143771 * kMiB, 4.8, 450, 50, 8},
+    {"B200", 2250, 183359 * kMiB, 8.0, 900, 50, 8},
+    {"MI250X", 191.5, 68702699520.0, 1.64, 100, 25, 8},
+    {"MI300X", 1307.4, 205822885888.0, 5.3, 448, 50, 8},
+    {"MI325X", 1307.4, 262144 * kMiB, 6.0, 448, 50, 8},
+    {"910B", 353.9, (65536 - 3411) * kMiB, 1.6, 196, 25, 8},
+    {"Gaudi2", 432, (98304 - 768) * kMiB, 2.46, 262.5, 37.5, 8},
+    {"Gaudi3", 1835, 130400 * kMiB, 3.67, 525, 75, 8},
 };
 
 void expect_close(double actual, double expected, const std::string& what) {
@@ -53,7 +64,7 @@ TEST(Catalog, FiguresMatchTheReference) {
     const DeviceSpec* d = find_device(e.name);
     ASSERT_NE(d, nullptr);
     expect_close(d->peak_flops, e.tflops * 1e12, "peak_flops");
-    expect_close(d->memory_bytes, e.memory_gb * 1e9, "memory_bytes");
+    EXPECT_EQ(d->memory_bytes, e.memory_bytes);
     expect_close(d->hbm_bandwidth, e.hbm_tb_s * 1e12, "hbm_bandwidth");
     expect_close(d->intra_node_bandwidth, e.intra_gb_s * 1e9, "intra_node_bandwidth");
     expect_close(d->inter_node_bandwidth, e.nic_gb_s * 1e9, "inter_node_bandwidth");
@@ -67,16 +78,37 @@ TEST(Catalog, FiguresMatchTheReference) {
 TEST(Catalog, SpotChecksExactValues) {
   // The figures are stored exactly (decimal literals, no unit arithmetic).
   EXPECT_EQ(find_device("H800")->peak_flops, 989e12);
-  EXPECT_EQ(find_device("H800")->memory_bytes, 80e9);
+  // H100/H800 80 GB: 81,559 MiB = 79.6 GiB as nvidia-smi reports, not 74.5.
+  EXPECT_EQ(find_device("H800")->memory_bytes, 85520809984.0);
   EXPECT_EQ(find_device("H800")->intra_node_bandwidth, 200e9);
   EXPECT_EQ(find_device("910B")->peak_flops, 353.9e12);
-  EXPECT_EQ(find_device("910B")->memory_bytes, 64e9);
+  EXPECT_EQ(find_device("910B")->memory_bytes, 62125.0 * 1048576);
   EXPECT_EQ(find_device("MI300X")->peak_flops, 1307.4e12);
-  EXPECT_EQ(find_device("MI300X")->memory_bytes, 192e9);
+  EXPECT_EQ(find_device("MI300X")->memory_bytes, 205822885888.0);
   EXPECT_EQ(find_device("MI250X")->peak_flops, 191.5e12);
   EXPECT_EQ(find_device("A100-40GB")->hbm_bandwidth, 1.555e12);
-  EXPECT_EQ(find_device("B200")->memory_bytes, 180e9);
+  EXPECT_EQ(find_device("B200")->memory_bytes, 183359.0 * 1048576);
   EXPECT_EQ(find_device("Gaudi2")->inter_node_bandwidth, 37.5e9);
+}
+
+// The host side for optimizer CPU offload (costmodel/catalog.cpp's sources):
+// host memory per node and the host link per device and direction.
+TEST(Catalog, HostSideOfEveryDevice) {
+  const double tib = 1099511627776.0;
+  const std::vector<std::tuple<const char*, double, double>> host = {
+      {"A100-40GB", 1e12, 31.5e9}, {"A100-80GB", 2e12, 31.5e9}, {"H100", 2e12, 63e9},
+      {"H800", 2e12, 63e9},        {"H200", 2e12, 63e9},        {"B200", 2e12, 63e9},
+      {"MI250X", 512e9, 36e9},     {"MI300X", 1.5 * tib, 63e9}, {"MI325X", 2e12, 63e9},
+      {"910B", 1e12, 31.5e9},      {"Gaudi2", 1024e9, 31.5e9},  {"Gaudi3", 1e12, 63e9},
+  };
+  ASSERT_EQ(host.size(), device_catalog().size());
+  for (const auto& [name, memory, link] : host) {
+    const DeviceSpec* d = find_device(name);
+    ASSERT_NE(d, nullptr) << name;
+    EXPECT_EQ(d->host_memory_bytes, memory) << name;
+    EXPECT_EQ(d->host_link_bandwidth, link) << name;
+    EXPECT_EQ(d->host_memory_bandwidth, kDefaultHostMemoryBandwidth) << name;
+  }
 }
 
 // Dense FP8 matrix FLOP/s (costmodel/catalog.cpp's sources); 0 where the

@@ -2,15 +2,17 @@
 # Megatron-LM launcher written by hapmoe 0.1.0 for Megatron-LM core_v0.15.0 (NVIDIA/Megatron-LM tag core_v0.15.0).
 # Model: /work/main/tests/data/megatron/mixtral_l.sh (flags read from /work/main/tests/data/megatron/mixtral_l.sh)
 # Cluster: paper:32-1
-# Plan: PP=2 TP=8 CP=1 EP=8 ETP=2 DP=2, micro-batch 1, global batch 512 (256 micro-batches), 32 processes
-# Predicted iteration latency: 113.745 s as launched (the plan as searched: 103.790 s); throughput 18437 tokens/s; MFU 17.8%
+# Plan: PP=4 TP=4 CP=1 EP=8 ETP=1 DP=2, micro-batch 1, global batch 512 (256 micro-batches), 32 processes
+# Predicted iteration latency: 86.743 s as launched (the plan as searched: 65.140 s); throughput 24177 tokens/s; MFU 23.4%
 #
 #  stage  device    ranks            layers  recompute   memory / capacity        nodes
-#      0  H800           0..15          27  full         74.3 GiB / 74.5 GiB      h800-node-000 h800-node-001
-#      1  910B          16..31          21  full         58.2 GiB / 59.6 GiB      910b-node-000 910b-node-001
+#      0  H800           0..7           14  full:13      78.8 GiB / 79.6 GiB      h800-node-000
+#      1  H800           8..15          14  full:13      77.8 GiB / 79.6 GiB      h800-node-001
+#      2  910B          16..23          10  full         55.4 GiB / 60.7 GiB      910b-node-000
+#      3  910B          24..31          10  full         55.9 GiB / 60.7 GiB      910b-node-001
 #
 # Rank order: Megatron-LM orders ranks tp-cp-ep-dp-pp, so pipeline stage i holds the
-# global ranks [i*S, (i+1)*S) with S = TP*CP*DP = 16. torchrun numbers ranks node by node in
+# global ranks [i*S, (i+1)*S) with S = TP*CP*DP = 8. torchrun numbers ranks node by node in
 # --node-rank order, so NODE_HOSTS lists the nodes in that order: every stage lands on
 # nodes of its device type. Node names are placeholders: replace them with your hosts
 # (same order, same device types) and run this script once on every node: a node finds its index in
@@ -22,14 +24,14 @@
 #    realised only by the rank order above. A job spanning accelerator vendors also needs
 #    a collective library that spans them, which stock PyTorch does not provide.
 #  - cost-model inputs without a flag: router imbalance 1.2, gamma 1.0.
-#  - per-stage recomputation (full, full:14) cannot be expressed in stock Megatron-LM (one setting
-#    per job); the closest uniform setting full block 27 is predicted at 113.745 s per iteration
-#    vs 103.790 s for the plan (+9.59%)
+#  - per-stage recomputation (full:13, full:12, selective, none) cannot be expressed in stock
+#    Megatron-LM (one setting per job); the closest uniform setting full block 13 is predicted at
+#    86.743 s per iteration vs 65.140 s for the plan (+33.16%)
 
 set -eo pipefail
 
 # Device type of each pipeline stage (read back by hapmoe --megatron-script).
-HAPMOE_STAGE_DEVICES=(H800 910B)
+HAPMOE_STAGE_DEVICES=(H800 H800 910B 910B)
 NODE_HOSTS=(h800-node-000 h800-node-001 910b-node-000 910b-node-001)
 NODE_GPUS=(8 8 8 8)
 NNODES=4
@@ -78,17 +80,16 @@ MEGATRON_ARGS=(
 
 # Set by hapmoe from the plan and the training settings.
 PARALLEL_ARGS=(
-    --tensor-model-parallel-size 8
-    --pipeline-model-parallel-size 2
+    --tensor-model-parallel-size 4
+    --pipeline-model-parallel-size 4
     --context-parallel-size 1
     --expert-model-parallel-size 8
-    --expert-tensor-parallel-size 2
+    --expert-tensor-parallel-size 1
     --sequence-parallel
-    --decoder-first-pipeline-num-layers 27
-    --decoder-last-pipeline-num-layers 21
+    --pipeline-model-parallel-layout 'E,t*14|t*14|t*10|t*10,L'
     --recompute-granularity full
     --recompute-method block
-    --recompute-num-layers 27
+    --recompute-num-layers 13
     --micro-batch-size 1
     --global-batch-size 512
     --seq-length 4096

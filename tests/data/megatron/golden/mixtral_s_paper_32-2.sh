@@ -6,10 +6,10 @@
 # Predicted iteration latency: 4.366 s; throughput 240172 tokens/s; MFU 39.2%
 #
 #  stage  device    ranks            layers  recompute   memory / capacity        nodes
-#      0  MI300X         0..7            7  none         62.5 GiB / 178.8 GiB     mi300x-node-000
-#      1  H800           8..15           5  none         39.3 GiB / 74.5 GiB      h800-node-000
-#      2  MI300X        16..23           7  none         46.7 GiB / 178.8 GiB     mi300x-node-001
-#      3  H800          24..31           5  none         30.1 GiB / 74.5 GiB      h800-node-001
+#      0  MI300X         0..7            7  none         62.5 GiB / 191.7 GiB     mi300x-node-000
+#      1  H800           8..15           5  none         39.3 GiB / 79.6 GiB      h800-node-000
+#      2  MI300X        16..23           7  none         46.7 GiB / 191.7 GiB     mi300x-node-001
+#      3  H800          24..31           5  none         30.1 GiB / 79.6 GiB      h800-node-001
 #
 # Rank order: Megatron-LM orders ranks tp-cp-ep-dp-pp, so pipeline stage i holds the
 # global ranks [i*S, (i+1)*S) with S = TP*CP*DP = 8. torchrun numbers ranks node by node in
