@@ -20,14 +20,24 @@ StepParts& StepParts::operator+=(const StepParts& o) {
   ep += o.ep;
   p2p += o.p2p;
   recompute += o.recompute;
+  dp += o.dp;
   tp_hidden += o.tp_hidden;
   ep_hidden += o.ep_hidden;
   return *this;
 }
 
 StepParts operator*(double n, const StepParts& p) {
-  return {n * p.compute, n * p.tp,        n * p.cp,        n * p.ep,
-          n * p.p2p,     n * p.recompute, n * p.tp_hidden, n * p.ep_hidden};
+  StepParts out;
+  out.compute = n * p.compute;
+  out.tp = n * p.tp;
+  out.cp = n * p.cp;
+  out.ep = n * p.ep;
+  out.p2p = n * p.p2p;
+  out.recompute = n * p.recompute;
+  out.dp = n * p.dp;
+  out.tp_hidden = n * p.tp_hidden;
+  out.ep_hidden = n * p.ep_hidden;
+  return out;
 }
 
 namespace {
@@ -551,6 +561,9 @@ TypeCosts CostModel::type_costs(const ParallelConfig& pi, int type) const {
   // master up (4 B each way on the host link) and runs Adam on the CPU,
   // which streams 28 B per parameter (read 16, write 12) through the
   // node's host memory, shared by the node's devices.
+  t.fsdp = tr.fsdp;
+  t.layer_unit_params =
+      std::max(t.dense.dense_params, m.is_moe() ? t.moe.dense_params + t.moe.expert_params : 0.0);
   t.offload_fraction = tr.optimizer_offload_fraction;
   if (t.offload_fraction > 0) {
     const DevicePool& pool = cluster_.pools[static_cast<std::size_t>(type)];
@@ -667,6 +680,35 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
   }
   c.bwd_s += c.recompute_s;
   c.bwd_parts.recompute = c.recompute_s;
+  const double dense_params = dense_layers * tc.dense.dense_params +
+                              s.moe_layers * tc.moe.dense_params +
+                              (first ? tc.embedding_params : 0.0) + (last ? tc.output_params : 0.0);
+  const double expert_params = s.moe_layers * tc.moe.expert_params;
+  const double params = dense_params + expert_params;
+  // Megatron-FSDP (docs/costmodel.md, "Sharded data parallelism"): with
+  // sharded gradients each micro-batch's backward reduce-scatters them;
+  // with sharded parameters each layer's are all-gathered before its
+  // forward and again before its backward. One collective per layer and
+  // group, prefetched beside the compute: what the stage's compute does not
+  // cover stays exposed, and never less than one layer's (the first).
+  if (tc.fsdp != Fsdp::kOff && s.layers > 0) {
+    auto per_layer = [&](const SyncCost& dense, const SyncCost& expert) {
+      return (dense_params > 0 ? s.layers * dense.latency_s + dense_params * dense.s_per_param
+                               : 0.0) +
+             (expert_params > 0
+                  ? s.moe_layers * expert.latency_s + expert_params * expert.s_per_param
+                  : 0.0);
+    };
+    const double rs = per_layer(tc.dp_reduce, tc.edp_reduce);
+    const double ag =
+        tc.fsdp == Fsdp::kOptimGradsParams ? per_layer(tc.dp_gather, tc.edp_gather) : 0.0;
+    const double exposed_f = ag > 0 ? std::max(ag / s.layers, ag - c.fwd_s) : 0.0;
+    const double exposed_b = std::max((ag + rs) / s.layers, ag + rs - c.bwd_s);
+    c.fwd_s += exposed_f;
+    c.bwd_s += exposed_b;
+    c.fwd_parts.dp = exposed_f;
+    c.bwd_parts.dp = exposed_b;
+  }
   // The boundary is added last, so a search can add it to a cached stage
   // cost with the very same rounding (engine/hsdp.cpp).
   // Interleaved 1F1B: a micro-batch enters each of the stage's v virtual
@@ -692,16 +734,23 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
   const int chunks =
       pi.vpp > 1 ? 2 * (pi.pp - s.position - 1) + (pi.vpp - 1) * pi.pp + 1 : pi.pp - s.position;
   c.in_flight = std::max(1, std::min(chunks, m * pi.vpp));
-  const double dense_params = dense_layers * tc.dense.dense_params +
-                              s.moe_layers * tc.moe.dense_params +
-                              (first ? tc.embedding_params : 0.0) + (last ? tc.output_params : 0.0);
-  const double expert_params = s.moe_layers * tc.moe.expert_params;
-  const double params = dense_params + expert_params;
   const double layer_params = dense_layers * tc.dense.dense_params +
                               s.moe_layers * (tc.moe.dense_params + tc.moe.expert_params);
   c.memory.weights =
       params * tc.weight_bytes_per_param + layer_params * tc.fp8_copy_bytes_per_param;
   c.memory.gradients = params * tc.grad_bytes_per_param;
+  if (tc.fsdp != Fsdp::kOff) {
+    // Each group's shard, plus the layers in flight unsharded: one
+    // gradient being reduced; with sharded parameters the layer computing
+    // and the next, prefetched.
+    const double sharded =
+        dense_params / (static_cast<double>(pi.dp) * pi.cp) + expert_params / pi.edp();
+    c.memory.gradients = (sharded + tc.layer_unit_params) * tc.grad_bytes_per_param;
+    if (tc.fsdp == Fsdp::kOptimGradsParams) {
+      c.memory.weights = (sharded + 2.0 * tc.layer_unit_params) * tc.weight_bytes_per_param +
+                         layer_params * tc.fp8_copy_bytes_per_param;
+    }
+  }
   c.memory.optimizer =
       (1.0 - tc.offload_fraction) *
       (dense_params * tc.dense_opt_bytes_per_param + expert_params * tc.expert_opt_bytes_per_param);
@@ -732,9 +781,17 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
   };
   const double reduce_all = tc.dp_reduce.time(dense_params) + tc.edp_reduce.time(expert_params);
   const double gather_all = tc.dp_gather.time(dense_params) + tc.edp_gather.time(expert_params);
-  c.dp_sync_s = exposed(tc.dp_reduce, tc.edp_reduce, tr.overlap.grad_reduce, c.bwd_s) +
-                exposed(tc.dp_gather, tc.edp_gather, tr.overlap.param_gather, c.fwd_s);
-  c.dp_hidden_s = reduce_all + gather_all - c.dp_sync_s;
+  // Megatron-FSDP reduced the gradients in each backward already; with
+  // sharded parameters there is no gather after the step either.
+  c.dp_sync_s =
+      (tc.fsdp == Fsdp::kOff ? exposed(tc.dp_reduce, tc.edp_reduce, tr.overlap.grad_reduce, c.bwd_s)
+                             : 0.0) +
+      (tc.fsdp == Fsdp::kOptimGradsParams
+           ? 0.0
+           : exposed(tc.dp_gather, tc.edp_gather, tr.overlap.param_gather, c.fwd_s));
+  c.dp_hidden_s = tc.fsdp == Fsdp::kOff          ? reduce_all + gather_all - c.dp_sync_s
+                  : tc.fsdp == Fsdp::kOptimGrads ? gather_all - c.dp_sync_s
+                                                 : 0.0;
   const double shard =
       tr.distributed_optimizer
           ? dense_params / (static_cast<double>(pi.dp) * pi.cp) + expert_params / pi.edp()

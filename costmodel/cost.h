@@ -33,12 +33,14 @@ struct StepParts {
   double ep = 0;         // MoE dispatch + combine (+ expert-TP gathers)
   double p2p = 0;        // pipeline point-to-point at the stage boundary
   double recompute = 0;  // backward only: the recomputed forward
+  double dp = 0;         // Megatron-FSDP's per-micro-batch parameter gathers and
+                         // gradient reduce-scatters, the part compute does not hide
   // What the overlaps hid (docs/costmodel.md, "Overlap"); not part of the
   // step's time: --tp-comm-overlap of TP collectives, and
   // --overlap-moe-expert-parallel-comm of the dispatch and combine.
   double tp_hidden = 0;
   double ep_hidden = 0;
-  double total() const { return compute + tp + cp + ep + p2p + recompute; }
+  double total() const { return compute + tp + cp + ep + p2p + recompute + dp; }
   StepParts& operator+=(const StepParts& o);
 };
 StepParts operator*(double n, const StepParts& p);
@@ -109,6 +111,11 @@ struct TypeCosts {
   double host_bytes_per_param = 0;
   double offload_s_per_param = 0;
   double host_capacity_bytes = 0;
+  // Megatron-FSDP: ZeRO-2 or ZeRO-3 (docs/costmodel.md, "Sharded data
+  // parallelism"); the most parameters one layer holds on this device
+  // (gathered and reduced one layer at a time).
+  Fsdp fsdp = Fsdp::kOff;
+  double layer_unit_params = 0;
   // Gradient synchronisation, for the DP group (dense grads) and the EDP
   // group (expert grads): the gradient reduction (reduce-scatter with the
   // distributed optimizer, else all-reduce) and the parameter all-gather

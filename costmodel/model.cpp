@@ -57,6 +57,18 @@ const char* to_string(Dispatcher d) {
   return "?";
 }
 
+const char* to_string(Fsdp f) {
+  switch (f) {
+    case Fsdp::kOff:
+      return "off";
+    case Fsdp::kOptimGrads:
+      return "optim_grads";
+    case Fsdp::kOptimGradsParams:
+      return "optim_grads_params";
+  }
+  return "?";
+}
+
 const char* to_string(MlpKind m) { return m == MlpKind::kSwiGlu ? "swiglu" : "gelu"; }
 
 std::string validate(const ModelSpec& m) {
@@ -143,6 +155,10 @@ std::string validate(const TrainingSpec& t, const ModelSpec& m) {
   if (!(t.optimizer_offload_fraction >= 0.0) || t.optimizer_offload_fraction > 1.0) {
     return "optimizer_offload_fraction = " + std::to_string(t.optimizer_offload_fraction) +
            " must be in [0, 1]";
+  }
+  if (t.fsdp != Fsdp::kOff && !t.distributed_optimizer) {
+    return std::string("fsdp = ") + to_string(t.fsdp) +
+           " shards the optimizer states too: it needs distributed_optimizer";
   }
   if (t.optimizer_offload_fraction > 0 && !t.distributed_optimizer) {
     // Megatron-LM core_v0.15.0 arguments.py: offload needs

@@ -22,6 +22,13 @@ enum class Fp8Recipe { kDelayed, kTensorwise, kBlockwise, kMxfp8 };
 // travels once to each other node holding one of its experts
 // (docs/costmodel.md, "Dispatch and combine").
 enum class Dispatcher { kAllToAll, kAllGather, kAuto, kFlex };
+// Megatron-FSDP's sharding beyond the distributed optimizer
+// (--use-megatron-fsdp --data-parallel-sharding-strategy; docs/costmodel.md,
+// "Sharded data parallelism"): kOff is Megatron's DDP (the optimizer states
+// sharded or not by distributed_optimizer, which also stands for FSDP's
+// "optim" and "no_shard"); kOptimGrads also shards the gradients (ZeRO-2);
+// kOptimGradsParams the parameters too (ZeRO-3).
+enum class Fsdp { kOff, kOptimGrads, kOptimGradsParams };
 // Gated (SwiGLU: three matrices) or plain (GELU: two matrices) MLP.
 enum class MlpKind { kSwiGlu, kGelu };
 enum class PositionKind { kRotary, kLearned };
@@ -93,6 +100,7 @@ struct TrainingSpec {
   // share f in [0, 1] of each device's optimizer shard kept and stepped on
   // the host (docs/costmodel.md, "Optimizer CPU offload"); 0 = off.
   double optimizer_offload_fraction = 0;
+  Fsdp fsdp = Fsdp::kOff;
   Dispatcher dispatcher = Dispatcher::kAllToAll;
   double imbalance = 1.2;  // rho = max/mean tokens per expert (>= 1)
   double gamma = 1.0;      // gamma in [0,1]: share of rho on the path
@@ -136,6 +144,7 @@ std::string validate(const TrainingSpec& training, const ModelSpec& model);
 const char* to_string(Precision);
 const char* to_string(Fp8Recipe);
 const char* to_string(Dispatcher);
+const char* to_string(Fsdp);
 const char* to_string(MlpKind);
 
 }  // namespace hapmoe

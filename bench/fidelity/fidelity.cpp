@@ -48,6 +48,9 @@ Case read_case(const Json& j, const std::string& origin, const std::string& poin
   if (const auto f = r.opt_string("fp8_recipe")) {
     c.overrides.fp8_recipe = parse_fp8_recipe(*f, origin + ":" + r.pointer("fp8_recipe"));
   }
+  if (const auto f = r.opt_string("fsdp")) {
+    c.overrides.fsdp = parse_fsdp(*f, origin + ":" + r.pointer("fsdp"));
+  }
   if (const auto d = r.opt_string("dispatcher")) {
     c.overrides.dispatcher = parse_dispatcher(*d, origin + ":" + r.pointer("dispatcher"));
   }

@@ -703,6 +703,9 @@ void read_training(ObjectReader& parent, const ModelSpec& m, TrainingSpec& t) {
   t.grad_reduce_in_bf16 = r.opt_bool("grad_reduce_in_bf16").value_or(t.grad_reduce_in_bf16);
   t.optimizer_offload_fraction =
       r.opt_number("optimizer_offload_fraction", 0.0, 1.0).value_or(t.optimizer_offload_fraction);
+  if (auto s = r.opt_string("fsdp")) {
+    t.fsdp = parse_fsdp(*s, where_of(r.origin(), r.pointer("fsdp")));
+  }
   if (auto s = r.opt_string("dispatcher")) {
     t.dispatcher = parse_dispatcher(*s, where_of(r.origin(), r.pointer("dispatcher")));
   }
@@ -876,6 +879,7 @@ void apply_overrides(const TrainingOverrides& o, Workload& workload) {
   if (o.no_distributed_optimizer) t.distributed_optimizer = false;
   if (o.grad_reduce_in_bf16) t.grad_reduce_in_bf16 = true;
   if (o.optimizer_offload_fraction) t.optimizer_offload_fraction = *o.optimizer_offload_fraction;
+  if (o.fsdp) t.fsdp = *o.fsdp;
   t.overlap.grad_reduce = t.overlap.grad_reduce || o.overlap.grad_reduce;
   t.overlap.param_gather = t.overlap.param_gather || o.overlap.param_gather;
   t.overlap.tp_comm = t.overlap.tp_comm || o.overlap.tp_comm;
@@ -905,6 +909,8 @@ void apply_overrides(const TrainingOverrides& o, Workload& workload) {
       option = "--overlap-param-gather";
     } else if (field == "optimizer_offload_fraction" && o.optimizer_offload_fraction) {
       option = "--optimizer-offload-fraction";
+    } else if (field == "fsdp" && o.fsdp) {
+      option = "--fsdp";
     }
     throw InputError(option, e);
   }
@@ -927,6 +933,17 @@ Fp8Recipe parse_fp8_recipe(const std::string& text, const std::string& where) {
   if (s == "mxfp8") return Fp8Recipe::kMxfp8;
   throw InputError(where, "unknown FP8 recipe \"" + text +
                               "\" (allowed: delayed, tensorwise, blockwise, mxfp8)");
+}
+
+Fsdp parse_fsdp(const std::string& text, const std::string& where) {
+  const std::string s = to_lower(text);
+  if (s == "off") return Fsdp::kOff;
+  if (s == "optim_grads" || s == "zero2") return Fsdp::kOptimGrads;
+  if (s == "optim_grads_params" || s == "zero3") return Fsdp::kOptimGradsParams;
+  throw InputError(where, "unknown data-parallel sharding \"" + text +
+                              "\" (allowed: off, optim_grads (zero2), optim_grads_params (zero3); "
+                              "Megatron-FSDP's no_shard and optim are distributed_optimizer "
+                              "false and true)");
 }
 
 Dispatcher parse_dispatcher(const std::string& text, const std::string& where) {
@@ -1006,6 +1023,7 @@ std::string workload_to_json(const Workload& workload) {
   if (t.optimizer_offload_fraction > 0) {
     tr["optimizer_offload_fraction"] = t.optimizer_offload_fraction;
   }
+  if (t.fsdp != Fsdp::kOff) tr["fsdp"] = to_string(t.fsdp);
   tr["dispatcher"] = to_string(t.dispatcher);
   tr["imbalance"] = t.imbalance;
   tr["gamma"] = t.gamma;

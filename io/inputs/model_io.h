@@ -54,6 +54,7 @@ struct TrainingOverrides {
   bool no_distributed_optimizer = false;
   bool grad_reduce_in_bf16 = false;  // turn on (never off)
   std::optional<double> optimizer_offload_fraction;
+  std::optional<Fsdp> fsdp;
   // Overlaps to turn on (Megatron's flags of the same names); never off.
   Overlap overlap;
 };
@@ -65,6 +66,7 @@ void apply_overrides(const TrainingOverrides& overrides, Workload& workload);
 Precision parse_precision(const std::string& text, const std::string& where);
 Fp8Recipe parse_fp8_recipe(const std::string& text, const std::string& where);
 Dispatcher parse_dispatcher(const std::string& text, const std::string& where);
+Fsdp parse_fsdp(const std::string& text, const std::string& where);
 
 // The workload as the project's own JSON (round-trips through
 // parse_workload_json).

@@ -177,6 +177,7 @@ nlohmann::ordered_json plan_report_json(const PlanReport& r, const ClusterSpec& 
                           {"ep_s", x.ep},
                           {"p2p_s", x.p2p},
                           {"recompute_s", x.recompute},
+                          {"dp_s", x.dp},
                           {"tp_hidden_s", x.tp_hidden},
                           {"ep_hidden_s", x.ep_hidden}};
     };

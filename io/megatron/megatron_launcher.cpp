@@ -112,6 +112,8 @@ bool owned_by_hapmoe(const std::string& name) {
                                                "--optimizer-cpu-offload",
                                                "--optimizer-offload-fraction",
                                                "--use-precision-aware-optimizer",
+                                               "--use-megatron-fsdp",
+                                               "--data-parallel-sharding-strategy",
                                                "--fp8-recipe",
                                                "--moe-token-dispatcher-type",
                                                "--moe-enable-deepep"};
@@ -650,6 +652,8 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   if (script) {
     for (const MegatronFlag& f : script->flags) {
       if (!f.name.empty() && owned_by_hapmoe(f.name)) continue;
+      // Megatron-FSDP checkpoints only in its own format.
+      if (f.name == "--ckpt-format" && w.training.fsdp != Fsdp::kOff) continue;
       std::string line = f.name.empty() ? "" : shell_quote(f.name);
       for (const ShellWord& v : f.values) line += (line.empty() ? "" : " ") + word_text(v);
       t << "    " << line << "\n";
@@ -698,6 +702,12 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
     flag(std::string("--fp8-recipe ") + to_string(r));
   }
   if (w.training.distributed_optimizer) flag("--use-distributed-optimizer");
+  if (w.training.fsdp != Fsdp::kOff) {
+    // Megatron-LM core_v0.15.0: Megatron-FSDP needs its own checkpoint format.
+    flag("--use-megatron-fsdp");
+    flag(std::string("--data-parallel-sharding-strategy ") + to_string(w.training.fsdp));
+    flag("--ckpt-format fsdp_dtensor");
+  }
   if (w.training.grad_reduce_in_bf16) flag("--grad-reduce-in-bf16");
   if (w.training.optimizer_offload_fraction > 0) {
     // The hybrid device optimizer reuses the precision-aware optimizer's

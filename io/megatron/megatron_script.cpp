@@ -86,8 +86,8 @@ const std::map<std::string, FlagInfo>& read_flags() {
       {"--grad-reduce-in-bf16", {Kind::kBool, nullptr}},
       {"--num-distributed-optimizer-instances",
        {Kind::kInt, "--num-distributed-optimizer-instances is not modelled (one instance)"}},
-      {"--use-megatron-fsdp",
-       {Kind::kBool, "--use-megatron-fsdp is not modelled (costed as the distributed optimizer)"}},
+      {"--use-megatron-fsdp", {Kind::kBool, nullptr}},
+      {"--data-parallel-sharding-strategy", {Kind::kText, nullptr}},
       {"--optimizer-cpu-offload", {Kind::kBool, nullptr}},
       {"--optimizer-offload-fraction", {Kind::kText, nullptr}},
       {"--use-precision-aware-optimizer", {Kind::kBool, nullptr}},
@@ -782,7 +782,28 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
       t.fp8_recipe = Fp8Recipe::kDelayed;  // Megatron's default
     }
   }
-  t.distributed_optimizer = r.flag("--use-distributed-optimizer") || r.flag("--use-megatron-fsdp");
+  t.distributed_optimizer = r.flag("--use-distributed-optimizer");
+  if (r.flag("--use-megatron-fsdp")) {
+    // Megatron-FSDP (core_v0.15.0 arguments.py; default no_shard): optim is
+    // the distributed optimizer, optim_grads and optim_grads_params shard
+    // the gradients and the parameters too.
+    const std::string strategy = r.text("--data-parallel-sharding-strategy").value_or("no_shard");
+    if (strategy == "optim") {
+      t.distributed_optimizer = true;
+    } else if (strategy == "optim_grads") {
+      t.distributed_optimizer = true;
+      t.fsdp = Fsdp::kOptimGrads;
+    } else if (strategy == "optim_grads_params") {
+      t.distributed_optimizer = true;
+      t.fsdp = Fsdp::kOptimGradsParams;
+    } else if (strategy != "no_shard") {
+      r.fail("--data-parallel-sharding-strategy",
+             "unknown strategy \"" + strategy +
+                 "\" (Megatron-LM: no_shard, optim, optim_grads, optim_grads_params)");
+    }
+  } else if (r.text("--data-parallel-sharding-strategy")) {
+    add_note(script, "--data-parallel-sharding-strategy has no effect without --use-megatron-fsdp");
+  }
   t.overlap.grad_reduce = r.flag("--overlap-grad-reduce");
   t.grad_reduce_in_bf16 = r.flag("--grad-reduce-in-bf16");
   // --optimizer-offload-fraction defaults to 1.0 (Megatron-LM core_v0.15.0

@@ -82,14 +82,17 @@ TEST(Fidelity, CasesFileErrorsNameTheCase) {
 // They were raised once, with recompute by module (issue 18): the four
 // long-context rows had been costed as full recompute, which Megatron did
 // not run, and that overcount had hidden an underestimate of long-context
-// attention (bench/README.md, "Recompute by module").
-constexpr int kExpressible = 14;
-constexpr double kMedianAbsError = 0.076;
+// attention (bench/README.md, "Recompute by module"). Megatron-FSDP then
+// brought the Qwen3-235B FSDP row inside (bench/README.md, "Sharded data
+// parallelism"): a new row, so the set, its median and the group's
+// concordance (8 of 9 pairs, as over every row before) are new figures.
+constexpr int kExpressible = 15;
+constexpr double kMedianAbsError = 0.079;
 constexpr double kWorstAbsError = 0.332;
-constexpr int kBf16Rows = 10;
-constexpr double kBf16MedianAbsError = 0.085;
-constexpr double kBf16WorstAbsError = 0.223;
-constexpr double kQwenConcordance = 1.0;
+constexpr int kBf16Rows = 11;
+constexpr double kBf16MedianAbsError = 0.091;
+constexpr double kBf16WorstAbsError = 0.246;
+constexpr double kQwenConcordance = 8.0 / 9.0;
 
 TEST(Fidelity, PublishedRunsNoWorseThanPinned) {
   const std::string root = HAPMOE_SOURCE_DIR;

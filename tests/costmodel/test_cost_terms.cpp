@@ -1832,6 +1832,59 @@ TEST_F(CostTerms, GradientSyncAndOptimizerFromTheModel) {
   }
 }
 
+// Megatron-FSDP (docs/costmodel.md, "Sharded data parallelism"). ZeRO-2:
+// gradients sharded over each group, plus one layer's being reduced; each
+// micro-batch's backward reduce-scatters (one collective per layer and
+// group), hidden behind the backward but for one layer's; after the step
+// only the parameter all-gather. ZeRO-3: parameters sharded too, plus two
+// layers gathered (computing and prefetched); gathered before each layer's
+// forward and again before its backward; nothing after the step.
+TEST_F(CostTerms, MegatronFsdpShardsAndCommunicatesPerMicroBatch) {
+  const ParallelConfig pi = config(1, 2, 2, 4, 1, 2);  // d = DP·CP = 4, EDP = 2
+  const StageShape sh = shape(0, 0, 4, 4, -1);
+  const TypeCosts tc0 = model().type_costs(pi, 0);
+  const StageCost off = model().stage_cost(pi, tc0, sh);
+  const double pd = 4 * tc0.moe.dense_params + tc0.embedding_params + tc0.output_params;
+  const double pe = 4 * tc0.moe.expert_params;
+  const double unit = tc0.moe.dense_params + tc0.moe.expert_params;
+  const double shard = pd / 4 + pe / 2;
+  auto per_layer = [&](const SyncCost& d, const SyncCost& e) {
+    return 4 * d.latency_s + pd * d.s_per_param + 4 * e.latency_s + pe * e.s_per_param;
+  };
+  const double rs = per_layer(tc0.dp_reduce, tc0.edp_reduce);
+  const double ag = per_layer(tc0.dp_gather, tc0.edp_gather);
+  {
+    workload.training.fsdp = Fsdp::kOptimGrads;
+    const CostModel cm = model();
+    const TypeCosts tc = cm.type_costs(pi, 0);
+    EXPECT_REL(tc.layer_unit_params, unit);
+    const StageCost s = cm.stage_cost(pi, tc, sh);
+    EXPECT_REL(s.memory.gradients, (shard + unit) * 4);
+    EXPECT_EQ(s.memory.weights, off.memory.weights);
+    EXPECT_EQ(s.memory.optimizer, off.memory.optimizer);
+    EXPECT_EQ(s.fwd_s, off.fwd_s);
+    EXPECT_REL(s.bwd_s, off.bwd_s + std::max(rs / 4, rs - off.bwd_s));
+    EXPECT_REL(s.bwd_parts.dp, std::max(rs / 4, rs - off.bwd_s));
+    EXPECT_REL(s.dp_sync_s, tc.dp_gather.time(pd) + tc.edp_gather.time(pe));
+  }
+  {
+    workload.training.fsdp = Fsdp::kOptimGradsParams;
+    const CostModel cm = model();
+    const StageCost s = cm.stage_cost(pi, cm.type_costs(pi, 0), sh);
+    EXPECT_REL(s.memory.weights, (shard + 2 * unit) * 2);
+    EXPECT_REL(s.memory.gradients, (shard + unit) * 4);
+    EXPECT_REL(s.fwd_s, off.fwd_s + std::max(ag / 4, ag - off.fwd_s));
+    EXPECT_REL(s.bwd_s, off.bwd_s + std::max((ag + rs) / 4, ag + rs - off.bwd_s));
+    EXPECT_EQ(s.dp_sync_s, 0.0);
+    EXPECT_REL(s.fwd_parts.total(), s.fwd_s);
+    EXPECT_REL(s.bwd_parts.total(), s.bwd_s);
+  }
+  // FSDP shards the optimizer states as well: without the distributed
+  // optimizer it is refused.
+  workload.training.distributed_optimizer = false;
+  EXPECT_NE(validate(workload.training, workload.model).find("fsdp"), std::string::npos);
+}
+
 // Optimizer CPU offload (docs/costmodel.md, "Optimizer CPU offload"): the
 // host keeps 16 B per offloaded parameter of the local shard; the device
 // keeps the rest of the optimizer state; the step is the GPU's share plus,

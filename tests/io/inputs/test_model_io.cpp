@@ -1365,6 +1365,31 @@ TEST(ModelIoRoundTrip, OptimizerOffloadFraction) {
   }
 }
 
+// "fsdp" (Megatron-FSDP beyond the distributed optimizer) is read, written
+// only when on, and round-trips; an unknown strategy names the field.
+TEST(ModelIoRoundTrip, Fsdp) {
+  Workload w = preset("qwen3-235b-a22b");
+  EXPECT_FALSE(Json::parse(workload_to_json(w)).at("training").contains("fsdp"));
+  for (Fsdp f : {Fsdp::kOptimGrads, Fsdp::kOptimGradsParams}) {
+    TrainingOverrides ov;
+    ov.fsdp = f;
+    apply_overrides(ov, w);
+    const std::string text = workload_to_json(w);
+    EXPECT_EQ(Json::parse(text).at("training").at("fsdp"), to_string(f));
+    EXPECT_EQ(parse_workload_json(text, "rt.json"), w) << text;
+  }
+  EXPECT_EQ(parse_fsdp("zero3", "x"), Fsdp::kOptimGradsParams);
+  Json j = Json::parse(workload_to_json(w));
+  j["training"]["fsdp"] = "optim_params";
+  try {
+    parse_workload_json(j.dump(), "bad.json");
+    ADD_FAILURE() << "an unknown strategy was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("/training/fsdp"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("optim_params"), std::string::npos) << e.what();
+  }
+}
+
 // FP8 workloads round-trip with their recipe; "fp8_recipe" is written for
 // FP8 only, right after "precision".
 TEST(ModelIoRoundTrip, Fp8PrecisionAndRecipe) {

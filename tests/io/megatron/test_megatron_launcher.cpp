@@ -615,6 +615,50 @@ TEST(MegatronLauncher, OptimizerOffloadIsReadWrittenAndReadBack) {
   EXPECT_TRUE(noted);
 }
 
+// Megatron-FSDP: the sharding strategy is read (no_shard is plain DP, optim
+// the distributed optimizer), written with the checkpoint format it needs
+// (the script's own replaced), and reads back.
+TEST(MegatronLauncher, MegatronFsdpIsReadWrittenAndReadBack) {
+  const std::string text = slurp(kData + "mixtral_8x7b.sh");
+  const std::string anchor = "    --overlap-grad-reduce\n";
+  ASSERT_NE(text.find(anchor), std::string::npos);
+  auto with = [&](const std::string& extra) {
+    std::string t = text;
+    t.replace(t.find(anchor), anchor.size(), anchor + extra);
+    return t;
+  };
+  const struct {
+    const char* strategy;
+    Fsdp fsdp;
+    bool distributed;
+  } cases[] = {{"optim_grads_params", Fsdp::kOptimGradsParams, true},
+               {"optim_grads", Fsdp::kOptimGrads, true},
+               {"optim", Fsdp::kOff, true}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.strategy);
+    MegatronScript script = parse_megatron_script(
+        with(std::string("    --use-megatron-fsdp --data-parallel-sharding-strategy ") +
+             c.strategy + " --ckpt-format torch_dist\n"),
+        "fsdp.sh");
+    const Workload w = megatron_workload(script);
+    EXPECT_EQ(w.training.fsdp, c.fsdp);
+    EXPECT_EQ(w.training.distributed_optimizer, c.distributed);
+    const ClusterSpec cluster = load_cluster("H800:32");
+    const Launched r = launch(w, cluster, megatron_plan(script, w, cluster), &script);
+    EXPECT_EQ(r.workload2, w);
+    if (c.fsdp != Fsdp::kOff) {
+      EXPECT_EQ(count_in_command(r.launcher.text, "--use-megatron-fsdp"), 1u) << r.launcher.text;
+      EXPECT_EQ(count_in_command(r.launcher.text, "--ckpt-format fsdp_dtensor"), 1u);
+      EXPECT_EQ(count_in_command(r.launcher.text, "--ckpt-format torch_dist"), 0u);
+    }
+  }
+  MegatronScript plain = parse_megatron_script(with("    --use-megatron-fsdp\n"), "ns.sh");
+  EXPECT_EQ(megatron_workload(plain).training.fsdp, Fsdp::kOff);  // no_shard, the default
+  MegatronScript bad = parse_megatron_script(
+      with("    --use-megatron-fsdp --data-parallel-sharding-strategy zero3\n"), "bad.sh");
+  EXPECT_THROW(megatron_workload(bad), InputError);
+}
+
 // A plan's recompute modules are written as --recompute-modules (the
 // script's own list replaced) and read back as the same plan; modules a
 // dense model does not have (moe_act) are left out, as Megatron rejects
