@@ -150,9 +150,10 @@ void print_plan_report(std::ostream& out, const PlanReport& r, const Workload& w
   for (std::size_t i = 0; i < r.stages.size(); ++i) {
     const StageCost& c = r.stages[i].cost;
     if (!(c.fwd_parts.dp > 0 || c.bwd_parts.dp > 0)) continue;
-    out << fmt("fsdp   stage %zu: parameter gathers and gradient reduce-scatters not hidden by "
-               "compute: %.3f ms forward, %.3f ms backward per micro-batch\n",
-               i, 1e3 * c.fwd_parts.dp, 1e3 * c.bwd_parts.dp);
+    out << fmt(
+        "fsdp   stage %zu: parameter gathers and gradient reduce-scatters not hidden by "
+        "compute: %.3f ms forward, %.3f ms backward per micro-batch\n",
+        i, 1e3 * c.fwd_parts.dp, 1e3 * c.bwd_parts.dp);
   }
   print_step_parts(out, r);
   bool warned = false;

@@ -35,7 +35,8 @@ struct Instance {
     s << "N=" << m.num_layers << " H=" << m.hidden << " a=" << m.num_heads
       << " g=" << m.num_kv_heads << " E=" << m.num_experts << " k=" << m.top_k
       << " S=" << workload.training.seq_len << " B=" << workload.training.global_batch
-      << " b=" << workload.training.micro_batch << " |";
+      << " b=" << workload.training.micro_batch << " fsdp=" << to_string(workload.training.fsdp)
+      << " offload=" << workload.training.optimizer_offload_fraction << " |";
     for (const DevicePool& p : cluster.pools) {
       s << " " << p.device.name << ":" << p.nodes << "x" << p.devices_per_node << "@"
         << p.device.memory_bytes / 1e9 << "GB";
@@ -100,6 +101,23 @@ Instance random_instance(std::mt19937& rng) {
     pool.device.memory_bytes = 2.0 * (1u << 30) + f(rng) * (state + act);
     in.cluster.pools.push_back(pool);
   }
+  // Megatron-FSDP and optimizer offload, whose terms the search must keep
+  // exact too; the host memory random as well, so the host side decides
+  // some fits.
+  if (t.distributed_optimizer) {
+    const unsigned r = rng() % 4;
+    t.fsdp = r == 1 ? Fsdp::kOptimGrads : r == 2 ? Fsdp::kOptimGradsParams : Fsdp::kOff;
+    if (rng() % 3 == 0) {
+      t.optimizer_offload_fraction = rng() % 2 ? 0.5 : 1.0;
+      std::uniform_real_distribution<double> f(0.05, 2.0);
+      for (DevicePool& pool : in.cluster.pools) {
+        pool.device.host_memory_bytes =
+            f(rng) * total_params(m) * 16.0 / in.cluster.total_devices() * pool.devices_per_node;
+        pool.device.host_link_bandwidth = 32e9;
+        pool.device.host_memory_bandwidth = 200e9;
+      }
+    }
+  }
   return in;
 }
 
@@ -155,6 +173,8 @@ TEST(SearchOracle, DpEqualsBruteForceWithPruningsOff) {
   int configs = 0;
   int with_plan = 0;
   int with_recompute = 0;
+  int with_fsdp = 0;     // plans found under ZeRO-2/3
+  int with_offload = 0;  // plans found with optimizer offload
   while (instances < 300) {
     const Instance in = random_instance(rng);
     if (!in.valid()) continue;
@@ -173,6 +193,8 @@ TEST(SearchOracle, DpEqualsBruteForceWithPruningsOff) {
       expect_same(dp, bf, in.describe());
       if (bf.best) {
         ++with_plan;
+        if (in.workload.training.fsdp != Fsdp::kOff) ++with_fsdp;
+        if (in.workload.training.optimizer_offload_fraction > 0) ++with_offload;
         for (const StagePlan& s : bf.best->plan.stages) {
           if (s.recompute.kind != RecomputeKind::kNone) {
             ++with_recompute;
@@ -198,6 +220,8 @@ TEST(SearchOracle, DpEqualsBruteForceWithPruningsOff) {
   EXPECT_GT(with_plan, configs / 10);
   EXPECT_LT(with_plan, configs);
   EXPECT_GT(with_recompute, 20);
+  EXPECT_GT(with_fsdp, 20);
+  EXPECT_GT(with_offload, 10);
 }
 
 TEST(SearchOracle, PruningsNeverBeatTheUnprunedOptimum) {
