@@ -293,7 +293,7 @@ ComputeEntry compute_entry(const Workload& w, const DeviceSpec& dev, int micro_b
   // Embedding lookup (memory bound) and output layer + cross entropy.
   e.embedding_fwd = stream(2.0 * s.sp_tokens * h * beta) + kernels(kEmbeddingKernels);
   e.embedding_bwd = 2.0 * e.embedding_fwd;
-  const double vocab_shard = static_cast<double>(m.vocab) / tp;
+  const double vocab_shard = padded_vocab(m, tp) / tp;
   const double logits_stream = stream(s.tokens * vocab_shard * 3.0 * 4.0);  // fp32 passes
   e.output_fwd =
       gemm_time(s.tokens, vocab_shard, h, dev, beta) + logits_stream + kernels(kOutputKernels);

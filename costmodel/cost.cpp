@@ -530,14 +530,17 @@ TypeCosts CostModel::type_costs(const ParallelConfig& pi, int type) const {
   t.embedding_bwd_s = ce.embedding_bwd;
   t.output_fwd_s = ce.output_fwd;
   t.output_bwd_s = ce.output_bwd;
-  t.embedding_params = embedding_params(m) / pi.tp;
+  // The embedding and output matrices have the padded vocabulary's rows.
+  const double vocab = padded_vocab(m, pi.tp);
+  const double padding = (vocab - m.vocab) * m.hidden;
+  t.embedding_params = (embedding_params(m) + padding) / pi.tp;
   // The last stage holds the output matrix; with tied embeddings and PP > 1
   // it holds its own copy of the embedding (Megatron).
-  const double out_matrix = static_cast<double>(m.vocab) * m.hidden;
+  const double out_matrix = vocab * m.hidden;
   t.output_params = (m.tied_embeddings && pi.pp == 1 ? 0.0 : out_matrix) / pi.tp;
   // Logits of one micro-batch in bf16 plus an fp32 softmax copy.
-  t.logits_bytes = static_cast<double>(pi.micro_batch) * tr.seq_len / pi.cp *
-                   (static_cast<double>(m.vocab) / pi.tp) * (2.0 + kFp32);
+  t.logits_bytes =
+      static_cast<double>(pi.micro_batch) * tr.seq_len / pi.cp * (vocab / pi.tp) * (2.0 + kFp32);
   t.capacity_bytes = coef.capacity_bytes;
   t.overhead_bytes = coef.overhead_bytes;
   t.activation_scale = coef.activation_scale;

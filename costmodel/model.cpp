@@ -84,6 +84,9 @@ std::string validate(const ModelSpec& m) {
     if (auto e = positive(name, value); !e.empty()) return e;
   }
   if (m.num_layers > 100000) return field("num_layers", m.num_layers) + " is larger than 100000";
+  if (m.vocab_divisible_by < 1 || m.vocab_divisible_by > 1000000) {
+    return field("vocab_divisible_by", m.vocab_divisible_by) + " must be in [1, 1000000]";
+  }
   if (m.num_kv_heads > m.num_heads || m.num_heads % m.num_kv_heads != 0) {
     return field("num_kv_heads", m.num_kv_heads) +
            " must divide num_heads = " + std::to_string(m.num_heads);
@@ -230,6 +233,11 @@ double embedding_params(const ModelSpec& m) {
   double p = static_cast<double>(m.vocab) * m.hidden;
   if (m.positions == PositionKind::kLearned) p += static_cast<double>(m.max_positions) * m.hidden;
   return p;
+}
+
+double padded_vocab(const ModelSpec& m, int tp) {
+  const long long multiple = static_cast<long long>(std::max(1, m.vocab_divisible_by)) * tp;
+  return static_cast<double>((m.vocab + multiple - 1) / multiple * multiple);
 }
 
 double output_params(const ModelSpec& m) {

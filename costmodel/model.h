@@ -54,8 +54,11 @@ struct ModelSpec {
   int ffn_hidden = 0;    // dense MLP width F (dense layers)
   MlpKind mlp = MlpKind::kSwiGlu;
   PositionKind positions = PositionKind::kRotary;
-  int max_positions = 0;         // learned table size / max context
-  int vocab = 0;                 // vocabulary V (before padding)
+  int max_positions = 0;  // learned table size / max context
+  int vocab = 0;          // vocabulary V (before padding)
+  // Megatron pads the vocabulary to a multiple of this times TP
+  // (--make-vocab-size-divisible-by, default 128; padded_vocab()).
+  int vocab_divisible_by = 128;
   bool tied_embeddings = false;  // output layer shares the embedding
   MlaSpec mla;
   // Mixture of experts. num_experts == 0 means a dense model.
@@ -125,6 +128,11 @@ struct LayerParams {
 LayerParams layer_params(const ModelSpec& model, bool moe_layer);
 // Embedding (and learned positions) and, if untied, the output layer.
 double embedding_params(const ModelSpec& model);
+// The vocabulary as Megatron-LM allocates it under TP: V rounded up to a
+// multiple of vocab_divisible_by x TP (training/tokenizer/tokenizer.py,
+// _vocab_size_with_padding). The embedding, the output layer and the
+// logits have this many rows; the model's FLOPs count V.
+double padded_vocab(const ModelSpec& model, int tp);
 double output_params(const ModelSpec& model);
 double total_params(const ModelSpec& model);
 // Parameters touched by one token (attention + k experts + shared + dense).

@@ -759,6 +759,7 @@ Workload parse_hapmoe_json(const Json& root, const std::string& origin) {
     r.fail("max_positions", "required field is missing (learned positions need a table size)");
   }
   m.vocab = r.get_int("vocab", 1, kMaxSize);
+  m.vocab_divisible_by = r.opt_int("vocab_divisible_by", 1, 1000000).value_or(m.vocab_divisible_by);
   m.tied_embeddings = r.opt_bool("tied_embeddings").value_or(false);
   read_mla(r, m.mla);
   read_moe(r, m);
@@ -973,6 +974,9 @@ std::string workload_to_json(const Workload& workload) {
   j["positions"] = m.positions == PositionKind::kLearned ? "learned" : "rotary";
   if (m.max_positions > 0) j["max_positions"] = m.max_positions;
   j["vocab"] = m.vocab;
+  if (m.vocab_divisible_by != ModelSpec{}.vocab_divisible_by) {
+    j["vocab_divisible_by"] = m.vocab_divisible_by;
+  }
   j["tied_embeddings"] = m.tied_embeddings;
   if (m.mla.enabled()) {
     OrderedJson mla;

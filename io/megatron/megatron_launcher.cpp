@@ -181,6 +181,9 @@ std::vector<std::string> model_flags(const Workload& w) {
     add("--moe-grouped-gemm");
   }
   add("--vocab-size", std::to_string(m.vocab));
+  if (m.vocab_divisible_by != ModelSpec{}.vocab_divisible_by) {
+    add("--make-vocab-size-divisible-by", std::to_string(m.vocab_divisible_by));
+  }
   add("--tokenizer-type", "NullTokenizer");
   add("--mock-data");
   add("--train-iters", "100");

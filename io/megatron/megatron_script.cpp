@@ -40,6 +40,7 @@ const std::map<std::string, FlagInfo>& read_flags() {
       {"--encoder-seq-length", {Kind::kInt, nullptr}},
       {"--max-position-embeddings", {Kind::kInt, nullptr}},
       {"--vocab-size", {Kind::kInt, nullptr}},
+      {"--make-vocab-size-divisible-by", {Kind::kInt, nullptr}},
       {"--tokenizer-type", {Kind::kText, nullptr}},
       {"--tokenizer-model", {Kind::kText, nullptr}},
       {"--untie-embeddings-and-output-weights", {Kind::kBool, nullptr}},
@@ -142,7 +143,6 @@ bool is_irrelevant_flag(const std::string& name) {
       "--save",
       "--load",
       "--seed",
-      "--make-vocab-size-divisible-by",
       "--moe-router-load-balancing-type",
       "--moe-aux-loss-coeff",
       "--moe-z-loss-coeff",
@@ -693,6 +693,8 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
   m.tied_embeddings = !r.flag("--untie-embeddings-and-output-weights");
 
   // Vocabulary.
+  m.vocab_divisible_by =
+      r.opt_int("--make-vocab-size-divisible-by", 1, 1000000).value_or(m.vocab_divisible_by);
   if (auto v = r.opt_int("--vocab-size", 1, kMaxSize)) {
     m.vocab = *v;
   } else if (defaults.vocab) {

@@ -1832,6 +1832,18 @@ TEST_F(CostTerms, GradientSyncAndOptimizerFromTheModel) {
   }
 }
 
+// The embedding, the output layer and the logits have the padded
+// vocabulary's rows: V = 32000 at TP 4 pads to 32256 (a multiple of 512).
+TEST_F(CostTerms, PaddedVocabularyInParametersAndLogits) {
+  const ParallelConfig pi = config(2, 4, 1, 1, 1, 2);
+  const TypeCosts tc = model().type_costs(pi, 0);
+  EXPECT_REL(tc.output_params, 32256.0 * kH / 4);
+  EXPECT_REL(tc.embedding_params, 32256.0 * kH / 4);
+  EXPECT_REL(tc.logits_bytes, 1.0 * kS * 32256.0 / 4 * 6);
+  workload.model.vocab_divisible_by = 1;
+  EXPECT_REL(model().type_costs(pi, 0).output_params, kV * kH / 4);
+}
+
 // Megatron-FSDP (docs/costmodel.md, "Sharded data parallelism"). ZeRO-2:
 // gradients sharded over each group, plus one layer's being reduced; each
 // micro-batch's backward reduce-scatters (one collective per layer and

@@ -146,6 +146,26 @@ TEST(ModelCounts, GptEmbeddingOutputAndTotal) {
   EXPECT_REL(embedding_params(m), 50257.0 * 768);
 }
 
+// Megatron-LM pads the vocabulary to a multiple of
+// --make-vocab-size-divisible-by (128) x TP (_vocab_size_with_padding).
+TEST(ModelCounts, PaddedVocabulary) {
+  ModelSpec m;
+  m.vocab = 32000;
+  EXPECT_EQ(padded_vocab(m, 1), 32000.0);  // 250 x 128
+  EXPECT_EQ(padded_vocab(m, 2), 32000.0);  // 125 x 256
+  EXPECT_EQ(padded_vocab(m, 4), 32256.0);  // 63 x 512
+  m.vocab = 151936;                        // Qwen3
+  EXPECT_EQ(padded_vocab(m, 2), 152064.0);
+  m.vocab = 128256;  // Llama 3
+  EXPECT_EQ(padded_vocab(m, 8), 129024.0);
+  m.vocab_divisible_by = 1;
+  EXPECT_EQ(padded_vocab(m, 1), 128256.0);
+  ModelSpec g = gpt_model();
+  ASSERT_EQ(validate(g), "");
+  g.vocab_divisible_by = 0;
+  EXPECT_NE(validate(g).find("vocab_divisible_by"), std::string::npos);
+}
+
 TEST(ModelCounts, GptFlopsPerIteration) {
   const Workload w{gpt_model(), training(1024, 8)};
   // per token and layer: 2·(attention projection params) + causal core

@@ -190,6 +190,24 @@ TEST(MegatronScript, ScriptPlanOnAHomogeneousCluster) {
   }
 }
 
+// --make-vocab-size-divisible-by is read (default 128) and written back by a
+// launcher for a model that is not from a script.
+TEST(MegatronScript, VocabularyPaddingMultipleIsRead) {
+  const std::string head =
+      "--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
+      "--micro-batch-size 1 --global-batch-size 8 --bf16 --vocab-size 1000";
+  MegatronScript d = parse_megatron_script(head + "\n", "t.sh");
+  EXPECT_EQ(megatron_workload(d).model.vocab_divisible_by, 128);
+  MegatronScript s = parse_megatron_script(head + " --make-vocab-size-divisible-by 64\n", "t.sh");
+  const Workload w = megatron_workload(s);
+  EXPECT_EQ(w.model.vocab_divisible_by, 64);
+  EXPECT_EQ(padded_vocab(w.model, 2), 1024.0);  // a multiple of 128
+  EXPECT_TRUE(s.notes.empty() || s.notes.front().find("make-vocab") == std::string::npos);
+  const std::string text = workload_to_json(w);
+  EXPECT_NE(text.find("\"vocab_divisible_by\": 64"), std::string::npos) << text;
+  EXPECT_EQ(parse_workload_json(text, "rt.json").model.vocab_divisible_by, 64);
+}
+
 // --recompute-modules is costed module by module; without it selective is
 // Megatron's default, core_attn alone.
 TEST(MegatronScript, RecomputeModulesAreReadAsWritten) {
