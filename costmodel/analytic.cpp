@@ -240,8 +240,10 @@ ComputeEntry compute_entry(const Workload& w, const DeviceSpec& dev, int micro_b
     add_proj((s.heads + 2.0 * s.kv_heads) * s.qk_dim, h);
     add_proj(h, s.heads * s.v_dim);
   }
-  // Causal core attention: each query attends to S/2 keys on average.
-  const double core_flops = 2.0 * s.tokens * (s.seq / 2.0) * s.heads * (s.qk_dim + s.v_dim);
+  // Causal core attention: each query attends to S/2 keys on average, fewer
+  // in sliding-window layers (the model's mean over its layers).
+  const double core_flops =
+      2.0 * s.tokens * mean_attended_keys(m, s.seq) * s.heads * (s.qk_dim + s.v_dim);
   e.core_attention_fwd = core_flops / peak;
   // One RMSNorm: read and write the device's sequence-parallel tokens.
   e.norm_fwd = stream(2.0 * s.sp_tokens * h * beta) + kernels(1);

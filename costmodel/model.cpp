@@ -84,6 +84,15 @@ std::string validate(const ModelSpec& m) {
     if (auto e = positive(name, value); !e.empty()) return e;
   }
   if (m.num_layers > 100000) return field("num_layers", m.num_layers) + " is larger than 100000";
+  if (!m.window_layers.empty() &&
+      m.window_layers.size() != static_cast<std::size_t>(m.num_layers)) {
+    return "window_layers has " + std::to_string(m.window_layers.size()) +
+           " entries, expected num_layers = " + std::to_string(m.num_layers);
+  }
+  if (m.sliding_window < 0) return field("sliding_window", m.sliding_window) + " must be >= 0";
+  if (!m.window_layers.empty() && m.sliding_window == 0) {
+    return "window_layers is given but sliding_window is 0";
+  }
   if (m.vocab_divisible_by < 1 || m.vocab_divisible_by > 1000000) {
     return field("vocab_divisible_by", m.vocab_divisible_by) + " must be in [1, 1000000]";
   }
@@ -209,8 +218,9 @@ double attention_flops_per_token(const ModelSpec& m, double seq) {
   const double a = m.num_heads;
   const double qk = m.mla.enabled() ? m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim : m.head_dim;
   const double v = m.mla.enabled() ? m.mla.v_head_dim : m.head_dim;
-  // Causal: each query sees seq/2 keys on average; 2 FLOPs per MAC.
-  const double core = 2.0 * (seq / 2.0) * a * (qk + v);
+  // Causal: each query sees seq/2 keys on average (fewer in sliding-window
+  // layers); 2 FLOPs per MAC.
+  const double core = 2.0 * mean_attended_keys(m, seq) * a * (qk + v);
   return 2.0 * attention_matrix_params(m) + core;
 }
 
@@ -220,6 +230,10 @@ LayerParams layer_params(const ModelSpec& m, bool moe_layer) {
   LayerParams p;
   const double h = m.hidden;
   p.attention = attention_matrix_params(m) + latent_norm_params(m) + h;  // + input norm
+  if (m.qkv_bias && !m.mla.enabled()) {
+    p.attention += static_cast<double>(m.num_heads + 2 * m.num_kv_heads) * m.head_dim;
+  }
+  if (m.attention_sinks) p.attention += m.num_heads;
   if (moe_layer) {
     p.mlp = h * m.num_experts + mlp_matrices(m) * h * m.shared_expert_ffn_hidden + h;
     p.experts = static_cast<double>(m.num_experts) * mlp_matrices(m) * h * m.expert_ffn_hidden;
@@ -233,6 +247,17 @@ double embedding_params(const ModelSpec& m) {
   double p = static_cast<double>(m.vocab) * m.hidden;
   if (m.positions == PositionKind::kLearned) p += static_cast<double>(m.max_positions) * m.hidden;
   return p;
+}
+
+double mean_attended_keys(const ModelSpec& m, double seq) {
+  const double full = seq / 2.0;
+  if (m.sliding_window <= 0 || m.window_layers.empty() || m.num_layers <= 0) return full;
+  const double w = m.sliding_window;
+  const double windowed = w >= seq ? full : w - w * (w - 1.0) / (2.0 * seq);
+  const double share =
+      static_cast<double>(std::count(m.window_layers.begin(), m.window_layers.end(), 1)) /
+      m.num_layers;
+  return (1.0 - share) * full + share * windowed;
 }
 
 double padded_vocab(const ModelSpec& m, int tp) {

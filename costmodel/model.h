@@ -56,6 +56,14 @@ struct ModelSpec {
   PositionKind positions = PositionKind::kRotary;
   int max_positions = 0;  // learned table size / max context
   int vocab = 0;          // vocabulary V (before padding)
+  // Attention variants (docs/costmodel.md, "Attention variants"):
+  // sliding-window attention over the last `sliding_window` keys in the
+  // layers window_layers marks 1 (empty: none); a learned sink logit per
+  // head (GPT-OSS); biases on the query, key and value projections.
+  int sliding_window = 0;
+  std::vector<std::uint8_t> window_layers;
+  bool attention_sinks = false;
+  bool qkv_bias = false;
   // Megatron pads the vocabulary to a multiple of this times TP
   // (--make-vocab-size-divisible-by, default 128; padded_vocab()).
   int vocab_divisible_by = 128;
@@ -133,6 +141,10 @@ double embedding_params(const ModelSpec& model);
 // _vocab_size_with_padding). The embedding, the output layer and the
 // logits have this many rows; the model's FLOPs count V.
 double padded_vocab(const ModelSpec& model, int tp);
+// Keys a query of a causal layer attends to, on average over a sequence of
+// `seq` tokens, averaged over the model's layers: seq/2 for full attention,
+// W - W(W-1)/(2 seq) for a window of W < seq keys.
+double mean_attended_keys(const ModelSpec& model, double seq);
 double output_params(const ModelSpec& model);
 double total_params(const ModelSpec& model);
 // Parameters touched by one token (attention + k experts + shared + dense).

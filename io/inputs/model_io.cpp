@@ -384,6 +384,42 @@ void refuse_unrepresentable(const Json& root, const ObjectReader& r, const std::
 }
 
 // The approximations of a file that was read: one note each.
+// Sliding-window attention, sinks and QKV bias of a Hugging Face config:
+// `layer_types` names each layer's kind (sliding_attention and
+// chunked_attention attend to a window of sliding_window or
+// attention_chunk_size keys); without it, Qwen's use_sliding_window windows
+// the layers from max_window_layers on, and a sliding_window alone (Mistral)
+// windows every layer. GPT-OSS has a learned sink per head; Qwen2 has QKV
+// biases, other families say so in attention_bias.
+void read_hf_attention_variants(const Json& root, ObjectReader& r, const std::string& family,
+                                ModelSpec& m) {
+  std::optional<int> window = r.opt_int("sliding_window", 1, kMaxPositions);
+  if (!window) window = r.opt_int("attention_chunk_size", 1, kMaxPositions);
+  std::vector<std::uint8_t> layers;
+  if (const Json* types = present(root, "layer_types")) {
+    for (const Json& t : *types) {
+      const std::string kind = t.get<std::string>();
+      layers.push_back(kind == "sliding_attention" || kind == "chunked_attention" ? 1 : 0);
+    }
+  } else if (window && r.has("use_sliding_window")) {
+    if (r.opt_bool("use_sliding_window").value_or(false)) {
+      const int from = r.opt_int("max_window_layers", 0, m.num_layers).value_or(0);
+      for (int l = 0; l < m.num_layers; ++l) layers.push_back(l >= from ? 1 : 0);
+    }
+  } else if (window) {
+    layers.assign(static_cast<std::size_t>(m.num_layers), 1);
+  }
+  if (window && std::count(layers.begin(), layers.end(), 1) > 0) {
+    m.sliding_window = *window;
+    m.window_layers = std::move(layers);
+  } else if (std::count(layers.begin(), layers.end(), 1) > 0) {
+    r.fail("layer_types", "names sliding-window layers but the file gives no sliding_window");
+  }
+  m.attention_sinks = family == "gpt_oss";
+  m.qkv_bias =
+      family == "qwen2" || family == "qwen2_moe" || r.opt_bool("attention_bias").value_or(false);
+}
+
 void note_approximations(const Json& root, const ModelSpec& m, const std::string& family,
                          bool known, std::vector<std::string>& notes) {
   if (!known) {
@@ -397,27 +433,12 @@ void note_approximations(const Json& root, const ModelSpec& m, const std::string
         "moe_intermediate_size) as a SwiGLU MLP with rotary positions; check the parameter "
         "counts against the model card");
   }
-  if (const Json* types = present(root, "layer_types")) {
-    // refuse_unrepresentable() checked every entry is an attention kind.
-    int windowed = 0;
-    for (const Json& t : *types) {
-      const std::string kind = t.get<std::string>();
-      if (kind == "sliding_attention" || kind == "chunked_attention") ++windowed;
-    }
-    if (windowed > 0) {
-      std::string window;
-      for (const char* key : {"sliding_window", "attention_chunk_size"}) {
-        if (const Json* v = present(root, key))
-          window += std::string(", ") + key + " = " + describe(*v);
-      }
-      notes.push_back("layer_types: " + std::to_string(windowed) + " of " +
-                      std::to_string(m.num_layers) +
-                      " layers use sliding-window or chunked attention" +
-                      (window.empty() ? "" : " (" + window.substr(2) + ")") +
-                      "; they are costed as full attention over the whole sequence, which "
-                      "overestimates their attention time and memory when the sequence is "
-                      "longer than the window");
-    }
+  if (m.sliding_window > 0) {
+    const auto windowed = std::count(m.window_layers.begin(), m.window_layers.end(), 1);
+    notes.push_back(std::to_string(windowed) + " of " + std::to_string(m.num_layers) +
+                    " layers attend to a window of the last " + std::to_string(m.sliding_window) +
+                    " keys; their attention is costed at the model's mean keys per query "
+                    "(docs/costmodel.md, \"Attention variants\")");
   }
   for (const char* key : {"vision_config", "audio_config"}) {
     if (present(root, key)) {
@@ -579,6 +600,8 @@ Workload parse_hf_config(const Json& root, const std::string& origin,
     r.fail("intermediate_size", "required field is missing (the model has dense layers)");
   }
 
+  read_hf_attention_variants(root, r, family, m);
+
   // Keys the planner does not need (norms, rope, token ids, dtype, ...).
   r.ignore_all();
   r.finish();
@@ -605,6 +628,43 @@ Workload parse_hf_config(const Json& root, const std::string& origin,
 
 // ---------------------------------------------------------------------------
 // hapmoe model JSON
+
+// Sliding-window attention, sinks and QKV bias (docs/models.md). The
+// window's layers: an explicit 0/1 list, or Megatron's
+// window_attn_skip_freq k (every k-th layer, 1-based, is full attention;
+// absent: every layer windowed).
+void read_attention_variants(ObjectReader& r, ModelSpec& m) {
+  m.qkv_bias = r.opt_bool("qkv_bias").value_or(false);
+  m.attention_sinks = r.opt_bool("attention_sinks").value_or(false);
+  const std::optional<int> window = r.opt_int("sliding_window", 1, kMaxPositions);
+  const Json* list = r.opt_raw("window_layers");
+  const std::optional<int> skip = r.opt_int("window_attn_skip_freq", 1, kMaxLayers);
+  if (!window) {
+    for (const char* key : {"window_layers", "window_attn_skip_freq"}) {
+      if (r.has(key)) r.fail(key, "has no effect without sliding_window");
+    }
+    return;
+  }
+  m.sliding_window = *window;
+  if (list && skip) {
+    r.fail("window_layers", "give either window_layers or window_attn_skip_freq, not both");
+  }
+  if (list) {
+    if (!list->is_array() || list->size() != static_cast<std::size_t>(m.num_layers)) {
+      r.fail("window_layers", "must be a list of one 0/1 per layer (num_layers = " +
+                                  std::to_string(m.num_layers) + "), got " + describe(*list));
+    }
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      m.window_layers.push_back(static_cast<std::uint8_t>(
+          checked_int((*list)[i], 0, 1,
+                      where_of(r.origin(), r.pointer("window_layers") + "/" + std::to_string(i)))));
+    }
+    return;
+  }
+  for (int l = 0; l < m.num_layers; ++l) {
+    m.window_layers.push_back(skip && (l + 1) % *skip == 0 ? 0 : 1);
+  }
+}
 
 void read_mla(ObjectReader& parent, MlaSpec& mla) {
   const Json* raw = parent.opt_raw("mla");
@@ -761,6 +821,7 @@ Workload parse_hapmoe_json(const Json& root, const std::string& origin) {
   m.vocab = r.get_int("vocab", 1, kMaxSize);
   m.vocab_divisible_by = r.opt_int("vocab_divisible_by", 1, 1000000).value_or(m.vocab_divisible_by);
   m.tied_embeddings = r.opt_bool("tied_embeddings").value_or(false);
+  read_attention_variants(r, m);
   read_mla(r, m.mla);
   read_moe(r, m);
   const bool any_dense = !m.is_moe() || m.num_moe_layers() < static_cast<int>(m.moe_layers.size());
@@ -978,6 +1039,12 @@ std::string workload_to_json(const Workload& workload) {
     j["vocab_divisible_by"] = m.vocab_divisible_by;
   }
   j["tied_embeddings"] = m.tied_embeddings;
+  if (m.qkv_bias) j["qkv_bias"] = true;
+  if (m.attention_sinks) j["attention_sinks"] = true;
+  if (m.sliding_window > 0) {
+    j["sliding_window"] = m.sliding_window;
+    j["window_layers"] = m.window_layers;
+  }
   if (m.mla.enabled()) {
     OrderedJson mla;
     mla["q_lora_rank"] = m.mla.q_lora_rank;

@@ -180,6 +180,30 @@ std::vector<std::string> model_flags(const Workload& w) {
     }
     add("--moe-grouped-gemm");
   }
+  if (m.qkv_bias) add("--add-qkv-bias");
+  if (m.attention_sinks) add("--softmax-type", "learnable");
+  if (m.sliding_window > 0) {
+    add("--window-size", std::to_string(m.sliding_window) + ",0");
+    // One full layer every N (Megatron's integer form) when the layers say
+    // so, else the per-layer list.
+    int every = 0;
+    for (int n = 1; n <= m.num_layers && every == 0; ++n) {
+      bool match = true;
+      for (int l = 0; l < m.num_layers && match; ++l) {
+        match = m.window_layers[static_cast<std::size_t>(l)] == ((l + 1) % n == 0 ? 0 : 1);
+      }
+      if (match) every = n;
+    }
+    const bool all_windowed =
+        std::all_of(m.window_layers.begin(), m.window_layers.end(), [](auto v) { return v == 1; });
+    if (every > 0) {
+      add("--window-attn-skip-freq", std::to_string(every));
+    } else if (!all_windowed) {
+      std::string list;
+      for (auto v : m.window_layers) list += (list.empty() ? "" : ",") + std::to_string(v);
+      add("--window-attn-skip-freq", shell_quote(list));
+    }
+  }
   add("--vocab-size", std::to_string(m.vocab));
   if (m.vocab_divisible_by != ModelSpec{}.vocab_divisible_by) {
     add("--make-vocab-size-divisible-by", std::to_string(m.vocab_divisible_by));

@@ -41,6 +41,10 @@ const std::map<std::string, FlagInfo>& read_flags() {
       {"--max-position-embeddings", {Kind::kInt, nullptr}},
       {"--vocab-size", {Kind::kInt, nullptr}},
       {"--make-vocab-size-divisible-by", {Kind::kInt, nullptr}},
+      {"--add-qkv-bias", {Kind::kBool, nullptr}},
+      {"--window-size", {Kind::kText, nullptr}},
+      {"--window-attn-skip-freq", {Kind::kText, nullptr}},
+      {"--softmax-type", {Kind::kText, nullptr}},
       {"--tokenizer-type", {Kind::kText, nullptr}},
       {"--tokenizer-model", {Kind::kText, nullptr}},
       {"--untie-embeddings-and-output-weights", {Kind::kBool, nullptr}},
@@ -691,6 +695,39 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
                                             seq_flag + " " + std::to_string(t.seq_len));
   }
   m.tied_embeddings = !r.flag("--untie-embeddings-and-output-weights");
+  // Attention variants (docs/costmodel.md, "Attention variants"):
+  // --window-size "L,R" windows the layers over L keys back; with
+  // --window-attn-skip-freq N every N-th layer (1-based) is full attention,
+  // or a list of 1 (window) / 0 (full) per layer; --softmax-type learnable
+  // is GPT-OSS's sink per head.
+  m.qkv_bias = r.flag("--add-qkv-bias");
+  m.attention_sinks = r.text("--softmax-type").value_or("vanilla") == "learnable";
+  if (const auto window = r.text("--window-size")) {
+    const std::string left = window->substr(0, window->find(','));
+    const double w = parse_number_text(left, -1, kMaxSize, r.where("--window-size"));
+    if (w > 0) {
+      m.sliding_window = static_cast<int>(w);
+      const std::string skip = r.text("--window-attn-skip-freq").value_or("");
+      if (skip.find(',') != std::string::npos || skip.find('[') != std::string::npos) {
+        for (char c : skip) {
+          if (c == '0' || c == '1') m.window_layers.push_back(static_cast<std::uint8_t>(c - '0'));
+        }
+        if (m.window_layers.size() != static_cast<std::size_t>(m.num_layers)) {
+          r.fail("--window-attn-skip-freq", "\"" + skip +
+                                                "\" must give one 0/1 per layer (--num-layers " +
+                                                std::to_string(m.num_layers) + ")");
+        }
+      } else {
+        const int every = skip.empty()
+                              ? 0
+                              : static_cast<int>(parse_number_text(
+                                    skip, 1, kMaxSize, r.where("--window-attn-skip-freq")));
+        for (int l = 0; l < m.num_layers; ++l) {
+          m.window_layers.push_back(every > 0 && (l + 1) % every == 0 ? 0 : 1);
+        }
+      }
+    }
+  }
 
   // Vocabulary.
   m.vocab_divisible_by =

@@ -85,12 +85,14 @@ TEST(Fidelity, CasesFileErrorsNameTheCase) {
 // attention (bench/README.md, "Recompute by module"). Megatron-FSDP then
 // brought the Qwen3-235B FSDP row inside (bench/README.md, "Sharded data
 // parallelism"): a new row, so the set, its median and the group's
-// concordance (8 of 9 pairs, as over every row before) are new figures.
-constexpr int kExpressible = 15;
-constexpr double kMedianAbsError = 0.079;
-constexpr double kWorstAbsError = 0.332;
-constexpr int kBf16Rows = 11;
-constexpr double kBf16MedianAbsError = 0.091;
+// concordance (8 of 9 pairs, as over every row before) are new figures;
+// the same for the two GPT-OSS rows once sliding windows and sinks were
+// costed (bench/README.md, "Attention variants"), with τ refitted to 42 µs.
+constexpr int kExpressible = 17;
+constexpr double kMedianAbsError = 0.094;
+constexpr double kWorstAbsError = 0.352;
+constexpr int kBf16Rows = 13;
+constexpr double kBf16MedianAbsError = 0.101;
 constexpr double kBf16WorstAbsError = 0.246;
 constexpr double kQwenConcordance = 8.0 / 9.0;
 
@@ -134,8 +136,8 @@ TEST(Fidelity, CatalogKernelOverheadIsTheFit) {
   EXPECT_DOUBLE_EQ(fit.best, kDefaultKernelOverhead);
   ASSERT_EQ(fit.held_out.size(), static_cast<std::size_t>(kExpressible));
   // Leave-one-out errors stay near the in-sample ones (worst: Qwen3-235B FP8,
-  // +35.2 % held out against +33.2 %).
-  for (const auto& h : fit.held_out) EXPECT_LT(std::abs(h.error), 0.36) << h.id;
+  // +36.5 % held out against +35.2 %).
+  for (const auto& h : fit.held_out) EXPECT_LT(std::abs(h.error), 0.37) << h.id;
 }
 
 }  // namespace

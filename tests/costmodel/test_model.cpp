@@ -166,6 +166,34 @@ TEST(ModelCounts, PaddedVocabulary) {
   EXPECT_NE(validate(g).find("vocab_divisible_by"), std::string::npos);
 }
 
+// Attention variants (docs/costmodel.md, "Attention variants"): a causal
+// query sees seq/2 keys on average, W - W(W-1)/(2 seq) in a window of W
+// keys; the model's mean over its layers. QKV biases and sinks add
+// parameters.
+TEST(ModelCounts, SlidingWindowKeysAndAttentionParameters) {
+  ModelSpec m = gpt_model();
+  const double seq = 4096;
+  EXPECT_EQ(mean_attended_keys(m, seq), 2048.0);
+  m.sliding_window = 128;
+  m.window_layers.assign(static_cast<std::size_t>(m.num_layers), 0);
+  for (std::size_t l = 0; l < m.window_layers.size(); l += 2) m.window_layers[l] = 1;
+  const double share = static_cast<double>((m.num_layers + 1) / 2) / m.num_layers;
+  const double windowed = 128.0 - 128.0 * 127.0 / (2.0 * seq);  // 126.015625
+  EXPECT_DOUBLE_EQ(mean_attended_keys(m, seq), (1 - share) * 2048.0 + share * windowed);
+  m.sliding_window = 8192;  // wider than the sequence: full
+  EXPECT_DOUBLE_EQ(mean_attended_keys(m, seq), 2048.0);
+  EXPECT_EQ(validate(m), "");
+  m.window_layers.pop_back();
+  EXPECT_NE(validate(m).find("window_layers"), std::string::npos);
+
+  ModelSpec b = gpt_model();
+  const double plain = layer_params(b, false).attention;
+  b.qkv_bias = true;
+  b.attention_sinks = true;
+  EXPECT_DOUBLE_EQ(layer_params(b, false).attention,
+                   plain + (b.num_heads + 2.0 * b.num_kv_heads) * b.head_dim + b.num_heads);
+}
+
 TEST(ModelCounts, GptFlopsPerIteration) {
   const Workload w{gpt_model(), training(1024, 8)};
   // per token and layer: 2·(attention projection params) + causal core

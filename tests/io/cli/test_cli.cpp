@@ -147,8 +147,8 @@ TEST(Cli, UnknownModelTypeIsReadWithPrintedNotes) {
     ASSERT_EQ(r.code, kExitOk) << r.err;
     const std::string family = "note: " + m + ": model_type \"my_moe\" is not a known family";
     const std::string window =
-        "note: " + m + ": layer_types: 12 of 24 layers use sliding-window or chunked attention " +
-        "(sliding_window = 1024); they are costed as full attention";
+        "note: " + m + ": 12 of 24 layers attend to a window of the last 1024 keys; their " +
+        "attention is costed at the model's mean keys per query";
     EXPECT_EQ(r.out.find(family), 0u) << r.out;
     EXPECT_NE(r.out.find("\n" + window), std::string::npos) << r.out;
     EXPECT_EQ(r.out.find(family, 1), std::string::npos) << "printed twice:\n" << r.out;

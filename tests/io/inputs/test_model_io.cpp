@@ -492,8 +492,15 @@ TEST(ModelIoHf, GptOssIsReadWithNotes) {
   ASSERT_EQ(notes.size(), 2u);
   EXPECT_NE(notes[0].find("model_type \"gpt_oss\" is not a known family"), std::string::npos)
       << notes[0];
-  for (const char* part : {"layer_types: 18 of 36 layers", "sliding_window = 128",
-                           "costed as full attention", "overestimates"}) {
+  // Alternating 128-key sliding windows (layer_types), a sink per head,
+  // QKV biases (attention_bias): costed, with a note on the window.
+  EXPECT_EQ(m.sliding_window, 128);
+  ASSERT_EQ(m.window_layers.size(), 36u);
+  for (int l = 0; l < 36; ++l) EXPECT_EQ(m.window_layers[l], l % 2 == 0 ? 1 : 0) << l;
+  EXPECT_TRUE(m.attention_sinks);
+  EXPECT_TRUE(m.qkv_bias);
+  for (const char* part :
+       {"18 of 36 layers attend to a window of the last 128 keys", "Attention variants"}) {
     EXPECT_NE(notes[1].find(part), std::string::npos) << part << " in: " << notes[1];
   }
 }
@@ -1363,6 +1370,34 @@ TEST(ModelIoRoundTrip, OptimizerOffloadFraction) {
     EXPECT_NE(std::string(e.what()).find("optimizer_offload_fraction"), std::string::npos)
         << e.what();
   }
+}
+
+// Sliding windows, sinks and QKV biases in a model JSON: window layers from
+// window_attn_skip_freq (every N-th layer full) or an explicit list; written
+// as the list; round trip.
+TEST(ModelIoRoundTrip, AttentionVariants) {
+  Workload w = preset("mixtral-s");
+  Json j = Json::parse(workload_to_json(w));
+  j["sliding_window"] = 512;
+  j["window_attn_skip_freq"] = 3;
+  j["attention_sinks"] = true;
+  j["qkv_bias"] = true;
+  const Workload a = parse_workload_json(j.dump(), "a.json");
+  EXPECT_EQ(a.model.sliding_window, 512);
+  ASSERT_EQ(a.model.window_layers.size(), static_cast<std::size_t>(a.model.num_layers));
+  for (int l = 0; l < a.model.num_layers; ++l) {
+    EXPECT_EQ(a.model.window_layers[static_cast<std::size_t>(l)], (l + 1) % 3 == 0 ? 0 : 1);
+  }
+  EXPECT_TRUE(a.model.attention_sinks);
+  EXPECT_TRUE(a.model.qkv_bias);
+  const std::string text = workload_to_json(a);
+  EXPECT_EQ(parse_workload_json(text, "rt.json"), a) << text;
+  j.erase("sliding_window");
+  EXPECT_THROW(parse_workload_json(j.dump(), "b.json"), InputError);  // skip freq alone
+  j["sliding_window"] = 512;
+  j.erase("window_attn_skip_freq");
+  j["window_layers"] = {1, 0};
+  EXPECT_THROW(parse_workload_json(j.dump(), "c.json"), InputError);  // not one per layer
 }
 
 // "fsdp" (Megatron-FSDP beyond the distributed optimizer) is read, written

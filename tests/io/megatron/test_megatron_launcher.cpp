@@ -659,6 +659,36 @@ TEST(MegatronLauncher, MegatronFsdpIsReadWrittenAndReadBack) {
   EXPECT_THROW(megatron_workload(bad), InputError);
 }
 
+// GPT-OSS's attention in Megatron's flags: --window-size 128,0
+// --window-attn-skip-freq 2 --softmax-type learnable --add-qkv-bias are read,
+// and a launcher for a model without a script writes them back.
+TEST(MegatronLauncher, AttentionVariantsAreReadAndWritten) {
+  std::string text = slurp(kData + "mixtral_8x7b.sh");
+  const std::string anchor = "    --overlap-grad-reduce\n";
+  ASSERT_NE(text.find(anchor), std::string::npos);
+  text.replace(text.find(anchor), anchor.size(),
+               anchor +
+                   "    --window-size 128,0 --window-attn-skip-freq 2 --softmax-type learnable "
+                   "--add-qkv-bias\n");
+  MegatronScript script = parse_megatron_script(text, "swa.sh");
+  Workload w = megatron_workload(script);
+  EXPECT_EQ(w.model.sliding_window, 128);
+  ASSERT_EQ(w.model.window_layers.size(), static_cast<std::size_t>(w.model.num_layers));
+  EXPECT_EQ(w.model.window_layers[0], 1);
+  EXPECT_EQ(w.model.window_layers[1], 0);
+  EXPECT_TRUE(w.model.attention_sinks);
+  EXPECT_TRUE(w.model.qkv_bias);
+  const ClusterSpec cluster = load_cluster("H800:32");
+  const Plan plan = megatron_plan(script, w, cluster);
+  const Launched r = launch(w, cluster, plan, nullptr);
+  EXPECT_NE(r.launcher.text.find("--window-size 128,0"), std::string::npos) << r.launcher.text;
+  EXPECT_NE(r.launcher.text.find("--window-attn-skip-freq 2"), std::string::npos);
+  EXPECT_NE(r.launcher.text.find("--softmax-type learnable"), std::string::npos);
+  EXPECT_NE(r.launcher.text.find("--add-qkv-bias"), std::string::npos);
+  EXPECT_EQ(r.workload2.model.window_layers, w.model.window_layers);
+  EXPECT_EQ(r.workload2.model.sliding_window, 128);
+}
+
 // A plan's recompute modules are written as --recompute-modules (the
 // script's own list replaced) and read back as the same plan; modules a
 // dense model does not have (moe_act) are left out, as Megatron rejects

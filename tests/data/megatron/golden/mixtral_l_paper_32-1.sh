@@ -3,10 +3,10 @@
 # Model: /work/main/tests/data/megatron/mixtral_l.sh (flags read from /work/main/tests/data/megatron/mixtral_l.sh)
 # Cluster: paper:32-1
 # Plan: PP=4 TP=4 CP=1 EP=8 ETP=1 DP=2, micro-batch 1, global batch 512 (256 micro-batches), 32 processes
-# Predicted iteration latency: 86.743 s as launched (the plan as searched: 65.140 s); throughput 24177 tokens/s; MFU 23.4%
+# Predicted iteration latency: 87.417 s as launched (the plan as searched: 65.652 s); throughput 23990 tokens/s; MFU 23.2%
 #
 #  stage  device    ranks            layers  recompute   memory / capacity        nodes
-#      0  H800           0..7           14  full:13      78.8 GiB / 79.6 GiB      h800-node-000
+#      0  H800           0..7           14  full:13      78.9 GiB / 79.6 GiB      h800-node-000
 #      1  H800           8..15          14  full:13      77.8 GiB / 79.6 GiB      h800-node-001
 #      2  910B          16..23          10  full         55.4 GiB / 60.7 GiB      910b-node-000
 #      3  910B          24..31          10  full         55.9 GiB / 60.7 GiB      910b-node-001
@@ -26,7 +26,7 @@
 #  - cost-model inputs without a flag: router imbalance 1.2, gamma 1.0.
 #  - per-stage recomputation (full:13, full:12, selective, none) cannot be expressed in stock
 #    Megatron-LM (one setting per job); the closest uniform setting full block 13 is predicted at
-#    86.743 s per iteration vs 65.140 s for the plan (+33.16%)
+#    87.417 s per iteration vs 65.652 s for the plan (+33.15%)
 
 set -eo pipefail
 
