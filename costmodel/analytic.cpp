@@ -121,7 +121,9 @@ constexpr double kMoeKernels = 12;          // norm, router GEMM, softmax, top-k
 constexpr double kSharedExpertKernels = 3;  // FC1, activation, FC2
 constexpr double kExpertKernels = 2;        // per local expert: FC1, FC2
 constexpr double kEmbeddingKernels = 1;
-constexpr double kOutputKernels = 4;  // final norm, output GEMM, cross entropy (2)
+constexpr double kOutputKernels = 4;
+constexpr double kMtpKernels = 5;  // embedding, two norms, concatenation, projection  // final
+                                   // norm, output GEMM, cross entropy (2)
 // Token permutation around the experts, per forward pass, each pass
 // reading and writing every token copy it moves: permute before the
 // dispatch and unpermute after the combine (the device's own t_sp * k
@@ -301,6 +303,14 @@ ComputeEntry compute_entry(const Workload& w, const DeviceSpec& dev, int micro_b
       gemm_time(s.tokens, vocab_shard, h, dev, beta) + logits_stream + kernels(kOutputKernels);
   e.output_bwd = 2.0 * gemm_time(s.tokens, vocab_shard, h, dev, beta) + 2.0 * logits_stream +
                  kernels(2.0 * kOutputKernels);
+  if (m.mtp_layers > 0) {
+    // One MTP depth besides its layer and output pass: the shifted tokens'
+    // embedding, the two norms and the concatenation (memory bound), and
+    // the 2H -> H projection (a TP-sharded linear layer).
+    const LinearTime proj = linear(s.tokens, h / tp, 2.0 * h);
+    e.mtp_fwd = proj.fwd + stream(6.0 * s.sp_tokens * h * beta) + kernels(kMtpKernels);
+    e.mtp_bwd = proj.bwd + stream(12.0 * s.sp_tokens * h * beta) + kernels(2.0 * kMtpKernels);
+  }
   return e;
 }
 

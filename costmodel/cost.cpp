@@ -217,6 +217,9 @@ void check_type_costs(const TypeCosts& t, const Workload& w, const ClusterSpec& 
                 {"embedding_bwd_s", t.embedding_bwd_s},
                 {"output_fwd_s", t.output_fwd_s},
                 {"output_bwd_s", t.output_bwd_s},
+                {"mtp_fwd_s", t.mtp_fwd_s},
+                {"mtp_bwd_s", t.mtp_bwd_s},
+                {"mtp_params", t.mtp_params},
                 {"embedding_params", t.embedding_params},
                 {"output_params", t.output_params},
                 {"logits_bytes", t.logits_bytes},
@@ -530,6 +533,9 @@ TypeCosts CostModel::type_costs(const ParallelConfig& pi, int type) const {
   t.embedding_bwd_s = ce.embedding_bwd;
   t.output_fwd_s = ce.output_fwd;
   t.output_bwd_s = ce.output_bwd;
+  t.mtp_fwd_s = ce.mtp_fwd;
+  t.mtp_bwd_s = ce.mtp_bwd;
+  t.mtp_params = m.mtp_layers > 0 ? mtp_extra_params(m) / pi.tp : 0.0;
   // The embedding and output matrices have the padded vocabulary's rows.
   const double vocab = padded_vocab(m, pi.tp);
   const double padding = (vocab - m.vocab) * m.hidden;
@@ -654,8 +660,25 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
     c.fwd_parts.compute += tc.output_fwd_s;
     c.bwd_parts.compute += tc.output_bwd_s;
   }
-  // Activations and recomputation.
-  double act = dense_layers * tc.dense.act_bytes + s.moe_layers * tc.moe.act_bytes;
+  // Multi-token prediction (docs/costmodel.md, "Multi-token prediction"):
+  // each depth runs a layer of the model's last layer's kind, its
+  // projection and another output pass on the last stage.
+  const int mtp = last ? workload_.model.mtp_layers : 0;
+  const LayerCost& mtp_layer =
+      workload_.model.is_moe_layer(workload_.model.num_layers - 1) ? tc.moe : tc.dense;
+  if (mtp > 0) {
+    const double f = mtp_layer.fwd_s + tc.mtp_fwd_s + tc.output_fwd_s;
+    const double b = mtp_layer.bwd_s + tc.mtp_bwd_s + tc.output_bwd_s;
+    c.fwd_s += mtp * f;
+    c.bwd_s += mtp * b;
+    c.fwd_parts += static_cast<double>(mtp) * mtp_layer.fwd_parts;
+    c.bwd_parts += static_cast<double>(mtp) * mtp_layer.bwd_parts;
+    c.fwd_parts.compute += mtp * (tc.mtp_fwd_s + tc.output_fwd_s);
+    c.bwd_parts.compute += mtp * (tc.mtp_bwd_s + tc.output_bwd_s);
+  }
+  // Activations and recomputation (the MTP layers are not recomputed).
+  double act = dense_layers * tc.dense.act_bytes + s.moe_layers * tc.moe.act_bytes +
+               mtp * mtp_layer.act_bytes;
   switch (s.recompute.kind) {
     case RecomputeKind::kNone:
       break;
@@ -683,10 +706,15 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
   }
   c.bwd_s += c.recompute_s;
   c.bwd_parts.recompute = c.recompute_s;
-  const double dense_params = dense_layers * tc.dense.dense_params +
-                              s.moe_layers * tc.moe.dense_params +
-                              (first ? tc.embedding_params : 0.0) + (last ? tc.output_params : 0.0);
-  const double expert_params = s.moe_layers * tc.moe.expert_params;
+  // With MTP and PP > 1 the last stage also holds the embedding (the MTP
+  // depths embed the shifted tokens), unless it already holds the output
+  // matrix as the tied embedding's copy.
+  const bool mtp_embedding = mtp > 0 && !first && !(workload_.model.tied_embeddings && pi.pp > 1);
+  const double dense_params =
+      dense_layers * tc.dense.dense_params + s.moe_layers * tc.moe.dense_params +
+      (first || mtp_embedding ? tc.embedding_params : 0.0) + (last ? tc.output_params : 0.0) +
+      mtp * (mtp_layer.dense_params + tc.mtp_params);
+  const double expert_params = s.moe_layers * tc.moe.expert_params + mtp * mtp_layer.expert_params;
   const double params = dense_params + expert_params;
   // Megatron-FSDP (docs/costmodel.md, "Sharded data parallelism"): with
   // sharded gradients each micro-batch's backward reduce-scatters them;
@@ -738,7 +766,8 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
       pi.vpp > 1 ? 2 * (pi.pp - s.position - 1) + (pi.vpp - 1) * pi.pp + 1 : pi.pp - s.position;
   c.in_flight = std::max(1, std::min(chunks, m * pi.vpp));
   const double layer_params = dense_layers * tc.dense.dense_params +
-                              s.moe_layers * (tc.moe.dense_params + tc.moe.expert_params);
+                              s.moe_layers * (tc.moe.dense_params + tc.moe.expert_params) +
+                              mtp * (mtp_layer.dense_params + mtp_layer.expert_params);
   c.memory.weights =
       params * tc.weight_bytes_per_param + layer_params * tc.fp8_copy_bytes_per_param;
   c.memory.gradients = params * tc.grad_bytes_per_param;

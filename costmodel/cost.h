@@ -86,6 +86,10 @@ struct TypeCosts {
   LayerCost moe;    // a MoE layer (zero if the model is dense)
   double embedding_fwd_s = 0, embedding_bwd_s = 0;
   double output_fwd_s = 0, output_bwd_s = 0;
+  // Multi-token prediction on the last stage, per MTP depth: the projection
+  // and norms (its layer and output pass are the kinds' own costs).
+  double mtp_fwd_s = 0, mtp_bwd_s = 0;
+  double mtp_params = 0;        // per device: projection and norms
   double embedding_params = 0;  // per device, first stage
   double output_params = 0;     // per device, last stage
   double logits_bytes = 0;      // last stage transient logits

@@ -81,6 +81,7 @@ void calibrate_entry(ComputeEntry& e, const ComputeSample& s, double tokens_rati
   e.shared_act_fwd *= sm_f;
   e.embedding_fwd *= s_f;
   e.output_fwd *= s_f;
+  e.mtp_fwd *= s_f;
   e.attention_bwd *= sa_b;
   e.dense_mlp_bwd *= sm_b;
   e.expert_bwd *= sm_b;
@@ -88,6 +89,7 @@ void calibrate_entry(ComputeEntry& e, const ComputeSample& s, double tokens_rati
   e.shared_bwd *= sm_b;
   e.embedding_bwd *= s_b;
   e.output_bwd *= s_b;
+  e.mtp_bwd *= s_b;
 }
 
 double tokens_per_device(const Workload& w, int micro_batch, int tp, int cp) {

@@ -90,6 +90,9 @@ std::string validate(const ModelSpec& m) {
            " entries, expected num_layers = " + std::to_string(m.num_layers);
   }
   if (m.sliding_window < 0) return field("sliding_window", m.sliding_window) + " must be >= 0";
+  if (m.mtp_layers < 0 || m.mtp_layers > 1000) {
+    return field("mtp_layers", m.mtp_layers) + " must be in [0, 1000]";
+  }
   if (!m.window_layers.empty() && m.sliding_window == 0) {
     return "window_layers is given but sliding_window is 0";
   }
@@ -271,12 +274,18 @@ double output_params(const ModelSpec& m) {
 }
 
 double total_params(const ModelSpec& m) {
-  double p = embedding_params(m) + output_params(m);
+  double p = embedding_params(m) + output_params(m) + m.mtp_layers * mtp_extra_params(m);
   for (int l = 0; l < m.num_layers; ++l) {
     const auto lp = layer_params(m, m.is_moe_layer(l));
     p += lp.attention + lp.mlp + lp.experts;
   }
-  return p;
+  const auto mtp = layer_params(m, m.num_layers > 0 && m.is_moe_layer(m.num_layers - 1));
+  return p + m.mtp_layers * (mtp.attention + mtp.mlp + mtp.experts);
+}
+
+double mtp_extra_params(const ModelSpec& m) {
+  const double h = m.hidden;
+  return 2.0 * h * h + 3.0 * h;  // eh_proj, enorm, hnorm, the final norm
 }
 
 double active_params(const ModelSpec& m) {

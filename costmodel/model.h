@@ -60,6 +60,11 @@ struct ModelSpec {
   // sliding-window attention over the last `sliding_window` keys in the
   // layers window_layers marks 1 (empty: none); a learned sink logit per
   // head (GPT-OSS); biases on the query, key and value projections.
+  // Multi-token prediction (DeepSeek-V3; Megatron --mtp-num-layers): each
+  // MTP depth adds to the last stage a transformer layer of the model's
+  // last layer's kind, a 2H -> H projection, two norms and another pass of
+  // the output layer and loss (docs/costmodel.md, "Multi-token prediction").
+  int mtp_layers = 0;
   int sliding_window = 0;
   std::vector<std::uint8_t> window_layers;
   bool attention_sinks = false;
@@ -147,6 +152,9 @@ double padded_vocab(const ModelSpec& model, int tp);
 double mean_attended_keys(const ModelSpec& model, double seq);
 double output_params(const ModelSpec& model);
 double total_params(const ModelSpec& model);
+// Parameters of one MTP depth besides its transformer layer: the 2H -> H
+// projection and its norms (the embedding and output layer are shared).
+double mtp_extra_params(const ModelSpec& model);
 // Parameters touched by one token (attention + k experts + shared + dense).
 double active_params(const ModelSpec& model);
 

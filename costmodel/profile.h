@@ -45,6 +45,8 @@ struct ComputeEntry {
   double router_fwd = 0;      // router GEMM, softmax and top-k
   double embedding_fwd = 0;   // first stage: embedding lookup
   double output_fwd = 0;      // last stage: output GEMM + cross entropy
+  double mtp_fwd = 0;         // last stage, per MTP depth: embedding lookup, norms,
+                              // 2H -> H projection (its layer and output pass apart)
   double attention_bwd = 0;
   double dense_mlp_bwd = 0;
   double expert_bwd = 0;
@@ -52,6 +54,7 @@ struct ComputeEntry {
   double router_bwd = 0;
   double embedding_bwd = 0;
   double output_bwd = 0;
+  double mtp_bwd = 0;
 };
 
 // ---------------------------------------------------------------------------

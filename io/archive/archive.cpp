@@ -165,6 +165,8 @@ void write_profile(const h5::Group& inputs, const ProfileTables& t, const Cluste
       r.output_bwd = e.output_bwd;
       r.norm_fwd = e.norm_fwd;
       r.mla_up_fwd = e.mla_up_fwd;
+      r.mtp_fwd = e.mtp_fwd;
+      r.mtp_bwd = e.mtp_bwd;
       compute.push_back(r);
     }
   }

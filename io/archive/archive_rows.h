@@ -260,7 +260,7 @@ struct ComputeRow {
   double router_fwd = 0, embedding_fwd = 0, output_fwd = 0;
   double attention_bwd = 0, dense_mlp_bwd = 0, expert_bwd = 0, shared_bwd = 0;
   double router_bwd = 0, embedding_bwd = 0, output_bwd = 0;
-  double norm_fwd = 0, mla_up_fwd = 0;
+  double norm_fwd = 0, mla_up_fwd = 0, mtp_fwd = 0, mtp_bwd = 0;
 };
 
 inline h5::Compound<ComputeRow> compute_row_type() {
@@ -288,6 +288,8 @@ inline h5::Compound<ComputeRow> compute_row_type() {
   HAPMOE_H5_FIELD(c, ComputeRow, output_bwd);
   HAPMOE_H5_FIELD(c, ComputeRow, norm_fwd);
   HAPMOE_H5_FIELD(c, ComputeRow, mla_up_fwd);
+  HAPMOE_H5_FIELD(c, ComputeRow, mtp_fwd);
+  HAPMOE_H5_FIELD(c, ComputeRow, mtp_bwd);
   return c;
 }
 

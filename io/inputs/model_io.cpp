@@ -136,6 +136,7 @@ Workload deepseek_v3() {
   m.expert_ffn_hidden = 2048;
   m.shared_expert_ffn_hidden = 2048;  // 1 shared expert x 2048
   m.moe_layers = moe_map(61, 3, 1);
+  m.mtp_layers = 1;  // num_nextn_predict_layers: DeepSeek-V3 trains one MTP depth
   return w;
 }
 
@@ -183,7 +184,7 @@ std::vector<ModelPreset> build_presets() {
                      qwen3_moe("qwen3-235b-a22b", 94, 4096, 64, 12288, 1536)});
   presets.push_back({"deepseek-v3",
                      "DeepSeek-V3 (671B): MLA, 3 dense + 58 MoE layers, 256 routed experts "
-                     "top-8 + 1 shared; the MTP layer is not modelled",
+                     "top-8 + 1 shared, one MTP depth",
                      "REFERENCE.md §2.2 row DeepSeek-V3 and MLA notes (M5, M6, M7)",
                      deepseek_v3()});
   return presets;
@@ -601,6 +602,8 @@ Workload parse_hf_config(const Json& root, const std::string& origin,
   }
 
   read_hf_attention_variants(root, r, family, m);
+  // DeepSeek-V3's multi-token prediction depth.
+  m.mtp_layers = r.opt_int("num_nextn_predict_layers", 0, 1000).value_or(0);
 
   // Keys the planner does not need (norms, rope, token ids, dtype, ...).
   r.ignore_all();
@@ -822,6 +825,7 @@ Workload parse_hapmoe_json(const Json& root, const std::string& origin) {
   m.vocab_divisible_by = r.opt_int("vocab_divisible_by", 1, 1000000).value_or(m.vocab_divisible_by);
   m.tied_embeddings = r.opt_bool("tied_embeddings").value_or(false);
   read_attention_variants(r, m);
+  m.mtp_layers = r.opt_int("mtp_layers", 0, 1000).value_or(0);
   read_mla(r, m.mla);
   read_moe(r, m);
   const bool any_dense = !m.is_moe() || m.num_moe_layers() < static_cast<int>(m.moe_layers.size());
@@ -1039,6 +1043,7 @@ std::string workload_to_json(const Workload& workload) {
     j["vocab_divisible_by"] = m.vocab_divisible_by;
   }
   j["tied_embeddings"] = m.tied_embeddings;
+  if (m.mtp_layers > 0) j["mtp_layers"] = m.mtp_layers;
   if (m.qkv_bias) j["qkv_bias"] = true;
   if (m.attention_sinks) j["attention_sinks"] = true;
   if (m.sliding_window > 0) {

@@ -181,6 +181,7 @@ std::vector<std::string> model_flags(const Workload& w) {
     add("--moe-grouped-gemm");
   }
   if (m.qkv_bias) add("--add-qkv-bias");
+  if (m.mtp_layers > 0) add("--mtp-num-layers", std::to_string(m.mtp_layers));
   if (m.attention_sinks) add("--softmax-type", "learnable");
   if (m.sliding_window > 0) {
     add("--window-size", std::to_string(m.sliding_window) + ",0");
@@ -312,13 +313,8 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   s.max_position_embeddings = std::max(w.model.max_positions, w.training.seq_len);
   s.fp16 = w.training.precision == Precision::kFp16;
   s.bias_linear = script ? !script->has("--disable-bias-linear") : false;
+  s.mtp_layers = w.model.mtp_layers;
   if (script) {
-    if (const MegatronFlag* f = script->find("--mtp-num-layers");
-        f && f->values.size() == 1 && f->values[0].known) {
-      s.mtp_layers = static_cast<int>(
-          parse_int_text(f->values[0].text, 0, 1000,
-                         script->origin() + ":" + std::to_string(f->line) + ": " + f->name));
-    }
     // The script's own value (the model's max positions came from it).
     s.max_position_embeddings = w.model.max_positions;
   }

@@ -60,8 +60,7 @@ const std::map<std::string, FlagInfo>& read_flags() {
       {"--qk-head-dim", {Kind::kInt, nullptr}},
       {"--qk-pos-emb-head-dim", {Kind::kInt, nullptr}},
       {"--v-head-dim", {Kind::kInt, nullptr}},
-      {"--mtp-num-layers",
-       {Kind::kInt, "the multi-token-prediction layers (--mtp-num-layers) are not modelled"}},
+      {"--mtp-num-layers", {Kind::kInt, nullptr}},
       // MoE.
       {"--num-experts", {Kind::kInt, nullptr}},
       {"--moe-router-topk", {Kind::kInt, nullptr}},
@@ -701,6 +700,7 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
   // or a list of 1 (window) / 0 (full) per layer; --softmax-type learnable
   // is GPT-OSS's sink per head.
   m.qkv_bias = r.flag("--add-qkv-bias");
+  m.mtp_layers = r.opt_int("--mtp-num-layers", 0, 1000).value_or(0);
   m.attention_sinks = r.text("--softmax-type").value_or("vanilla") == "learnable";
   if (const auto window = r.text("--window-size")) {
     const std::string left = window->substr(0, window->find(','));

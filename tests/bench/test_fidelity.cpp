@@ -87,12 +87,14 @@ TEST(Fidelity, CasesFileErrorsNameTheCase) {
 // parallelism"): a new row, so the set, its median and the group's
 // concordance (8 of 9 pairs, as over every row before) are new figures;
 // the same for the two GPT-OSS rows once sliding windows and sinks were
-// costed (bench/README.md, "Attention variants"), with τ refitted to 42 µs.
-constexpr int kExpressible = 17;
-constexpr double kMedianAbsError = 0.094;
-constexpr double kWorstAbsError = 0.352;
+// costed (bench/README.md, "Attention variants"), with τ refitted to 42 µs,
+// and for DeepSeek-V3 once MTP was (bench/README.md, "Multi-token
+// prediction"): every row is inside, τ = 41 µs.
+constexpr int kExpressible = 18;
+constexpr double kMedianAbsError = 0.100;
+constexpr double kWorstAbsError = 0.414;
 constexpr int kBf16Rows = 13;
-constexpr double kBf16MedianAbsError = 0.101;
+constexpr double kBf16MedianAbsError = 0.102;
 constexpr double kBf16WorstAbsError = 0.246;
 constexpr double kQwenConcordance = 8.0 / 9.0;
 
@@ -136,8 +138,8 @@ TEST(Fidelity, CatalogKernelOverheadIsTheFit) {
   EXPECT_DOUBLE_EQ(fit.best, kDefaultKernelOverhead);
   ASSERT_EQ(fit.held_out.size(), static_cast<std::size_t>(kExpressible));
   // Leave-one-out errors stay near the in-sample ones (worst: Qwen3-235B FP8,
-  // +36.5 % held out against +35.2 %).
-  for (const auto& h : fit.held_out) EXPECT_LT(std::abs(h.error), 0.37) << h.id;
+  // DeepSeek-V3 FP8, +41.8 % held out against +41.4 %).
+  for (const auto& h : fit.held_out) EXPECT_LT(std::abs(h.error), 0.42) << h.id;
 }
 
 }  // namespace

@@ -1832,6 +1832,37 @@ TEST_F(CostTerms, GradientSyncAndOptimizerFromTheModel) {
   }
 }
 
+// Multi-token prediction (docs/costmodel.md, "Multi-token prediction"): on
+// the last stage each depth adds a layer of the last layer's kind, its
+// projection and another output pass, the layer's parameters and
+// activations, and (untied, PP > 1) the embedding; other stages are as
+// without.
+TEST_F(CostTerms, MultiTokenPredictionOnTheLastStage) {
+  const ParallelConfig pi = config(2, 2, 1, 2, 1, 2);
+  tables.compute[0][{2, 1}].mtp_fwd = 3e-5;
+  tables.compute[0][{2, 1}].mtp_bwd = 6e-5;
+  const TypeCosts t0 = model().type_costs(pi, 0);
+  const StageShape last = shape(1, 2, 2, 2, 0);
+  const StageCost before = model().stage_cost(pi, t0, last);
+  const StageCost first_before = model().stage_cost(pi, t0, shape(0, 0, 2, 2, -1));
+  workload.model.mtp_layers = 2;
+  const CostModel cm = model();
+  const TypeCosts tc = cm.type_costs(pi, 0);
+  EXPECT_REL(tc.mtp_params, (2.0 * kH * kH + 3 * kH) / 2);
+  const StageCost after = cm.stage_cost(pi, tc, last);
+  EXPECT_REL(after.fwd_s - before.fwd_s, 2 * (tc.moe.fwd_s + 3e-5 + tc.output_fwd_s));
+  EXPECT_REL(after.bwd_s - before.bwd_s, 2 * (tc.moe.bwd_s + 6e-5 + tc.output_bwd_s));
+  EXPECT_REL(after.fwd_parts.total(), after.fwd_s);
+  const double dense = 2 * (tc.moe.dense_params + tc.mtp_params) + tc.embedding_params;
+  const double expert = 2 * tc.moe.expert_params;
+  EXPECT_REL(after.memory.weights - before.memory.weights, (dense + expert) * 2);
+  EXPECT_REL(after.memory.activations - before.memory.activations,
+             2 * tc.moe.act_bytes * after.in_flight * tc.activation_scale);
+  const StageCost first_after = cm.stage_cost(pi, tc, shape(0, 0, 2, 2, -1));
+  EXPECT_EQ(first_after.fwd_s, first_before.fwd_s);
+  EXPECT_EQ(first_after.memory.total(), first_before.memory.total());
+}
+
 // The embedding, the output layer and the logits have the padded
 // vocabulary's rows: V = 32000 at TP 4 pads to 32256 (a multiple of 512).
 TEST_F(CostTerms, PaddedVocabularyInParametersAndLogits) {

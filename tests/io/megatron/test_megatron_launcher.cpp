@@ -689,6 +689,30 @@ TEST(MegatronLauncher, AttentionVariantsAreReadAndWritten) {
   EXPECT_EQ(r.workload2.model.sliding_window, 128);
 }
 
+// --mtp-num-layers is read into the model and kept or written by the
+// launcher (Megatron puts the MTP layer on the last stage; a layout, when
+// one is written, says so with "m").
+TEST(MegatronLauncher, MtpLayersAreReadAndLaidOut) {
+  std::string text = slurp(kData + "mixtral_8x7b.sh");
+  const std::string anchor = "    --overlap-grad-reduce\n";
+  ASSERT_NE(text.find(anchor), std::string::npos);
+  text.replace(text.find(anchor), anchor.size(), anchor + "    --mtp-num-layers 1\n");
+  MegatronScript script = parse_megatron_script(text, "mtp.sh");
+  const Workload w = megatron_workload(script);
+  EXPECT_EQ(w.model.mtp_layers, 1);
+  EXPECT_TRUE(script.notes.empty() || script.notes.front().find("mtp") == std::string::npos);
+  const ClusterSpec cluster = load_cluster("H800:32");
+  const Plan plan = megatron_plan(script, w, cluster);
+  const Launched r = launch(w, cluster, plan, &script);
+  EXPECT_EQ(count_in_command(r.launcher.text, "--mtp-num-layers 1"), 1u) << r.launcher.text;
+  if (r.launcher.text.find("--pipeline-model-parallel-layout") != std::string::npos) {
+    EXPECT_NE(r.launcher.text.find(",m,L"), std::string::npos) << r.launcher.text;
+  }
+  EXPECT_EQ(r.workload2.model.mtp_layers, 1);
+  const Launched bare = launch(w, cluster, plan, nullptr);
+  EXPECT_NE(bare.launcher.text.find("--mtp-num-layers 1"), std::string::npos);
+}
+
 // A plan's recompute modules are written as --recompute-modules (the
 // script's own list replaced) and read back as the same plan; modules a
 // dense model does not have (moe_act) are left out, as Megatron rejects

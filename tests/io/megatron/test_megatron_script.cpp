@@ -48,6 +48,7 @@ TEST(MegatronScript, DeepSeekV3LikeWithMlaLayerFreqAndSharedExpert) {
   ModelSpec& m = expected.model;
   m.name = w.model.name;
   m.num_layers = 16;
+  m.mtp_layers = 0;  // the script has no --mtp-num-layers
   m.moe_layers.assign(16, 1);
   for (int l = 0; l < 3; ++l) m.moe_layers[static_cast<std::size_t>(l)] = 0;
   EXPECT_EQ(w.model, m);

@@ -3,7 +3,7 @@
 # Model: /work/main/tests/data/megatron/mixtral_l.sh (flags read from /work/main/tests/data/megatron/mixtral_l.sh)
 # Cluster: paper:32-1
 # Plan: PP=4 TP=4 CP=1 EP=8 ETP=1 DP=2, micro-batch 1, global batch 512 (256 micro-batches), 32 processes
-# Predicted iteration latency: 87.417 s as launched (the plan as searched: 65.652 s); throughput 23990 tokens/s; MFU 23.2%
+# Predicted iteration latency: 87.196 s as launched (the plan as searched: 65.485 s); throughput 24051 tokens/s; MFU 23.3%
 #
 #  stage  device    ranks            layers  recompute   memory / capacity        nodes
 #      0  H800           0..7           14  full:13      78.9 GiB / 79.6 GiB      h800-node-000
@@ -26,7 +26,7 @@
 #  - cost-model inputs without a flag: router imbalance 1.2, gamma 1.0.
 #  - per-stage recomputation (full:13, full:12, selective, none) cannot be expressed in stock
 #    Megatron-LM (one setting per job); the closest uniform setting full block 13 is predicted at
-#    87.417 s per iteration vs 65.652 s for the plan (+33.15%)
+#    87.196 s per iteration vs 65.485 s for the plan (+33.15%)
 
 set -eo pipefail
 
