@@ -484,6 +484,17 @@ std::string flag_value(const std::string& launcher, const std::string& name) {
   return v;
 }
 
+// The Mixtral 8x7B example script with `extra` flag lines after its
+// --overlap-grad-reduce line.
+std::string mixtral_8x7b_with(const std::string& extra) {
+  std::string text = slurp(kData + "mixtral_8x7b.sh");
+  const std::string anchor = "    --overlap-grad-reduce\n";
+  const auto at = text.find(anchor);
+  EXPECT_NE(at, std::string::npos);
+  if (at != std::string::npos) text.replace(at, anchor.size(), anchor + extra);
+  return text;
+}
+
 struct Launched {
   Launcher launcher;
   Workload workload2;
@@ -559,10 +570,7 @@ TEST(MegatronLauncher, InterleavedPlansAreLaunchedAndReadBack) {
 // --grad-reduce-in-bf16 is written once from the training settings (the
 // script's own copy replaced) and reads back.
 TEST(MegatronLauncher, GradReduceInBf16IsWrittenOnce) {
-  std::string text = slurp(kData + "mixtral_8x7b.sh");
-  const std::string anchor = "    --overlap-grad-reduce\n";
-  ASSERT_NE(text.find(anchor), std::string::npos);
-  text.replace(text.find(anchor), anchor.size(), anchor + "    --grad-reduce-in-bf16\n");
+  const std::string text = mixtral_8x7b_with("    --grad-reduce-in-bf16\n");
   MegatronScript script = parse_megatron_script(text, "mixtral_8x7b_bf16_grads.sh");
   const Workload w = megatron_workload(script);
   ASSERT_TRUE(w.training.grad_reduce_in_bf16);
@@ -581,13 +589,9 @@ TEST(MegatronLauncher, GradReduceInBf16IsWrittenOnce) {
 // defaults to 1.0), written once with the precision-aware optimizer it
 // needs, and reads back; a fraction without the switch is noted.
 TEST(MegatronLauncher, OptimizerOffloadIsReadWrittenAndReadBack) {
-  std::string text = slurp(kData + "mixtral_8x7b.sh");
-  const std::string anchor = "    --overlap-grad-reduce\n";
-  ASSERT_NE(text.find(anchor), std::string::npos);
-  std::string half = text;
-  half.replace(half.find(anchor), anchor.size(),
-               anchor + "    --optimizer-cpu-offload --optimizer-offload-fraction 0.5\n");
-  MegatronScript script = parse_megatron_script(half, "mixtral_8x7b_offload.sh");
+  MegatronScript script = parse_megatron_script(
+      mixtral_8x7b_with("    --optimizer-cpu-offload --optimizer-offload-fraction 0.5\n"),
+      "mixtral_8x7b_offload.sh");
   const Workload w = megatron_workload(script);
   EXPECT_EQ(w.training.optimizer_offload_fraction, 0.5);
   const ClusterSpec cluster = load_cluster("H800:32");
@@ -598,15 +602,12 @@ TEST(MegatronLauncher, OptimizerOffloadIsReadWrittenAndReadBack) {
   EXPECT_EQ(count_in_command(r.launcher.text, "--use-precision-aware-optimizer"), 1u);
   EXPECT_EQ(r.workload2, w);
 
-  std::string whole = text;
-  whole.replace(whole.find(anchor), anchor.size(), anchor + "    --optimizer-cpu-offload\n");
-  MegatronScript all = parse_megatron_script(whole, "mixtral_8x7b_offload_all.sh");
+  MegatronScript all = parse_megatron_script(mixtral_8x7b_with("    --optimizer-cpu-offload\n"),
+                                             "mixtral_8x7b_offload_all.sh");
   EXPECT_EQ(megatron_workload(all).training.optimizer_offload_fraction, 1.0);
 
-  std::string stray = text;
-  stray.replace(stray.find(anchor), anchor.size(),
-                anchor + "    --optimizer-offload-fraction 0.5\n");
-  MegatronScript none = parse_megatron_script(stray, "mixtral_8x7b_stray.sh");
+  MegatronScript none = parse_megatron_script(
+      mixtral_8x7b_with("    --optimizer-offload-fraction 0.5\n"), "mixtral_8x7b_stray.sh");
   EXPECT_EQ(megatron_workload(none).training.optimizer_offload_fraction, 0.0);
   bool noted = false;
   for (const std::string& n : none.notes) {
@@ -619,14 +620,7 @@ TEST(MegatronLauncher, OptimizerOffloadIsReadWrittenAndReadBack) {
 // the distributed optimizer), written with the checkpoint format it needs
 // (the script's own replaced), and reads back.
 TEST(MegatronLauncher, MegatronFsdpIsReadWrittenAndReadBack) {
-  const std::string text = slurp(kData + "mixtral_8x7b.sh");
-  const std::string anchor = "    --overlap-grad-reduce\n";
-  ASSERT_NE(text.find(anchor), std::string::npos);
-  auto with = [&](const std::string& extra) {
-    std::string t = text;
-    t.replace(t.find(anchor), anchor.size(), anchor + extra);
-    return t;
-  };
+  const auto with = mixtral_8x7b_with;
   const struct {
     const char* strategy;
     Fsdp fsdp;
@@ -663,13 +657,9 @@ TEST(MegatronLauncher, MegatronFsdpIsReadWrittenAndReadBack) {
 // --window-attn-skip-freq 2 --softmax-type learnable --add-qkv-bias are read,
 // and a launcher for a model without a script writes them back.
 TEST(MegatronLauncher, AttentionVariantsAreReadAndWritten) {
-  std::string text = slurp(kData + "mixtral_8x7b.sh");
-  const std::string anchor = "    --overlap-grad-reduce\n";
-  ASSERT_NE(text.find(anchor), std::string::npos);
-  text.replace(text.find(anchor), anchor.size(),
-               anchor +
-                   "    --window-size 128,0 --window-attn-skip-freq 2 --softmax-type learnable "
-                   "--add-qkv-bias\n");
+  const std::string text = mixtral_8x7b_with(
+      "    --window-size 128,0 --window-attn-skip-freq 2 --softmax-type learnable "
+      "--add-qkv-bias\n");
   MegatronScript script = parse_megatron_script(text, "swa.sh");
   Workload w = megatron_workload(script);
   EXPECT_EQ(w.model.sliding_window, 128);
@@ -693,10 +683,7 @@ TEST(MegatronLauncher, AttentionVariantsAreReadAndWritten) {
 // launcher (Megatron puts the MTP layer on the last stage; a layout, when
 // one is written, says so with "m").
 TEST(MegatronLauncher, MtpLayersAreReadAndLaidOut) {
-  std::string text = slurp(kData + "mixtral_8x7b.sh");
-  const std::string anchor = "    --overlap-grad-reduce\n";
-  ASSERT_NE(text.find(anchor), std::string::npos);
-  text.replace(text.find(anchor), anchor.size(), anchor + "    --mtp-num-layers 1\n");
+  const std::string text = mixtral_8x7b_with("    --mtp-num-layers 1\n");
   MegatronScript script = parse_megatron_script(text, "mtp.sh");
   const Workload w = megatron_workload(script);
   EXPECT_EQ(w.model.mtp_layers, 1);
@@ -718,11 +705,8 @@ TEST(MegatronLauncher, MtpLayersAreReadAndLaidOut) {
 // dense model does not have (moe_act) are left out, as Megatron rejects
 // moe_act without grouped experts.
 TEST(MegatronLauncher, RecomputeModulesAreWrittenAndReadBack) {
-  std::string text = slurp(kData + "mixtral_8x7b.sh");
-  const std::string anchor = "    --overlap-grad-reduce\n";
-  ASSERT_NE(text.find(anchor), std::string::npos);
-  text.replace(text.find(anchor), anchor.size(),
-               anchor + "    --recompute-granularity selective --recompute-modules core_attn\n");
+  const std::string text =
+      mixtral_8x7b_with("    --recompute-granularity selective --recompute-modules core_attn\n");
   MegatronScript script = parse_megatron_script(text, "mixtral_8x7b_modules.sh");
   const Workload w = megatron_workload(script);
   const ClusterSpec cluster = load_cluster("H800:32");
@@ -749,11 +733,8 @@ TEST(MegatronLauncher, RecomputeModulesAreWrittenAndReadBack) {
 }
 
 TEST(MegatronLauncher, OverlapFlagsAreWrittenOnceFromTheTrainingSettings) {
-  std::string text = slurp(kData + "mixtral_8x7b.sh");
-  const std::string anchor = "    --overlap-grad-reduce\n";
-  ASSERT_NE(text.find(anchor), std::string::npos);
-  text.replace(text.find(anchor), anchor.size(),
-               anchor + "    --tp-comm-overlap\n    --overlap-moe-expert-parallel-comm\n");
+  const std::string text =
+      mixtral_8x7b_with("    --tp-comm-overlap\n    --overlap-moe-expert-parallel-comm\n");
   MegatronScript script = parse_megatron_script(text, "mixtral_8x7b_overlaps.sh");
   const Workload w = megatron_workload(script);
   ASSERT_EQ(w.training.overlap, (Overlap{true, true, true, true}));
