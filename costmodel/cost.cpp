@@ -21,6 +21,7 @@ StepParts& StepParts::operator+=(const StepParts& o) {
   p2p += o.p2p;
   recompute += o.recompute;
   dp += o.dp;
+  host += o.host;
   tp_hidden += o.tp_hidden;
   ep_hidden += o.ep_hidden;
   return *this;
@@ -35,6 +36,7 @@ StepParts operator*(double n, const StepParts& p) {
   out.p2p = n * p.p2p;
   out.recompute = n * p.recompute;
   out.dp = n * p.dp;
+  out.host = n * p.host;
   out.tp_hidden = n * p.tp_hidden;
   out.ep_hidden = n * p.ep_hidden;
   return out;
@@ -574,10 +576,15 @@ TypeCosts CostModel::type_costs(const ParallelConfig& pi, int type) const {
   t.layer_unit_params =
       std::max(t.dense.dense_params, m.is_moe() ? t.moe.dense_params + t.moe.expert_params : 0.0);
   t.offload_fraction = tr.optimizer_offload_fraction;
+  t.activation_offload_layers = tr.activation_offload_layers;
+  if (t.offload_fraction > 0 || t.activation_offload_layers > 0) {
+    const DevicePool& pool = cluster_.pools[static_cast<std::size_t>(type)];
+    t.host_capacity_bytes = dev.host_memory_bytes / pool.devices_per_node;
+    t.host_link_s_per_byte = 1.0 / dev.host_link_bandwidth;
+  }
   if (t.offload_fraction > 0) {
     const DevicePool& pool = cluster_.pools[static_cast<std::size_t>(type)];
     t.host_bytes_per_param = kHostOptimizerBytes;
-    t.host_capacity_bytes = dev.host_memory_bytes / pool.devices_per_node;
     t.offload_s_per_param = 2.0 * kFp32 / dev.host_link_bandwidth +
                             kCpuAdamBytes * pool.devices_per_node / dev.host_memory_bandwidth;
   }
@@ -740,6 +747,26 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
     c.fwd_parts.dp = exposed_f;
     c.bwd_parts.dp = exposed_b;
   }
+  // Activation offload (docs/costmodel.md, "Activation offload"): the first
+  // min(K, n) layers' activations are copied to the host during the forward
+  // and back before the backward, beside the compute; what the compute does
+  // not cover stays exposed. They leave the device but for one layer's
+  // (double buffering) and take host memory instead.
+  double offloaded_act = 0.0;
+  if (tc.activation_offload_layers > 0 && s.layers > 0) {
+    const int k = std::min(tc.activation_offload_layers, s.layers);
+    const int k_moe = moe_layers_in(s.first_layer, k);
+    offloaded_act = (k - k_moe) * tc.dense.act_bytes + k_moe * tc.moe.act_bytes;
+    const double copy = offloaded_act * tc.host_link_s_per_byte;
+    const double exposed_f = std::max(0.0, copy - c.fwd_s);
+    const double exposed_b = std::max(0.0, copy - c.bwd_s);
+    c.fwd_s += exposed_f;
+    c.bwd_s += exposed_b;
+    c.fwd_parts.host = exposed_f;
+    c.bwd_parts.host = exposed_b;
+    offloaded_act -= std::max(tc.dense.act_bytes, k_moe > 0 ? tc.moe.act_bytes : 0.0);
+    offloaded_act = std::max(0.0, offloaded_act);
+  }
   // The boundary is added last, so a search can add it to a cached stage
   // cost with the very same rounding (engine/hsdp.cpp).
   // Interleaved 1F1B: a micro-batch enters each of the stage's v virtual
@@ -786,7 +813,8 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
   c.memory.optimizer =
       (1.0 - tc.offload_fraction) *
       (dense_params * tc.dense_opt_bytes_per_param + expert_params * tc.expert_opt_bytes_per_param);
-  c.memory.activations = act * c.in_flight / pi.vpp * tc.activation_scale;
+  c.memory.activations =
+      (act - offloaded_act) * c.in_flight / pi.vpp * tc.activation_scale;
   double buffers = s.moe_layers > 0 ? tc.moe.moe_buffer_bytes : 0.0;
   if (last) buffers = std::max(buffers, tc.logits_bytes);
   c.memory.moe_buffers = buffers;
@@ -833,7 +861,8 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
   // d2h-h2d, is off by default and not modelled).
   c.optimizer_s = shard * ((1.0 - tc.offload_fraction) * tc.optimizer_s_per_param +
                            tc.offload_fraction * tc.offload_s_per_param);
-  c.host_bytes = shard * tc.offload_fraction * tc.host_bytes_per_param;
+  c.host_bytes = shard * tc.offload_fraction * tc.host_bytes_per_param +
+                 offloaded_act * c.in_flight / pi.vpp * tc.activation_scale;
   c.host_capacity_bytes = tc.host_capacity_bytes;
   // Once per evaluated stage (the search memoises stages): the parts are
   // finite and non-negative (checked in type_costs), but their sums over
@@ -871,6 +900,8 @@ std::optional<Recompute> CostModel::least_recompute(const ParallelConfig& pi, co
     return c.fits();
   };
   if (consider({RecomputeKind::kNone, 0})) return best;
+  // Megatron-Core refuses activation offload with any recomputation.
+  if (tc.activation_offload_layers > 0) return best;
   consider({RecomputeKind::kSelective, 0});
   if (shape.layers == 0) return best;
   if (!consider({RecomputeKind::kFull, shape.layers})) return best;

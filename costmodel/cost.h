@@ -35,12 +35,14 @@ struct StepParts {
   double recompute = 0;  // backward only: the recomputed forward
   double dp = 0;         // Megatron-FSDP's per-micro-batch parameter gathers and
                          // gradient reduce-scatters, the part compute does not hide
+  double host = 0;       // activation offload's copies to and from the host, the
+                         // part compute does not hide
   // What the overlaps hid (docs/costmodel.md, "Overlap"); not part of the
   // step's time: --tp-comm-overlap of TP collectives, and
   // --overlap-moe-expert-parallel-comm of the dispatch and combine.
   double tp_hidden = 0;
   double ep_hidden = 0;
-  double total() const { return compute + tp + cp + ep + p2p + recompute + dp; }
+  double total() const { return compute + tp + cp + ep + p2p + recompute + dp + host; }
   StepParts& operator+=(const StepParts& o);
 };
 StepParts operator*(double n, const StepParts& p);
@@ -115,6 +117,10 @@ struct TypeCosts {
   double host_bytes_per_param = 0;
   double offload_s_per_param = 0;
   double host_capacity_bytes = 0;
+  // Activation offload: layers per stage, and seconds per byte over the
+  // host link (one way).
+  int activation_offload_layers = 0;
+  double host_link_s_per_byte = 0;
   // Megatron-FSDP: ZeRO-2 or ZeRO-3 (docs/costmodel.md, "Sharded data
   // parallelism"); the most parameters one layer holds on this device
   // (gathered and reduced one layer at a time).

@@ -171,6 +171,11 @@ std::string validate(const TrainingSpec& t, const ModelSpec& m) {
     return "optimizer_offload_fraction = " + std::to_string(t.optimizer_offload_fraction) +
            " must be in [0, 1]";
   }
+  if (t.activation_offload_layers < 0 || t.activation_offload_layers >= std::max(1, m.num_layers)) {
+    // Megatron-Core: cpu_offloading_num_layers < num_layers.
+    return "activation_offload_layers = " + std::to_string(t.activation_offload_layers) +
+           " must be in [0, num_layers - 1 = " + std::to_string(m.num_layers - 1) + "]";
+  }
   if (t.fsdp != Fsdp::kOff && !t.distributed_optimizer) {
     return std::string("fsdp = ") + to_string(t.fsdp) +
            " shards the optimizer states too: it needs distributed_optimizer";

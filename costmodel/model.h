@@ -117,6 +117,12 @@ struct TrainingSpec {
   // the host (docs/costmodel.md, "Optimizer CPU offload"); 0 = off.
   double optimizer_offload_fraction = 0;
   Fsdp fsdp = Fsdp::kOff;
+  // Megatron-Core's activation offload (TransformerConfig cpu_offloading,
+  // cpu_offloading_num_layers; Megatron-LM --cpu-offloading
+  // --cpu-offloading-num-layers): the activations of this many layers of
+  // each stage go to host memory in the forward and come back for the
+  // backward; 0 = off. Megatron forbids it with recomputation.
+  int activation_offload_layers = 0;
   Dispatcher dispatcher = Dispatcher::kAllToAll;
   double imbalance = 1.2;  // rho = max/mean tokens per expert (>= 1)
   double gamma = 1.0;      // gamma in [0,1]: share of rho on the path

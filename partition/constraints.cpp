@@ -26,6 +26,12 @@ std::string check_parallel(const ParallelConfig& pi, const Workload& w) {
   if (pi.pp > m.num_layers) {
     return deg("pp", pi.pp) + " exceeds the model's " + std::to_string(m.num_layers) + " layers";
   }
+  if (t.activation_offload_layers > 0 && pi.pp > 1) {
+    // Megatron-LM core_v0.15.0 transformer_config.py.
+    return deg("pp", pi.pp) +
+           " with activation offload: Megatron-Core has no pipeline parallelism with CPU "
+           "offloading";
+  }
   if (m.num_heads % pi.tp != 0) {
     return deg("tp", pi.tp) + " does not divide num_heads=" + std::to_string(m.num_heads);
   }
@@ -89,12 +95,14 @@ std::string check_precision(const Workload& w, const ClusterSpec& cluster) {
 }
 
 std::string check_offload(const Workload& w, const ClusterSpec& cluster) {
-  if (!(w.training.optimizer_offload_fraction > 0)) return "";
+  if (!(w.training.optimizer_offload_fraction > 0) && w.training.activation_offload_layers == 0) {
+    return "";
+  }
   for (const DevicePool& pool : cluster.pools) {
     const DeviceSpec& d = pool.device;
     if (!(d.host_memory_bytes > 0) || !(d.host_link_bandwidth > 0) ||
         !(d.host_memory_bandwidth > 0)) {
-      return "optimizer CPU offload needs the host side of device " + d.name +
+      return "CPU offload needs the host side of device " + d.name +
              " (its host memory, host memory bandwidth and host link are not all known): set "
              "host_memory_gb, host_memory_bandwidth_gb_s and host_link_gb_s for it in a cluster "
              "file (docs/clusters.md)";
@@ -121,6 +129,10 @@ std::string check_plan(const Plan& plan, const Workload& w, const ClusterSpec& c
              " is not in the cluster";
     }
     if (s.layers < 1) return where + "layers=" + std::to_string(s.layers) + " must be at least 1";
+    if (w.training.activation_offload_layers > 0 && s.recompute.kind != RecomputeKind::kNone) {
+      return where + "recomputation with activation offload: Megatron-Core refuses CPU "
+                     "offloading with activation recomputation";
+    }
     if (s.recompute.kind == RecomputeKind::kFull &&
         (s.recompute.layers < 1 || s.recompute.layers > s.layers)) {
       return where + "full recomputation of " + std::to_string(s.recompute.layers) +

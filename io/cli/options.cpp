@@ -108,10 +108,14 @@ void add_workload_options(cxxopts::Options& o) {
                    "as Megatron's --optimizer-cpu-offload --optimizer-offload-fraction (needs the "
                    "distributed optimizer; default 0, off)",
                    cxxopts::value<std::string>())(
-      "fsdp",
+     "fsdp",
       "Megatron-FSDP sharding beyond the distributed optimizer: optim_grads (ZeRO-2: gradients "
       "sharded too) or optim_grads_params (ZeRO-3: parameters too, gathered per layer); default "
       "off",
+      cxxopts::value<std::string>())(
+      "activation-offload-layers",
+      "offload the activations of this many layers of each stage to host memory, as "
+      "Megatron-Core's cpu_offloading (no recomputation with it; default 0, off)",
       cxxopts::value<std::string>())(
       "overlap-moe-expert-parallel-comm",
       "overlap the MoE dispatch and combine of one micro-batch with another's compute "
@@ -158,6 +162,7 @@ Inputs read_inputs(const cxxopts::ParseResult& r) {
   ov.grad_reduce_in_bf16 = r.count("grad-reduce-in-bf16") > 0;
   ov.optimizer_offload_fraction = num_opt("optimizer-offload-fraction", 0.0, 1.0);
   if (r.count("fsdp")) ov.fsdp = parse_fsdp(r["fsdp"].as<std::string>(), "--fsdp");
+  ov.activation_offload_layers = int_opt("activation-offload-layers", 0, 100000);
   ov.overlap.param_gather = r.count("overlap-param-gather") > 0;
   ov.overlap.tp_comm = r.count("tp-comm-overlap") > 0;
   ov.overlap.moe_ep_comm = r.count("overlap-moe-expert-parallel-comm") > 0;

@@ -769,6 +769,8 @@ void read_training(ObjectReader& parent, const ModelSpec& m, TrainingSpec& t) {
   if (auto s = r.opt_string("fsdp")) {
     t.fsdp = parse_fsdp(*s, where_of(r.origin(), r.pointer("fsdp")));
   }
+  t.activation_offload_layers =
+      r.opt_int("activation_offload_layers", 0, 100000).value_or(t.activation_offload_layers);
   if (auto s = r.opt_string("dispatcher")) {
     t.dispatcher = parse_dispatcher(*s, where_of(r.origin(), r.pointer("dispatcher")));
   }
@@ -946,6 +948,7 @@ void apply_overrides(const TrainingOverrides& o, Workload& workload) {
   if (o.grad_reduce_in_bf16) t.grad_reduce_in_bf16 = true;
   if (o.optimizer_offload_fraction) t.optimizer_offload_fraction = *o.optimizer_offload_fraction;
   if (o.fsdp) t.fsdp = *o.fsdp;
+  if (o.activation_offload_layers) t.activation_offload_layers = *o.activation_offload_layers;
   t.overlap.grad_reduce = t.overlap.grad_reduce || o.overlap.grad_reduce;
   t.overlap.param_gather = t.overlap.param_gather || o.overlap.param_gather;
   t.overlap.tp_comm = t.overlap.tp_comm || o.overlap.tp_comm;
@@ -1100,6 +1103,7 @@ std::string workload_to_json(const Workload& workload) {
     tr["optimizer_offload_fraction"] = t.optimizer_offload_fraction;
   }
   if (t.fsdp != Fsdp::kOff) tr["fsdp"] = to_string(t.fsdp);
+  if (t.activation_offload_layers > 0) tr["activation_offload_layers"] = t.activation_offload_layers;
   tr["dispatcher"] = to_string(t.dispatcher);
   tr["imbalance"] = t.imbalance;
   tr["gamma"] = t.gamma;

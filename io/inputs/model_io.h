@@ -55,6 +55,7 @@ struct TrainingOverrides {
   bool grad_reduce_in_bf16 = false;  // turn on (never off)
   std::optional<double> optimizer_offload_fraction;
   std::optional<Fsdp> fsdp;
+  std::optional<int> activation_offload_layers;
   // Overlaps to turn on (Megatron's flags of the same names); never off.
   Overlap overlap;
 };

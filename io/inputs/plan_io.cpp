@@ -178,6 +178,7 @@ nlohmann::ordered_json plan_report_json(const PlanReport& r, const ClusterSpec& 
                           {"p2p_s", x.p2p},
                           {"recompute_s", x.recompute},
                           {"dp_s", x.dp},
+                          {"host_s", x.host},
                           {"tp_hidden_s", x.tp_hidden},
                           {"ep_hidden_s", x.ep_hidden}};
     };

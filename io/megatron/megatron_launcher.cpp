@@ -409,6 +409,14 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
         format_seconds(report.latency_s) + " for the plan (" + pct + ")" +
         (launched.fits ? "" : "; it does NOT fit in memory on every stage"));
   }
+  if (w.training.activation_offload_layers > 0) {
+    out.notes.push_back(
+        "activation offload of " + std::to_string(w.training.activation_offload_layers) +
+        " layers has no Megatron-LM core_v0.15.0 command-line flag: set Megatron-Core's "
+        "TransformerConfig cpu_offloading=True, cpu_offloading_num_layers=" +
+        std::to_string(w.training.activation_offload_layers) +
+        " (e.g. through Megatron-Bridge); the script as written runs without it");
+  }
   if (w.training.dispatcher == Dispatcher::kAuto && w.model.is_moe()) {
     out.notes.emplace_back(
         "the dispatcher was chosen per plan (auto); the launcher writes the "

@@ -142,18 +142,25 @@ void print_plan_report(std::ostream& out, const PlanReport& r, const Workload& w
     const StageCost& c = r.stages[i].cost;
     if (!(c.host_bytes > 0)) continue;
     out << fmt(
-        "host   stage %zu: offloaded optimizer state %s per device / host share %s (%.0f%%)%s\n", i,
+        "host   stage %zu: offloaded to host memory %s per device / host share %s (%.0f%%)%s\n", i,
         format_bytes(c.host_bytes).c_str(), format_bytes(c.host_capacity_bytes).c_str(),
         100.0 * c.host_bytes / c.host_capacity_bytes,
         c.host_bytes <= c.host_capacity_bytes ? "" : "  OUT OF HOST MEMORY");
   }
   for (std::size_t i = 0; i < r.stages.size(); ++i) {
     const StageCost& c = r.stages[i].cost;
-    if (!(c.fwd_parts.dp > 0 || c.bwd_parts.dp > 0)) continue;
-    out << fmt(
-        "fsdp   stage %zu: parameter gathers and gradient reduce-scatters not hidden by "
-        "compute: %.3f ms forward, %.3f ms backward per micro-batch\n",
-        i, 1e3 * c.fwd_parts.dp, 1e3 * c.bwd_parts.dp);
+    if (c.fwd_parts.dp > 0 || c.bwd_parts.dp > 0) {
+      out << fmt(
+          "fsdp   stage %zu: parameter gathers and gradient reduce-scatters not hidden by "
+          "compute: %.3f ms forward, %.3f ms backward per micro-batch\n",
+          i, 1e3 * c.fwd_parts.dp, 1e3 * c.bwd_parts.dp);
+    }
+    if (c.fwd_parts.host > 0 || c.bwd_parts.host > 0) {
+      out << fmt(
+          "host   stage %zu: activation copies to and from the host not hidden by compute: "
+          "%.3f ms forward, %.3f ms backward per micro-batch\n",
+          i, 1e3 * c.fwd_parts.host, 1e3 * c.bwd_parts.host);
+    }
   }
   print_step_parts(out, r);
   bool warned = false;
@@ -164,9 +171,9 @@ void print_plan_report(std::ostream& out, const PlanReport& r, const Workload& w
     warned = true;
     if (s.cost.host_bytes > s.cost.host_capacity_bytes) {
       out << fmt(
-          "WARNING: stage %zu's offloaded optimizer state does not fit in host memory: %s per "
-          "device, its share of the node's host memory is %s (set host_memory_gb in a cluster "
-          "file, or offload less with --optimizer-offload-fraction).\n",
+          "WARNING: stage %zu's offloaded state does not fit in host memory: %s per device, its "
+          "share of the node's host memory is %s (set host_memory_gb in a cluster file, or "
+          "offload less: --optimizer-offload-fraction, --activation-offload-layers).\n",
           i, format_bytes(s.cost.host_bytes).c_str(),
           format_bytes(s.cost.host_capacity_bytes).c_str());
     }

@@ -1832,6 +1832,43 @@ TEST_F(CostTerms, GradientSyncAndOptimizerFromTheModel) {
   }
 }
 
+// Activation offload (docs/costmodel.md, "Activation offload"): the first K
+// layers' activations go to the host but one layer's; their copies (one way
+// each pass) hide behind the stage's compute but for what exceeds it; no
+// recomputation is offered with it (Megatron-Core refuses the pair).
+TEST_F(CostTerms, ActivationOffload) {
+  const ParallelConfig pi = config(1, 2, 1, 2, 1, 2);
+  const StageShape sh = shape(0, 0, 4, 4, -1);
+  const StageCost off = model().stage_cost(pi, model().type_costs(pi, 0), sh);
+  workload.training.activation_offload_layers = 3;
+  DeviceSpec& d = cluster.pools[0].device;
+  d.host_memory_bytes = 1e12;
+  d.host_link_bandwidth = 1e9;  // slow enough that the copies show
+  d.host_memory_bandwidth = 200e9;
+  const CostModel cm = model();
+  const TypeCosts tc = cm.type_costs(pi, 0);
+  const StageCost s = cm.stage_cost(pi, tc, sh);
+  const double moved = 3 * tc.moe.act_bytes - tc.moe.act_bytes;  // one layer stays
+  const double scale = s.in_flight * tc.activation_scale;
+  EXPECT_REL(off.memory.activations - s.memory.activations, moved * scale);
+  EXPECT_REL(s.host_bytes, moved * scale);
+  const double copy = 3 * tc.moe.act_bytes / 1e9;
+  EXPECT_REL(s.fwd_parts.host, std::max(0.0, copy - off.fwd_s));
+  EXPECT_REL(s.bwd_parts.host, std::max(0.0, copy - off.bwd_s));
+  EXPECT_GT(s.fwd_parts.host, 0.0);
+  EXPECT_REL(s.fwd_s, off.fwd_s + s.fwd_parts.host);
+  // Only "none" is a candidate: a stage too small for it has no choice.
+  TypeCosts tight = tc;
+  tight.capacity_bytes = s.memory.total() * 0.99;
+  EXPECT_FALSE(cm.least_recompute(pi, tight, sh).has_value());
+  tight.capacity_bytes = s.memory.total() * 1.01;
+  EXPECT_EQ(cm.least_recompute(pi, tight, sh), (Recompute{RecomputeKind::kNone, 0}));
+  // K must stay below the model's layers (Megatron-Core).
+  workload.training.activation_offload_layers = workload.model.num_layers;
+  EXPECT_NE(validate(workload.training, workload.model).find("activation_offload_layers"),
+            std::string::npos);
+}
+
 // Multi-token prediction (docs/costmodel.md, "Multi-token prediction"): on
 // the last stage each depth adds a layer of the last layer's kind, its
 // projection and another output pass, the layer's parameters and

@@ -36,7 +36,8 @@ struct Instance {
       << " g=" << m.num_kv_heads << " E=" << m.num_experts << " k=" << m.top_k
       << " S=" << workload.training.seq_len << " B=" << workload.training.global_batch
       << " b=" << workload.training.micro_batch << " fsdp=" << to_string(workload.training.fsdp)
-      << " offload=" << workload.training.optimizer_offload_fraction << " |";
+      << " offload=" << workload.training.optimizer_offload_fraction
+      << " act_offload=" << workload.training.activation_offload_layers << " |";
     for (const DevicePool& p : cluster.pools) {
       s << " " << p.device.name << ":" << p.nodes << "x" << p.devices_per_node << "@"
         << p.device.memory_bytes / 1e9 << "GB";
@@ -118,6 +119,15 @@ Instance random_instance(std::mt19937& rng) {
       }
     }
   }
+  // Activation offload (one-stage plans only, no recomputation).
+  if (rng() % 5 == 0 && m.num_layers > 1) {
+    t.activation_offload_layers = 1 + static_cast<int>(rng() % (m.num_layers - 1));
+    for (DevicePool& pool : in.cluster.pools) {
+      if (pool.device.host_memory_bytes == 0) pool.device.host_memory_bytes = 1e12;
+      pool.device.host_link_bandwidth = 32e9;
+      pool.device.host_memory_bandwidth = 200e9;
+    }
+  }
   return in;
 }
 
@@ -173,8 +183,9 @@ TEST(SearchOracle, DpEqualsBruteForceWithPruningsOff) {
   int configs = 0;
   int with_plan = 0;
   int with_recompute = 0;
-  int with_fsdp = 0;     // plans found under ZeRO-2/3
-  int with_offload = 0;  // plans found with optimizer offload
+  int with_fsdp = 0;         // plans found under ZeRO-2/3
+  int with_offload = 0;      // plans found with optimizer offload
+  int with_act_offload = 0;  // plans found with activation offload
   while (instances < 300) {
     const Instance in = random_instance(rng);
     if (!in.valid()) continue;
@@ -195,6 +206,7 @@ TEST(SearchOracle, DpEqualsBruteForceWithPruningsOff) {
         ++with_plan;
         if (in.workload.training.fsdp != Fsdp::kOff) ++with_fsdp;
         if (in.workload.training.optimizer_offload_fraction > 0) ++with_offload;
+        if (in.workload.training.activation_offload_layers > 0) ++with_act_offload;
         for (const StagePlan& s : bf.best->plan.stages) {
           if (s.recompute.kind != RecomputeKind::kNone) {
             ++with_recompute;
@@ -222,6 +234,7 @@ TEST(SearchOracle, DpEqualsBruteForceWithPruningsOff) {
   EXPECT_GT(with_recompute, 20);
   EXPECT_GT(with_fsdp, 20);
   EXPECT_GT(with_offload, 10);
+  EXPECT_GT(with_act_offload, 5);
 }
 
 TEST(SearchOracle, PruningsNeverBeatTheUnprunedOptimum) {

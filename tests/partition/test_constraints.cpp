@@ -201,4 +201,27 @@ TEST(ConstraintsFp8, EveryStageTypeOfAHeterogeneousPlanIsChecked) {
 }
 
 }  // namespace
+// Activation offload as Megatron-Core core_v0.15.0 allows it
+// (transformer_config.py): no pipeline parallelism, no recomputation; and
+// the host side of every device must be known.
+TEST(ConstraintsOffload, ActivationOffloadNeedsOneStageNoRecomputeAndAKnownHost) {
+  Workload w = workload();
+  w.training.activation_offload_layers = 4;
+  const std::string e = check_parallel(pi(2, 8, 1), w);
+  EXPECT_NE(e.find("no pipeline parallelism with CPU offloading"), std::string::npos) << e;
+  EXPECT_EQ(check_parallel(pi(1, 8, 1), w), "");
+  const ClusterSpec c = catalog_cluster("H100");
+  Plan plan = one_stage_plan();
+  EXPECT_EQ(check_plan(plan, w, c), "");
+  plan.stages[0].recompute = {RecomputeKind::kSelective, 0};
+  EXPECT_NE(check_plan(plan, w, c).find("recomputation with activation offload"),
+            std::string::npos);
+  EXPECT_EQ(check_offload(w, c), "");
+  ClusterSpec unknown = c;
+  unknown.pools[0].device.host_memory_bytes = 0;
+  EXPECT_NE(check_offload(w, unknown).find("host_memory_gb"), std::string::npos);
+  w.training.activation_offload_layers = 0;
+  EXPECT_EQ(check_offload(w, unknown), "");
+}
+
 }  // namespace hapmoe
