@@ -238,6 +238,8 @@ void check_type_costs(const TypeCosts& t, const Workload& w, const ClusterSpec& 
                 {"host_bytes_per_param", t.host_bytes_per_param},
                 {"offload_s_per_param", t.offload_s_per_param},
                 {"host_capacity_bytes", t.host_capacity_bytes},
+                {"host_link_s_per_byte", t.host_link_s_per_byte},
+                {"layer_unit_params", t.layer_unit_params},
                 {"dp_reduce.latency_s", t.dp_reduce.latency_s},
                 {"dp_reduce.s_per_param", t.dp_reduce.s_per_param},
                 {"dp_gather.latency_s", t.dp_gather.latency_s},
@@ -565,28 +567,30 @@ TypeCosts CostModel::type_costs(const ParallelConfig& pi, int type) const {
   t.dense_opt_bytes_per_param = tr.distributed_optimizer ? opt / d_dense : opt;
   t.expert_opt_bytes_per_param = tr.distributed_optimizer ? opt / d_expert : opt;
   t.optimizer_s_per_param = coef.optimizer_s_per_param;
-  // Optimizer CPU offload (Megatron's hybrid device optimizer, core_v0.15.0
+  // Megatron-FSDP gathers and reduces one layer at a time.
+  t.fsdp = tr.fsdp;
+  t.layer_unit_params =
+      std::max(t.dense.dense_params, m.is_moe() ? t.moe.dense_params + t.moe.expert_params : 0.0);
+  // The host side: the device's share of its node's host memory and its
+  // host link, for activation offload and optimizer CPU offload. The
+  // latter is Megatron's hybrid device optimizer (core_v0.15.0
   // megatron/core/optimizer/cpu_offloading): the host keeps the fp32
   // master, a pinned fp32 gradient and both Adam moments, 16 B per
   // offloaded parameter; each step copies the gradient down and the fp32
   // master up (4 B each way on the host link) and runs Adam on the CPU,
   // which streams 28 B per parameter (read 16, write 12) through the
   // node's host memory, shared by the node's devices.
-  t.fsdp = tr.fsdp;
-  t.layer_unit_params =
-      std::max(t.dense.dense_params, m.is_moe() ? t.moe.dense_params + t.moe.expert_params : 0.0);
   t.offload_fraction = tr.optimizer_offload_fraction;
   t.activation_offload_layers = tr.activation_offload_layers;
   if (t.offload_fraction > 0 || t.activation_offload_layers > 0) {
     const DevicePool& pool = cluster_.pools[static_cast<std::size_t>(type)];
     t.host_capacity_bytes = dev.host_memory_bytes / pool.devices_per_node;
     t.host_link_s_per_byte = 1.0 / dev.host_link_bandwidth;
-  }
-  if (t.offload_fraction > 0) {
-    const DevicePool& pool = cluster_.pools[static_cast<std::size_t>(type)];
-    t.host_bytes_per_param = kHostOptimizerBytes;
-    t.offload_s_per_param = 2.0 * kFp32 / dev.host_link_bandwidth +
-                            kCpuAdamBytes * pool.devices_per_node / dev.host_memory_bandwidth;
+    if (t.offload_fraction > 0) {
+      t.host_bytes_per_param = kHostOptimizerBytes;
+      t.offload_s_per_param = 2.0 * kFp32 * t.host_link_s_per_byte +
+                              kCpuAdamBytes * pool.devices_per_node / dev.host_memory_bandwidth;
+    }
   }
 
   // Gradient synchronisation. Dense grads over DP x CP, expert grads over
@@ -750,8 +754,8 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
   // Activation offload (docs/costmodel.md, "Activation offload"): the first
   // min(K, n) layers' activations are copied to the host during the forward
   // and back before the backward, beside the compute; what the compute does
-  // not cover stays exposed. They leave the device but for one layer's
-  // (double buffering) and take host memory instead.
+  // not cover stays exposed. They leave the device but for one layer's (the
+  // one in transfer) and take host memory instead.
   double offloaded_act = 0.0;
   if (tc.activation_offload_layers > 0 && s.layers > 0) {
     const int k = std::min(tc.activation_offload_layers, s.layers);
@@ -813,8 +817,7 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
   c.memory.optimizer =
       (1.0 - tc.offload_fraction) *
       (dense_params * tc.dense_opt_bytes_per_param + expert_params * tc.expert_opt_bytes_per_param);
-  c.memory.activations =
-      (act - offloaded_act) * c.in_flight / pi.vpp * tc.activation_scale;
+  c.memory.activations = (act - offloaded_act) * c.in_flight / pi.vpp * tc.activation_scale;
   double buffers = s.moe_layers > 0 ? tc.moe.moe_buffer_bytes : 0.0;
   if (last) buffers = std::max(buffers, tc.logits_bytes);
   c.memory.moe_buffers = buffers;
