@@ -882,6 +882,13 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
   return c;
 }
 
+unsigned default_selective_modules(const TrainingSpec& t) {
+  if (t.precision == Precision::kFp8 && t.fp8_recipe == Fp8Recipe::kDelayed) {
+    return module_bit(RecomputeModule::kCoreAttn);
+  }
+  return kDefaultRecomputeModules;
+}
+
 std::optional<Recompute> CostModel::least_recompute(const ParallelConfig& pi, const TypeCosts& tc,
                                                     StageShape shape) const {
   // Candidates in order of added time: none, selective, then full
@@ -905,7 +912,7 @@ std::optional<Recompute> CostModel::least_recompute(const ParallelConfig& pi, co
   if (consider({RecomputeKind::kNone, 0})) return best;
   // Megatron-Core refuses activation offload with any recomputation.
   if (tc.activation_offload_layers > 0) return best;
-  consider({RecomputeKind::kSelective, 0});
+  consider({RecomputeKind::kSelective, 0, default_selective_modules(workload_.training)});
   if (shape.layers == 0) return best;
   if (!consider({RecomputeKind::kFull, shape.layers})) return best;
   int lo = 1;

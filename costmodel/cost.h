@@ -263,6 +263,12 @@ class CostModel {
   std::vector<int> moe_prefix_;  // moe_prefix_[l] = MoE layers in [0, l)
 };
 
+// The modules hapmoe's plain selective recomputation reruns: core attention
+// and the routed experts' activation, or core attention alone with FP8
+// delayed scaling, with which Megatron-LM core_v0.15.0 refuses moe_act
+// (and layernorm) recompute (transformer_config.py).
+unsigned default_selective_modules(const TrainingSpec& training);
+
 // 1F1B iteration latency from per-stage forward/backward/sync/optimizer
 // times and the number of micro-batches M (paper Eq. 2 and Appendix B; see
 // docs/costmodel.md for the form used and why).

@@ -129,9 +129,22 @@ std::string check_plan(const Plan& plan, const Workload& w, const ClusterSpec& c
              " is not in the cluster";
     }
     if (s.layers < 1) return where + "layers=" + std::to_string(s.layers) + " must be at least 1";
+    if (s.recompute.kind == RecomputeKind::kSelective && w.training.precision == Precision::kFp8 &&
+        w.training.fp8_recipe == Fp8Recipe::kDelayed) {
+      const unsigned refused =
+          (w.model.is_moe() ? module_bit(RecomputeModule::kMoeAct) : 0u) |
+          (w.model.is_moe() || w.model.mla.enabled() ? module_bit(RecomputeModule::kLayernorm)
+                                                     : 0u);
+      if ((s.recompute.modules & refused) != 0) {
+        return where + "recompute modules " + to_string(s.recompute, s.layers) +
+               " with FP8 delayed scaling: Megatron-LM core_v0.15.0 refuses moe_act and "
+               "layernorm recompute with it (use selective:core_attn, or another recipe)";
+      }
+    }
     if (w.training.activation_offload_layers > 0 && s.recompute.kind != RecomputeKind::kNone) {
-      return where + "recomputation with activation offload: Megatron-Core refuses CPU "
-                     "offloading with activation recomputation";
+      return where +
+             "recomputation with activation offload: Megatron-Core refuses CPU "
+             "offloading with activation recomputation";
     }
     if (s.recompute.kind == RecomputeKind::kFull &&
         (s.recompute.layers < 1 || s.recompute.layers > s.layers)) {

@@ -238,14 +238,15 @@ Plan express_recompute(const Plan& plan, const CostModel& model, MegatronSetting
     if (with_setting(plan, s) == relevant_modules(plan, m)) return with_setting(plan, s);
   }
   // Otherwise the best expressible uniform setting.
-  std::vector<RecomputeSetting> candidates = {{"", 0}, {"selective", 0}};
+  std::vector<RecomputeSetting> candidates = {
+      {"", 0}, {"selective", 0, default_selective_modules(model.workload().training)}};
   std::set<int> ks;
   std::set<unsigned> module_sets;
   int max_layers = 0;
   for (const StagePlan& st : plan.stages) {
     if (st.recompute.kind == RecomputeKind::kFull) ks.insert(st.recompute.layers);
     if (st.recompute.kind == RecomputeKind::kSelective &&
-        st.recompute.modules != kDefaultRecomputeModules) {
+        st.recompute.modules != default_selective_modules(model.workload().training)) {
       module_sets.insert(st.recompute.modules);
     }
     max_layers = std::max(max_layers, st.layers);

@@ -2058,6 +2058,18 @@ TEST_F(CostTermsLeastRecompute, NothingFits) {
   EXPECT_FALSE(pick(4.0e9).has_value());  // below full:4 (4.044e9)
 }
 
+// The search's selective is what Megatron can run: core_attn alone under
+// FP8 delayed scaling (no moe_act), core_attn + moe_act otherwise.
+TEST(CostTermsRecompute, DefaultSelectiveFollowsTheFp8Recipe) {
+  TrainingSpec t;
+  EXPECT_EQ(default_selective_modules(t), kDefaultRecomputeModules);
+  t.precision = Precision::kFp8;
+  t.fp8_recipe = Fp8Recipe::kDelayed;
+  EXPECT_EQ(default_selective_modules(t), module_bit(RecomputeModule::kCoreAttn));
+  t.fp8_recipe = Fp8Recipe::kBlockwise;
+  EXPECT_EQ(default_selective_modules(t), kDefaultRecomputeModules);
+}
+
 TEST_F(CostTermsLeastRecompute, FullCheaperThanSelectiveWins) {
   // Selective extra 5e-4 per layer: selective adds 2e-3 s, full:1 only 1e-3 s.
   TypeCosts tc = hand_type_costs(0);

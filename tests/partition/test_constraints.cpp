@@ -224,4 +224,27 @@ TEST(ConstraintsOffload, ActivationOffloadNeedsOneStageNoRecomputeAndAKnownHost)
   EXPECT_EQ(check_offload(w, unknown), "");
 }
 
+// Megatron-LM core_v0.15.0 refuses moe_act and layernorm recompute with FP8
+// delayed scaling (transformer_config.py): such a plan is refused, naming
+// the way out; core_attn alone, or another recipe, passes.
+TEST(ConstraintsFp8, DelayedScalingRefusesMoeActAndLayernormRecompute) {
+  Workload w = workload();
+  w.training.precision = Precision::kFp8;
+  w.training.fp8_recipe = Fp8Recipe::kDelayed;
+  const ClusterSpec c = catalog_cluster("H100");
+  Plan plan = one_stage_plan();
+  plan.stages[0].recompute = {RecomputeKind::kSelective, 0};  // core_attn + moe_act
+  const std::string e = check_plan(plan, w, c);
+  EXPECT_NE(e.find("FP8 delayed scaling"), std::string::npos) << e;
+  EXPECT_NE(e.find("selective:core_attn"), std::string::npos) << e;
+  plan.stages[0].recompute = {RecomputeKind::kSelective, 0,
+                              module_bit(RecomputeModule::kLayernorm)};
+  EXPECT_NE(check_plan(plan, w, c), "");
+  plan.stages[0].recompute = {RecomputeKind::kSelective, 0, module_bit(RecomputeModule::kCoreAttn)};
+  EXPECT_EQ(check_plan(plan, w, c), "");
+  plan.stages[0].recompute = {RecomputeKind::kSelective, 0};
+  w.training.fp8_recipe = Fp8Recipe::kTensorwise;
+  EXPECT_EQ(check_plan(plan, w, c), "");
+}
+
 }  // namespace hapmoe

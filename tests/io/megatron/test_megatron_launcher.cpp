@@ -720,6 +720,20 @@ TEST(MegatronLauncher, RecomputeModulesAreWrittenAndReadBack) {
   EXPECT_EQ(r.plan2, plan);
   EXPECT_EQ(r.launcher.text.find("cannot be expressed"), std::string::npos) << r.launcher.text;
 
+  // FP8 delayed scaling: the search's selective is core_attn alone, which
+  // Megatron accepts with that recipe; written so and read back.
+  Workload fp8 = w;
+  fp8.training.precision = Precision::kFp8;
+  fp8.training.fp8_recipe = Fp8Recipe::kDelayed;
+  Plan fp8_plan = plan;
+  for (StagePlan& st : fp8_plan.stages) {
+    st.recompute = {RecomputeKind::kSelective, 0, default_selective_modules(fp8.training)};
+  }
+  const Launched f = launch(fp8, cluster, fp8_plan, &script);
+  EXPECT_NE(f.launcher.text.find("--recompute-modules core_attn\n"), std::string::npos)
+      << f.launcher.text;
+  EXPECT_EQ(f.plan2, fp8_plan);
+
   // A dense model with the default set: core_attn alone is written.
   const Workload dense = load_workload("llama2-7b");
   const ClusterSpec a100 = load_cluster("A100-80GB:16");
