@@ -108,7 +108,7 @@ void add_workload_options(cxxopts::Options& o) {
                    "as Megatron's --optimizer-cpu-offload --optimizer-offload-fraction (needs the "
                    "distributed optimizer; default 0, off)",
                    cxxopts::value<std::string>())(
-     "fsdp",
+      "fsdp",
       "Megatron-FSDP sharding beyond the distributed optimizer: optim_grads (ZeRO-2: gradients "
       "sharded too) or optim_grads_params (ZeRO-3: parameters too, gathered per layer); default "
       "off",

@@ -1103,7 +1103,8 @@ std::string workload_to_json(const Workload& workload) {
     tr["optimizer_offload_fraction"] = t.optimizer_offload_fraction;
   }
   if (t.fsdp != Fsdp::kOff) tr["fsdp"] = to_string(t.fsdp);
-  if (t.activation_offload_layers > 0) tr["activation_offload_layers"] = t.activation_offload_layers;
+  if (t.activation_offload_layers > 0)
+    tr["activation_offload_layers"] = t.activation_offload_layers;
   tr["dispatcher"] = to_string(t.dispatcher);
   tr["imbalance"] = t.imbalance;
   tr["gamma"] = t.gamma;
