@@ -115,7 +115,7 @@ void add_workload_options(cxxopts::Options& o) {
       cxxopts::value<std::string>())(
       "activation-offload-layers",
       "offload the activations of this many layers of each stage to host memory, as "
-      "Megatron-Core's cpu_offloading (no recomputation with it; default 0, off)",
+      "Megatron-Core's cpu_offloading (needs PP 1 and no recomputation; default 0, off)",
       cxxopts::value<std::string>())(
       "overlap-moe-expert-parallel-comm",
       "overlap the MoE dispatch and combine of one micro-batch with another's compute "
