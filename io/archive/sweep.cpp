@@ -20,14 +20,32 @@ namespace hapmoe {
 namespace {
 
 // Every field a case may set (in a case, in "defaults" or in a product).
-constexpr const char* kCaseFields[] = {"name",        "model",     "cluster",
-                                       "top_k",       "prune",     "delta",
-                                       "eta",         "uniform",   "bound",
-                                       "bruteforce",  "max_pp",    "allow_cross_node_tp",
-                                       "round",       "seq_len",   "global_batch",
-                                       "micro_batch", "precision", "dispatcher",
-                                       "imbalance",   "gamma",     "distributed_optimizer",
-                                       "baseline"};
+constexpr const char* kCaseFields[] = {"name",
+                                       "model",
+                                       "cluster",
+                                       "top_k",
+                                       "prune",
+                                       "delta",
+                                       "eta",
+                                       "uniform",
+                                       "bound",
+                                       "bruteforce",
+                                       "max_pp",
+                                       "allow_cross_node_tp",
+                                       "round",
+                                       "seq_len",
+                                       "global_batch",
+                                       "micro_batch",
+                                       "precision",
+                                       "dispatcher",
+                                       "imbalance",
+                                       "gamma",
+                                       "distributed_optimizer",
+                                       "baseline",
+                                       "fp8_recipe",
+                                       "fsdp",
+                                       "optimizer_offload_fraction",
+                                       "activation_offload_layers"};
 
 bool is_case_field(const std::string& key) {
   for (const char* f : kCaseFields) {
@@ -47,7 +65,8 @@ void check_fields(const Json& object, const std::string& origin, const std::stri
                        "unknown field (a case has: model, cluster, name, top_k, prune, delta, "
                        "eta, uniform, bound, bruteforce, max_pp, allow_cross_node_tp, round, "
                        "seq_len, global_batch, micro_batch, precision, dispatcher, imbalance, "
-                       "gamma, distributed_optimizer, baseline)");
+                       "gamma, distributed_optimizer, baseline, fp8_recipe, fsdp, "
+                       "optimizer_offload_fraction, activation_offload_layers)");
     }
     if (!allow_name && item.key() == "name") {
       throw InputError(origin + ":" + pointer + "/name",
@@ -102,6 +121,12 @@ SweepCase resolve(const RawCase& raw, const std::string& origin) {
   t.imbalance = r.opt_number("imbalance", 1.0, 1000.0);
   t.gamma = r.opt_number("gamma", 0.0, 1.0);
   t.no_distributed_optimizer = !r.opt_bool("distributed_optimizer").value_or(true);
+  if (auto v = r.opt_string("fp8_recipe")) {
+    t.fp8_recipe = parse_fp8_recipe(*v, origin + ":" + r.pointer("fp8_recipe"));
+  }
+  if (auto v = r.opt_string("fsdp")) t.fsdp = parse_fsdp(*v, origin + ":" + r.pointer("fsdp"));
+  t.optimizer_offload_fraction = r.opt_number("optimizer_offload_fraction", 0.0, 1.0);
+  t.activation_offload_layers = r.opt_int("activation_offload_layers", 0, 100000);
   if (auto v = r.opt_string("name")) {
     if (v->empty()) r.fail("name", "must not be empty");
     c.name = *v;
@@ -138,6 +163,10 @@ SweepCase resolve(const RawCase& raw, const std::string& origin) {
   j["imbalance"] = opt(t.imbalance);
   j["gamma"] = opt(t.gamma);
   j["distributed_optimizer"] = !t.no_distributed_optimizer;
+  j["fp8_recipe"] = t.fp8_recipe ? Json(to_string(*t.fp8_recipe)) : Json(nullptr);
+  j["fsdp"] = t.fsdp ? Json(to_string(*t.fsdp)) : Json(nullptr);
+  j["optimizer_offload_fraction"] = opt(t.optimizer_offload_fraction);
+  j["activation_offload_layers"] = opt(t.activation_offload_layers);
   c.resolved = j;
   return c;
 }

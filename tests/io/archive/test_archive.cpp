@@ -258,6 +258,30 @@ TEST(SweepFile, ProductOrderDefaultsAndNames) {
   EXPECT_EQ(s.cases[4].options.top_k, 3);
 }
 
+// Fidelity II's training knobs are sweep fields too: the paper's Mixtral-L
+// cases with optimizer offload, FSDP levels, activation offload, the FP8
+// recipe; resolved into the case's JSON.
+TEST(SweepFile, ShardingOffloadAndRecipeFields) {
+  const SweepDefinition s = parse_sweep_json(R"({
+    "product": {"model": "mixtral-l", "cluster": ["paper:16-1-h", "paper:24-1"],
+                "optimizer_offload_fraction": 1.0},
+    "cases": [{"name": "z3", "model": "mixtral-s", "cluster": "paper:16-1",
+               "fsdp": "optim_grads_params", "activation_offload_layers": 2},
+              {"name": "f8", "model": "mixtral-s", "cluster": "H100:16",
+               "precision": "fp8", "fp8_recipe": "blockwise"}]
+  })",
+                                             "s.json");
+  ASSERT_EQ(s.cases.size(), 4u);
+  EXPECT_EQ(s.cases[0].overrides.fsdp, Fsdp::kOptimGradsParams);
+  EXPECT_EQ(s.cases[0].overrides.activation_offload_layers, 2);
+  EXPECT_EQ(s.cases[0].resolved.at("fsdp"), "optim_grads_params");
+  EXPECT_EQ(s.cases[1].overrides.fp8_recipe, Fp8Recipe::kBlockwise);
+  EXPECT_EQ(s.cases[1].resolved.at("fp8_recipe"), "blockwise");
+  EXPECT_EQ(s.cases[2].overrides.optimizer_offload_fraction, 1.0);
+  EXPECT_EQ(s.cases[3].resolved.at("optimizer_offload_fraction"), 1.0);
+  EXPECT_TRUE(s.cases[2].resolved.at("fsdp").is_null());
+}
+
 void expect_sweep_error(const std::string& text, const std::string& where) {
   try {
     parse_sweep_json(text, "s.json");
