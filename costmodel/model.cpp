@@ -270,7 +270,8 @@ double mean_attended_keys(const ModelSpec& m, double seq) {
 
 double padded_vocab(const ModelSpec& m, int tp) {
   const long long multiple = static_cast<long long>(std::max(1, m.vocab_divisible_by)) * tp;
-  return static_cast<double>((m.vocab + multiple - 1) / multiple * multiple);
+  const long long padded = (m.vocab + multiple - 1) / multiple * multiple;  // rounded up
+  return static_cast<double>(padded);
 }
 
 double output_params(const ModelSpec& m) {
