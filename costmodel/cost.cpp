@@ -644,6 +644,26 @@ CostModel::Boundary CostModel::boundary(const ParallelConfig& pi, int prev_type,
   return {t, t};
 }
 
+namespace {
+
+// b received `times` times per step.
+CostModel::Boundary wrap_boundary(CostModel::Boundary b, int times) {
+  return {times * b.fwd_s, times * b.bwd_s};
+}
+
+}  // namespace
+
+CostModel::Boundary CostModel::stage_boundary(const ParallelConfig& pi, int prev_type,
+                                              int type) const {
+  Boundary b = boundary(pi, prev_type, type);
+  if (pi.vpp > 1) {
+    const Boundary more = wrap_boundary(b, pi.vpp - 1);
+    b.fwd_s += more.fwd_s;
+    b.bwd_s += more.bwd_s;
+  }
+  return b;
+}
+
 // --- One stage (docs/costmodel.md, "Stage") ---------------------------------
 StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
                                 const StageShape& s) const {
@@ -776,12 +796,11 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
   // Interleaved 1F1B: a micro-batch enters each of the stage's v virtual
   // stages, so the stage receives v times per step (the first stage v - 1
   // times, from the last stage, costed on its own type's link).
-  Boundary b = boundary(pi, s.prev_type, tc.type);
-  if (pi.vpp > 1) {
-    const Boundary wrap = s.prev_type < 0 ? boundary(pi, tc.type, tc.type) : b;
-    b.fwd_s += (pi.vpp - 1) * wrap.fwd_s;
-    b.bwd_s += (pi.vpp - 1) * wrap.bwd_s;
-  }
+  // A later stage with prev_type < 0 is the search's: it adds
+  // stage_boundary() itself (engine/stage_memo.h).
+  const Boundary b = s.position == 0 && pi.vpp > 1
+                         ? wrap_boundary(boundary(pi, tc.type, tc.type), pi.vpp - 1)
+                         : stage_boundary(pi, s.prev_type, tc.type);
   c.p2p_fwd_s = b.fwd_s;
   c.p2p_bwd_s = b.bwd_s;
   c.fwd_parts.p2p = b.fwd_s;
@@ -955,7 +974,7 @@ IterationBreakdown iteration_latency(const std::vector<StageCost>& stages, int n
   it.step_s = bottleneck;
   // Interleaving fills and drains the pipeline in steps of 1/v stage: the
   // bubble, edge - step, shrinks v-fold.
-  if (vpp > 1) it.edge_s = bottleneck + (it.edge_s - bottleneck) / vpp;
+  it.edge_s = pipeline_edge(it.edge_s, bottleneck, vpp);
   return it;
 }
 

@@ -237,6 +237,10 @@ class CostModel {
     double bwd_s = 0;
   };
   Boundary boundary(const ParallelConfig& pi, int prev_type, int type) const;
+  // What a stage after one of prev_type pays for its boundary per step:
+  // boundary() once per virtual stage, v times when interleaved (zero for
+  // prev_type < 0). stage_cost charges exactly this.
+  Boundary stage_boundary(const ParallelConfig& pi, int prev_type, int type) const;
 
   StageCost stage_cost(const ParallelConfig& pi, const TypeCosts& costs,
                        const StageShape& shape) const;
@@ -276,5 +280,16 @@ unsigned default_selective_modules(const TrainingSpec& training);
 // is 1/v of plain 1F1B's.
 IterationBreakdown iteration_latency(const std::vector<StageCost>& stages, int num_microbatches,
                                      int vpp = 1);
+
+// The pipeline's fill-and-drain part of iteration_latency, edge_s, from
+// the sum and the largest of the stage steps: the sum itself for plain
+// 1F1B, bottleneck + (sum - bottleneck) / v interleaved. The search
+// (engine/labels.h) uses it so that its latencies are bit-identical.
+// Written as sum / v + bottleneck (v - 1) / v, a sum of two terms each
+// rounded monotonically: it never falls when either argument grows, in
+// floating point too, which the search's dominance and bounds rely on.
+inline double pipeline_edge(double sum, double bottleneck, int vpp) {
+  return vpp > 1 ? sum / vpp + bottleneck * ((vpp - 1.0) / vpp) : sum;
+}
 
 }  // namespace hapmoe

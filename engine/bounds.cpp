@@ -119,7 +119,7 @@ BoundShape bound_shape(const CostModel& model, const ParallelConfig& pi, const S
   // Every stage but the first pays a boundary from a usable type.
   for (std::size_t k = 0; k < usable.size(); ++k) {
     for (const int hp : usable) {
-      const CostModel::Boundary b = model.boundary(pi, hp, usable[k]);
+      const CostModel::Boundary b = model.stage_boundary(pi, hp, usable[k]);
       shape.types[k].fixed = std::min(shape.types[k].fixed, b.fwd_s + b.bwd_s);
       shape.link = std::min(shape.link, b.fwd_s + b.bwd_s);
     }
@@ -183,7 +183,7 @@ ConfigBound config_lower_bound(const CostModel& model, const BoundShape& shape,
                      moe * (moe > 0 ? shape.moe : 0.0) + shape.emb + shape.output +
                      (pi.pp - 1) * shape.link;
   ConfigBound b;
-  b.steps = sum + (model.num_microbatches(pi) - 1) * slowest;
+  b.steps = pipeline_edge(sum, slowest, pi.vpp) + (model.num_microbatches(pi) - 1) * slowest;
   b.latency = b.steps + tail_floor(n - moe, moe, shape.dense_tail, shape.moe_tail, pi.pp);
   return b;
 }

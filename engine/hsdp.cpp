@@ -208,6 +208,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
   const double best = out.best ? std::min(incumbent, out.best->latency_s) : incumbent;
   const double threshold = best * (1.0 + 1e-12);
   const int m_less_one = ev.microbatches() - 1;
+  const int vpp = ev.pi().vpp;
   // The cheapest step of the layers [j, N), per j (for the bound).
   const double* rem_floor = opt.bound ? ev.remaining_floors() : nullptr;
   // speed_of[speed_at[t] + left] = left / floor_of[t], the terms of
@@ -329,9 +330,10 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
             // The bound below, from the front's least values: + and max are
             // monotone in floating point too, so this is at most every
             // label's bound; above the threshold, every label is dropped.
-            const double lb = (low.sum + step + floor) +
-                              m_less_one * std::max(std::max(low.max, step), max_floor) +
-                              std::min(low.tail_sync, e.sync) + std::min(low.tail_opt, e.opt);
+            const double low_max = std::max(std::max(low.max, step), max_floor);
+            const double lb = pipeline_edge(low.sum + step + floor, low_max, vpp) +
+                              m_less_one * low_max + std::min(low.tail_sync, e.sync) +
+                              std::min(low.tail_opt, e.opt);
             if (lb > threshold) {
               out.stats.pruned_bound += state.end - state.begin;
               continue;
@@ -356,8 +358,9 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
               // Every completion adds at least `floor` to the sum and keeps
               // the maxima; the margin keeps ties (equal latency, smaller
               // key) and rounding on the safe side.
-              const double lb = (cand.sum + floor) + m_less_one * std::max(cand.max, max_floor) +
-                                cand.tail_sync + cand.tail_opt;
+              const double cand_max = std::max(cand.max, max_floor);
+              const double lb = pipeline_edge(cand.sum + floor, cand_max, vpp) +
+                                m_less_one * cand_max + cand.tail_sync + cand.tail_opt;
               if (lb > threshold) {
                 ++out.stats.pruned_bound;
                 continue;

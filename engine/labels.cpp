@@ -41,7 +41,7 @@ void offer(ConfigOutcome& out, const std::vector<Label>& arena, std::int32_t ind
   const Label& l = arena[static_cast<std::size_t>(index)];
   if (!l.feasible) return;
   ++out.stats.feasible;
-  PlanCandidate c{latency(l, ev.microbatches()), {}};
+  PlanCandidate c{latency(l, ev.microbatches(), ev.pi().vpp), {}};
   if (out.best && c.latency_s > out.best->latency_s) return;
   c.plan = rebuild(arena, index, ev);
   if (!out.best || candidate_less(c, *out.best)) out.best = std::move(c);

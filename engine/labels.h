@@ -76,9 +76,9 @@ inline Label extend(const Label& from, std::int32_t parent, int h, int n, const 
   return l;
 }
 
-inline double latency(const Label& l, int m) {
+inline double latency(const Label& l, int m, int vpp) {
   IterationBreakdown it;
-  it.edge_s = l.sum;
+  it.edge_s = pipeline_edge(l.sum, l.max, vpp);
   it.middle_s = (m - 1) * l.max;
   it.dp_sync_s = l.tail_sync;
   it.optimizer_s = l.tail_opt;

@@ -22,7 +22,15 @@ Evaluator::Evaluator(const CostModel& model, const ParallelConfig& pi, const Sea
       pi_(pi),
       n_(model.workload().model.num_layers),
       types_(model.cluster().num_types()),
-      m_(model.num_microbatches(pi)) {
+      m_(model.num_microbatches(pi)),
+      full_from_(pi.pp) {
+  // stage_cost: plain 1F1B keeps PP - i micro-batches at stage i,
+  // interleaved 2(PP - i - 1) + (v - 1)PP + 1 chunks, each capped at M x v;
+  // both fall with i, so position 1 keeps the cap whenever i does.
+  for (int i = 1; i < pi.pp - 1; ++i) {
+    const int chunks = pi.vpp > 1 ? 2 * (pi.pp - i - 1) + (pi.vpp - 1) * pi.pp + 1 : pi.pp - i;
+    if (chunks >= m_ * pi.vpp) full_from_ = std::min(full_from_, i);
+  }
   caps_.resize(static_cast<std::size_t>(types_));
   costs_.resize(static_cast<std::size_t>(types_));
   for (int h = 0; h < types_; ++h) {
@@ -52,7 +60,8 @@ Evaluator::Evaluator(const CostModel& model, const ParallelConfig& pi, const Sea
   for (int hp = 0; hp < types_; ++hp) {
     for (int h = 0; h < types_; ++h) {
       if (caps_[static_cast<std::size_t>(hp)] > 0 && caps_[static_cast<std::size_t>(h)] > 0) {
-        boundary_[static_cast<std::size_t>((hp + 1) * types_ + h)] = model.boundary(pi, hp, h);
+        boundary_[static_cast<std::size_t>((hp + 1) * types_ + h)] =
+            model.stage_boundary(pi, hp, h);
       }
     }
   }
@@ -189,7 +198,8 @@ double Evaluator::mix_lower_bound(const std::vector<int>& c) const {
   }
   const double sum = (n_ - moe_total_) * (moe_total_ == n_ ? 0.0 : dense) +
                      moe_total_ * (moe_total_ > 0 ? moe : 0.0) + emb + out + (pi_.pp - 1) * link;
-  return sum + (m_ - 1) * bottleneck_floor(floors, pi_.pp, n_ - moe_total_, moe_total_) +
+  const double slowest = bottleneck_floor(floors, pi_.pp, n_ - moe_total_, moe_total_);
+  return pipeline_edge(sum, slowest, pi_.vpp) + (m_ - 1) * slowest +
          tail_floor(n_ - moe_total_, moe_total_, dense_tail, moe_tail, pi_.pp);
 }
 

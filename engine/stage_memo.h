@@ -86,7 +86,7 @@ class Evaluator {
   Row row(int h, int i, int j) const {
     Row r;
     r.h = h;
-    r.i = (i > 0 && i < pi_.pp - 1 && pi_.pp - i >= m_) ? 1 : i;  // m_ in flight
+    r.i = (i > 0 && i < pi_.pp - 1 && i >= full_from_) ? 1 : i;  // all in flight
     r.j = j;
     r.run = run_[static_cast<std::size_t>(j)];
     r.first =
@@ -179,6 +179,10 @@ class Evaluator {
   int n_;
   int types_;
   int m_;
+  // The first middle position from which on a stage keeps every
+  // micro-batch in flight (stage_cost's in_flight reaches its cap, M x v):
+  // such positions cost the same as position 1.
+  int full_from_;
   std::vector<int> caps_;
   std::vector<TypeCosts> costs_;
   std::vector<CostModel::Boundary> boundary_;

@@ -56,7 +56,7 @@ std::vector<ParallelConfig> enumerate_configs(const Workload& w, const ClusterSp
   const std::vector<int> dps = divisors(t.global_batch / t.micro_batch);
   const std::vector<int> eps = m.is_moe() ? divisors(m.num_experts) : std::vector<int>{1};
 
-  for (int pp = 1; pp <= max_pp; ++pp) {
+  for (int pp = options.vpp > 1 ? 2 : 1; pp <= max_pp; ++pp) {
     for (int tp : tps) {
       for (int cp : cps) {
         if (static_cast<long long>(tp) * cp > max_devices) break;
@@ -71,7 +71,7 @@ std::vector<ParallelConfig> enumerate_configs(const Workload& w, const ClusterSp
             const int folded = static_cast<int>(stage / ep);
             for (int tpe : m.is_moe() ? divisors(folded) : std::vector<int>{1}) {
               if (options.fixed_tpe > 0 && tpe != options.fixed_tpe) continue;
-              ParallelConfig pi{pp, tp, cp, ep, tpe, dp, t.micro_batch};
+              ParallelConfig pi{pp, tp, cp, ep, tpe, dp, t.micro_batch, options.vpp};
               if (!check_parallel(pi, w).empty()) continue;
               int groups = 0;
               for (int h = 0; h < cluster.num_types() && groups < pp; ++h) {

@@ -22,6 +22,10 @@ struct SpaceOptions {
   // baseline fixes them (engine/baselines.h).
   int fixed_ep = 0;
   int fixed_tpe = 0;
+  // Virtual pipeline stages per rank of every configuration (1: plain
+  // 1F1B); configurations Megatron cannot interleave are left out
+  // (check_parallel). The job search (engine/job_space.h) tries several.
+  int vpp = 1;
 };
 
 // Stage groups of `stage_devices` devices that type h can host under pi:
@@ -32,7 +36,7 @@ int stage_capacity(const ClusterSpec& cluster, int type, const ParallelConfig& p
 
 // Pi in a canonical order (pp, tp, cp, ep, tpe, dp ascending, lexicographic),
 // identical on every rank for the same inputs. The micro-batch is the
-// workload's.
+// workload's, the virtual stages options.vpp.
 std::vector<ParallelConfig> enumerate_configs(const Workload& workload, const ClusterSpec& cluster,
                                               const SpaceOptions& options = {});
 

@@ -27,6 +27,7 @@ namespace {
 struct Instance {
   Workload workload;
   ClusterSpec cluster;
+  int vpp = 1;  // virtual stages per rank (SpaceOptions::vpp)
   // Random shapes can break a model or cluster rule; such draws are skipped.
   bool valid() const { return validate(workload.model).empty() && validate(cluster).empty(); }
   std::string describe() const {
@@ -37,7 +38,7 @@ struct Instance {
       << " S=" << workload.training.seq_len << " B=" << workload.training.global_batch
       << " b=" << workload.training.micro_batch << " fsdp=" << to_string(workload.training.fsdp)
       << " offload=" << workload.training.optimizer_offload_fraction
-      << " act_offload=" << workload.training.activation_offload_layers << " |";
+      << " act_offload=" << workload.training.activation_offload_layers << " vpp=" << vpp << " |";
     for (const DevicePool& p : cluster.pools) {
       s << " " << p.device.name << ":" << p.nodes << "x" << p.devices_per_node << "@"
         << p.device.memory_bytes / 1e9 << "GB";
@@ -119,8 +120,11 @@ Instance random_instance(std::mt19937& rng) {
       }
     }
   }
+  // Interleaved 1F1B in a quarter of the instances (activation offload
+  // has one stage: plain 1F1B then).
+  if (rng() % 4 == 0) in.vpp = pick({2, 3});
   // Activation offload (one-stage plans only, no recomputation).
-  if (rng() % 5 == 0 && m.num_layers > 1) {
+  if (in.vpp == 1 && rng() % 5 == 0 && m.num_layers > 1) {
     t.activation_offload_layers = 1 + static_cast<int>(rng() % (m.num_layers - 1));
     for (DevicePool& pool : in.cluster.pools) {
       if (pool.device.host_memory_bytes == 0) pool.device.host_memory_bytes = 1e12;
@@ -186,9 +190,11 @@ TEST(SearchOracle, DpEqualsBruteForceWithPruningsOff) {
   int with_fsdp = 0;         // plans found under ZeRO-2/3
   int with_offload = 0;      // plans found with optimizer offload
   int with_act_offload = 0;  // plans found with activation offload
+  int with_vpp = 0;          // plans found interleaved
   while (instances < 300) {
     const Instance in = random_instance(rng);
     if (!in.valid()) continue;
+    opt.space.vpp = in.vpp;
     const auto pis = enumerate_configs(in.workload, in.cluster, opt.space);
     if (pis.empty()) continue;
     const ProfileTables tables = tables_for(in.workload, in.cluster, pis);
@@ -207,6 +213,7 @@ TEST(SearchOracle, DpEqualsBruteForceWithPruningsOff) {
         if (in.workload.training.fsdp != Fsdp::kOff) ++with_fsdp;
         if (in.workload.training.optimizer_offload_fraction > 0) ++with_offload;
         if (in.workload.training.activation_offload_layers > 0) ++with_act_offload;
+        if (pi.vpp > 1) ++with_vpp;
         for (const StagePlan& s : bf.best->plan.stages) {
           if (s.recompute.kind != RecomputeKind::kNone) {
             ++with_recompute;
@@ -235,6 +242,7 @@ TEST(SearchOracle, DpEqualsBruteForceWithPruningsOff) {
   EXPECT_GT(with_fsdp, 20);
   EXPECT_GT(with_offload, 10);
   EXPECT_GT(with_act_offload, 5);
+  EXPECT_GT(with_vpp, 20);
 }
 
 TEST(SearchOracle, PruningsNeverBeatTheUnprunedOptimum) {
@@ -332,6 +340,7 @@ TEST(SearchOracle, BranchAndBoundChangesNothing) {
     for (const PruneSet p : {PruneSet{true, true, true}, PruneSet{false, false, false}}) {
       SearchOptions on;
       on.prune = p;
+      on.space.vpp = in.vpp;
       on.top_k = 1 + static_cast<int>(rng() % 5);
       SearchOptions off = on;
       off.bound = false;
@@ -420,6 +429,7 @@ TEST(Search, StagesTheMemoSharesCostTheSame) {
     if (!in.valid()) continue;
     SpaceOptions space;
     space.max_pp = 6;
+    space.vpp = in.vpp;
     const auto pis = enumerate_configs(in.workload, in.cluster, space);
     if (pis.empty()) continue;
     const ProfileTables tables = tables_for(in.workload, in.cluster, pis);
@@ -452,7 +462,11 @@ TEST(Search, StagesTheMemoSharesCostTheSame) {
           return std::make_pair(r, model.stage_cost(pi, tc, s));
         };
         for (int i = 0; i < pi.pp; ++i) {
-          const int i_rep = (i > 0 && i < pi.pp - 1 && pi.pp - i >= mb) ? 1 : i;
+          // Micro-batches in flight at i (stage_cost), all of them (M x v)
+          // from some middle position on.
+          const int chunks =
+              pi.vpp > 1 ? 2 * (pi.pp - i - 1) + (pi.vpp - 1) * pi.pp + 1 : pi.pp - i;
+          const int i_rep = (i > 0 && i < pi.pp - 1 && chunks >= mb * pi.vpp) ? 1 : i;
           for (int j = 0; j < n; ++j) {
             for (int len = 1; j + len <= n; ++len) {
               int j_rep = j;
@@ -494,6 +508,7 @@ TEST(Search, LowerBoundIsBelowEveryPlan) {
     SearchOptions o;
     o.bound = false;
     o.prune = {false, false, false};
+    o.space.vpp = in.vpp;
     const SearchResult r = run_search(in.workload, in.cluster, o);
     const ProfileTables tables = tables_for(in.workload, in.cluster, r.configs);
     const CostModel model(in.workload, in.cluster, tables);
