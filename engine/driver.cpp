@@ -349,8 +349,8 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   r.parts.assign(n, 0);
   std::vector<PlanCandidate> top;  // the K best so far, sorted
   const auto kth = [&] {
-    return static_cast<int>(top.size()) < opt.top_k ? std::numeric_limits<double>::infinity()
-                                                    : top.back().latency_s;
+    return static_cast<int>(top.size()) < opt.top_k ? run.incumbent
+                                                    : std::min(run.incumbent, top.back().latency_s);
   };
 
   // One round: `batch` searched against `incumbent`. A configuration whose

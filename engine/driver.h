@@ -59,6 +59,10 @@ struct RunOptions {
   SearchLimits limits;
   // Where to report progress (nullptr: nowhere).
   SearchProgress* progress = nullptr;
+  // A latency known to be no better than the K-th best plan of the whole
+  // job (the job search's earlier variants, engine/job_space.h): the
+  // bound skips what cannot beat it from the start. +inf: none.
+  double incumbent = std::numeric_limits<double>::infinity();
   // Test hook (tests, docs/parallel.md): this rank fails in round
   // fail_round (0 = the first) before claiming any work, so the failure
   // happens however the work is handed out; -1 never.

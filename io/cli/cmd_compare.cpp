@@ -177,6 +177,7 @@ int cmd_compare(int argc, const char* const* argv, std::ostream& out, std::ostre
   read_on_every_rank(comm, [&] {
     check_out_on_root(comm, r);
     in = read_inputs(r);
+    refuse_precision_auto(in, "compare");
     read_search_options(r, in, comm, opt, run);
   });
   const std::vector<Row> rows = run_every_baseline(in, opt, run, comm);

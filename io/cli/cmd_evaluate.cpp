@@ -88,6 +88,7 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
   const auto& r = *parsed;
   check_out(comm, r);
   const Inputs in = read_inputs(r);
+  refuse_precision_auto(in, "evaluate");
   const PlanInput given = read_plan_input(r, in);
   const Plan& plan = given.plan;
   ProfileSources sources;

@@ -1,13 +1,16 @@
 // `hapmoe plan`: read the inputs on every rank, search (or run a
 // baseline), score the plans, print them, write what was asked for.
+#include <cmath>
 #include <cstdio>
 #include <cxxopts.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "costmodel/errors.h"
 #include "engine/baselines.h"
 #include "engine/driver.h"
+#include "engine/job_space.h"
 #include "io/cli/cli.h"
 #include "io/cli/commands.h"
 #include "io/cli/fault_hooks.h"
@@ -42,6 +45,7 @@ cxxopts::Options plan_options() {
       "while the search runs, a progress line on stderr every this many seconds (default 60; "
       "0: none)",
       cxxopts::value<std::string>());
+  add_job_space_options(o);
   add_launcher_options(o);
   add_out_option(o);
   add_limit_options(o);
@@ -56,6 +60,7 @@ struct PlanRequest {
   Baseline baseline = Baseline::kNone;
   bool brute = false;
   double every = 60.0;  // --progress-every
+  JobSpace job;         // --space (and --precision auto)
 };
 
 // Inputs are read on every rank; a failure on some ranks only (a file
@@ -79,21 +84,77 @@ PlanRequest read_plan_request(const cxxopts::ParseResult& r, Comm& comm, const S
     }
   });
   q.brute = r.count("bruteforce") > 0;
+  read_on_every_rank(comm, [&] {
+    q.job = read_job_space(r, q.in);
+    if (q.job.dims != 0 && (q.brute || q.baseline != Baseline::kNone)) {
+      throw InputError(r.count("space") ? "--space" : "--precision",
+                       "the job-wide knobs are searched by hapmoe's search only, not with "
+                       "--bruteforce or --baseline");
+    }
+  });
   return q;
 }
 
-// The search, with a progress line on rank 0's `err` every q.every seconds.
-BaselineRun search_with_progress(PlanRequest& q, Comm& comm, std::ostream& err) {
+// The search, with a progress line on rank 0's `err` every q.every seconds;
+// with job-wide knobs, their search in `job_out`.
+BaselineRun search_with_progress(PlanRequest& q, Comm& comm, std::ostream& err,
+                                 std::optional<JobSearchResult>& job_out) {
   SearchProgress progress;
   q.run.progress = &progress;
   const Heartbeat beat(comm.rank() == 0 ? q.every : 0.0, [&](double s) {
     err << "hapmoe plan: " << duration_text(s) << ": " << progress_text(progress) << "\n";
     err.flush();
   });
-  BaselineRun ran =
-      run_one_search(q.baseline, q.brute, q.in.workload, q.in.cluster, q.opt, comm, q.run);
+  BaselineRun ran;
+  if (q.job.dims != 0) {
+    JobSearchResult job = run_job_search(q.in.workload, q.in.cluster, q.opt, q.job, comm, q.run);
+    // Everything after (report, plan file, archive, launcher) is the best
+    // plan's job: the workload with its knobs.
+    q.in.workload = apply(q.in.workload, job.best);
+    ran.result = std::move(job.result);
+    job_out = std::move(job);
+  } else {
+    ran = run_one_search(q.baseline, q.brute, q.in.workload, q.in.cluster, q.opt, comm, q.run);
+  }
   q.run.progress = nullptr;
   return ran;
+}
+
+// The job-wide knobs searched: what each dimension tried and gained.
+void print_job_space(std::ostream& out, const PlanRequest& q, const JobSearchResult& job) {
+  const bool moe = q.in.workload.model.is_moe();
+  std::int64_t configs = 0;
+  int refused = 0;
+  for (const VariantOutcome& v : job.variants) {
+    configs += v.stats.configs;
+    refused += v.refused.empty() ? 0 : 1;
+  }
+  out << "job-wide knobs (--space " << to_string(q.job) << "): " << job.variants.size()
+      << " variants, " << configs << " configurations";
+  if (refused > 0) out << ", " << refused << " refused";
+  out << "\n  best: " << to_string(job.best, moe) << "\n";
+  out << "  dimension     variants  configurations  best with it alone  vs the given values\n";
+  for (int d = 0; d < kNumJobDims; ++d) {
+    const auto dim = static_cast<JobDim>(d);
+    if (!q.job.has(dim)) continue;
+    char line[160];
+    const double alone = job.dim_best[d];
+    const std::string gain =
+        std::isfinite(alone) && std::isfinite(job.base_best)
+            ? fmt("%+.1f %%", 100.0 * (alone / job.base_best - 1.0))
+            : (std::isfinite(alone) ? std::string("(fits only with it)") : std::string("-"));
+    std::snprintf(line, sizeof line, "  %-12s %9lld %15lld  %-18s  %s\n", to_string(dim),
+                  static_cast<long long>(job.dim_variants[d]),
+                  static_cast<long long>(job.dim_configs[d]),
+                  std::isfinite(alone) ? format_seconds(alone).c_str() : "no plan", gain.c_str());
+    out << line;
+  }
+  for (const VariantOutcome& v : job.variants) {
+    if (!v.refused.empty()) {
+      out << "  refused " << to_string(v.variant, moe) << ": " << v.refused << "\n";
+      break;  // one example: the rest are alike
+    }
+  }
 }
 
 // The best plan's report, where its values came from, and the top-K table.
@@ -259,7 +320,8 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
   if (!parsed) return kExitOk;
   const auto& r = *parsed;
   PlanRequest q = read_plan_request(r, comm, started);
-  const BaselineRun ran = search_with_progress(q, comm, err);
+  std::optional<JobSearchResult> job;
+  const BaselineRun ran = search_with_progress(q, comm, err, job);
   ProfileSources sources;
   const Scored scored =
       score(q.in.workload, q.in.cluster, ran.result, q.in.profile.get(), &sources);
@@ -270,6 +332,7 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
   }
   print_plans(out, q, ran, reports, plan_src);
   print_search_statistics(out, q, ran.result, comm);
+  if (job) print_job_space(out, q, *job);
   write_plan_json(r, comm, [&] { return plan_document(q, ran, reports, plan_src, comm); });
   if (r.count("out")) {
     const Provenance p =

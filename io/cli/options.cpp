@@ -78,7 +78,8 @@ void add_workload_options(cxxopts::Options& o) {
       "micro-batch", "micro-batch in samples", cxxopts::value<std::string>())(
       "precision",
       "bf16 or fp16 mixed precision, or fp8: bf16 with the transformer layers' linear layers "
-      "in FP8 (Megatron's --bf16 --fp8-format; devices without FP8 refuse it)",
+      "in FP8 (Megatron's --bf16 --fp8-format; devices without FP8 refuse it); plan also takes "
+      "auto: search bf16 and, when every device type has FP8, fp8",
       cxxopts::value<std::string>())(
       "fp8-recipe",
       "FP8 scaling recipe with --precision fp8: delayed (default, as Megatron), tensorwise, "
@@ -147,8 +148,11 @@ Inputs read_inputs(const cxxopts::ParseResult& r) {
   ov.seq_len = int_opt("seq-len", 1, 1 << 22);
   ov.global_batch = int_opt("global-batch", 1, 1 << 30);
   ov.micro_batch = int_opt("micro-batch", 1, 1 << 20);
-  if (r.count("precision"))
-    ov.precision = parse_precision(r["precision"].as<std::string>(), "--precision");
+  if (r.count("precision")) {
+    const std::string p = r["precision"].as<std::string>();
+    in.precision_auto = p == "auto";
+    if (!in.precision_auto) ov.precision = parse_precision(p, "--precision");
+  }
   if (r.count("fp8-recipe")) {
     ov.fp8_recipe = parse_fp8_recipe(r["fp8-recipe"].as<std::string>(), "--fp8-recipe");
   }
@@ -278,6 +282,42 @@ nlohmann::ordered_json resolved_search_options(const SearchOptions& opt, const R
           {"round", run.round},
           {"parts_per_round", run.parts_per_round},
           {"threads", run.threads}};
+}
+
+void add_job_space_options(cxxopts::Options& o) {
+  o.add_options("Job-wide knobs (docs/search.md, \"Job-wide knobs\")")(
+      "space",
+      "also search these knobs of the whole job: a comma list of micro-batch, vpp, sharding "
+      "(ZeRO-1, ZeRO-2, FSDP), offload (optimizer CPU offload, the least share that fits, only "
+      "when nothing fits without it), dispatcher (alltoall, allgather, flex where DeepEP runs), "
+      "fp8; all; or none (default: the values given or the model's)",
+      cxxopts::value<std::string>())(
+      "max-micro-batch", "largest micro-batch the micro-batch dimension tries (default 8)",
+      cxxopts::value<std::string>())(
+      "max-vpp", "most virtual stages per pipeline rank the vpp dimension tries (default 4)",
+      cxxopts::value<std::string>());
+}
+
+JobSpace read_job_space(const cxxopts::ParseResult& r, const Inputs& in) {
+  JobSpace s;
+  if (r.count("space")) s = parse_job_space(r["space"].as<std::string>(), "--space");
+  if (in.precision_auto) s.dims |= job_dim_bit(JobDim::kPrecision);
+  if (r.count("max-micro-batch")) {
+    s.max_micro_batch = static_cast<int>(
+        parse_int_text(r["max-micro-batch"].as<std::string>(), 1, 1 << 20, "--max-micro-batch"));
+  }
+  if (r.count("max-vpp")) {
+    s.max_vpp =
+        static_cast<int>(parse_int_text(r["max-vpp"].as<std::string>(), 1, 1024, "--max-vpp"));
+  }
+  return s;
+}
+
+void refuse_precision_auto(const Inputs& in, const std::string& command) {
+  if (in.precision_auto) {
+    throw InputError("--precision",
+                     "auto is for plan's search; " + command + " takes bf16, fp16 or fp8");
+  }
 }
 
 int read_threads(const cxxopts::ParseResult& r, const Comm& comm) {

@@ -18,6 +18,7 @@
 #include "costmodel/model.h"
 #include "engine/comm.h"
 #include "engine/driver.h"
+#include "engine/job_space.h"
 #include "engine/limits.h"
 #include "engine/search.h"
 #include "io/megatron/megatron_script.h"
@@ -47,6 +48,9 @@ struct Inputs {
   std::string profile_path;
   // What reading --model approximated (load_workload's notes; docs/models.md).
   std::vector<std::string> model_notes;
+  // --precision auto: the workload keeps its precision and `plan` searches
+  // FP8 too (JobDim::kPrecision); other commands refuse it.
+  bool precision_auto = false;
 };
 Inputs read_inputs(const cxxopts::ParseResult& r);
 
@@ -68,6 +72,12 @@ void read_search_options(const cxxopts::ParseResult& r, const Inputs& in, Comm& 
 // The search options with their values after defaults, for the archive.
 nlohmann::ordered_json resolved_search_options(const SearchOptions& opt, const RunOptions& run);
 
+// --space, --max-micro-batch, --max-vpp (plan): the job-wide knobs
+// searched (engine/job_space.h), with fp8 when --precision auto.
+void add_job_space_options(cxxopts::Options& o);
+JobSpace read_job_space(const cxxopts::ParseResult& r, const Inputs& in);
+// InputError naming --precision when `command` cannot take auto.
+void refuse_precision_auto(const Inputs& in, const std::string& command);
 // --threads: OpenMP threads per rank (default_threads when absent).
 int read_threads(const cxxopts::ParseResult& r, const Comm& comm);
 

@@ -1,0 +1,396 @@
+#include "engine/job_space.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <utility>
+
+#include "costmodel/errors.h"
+#include "partition/config_space.h"
+#include "partition/constraints.h"
+
+namespace hapmoe {
+
+namespace {
+
+constexpr JobDim kDims[kNumJobDims] = {JobDim::kMicroBatch, JobDim::kVpp,
+                                       JobDim::kSharding,   JobDim::kOffload,
+                                       JobDim::kDispatcher, JobDim::kPrecision};
+
+// DeepEP (the flex dispatcher's backend) builds for NVIDIA GPUs of compute
+// capability 8.0 and newer (docs/search.md, "Job-wide knobs"): the
+// catalog's A100, H100, H800, H200 and B200.
+bool has_deepep(const DeviceSpec& d) {
+  for (const char* name : {"A100-40GB", "A100-80GB", "H100", "H800", "H200", "B200"}) {
+    if (d.name == name) return true;
+  }
+  return false;
+}
+
+// The sharding of a variant, as one value of the dimension.
+enum class Sharding { kDp, kZero1, kZero2, kFsdp };
+
+Sharding sharding_of(const JobVariant& v) {
+  if (!v.distributed_optimizer) return Sharding::kDp;
+  return v.fsdp == Fsdp::kOptimGradsParams ? Sharding::kFsdp
+         : v.fsdp == Fsdp::kOptimGrads     ? Sharding::kZero2
+                                           : Sharding::kZero1;
+}
+
+void set_sharding(JobVariant& v, Sharding s) {
+  v.distributed_optimizer = s != Sharding::kDp;
+  v.fsdp = s == Sharding::kFsdp    ? Fsdp::kOptimGradsParams
+           : s == Sharding::kZero2 ? Fsdp::kOptimGrads
+                                   : Fsdp::kOff;
+}
+
+// `base` first, then the others of `all` in their order.
+template <class T>
+std::vector<T> base_first(T base, const std::vector<T>& all) {
+  std::vector<T> out{base};
+  for (const T& v : all) {
+    if (!(v == base)) out.push_back(v);
+  }
+  return out;
+}
+
+// The values of every dimension but offload, the workload's first.
+struct Values {
+  std::vector<int> micro_batch;
+  std::vector<int> vpp;
+  std::vector<Sharding> sharding;
+  std::vector<Dispatcher> dispatcher;
+  std::vector<Precision> precision;
+};
+
+Values values_of(const Workload& w, const ClusterSpec& cluster, const JobSpace& space,
+                 const JobVariant& base) {
+  Values v;
+  v.micro_batch = {base.micro_batch};
+  if (space.has(JobDim::kMicroBatch)) {
+    std::vector<int> all;
+    for (const int b : divisors(w.training.global_batch)) {
+      if (b <= space.max_micro_batch) all.push_back(b);
+    }
+    v.micro_batch = base_first(base.micro_batch, all);
+  }
+  v.vpp = {1};
+  if (space.has(JobDim::kVpp)) {
+    std::vector<int> all;
+    for (int k = 1; k <= space.max_vpp; ++k) all.push_back(k);
+    v.vpp = base_first(1, all);
+  }
+  v.sharding = {sharding_of(base)};
+  if (space.has(JobDim::kSharding)) {
+    v.sharding =
+        base_first(sharding_of(base), {Sharding::kZero1, Sharding::kZero2, Sharding::kFsdp});
+  }
+  v.dispatcher = {base.dispatcher};
+  if (space.has(JobDim::kDispatcher) && w.model.is_moe()) {
+    bool deepep = true;
+    for (const DevicePool& p : cluster.pools) deepep = deepep && has_deepep(p.device);
+    // auto already takes the cheaper of alltoall and allgather per plan.
+    std::vector<Dispatcher> all =
+        base.dispatcher == Dispatcher::kAuto
+            ? std::vector<Dispatcher>{}
+            : std::vector<Dispatcher>{Dispatcher::kAllToAll, Dispatcher::kAllGather};
+    if (deepep) all.push_back(Dispatcher::kFlex);
+    v.dispatcher = base_first(base.dispatcher, all);
+  }
+  v.precision = {base.precision};
+  if (space.has(JobDim::kPrecision)) {
+    bool fp8 = true;
+    for (const DevicePool& p : cluster.pools) fp8 = fp8 && p.device.fp8_peak_flops > 0;
+    if (fp8) v.precision = base_first(base.precision, {Precision::kBf16, Precision::kFp8});
+  }
+  return v;
+}
+
+// Why `w` cannot be searched on `cluster` ("" if it can).
+std::string refusal(const Workload& w, const ClusterSpec& cluster) {
+  if (auto e = validate(w.training, w.model); !e.empty()) return e;
+  if (auto e = check_precision(w, cluster); !e.empty()) return e;
+  return check_offload(w, cluster);
+}
+
+// Which dimensions v differs in from base, as job_dim_bit()s.
+unsigned differs(const JobVariant& v, const JobVariant& base) {
+  unsigned d = 0;
+  if (v.micro_batch != base.micro_batch) d |= job_dim_bit(JobDim::kMicroBatch);
+  if (v.vpp != base.vpp) d |= job_dim_bit(JobDim::kVpp);
+  if (sharding_of(v) != sharding_of(base)) d |= job_dim_bit(JobDim::kSharding);
+  if (v.offload != base.offload) d |= job_dim_bit(JobDim::kOffload);
+  if (v.dispatcher != base.dispatcher) d |= job_dim_bit(JobDim::kDispatcher);
+  if (v.precision != base.precision) d |= job_dim_bit(JobDim::kPrecision);
+  return d;
+}
+
+int popcount(unsigned x) {
+  int n = 0;
+  for (; x != 0; x &= x - 1) ++n;
+  return n;
+}
+
+// The merged top K over variants, and the search of the best one's.
+class Merger {
+ public:
+  explicit Merger(int k) : k_(k) {}
+  // A latency no better than the K-th best plan so far (+inf: fewer).
+  double kth() const {
+    return static_cast<int>(top_.size()) < k_ ? std::numeric_limits<double>::infinity()
+                                              : top_.back().first.latency_s;
+  }
+  void add(SearchResult&& r, std::size_t variant) {
+    bool best = false;
+    for (const PlanCandidate& c : r.top) {
+      const auto at = std::upper_bound(top_.begin(), top_.end(), std::make_pair(c, variant), less);
+      best = best || at == top_.begin();
+      top_.insert(at, {c, variant});
+      if (static_cast<int>(top_.size()) > k_) top_.pop_back();
+    }
+    if (best || !have_) {
+      result_ = std::move(r);
+      best_variant_ = variant;
+      have_ = true;
+    }
+  }
+  bool any_plan() const { return !top_.empty(); }
+  std::size_t best_variant() const { return best_variant_; }
+  SearchResult take() { return std::move(result_); }
+
+ private:
+  static bool less(const std::pair<PlanCandidate, std::size_t>& a,
+                   const std::pair<PlanCandidate, std::size_t>& b) {
+    if (candidate_less(a.first, b.first)) return true;
+    if (candidate_less(b.first, a.first)) return false;
+    return a.second < b.second;
+  }
+  int k_;
+  std::vector<std::pair<PlanCandidate, std::size_t>> top_;
+  SearchResult result_;
+  std::size_t best_variant_ = 0;
+  bool have_ = false;
+};
+
+}  // namespace
+
+const char* to_string(JobDim d) {
+  switch (d) {
+    case JobDim::kMicroBatch:
+      return "micro-batch";
+    case JobDim::kVpp:
+      return "vpp";
+    case JobDim::kSharding:
+      return "sharding";
+    case JobDim::kOffload:
+      return "offload";
+    case JobDim::kDispatcher:
+      return "dispatcher";
+    case JobDim::kPrecision:
+      return "fp8";
+  }
+  return "?";
+}
+
+JobSpace parse_job_space(const std::string& text, const std::string& where) {
+  JobSpace s;
+  if (text == "none") return s;
+  if (text == "all") {
+    s.dims = (1u << kNumJobDims) - 1;
+    return s;
+  }
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string name = text.substr(at, comma - at);
+    bool known = false;
+    for (const JobDim d : kDims) {
+      if (name == to_string(d)) {
+        s.dims |= job_dim_bit(d);
+        known = true;
+      }
+    }
+    if (!known) {
+      throw InputError(where, "unknown dimension \"" + name + "\" in \"" + text +
+                                  "\" (use none, all, or a comma list of micro-batch, vpp, "
+                                  "sharding, offload, dispatcher, fp8)");
+    }
+    at = comma + 1;
+  }
+  return s;
+}
+
+std::string to_string(const JobSpace& s) {
+  if (s.dims == 0) return "none";
+  std::string out;
+  for (const JobDim d : kDims) {
+    if (s.has(d)) out += (out.empty() ? "" : ",") + std::string(to_string(d));
+  }
+  return out;
+}
+
+JobVariant base_variant(const Workload& w) {
+  const TrainingSpec& t = w.training;
+  JobVariant v;
+  v.micro_batch = t.micro_batch;
+  v.distributed_optimizer = t.distributed_optimizer;
+  v.fsdp = t.fsdp;
+  v.offload = t.optimizer_offload_fraction;
+  v.dispatcher = t.dispatcher;
+  v.precision = t.precision;
+  return v;
+}
+
+Workload apply(const Workload& w, const JobVariant& v) {
+  Workload out = w;
+  TrainingSpec& t = out.training;
+  t.micro_batch = v.micro_batch;
+  t.distributed_optimizer = v.distributed_optimizer;
+  t.fsdp = v.fsdp;
+  t.optimizer_offload_fraction = v.offload;
+  t.dispatcher = v.dispatcher;
+  t.precision = v.precision;
+  return out;
+}
+
+std::string sharding_name(const JobVariant& v) {
+  switch (sharding_of(v)) {
+    case Sharding::kDp:
+      return "DP";
+    case Sharding::kZero1:
+      return "ZeRO-1";
+    case Sharding::kZero2:
+      return "ZeRO-2";
+    case Sharding::kFsdp:
+      return "FSDP";
+  }
+  return "?";
+}
+
+std::string to_string(const JobVariant& v, bool moe) {
+  char offload[32];
+  std::snprintf(offload, sizeof offload, "%.3g", v.offload);
+  std::string s = "b=" + std::to_string(v.micro_batch) + " vpp=" + std::to_string(v.vpp) + " " +
+                  sharding_name(v) + " offload=" + offload;
+  if (moe) s += std::string(" ") + to_string(v.dispatcher);
+  return s + " " + to_string(v.precision);
+}
+
+JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
+                               const SearchOptions& options, const JobSpace& space, Comm& comm,
+                               const RunOptions& run) {
+  const JobVariant base = base_variant(w);
+  const Values values = values_of(w, cluster, space, base);
+  // Every combination of the values but offload, in canonical order (the
+  // workload's value first in each dimension).
+  std::vector<JobVariant> combos;
+  for (const int b : values.micro_batch) {
+    for (const int v : values.vpp) {
+      for (const Sharding s : values.sharding) {
+        for (const Dispatcher d : values.dispatcher) {
+          for (const Precision p : values.precision) {
+            JobVariant x = base;
+            x.micro_batch = b;
+            x.vpp = v;
+            set_sharding(x, s);
+            x.dispatcher = d;
+            x.precision = p;
+            combos.push_back(x);
+          }
+        }
+      }
+    }
+  }
+  // The workload's values, then those one dimension away, then the rest.
+  std::stable_sort(combos.begin(), combos.end(), [&](const JobVariant& a, const JobVariant& b) {
+    return std::min(popcount(differs(a, base)), 2) < std::min(popcount(differs(b, base)), 2);
+  });
+
+  JobSearchResult out;
+  Merger merged(options.top_k);
+  double base_kth = std::numeric_limits<double>::infinity();
+  for (int d = 0; d < kNumJobDims; ++d) out.dim_best[d] = std::numeric_limits<double>::infinity();
+
+  // One variant's search against `incumbent`, its outcome recorded;
+  // nullopt when a check refuses the variant.
+  StopReason stopped = StopReason::kNone;
+  const auto search = [&](const JobVariant& v, double incumbent) -> std::optional<SearchResult> {
+    VariantOutcome o;
+    o.variant = v;
+    const Workload vw = apply(w, v);
+    o.refused = refusal(vw, cluster);
+    if (!o.refused.empty()) {
+      out.variants.push_back(std::move(o));
+      return std::nullopt;
+    }
+    SearchOptions opt = options;
+    opt.space.vpp = v.vpp;
+    RunOptions r = run;
+    r.incumbent = std::min(run.incumbent, incumbent);
+    SearchResult res = run_search(vw, cluster, opt, false, comm, r);
+    o.stats = res.stats;
+    o.bounded = std::isfinite(r.incumbent) && res.stats.configs_bounded > 0;
+    if (!res.top.empty()) o.best = res.top.front().latency_s;
+    out.stats += res.stats;
+    const unsigned diff = differs(v, base);
+    for (int d = 0; d < kNumJobDims; ++d) {
+      if ((diff & (1u << d)) == 0) continue;
+      ++out.dim_variants[d];
+      out.dim_configs[d] += res.stats.configs;
+    }
+    if (diff == 0) out.base_best = o.best;
+    if (popcount(diff) <= 1) {
+      for (int d = 0; d < kNumJobDims; ++d) {
+        if (diff == 0 || diff == (1u << d)) out.dim_best[d] = std::min(out.dim_best[d], o.best);
+      }
+    }
+    if (res.stopped != StopReason::kNone) stopped = res.stopped;
+    out.variants.push_back(std::move(o));
+    return res;
+  };
+
+  for (const JobVariant& combo : combos) {
+    if (stopped != StopReason::kNone) break;
+    const int away = popcount(differs(combo, base));
+    const double incumbent = away == 0   ? std::numeric_limits<double>::infinity()
+                             : away == 1 ? base_kth
+                                         : merged.kth();
+    std::optional<SearchResult> res = search(combo, incumbent);
+    if (!res) continue;
+    const bool found = !res->top.empty();
+    merged.add(std::move(*res), out.variants.size() - 1);
+    if (away == 0) base_kth = merged.kth();
+    if (!space.has(JobDim::kOffload) || combo.offload > 0 || found) continue;
+    // Nothing fits without offload: the least multiple of the step that
+    // fits, by bisection on the number of steps (searched unbounded, so
+    // that "no plan" means none fits); only its plans are kept.
+    const int steps = std::max(1, static_cast<int>(std::lround(1.0 / space.offload_step)));
+    int lo = 0;  // no plan with lo steps
+    JobVariant at = combo;
+    at.offload = 1.0;
+    std::optional<SearchResult> least = search(at, std::numeric_limits<double>::infinity());
+    if (!least || least->top.empty()) continue;
+    std::size_t least_index = out.variants.size() - 1;
+    int hi = steps;  // a plan with hi steps: `least`
+    while (hi - lo > 1 && stopped == StopReason::kNone) {
+      const int mid = (lo + hi) / 2;
+      at.offload = static_cast<double>(mid) / steps;
+      std::optional<SearchResult> probe = search(at, std::numeric_limits<double>::infinity());
+      if (probe && !probe->top.empty()) {
+        hi = mid;
+        least = std::move(probe);
+        least_index = out.variants.size() - 1;
+      } else {
+        lo = mid;
+      }
+    }
+    merged.add(std::move(*least), least_index);
+  }
+  out.result = merged.take();
+  if (stopped != StopReason::kNone) out.result.stopped = stopped;
+  out.best = merged.any_plan() ? out.variants[merged.best_variant()].variant : base;
+  return out;
+}
+
+}  // namespace hapmoe

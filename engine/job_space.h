@@ -1,0 +1,104 @@
+// The job-wide knobs the search chooses beyond the paper's 6-D space
+// (docs/search.md, "Job-wide knobs"): micro-batch size, virtual pipeline
+// stages, data-parallel sharding, optimizer CPU offload, the MoE token
+// dispatcher and FP8. Each combination of values is a variant of the
+// workload (and of SpaceOptions::vpp) that run_search searches exactly;
+// the best plans of all variants are merged. Collective over a Comm, like
+// run_search; the result does not depend on ranks or threads.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "engine/driver.h"
+
+namespace hapmoe {
+
+enum class JobDim { kMicroBatch, kVpp, kSharding, kOffload, kDispatcher, kPrecision };
+inline constexpr int kNumJobDims = 6;
+constexpr unsigned job_dim_bit(JobDim d) { return 1u << static_cast<unsigned>(d); }
+// "micro-batch", "vpp", "sharding", "offload", "dispatcher", "fp8".
+const char* to_string(JobDim d);
+
+struct JobSpace {
+  unsigned dims = 0;  // job_dim_bit()s searched; 0: the workload's values only
+  int max_micro_batch = 8;
+  int max_vpp = 4;
+  // Optimizer offload fractions are multiples of this (the least that fits).
+  double offload_step = 0.05;
+  bool has(JobDim d) const { return (dims & job_dim_bit(d)) != 0; }
+  bool operator==(const JobSpace&) const = default;
+};
+
+// "none", "all" or a comma list of the dimension names (InputError naming
+// `where` otherwise).
+JobSpace parse_job_space(const std::string& text, const std::string& where);
+std::string to_string(const JobSpace& s);
+
+// One value of every knob.
+struct JobVariant {
+  int micro_batch = 1;
+  int vpp = 1;
+  bool distributed_optimizer = true;
+  Fsdp fsdp = Fsdp::kOff;
+  double offload = 0;  // optimizer offload fraction
+  Dispatcher dispatcher = Dispatcher::kAllToAll;
+  Precision precision = Precision::kBf16;
+  bool operator==(const JobVariant&) const = default;
+};
+
+// The workload's own values (vpp 1).
+JobVariant base_variant(const Workload& workload);
+// The workload with the variant's values.
+Workload apply(const Workload& workload, const JobVariant& v);
+// "b=2 vpp=2 ZeRO-1 offload=0.25 alltoall fp8", every knob.
+std::string to_string(const JobVariant& v, bool moe);
+// The sharding's name: "DP" (no distributed optimizer), "ZeRO-1", "ZeRO-2"
+// or "FSDP".
+std::string sharding_name(const JobVariant& v);
+
+// What each variant's search gave.
+struct VariantOutcome {
+  JobVariant variant;
+  double best = std::numeric_limits<double>::infinity();  // its best latency found
+  // Its search was cut by the bound of the plans already found: its best,
+  // if any, is slower than `best` says nothing about.
+  bool bounded = false;
+  std::string refused;  // why the variant was not searched ("" if it was)
+  SearchStats stats;
+};
+
+struct JobSearchResult {
+  // The search of the variant holding the best plan (the workload's own
+  // values when nothing fits anywhere): its configurations, outcomes and
+  // top plans, as run_search gives them.
+  SearchResult result;
+  JobVariant best;
+  std::vector<VariantOutcome> variants;  // in the order searched
+  SearchStats stats;                     // summed over every variant
+  // Per JobDim: the variants searched with a value other than the
+  // workload's, and their configurations; and the best latency with only
+  // that dimension free (the others at the workload's values; +inf if no
+  // plan). `base_best` has every dimension at the workload's values.
+  std::int64_t dim_variants[kNumJobDims] = {};
+  std::int64_t dim_configs[kNumJobDims] = {};
+  double dim_best[kNumJobDims] = {};
+  double base_best = std::numeric_limits<double>::infinity();
+};
+
+// Searches every variant of `space` (run_search on each): first the
+// workload's own values, then the variants that differ in one dimension
+// (each bounded by the K-th best plan of the first only, so `dim_best` is
+// exact), then the rest (bounded by the K-th best so far). Optimizer
+// offload is tried for a combination of the other knobs only when no plan
+// fits without it: the least multiple of offload_step that fits (a
+// bisection; feasibility grows with the fraction). Variants a check
+// refuses (FP8 on a device without it, offload without host figures) are
+// listed with the reason and skipped.
+JobSearchResult run_job_search(const Workload& workload, const ClusterSpec& cluster,
+                               const SearchOptions& options, const JobSpace& space, Comm& comm,
+                               const RunOptions& run);
+
+}  // namespace hapmoe
