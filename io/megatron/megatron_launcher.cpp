@@ -15,6 +15,7 @@
 
 #include "costmodel/errors.h"
 #include "io/inputs/json_strict.h"
+#include "io/megatron/megatron_flags.h"
 #include "io/report/report.h"
 
 namespace hapmoe {
@@ -680,23 +681,54 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
     t << "# Model flags written from the model; replace the tokenizer, data and schedule flags\n"
          "# (NullTokenizer, --mock-data, --train-iters, --lr) with your own.\n";
   }
+  // Every flag the launcher writes, carried from the script (`from`) or
+  // written by hapmoe (`from` null), goes through here: one that the pinned
+  // Megatron-LM does not define would stop the launch in its argument
+  // parser, so it is refused before anything is written (docs/megatron.md,
+  // "Flags of the pinned Megatron-LM").
+  auto write_flag = [&](const std::string& name, const std::string& values,
+                        const MegatronFlag* from) {
+    if (!is_megatron_flag(name)) {
+      const std::string near = nearest_megatron_flag(name);
+      const std::string what = name + " is not a flag of Megatron-LM " + kMegatronVersion +
+                               (near.empty() ? "" : " (did you mean " + near + "?)");
+      if (from == nullptr) {
+        throw ContractError("make_megatron_launcher: hapmoe wrote " + what + " (a bug in hapmoe)");
+      }
+      throw InputError(script->origin() + ":" + std::to_string(from->line),
+                       what +
+                           "; the launcher would stop at Megatron's argument parser, so none "
+                           "is written: correct or remove it");
+    }
+    t << "    " << name << (values.empty() ? "" : " " + values) << "\n";
+  };
+  // "--name value..." written by hapmoe.
+  auto flag = [&](const std::string& f) {
+    const auto space = f.find(' ');
+    write_flag(f.substr(0, space), space == std::string::npos ? "" : f.substr(space + 1), nullptr);
+  };
   t << "MEGATRON_ARGS=(\n";
   if (script) {
     for (const MegatronFlag& f : script->flags) {
       if (!f.name.empty() && owned_by_hapmoe(f.name)) continue;
       // Megatron-FSDP checkpoints only in its own format.
       if (f.name == "--ckpt-format" && w.training.fsdp != Fsdp::kOff) continue;
-      std::string line = f.name.empty() ? "" : shell_quote(f.name);
-      for (const ShellWord& v : f.values) line += (line.empty() ? "" : " ") + word_text(v);
-      t << "    " << line << "\n";
+      std::string values;
+      for (const ShellWord& v : f.values) values += (values.empty() ? "" : " ") + word_text(v);
+      if (f.name.empty()) {
+        // A word the script passes but does not define (e.g. $EXTRA_ARGS):
+        // its flags are known only when the launcher runs.
+        t << "    " << values << "\n";
+        continue;
+      }
+      write_flag(f.name, values, &f);
     }
   } else {
-    for (const std::string& f : model_flags(w)) t << "    " << f << "\n";
+    for (const std::string& f : model_flags(w)) flag(f);
   }
   t << ")\n\n";
   t << "# Set by hapmoe from the plan and the training settings.\n";
   t << "PARALLEL_ARGS=(\n";
-  auto flag = [&](const std::string& f) { t << "    " << f << "\n"; };
   flag("--tensor-model-parallel-size " + std::to_string(s.tp));
   flag("--pipeline-model-parallel-size " + std::to_string(s.pp));
   flag("--context-parallel-size " + std::to_string(s.cp));

@@ -51,7 +51,10 @@ Plan express_recompute(const Plan& plan, const CostModel& model, MegatronSetting
 // --model (then model flags are written from the ModelSpec, with
 // NullTokenizer and mock data). `hapmoe_version` goes in the header.
 // Throws InputError when the plan cannot be placed on whole nodes in rank
-// order, ContractError when the settings it built break a Megatron rule.
+// order or when a flag carried from `script` is not a flag of Megatron-LM
+// kMegatronVersion (io/megatron/megatron_flags.h; the message names the
+// flag and its line), ContractError when the settings it built break a
+// Megatron rule or a flag it wrote itself is not in that list.
 // Real host names per device type, in the order to use them
 // (--launcher-hosts); a type without hosts gets placeholders such as
 // "h800-node-000".

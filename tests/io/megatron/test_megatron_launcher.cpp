@@ -4,12 +4,15 @@
 // per-stage recomputation that Megatron cannot express.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -19,6 +22,7 @@
 #include "io/inputs/cluster_io.h"
 #include "io/inputs/model_io.h"
 #include "io/inputs/plan_io.h"
+#include "io/megatron/megatron_flags.h"
 #include "io/megatron/megatron_launcher.h"
 #include "tests/io/cli_run.h"
 
@@ -135,7 +139,15 @@ TEST(MegatronLauncher, RoundTripGivesTheSameModelAndPlan) {
 // launched with it: the launcher writes flex and --moe-enable-deepep once
 // each (the script's own copies are replaced), and reads back as flex.
 TEST(MegatronLauncher, FlexDispatcherIsPlannedAndLaunchedAsWritten) {
-  const RoundTrip r = round_trip(kData + "deepseek_v3_like.sh", "H800:64");
+  // The fixture without its --mystery-flag, which no launcher may carry
+  // (CarriedFlagsNotOfMegatronAreRefused).
+  std::string text = slurp(kData + "deepseek_v3_like.sh");
+  const std::string mystery = " --mystery-flag 7";
+  ASSERT_NE(text.find(mystery), std::string::npos);
+  text.erase(text.find(mystery), mystery.size());
+  const std::string script = (scratch_dir("flex") / "deepseek_v3_like.sh").string();
+  std::ofstream(script) << text;
+  const RoundTrip r = round_trip(script, "H800:64");
   EXPECT_EQ(r.workload.training.dispatcher, Dispatcher::kFlex);
   EXPECT_EQ(r.workload2.training.dispatcher, Dispatcher::kFlex);
   const auto count = [&](const std::string& needle) {
@@ -895,6 +907,116 @@ TEST(MegatronLauncher, Fp8ScriptRoundTripsThroughPlanAndLauncher) {
   EXPECT_EQ(count_in_command(r.launcher, "--fp8-recipe tensorwise"), 1u) << r.launcher;
   EXPECT_EQ(count_in_command(r.launcher, "--fp8-"), 2u) << r.launcher;
   fs::remove_all(d);
+}
+
+// Every flag a launcher writes, carried from the script or written by
+// hapmoe, is a flag of Megatron-LM core_v0.15.0 (io/megatron/
+// megatron_flags_core_v0.15.0.txt): the golden launchers', those written
+// from every preset's model flags, interleaved plans' and scripts with each
+// optional training setting.
+TEST(MegatronLauncher, EveryWrittenFlagIsAFlagOfThePinnedMegatron) {
+  std::set<std::string> seen;
+  const auto expect_listed = [&](const std::string& text, const std::string& what) {
+    const MegatronScript s = parse_megatron_script(text, what);
+    EXPECT_GT(s.flags.size(), 10u) << what;
+    for (const MegatronFlag& f : s.flags) {
+      EXPECT_TRUE(is_megatron_flag(f.name)) << what << ": " << f.name;
+      seen.insert(f.name);
+    }
+  };
+  for (const char* g : {"mixtral_s_paper_32-1.sh", "mixtral_s_paper_32-2.sh",
+                        "mixtral_l_paper_32-1.sh", "mixtral_l_paper_32-2.sh"}) {
+    expect_listed(slurp(fs::path(kData) / "golden" / g), g);
+  }
+  const ClusterSpec h8 = load_cluster("H800:8");
+  for (const ModelPreset& p : model_presets()) {
+    const Workload& w = p.workload;
+    Plan plan;
+    plan.parallel = {1, 1, 1, 1, 1, 8, w.training.micro_batch};
+    plan.stages = {{0, w.model.num_layers, {}}};
+    expect_listed(launch(w, h8, plan, nullptr).launcher.text, p.name);
+  }
+  const Workload mixtral_s = load_workload("mixtral-s");
+  for (const auto& [vpp, first, second] :
+       std::vector<std::tuple<int, int, int>>{{2, 12, 12}, {2, 13, 11}, {1, 13, 11}, {1, 14, 10}}) {
+    Plan plan;
+    plan.parallel = {2, 2, 1, 4, 1, 4, 1, 1};
+    plan.parallel.vpp = vpp;
+    plan.stages = {{0, first, {}}, {0, second, {}}};
+    expect_listed(launch(mixtral_s, load_cluster("H800:16"), plan, nullptr).launcher.text,
+                  "mixtral-s vpp " + std::to_string(vpp));
+  }
+  const ClusterSpec h32 = load_cluster("H800:32");
+  for (const char* extra : {
+           "",
+           "    --fp8-format e4m3 --fp8-recipe blockwise\n",
+           "    --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params\n",
+           "    --optimizer-cpu-offload --optimizer-offload-fraction 0.5 --grad-reduce-in-bf16\n",
+           "    --moe-token-dispatcher-type flex --moe-enable-deepep\n",
+           "    --recompute-granularity selective --recompute-modules core_attn moe_act\n",
+           "    --recompute-granularity full --recompute-method block --recompute-num-layers 2\n",
+       }) {
+    MegatronScript script = parse_megatron_script(mixtral_8x7b_with(extra), "variant.sh");
+    const Workload w = megatron_workload(script);
+    expect_listed(launch(w, h32, megatron_plan(script, w, h32), &script).launcher.text,
+                  "mixtral_8x7b.sh with " + std::string(extra));
+  }
+  // The variants wrote hapmoe's optional flags.
+  for (const char* f : {"--fp8-recipe", "--use-megatron-fsdp", "--optimizer-cpu-offload",
+                        "--use-precision-aware-optimizer", "--grad-reduce-in-bf16",
+                        "--moe-enable-deepep", "--num-virtual-stages-per-pipeline-rank",
+                        "--pipeline-model-parallel-layout", "--decoder-first-pipeline-num-layers",
+                        "--recompute-modules", "--recompute-num-layers", "--overlap-grad-reduce"}) {
+    EXPECT_EQ(seen.count(f), 1u) << f;
+  }
+}
+
+// A flag carried from the script that Megatron-LM core_v0.15.0 does not
+// define (made up, misspelt, as --flag=value) stops the launcher with one
+// line naming the flag and its line; the script is still read (the flag
+// kept with a note), and plan/evaluate without --launcher still run.
+TEST(MegatronLauncher, CarriedFlagsNotOfMegatronAreRefused) {
+  const ClusterSpec cluster = load_cluster("H800:32");
+  for (const auto& [extra, name, hint] : std::vector<std::tuple<std::string, std::string, bool>>{
+           {"    --not-a-megatron-flag 3\n", "--not-a-megatron-flag", false},
+           {"    --micro-batch-sizes 2\n", "--micro-batch-sizes", true},
+           {"    --not-a-megatron-flag=3\n", "--not-a-megatron-flag", false}}) {
+    SCOPED_TRACE(extra);
+    const std::string text = mixtral_8x7b_with(extra);
+    const auto line = 1 + std::count(text.begin(), text.begin() + text.find(extra), '\n');
+    MegatronScript script = parse_megatron_script(text, "typo.sh");
+    EXPECT_EQ(script.unknown, std::vector<std::string>{name});
+    const Workload w = megatron_workload(script);
+    const Plan plan = megatron_plan(script, w, cluster);
+    try {
+      launch(w, cluster, plan, &script);
+      ADD_FAILURE() << name << " was written";
+    } catch (const InputError& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+      EXPECT_EQ(msg.rfind("typo.sh:" + std::to_string(line) + ": " + name +
+                              " is not a flag of Megatron-LM core_v0.15.0",
+                          0),
+                0u)
+          << msg;
+      EXPECT_EQ(msg.find("did you mean --micro-batch-size?") != std::string::npos, hint) << msg;
+    }
+  }
+  // Through the command line: deepseek_v3_like.sh passes --mystery-flag 7
+  // (line 51). plan --launcher fails with exit code 2 and writes no launcher.
+  const fs::path d = scratch_dir("refused");
+  const test::CliRun r =
+      test::run({"plan", "--megatron-script", kData + "deepseek_v3_like.sh", "--cluster", "H800:64",
+                 "--top-k", "1", "--launcher", (d / "launch.sh").string()});
+  EXPECT_EQ(r.code, kExitInput) << r.err;
+  EXPECT_NE(r.err.find("deepseek_v3_like.sh:51: --mystery-flag is not a flag of Megatron-LM "
+                       "core_v0.15.0"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(d / "launch.sh"));
+  const test::CliRun no_launcher = test::run(
+      {"plan", "--megatron-script", kData + "deepseek_v3_like.sh", "--cluster", "H800:64"});
+  EXPECT_NE(no_launcher.code, kExitInput) << no_launcher.err;
 }
 
 }  // namespace
