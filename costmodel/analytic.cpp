@@ -8,6 +8,11 @@
 // CP: docs/costmodel.md, "Compute", gives every formula.
 #include "costmodel/analytic.h"
 
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <unordered_map>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -39,8 +44,8 @@ double ceil_div(double a, double b) { return std::ceil(a / b - 1e-9); }
 
 // `count` GEMMs of one shape in flight together, at matrix peak `peak`
 // (the device's BF16 or FP8 one).
-double concurrent_gemms(int count, double m, double n, double k, const DeviceSpec& d, double peak,
-                        double bytes_per_element) {
+double concurrent_gemms_uncached(int count, double m, double n, double k, const DeviceSpec& d,
+                                 double peak, double bytes_per_element) {
   const double rate = peak * d.gemm_efficiency;  // FLOP/s, the whole device
   const double traffic = count * bytes_per_element * (m * k + k * n + m * n) / d.hbm_bandwidth;
   if (d.compute_units <= 0 || m <= 0 || n <= 0 || k <= 0) {
@@ -64,6 +69,38 @@ double concurrent_gemms(int count, double m, double n, double k, const DeviceSpe
     }
   }
   return std::max(best, traffic);
+}
+
+// The same, remembered per thread: a search costs the same few shapes for
+// every configuration and job variant (a quarter of `plan --space all`'s
+// time went to this tile search). Keyed by every input the result reads,
+// so it is bit-identical to computing it.
+struct GemmKey {
+  std::array<double, 9> v;
+  bool operator==(const GemmKey&) const = default;
+};
+struct GemmKeyHash {
+  std::size_t operator()(const GemmKey& key) const {
+    std::uint64_t h = 1469598103934665603ull;
+    for (const double x : key.v) {
+      std::uint64_t bits = 0;
+      std::memcpy(&bits, &x, sizeof bits);
+      h = (h ^ bits) * 1099511628211ull;
+    }
+    return static_cast<std::size_t>(h ^ (h >> 29));
+  }
+};
+
+double concurrent_gemms(int count, double m, double n, double k, const DeviceSpec& d, double peak,
+                        double bytes_per_element) {
+  thread_local std::unordered_map<GemmKey, double, GemmKeyHash> memo;
+  const GemmKey key{{static_cast<double>(count), m, n, k, peak, bytes_per_element,
+                     d.gemm_efficiency, d.hbm_bandwidth, static_cast<double>(d.compute_units)}};
+  if (const auto it = memo.find(key); it != memo.end()) return it->second;
+  if (memo.size() >= (1u << 16)) memo.clear();  // bounded: a new search's shapes refill it
+  const double t = concurrent_gemms_uncached(count, m, n, k, d, peak, bytes_per_element);
+  memo.emplace(key, t);
+  return t;
 }
 
 }  // namespace

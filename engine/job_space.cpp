@@ -358,16 +358,17 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
                                          : merged.kth();
     std::optional<SearchResult> res = search(combo, incumbent);
     if (!res) continue;
-    const bool found = !res->top.empty();
     merged.add(std::move(*res), out.variants.size() - 1);
     if (away == 0) base_kth = merged.kth();
-    if (!space.has(JobDim::kOffload) || combo.offload > 0 || found) continue;
-    // Nothing fits without offload: the least multiple of the step that
-    // fits, by bisection on the number of steps (searched unbounded, so
-    // that "no plan" means none fits); only its plans are kept.
+  }
+  // Offload only when no plan fits without it: per combination, the least
+  // multiple of the step that fits, by bisection on the number of steps
+  // (searched unbounded, so that "no plan" means none fits).
+  const bool offload = space.has(JobDim::kOffload) && base.offload == 0 && !merged.any_plan();
+  for (std::size_t c = 0; offload && c < combos.size() && stopped == StopReason::kNone; ++c) {
     const int steps = std::max(1, static_cast<int>(std::lround(1.0 / space.offload_step)));
     int lo = 0;  // no plan with lo steps
-    JobVariant at = combo;
+    JobVariant at = combos[c];
     at.offload = 1.0;
     std::optional<SearchResult> least = search(at, std::numeric_limits<double>::infinity());
     if (!least || least->top.empty()) continue;

@@ -92,9 +92,10 @@ struct JobSearchResult {
 // workload's own values, then the variants that differ in one dimension
 // (each bounded by the K-th best plan of the first only, so `dim_best` is
 // exact), then the rest (bounded by the K-th best so far). Optimizer
-// offload is tried for a combination of the other knobs only when no plan
-// fits without it: the least multiple of offload_step that fits (a
-// bisection; feasibility grows with the fraction). Variants a check
+// offload is tried only when no plan of any combination of the other
+// knobs fits without it: then for each combination the least multiple of
+// offload_step that fits (a bisection; feasibility grows with the
+// fraction), as the paper offloads where nothing else fits. Variants a check
 // refuses (FP8 on a device without it, offload without host figures) are
 // listed with the reason and skipped.
 JobSearchResult run_job_search(const Workload& workload, const ClusterSpec& cluster,
