@@ -87,8 +87,18 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
   if (!parsed) return kExitOk;
   const auto& r = *parsed;
   check_out(comm, r);
-  const Inputs in = read_inputs(r);
+  Inputs in = read_inputs(r);
   refuse_precision_auto(in, "evaluate");
+  // A plan from `plan --space` brings the knobs it was costed with.
+  const bool job =
+      r.count("plan") > 0 && apply_plan_job(read_text_file(r["plan"].as<std::string>()),
+                                            r["plan"].as<std::string>(), in.workload);
+  if (job) {
+    for (const std::string& e :
+         {check_precision(in.workload, in.cluster), check_offload(in.workload, in.cluster)}) {
+      if (!e.empty()) throw InputError(r["plan"].as<std::string>(), e);
+    }
+  }
   const PlanInput given = read_plan_input(r, in);
   const Plan& plan = given.plan;
   ProfileSources sources;
@@ -97,6 +107,11 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
   const CostModel model(in.workload, in.cluster, tables);
   const PlanReport report = model.evaluate(plan);
   print_input_notes(out, in);
+  if (job) {
+    out << "note: " << r["plan"].as<std::string>()
+        << ": the training knobs its search chose (\"job\") replace the options' and the "
+           "model's\n\n";
+  }
   print_plan_report(out, report, in.workload, in.cluster);
   PlanSources plan_src;
   if (in.profile) {

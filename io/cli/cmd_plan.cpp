@@ -215,7 +215,8 @@ void print_search_statistics(std::ostream& out, const PlanRequest& q, const Sear
 // statistics and the run's spread.
 nlohmann::ordered_json plan_document(const PlanRequest& q, const BaselineRun& ran,
                                      const std::vector<PlanReport>& reports,
-                                     const PlanSources& plan_src, const Comm& comm) {
+                                     const PlanSources& plan_src, const Comm& comm,
+                                     const std::optional<JobSearchResult>& job) {
   const SearchResult& result = ran.result;
   const SearchStats& s = result.stats;
   nlohmann::ordered_json doc;
@@ -225,6 +226,12 @@ nlohmann::ordered_json plan_document(const PlanRequest& q, const BaselineRun& ra
     doc["baseline"] = {{"name", to_string(q.baseline)}, {"rule", ran.rule}};
   }
   if (q.in.profile) doc["profile"] = plan_sources_json(plan_src, q.in.profile_path);
+  if (job) {
+    // The knobs the plans were costed with: `evaluate --plan` applies them.
+    doc["job"] = {{"space", to_string(q.job)},
+                  {"variants", job->variants.size()},
+                  {"training", job_training_json(q.in.workload.training)}};
+  }
   doc["search"] = {{"configs", s.configs},
                    {"configs_evaluated", s.configs_evaluated},
                    {"states", s.states},
@@ -333,7 +340,7 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
   print_plans(out, q, ran, reports, plan_src);
   print_search_statistics(out, q, ran.result, comm);
   if (job) print_job_space(out, q, *job);
-  write_plan_json(r, comm, [&] { return plan_document(q, ran, reports, plan_src, comm); });
+  write_plan_json(r, comm, [&] { return plan_document(q, ran, reports, plan_src, comm, job); });
   if (r.count("out")) {
     const Provenance p =
         provenance_since(started, hapmoe_command_line(argc, argv), comm.size(), q.run.threads);

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "costmodel/errors.h"
+#include "io/inputs/model_io.h"
 
 namespace hapmoe {
 
@@ -110,7 +111,7 @@ Plan parse_plan_json(const std::string& text, const std::string& origin, const C
   const Json j = parse_json(text, origin);
   if (j.is_object() && j.contains("plans")) {
     ObjectReader doc(j, origin, "");
-    doc.ignore({"search", "run", "baseline", "model", "cluster", "hapmoe"});
+    doc.ignore({"search", "run", "baseline", "model", "cluster", "hapmoe", "job"});
     const Json& plans = doc.get_raw("plans");
     doc.finish();
     if (!plans.is_array() || plans.empty()) {
@@ -125,6 +126,39 @@ Plan parse_plan_json(const std::string& text, const std::string& origin, const C
                             "/plans/" + std::to_string(index), cluster, default_micro_batch);
   }
   return read_plan_object(j, origin, "", cluster, default_micro_batch);
+}
+
+bool apply_plan_job(const std::string& text, const std::string& origin, Workload& workload) {
+  const Json j = parse_json(text, origin);
+  if (!j.is_object() || !j.contains("job")) return false;
+  ObjectReader job(j.at("job"), origin, "/job");
+  job.ignore({"space", "variants"});
+  const Json* training = job.opt_raw("training");
+  job.finish();
+  if (training == nullptr) return false;
+  ObjectReader t(*training, origin, "/job/training");
+  const auto where = [&](const char* key) { return origin + ":" + t.pointer(key); };
+  TrainingSpec& out = workload.training;
+  out.precision = parse_precision(t.get_string("precision"), where("precision"));
+  if (const auto r = t.opt_string("fp8_recipe")) {
+    out.fp8_recipe = parse_fp8_recipe(*r, where("fp8_recipe"));
+  }
+  out.distributed_optimizer = t.get_bool("distributed_optimizer");
+  out.fsdp = parse_fsdp(t.get_string("fsdp"), where("fsdp"));
+  out.optimizer_offload_fraction = t.get_number("optimizer_offload_fraction", 0.0, 1.0);
+  out.dispatcher = parse_dispatcher(t.get_string("dispatcher"), where("dispatcher"));
+  t.finish();
+  return true;
+}
+
+nlohmann::ordered_json job_training_json(const TrainingSpec& t) {
+  nlohmann::ordered_json j = {{"precision", to_string(t.precision)}};
+  if (t.precision == Precision::kFp8) j["fp8_recipe"] = to_string(t.fp8_recipe);
+  j["distributed_optimizer"] = t.distributed_optimizer;
+  j["fsdp"] = to_string(t.fsdp);
+  j["optimizer_offload_fraction"] = t.optimizer_offload_fraction;
+  j["dispatcher"] = to_string(t.dispatcher);
+  return j;
 }
 
 Plan load_plan(const std::string& path, const ClusterSpec& cluster, int default_micro_batch,

@@ -7,6 +7,7 @@
 
 #include "costmodel/cluster.h"
 #include "costmodel/cost.h"
+#include "costmodel/model.h"
 #include "costmodel/plan.h"
 #include "io/inputs/json_strict.h"
 
@@ -21,6 +22,15 @@ Plan parse_plan_json(const std::string& text, const std::string& origin, const C
                      int default_micro_batch, int index = 0);
 Plan load_plan(const std::string& path, const ClusterSpec& cluster, int default_micro_batch,
                int index = 0);
+
+// The training knobs a plan document from `plan --space` carries in
+// "job"/"training" (precision, fp8_recipe, distributed_optimizer, fsdp,
+// optimizer_offload_fraction, dispatcher), applied to `workload`; false
+// (and `workload` untouched) when the document has none. Evaluating the
+// plan then costs what the search costed.
+bool apply_plan_job(const std::string& text, const std::string& origin, Workload& workload);
+// The "job"/"training" object for `training`.
+nlohmann::ordered_json job_training_json(const TrainingSpec& training);
 
 // "none", "selective", "full", "full:K" -> Recompute (K checked against
 // `stage_layers` by the plan checks, not here).

@@ -674,6 +674,74 @@ TEST(CliPlan, ProgressTextSaysWhereTheSearchStands) {
   EXPECT_EQ(duration_text(7980), "2h13m");
 }
 
+// --space: the job-wide knobs are searched, the chosen ones are written
+// with the plans ("job"), and evaluating the plan file costs the same.
+TEST(CliPlan, JobSpaceKnobsAreSearchedWrittenAndEvaluatedBack) {
+  const fs::path d = scratch_dir("job_space");
+  const std::string planned = (d / "planned.json").string();
+  const std::string again = (d / "again.json").string();
+  CliRun r = run({"plan", "--model", "mixtral-s", "--cluster", "paper:16-2", "--space", "all",
+                  "--max-micro-batch", "4", "--plan-json", planned});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  for (const char* s : {"job-wide knobs (--space micro-batch,vpp,sharding,offload,dispatcher,fp8)",
+                        "  best: b=", "micro-batch ", "vpp ", "sharding ", "dispatcher "}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  }
+  const Json doc = parse_json(slurp(planned), planned);
+  const Json& training = doc.at("job").at("training");
+  for (const char* k :
+       {"precision", "distributed_optimizer", "fsdp", "optimizer_offload_fraction", "dispatcher"}) {
+    EXPECT_TRUE(training.contains(k)) << k;
+  }
+  r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-2", "--plan", planned,
+           "--plan-json", again});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("the training knobs its search chose"), std::string::npos) << r.out;
+  const double searched = doc.at("plans").at(0).at("latency_s").get<double>();
+  const double evaluated =
+      parse_json(slurp(again), again).at("plans").at(0).at("latency_s").get<double>();
+  EXPECT_EQ(searched, evaluated);
+  // Better than the workload's own values (micro-batch 1, plain 1F1B, bf16).
+  const std::string plain = (d / "plain.json").string();
+  ASSERT_EQ(
+      run({"plan", "--model", "mixtral-s", "--cluster", "paper:16-2", "--plan-json", plain}).code,
+      kExitOk);
+  EXPECT_LT(searched,
+            parse_json(slurp(plain), plain).at("plans").at(0).at("latency_s").get<double>());
+  fs::remove_all(d);
+}
+
+// Mixtral-L on paper:16-1 fits only by offloading the optimizer: --space
+// offload finds the least share that fits, and the launcher writes it.
+TEST(CliPlan, SpaceOffloadPlansAndLaunchesThePapersSmallCase) {
+  const fs::path d = scratch_dir("job_offload");
+  const std::string launcher = (d / "launch.sh").string();
+  const CliRun r = run({"plan", "--model", "mixtral-l", "--cluster", "paper:16-1", "--space",
+                        "offload", "--launcher", launcher});
+  ASSERT_EQ(r.code, kExitOk) << r.out << r.err;
+  EXPECT_NE(r.out.find("offload=0.75"), std::string::npos) << r.out;
+  const std::string text = slurp(launcher);
+  EXPECT_NE(text.find("--optimizer-cpu-offload"), std::string::npos) << text;
+  EXPECT_NE(text.find("--optimizer-offload-fraction 0.75"), std::string::npos) << text;
+  fs::remove_all(d);
+}
+
+TEST(CliPlan, BadJobSpaceOptionsExitTwo) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"plan", "--model", "mixtral-s", "--cluster", "paper:16-1",
+                                 "--space", "zero"},
+        {"plan", "--model", "mixtral-s", "--cluster", "paper:16-1", "--space", "vpp", "--baseline",
+         "mi"},
+        {"plan", "--model", "mixtral-s", "--cluster", "paper:16-1", "--max-vpp", "0"},
+        {"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan,
+         "--precision", "auto"}}) {
+    const CliRun r = run(args);
+    EXPECT_EQ(r.code, kExitInput) << args[6] << "\n" << r.out << r.err;
+    EXPECT_NE(r.err.find(args[5] == "--plan" ? "--precision" : args[5]), std::string::npos)
+        << r.err;
+  }
+}
+
 TEST(CliPlan, BadSearchOptionsExitTwo) {
   for (const std::vector<std::string>& extra : {std::vector<std::string>{"--prune", "lb,fast"},
                                                 {"--delta", "-1"},

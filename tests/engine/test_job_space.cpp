@@ -1,0 +1,166 @@
+// The job-wide knobs (engine/job_space.h): the job search's best is the
+// best of every variant searched on its own, its per-dimension figures are
+// exact, and offload is the least step that fits.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <string>
+#include <tuple>
+
+#include "costmodel/errors.h"
+#include "engine/comm.h"
+#include "engine/job_space.h"
+#include "io/inputs/cluster_io.h"
+#include "io/inputs/model_io.h"
+
+namespace hapmoe {
+namespace {
+
+// A variant searched alone, unbounded by anything found before.
+SearchResult alone(const Workload& w, const ClusterSpec& c, const JobVariant& v,
+                   SearchOptions opt) {
+  opt.space.vpp = v.vpp;
+  return run_search(apply(w, v), c, opt);
+}
+
+unsigned dims_differing(const JobVariant& v, const JobVariant& base) {
+  unsigned d = 0;
+  if (v.micro_batch != base.micro_batch) d |= job_dim_bit(JobDim::kMicroBatch);
+  if (v.vpp != base.vpp) d |= job_dim_bit(JobDim::kVpp);
+  if (v.fsdp != base.fsdp || v.distributed_optimizer != base.distributed_optimizer) {
+    d |= job_dim_bit(JobDim::kSharding);
+  }
+  if (v.offload != base.offload) d |= job_dim_bit(JobDim::kOffload);
+  if (v.dispatcher != base.dispatcher) d |= job_dim_bit(JobDim::kDispatcher);
+  if (v.precision != base.precision) d |= job_dim_bit(JobDim::kPrecision);
+  return d;
+}
+
+TEST(JobSpace, BestIsTheBestOfEveryVariantAndEachDimensionsGainIsExact) {
+  const Workload w = load_workload("mixtral-s");
+  for (const char* name : {"paper:16-2", "H100:16"}) {
+    const ClusterSpec c = load_cluster(name);
+    JobSpace space;
+    space.dims = (1u << kNumJobDims) - 1;
+    space.max_micro_batch = 4;
+    space.max_vpp = 3;
+    SearchOptions opt;
+    opt.top_k = 3;
+    SerialComm comm;
+    const JobSearchResult job = run_job_search(w, c, opt, space, comm, RunOptions{});
+    ASSERT_FALSE(job.result.top.empty()) << name;
+    const JobVariant base = base_variant(w);
+    double best = std::numeric_limits<double>::infinity();
+    double dim_best[kNumJobDims];
+    std::fill(dim_best, dim_best + kNumJobDims, std::numeric_limits<double>::infinity());
+    std::set<std::tuple<int, int, int, int, int, int>> seen;
+    std::set<int> dims_used;
+    Plan best_plan;
+    for (const VariantOutcome& o : job.variants) {
+      const JobVariant& v = o.variant;
+      EXPECT_TRUE(seen.insert({v.micro_batch, v.vpp, static_cast<int>(v.fsdp),
+                               static_cast<int>(v.dispatcher), static_cast<int>(v.precision),
+                               v.distributed_optimizer})
+                      .second)
+          << name << ": a variant twice: " << to_string(v, true);
+      if (!o.refused.empty()) continue;
+      const SearchResult r = alone(w, c, v, opt);
+      const double b =
+          r.top.empty() ? std::numeric_limits<double>::infinity() : r.top.front().latency_s;
+      // Searched against earlier plans, a variant's best is exact or cut.
+      if (!o.bounded) {
+        EXPECT_EQ(o.best, b) << to_string(v, true);
+      }
+      if (b < best) {
+        best = b;
+        best_plan = r.top.front().plan;
+      }
+      const unsigned diff = dims_differing(v, base);
+      for (int d = 0; d < kNumJobDims; ++d) {
+        if (diff == 0 || diff == (1u << d)) dim_best[d] = std::min(dim_best[d], b);
+        if ((diff & (1u << d)) != 0) dims_used.insert(d);
+      }
+    }
+    EXPECT_EQ(job.result.top.front().latency_s, best) << name;
+    EXPECT_EQ(job.result.top.front().plan, best_plan) << name;
+    for (int d = 0; d < kNumJobDims; ++d) {
+      EXPECT_EQ(job.dim_best[d], dim_best[d]) << name << " " << to_string(static_cast<JobDim>(d));
+    }
+    // Micro-batch, VPP, sharding and the dispatcher all vary, and the
+    // knobs beat the workload's own values.
+    for (const JobDim d :
+         {JobDim::kMicroBatch, JobDim::kVpp, JobDim::kSharding, JobDim::kDispatcher}) {
+      EXPECT_TRUE(dims_used.count(static_cast<int>(d))) << name << " " << to_string(d);
+    }
+    EXPECT_LT(best, job.base_best) << name;
+    EXPECT_GE(job.variants.size(), 50u) << name;
+  }
+}
+
+// H100 has FP8 and DeepEP: both are tried; 910B has neither.
+TEST(JobSpace, Fp8AndFlexOnlyWhereEveryDeviceHasThem) {
+  const Workload w = load_workload("mixtral-s");
+  JobSpace space;
+  space.dims = job_dim_bit(JobDim::kPrecision) | job_dim_bit(JobDim::kDispatcher);
+  SerialComm comm;
+  for (const auto& [name, expect] :
+       {std::pair<const char*, bool>{"H100:16", true}, {"H100:8,910B:8", false}}) {
+    const JobSearchResult job =
+        run_job_search(w, load_cluster(name), SearchOptions{}, space, comm, RunOptions{});
+    bool fp8 = false;
+    bool flex = false;
+    for (const VariantOutcome& o : job.variants) {
+      fp8 = fp8 || o.variant.precision == Precision::kFp8;
+      flex = flex || o.variant.dispatcher == Dispatcher::kFlex;
+    }
+    EXPECT_EQ(fp8, expect) << name;
+    EXPECT_EQ(flex, expect) << name;
+  }
+}
+
+// The paper offloads Mixtral-L's optimizer where nothing else fits: the
+// job search finds the least multiple of the step that fits.
+TEST(JobSpace, OffloadIsTheLeastStepThatFitsWhereNothingElseDoes) {
+  const Workload w = load_workload("mixtral-l");
+  const ClusterSpec c = load_cluster("paper:16-1");
+  SearchOptions opt;
+  SerialComm comm;
+  ASSERT_TRUE(run_search(w, c, opt).top.empty());  // nothing fits without offload
+  JobSpace space;
+  space.dims = job_dim_bit(JobDim::kOffload);
+  const JobSearchResult job = run_job_search(w, c, opt, space, comm, RunOptions{});
+  ASSERT_FALSE(job.result.top.empty());
+  const double f = job.best.offload;
+  ASSERT_GT(f, 0.0);
+  const double steps = f / space.offload_step;
+  EXPECT_NEAR(steps, std::round(steps), 1e-9);
+  JobVariant less = job.best;
+  less.offload = f - space.offload_step;
+  EXPECT_TRUE(alone(w, c, less, opt).top.empty()) << f;
+  // With the plans fitting without offload (Mixtral-S), offload is not tried.
+  const JobSearchResult fits =
+      run_job_search(load_workload("mixtral-s"), c, opt, space, comm, RunOptions{});
+  EXPECT_EQ(fits.variants.size(), 1u);
+  EXPECT_EQ(fits.best.offload, 0.0);
+}
+
+TEST(JobSpace, ParsingNamesEveryDimension) {
+  EXPECT_EQ(parse_job_space("none", "--space").dims, 0u);
+  EXPECT_EQ(parse_job_space("all", "--space").dims, (1u << kNumJobDims) - 1);
+  const JobSpace s = parse_job_space("vpp,fp8", "--space");
+  EXPECT_TRUE(s.has(JobDim::kVpp));
+  EXPECT_TRUE(s.has(JobDim::kPrecision));
+  EXPECT_FALSE(s.has(JobDim::kMicroBatch));
+  EXPECT_EQ(to_string(s), "vpp,fp8");
+  EXPECT_EQ(to_string(parse_job_space("all", "x")),
+            "micro-batch,vpp,sharding,offload,dispatcher,fp8");
+  for (const char* bad : {"", "vpp,", "zero", "VPP", "all,vpp"}) {
+    EXPECT_THROW(parse_job_space(bad, "--space"), InputError) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace hapmoe
