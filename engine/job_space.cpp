@@ -1,6 +1,7 @@
 #include "engine/job_space.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -124,12 +125,6 @@ unsigned differs(const JobVariant& v, const JobVariant& base) {
   if (v.dispatcher != base.dispatcher) d |= job_dim_bit(JobDim::kDispatcher);
   if (v.precision != base.precision) d |= job_dim_bit(JobDim::kPrecision);
   return d;
-}
-
-int popcount(unsigned x) {
-  int n = 0;
-  for (; x != 0; x &= x - 1) ++n;
-  return n;
 }
 
 // The merged top K over variants, and the search of the best one's.
@@ -304,7 +299,8 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
   }
   // The workload's values, then those one dimension away, then the rest.
   std::stable_sort(combos.begin(), combos.end(), [&](const JobVariant& a, const JobVariant& b) {
-    return std::min(popcount(differs(a, base)), 2) < std::min(popcount(differs(b, base)), 2);
+    return std::min(std::popcount(differs(a, base)), 2) <
+           std::min(std::popcount(differs(b, base)), 2);
   });
 
   JobSearchResult out;
@@ -340,7 +336,7 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
       out.dim_configs[d] += res.stats.configs;
     }
     if (diff == 0) out.base_best = o.best;
-    if (popcount(diff) <= 1) {
+    if (std::popcount(diff) <= 1) {
       for (int d = 0; d < kNumJobDims; ++d) {
         if (diff == 0 || diff == (1u << d)) out.dim_best[d] = std::min(out.dim_best[d], o.best);
       }
@@ -352,7 +348,7 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
 
   for (const JobVariant& combo : combos) {
     if (stopped != StopReason::kNone) break;
-    const int away = popcount(differs(combo, base));
+    const int away = std::popcount(differs(combo, base));
     const double incumbent = away == 0   ? std::numeric_limits<double>::infinity()
                              : away == 1 ? base_kth
                                          : merged.kth();
