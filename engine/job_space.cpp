@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <optional>
 #include <utility>
 
@@ -306,7 +307,8 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
   JobSearchResult out;
   Merger merged(options.top_k);
   double base_kth = std::numeric_limits<double>::infinity();
-  for (int d = 0; d < kNumJobDims; ++d) out.dim_best[d] = std::numeric_limits<double>::infinity();
+  std::fill(std::begin(out.dim_best), std::end(out.dim_best),
+            std::numeric_limits<double>::infinity());
 
   // One variant's search against `incumbent`, its outcome recorded;
   // nullopt when a check refuses the variant.
