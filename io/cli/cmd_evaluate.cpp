@@ -45,9 +45,12 @@ struct PlanInput {
   Plan plan;
   std::string path;  // where it came from, for messages and the archive
   int index = 0;
+  bool job = false;  // the file's "job" knobs were applied to the workload
 };
 
-PlanInput read_plan_input(const cxxopts::ParseResult& r, const Inputs& in) {
+// A plan from `plan --space` also brings the training knobs it was costed
+// with ("job"): they replace those of `in`'s workload.
+PlanInput read_plan_input(const cxxopts::ParseResult& r, Inputs& in) {
   PlanInput p;
   p.index = r.count("plan-index")
                 ? static_cast<int>(
@@ -55,8 +58,17 @@ PlanInput read_plan_input(const cxxopts::ParseResult& r, const Inputs& in) {
                 : 0;
   const bool script_plan = in.megatron && r.count("plan") == 0;  // the script's own settings
   p.path = script_plan ? in.megatron->origin() : required(r, "plan");
-  p.plan = script_plan ? megatron_plan(*in.megatron, in.workload, in.cluster)
-                       : load_plan(p.path, in.cluster, in.workload.training.micro_batch, p.index);
+  if (script_plan) {
+    p.plan = megatron_plan(*in.megatron, in.workload, in.cluster);
+  } else {
+    const std::string text = read_text_file(p.path);
+    p.job = apply_plan_job(text, p.path, in.workload);
+    for (const std::string& e : {p.job ? check_precision(in.workload, in.cluster) : "",
+                                 p.job ? check_offload(in.workload, in.cluster) : ""}) {
+      if (!e.empty()) throw InputError(p.path, e);
+    }
+    p.plan = parse_plan_json(text, p.path, in.cluster, in.workload.training.micro_batch, p.index);
+  }
   if (auto e = check_plan(p.plan, in.workload, in.cluster, in.constraints); !e.empty()) {
     throw InputError(p.path, e);
   }
@@ -89,16 +101,6 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
   check_out(comm, r);
   Inputs in = read_inputs(r);
   refuse_precision_auto(in, "evaluate");
-  // A plan from `plan --space` brings the knobs it was costed with.
-  const bool job =
-      r.count("plan") > 0 && apply_plan_job(read_text_file(r["plan"].as<std::string>()),
-                                            r["plan"].as<std::string>(), in.workload);
-  if (job) {
-    for (const std::string& e :
-         {check_precision(in.workload, in.cluster), check_offload(in.workload, in.cluster)}) {
-      if (!e.empty()) throw InputError(r["plan"].as<std::string>(), e);
-    }
-  }
   const PlanInput given = read_plan_input(r, in);
   const Plan& plan = given.plan;
   ProfileSources sources;
@@ -107,8 +109,8 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
   const CostModel model(in.workload, in.cluster, tables);
   const PlanReport report = model.evaluate(plan);
   print_input_notes(out, in);
-  if (job) {
-    out << "note: " << r["plan"].as<std::string>()
+  if (given.job) {
+    out << "note: " << given.path
         << ": the training knobs its search chose (\"job\") replace the options' and the "
            "model's\n\n";
   }
