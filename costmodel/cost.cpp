@@ -914,6 +914,15 @@ std::optional<Recompute> CostModel::least_recompute(const ParallelConfig& pi, co
   // recomputation of r = 1..n layers (Megatron's block method recomputes
   // the first r layers of the stage). Memory falls monotonically in r, so
   // the least feasible r is found by bisection.
+  // Under a job-wide setting the stage has no choice.
+  if (const auto& setting = workload_.training.recompute) {
+    shape.recompute = stage_recompute(*setting, shape.layers);
+    if (shape.recompute.kind == RecomputeKind::kFull) {
+      shape.moe_in_first_recomputed = moe_layers_in(shape.first_layer, shape.recompute.layers);
+    }
+    if (!stage_cost(pi, tc, shape).fits()) return std::nullopt;
+    return shape.recompute;
+  }
   std::optional<Recompute> best;
   double best_time = std::numeric_limits<double>::infinity();
   auto consider = [&](const Recompute& r) {

@@ -247,7 +247,11 @@ class CostModel {
 
   // The least recomputation with which the stage fits in memory: the
   // feasible choice with the smallest added time (ties: less recompute).
-  // std::nullopt if even full recomputation does not fit.
+  // std::nullopt if even full recomputation does not fit. Under a
+  // job-wide TrainingSpec::recompute, what that setting recomputes in the
+  // stage (std::nullopt if the stage does not fit with it): never less
+  // time than the per-stage choice, so per-stage searches bound job-wide
+  // ones.
   std::optional<Recompute> least_recompute(const ParallelConfig& pi, const TypeCosts& costs,
                                            StageShape shape) const;
 

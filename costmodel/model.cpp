@@ -176,6 +176,18 @@ std::string validate(const TrainingSpec& t, const ModelSpec& m) {
     return "activation_offload_layers = " + std::to_string(t.activation_offload_layers) +
            " must be in [0, num_layers - 1 = " + std::to_string(m.num_layers - 1) + "]";
   }
+  if (const auto& r = t.recompute) {
+    if (r->kind == RecomputeKind::kFull && r->block < 0) {
+      return "recompute block = " + std::to_string(r->block) + " must be >= 0 (0: every layer)";
+    }
+    if (r->kind == RecomputeKind::kSelective && r->modules == 0) {
+      return "selective recompute needs at least one module";
+    }
+    if (r->kind != RecomputeKind::kNone && t.activation_offload_layers > 0) {
+      return "activation offload cannot be combined with recomputation (Megatron-Core refuses "
+             "cpu_offloading with recompute_granularity)";
+    }
+  }
   if (t.fsdp != Fsdp::kOff && !t.distributed_optimizer) {
     return std::string("fsdp = ") + to_string(t.fsdp) +
            " shards the optimizer states too: it needs distributed_optimizer";

@@ -2,8 +2,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "costmodel/plan.h"
 
 namespace hapmoe {
 
@@ -123,6 +126,11 @@ struct TrainingSpec {
   // each stage go to host memory in the forward and come back for the
   // backward; 0 = off. Megatron forbids it with recomputation.
   int activation_offload_layers = 0;
+  // One recompute setting for the whole job, as stock Megatron-LM applies
+  // it to each stage (plan --recompute-scope job); std::nullopt: each
+  // stage takes its least recomputation that fits (the paper's per-stage
+  // choice).
+  std::optional<RecomputeSetting> recompute;
   Dispatcher dispatcher = Dispatcher::kAllToAll;
   double imbalance = 1.2;  // rho = max/mean tokens per expert (>= 1)
   double gamma = 1.0;      // gamma in [0,1]: share of rho on the path

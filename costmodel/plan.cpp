@@ -1,5 +1,7 @@
 #include "costmodel/plan.h"
 
+#include <algorithm>
+
 namespace hapmoe {
 
 const char* to_string(RecomputeModule m) {
@@ -37,6 +39,28 @@ std::vector<std::string> recompute_module_names(unsigned modules) {
     if ((modules & module_bit(m)) != 0) names.emplace_back(to_string(m));
   }
   return names;
+}
+
+Recompute stage_recompute(const RecomputeSetting& s, int stage_layers) {
+  switch (s.kind) {
+    case RecomputeKind::kNone:
+      break;
+    case RecomputeKind::kSelective:
+      return {RecomputeKind::kSelective, 0, s.modules};
+    case RecomputeKind::kFull: {
+      const int layers = s.block == 0 ? stage_layers : std::min(s.block, stage_layers);
+      if (layers > 0) return {RecomputeKind::kFull, layers};
+      break;
+    }
+  }
+  return {RecomputeKind::kNone, 0};
+}
+
+std::string to_string(const RecomputeSetting& s) {
+  if (s.kind == RecomputeKind::kFull) {
+    return s.block == 0 ? "full" : "full block " + std::to_string(s.block);
+  }
+  return to_string(Recompute{s.kind, 0, s.modules}, 0);
 }
 
 std::string to_string(const Recompute& r, int stage_layers) {

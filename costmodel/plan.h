@@ -72,6 +72,28 @@ struct Recompute {
   }
 };
 
+// One recompute setting for every stage, as stock Megatron-LM takes it
+// (plan --recompute-scope job; docs/search.md, "Recompute scope"):
+//   kNone;
+//   kSelective: `modules` in every layer (--recompute-granularity
+//               selective --recompute-modules ...);
+//   kFull:      the first `block` layers of each stage (--recompute-method
+//               block --recompute-num-layers block), or every layer when
+//               block == 0 (--recompute-method uniform
+//               --recompute-num-layers 1).
+struct RecomputeSetting {
+  RecomputeKind kind = RecomputeKind::kNone;
+  int block = 0;                                // only for kFull
+  unsigned modules = kDefaultRecomputeModules;  // only for kSelective
+  bool operator==(const RecomputeSetting&) const = default;
+};
+
+// What `s` recomputes in a stage of `stage_layers` layers (none in a stage
+// without layers).
+Recompute stage_recompute(const RecomputeSetting& s, int stage_layers);
+// "none", "selective", "selective:m1,m2", "full" or "full block K".
+std::string to_string(const RecomputeSetting& s);
+
 // Text form used in plan files: "none", "selective" (the default modules),
 // "selective:m1,m2,..." (Megatron's module names), "full" (all layers of
 // the stage) or "full:K" (K layers). `stage_layers` resolves "full".

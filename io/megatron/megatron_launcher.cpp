@@ -28,12 +28,6 @@ std::string join(const std::vector<std::string>& items, const char* sep = ", ") 
   return out;
 }
 
-struct RecomputeSetting {
-  std::string granularity;                      // "", "selective", "full"
-  int block = 0;                                // full: --recompute-num-layers with block
-  unsigned modules = kDefaultRecomputeModules;  // selective: --recompute-modules
-};
-
 // The recompute modules a model's layers have: Megatron rejects moe_act
 // without grouped experts, and the MoE modules cost nothing in a dense model.
 unsigned modules_of(const ModelSpec& model) {
@@ -56,16 +50,7 @@ Plan relevant_modules(Plan plan, const ModelSpec& model) {
 }
 
 void apply_setting(const RecomputeSetting& r, const ModelSpec& model, MegatronSettings& s) {
-  s.recompute_granularity = r.granularity;
-  s.recompute_method.clear();
-  s.recompute_num_layers.reset();
-  s.recompute_modules.clear();
-  if (r.granularity == "full") {
-    s.recompute_method = "block";
-    s.recompute_num_layers = r.block;
-  } else if (r.granularity == "selective") {
-    s.recompute_modules = recompute_module_names(r.modules & modules_of(model));
-  }
+  set_megatron_recompute(r, modules_of(model), s);
 }
 
 Plan with_setting(const Plan& plan, const MegatronSettings& s) {
@@ -231,16 +216,17 @@ Plan express_recompute(const Plan& plan, const CostModel& model, MegatronSetting
     if (st.recompute.kind == RecomputeKind::kFull) k_max = std::max(k_max, st.recompute.layers);
   }
   if (all_none || all_sel || all_full) {
-    RecomputeSetting r{all_none  ? ""
-                       : all_sel ? "selective"
-                                 : "full",
-                       k_max, plan.stages.front().recompute.modules};
+    const RecomputeSetting r{all_none  ? RecomputeKind::kNone
+                             : all_sel ? RecomputeKind::kSelective
+                                       : RecomputeKind::kFull,
+                             k_max, plan.stages.front().recompute.modules};
     apply_setting(r, m, s);
     if (with_setting(plan, s) == relevant_modules(plan, m)) return with_setting(plan, s);
   }
   // Otherwise the best expressible uniform setting.
   std::vector<RecomputeSetting> candidates = {
-      {"", 0}, {"selective", 0, default_selective_modules(model.workload().training)}};
+      {RecomputeKind::kNone},
+      {RecomputeKind::kSelective, 0, default_selective_modules(model.workload().training)}};
   std::set<int> ks;
   std::set<unsigned> module_sets;
   int max_layers = 0;
@@ -252,9 +238,9 @@ Plan express_recompute(const Plan& plan, const CostModel& model, MegatronSetting
     }
     max_layers = std::max(max_layers, st.layers);
   }
-  for (unsigned mods : module_sets) candidates.push_back({"selective", 0, mods});
+  for (unsigned mods : module_sets) candidates.push_back({RecomputeKind::kSelective, 0, mods});
   ks.insert(max_layers);
-  for (int k : ks) candidates.push_back({"full", k});
+  for (int k : ks) candidates.push_back({RecomputeKind::kFull, k});
   int best = -1;
   double best_latency = 0;
   for (std::size_t i = 0; i < candidates.size(); ++i) {

@@ -1011,7 +1011,7 @@ MegatronSettings megatron_settings(const MegatronScript& script, const Workload&
   return s;
 }
 
-Recompute megatron_stage_recompute(const MegatronSettings& s, int stage_layers) {
+RecomputeSetting megatron_recompute_setting(const MegatronSettings& s) {
   if (s.recompute_granularity == "selective") {
     // Megatron's default module list is core_attn alone.
     unsigned modules = s.recompute_modules.empty() ? module_bit(RecomputeModule::kCoreAttn) : 0u;
@@ -1020,11 +1020,29 @@ Recompute megatron_stage_recompute(const MegatronSettings& s, int stage_layers) 
     }
     return {RecomputeKind::kSelective, 0, modules};
   }
-  if (s.recompute_granularity != "full") return {RecomputeKind::kNone, 0};
-  if (s.recompute_method == "block") {
-    return {RecomputeKind::kFull, std::min(stage_layers, s.recompute_num_layers.value_or(0))};
+  if (s.recompute_granularity != "full") return {};
+  if (s.recompute_method != "block") return {RecomputeKind::kFull, 0};
+  const int block = s.recompute_num_layers.value_or(0);
+  return block > 0 ? RecomputeSetting{RecomputeKind::kFull, block} : RecomputeSetting{};
+}
+
+Recompute megatron_stage_recompute(const MegatronSettings& s, int stage_layers) {
+  return stage_recompute(megatron_recompute_setting(s), stage_layers);
+}
+
+void set_megatron_recompute(const RecomputeSetting& r, unsigned modules, MegatronSettings& s) {
+  s.recompute_granularity.clear();
+  s.recompute_method.clear();
+  s.recompute_num_layers.reset();
+  s.recompute_modules.clear();
+  if (r.kind == RecomputeKind::kFull) {
+    s.recompute_granularity = "full";
+    s.recompute_method = r.block == 0 ? "uniform" : "block";
+    s.recompute_num_layers = r.block == 0 ? 1 : r.block;
+  } else if (r.kind == RecomputeKind::kSelective) {
+    s.recompute_granularity = "selective";
+    s.recompute_modules = recompute_module_names(r.modules & modules);
   }
-  return {RecomputeKind::kFull, stage_layers};
 }
 
 Plan megatron_plan(MegatronScript& script, const Workload& w, const ClusterSpec& cluster) {

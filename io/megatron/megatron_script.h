@@ -74,10 +74,17 @@ MegatronSettings megatron_settings(const MegatronScript& script, const Workload&
 // write one) names the type of each stage instead.
 Plan megatron_plan(MegatronScript& script, const Workload& workload, const ClusterSpec& cluster);
 
-// Stage recomputation under Megatron's uniform settings: full/block with
-// K layers recomputes min(K, n_i) layers of every stage; full/uniform
-// recomputes them all; selective is selective.
+// The job's recompute setting in hapmoe's terms: full/block with K layers
+// recomputes min(K, n_i) layers of every stage (none when K is 0);
+// full/uniform recomputes them all; selective is selective, with
+// Megatron's default module core_attn when none is listed.
+RecomputeSetting megatron_recompute_setting(const MegatronSettings& s);
+// stage_recompute(megatron_recompute_setting(s), stage_layers).
 Recompute megatron_stage_recompute(const MegatronSettings& s, int stage_layers);
+// Megatron's recompute flags for `r` (clears the others): the inverse of
+// megatron_recompute_setting, with every module list cut to `modules`,
+// the modules the model has.
+void set_megatron_recompute(const RecomputeSetting& r, unsigned modules, MegatronSettings& s);
 
 // True for the flags the launcher sets from the plan (parallel degrees,
 // pipeline split, recomputation, micro/global batch).
