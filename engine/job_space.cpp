@@ -128,10 +128,52 @@ unsigned differs(const JobVariant& v, const JobVariant& base) {
   return d;
 }
 
-// The merged top K over variants, and the search of the best one's.
+// Equal in every knob but the recompute setting.
+bool same_combo(JobVariant a, JobVariant b) {
+  a.recompute.reset();
+  b.recompute.reset();
+  return a == b;
+}
+
+// The recompute settings of a job-wide search, canonical order: none,
+// selective (the modules per-stage selective takes), full, then full
+// block K for K = 1..N-1. Interleaved, Megatron's block method counts
+// per model chunk, which the stage costs do not split: full and none
+// and selective only. Megatron-Core refuses activation offload with any.
+std::vector<RecomputeSetting> recompute_settings(const Workload& w, int vpp) {
+  if (w.training.activation_offload_layers > 0) return {RecomputeSetting{}};
+  std::vector<RecomputeSetting> out = {
+      {RecomputeKind::kNone},
+      {RecomputeKind::kSelective, 0, default_selective_modules(w.training)},
+      {RecomputeKind::kFull, 0}};
+  for (int k = 1; vpp == 1 && k < w.model.num_layers; ++k) out.push_back({RecomputeKind::kFull, k});
+  return out;
+}
+
+// The setting closest to a per-stage plan's recomputation: full block of
+// its most recomputed layers if any stage recomputes whole layers, else
+// selective if any stage does, else none.
+RecomputeSetting setting_of(const Plan& plan, const std::vector<RecomputeSetting>& settings) {
+  RecomputeSetting s;
+  for (const StagePlan& st : plan.stages) {
+    const Recompute& r = st.recompute;
+    if (r.kind == RecomputeKind::kFull) {
+      s.block = s.kind == RecomputeKind::kFull ? std::max(s.block, r.layers) : r.layers;
+      s.kind = RecomputeKind::kFull;
+    } else if (r.kind == RecomputeKind::kSelective && s.kind == RecomputeKind::kNone) {
+      s = {RecomputeKind::kSelective, 0, r.modules};
+    }
+  }
+  if (std::find(settings.begin(), settings.end(), s) != settings.end()) return s;
+  return s.kind == RecomputeKind::kFull ? RecomputeSetting{RecomputeKind::kFull, 0} : settings[0];
+}
+
+// The merged top K over variants, and the search of the best one's. A
+// plan found again under another recompute setting of the same knobs
+// (full block K beyond every stage is full) is kept once.
 class Merger {
  public:
-  explicit Merger(int k) : k_(k) {}
+  Merger(int k, const std::vector<VariantOutcome>& variants) : k_(k), variants_(&variants) {}
   // A latency no better than the K-th best plan so far (+inf: fewer).
   double kth() const {
     return static_cast<int>(top_.size()) < k_ ? std::numeric_limits<double>::infinity()
@@ -140,6 +182,7 @@ class Merger {
   void add(SearchResult&& r, std::size_t variant) {
     bool best = false;
     for (const PlanCandidate& c : r.top) {
+      if (seen(c, variant)) continue;
       const auto at = std::upper_bound(top_.begin(), top_.end(), std::make_pair(c, variant), less);
       best = best || at == top_.begin();
       top_.insert(at, {c, variant});
@@ -152,10 +195,20 @@ class Merger {
     }
   }
   bool any_plan() const { return !top_.empty(); }
+  double best() const {
+    return top_.empty() ? std::numeric_limits<double>::infinity() : top_.front().first.latency_s;
+  }
   std::size_t best_variant() const { return best_variant_; }
   SearchResult take() { return std::move(result_); }
 
  private:
+  bool seen(const PlanCandidate& c, std::size_t variant) const {
+    const JobVariant& v = (*variants_)[variant].variant;
+    return std::any_of(top_.begin(), top_.end(), [&](const auto& e) {
+      return e.first.latency_s == c.latency_s && e.first.plan == c.plan &&
+             same_combo((*variants_)[e.second].variant, v);
+    });
+  }
   static bool less(const std::pair<PlanCandidate, std::size_t>& a,
                    const std::pair<PlanCandidate, std::size_t>& b) {
     if (candidate_less(a.first, b.first)) return true;
@@ -163,6 +216,7 @@ class Merger {
     return a.second < b.second;
   }
   int k_;
+  const std::vector<VariantOutcome>* variants_;
   std::vector<std::pair<PlanCandidate, std::size_t>> top_;
   SearchResult result_;
   std::size_t best_variant_ = 0;
@@ -235,6 +289,7 @@ JobVariant base_variant(const Workload& w) {
   v.offload = t.optimizer_offload_fraction;
   v.dispatcher = t.dispatcher;
   v.precision = t.precision;
+  v.recompute = t.recompute;
   return v;
 }
 
@@ -247,6 +302,7 @@ Workload apply(const Workload& w, const JobVariant& v) {
   t.optimizer_offload_fraction = v.offload;
   t.dispatcher = v.dispatcher;
   t.precision = v.precision;
+  t.recompute = v.recompute;
   return out;
 }
 
@@ -270,7 +326,9 @@ std::string to_string(const JobVariant& v, bool moe) {
   std::string s = "b=" + std::to_string(v.micro_batch) + " vpp=" + std::to_string(v.vpp) + " " +
                   sharding_name(v) + " offload=" + offload;
   if (moe) s += std::string(" ") + to_string(v.dispatcher);
-  return s + " " + to_string(v.precision);
+  s += std::string(" ") + to_string(v.precision);
+  if (v.recompute) s += " recompute=" + to_string(*v.recompute);
+  return s;
 }
 
 JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
@@ -305,7 +363,7 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
   });
 
   JobSearchResult out;
-  Merger merged(options.top_k);
+  Merger merged(options.top_k, out.variants);
   double base_kth = std::numeric_limits<double>::infinity();
   std::fill(std::begin(out.dim_best), std::end(out.dim_best),
             std::numeric_limits<double>::infinity());
@@ -331,21 +389,76 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     o.bounded = std::isfinite(r.incumbent) && res.stats.configs_bounded > 0;
     if (!res.top.empty()) o.best = res.top.front().latency_s;
     out.stats += res.stats;
-    const unsigned diff = differs(v, base);
-    for (int d = 0; d < kNumJobDims; ++d) {
-      if ((diff & (1u << d)) == 0) continue;
-      ++out.dim_variants[d];
-      out.dim_configs[d] += res.stats.configs;
-    }
-    if (diff == 0) out.base_best = o.best;
-    if (std::popcount(diff) <= 1) {
-      for (int d = 0; d < kNumJobDims; ++d) {
-        if (diff == 0 || diff == (1u << d)) out.dim_best[d] = std::min(out.dim_best[d], o.best);
-      }
-    }
     if (res.stopped != StopReason::kNone) stopped = res.stopped;
     out.variants.push_back(std::move(o));
     return res;
+  };
+
+  // One combination of the knobs against `incumbent`: its search, or with
+  // job-wide recompute the per-stage lower bound and then each setting;
+  // what it found (with the variants' indexes) and its dimensions'
+  // counters recorded.
+  using Found = std::vector<std::pair<SearchResult, std::size_t>>;
+  const auto search_combo = [&](const JobVariant& combo, double incumbent) -> Found {
+    Found found;
+    const std::size_t first = out.variants.size();
+    double best = std::numeric_limits<double>::infinity();
+    if (!space.job_recompute) {
+      if (std::optional<SearchResult> res = search(combo, incumbent)) {
+        found.emplace_back(std::move(*res), out.variants.size() - 1);
+      }
+    } else {
+      JobVariant per_stage = combo;
+      per_stage.recompute.reset();
+      const std::optional<SearchResult> bound = search(per_stage, incumbent);
+      if (bound && !bound->top.empty()) {
+        out.per_stage_best = std::min(out.per_stage_best, bound->top.front().latency_s);
+        const std::vector<RecomputeSetting> all = recompute_settings(apply(w, combo), combo.vpp);
+        const RecomputeSetting guess = setting_of(bound->top.front().plan, all);
+        std::vector<double> lat;  // this combination's latencies found, ascending
+        for (const RecomputeSetting& st : base_first(guess, all)) {
+          if (stopped != StopReason::kNone) break;
+          JobVariant v = combo;
+          v.recompute = st;
+          const double local = static_cast<int>(lat.size()) < options.top_k
+                                   ? std::numeric_limits<double>::infinity()
+                                   : lat[static_cast<std::size_t>(options.top_k - 1)];
+          std::optional<SearchResult> res = search(v, std::min(incumbent, local));
+          if (!res) continue;
+          for (const PlanCandidate& c : res->top) {
+            lat.insert(std::upper_bound(lat.begin(), lat.end(), c.latency_s), c.latency_s);
+          }
+          found.emplace_back(std::move(*res), out.variants.size() - 1);
+        }
+        out.recompute_variants += static_cast<std::int64_t>(out.variants.size() - first) - 1;
+        for (std::size_t i = first + 1; i < out.variants.size(); ++i) {
+          out.recompute_configs += out.variants[i].stats.configs;
+        }
+      }
+    }
+    std::int64_t configs = 0;
+    for (std::size_t i = first; i < out.variants.size(); ++i) {
+      configs += out.variants[i].stats.configs;
+    }
+    for (const auto& f : found) {
+      if (!f.first.top.empty()) best = std::min(best, f.first.top.front().latency_s);
+    }
+    const unsigned diff = differs(combo, base);
+    for (int d = 0; d < kNumJobDims; ++d) {
+      if ((diff & (1u << d)) == 0) continue;
+      ++out.dim_variants[d];
+      out.dim_configs[d] += configs;
+    }
+    if (diff == 0) out.base_best = std::min(out.base_best, best);
+    if (std::popcount(diff) <= 1) {
+      for (int d = 0; d < kNumJobDims; ++d) {
+        if (diff == 0 || diff == (1u << d)) out.dim_best[d] = std::min(out.dim_best[d], best);
+      }
+    }
+    return found;
+  };
+  const auto any_plan = [](const Found& f) {
+    return std::any_of(f.begin(), f.end(), [](const auto& x) { return !x.first.top.empty(); });
   };
 
   for (const JobVariant& combo : combos) {
@@ -354,9 +467,7 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     const double incumbent = away == 0   ? std::numeric_limits<double>::infinity()
                              : away == 1 ? base_kth
                                          : merged.kth();
-    std::optional<SearchResult> res = search(combo, incumbent);
-    if (!res) continue;
-    merged.add(std::move(*res), out.variants.size() - 1);
+    for (auto& [res, index] : search_combo(combo, incumbent)) merged.add(std::move(res), index);
     if (away == 0) base_kth = merged.kth();
   }
   // Offload only when no plan fits without it: per combination, the least
@@ -368,24 +479,28 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     int lo = 0;  // no plan with lo steps
     JobVariant at = combos[c];
     at.offload = 1.0;
-    std::optional<SearchResult> least = search(at, std::numeric_limits<double>::infinity());
-    if (!least || least->top.empty()) continue;
-    std::size_t least_index = out.variants.size() - 1;
+    Found least = search_combo(at, std::numeric_limits<double>::infinity());
+    if (!any_plan(least)) continue;
     int hi = steps;  // a plan with hi steps: `least`
     while (hi - lo > 1 && stopped == StopReason::kNone) {
       const int mid = (lo + hi) / 2;
       at.offload = static_cast<double>(mid) / steps;
-      std::optional<SearchResult> probe = search(at, std::numeric_limits<double>::infinity());
-      if (probe && !probe->top.empty()) {
+      Found probe = search_combo(at, std::numeric_limits<double>::infinity());
+      if (any_plan(probe)) {
         hi = mid;
         least = std::move(probe);
-        least_index = out.variants.size() - 1;
       } else {
         lo = mid;
       }
     }
-    merged.add(std::move(*least), least_index);
+    for (auto& [res, index] : least) merged.add(std::move(res), index);
   }
+  // The per-stage bound says what per-stage recompute would save only
+  // where it beats the job-wide best.
+  if (merged.any_plan() && !(out.per_stage_best < merged.best())) {
+    out.per_stage_best = std::numeric_limits<double>::infinity();
+  }
+  out.best_s = merged.best();
   out.result = merged.take();
   if (stopped != StopReason::kNone) out.result.stopped = stopped;
   out.best = merged.any_plan() ? out.variants[merged.best_variant()].variant : base;

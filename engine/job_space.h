@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,13 @@ struct JobSpace {
   int max_vpp = 4;
   // Optimizer offload fractions are multiples of this (the least that fits).
   double offload_step = 0.05;
+  // --recompute-scope job: one Megatron recompute setting for the whole
+  // job, searched (none, selective, full, and full block K = 1..N-1 when
+  // not interleaved), instead of each stage's least recomputation.
+  bool job_recompute = false;
   bool has(JobDim d) const { return (dims & job_dim_bit(d)) != 0; }
+  // Anything for run_job_search to do beyond one run_search.
+  bool active() const { return dims != 0 || job_recompute; }
   bool operator==(const JobSpace&) const = default;
 };
 
@@ -46,6 +53,8 @@ struct JobVariant {
   double offload = 0;  // optimizer offload fraction
   Dispatcher dispatcher = Dispatcher::kAllToAll;
   Precision precision = Precision::kBf16;
+  // The job-wide recompute setting; std::nullopt: per stage.
+  std::optional<RecomputeSetting> recompute;
   bool operator==(const JobVariant&) const = default;
 };
 
@@ -53,7 +62,8 @@ struct JobVariant {
 JobVariant base_variant(const Workload& workload);
 // The workload with the variant's values.
 Workload apply(const Workload& workload, const JobVariant& v);
-// "b=2 vpp=2 ZeRO-1 offload=0.25 alltoall fp8", every knob.
+// "b=2 vpp=2 ZeRO-1 offload=0.25 alltoall fp8 recompute=full block 2",
+// every knob (the recompute setting only when job-wide).
 std::string to_string(const JobVariant& v, bool moe);
 // The sharding's name: "DP" (no distributed optimizer), "ZeRO-1", "ZeRO-2"
 // or "FSDP".
@@ -76,8 +86,9 @@ struct JobSearchResult {
   // top plans, as run_search gives them.
   SearchResult result;
   JobVariant best;
-  std::vector<VariantOutcome> variants;  // in the order searched
-  SearchStats stats;                     // summed over every variant
+  double best_s = std::numeric_limits<double>::infinity();  // the best plan's latency
+  std::vector<VariantOutcome> variants;                     // in the order searched
+  SearchStats stats;                                        // summed over every variant
   // Per JobDim: the variants searched with a value other than the
   // workload's, and their configurations; and the best latency with only
   // that dimension free (the others at the workload's values; +inf if no
@@ -86,6 +97,14 @@ struct JobSearchResult {
   std::int64_t dim_configs[kNumJobDims] = {};
   double dim_best[kNumJobDims] = {};
   double base_best = std::numeric_limits<double>::infinity();
+  // With JobSpace::job_recompute: the recompute settings searched beyond
+  // the first of each combination of the other knobs, and their
+  // configurations; and the best latency with each stage's least
+  // recomputation instead (what per-stage recompute would give; +inf if
+  // no plan, or none faster than the job-wide best was found).
+  std::int64_t recompute_variants = 0;
+  std::int64_t recompute_configs = 0;
+  double per_stage_best = std::numeric_limits<double>::infinity();
 };
 
 // Searches every variant of `space` (run_search on each): first the
@@ -97,7 +116,11 @@ struct JobSearchResult {
 // offload_step that fits (a bisection; feasibility grows with the
 // fraction), as the paper offloads where nothing else fits. Variants a check
 // refuses (FP8 on a device without it, offload without host figures) are
-// listed with the reason and skipped.
+// listed with the reason and skipped. With job-wide recompute, each
+// combination is first searched with per-stage recomputation (a lower
+// bound on every setting: CostModel::least_recompute); only when that
+// finds a plan under the bound are its settings searched, the setting of
+// that plan's recomputation first.
 JobSearchResult run_job_search(const Workload& workload, const ClusterSpec& cluster,
                                const SearchOptions& options, const JobSpace& space, Comm& comm,
                                const RunOptions& run);

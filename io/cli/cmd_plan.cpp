@@ -86,10 +86,15 @@ PlanRequest read_plan_request(const cxxopts::ParseResult& r, Comm& comm, const S
   q.brute = r.count("bruteforce") > 0;
   read_on_every_rank(comm, [&] {
     q.job = read_job_space(r, q.in);
-    if (q.job.dims != 0 && (q.brute || q.baseline != Baseline::kNone)) {
-      throw InputError(r.count("space") ? "--space" : "--precision",
-                       "the job-wide knobs are searched by hapmoe's search only, not with "
-                       "--bruteforce or --baseline");
+    if (q.brute || q.baseline != Baseline::kNone) {
+      if (q.job.dims != 0 || r.count("recompute-scope") > 0) {
+        throw InputError(r.count("space")             ? "--space"
+                         : r.count("recompute-scope") ? "--recompute-scope"
+                                                      : "--precision",
+                         "the job-wide knobs are searched by hapmoe's search only, not with "
+                         "--bruteforce or --baseline");
+      }
+      q.job.job_recompute = false;  // a baseline's launcher says what it collapses
     }
   });
   return q;
@@ -106,7 +111,7 @@ BaselineRun search_with_progress(PlanRequest& q, Comm& comm, std::ostream& err,
     err.flush();
   });
   BaselineRun ran;
-  if (q.job.dims != 0) {
+  if (q.job.active()) {
     JobSearchResult job = run_job_search(q.in.workload, q.in.cluster, q.opt, q.job, comm, q.run);
     // Everything after (report, plan file, archive, launcher) is the best
     // plan's job: the workload with its knobs.
@@ -120,6 +125,25 @@ BaselineRun search_with_progress(PlanRequest& q, Comm& comm, std::ostream& err,
   return ran;
 }
 
+// The job-wide recompute setting chosen, and what per-stage recompute
+// (which stock Megatron-LM cannot run) would have saved.
+void print_recompute_scope(std::ostream& out, const JobSearchResult& job) {
+  out << "recompute scope job: one Megatron-LM setting for every stage";
+  if (job.best.recompute) out << ", best " << to_string(*job.best.recompute);
+  out << " (" << job.recompute_variants << " more searches, " << job.recompute_configs
+      << " configurations)\n";
+  if (!std::isfinite(job.best_s)) return;
+  const double best = job.best_s;
+  out << "  per-stage recompute ";
+  if (std::isfinite(job.per_stage_best)) {
+    out << "would reach " << format_seconds(job.per_stage_best) << " per iteration ("
+        << fmt("%+.2f %%", 100.0 * (job.per_stage_best / best - 1.0))
+        << "), which stock Megatron-LM cannot run (--recompute-scope stage)\n";
+  } else {
+    out << "would not be faster\n";
+  }
+}
+
 // The job-wide knobs searched: what each dimension tried and gained.
 void print_job_space(std::ostream& out, const PlanRequest& q, const JobSearchResult& job) {
   const bool moe = q.in.workload.model.is_moe();
@@ -129,6 +153,8 @@ void print_job_space(std::ostream& out, const PlanRequest& q, const JobSearchRes
     configs += v.stats.configs;
     refused += v.refused.empty() ? 0 : 1;
   }
+  if (q.job.job_recompute) print_recompute_scope(out, job);
+  if (q.job.dims == 0) return;
   out << "job-wide knobs (--space " << to_string(q.job) << "): " << job.variants.size()
       << " variants, " << configs << " configurations";
   if (refused > 0) out << ", " << refused << " refused";
@@ -230,7 +256,9 @@ nlohmann::ordered_json plan_document(const PlanRequest& q, const BaselineRun& ra
     // The knobs the plans were costed with: `evaluate --plan` applies them.
     doc["job"] = {{"space", to_string(q.job)},
                   {"variants", job->variants.size()},
+                  {"recompute_scope", q.job.job_recompute ? "job" : "stage"},
                   {"training", job_training_json(q.in.workload.training)}};
+    if (job->best.recompute) doc["job"]["recompute"] = to_string(*job->best.recompute);
   }
   doc["search"] = {{"configs", s.configs},
                    {"configs_evaluated", s.configs_evaluated},

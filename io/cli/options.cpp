@@ -295,6 +295,11 @@ void add_job_space_options(cxxopts::Options& o) {
       "max-micro-batch", "largest micro-batch the micro-batch dimension tries (default 8)",
       cxxopts::value<std::string>())(
       "max-vpp", "most virtual stages per pipeline rank the vpp dimension tries (default 4)",
+      cxxopts::value<std::string>())(
+      "recompute-scope",
+      "stage: each stage's least recomputation that fits (the paper's); job: one Megatron-LM "
+      "recompute setting for the whole job (none, selective, full, full block K), as stock "
+      "Megatron runs it (default: job with --launcher, else stage)",
       cxxopts::value<std::string>());
 }
 
@@ -309,6 +314,16 @@ JobSpace read_job_space(const cxxopts::ParseResult& r, const Inputs& in) {
   if (r.count("max-vpp")) {
     s.max_vpp =
         static_cast<int>(parse_int_text(r["max-vpp"].as<std::string>(), 1, 1024, "--max-vpp"));
+  }
+  // Stock Megatron-LM takes one recompute setting per job: a launcher runs
+  // what was predicted only with the job-wide search.
+  s.job_recompute = r.count("launcher") > 0;
+  if (r.count("recompute-scope")) {
+    const std::string scope = r["recompute-scope"].as<std::string>();
+    if (scope != "stage" && scope != "job") {
+      throw InputError("--recompute-scope", "expected stage or job, got \"" + scope + "\"");
+    }
+    s.job_recompute = scope == "job";
   }
   return s;
 }

@@ -132,7 +132,7 @@ bool apply_plan_job(const std::string& text, const std::string& origin, Workload
   const Json j = parse_json(text, origin);
   if (!j.is_object() || !j.contains("job")) return false;
   ObjectReader job(j.at("job"), origin, "/job");
-  job.ignore({"space", "variants"});
+  job.ignore({"space", "variants", "recompute_scope", "recompute"});
   const Json* training = job.opt_raw("training");
   job.finish();
   if (training == nullptr) return false;

@@ -162,5 +162,62 @@ TEST(JobSpace, ParsingNamesEveryDimension) {
   }
 }
 
+// --recompute-scope job: the best is the best of every Megatron setting
+// searched alone, every stage of it takes the setting, and per-stage
+// recompute (the lower bound the search prunes with) is reported only
+// where it is faster. Mixtral-L on paper:32-1 needs recomputation, and
+// its per-stage plan mixes full, selective and none.
+TEST(JobSpace, JobWideRecomputeIsTheBestSettingAndPerStageBoundsIt) {
+  const Workload w = load_workload("mixtral-l");
+  const ClusterSpec c = load_cluster("paper:32-1");
+  SearchOptions opt;
+  opt.top_k = 3;
+  JobSpace space;
+  space.job_recompute = true;
+  SerialComm comm;
+  const JobSearchResult job = run_job_search(w, c, opt, space, comm, RunOptions{});
+  ASSERT_TRUE(job.best.recompute.has_value());
+  ASSERT_FALSE(job.result.top.empty());
+  EXPECT_EQ(job.result.top.front().latency_s, job.best_s);
+  for (const StagePlan& st : job.result.top.front().plan.stages) {
+    EXPECT_EQ(st.recompute, stage_recompute(*job.best.recompute, st.layers));
+  }
+  double best = std::numeric_limits<double>::infinity();
+  std::vector<RecomputeSetting> settings = {
+      {RecomputeKind::kNone},
+      {RecomputeKind::kSelective, 0, kDefaultRecomputeModules},
+      {RecomputeKind::kFull, 0}};
+  for (int k = 1; k < w.model.num_layers; ++k) settings.push_back({RecomputeKind::kFull, k});
+  for (const RecomputeSetting& s : settings) {
+    JobVariant v = base_variant(w);
+    v.recompute = s;
+    const SearchResult r = alone(w, c, v, opt);
+    if (!r.top.empty()) best = std::min(best, r.top.front().latency_s);
+  }
+  EXPECT_EQ(job.best_s, best);
+  const SearchResult per_stage = alone(w, c, base_variant(w), opt);
+  ASSERT_FALSE(per_stage.top.empty());
+  const double ps = per_stage.top.front().latency_s;
+  EXPECT_LT(ps, best);  // this case: per-stage is faster than any setting
+  EXPECT_EQ(job.per_stage_best, ps);
+  EXPECT_GT(job.recompute_variants, 0);
+  EXPECT_GT(job.recompute_configs, 0);
+
+  // Interleaved, the block method counts per model chunk: not searched.
+  space.dims = job_dim_bit(JobDim::kVpp);
+  space.max_vpp = 2;
+  const JobSearchResult vpp = run_job_search(w, c, opt, space, comm, RunOptions{});
+  int interleaved = 0;
+  for (const VariantOutcome& o : vpp.variants) {
+    if (o.variant.vpp == 1 || !o.variant.recompute) continue;
+    ++interleaved;
+    EXPECT_FALSE(o.variant.recompute->kind == RecomputeKind::kFull &&
+                 o.variant.recompute->block > 0)
+        << to_string(o.variant, true);
+  }
+  EXPECT_GT(interleaved, 0);
+  EXPECT_LE(vpp.best_s, job.best_s);
+}
+
 }  // namespace
 }  // namespace hapmoe

@@ -38,7 +38,10 @@ struct Instance {
       << " S=" << workload.training.seq_len << " B=" << workload.training.global_batch
       << " b=" << workload.training.micro_batch << " fsdp=" << to_string(workload.training.fsdp)
       << " offload=" << workload.training.optimizer_offload_fraction
-      << " act_offload=" << workload.training.activation_offload_layers << " vpp=" << vpp << " |";
+      << " act_offload=" << workload.training.activation_offload_layers << " vpp=" << vpp
+      << " recompute="
+      << (workload.training.recompute ? to_string(*workload.training.recompute) : "per-stage")
+      << " |";
     for (const DevicePool& p : cluster.pools) {
       s << " " << p.device.name << ":" << p.nodes << "x" << p.devices_per_node << "@"
         << p.device.memory_bytes / 1e9 << "GB";
@@ -132,6 +135,16 @@ Instance random_instance(std::mt19937& rng) {
       pool.device.host_memory_bandwidth = 200e9;
     }
   }
+  // One job-wide recompute setting in a quarter of the others (block
+  // counts per model chunk when interleaved: none of those).
+  if (t.activation_offload_layers == 0 && rng() % 4 == 0) {
+    const auto r = static_cast<unsigned>(rng() % (in.vpp == 1 ? 4 : 3));
+    t.recompute =
+        r == 0   ? RecomputeSetting{}
+        : r == 1 ? RecomputeSetting{RecomputeKind::kSelective, 0, kDefaultRecomputeModules}
+        : r == 2 ? RecomputeSetting{RecomputeKind::kFull, 0}
+                 : RecomputeSetting{RecomputeKind::kFull, 1 + static_cast<int>(rng() % 3)};
+  }
   return in;
 }
 
@@ -191,6 +204,7 @@ TEST(SearchOracle, DpEqualsBruteForceWithPruningsOff) {
   int with_offload = 0;      // plans found with optimizer offload
   int with_act_offload = 0;  // plans found with activation offload
   int with_vpp = 0;          // plans found interleaved
+  int with_job = 0;          // plans found under a job-wide recompute setting
   while (instances < 300) {
     const Instance in = random_instance(rng);
     if (!in.valid()) continue;
@@ -214,6 +228,21 @@ TEST(SearchOracle, DpEqualsBruteForceWithPruningsOff) {
         if (in.workload.training.optimizer_offload_fraction > 0) ++with_offload;
         if (in.workload.training.activation_offload_layers > 0) ++with_act_offload;
         if (pi.vpp > 1) ++with_vpp;
+        if (const auto& setting = in.workload.training.recompute) {
+          ++with_job;
+          // Every stage takes the setting, and per-stage recompute is a
+          // lower bound on it (CostModel::least_recompute).
+          for (const StagePlan& st : bf.best->plan.stages) {
+            EXPECT_EQ(st.recompute, stage_recompute(*setting, st.layers)) << in.describe();
+          }
+          Workload per_stage = in.workload;
+          per_stage.training.recompute.reset();
+          const CostModel relaxed(per_stage, in.cluster, tables);
+          const ConfigOutcome lb = search_config(relaxed, pi, opt);
+          ASSERT_TRUE(lb.best.has_value()) << in.describe();
+          // (up to rounding: the same stage sums in another order)
+          EXPECT_LE(lb.best->latency_s, bf.best->latency_s * (1 + 1e-12)) << in.describe();
+        }
         for (const StagePlan& s : bf.best->plan.stages) {
           if (s.recompute.kind != RecomputeKind::kNone) {
             ++with_recompute;
@@ -243,6 +272,7 @@ TEST(SearchOracle, DpEqualsBruteForceWithPruningsOff) {
   EXPECT_GT(with_offload, 10);
   EXPECT_GT(with_act_offload, 5);
   EXPECT_GT(with_vpp, 20);
+  EXPECT_GT(with_job, 20);
 }
 
 TEST(SearchOracle, PruningsNeverBeatTheUnprunedOptimum) {

@@ -54,14 +54,25 @@ struct RoundTrip {
 };
 
 RoundTrip round_trip(const std::string& script_or_model, const std::string& cluster,
-                     bool is_script = true) {
+                     bool is_script = true, const std::vector<std::string>& extra = {}) {
   RoundTrip r;
   const fs::path d = scratch_dir(fs::path(script_or_model).stem().string() + "_" +
                                  cluster.substr(cluster.find(':') + 1));
   const std::string launcher = (d / "launch.sh").string();
   const std::string json = (d / "plan.json").string();
-  cli({"plan", is_script ? "--megatron-script" : "--model", script_or_model, "--cluster", cluster,
-       "--launcher", launcher, "--plan-json", json, "--top-k", "1"});
+  std::vector<std::string> args = {"plan",
+                                   is_script ? "--megatron-script" : "--model",
+                                   script_or_model,
+                                   "--cluster",
+                                   cluster,
+                                   "--launcher",
+                                   launcher,
+                                   "--plan-json",
+                                   json,
+                                   "--top-k",
+                                   "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  cli(args);
   r.cluster = load_cluster(cluster);
   if (is_script) {
     MegatronScript s = read_megatron_script(script_or_model);
@@ -184,13 +195,15 @@ TEST(MegatronLauncher, EveryPresetRoundTripsThroughModelFlags) {
   }
 }
 
-// Mixtral-L on paper:32-1: the best plan recomputes differently per stage
-// (full:13 | full:12 | selective | none over two H800 and two 910B stages),
-// which Megatron cannot say.
+// Mixtral-L on paper:32-1 with --recompute-scope stage: the best plan
+// recomputes differently per stage (full:13 | full:12 | selective | none
+// over two H800 and two 910B stages), which Megatron cannot say.
 // The launcher takes the fastest uniform setting that fits, prices it and
-// says so; read back, it is exactly the plan it launches.
+// says so; read back, it is exactly the plan it launches. (The default
+// with --launcher, job scope, searches such settings in the first place.)
 TEST(MegatronLauncher, PerStageRecomputationIsApproximatedAndPriced) {
-  const RoundTrip r = round_trip(kData + "mixtral_l.sh", "paper:32-1");
+  const RoundTrip r =
+      round_trip(kData + "mixtral_l.sh", "paper:32-1", true, {"--recompute-scope", "stage"});
   ASSERT_GE(r.plan.stages.size(), 2u);
   bool differ = false;
   for (const StagePlan& st : r.plan.stages) {
@@ -326,25 +339,25 @@ TEST(MegatronLauncher, GoldenLaunchersReadByHand) {
         {"--global-batch-size", "256"}},
        {"MI300X", "H800", "MI300X", "H800"},
        {"mi300x-node-000", "h800-node-000", "mi300x-node-001", "h800-node-001"}},
-      // PP4 x TP4 x DP2 (S = 8, one node per stage), 14+14+10+10 = 48 by a
-      // layout; ETP1 x EP8 x EDP1 = 8; SP with TP 4. Per-stage recompute
-      // full:13 | full:12 | selective | none -> uniform full/block 13 (the
-      // 910B stages recompute all their 10 layers), priced in the header.
+      // PP4 x TP8 x DP1 (S = 8, one node per stage), 10+10+14+14 = 48 by a
+      // layout, the 910B stages first; ETP1 x EP8 x EDP1 = 8; 48 heads and
+      // 8 groups divide by TP 8; SP with TP 8. One job-wide setting (the
+      // default with --launcher): every stage selective, so the header
+      // states the plan as searched (no per-stage note).
       {"mixtral_l_paper_32-1.sh",
-       {{"--tensor-model-parallel-size", "4"},
+       {{"--tensor-model-parallel-size", "8"},
         {"--pipeline-model-parallel-size", "4"},
         {"--context-parallel-size", "1"},
         {"--expert-model-parallel-size", "8"},
         {"--expert-tensor-parallel-size", "1"},
         {"--sequence-parallel", ""},
-        {"--pipeline-model-parallel-layout", "E,t*14|t*14|t*10|t*10,L"},
-        {"--recompute-granularity", "full"},
-        {"--recompute-method", "block"},
-        {"--recompute-num-layers", "13"},
+        {"--pipeline-model-parallel-layout", "E,t*10|t*10|t*14|t*14,L"},
+        {"--recompute-granularity", "selective"},
+        {"--recompute-modules", "core_attn moe_act"},
         {"--micro-batch-size", "1"},
         {"--global-batch-size", "512"}},
-       {"H800", "H800", "910B", "910B"},
-       {"h800-node-000", "h800-node-001", "910b-node-000", "910b-node-001"}},
+       {"910B", "910B", "H800", "H800"},
+       {"910b-node-000", "910b-node-001", "h800-node-000", "h800-node-001"}},
       // PP8 x DP4 (S = 4, two stages per node), 4 x 7 + 4 x 5 = 48;
       // ETP1 x EP4 x EDP1 = 4. Every stage selective (core_attn moe_act).
       {"mixtral_l_paper_32-2.sh",

@@ -2,14 +2,14 @@
 # Megatron-LM launcher written by hapmoe 0.1.0 for Megatron-LM core_v0.15.0 (NVIDIA/Megatron-LM tag core_v0.15.0).
 # Model: /work/main/tests/data/megatron/mixtral_l.sh (flags read from /work/main/tests/data/megatron/mixtral_l.sh)
 # Cluster: paper:32-1
-# Plan: PP=4 TP=4 CP=1 EP=8 ETP=1 DP=2, micro-batch 1, global batch 512 (256 micro-batches), 32 processes
-# Predicted iteration latency: 87.196 s as launched (the plan as searched: 65.485 s); throughput 24051 tokens/s; MFU 23.3%
+# Plan: PP=4 TP=8 CP=1 EP=8 ETP=1 DP=1, micro-batch 1, global batch 512 (512 micro-batches), 32 processes
+# Predicted iteration latency: 74.732 s; throughput 28062 tokens/s; MFU 27.1%
 #
 #  stage  device    ranks            layers  recompute   memory / capacity        nodes
-#      0  H800           0..7           14  full:13      78.9 GiB / 79.6 GiB      h800-node-000
-#      1  H800           8..15          14  full:13      77.8 GiB / 79.6 GiB      h800-node-001
-#      2  910B          16..23          10  full         55.4 GiB / 60.7 GiB      910b-node-000
-#      3  910B          24..31          10  full         55.9 GiB / 60.7 GiB      910b-node-001
+#      0  910B           0..7           10  selective    60.0 GiB / 60.7 GiB      910b-node-000
+#      1  910B           8..15          10  selective    58.3 GiB / 60.7 GiB      910b-node-001
+#      2  H800          16..23          14  selective    79.0 GiB / 79.6 GiB      h800-node-000
+#      3  H800          24..31          14  selective    77.7 GiB / 79.6 GiB      h800-node-001
 #
 # Rank order: Megatron-LM orders ranks tp-cp-ep-dp-pp, so pipeline stage i holds the
 # global ranks [i*S, (i+1)*S) with S = TP*CP*DP = 8. torchrun numbers ranks node by node in
@@ -17,28 +17,25 @@
 # nodes of its device type. Node names are placeholders: replace them with your hosts
 # (same order, same device types) and run this script once on every node: a node finds its index in
 # NODE_HOSTS from its short host name (or set NODE_RANK). Under Slurm, for example:
-#   srun --nodes=4 --ntasks-per-node=1 --nodelist=h800-node-000,h800-node-001,910b-node-000,910b-node-001 bash THIS_SCRIPT
+#   srun --nodes=4 --ntasks-per-node=1 --nodelist=910b-node-000,910b-node-001,h800-node-000,h800-node-001 bash THIS_SCRIPT
 #
 # What stock Megatron-LM cannot express:
 #  - device types: Megatron has no notion of them; the plan's device type per stage is
 #    realised only by the rank order above. A job spanning accelerator vendors also needs
 #    a collective library that spans them, which stock PyTorch does not provide.
 #  - cost-model inputs without a flag: router imbalance 1.2, gamma 1.0.
-#  - per-stage recomputation (full:13, full:12, selective, none) cannot be expressed in stock
-#    Megatron-LM (one setting per job); the closest uniform setting full block 13 is predicted at
-#    87.196 s per iteration vs 65.485 s for the plan (+33.15%)
 
 set -eo pipefail
 
 # Device type of each pipeline stage (read back by hapmoe --megatron-script).
-HAPMOE_STAGE_DEVICES=(H800 H800 910B 910B)
-NODE_HOSTS=(h800-node-000 h800-node-001 910b-node-000 910b-node-001)
+HAPMOE_STAGE_DEVICES=(910B 910B H800 H800)
+NODE_HOSTS=(910b-node-000 910b-node-001 h800-node-000 h800-node-001)
 NODE_GPUS=(8 8 8 8)
 NNODES=4
 WORLD_SIZE=32
-declare -A NODE_INDEX=([h800-node-000]=0 [h800-node-001]=1 [910b-node-000]=2 [910b-node-001]=3)
+declare -A NODE_INDEX=([910b-node-000]=0 [910b-node-001]=1 [h800-node-000]=2 [h800-node-001]=3)
 NODE_RANK=${NODE_RANK:-${NODE_INDEX[$(hostname -s)]:-${SLURM_NODEID:-0}}}
-MASTER_ADDR=${MASTER_ADDR:-h800-node-000}
+MASTER_ADDR=${MASTER_ADDR:-910b-node-000}
 MASTER_PORT=${MASTER_PORT:-6000}
 
 export CUDA_DEVICE_MAX_CONNECTIONS=1
@@ -80,16 +77,15 @@ MEGATRON_ARGS=(
 
 # Set by hapmoe from the plan and the training settings.
 PARALLEL_ARGS=(
-    --tensor-model-parallel-size 4
+    --tensor-model-parallel-size 8
     --pipeline-model-parallel-size 4
     --context-parallel-size 1
     --expert-model-parallel-size 8
     --expert-tensor-parallel-size 1
     --sequence-parallel
-    --pipeline-model-parallel-layout 'E,t*14|t*14|t*10|t*10,L'
-    --recompute-granularity full
-    --recompute-method block
-    --recompute-num-layers 13
+    --pipeline-model-parallel-layout 'E,t*10|t*10|t*14|t*14,L'
+    --recompute-granularity selective
+    --recompute-modules core_attn moe_act
     --micro-batch-size 1
     --global-batch-size 512
     --seq-length 4096

@@ -3,7 +3,7 @@
 # Model: /work/main/tests/data/megatron/mixtral_l.sh (flags read from /work/main/tests/data/megatron/mixtral_l.sh)
 # Cluster: paper:32-2
 # Plan: PP=8 TP=1 CP=1 EP=4 ETP=1 DP=4, micro-batch 1, global batch 512 (128 micro-batches), 32 processes
-# Predicted iteration latency: 26.400 s as launched (the plan as searched: 26.032 s); throughput 79437 tokens/s; MFU 44.9%
+# Predicted iteration latency: 26.400 s; throughput 79437 tokens/s; MFU 44.9%
 #
 #  stage  device    ranks            layers  recompute   memory / capacity        nodes
 #      0  MI300X         0..3            7  selective   136.5 GiB / 191.7 GiB     mi300x-node-000
@@ -28,9 +28,6 @@
 #    realised only by the rank order above. A job spanning accelerator vendors also needs
 #    a collective library that spans them, which stock PyTorch does not provide.
 #  - cost-model inputs without a flag: router imbalance 1.2, gamma 1.0.
-#  - per-stage recomputation (none, none, none, none, selective, none, none, none) cannot be
-#    expressed in stock Megatron-LM (one setting per job); the closest uniform setting selective
-#    is predicted at 26.400 s per iteration vs 26.032 s for the plan (+1.42%)
 
 set -eo pipefail
 
