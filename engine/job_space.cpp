@@ -414,20 +414,20 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
       if (bound && !bound->top.empty()) {
         out.per_stage_best = std::min(out.per_stage_best, bound->top.front().latency_s);
         const std::vector<RecomputeSetting> all = recompute_settings(apply(w, combo), combo.vpp);
+        const double floor = bound->top.front().latency_s;
         const RecomputeSetting guess = setting_of(bound->top.front().plan, all);
-        std::vector<double> lat;  // this combination's latencies found, ascending
+        // Each setting after the first is searched only for a plan faster
+        // than the combination's best so far, and none once that best is
+        // the per-stage floor (up to rounding: the same stages summed in
+        // another order).
+        double local = std::numeric_limits<double>::infinity();
         for (const RecomputeSetting& st : base_first(guess, all)) {
-          if (stopped != StopReason::kNone) break;
+          if (stopped != StopReason::kNone || local <= floor * (1 + 1e-12)) break;
           JobVariant v = combo;
           v.recompute = st;
-          const double local = static_cast<int>(lat.size()) < options.top_k
-                                   ? std::numeric_limits<double>::infinity()
-                                   : lat[static_cast<std::size_t>(options.top_k - 1)];
           std::optional<SearchResult> res = search(v, std::min(incumbent, local));
           if (!res) continue;
-          for (const PlanCandidate& c : res->top) {
-            lat.insert(std::upper_bound(lat.begin(), lat.end(), c.latency_s), c.latency_s);
-          }
+          if (!res->top.empty()) local = std::min(local, res->top.front().latency_s);
           found.emplace_back(std::move(*res), out.variants.size() - 1);
         }
         out.recompute_variants += static_cast<std::int64_t>(out.variants.size() - first) - 1;

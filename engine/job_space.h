@@ -120,7 +120,9 @@ struct JobSearchResult {
 // combination is first searched with per-stage recomputation (a lower
 // bound on every setting: CostModel::least_recompute); only when that
 // finds a plan under the bound are its settings searched, the setting of
-// that plan's recomputation first.
+// that plan's recomputation first, each of the others only for a plan
+// faster than the best so far, and none once the per-stage bound is
+// reached.
 JobSearchResult run_job_search(const Workload& workload, const ClusterSpec& cluster,
                                const SearchOptions& options, const JobSpace& space, Comm& comm,
                                const RunOptions& run);
