@@ -395,24 +395,32 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
   };
 
   // One combination of the knobs against `incumbent`: its search, or with
-  // job-wide recompute the per-stage lower bound and then each setting;
-  // what it found (with the variants' indexes) and its dimensions'
-  // counters recorded.
-  using Found = std::vector<std::pair<SearchResult, std::size_t>>;
+  // job-wide recompute the per-stage lower bound and then each setting.
+  // What it found, with the variants' indexes (a per-stage bound without
+  // a plan too: its closest miss is what "no plan" reports); its
+  // variants and configurations counted per dimension.
+  struct Found {
+    std::vector<std::pair<SearchResult, std::size_t>> results;
+    double best = std::numeric_limits<double>::infinity();
+  };
+  // Per variant searched under a job-wide setting: its combination's
+  // per-stage floor.
+  std::vector<double> floor_of;
   const auto search_combo = [&](const JobVariant& combo, double incumbent) -> Found {
     Found found;
     const std::size_t first = out.variants.size();
-    double best = std::numeric_limits<double>::infinity();
+    const auto keep = [&](SearchResult&& res) {
+      if (!res.top.empty()) found.best = std::min(found.best, res.top.front().latency_s);
+      found.results.emplace_back(std::move(res), out.variants.size() - 1);
+    };
     if (!space.job_recompute) {
-      if (std::optional<SearchResult> res = search(combo, incumbent)) {
-        found.emplace_back(std::move(*res), out.variants.size() - 1);
-      }
+      if (std::optional<SearchResult> res = search(combo, incumbent)) keep(std::move(*res));
     } else {
       JobVariant per_stage = combo;
       per_stage.recompute.reset();
-      const std::optional<SearchResult> bound = search(per_stage, incumbent);
+      std::optional<SearchResult> bound = search(per_stage, incumbent);
+      if (bound && bound->top.empty()) keep(std::move(*bound));
       if (bound && !bound->top.empty()) {
-        out.per_stage_best = std::min(out.per_stage_best, bound->top.front().latency_s);
         const std::vector<RecomputeSetting> all = recompute_settings(apply(w, combo), combo.vpp);
         const double floor = bound->top.front().latency_s;
         const RecomputeSetting guess = setting_of(bound->top.front().plan, all);
@@ -420,15 +428,14 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
         // than the combination's best so far, and none once that best is
         // the per-stage floor (up to rounding: the same stages summed in
         // another order).
-        double local = std::numeric_limits<double>::infinity();
         for (const RecomputeSetting& st : base_first(guess, all)) {
-          if (stopped != StopReason::kNone || local <= floor * (1 + 1e-12)) break;
+          if (stopped != StopReason::kNone || found.best <= floor * (1 + 1e-12)) break;
           JobVariant v = combo;
           v.recompute = st;
-          std::optional<SearchResult> res = search(v, std::min(incumbent, local));
-          if (!res) continue;
-          if (!res->top.empty()) local = std::min(local, res->top.front().latency_s);
-          found.emplace_back(std::move(*res), out.variants.size() - 1);
+          std::optional<SearchResult> res = search(v, std::min(incumbent, found.best));
+          floor_of.resize(out.variants.size(), std::numeric_limits<double>::infinity());
+          floor_of.back() = floor;
+          if (res) keep(std::move(*res));
         }
         out.recompute_variants += static_cast<std::int64_t>(out.variants.size() - first) - 1;
         for (std::size_t i = first + 1; i < out.variants.size(); ++i) {
@@ -436,29 +443,24 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
         }
       }
     }
-    std::int64_t configs = 0;
-    for (std::size_t i = first; i < out.variants.size(); ++i) {
-      configs += out.variants[i].stats.configs;
-    }
-    for (const auto& f : found) {
-      if (!f.first.top.empty()) best = std::min(best, f.first.top.front().latency_s);
-    }
     const unsigned diff = differs(combo, base);
     for (int d = 0; d < kNumJobDims; ++d) {
       if ((diff & (1u << d)) == 0) continue;
       ++out.dim_variants[d];
-      out.dim_configs[d] += configs;
-    }
-    if (diff == 0) out.base_best = std::min(out.base_best, best);
-    if (std::popcount(diff) <= 1) {
-      for (int d = 0; d < kNumJobDims; ++d) {
-        if (diff == 0 || diff == (1u << d)) out.dim_best[d] = std::min(out.dim_best[d], best);
+      for (std::size_t i = first; i < out.variants.size(); ++i) {
+        out.dim_configs[d] += out.variants[i].stats.configs;
       }
     }
     return found;
   };
-  const auto any_plan = [](const Found& f) {
-    return std::any_of(f.begin(), f.end(), [](const auto& x) { return !x.first.top.empty(); });
+  // The best of a combination as its dimensions' figure.
+  const auto record_best = [&](const JobVariant& combo, double best) {
+    const unsigned diff = differs(combo, base);
+    if (diff == 0) out.base_best = std::min(out.base_best, best);
+    if (std::popcount(diff) > 1) return;
+    for (int d = 0; d < kNumJobDims; ++d) {
+      if (diff == 0 || diff == (1u << d)) out.dim_best[d] = std::min(out.dim_best[d], best);
+    }
   };
 
   for (const JobVariant& combo : combos) {
@@ -467,7 +469,9 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     const double incumbent = away == 0   ? std::numeric_limits<double>::infinity()
                              : away == 1 ? base_kth
                                          : merged.kth();
-    for (auto& [res, index] : search_combo(combo, incumbent)) merged.add(std::move(res), index);
+    Found found = search_combo(combo, incumbent);
+    record_best(combo, found.best);
+    for (auto& [res, index] : found.results) merged.add(std::move(res), index);
     if (away == 0) base_kth = merged.kth();
   }
   // Offload only when no plan fits without it: per combination, the least
@@ -480,25 +484,28 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     JobVariant at = combos[c];
     at.offload = 1.0;
     Found least = search_combo(at, std::numeric_limits<double>::infinity());
-    if (!any_plan(least)) continue;
+    if (!std::isfinite(least.best)) continue;
     int hi = steps;  // a plan with hi steps: `least`
     while (hi - lo > 1 && stopped == StopReason::kNone) {
       const int mid = (lo + hi) / 2;
       at.offload = static_cast<double>(mid) / steps;
       Found probe = search_combo(at, std::numeric_limits<double>::infinity());
-      if (any_plan(probe)) {
+      if (std::isfinite(probe.best)) {
         hi = mid;
         least = std::move(probe);
       } else {
         lo = mid;
       }
     }
-    for (auto& [res, index] : least) merged.add(std::move(res), index);
+    at.offload = static_cast<double>(hi) / steps;
+    record_best(at, least.best);
+    for (auto& [res, index] : least.results) merged.add(std::move(res), index);
   }
-  // The per-stage bound says what per-stage recompute would save only
-  // where it beats the job-wide best.
-  if (merged.any_plan() && !(out.per_stage_best < merged.best())) {
-    out.per_stage_best = std::numeric_limits<double>::infinity();
+  // What per-stage recompute would give with the best plan's knobs, where
+  // it is faster.
+  if (merged.any_plan() && merged.best_variant() < floor_of.size() &&
+      floor_of[merged.best_variant()] < merged.best()) {
+    out.per_stage_best = floor_of[merged.best_variant()];
   }
   out.best_s = merged.best();
   out.result = merged.take();

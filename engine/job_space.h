@@ -100,8 +100,8 @@ struct JobSearchResult {
   // With JobSpace::job_recompute: the recompute settings searched beyond
   // the first of each combination of the other knobs, and their
   // configurations; and the best latency with each stage's least
-  // recomputation instead (what per-stage recompute would give; +inf if
-  // no plan, or none faster than the job-wide best was found).
+  // recomputation instead, with the best plan's other knobs (what
+  // per-stage recompute would give; +inf if no plan, or not faster).
   std::int64_t recompute_variants = 0;
   std::int64_t recompute_configs = 0;
   double per_stage_best = std::numeric_limits<double>::infinity();

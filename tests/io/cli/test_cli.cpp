@@ -762,6 +762,15 @@ TEST(CliPlan, LauncherRunsWhatWasPredictedWithJobWideRecompute) {
   fs::remove_all(d);
 }
 
+// Nothing fits with any job-wide setting: the closest miss is reported,
+// as without one (it said "no parallel configuration is valid").
+TEST(CliPlan, JobWideRecomputeWithoutAPlanNamesTheClosestMiss) {
+  const CliRun r =
+      run({"plan", "--model", "mixtral-l", "--cluster", "paper:24-1", "--recompute-scope", "job"});
+  EXPECT_EQ(r.code, kExitNoFit) << r.out << r.err;
+  EXPECT_NE(r.err.find("the closest: stage"), std::string::npos) << r.err;
+}
+
 TEST(CliPlan, BadJobSpaceOptionsExitTwo) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"plan", "--model", "mixtral-s", "--cluster", "paper:16-1",
