@@ -307,6 +307,8 @@ void write_plan_archive(const cxxopts::ParseResult& r, Comm& comm, const PlanReq
   a.options_resolved["bruteforce"] = q.brute;
   a.options_resolved["baseline"] = to_string(q.baseline);
   a.options_resolved["baseline_rule"] = ran.rule;
+  a.options_resolved["space"] = to_string(q.job);
+  a.options_resolved["recompute_scope"] = q.job.job_recompute ? "job" : "stage";
   if (q.in.profile) a.options_resolved["profile"] = plan_sources_json(plan_src, q.in.profile_path);
   a.tables = &scored.tables;
   write_out(comm, r["out"].as<std::string>(), [&](h5::File& f) {

@@ -736,8 +736,9 @@ TEST(CliPlan, LauncherRunsWhatWasPredictedWithJobWideRecompute) {
   const fs::path d = scratch_dir("job_recompute");
   const std::string launcher = (d / "launch.sh").string();
   const std::string json = (d / "plan.json").string();
+  const std::string archive = (d / "plan.h5").string();
   const CliRun job = run({"plan", "--model", "mixtral-l", "--cluster", "paper:32-1", "--launcher",
-                          launcher, "--plan-json", json});
+                          launcher, "--plan-json", json, "--out", archive});
   ASSERT_EQ(job.code, kExitOk) << job.out << job.err;
   EXPECT_NE(job.out.find("recompute scope job"), std::string::npos) << job.out;
   EXPECT_NE(job.out.find("per-stage recompute would reach"), std::string::npos) << job.out;
@@ -747,6 +748,8 @@ TEST(CliPlan, LauncherRunsWhatWasPredictedWithJobWideRecompute) {
   EXPECT_EQ(doc["job"]["recompute_scope"], "job");
   const std::string setting = doc["job"]["recompute"].get<std::string>();
   EXPECT_NE(job.out.find("best " + setting), std::string::npos) << job.out;
+  const CliRun shown = run({"show", archive});
+  EXPECT_NE(shown.out.find("\"recompute_scope\":\"job\""), std::string::npos) << shown.out;
   // The launched plan evaluates to the predicted latency.
   const CliRun back = run({"evaluate", "--megatron-script", launcher, "--cluster", "paper:32-1"});
   ASSERT_EQ(back.code, kExitOk) << back.out << back.err;
