@@ -344,9 +344,9 @@ ComputeEntry compute_entry(const Workload& w, const DeviceSpec& dev, int micro_b
     // One MTP depth besides its layer and output pass: the shifted tokens'
     // embedding, the two norms and the concatenation (memory bound), and
     // the 2H -> H projection (a TP-sharded linear layer).
-    const LinearTime proj = linear(s.tokens, h / tp, 2.0 * h);
-    e.mtp_fwd = proj.fwd + stream(6.0 * s.sp_tokens * h * beta) + kernels(kMtpKernels);
-    e.mtp_bwd = proj.bwd + stream(12.0 * s.sp_tokens * h * beta) + kernels(2.0 * kMtpKernels);
+    const LinearTime mtp_proj = linear(s.tokens, h / tp, 2.0 * h);
+    e.mtp_fwd = mtp_proj.fwd + stream(6.0 * s.sp_tokens * h * beta) + kernels(kMtpKernels);
+    e.mtp_bwd = mtp_proj.bwd + stream(12.0 * s.sp_tokens * h * beta) + kernels(2.0 * kMtpKernels);
   }
   return e;
 }

@@ -704,9 +704,9 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
   m.attention_sinks = r.text("--softmax-type").value_or("vanilla") == "learnable";
   if (const auto window = r.text("--window-size")) {
     const std::string left = window->substr(0, window->find(','));
-    const double w = parse_number_text(left, -1, kMaxSize, r.where("--window-size"));
-    if (w > 0) {
-      m.sliding_window = static_cast<int>(w);
+    const double keys = parse_number_text(left, -1, kMaxSize, r.where("--window-size"));
+    if (keys > 0) {
+      m.sliding_window = static_cast<int>(keys);
       const std::string skip = r.text("--window-attn-skip-freq").value_or("");
       if (skip.find(',') != std::string::npos || skip.find('[') != std::string::npos) {
         for (char c : skip) {
