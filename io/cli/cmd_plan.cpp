@@ -133,11 +133,10 @@ void print_recompute_scope(std::ostream& out, const JobSearchResult& job) {
   out << " (" << job.recompute_variants << " more searches, " << job.recompute_configs
       << " configurations)\n";
   if (!std::isfinite(job.best_s)) return;
-  const double best = job.best_s;
   out << "  per-stage recompute ";
   if (std::isfinite(job.per_stage_best)) {
     out << "would reach " << format_seconds(job.per_stage_best) << " per iteration ("
-        << fmt("%+.2f %%", 100.0 * (job.per_stage_best / best - 1.0))
+        << fmt("%+.2f %%", 100.0 * (job.per_stage_best / job.best_s - 1.0))
         << "), which stock Megatron-LM cannot run (--recompute-scope stage)\n";
   } else {
     out << "would not be faster\n";
@@ -146,6 +145,8 @@ void print_recompute_scope(std::ostream& out, const JobSearchResult& job) {
 
 // The job-wide knobs searched: what each dimension tried and gained.
 void print_job_space(std::ostream& out, const PlanRequest& q, const JobSearchResult& job) {
+  if (q.job.job_recompute) print_recompute_scope(out, job);
+  if (q.job.dims == 0) return;
   const bool moe = q.in.workload.model.is_moe();
   std::int64_t configs = 0;
   int refused = 0;
@@ -153,8 +154,6 @@ void print_job_space(std::ostream& out, const PlanRequest& q, const JobSearchRes
     configs += v.stats.configs;
     refused += v.refused.empty() ? 0 : 1;
   }
-  if (q.job.job_recompute) print_recompute_scope(out, job);
-  if (q.job.dims == 0) return;
   out << "job-wide knobs (--space " << to_string(q.job) << "): " << job.variants.size()
       << " variants, " << configs << " configurations";
   if (refused > 0) out << ", " << refused << " refused";
