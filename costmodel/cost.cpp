@@ -235,6 +235,7 @@ void check_type_costs(const TypeCosts& t, const Workload& w, const ClusterSpec& 
                 {"expert_opt_bytes_per_param", t.expert_opt_bytes_per_param},
                 {"optimizer_s_per_param", t.optimizer_s_per_param},
                 {"offload_fraction", t.offload_fraction},
+                {"offload_memory_fraction", t.offload_memory_fraction},
                 {"host_bytes_per_param", t.host_bytes_per_param},
                 {"offload_s_per_param", t.offload_s_per_param},
                 {"host_capacity_bytes", t.host_capacity_bytes},
@@ -581,12 +582,13 @@ TypeCosts CostModel::type_costs(const ParallelConfig& pi, int type) const {
   // which streams 28 B per parameter (read 16, write 12) through the
   // node's host memory, shared by the node's devices.
   t.offload_fraction = tr.optimizer_offload_fraction;
+  t.offload_memory_fraction = std::max(tr.optimizer_offload_fraction, tr.offload_range_to);
   t.activation_offload_layers = tr.activation_offload_layers;
-  if (t.offload_fraction > 0 || t.activation_offload_layers > 0) {
+  if (t.offload_memory_fraction > 0 || t.activation_offload_layers > 0) {
     const DevicePool& pool = cluster_.pools[static_cast<std::size_t>(type)];
     t.host_capacity_bytes = dev.host_memory_bytes / pool.devices_per_node;
     t.host_link_s_per_byte = 1.0 / dev.host_link_bandwidth;
-    if (t.offload_fraction > 0) {
+    if (t.offload_memory_fraction > 0) {
       t.host_bytes_per_param = kHostOptimizerBytes;
       t.offload_s_per_param = 2.0 * kFp32 * t.host_link_s_per_byte +
                               kCpuAdamBytes * pool.devices_per_node / dev.host_memory_bandwidth;
@@ -834,7 +836,7 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
     }
   }
   c.memory.optimizer =
-      (1.0 - tc.offload_fraction) *
+      (1.0 - tc.offload_memory_fraction) *
       (dense_params * tc.dense_opt_bytes_per_param + expert_params * tc.expert_opt_bytes_per_param);
   c.memory.activations = (act - offloaded_act) * c.in_flight / pi.vpp * tc.activation_scale;
   double buffers = s.moe_layers > 0 ? tc.moe.moe_buffer_bytes : 0.0;
@@ -880,9 +882,12 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
           : params;
   // With offload the GPU steps its share and the host the rest, one after
   // the other (Megatron's overlap of the copies, --overlap-cpu-optimizer-
-  // d2h-h2d, is off by default and not modelled).
-  c.optimizer_s = shard * ((1.0 - tc.offload_fraction) * tc.optimizer_s_per_param +
-                           tc.offload_fraction * tc.offload_s_per_param);
+  // d2h-h2d, is off by default and not modelled). Over a bound's range
+  // of fractions, the faster end (the step is linear in the fraction).
+  const auto step = [&](double f) {
+    return (1.0 - f) * tc.optimizer_s_per_param + f * tc.offload_s_per_param;
+  };
+  c.optimizer_s = shard * std::min(step(tc.offload_fraction), step(tc.offload_memory_fraction));
   c.host_bytes = shard * tc.offload_fraction * tc.host_bytes_per_param +
                  offloaded_act * c.in_flight / pi.vpp * tc.activation_scale;
   c.host_capacity_bytes = tc.host_capacity_bytes;

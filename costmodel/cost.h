@@ -114,6 +114,9 @@ struct TypeCosts {
   // down, CPU Adam step, parameter up) and this device's share of its
   // node's host memory.
   double offload_fraction = 0;
+  // The fraction whose device memory a stage holds: offload_fraction, or
+  // the top of a bound's range (TrainingSpec::offload_range_to).
+  double offload_memory_fraction = 0;
   double host_bytes_per_param = 0;
   double offload_s_per_param = 0;
   double host_capacity_bytes = 0;

@@ -171,6 +171,11 @@ std::string validate(const TrainingSpec& t, const ModelSpec& m) {
     return "optimizer_offload_fraction = " + std::to_string(t.optimizer_offload_fraction) +
            " must be in [0, 1]";
   }
+  if (t.offload_range_to != 0 &&
+      !(t.offload_range_to >= t.optimizer_offload_fraction && t.offload_range_to <= 1.0)) {
+    return "offload_range_to = " + std::to_string(t.offload_range_to) + " must be 0 or in [" +
+           std::to_string(t.optimizer_offload_fraction) + ", 1]";
+  }
   if (t.activation_offload_layers < 0 || t.activation_offload_layers >= std::max(1, m.num_layers)) {
     // Megatron-Core: cpu_offloading_num_layers < num_layers.
     return "activation_offload_layers = " + std::to_string(t.activation_offload_layers) +

@@ -119,6 +119,13 @@ struct TrainingSpec {
   // share f in [0, 1] of each device's optimizer shard kept and stepped on
   // the host (docs/costmodel.md, "Optimizer CPU offload"); 0 = off.
   double optimizer_offload_fraction = 0;
+  // For bounds only (the job search, engine/job_space.h): > 0 stands for
+  // every fraction in [optimizer_offload_fraction, offload_range_to] at
+  // once, each term at its loosest end: device memory at the top, host
+  // memory at the bottom, the optimizer step at its faster end. A plan
+  // that fits at some fraction of the range fits so, no slower. 0: one
+  // fraction.
+  double offload_range_to = 0;
   Fsdp fsdp = Fsdp::kOff;
   // Megatron-Core's activation offload (TransformerConfig cpu_offloading,
   // cpu_offloading_num_layers; Megatron-LM --cpu-offloading

@@ -122,16 +122,22 @@ unsigned differs(const JobVariant& v, const JobVariant& base) {
   if (v.micro_batch != base.micro_batch) d |= job_dim_bit(JobDim::kMicroBatch);
   if (v.vpp != base.vpp) d |= job_dim_bit(JobDim::kVpp);
   if (sharding_of(v) != sharding_of(base)) d |= job_dim_bit(JobDim::kSharding);
-  if (v.offload != base.offload) d |= job_dim_bit(JobDim::kOffload);
+  if (v.offload != base.offload || v.offload_to != base.offload_to) {
+    d |= job_dim_bit(JobDim::kOffload);
+  }
   if (v.dispatcher != base.dispatcher) d |= job_dim_bit(JobDim::kDispatcher);
   if (v.precision != base.precision) d |= job_dim_bit(JobDim::kPrecision);
   return d;
 }
 
-// Equal in every knob but the recompute setting.
-bool same_combo(JobVariant a, JobVariant b) {
+// Equal in every knob but the recompute setting and the offload fraction:
+// a plan found under two such variants is one plan (the same stages and
+// recomputation), slower where it offloads more.
+bool same_but_recompute_and_offload(JobVariant a, JobVariant b) {
   a.recompute.reset();
   b.recompute.reset();
+  a.offload = b.offload = 0;
+  a.offload_to = b.offload_to = 0;
   return a == b;
 }
 
@@ -170,7 +176,8 @@ RecomputeSetting setting_of(const Plan& plan, const std::vector<RecomputeSetting
 
 // The merged top K over variants, and the search of the best one's. A
 // plan found again under another recompute setting of the same knobs
-// (full block K beyond every stage is full) is kept once.
+// (full block K beyond every stage is full), or at another offload
+// fraction, is kept once, at its fastest.
 class Merger {
  public:
   Merger(int k, const std::vector<VariantOutcome>& variants) : k_(k), variants_(&variants) {}
@@ -182,8 +189,17 @@ class Merger {
   void add(SearchResult&& r, std::size_t variant) {
     bool best = false;
     for (const PlanCandidate& c : r.top) {
-      if (seen(c, variant)) continue;
-      const auto at = std::upper_bound(top_.begin(), top_.end(), std::make_pair(c, variant), less);
+      const auto entry = std::make_pair(c, variant);
+      const auto same = std::find_if(top_.begin(), top_.end(), [&](const auto& e) {
+        return e.first.plan == c.plan &&
+               same_but_recompute_and_offload((*variants_)[e.second].variant,
+                                              (*variants_)[variant].variant);
+      });
+      if (same != top_.end()) {
+        if (!less(entry, *same)) continue;
+        top_.erase(same);
+      }
+      const auto at = std::upper_bound(top_.begin(), top_.end(), entry, less);
       best = best || at == top_.begin();
       top_.insert(at, {c, variant});
       if (static_cast<int>(top_.size()) > k_) top_.pop_back();
@@ -202,13 +218,6 @@ class Merger {
   SearchResult take() { return std::move(result_); }
 
  private:
-  bool seen(const PlanCandidate& c, std::size_t variant) const {
-    const JobVariant& v = (*variants_)[variant].variant;
-    return std::any_of(top_.begin(), top_.end(), [&](const auto& e) {
-      return e.first.latency_s == c.latency_s && e.first.plan == c.plan &&
-             same_combo((*variants_)[e.second].variant, v);
-    });
-  }
   static bool less(const std::pair<PlanCandidate, std::size_t>& a,
                    const std::pair<PlanCandidate, std::size_t>& b) {
     if (candidate_less(a.first, b.first)) return true;
@@ -287,6 +296,7 @@ JobVariant base_variant(const Workload& w) {
   v.distributed_optimizer = t.distributed_optimizer;
   v.fsdp = t.fsdp;
   v.offload = t.optimizer_offload_fraction;
+  v.offload_to = t.offload_range_to;
   v.dispatcher = t.dispatcher;
   v.precision = t.precision;
   v.recompute = t.recompute;
@@ -300,6 +310,7 @@ Workload apply(const Workload& w, const JobVariant& v) {
   t.distributed_optimizer = v.distributed_optimizer;
   t.fsdp = v.fsdp;
   t.optimizer_offload_fraction = v.offload;
+  t.offload_range_to = v.offload_to;
   t.dispatcher = v.dispatcher;
   t.precision = v.precision;
   t.recompute = v.recompute;
@@ -321,8 +332,12 @@ std::string sharding_name(const JobVariant& v) {
 }
 
 std::string to_string(const JobVariant& v, bool moe) {
-  char offload[32];
-  std::snprintf(offload, sizeof offload, "%.3g", v.offload);
+  char offload[48];
+  if (v.offload_to > 0) {
+    std::snprintf(offload, sizeof offload, "%.3g..%.3g", v.offload, v.offload_to);
+  } else {
+    std::snprintf(offload, sizeof offload, "%.3g", v.offload);
+  }
   std::string s = "b=" + std::to_string(v.micro_batch) + " vpp=" + std::to_string(v.vpp) + " " +
                   sharding_name(v) + " offload=" + offload;
   if (moe) s += std::string(" ") + to_string(v.dispatcher);
@@ -406,6 +421,18 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
   // Per variant searched under a job-wide setting: its combination's
   // per-stage floor.
   std::vector<double> floor_of;
+  // The variants searched from index `first` on, counted for each
+  // dimension `combo` differs in.
+  const auto count_dims = [&](const JobVariant& combo, std::size_t first) {
+    const unsigned diff = differs(combo, base);
+    for (int d = 0; d < kNumJobDims; ++d) {
+      if ((diff & (1u << d)) == 0) continue;
+      ++out.dim_variants[d];
+      for (std::size_t i = first; i < out.variants.size(); ++i) {
+        out.dim_configs[d] += out.variants[i].stats.configs;
+      }
+    }
+  };
   const auto search_combo = [&](const JobVariant& combo, double incumbent) -> Found {
     Found found;
     const std::size_t first = out.variants.size();
@@ -443,14 +470,7 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
         }
       }
     }
-    const unsigned diff = differs(combo, base);
-    for (int d = 0; d < kNumJobDims; ++d) {
-      if ((diff & (1u << d)) == 0) continue;
-      ++out.dim_variants[d];
-      for (std::size_t i = first; i < out.variants.size(); ++i) {
-        out.dim_configs[d] += out.variants[i].stats.configs;
-      }
-    }
+    count_dims(combo, first);
     return found;
   };
   // The best of a combination as its dimensions' figure.
@@ -474,32 +494,37 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     for (auto& [res, index] : found.results) merged.add(std::move(res), index);
     if (away == 0) base_kth = merged.kth();
   }
-  // Offload only when no plan fits without it: per combination, the least
-  // multiple of the step that fits, by bisection on the number of steps
-  // (searched unbounded, so that "no plan" means none fits).
+  // Offload only when no plan fits without it: per combination, branch and
+  // bound over ranges of fractions k / steps (k = lo..hi). A range is
+  // searched at once, as a bound (per stage: it bounds every recompute
+  // setting too), against the K-th best so far; if it holds a plan under
+  // that, it is halved, the lower half (the faster steps) first; a single
+  // fraction is searched as the combination.
   const bool offload = space.has(JobDim::kOffload) && base.offload == 0 && !merged.any_plan();
-  for (std::size_t c = 0; offload && c < combos.size() && stopped == StopReason::kNone; ++c) {
-    const int steps = std::max(1, static_cast<int>(std::lround(1.0 / space.offload_step)));
-    int lo = 0;  // no plan with lo steps
-    JobVariant at = combos[c];
-    at.offload = 1.0;
-    Found least = search_combo(at, std::numeric_limits<double>::infinity());
-    if (!std::isfinite(least.best)) continue;
-    int hi = steps;  // a plan with hi steps: `least`
-    while (hi - lo > 1 && stopped == StopReason::kNone) {
-      const int mid = (lo + hi) / 2;
-      at.offload = static_cast<double>(mid) / steps;
-      Found probe = search_combo(at, std::numeric_limits<double>::infinity());
-      if (std::isfinite(probe.best)) {
-        hi = mid;
-        least = std::move(probe);
-      } else {
-        lo = mid;
+  const int steps = std::max(1, static_cast<int>(std::lround(1.0 / space.offload_step)));
+  for (std::size_t c = 0; offload && c < combos.size(); ++c) {
+    std::vector<std::pair<int, int>> ranges = {{1, steps}};
+    while (!ranges.empty() && stopped == StopReason::kNone) {
+      const auto [lo, hi] = ranges.back();
+      ranges.pop_back();
+      JobVariant at = combos[c];
+      at.offload = static_cast<double>(lo) / steps;
+      if (lo == hi) {
+        Found found = search_combo(at, merged.kth());
+        record_best(at, found.best);
+        for (auto& [res, index] : found.results) merged.add(std::move(res), index);
+        continue;
       }
+      at.offload_to = static_cast<double>(hi) / steps;
+      at.recompute.reset();
+      const std::size_t first = out.variants.size();
+      const std::optional<SearchResult> bound = search(at, merged.kth());
+      count_dims(at, first);
+      if (!bound || bound->top.empty()) continue;
+      const int mid = (lo + hi) / 2;
+      ranges.emplace_back(mid + 1, hi);
+      ranges.emplace_back(lo, mid);
     }
-    at.offload = static_cast<double>(hi) / steps;
-    record_best(at, least.best);
-    for (auto& [res, index] : least.results) merged.add(std::move(res), index);
   }
   // What per-stage recompute would give with the best plan's knobs, where
   // it is faster.

@@ -27,7 +27,7 @@ struct JobSpace {
   unsigned dims = 0;  // job_dim_bit()s searched; 0: the workload's values only
   int max_micro_batch = 8;
   int max_vpp = 4;
-  // Optimizer offload fractions are multiples of this (the least that fits).
+  // Optimizer offload fractions are the multiples of this in (0, 1].
   double offload_step = 0.05;
   // --recompute-scope job: one Megatron recompute setting for the whole
   // job, searched (none, selective, full, and full block K = 1..N-1 when
@@ -51,6 +51,10 @@ struct JobVariant {
   bool distributed_optimizer = true;
   Fsdp fsdp = Fsdp::kOff;
   double offload = 0;  // optimizer offload fraction
+  // > 0: not a variant but a bound over the fractions [offload,
+  // offload_to] at once (TrainingSpec::offload_range_to); its plans are
+  // never kept.
+  double offload_to = 0;
   Dispatcher dispatcher = Dispatcher::kAllToAll;
   Precision precision = Precision::kBf16;
   // The job-wide recompute setting; std::nullopt: per stage.
@@ -112,9 +116,13 @@ struct JobSearchResult {
 // (each bounded by the K-th best plan of the first only, so `dim_best` is
 // exact), then the rest (bounded by the K-th best so far). Optimizer
 // offload is tried only when no plan of any combination of the other
-// knobs fits without it: then for each combination the least multiple of
-// offload_step that fits (a bisection; feasibility grows with the
-// fraction), as the paper offloads where nothing else fits. Variants a check
+// knobs fits without it, as the paper offloads where nothing else fits:
+// then for each combination the fastest plans over the multiples of
+// offload_step, by branch and bound over ranges of fractions (a range is
+// searched at once as a bound, JobVariant::offload_to, and halved while
+// it holds a plan under the K-th best so far). A plan found at several
+// fractions is kept at its fastest, the least that fits it when the host
+// steps slower than the device. Variants a check
 // refuses (FP8 on a device without it, offload without host figures) are
 // listed with the reason and skipped. With job-wide recompute, each
 // combination is first searched with per-stage recomputation (a lower

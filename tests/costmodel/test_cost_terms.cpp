@@ -1996,6 +1996,29 @@ TEST_F(CostTerms, OptimizerCpuOffload) {
   EXPECT_EQ(s.fwd_s, off.fwd_s);
   EXPECT_EQ(off.host_bytes, 0.0);
   EXPECT_TRUE(s.fits() == (s.memory.total() <= s.capacity_bytes));
+  // A bound over the fractions [0.25, 0.75] (engine/job_space.cpp): the
+  // device memory of 0.75, the host memory and the step of 0.25 (the host
+  // steps slower here); each term no more than at any fraction between.
+  workload.training.offload_range_to = 0.75;
+  const CostModel range = model();
+  const StageCost r = range.stage_cost(pi, range.type_costs(pi, 0), shape(0, 0, 4, 4, -1));
+  EXPECT_REL(r.memory.optimizer, 0.25 * off.memory.optimizer);
+  EXPECT_EQ(r.optimizer_s, s.optimizer_s);
+  EXPECT_EQ(r.host_bytes, s.host_bytes);
+  EXPECT_EQ(r.fwd_s, s.fwd_s);
+  // ... and the faster end when the host steps faster than the device.
+  cluster.pools[0].device.host_memory_bandwidth = 1e18;
+  cluster.pools[0].device.host_link_bandwidth = 1e18;
+  const CostModel fast_host = model();
+  EXPECT_REL(
+      fast_host.stage_cost(pi, fast_host.type_costs(pi, 0), shape(0, 0, 4, 4, -1)).optimizer_s,
+      shard * (0.25 * 3e-11 + 0.75 * (2 * 4.0 / 1e18 + 28.0 * 8 / 1e18)));
+  workload.training.offload_range_to = 1.5;
+  EXPECT_NE(validate(workload.training, workload.model).find("offload_range_to"),
+            std::string::npos);
+  workload.training.offload_range_to = 0;
+  cluster.pools[0].device.host_link_bandwidth = 50e9;
+  cluster.pools[0].device.host_memory_bandwidth = 100e9;
   // Host memory too small: the stage does not fit whatever its HBM.
   cluster.pools[0].device.host_memory_bytes = 8 * shard * 0.25 * 16 * 0.99;
   const CostModel small = model();

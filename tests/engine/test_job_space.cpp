@@ -1,6 +1,6 @@
 // The job-wide knobs (engine/job_space.h): the job search's best is the
 // best of every variant searched on its own, its per-dimension figures are
-// exact, and offload is the least step that fits.
+// exact, and offload takes the fastest step where nothing fits without it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "costmodel/errors.h"
 #include "engine/comm.h"
@@ -122,8 +123,9 @@ TEST(JobSpace, Fp8AndFlexOnlyWhereEveryDeviceHasThem) {
 }
 
 // The paper offloads Mixtral-L's optimizer where nothing else fits: the
-// job search finds the least multiple of the step that fits.
-TEST(JobSpace, OffloadIsTheLeastStepThatFitsWhereNothingElseDoes) {
+// job search finds the fastest plan over every multiple of the step, and
+// each range it searched as a bound is below every fraction's best in it.
+TEST(JobSpace, OffloadIsTheFastestStepWhereNothingElseFits) {
   const Workload w = load_workload("mixtral-l");
   const ClusterSpec c = load_cluster("paper:16-1");
   SearchOptions opt;
@@ -133,13 +135,43 @@ TEST(JobSpace, OffloadIsTheLeastStepThatFitsWhereNothingElseDoes) {
   space.dims = job_dim_bit(JobDim::kOffload);
   const JobSearchResult job = run_job_search(w, c, opt, space, comm, RunOptions{});
   ASSERT_FALSE(job.result.top.empty());
-  const double f = job.best.offload;
-  ASSERT_GT(f, 0.0);
-  const double steps = f / space.offload_step;
-  EXPECT_NEAR(steps, std::round(steps), 1e-9);
-  JobVariant less = job.best;
-  less.offload = f - space.offload_step;
-  EXPECT_TRUE(alone(w, c, less, opt).top.empty()) << f;
+  const int steps = static_cast<int>(std::lround(1.0 / space.offload_step));
+  std::vector<double> at(static_cast<std::size_t>(steps) + 1,
+                         std::numeric_limits<double>::infinity());
+  double best = std::numeric_limits<double>::infinity();
+  Plan best_plan;
+  int least = 0;  // the least step with a plan
+  for (int k = 1; k <= steps; ++k) {
+    JobVariant v = base_variant(w);
+    v.offload = static_cast<double>(k) / steps;
+    const SearchResult r = alone(w, c, v, opt);
+    if (r.top.empty()) continue;
+    if (least == 0) least = k;
+    at[static_cast<std::size_t>(k)] = r.top.front().latency_s;
+    if (r.top.front().latency_s < best) {
+      best = r.top.front().latency_s;
+      best_plan = r.top.front().plan;
+    }
+  }
+  EXPECT_EQ(job.best_s, best);
+  EXPECT_EQ(job.result.top.front().plan, best_plan);
+  EXPECT_EQ(job.best.offload_to, 0.0);
+  // Offloading only the least that fits would be slower here: the search
+  // does not stop at the first fraction that fits.
+  EXPECT_GT(at[static_cast<std::size_t>(least)], best);
+  int ranges = 0;
+  for (const VariantOutcome& o : job.variants) {
+    if (o.variant.offload_to == 0) continue;
+    ++ranges;
+    const int lo = static_cast<int>(std::lround(o.variant.offload * steps));
+    const int hi = static_cast<int>(std::lround(o.variant.offload_to * steps));
+    // A range cut by the K-th best so far has no plan faster than the best.
+    const double floor = std::isfinite(o.best) || !o.bounded ? o.best : job.best_s;
+    for (int k = lo; k <= hi; ++k) {
+      EXPECT_LE(floor, at[static_cast<std::size_t>(k)]) << to_string(o.variant, true) << " " << k;
+    }
+  }
+  EXPECT_GT(ranges, 2);
   // With the plans fitting without offload (Mixtral-S), offload is not tried.
   const JobSearchResult fits =
       run_job_search(load_workload("mixtral-s"), c, opt, space, comm, RunOptions{});
