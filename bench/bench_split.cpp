@@ -12,10 +12,12 @@
 // configurations can beat (sum over rounds of max(work / R, the longest
 // configuration)); and the correlation of estimate and measured work.
 //
-//   bench_split [--no-bound] [MODEL] [CLUSTER] [GLOBAL_BATCH]
+//   bench_split [--no-bound] [--parts N] [--space LIST] [MODEL] [CLUSTER]
+//   [GLOBAL_BATCH]
 //   (default: the large case, deepseek-v3 on H800:4096,MI300X:4096,910B:4096,
 //   global batch 12288; --no-bound: the search without branch and bound, one
-//   round over all of Pi)
+//   round over all of Pi; --space: the job search over those knobs, as
+//   `plan --space`, every variant's rounds one after the other)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -29,6 +31,7 @@
 #include <vector>
 
 #include "engine/driver.h"
+#include "engine/job_space.h"
 #include "io/inputs/cluster_io.h"
 #include "io/inputs/model_io.h"
 #include "partition/shard.h"
@@ -78,15 +81,19 @@ int main(int argc, char** argv) try {
   std::vector<std::string> args(argv + 1, argv + argc);
   hapmoe::SearchOptions opt;
   hapmoe::RunOptions run;
+  hapmoe::JobSpace space;
   while (!args.empty() && args.front().starts_with("--")) {
     if (args.front() == "--no-bound") {
       opt.bound = false;
     } else if (args.front() == "--parts" && args.size() > 1) {
       run.parts_per_round = std::atoi(args[1].c_str());
       args.erase(args.begin());
+    } else if (args.front() == "--space" && args.size() > 1) {
+      space = hapmoe::parse_job_space(args[1], "--space");
+      args.erase(args.begin());
     } else {
       throw std::runtime_error(
-          "usage: bench_split [--no-bound] [--parts N] [MODEL] [CLUSTER] "
+          "usage: bench_split [--no-bound] [--parts N] [--space LIST] [MODEL] [CLUSTER] "
           "[GLOBAL_BATCH]");
     }
     args.erase(args.begin());
@@ -97,23 +104,36 @@ int main(int argc, char** argv) try {
   w.training.global_batch = args.size() > 2 ? std::atoi(args[2].c_str()) : 12288;
   const hapmoe::ClusterSpec cl = hapmoe::load_cluster(cluster);
   hapmoe::SerialComm comm;
-  const hapmoe::SearchResult r = hapmoe::run_search(w, cl, opt, false, comm, run);
   // Items: the units the search handed out (configurations, or parts).
+  std::vector<hapmoe::UnitFigures> units;
+  hapmoe::SearchStats stats;
+  std::string variants;
+  if (space.active()) {
+    hapmoe::JobSearchResult job = hapmoe::run_job_search(w, cl, opt, space, comm, run);
+    units = std::move(job.units);
+    stats = job.stats;
+    variants = ", --space " + hapmoe::to_string(space) + " (" +
+               std::to_string(job.variants.size()) + " variants)";
+  } else {
+    hapmoe::SearchResult r = hapmoe::run_search(w, cl, opt, false, comm, run);
+    units = std::move(r.units);
+    stats = r.stats;
+  }
   std::map<int, std::vector<std::size_t>> rounds;
   std::vector<double> est;
   std::vector<double> sec;
-  for (std::size_t u = 0; u < r.units.size(); ++u) {
-    rounds[r.units[u].round].push_back(u);
-    est.push_back(r.units[u].estimate);
-    sec.push_back(r.units[u].seconds);
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    rounds[units[u].round].push_back(u);
+    est.push_back(units[u].estimate);
+    sec.push_back(units[u].seconds);
   }
   const double serial = std::accumulate(sec.begin(), sec.end(), 0.0);
   std::printf(
-      "%s on %s, global batch %d%s, parts per round %d: %lld configurations searched as %zu "
+      "%s on %s, global batch %d%s%s, parts per round %d: %lld configurations searched as %zu "
       "units in %zu rounds, %.2f s, %lld transitions\n",
       model.c_str(), cluster.c_str(), w.training.global_batch, opt.bound ? "" : ", no bound",
-      run.parts_per_round, static_cast<long long>(r.stats.configs_evaluated), est.size(),
-      rounds.size(), r.stats.seconds, static_cast<long long>(r.stats.transitions));
+      variants.c_str(), run.parts_per_round, static_cast<long long>(stats.configs_evaluated),
+      est.size(), rounds.size(), stats.seconds, static_cast<long long>(stats.transitions));
   std::printf(
       "estimate vs measured seconds: Pearson %.3f, Spearman %.3f; longest %.3f s of %.3f s\n\n",
       pearson(est, sec), pearson(ranks_of(est), ranks_of(sec)),

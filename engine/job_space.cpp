@@ -401,6 +401,11 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     r.incumbent = std::min(run.incumbent, incumbent);
     SearchResult res = run_search(vw, cluster, opt, false, comm, r);
     o.stats = res.stats;
+    for (UnitFigures u : res.units) {
+      u.round += out.rounds;
+      out.units.push_back(u);
+    }
+    out.rounds += res.rounds;
     o.bounded = std::isfinite(r.incumbent) && res.stats.configs_bounded > 0;
     if (!res.top.empty()) o.best = res.top.front().latency_s;
     out.stats += res.stats;

@@ -109,6 +109,12 @@ struct JobSearchResult {
   std::int64_t recompute_variants = 0;
   std::int64_t recompute_configs = 0;
   double per_stage_best = std::numeric_limits<double>::infinity();
+  // The units of work of every variant's search, in the order searched,
+  // their rounds numbered on across variants (each variant's search is its
+  // own rounds: bench_split predicts the split from them). `config`
+  // indexes that variant's configurations.
+  std::vector<UnitFigures> units;
+  int rounds = 0;
 };
 
 // Searches every variant of `space` (run_search on each): first the

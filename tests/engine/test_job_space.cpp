@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <set>
 #include <string>
@@ -98,6 +99,15 @@ TEST(JobSpace, BestIsTheBestOfEveryVariantAndEachDimensionsGainIsExact) {
     }
     EXPECT_LT(best, job.base_best) << name;
     EXPECT_GE(job.variants.size(), 50u) << name;
+    // Every variant's units of work, its rounds after the earlier ones'.
+    std::int64_t evaluated = 0;
+    for (const VariantOutcome& o : job.variants) evaluated += o.stats.configs_evaluated;
+    EXPECT_EQ(static_cast<std::int64_t>(job.units.size()), evaluated) << name;
+    for (std::size_t u = 1; u < job.units.size(); ++u) {
+      EXPECT_LE(job.units[u - 1].round, job.units[u].round) << name << " " << u;
+    }
+    ASSERT_FALSE(job.units.empty());
+    EXPECT_EQ(job.units.back().round, job.rounds - 1) << name;
   }
 }
 
