@@ -211,16 +211,11 @@ std::vector<std::string> check_megatron_settings(const MegatronSettings& s) {
     v.push_back("§3.2.5: --max-position-embeddings " + n(s.max_position_embeddings) +
                 " is smaller than --seq-length " + n(s.seq_length));
   }
-  // 6. MoE training with TP needs sequence parallelism; with TP = 1
-  //    Megatron turns SP off, so writing it is a mistake.
+  // 6. MoE training with TP needs sequence parallelism (with TP = 1
+  //    Megatron turns SP off with a warning: megatron_settings reads it so).
   if (moe && s.tp > 1 && !s.sequence_parallel) {
     v.push_back("§3.2.6: MoE with --tensor-model-parallel-size " + n(s.tp) +
                 " > 1 requires --sequence-parallel");
-  }
-  if (s.tp == 1 && s.sequence_parallel) {
-    v.emplace_back(
-        "§3.2.6: --sequence-parallel with --tensor-model-parallel-size 1 is turned off by "
-        "Megatron");
   }
   // 7. One way of virtual pipelining.
   const int vpp_ways = (s.vpp_layers ? 1 : 0) + (s.vpp_stages ? 1 : 0) + (s.layout.empty() ? 0 : 1);

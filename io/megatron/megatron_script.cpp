@@ -975,7 +975,9 @@ MegatronSettings megatron_settings(const MegatronScript& script, const Workload&
   s.cp = r.opt_int("--context-parallel-size", 1, kMax).value_or(1);
   s.ep = r.opt_int("--expert-model-parallel-size", 1, kMax).value_or(1);
   s.etp = r.opt_int("--expert-tensor-parallel-size", 1, kMax).value_or(s.tp);
-  s.sequence_parallel = r.flag("--sequence-parallel");
+  // Megatron turns sequence parallelism off, with a warning, at TP 1
+  // (core_v0.15.0 arguments.py); megatron_plan notes it.
+  s.sequence_parallel = r.flag("--sequence-parallel") && s.tp > 1;
   s.first_stage_layers = r.opt_int("--decoder-first-pipeline-num-layers", 0, kMax);
   s.last_stage_layers = r.opt_int("--decoder-last-pipeline-num-layers", 0, kMax);
   s.layout = r.text("--pipeline-model-parallel-layout").value_or("");
@@ -1069,8 +1071,16 @@ Plan megatron_plan(MegatronScript& script, const Workload& w, const ClusterSpec&
                                           " processes but the cluster has " +
                                           std::to_string(cluster.total_devices()) + " devices");
   }
+  if (s.tp == 1 && script.find("--sequence-parallel")) {
+    add_note(script,
+             "--sequence-parallel with --tensor-model-parallel-size 1: Megatron turns it off "
+             "with a warning, and so does hapmoe");
+  }
   Plan plan;
-  plan.parallel = {s.pp, s.tp, s.cp, s.ep, s.etp, s.dp(), s.micro_batch, s.vpp()};
+  // Without experts the expert TP (Megatron's default: TP) means nothing:
+  // a dense plan's TPE is 1.
+  plan.parallel = {s.pp,   s.tp,          s.cp,   s.ep, w.model.is_moe() ? s.etp : 1,
+                   s.dp(), s.micro_batch, s.vpp()};
   const std::vector<int> layers = megatron_stage_layers(s);
   const int per_stage = plan.parallel.stage_devices();
   // Device type per stage: the script's HAPMOE_STAGE_DEVICES, else the

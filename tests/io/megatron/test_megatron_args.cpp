@@ -85,12 +85,6 @@ TEST(MegatronArgs, EachRuleIsCaught) {
       {"positions shorter than the sequence", "§3.2.5",
        [](auto& s) { s.max_position_embeddings = 2048; }},
       {"MoE with TP and no SP", "§3.2.6", [](auto& s) { s.sequence_parallel = false; }},
-      {"SP with TP 1", "§3.2.6",
-       [](auto& s) {
-         s.tp = 1;
-         s.world_size = 16;
-         s.global_batch = 256;
-       }},
       {"two ways of VPP", "§3.2.7",
        [](auto& s) {
          s.layout = "Et*6|t*6|t*6|t*6,L";

@@ -291,6 +291,44 @@ TEST(MegatronScript, ScriptPlanRejectsWhatMegatronRejects) {
   }
 }
 
+// Megatron core_v0.15.0 turns --sequence-parallel off with a warning when
+// TP is 1 (arguments.py); the reader does the same, with a note, instead
+// of refusing the script.
+TEST(MegatronScript, SequenceParallelWithTp1IsTurnedOffWithANote) {
+  MegatronScript s = parse_megatron_script(
+      "torchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py --num-layers 8 --hidden-size 64 "
+      "--num-attention-heads 4 --seq-length 128 --micro-batch-size 1 --global-batch-size 8 "
+      "--bf16 --vocab-size 100 --sequence-parallel\n",
+      "sp.sh");
+  const Workload w = megatron_workload(s);
+  const Plan p = megatron_plan(s, w, load_cluster("H800:8"));
+  EXPECT_EQ(p.parallel.tp, 1);
+  EXPECT_EQ(p.parallel.dp, 8);
+  const bool noted = std::any_of(s.notes.begin(), s.notes.end(), [](const std::string& n) {
+    return n.find("--sequence-parallel") != std::string::npos &&
+           n.find("turns it off") != std::string::npos;
+  });
+  EXPECT_TRUE(noted) << (s.notes.empty() ? "" : s.notes.back());
+  EXPECT_FALSE(megatron_settings(s, w, 8).sequence_parallel);
+}
+
+// A dense model with TP > 1: Megatron's expert TP defaults to TP, which
+// must not be held against a model without experts (the plan's TPE is 1).
+TEST(MegatronScript, DenseModelWithTensorParallelism) {
+  MegatronScript s = parse_megatron_script(
+      "torchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py --num-layers 8 --hidden-size 64 "
+      "--num-attention-heads 4 --seq-length 128 --micro-batch-size 1 --global-batch-size 8 "
+      "--bf16 --vocab-size 100 --tensor-model-parallel-size 4 --sequence-parallel\n",
+      "dense.sh");
+  const Workload w = megatron_workload(s);
+  ASSERT_FALSE(w.model.is_moe());
+  const Plan p = megatron_plan(s, w, load_cluster("H800:8"));
+  EXPECT_EQ(p.parallel.tp, 4);
+  EXPECT_EQ(p.parallel.ep, 1);
+  EXPECT_EQ(p.parallel.tpe, 1);
+  EXPECT_EQ(p.parallel.dp, 2);
+}
+
 // Virtual pipelining, three ways of saying it, reads as the plan's vpp and
 // is costed (no "not modelled" note). 8 layers on 8 ranks, PP 2, DP 4:
 // M = 8/(1·4) = 2, a multiple of PP.
