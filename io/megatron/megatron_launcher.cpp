@@ -191,7 +191,8 @@ std::vector<std::string> model_flags(const Workload& w) {
       add("--window-attn-skip-freq", shell_quote(list));
     }
   }
-  add("--vocab-size", std::to_string(m.vocab));
+  // NullTokenizer's vocabulary is --vocab-size plus its EOD token.
+  add("--vocab-size", std::to_string(m.vocab - 1));
   if (m.vocab_divisible_by != ModelSpec{}.vocab_divisible_by) {
     add("--make-vocab-size-divisible-by", std::to_string(m.vocab_divisible_by));
   }

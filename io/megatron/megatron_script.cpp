@@ -6,6 +6,7 @@
 #include "io/megatron/megatron_script.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -397,19 +398,53 @@ class FreqParser {
   std::size_t p_ = 0;
 };
 
-// Vocabulary sizes of tokenizers named by their Hugging Face id
-// (REFERENCE.md §2.2).
-std::optional<int> vocab_of_tokenizer(const std::string& model) {
-  static const std::vector<std::pair<const char*, int>> kKnown = {
-      {"mistralai/Mixtral-8x7B", 32000},      {"mistralai/Mixtral-8x22B-v0.1", 32000},
-      {"deepseek-ai/DeepSeek-V3", 129280},    {"deepseek-ai/DeepSeek-R1", 129280},
-      {"Qwen/Qwen3-30B-A3B", 151936},         {"Qwen/Qwen3-235B-A22B", 151936},
-      {"meta-llama/Llama-2-7b-hf", 32000},    {"meta-llama/Llama-2-13b-hf", 32000},
-      {"meta-llama/Meta-Llama-3-70B", 128256}};
-  for (const auto& [id, vocab] : kKnown) {
-    if (model.rfind(id, 0) == 0) return vocab;
+// The vocabulary a tokenizer gives Megatron (tokenizer.vocab_size, before
+// the padding), where it is public: the fixed --tokenizer-type
+// vocabularies, and the model families a --tokenizer-model names.
+struct TokenizerVocab {
+  const char* key;  // a --tokenizer-type, or a family (see family_key)
+  int vocab;
+  const char* source;
+};
+
+constexpr TokenizerVocab kTokenizerTypes[] = {
+    {"GPT2BPETokenizer", 50257, "GPT-2's BPE vocabulary (openai/gpt-2 encoder.json)"},
+    {"Llama2Tokenizer", 32000, "the Llama-2 SentencePiece model (REFERENCE.md §2.2, M12-M14)"},
+};
+
+// Most specific first: the first family the model name contains wins.
+constexpr TokenizerVocab kTokenizerFamilies[] = {
+    {"mixtral8x22binstruct", 32768, "REFERENCE.md §2.2 Mixtral-8x22B (M4)"},
+    {"mixtral", 32000, "REFERENCE.md §2.2 Mixtral (M1-M4)"},
+    {"deepseekv3", 129280, "REFERENCE.md §2.2 DeepSeek-V3 (M5-M7)"},
+    {"deepseekr1", 129280, "REFERENCE.md §2.2 DeepSeek-V3, R1's architecture (M7)"},
+    {"qwen3", 151936, "REFERENCE.md §2.2 Qwen3 (M8-M11)"},
+    {"llama3", 128256, "REFERENCE.md §2.2 Llama-3 (M15)"},
+    {"llama2", 32000, "REFERENCE.md §2.2 Llama-2 (M12-M14)"},
+    {"gptoss", 201088, "GPT-OSS, shared/calibration mb-gptoss-120b rows"},
+};
+
+// A model name (Hugging Face id or path) lower-cased without '-', '_',
+// '.', ' ': "meta-llama/Meta-Llama-3.1-8B" -> "meta/metallama318b"...
+std::string family_key(const std::string& name) {
+  std::string out;
+  for (const char c : name) {
+    if (c == '-' || c == '_' || c == '.' || c == ' ') continue;
+    out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   }
-  return std::nullopt;
+  return out;
+}
+
+const TokenizerVocab* tokenizer_vocab(const std::string& type, const std::string& model) {
+  for (const TokenizerVocab& t : kTokenizerTypes) {
+    if (type == t.key) return &t;
+  }
+  if (model.empty()) return nullptr;
+  const std::string key = family_key(model);
+  for (const TokenizerVocab& t : kTokenizerFamilies) {
+    if (key.find(t.key) != std::string::npos) return &t;
+  }
+  return nullptr;
 }
 
 void add_note(MegatronScript& s, const std::string& note) {
@@ -732,30 +767,46 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
   // Vocabulary.
   m.vocab_divisible_by =
       r.opt_int("--make-vocab-size-divisible-by", 1, 1000000).value_or(m.vocab_divisible_by);
-  if (auto v = r.opt_int("--vocab-size", 1, kMaxSize)) {
-    m.vocab = *v;
+  // Megatron takes the size from its tokenizer (build_tokenizer, then
+  // _vocab_size_with_padding); --vocab-size is read only by NullTokenizer,
+  // which adds one for its EOD token, and TikTokenizer.
+  const std::string tok = r.text("--tokenizer-type").value_or("");
+  const ShellWord* tok_model =
+      script.find("--tokenizer-model") ? &script.find("--tokenizer-model")->values[0] : nullptr;
+  const std::string model = tok_model && tok_model->known ? tok_model->text : "";
+  const std::optional<int> given = r.opt_int("--vocab-size", 1, kMaxSize);
+  const TokenizerVocab* known = tokenizer_vocab(tok, model);
+  std::string why;
+  if (tok == "NullTokenizer" && given) {
+    m.vocab = *given + 1;
+  } else if (known && !(given && tok == "TikTokenizer")) {
+    m.vocab = known->vocab;
+    why = (std::string(known->key) == tok ? "--tokenizer-type " + tok
+                                          : "--tokenizer-model " + model) +
+          " (" + known->source + ")";
+    if (given && *given != known->vocab) {
+      why += "; Megatron takes the tokenizer's size, not --vocab-size " + std::to_string(*given);
+    }
+  } else if (given) {
+    m.vocab = *given;
   } else if (defaults.vocab) {
     m.vocab = *defaults.vocab;
   } else {
-    const std::string tok = r.text("--tokenizer-type").value_or("");
-    const std::string model =
-        script.find("--tokenizer-model") && script.find("--tokenizer-model")->values[0].known
-            ? script.find("--tokenizer-model")->values[0].text
-            : "";
-    if (tok == "GPT2BPETokenizer") {
-      m.vocab = 50257;
-      add_note(script, "vocabulary 50257 from --tokenizer-type GPT2BPETokenizer");
-    } else if (auto known = vocab_of_tokenizer(model)) {
-      m.vocab = *known;
-      add_note(script, "vocabulary " + std::to_string(*known) + " from --tokenizer-model " + model +
-                           " (REFERENCE.md §2.2)");
-    } else {
-      throw InputError(script.origin(),
-                       "the vocabulary size is unknown: the script has no --vocab-size and "
-                       "hapmoe does not run its tokenizer (--tokenizer-type " +
-                           (tok.empty() ? std::string("absent") : tok) +
-                           "); give hapmoe --vocab-size N");
-    }
+    throw InputError(script.origin(),
+                     "the vocabulary size is unknown: the script has no --vocab-size and "
+                     "hapmoe does not run its tokenizer (--tokenizer-type " +
+                         (tok.empty() ? std::string("absent") : tok) +
+                         (tok_model ? ", --tokenizer-model " + tok_model->source : "") +
+                         "); give hapmoe --vocab-size N");
+  }
+  if (!why.empty()) {
+    const int tp = r.opt_int("--tensor-model-parallel-size", 1, kMaxSize).value_or(1);
+    const long long multiple = static_cast<long long>(m.vocab_divisible_by) * tp;
+    const long long padded = (m.vocab + multiple - 1) / multiple * multiple;
+    add_note(script,
+             "vocabulary " + std::to_string(m.vocab) + " from " + why + ", padded to " +
+                 std::to_string(padded) + " (a multiple of --make-vocab-size-divisible-by " +
+                 std::to_string(m.vocab_divisible_by) + " x TP " + std::to_string(tp) + ")");
   }
 
   // Experts.

@@ -18,7 +18,8 @@ MODEL_ARGS=(
     --position-embedding-type rope --rotary-base 1000000
     --normalization RMSNorm --swiglu --disable-bias-linear
     --untie-embeddings-and-output-weights
-    --vocab-size 32000 --tokenizer-type NullTokenizer --mock-data
+    # NullTokenizer's vocabulary is --vocab-size plus its EOD token: 32000.
+    --vocab-size 31999 --tokenizer-type NullTokenizer --mock-data
 )
 MOE_ARGS=(
     --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 14336

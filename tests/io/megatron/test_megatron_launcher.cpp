@@ -118,8 +118,11 @@ bool expect_launched_plan_read_back(const RoundTrip& r, const MegatronScript* sc
     }
     EXPECT_EQ(same, r.plan) << what << "\n" << r.launcher;
   }
-  // Reading back adds no note: recompute modules are costed as written.
-  for (const std::string& note : r.notes2) ADD_FAILURE() << what << ": " << note;
+  // Reading back adds no note but the input's vocabulary (what its
+  // tokenizer gives): recompute modules are costed as written.
+  for (const std::string& note : r.notes2) {
+    if (!note.starts_with("vocabulary ")) ADD_FAILURE() << what << ": " << note;
+  }
   return !approximated && r.plan2 == r.plan;
 }
 

@@ -209,6 +209,75 @@ TEST(MegatronScript, VocabularyPaddingMultipleIsRead) {
   EXPECT_EQ(parse_workload_json(text, "rt.json").model.vocab_divisible_by, 64);
 }
 
+// Megatron takes the vocabulary from its tokenizer: the fixed types and the
+// model families a --tokenizer-model names (case-insensitive, any
+// spelling of the family) have public sizes; NullTokenizer adds its EOD
+// token to --vocab-size. The note says the size, why, and the padding.
+TEST(MegatronScript, VocabularyFromTheTokenizer) {
+  const std::string head =
+      "--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
+      "--micro-batch-size 1 --global-batch-size 8 --bf16 ";
+  struct Case {
+    std::string flags;
+    int vocab;
+    std::string note;  // a part of the vocabulary note ("" : no note)
+  };
+  for (const Case& c : std::vector<Case>{
+           {"--tokenizer-type HuggingFaceTokenizer --tokenizer-model unsloth/DeepSeek-V3", 129280,
+            "from --tokenizer-model unsloth/DeepSeek-V3 (REFERENCE.md §2.2 DeepSeek-V3"},
+           {"--tokenizer-type HuggingFaceTokenizer --tokenizer-model meta-llama/Meta-Llama-3-8B",
+            128256, "Llama-3"},
+           {"--tokenizer-type HuggingFaceTokenizer --tokenizer-model /ckpt/meta_llama_3.1_70b",
+            128256, "Llama-3"},
+           {"--tokenizer-type HuggingFaceTokenizer --tokenizer-model qwen/QWEN3-8b", 151936,
+            "Qwen3"},
+           {"--tokenizer-type HuggingFaceTokenizer --tokenizer-model "
+            "mistralai/Mixtral-8x22B-Instruct-v0.1",
+            32768, "Mixtral-8x22B"},
+           {"--tokenizer-type GPT2BPETokenizer --vocab-file v.json --merge-file m.txt", 50257,
+            "--tokenizer-type GPT2BPETokenizer"},
+           {"--tokenizer-type Llama2Tokenizer --tokenizer-model /data/tokenizer.model", 32000,
+            "Llama-2"},
+           // The tokenizer's size, not --vocab-size, as Megatron does.
+           {"--vocab-size 50000 --tokenizer-type HuggingFaceTokenizer --tokenizer-model "
+            "Qwen/Qwen3-30B-A3B",
+            151936, "not --vocab-size 50000"},
+           // TP 4: padded to a multiple of 128 x 4 = 512.
+           {"--tokenizer-type HuggingFaceTokenizer --tokenizer-model deepseek-ai/DeepSeek-R1 "
+            "--tensor-model-parallel-size 4",
+            129280, "padded to 129536 (a multiple of --make-vocab-size-divisible-by 128 x TP 4)"},
+           {"--vocab-size 100 --tokenizer-type NullTokenizer", 101, ""},
+           {"--vocab-size 100 --tokenizer-type HuggingFaceTokenizer --tokenizer-model my/own", 100,
+            ""},
+       }) {
+    MegatronScript s = parse_megatron_script(head + c.flags + "\n", "t.sh");
+    const Workload w = megatron_workload(s);
+    EXPECT_EQ(w.model.vocab, c.vocab) << c.flags;
+    std::string notes;
+    for (const std::string& n : s.notes) notes += n + "\n";
+    if (c.note.empty()) {
+      EXPECT_EQ(notes.find("vocabulary"), std::string::npos) << c.flags << "\n" << notes;
+    } else {
+      EXPECT_NE(notes.find("vocabulary " + std::to_string(c.vocab) + " from"), std::string::npos)
+          << c.flags << "\n"
+          << notes;
+      EXPECT_NE(notes.find(c.note), std::string::npos) << c.flags << "\n" << notes;
+    }
+  }
+  // Unknown: the message names the tokenizer and the way out.
+  MegatronScript u = parse_megatron_script(
+      head + "--tokenizer-type HuggingFaceTokenizer --tokenizer-model my/own\n", "u.sh");
+  try {
+    megatron_workload(u);
+    ADD_FAILURE();
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("u.sh"), std::string::npos) << what;
+    EXPECT_NE(what.find("--tokenizer-model my/own"), std::string::npos) << what;
+    EXPECT_NE(what.find("--vocab-size N"), std::string::npos) << what;
+  }
+}
+
 // --recompute-modules is costed module by module; without it selective is
 // Megatron's default, core_attn alone.
 TEST(MegatronScript, RecomputeModulesAreReadAsWritten) {

@@ -63,7 +63,7 @@ MEGATRON_ARGS=(
     --swiglu
     --disable-bias-linear
     --untie-embeddings-and-output-weights
-    --vocab-size 32000
+    --vocab-size 31999
     --tokenizer-type NullTokenizer
     --mock-data
     --num-experts 8
