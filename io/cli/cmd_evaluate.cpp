@@ -100,6 +100,7 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
   const auto& r = *parsed;
   check_out(comm, r);
   Inputs in = read_inputs(r);
+  const HostsByDevice hosts = read_launcher_options(r, in.cluster, comm.rank() == 0);
   refuse_precision_auto(in, "evaluate");
   const PlanInput given = read_plan_input(r, in);
   const Plan& plan = given.plan;
@@ -142,7 +143,7 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
       write_run(f, a, {report}, nullptr);
     });
   }
-  write_launcher_if_requested(r, out, in.megatron.get(), &report, model, comm.rank() == 0);
+  write_launcher_if_requested(r, out, in.megatron.get(), &report, model, hosts, comm.rank() == 0);
   if (!report.fits) {
     err << "hapmoe: the plan does not fit in memory (see the warnings above)\n";
     return kExitNoFit;

@@ -61,6 +61,7 @@ struct PlanRequest {
   bool brute = false;
   double every = 60.0;  // --progress-every
   JobSpace job;         // --space (and --precision auto)
+  HostsByDevice hosts;  // --launcher-hosts
 };
 
 // Inputs are read on every rank; a failure on some ranks only (a file
@@ -72,6 +73,7 @@ PlanRequest read_plan_request(const cxxopts::ParseResult& r, Comm& comm, const S
     inject_plan_faults(comm, q.run);
     check_out_on_root(comm, r);
     q.in = read_inputs(r);
+    q.hosts = read_launcher_options(r, q.in.cluster, comm.rank() == 0);
     read_search_options(r, q.in, comm, q.opt, q.run);
     q.run.limits = read_limit_options(r, comm, started.at);
     if (r.count("progress-every")) {
@@ -377,7 +379,7 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
   }
   const CostModel model(q.in.workload, q.in.cluster, scored.tables);
   write_launcher_if_requested(r, out, q.in.megatron.get(),
-                              reports.empty() ? nullptr : &reports.front(), model,
+                              reports.empty() ? nullptr : &reports.front(), model, q.hosts,
                               comm.rank() == 0);
   return plan_exit_code(err, q, ran.result, reports);
 }

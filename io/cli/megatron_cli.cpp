@@ -43,7 +43,8 @@ void add_launcher_options(cxxopts::Options& o) {
           "replaced, and the node order that puts each stage on its device type",
       cxxopts::value<std::string>())(
       "launcher-hosts",
-      "host list for the launcher's node table: one \"HOST DEVICE\" per line, used in order "
+      "host list for the launcher's node table: one \"HOST DEVICE\" per line (device names "
+      "as in the cluster or the catalog's aliases), used in order "
       "(default: placeholder names such as h800-node-000)",
       cxxopts::value<std::string>());
 }
@@ -104,24 +105,35 @@ void print_megatron_notes(std::ostream& out, const MegatronScript* script) {
   if (!script->notes.empty()) out << "\n";
 }
 
-void write_launcher_if_requested(const cxxopts::ParseResult& r, std::ostream& out,
-                                 const MegatronScript* script, const PlanReport* report,
-                                 const CostModel& model, bool write) {
+HostsByDevice read_launcher_options(const cxxopts::ParseResult& r, const ClusterSpec& cluster,
+                                    bool root) {
+  if (root && r.count("plan-json")) {
+    check_file_writable(r["plan-json"].as<std::string>(), "--plan-json");
+  }
   if (r.count("launcher") == 0) {
     if (r.count("launcher-hosts")) {
       throw InputError("--launcher-hosts", "is only read with --launcher");
     }
-    return;
+    return {};
   }
-  const std::string path = r["launcher"].as<std::string>();
-  if (!report) {
-    out << "\nno launcher written to " << path << ": there is no plan\n";
-    return;
-  }
+  if (root) check_file_writable(r["launcher"].as<std::string>(), "--launcher");
   HostsByDevice hosts;
   if (r.count("launcher-hosts")) {
     const std::string file = r["launcher-hosts"].as<std::string>();
     hosts = parse_launcher_hosts(read_text_file(file, 16u << 20), file);
+    check_launcher_hosts(hosts, cluster);
+  }
+  return hosts;
+}
+
+void write_launcher_if_requested(const cxxopts::ParseResult& r, std::ostream& out,
+                                 const MegatronScript* script, const PlanReport* report,
+                                 const CostModel& model, const HostsByDevice& hosts, bool write) {
+  if (r.count("launcher") == 0) return;
+  const std::string path = r["launcher"].as<std::string>();
+  if (!report) {
+    out << "\nno launcher written to " << path << ": there is no plan\n";
+    return;
   }
   const Launcher l = make_megatron_launcher(*report, model, script, kVersion, hosts);
   if (write) {

@@ -8,6 +8,7 @@
 #include <cxxopts.hpp>
 
 #include "costmodel/cost.h"
+#include "io/megatron/megatron_launcher.h"
 #include "io/megatron/megatron_script.h"
 
 namespace hapmoe {
@@ -28,11 +29,18 @@ Workload megatron_input_workload(const cxxopts::ParseResult& r, MegatronScript& 
 // "note: ..." lines for what the script reading approximated or kept.
 void print_megatron_notes(std::ostream& out, const MegatronScript* script);
 
+// --launcher and --launcher-hosts, checked before the search: the hosts
+// file read and its device types found in `cluster`; on rank 0 (`root`)
+// the launcher's path and --plan-json's writable. The hosts, for
+// write_launcher_if_requested. Throws InputError.
+HostsByDevice read_launcher_options(const cxxopts::ParseResult& r, const ClusterSpec& cluster,
+                                    bool root);
+
 // Writes --launcher for `report` when asked (only if `write`, i.e. on rank
 // 0) and says so on `out`. `report` may be null (no plan fits): then
 // nothing is written and `out` says why.
 void write_launcher_if_requested(const cxxopts::ParseResult& r, std::ostream& out,
                                  const MegatronScript* script, const PlanReport* report,
-                                 const CostModel& model, bool write);
+                                 const CostModel& model, const HostsByDevice& hosts, bool write);
 
 }  // namespace hapmoe

@@ -234,6 +234,29 @@ nlohmann::ordered_json plan_report_json(const PlanReport& r, const ClusterSpec& 
   return p;
 }
 
+void check_file_writable(const std::string& path, const std::string& option) {
+  namespace fs = std::filesystem;
+  const std::string where = option + " " + path;
+  if (path.empty()) throw InputError(option, "is empty");
+  const fs::path target(path);
+  if (!target.has_filename()) throw InputError(where, "names a directory, not a file");
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    throw InputError(where, "directory " + dir.string() + " does not exist");
+  }
+  if (fs::is_directory(target, ec)) throw InputError(where, "is a directory");
+  // Creating a file is the only reliable test (root ignores permission
+  // bits; read-only mounts only show on write).
+  const fs::path probe =
+      dir / ("." + target.filename().string() + ".probe." + std::to_string(::getpid()));
+  {
+    std::ofstream out(probe, std::ios::binary | std::ios::trunc);
+    if (!out) throw InputError(where, "cannot create a file in " + dir.string());
+  }
+  fs::remove(probe, ec);
+}
+
 void write_file_atomic(const std::string& path, const std::string& text) {
   namespace fs = std::filesystem;
   const fs::path target(path);

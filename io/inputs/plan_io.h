@@ -44,4 +44,9 @@ nlohmann::ordered_json plan_report_json(const PlanReport& report, const ClusterS
 // one. Throws InputError naming the path on failure.
 void write_file_atomic(const std::string& path, const std::string& text);
 
+// Before a long run: throws InputError naming `option` and `path` unless
+// write_file_atomic could write it (a file name in an existing directory
+// where a file can be created, not a directory).
+void check_file_writable(const std::string& path, const std::string& option);
+
 }  // namespace hapmoe

@@ -275,11 +275,29 @@ HostsByDevice parse_launcher_hosts(const std::string& text, const std::string& o
     if (!seen.insert(host).second) {
       throw InputError(origin + ":" + std::to_string(n), "host " + host + " is listed twice");
     }
+    const DeviceSpec* known = find_device(device);
     std::string key;
-    for (char c : device) key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (char c : known ? known->name : device) {
+      key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
     out[key].push_back(host);
   }
   return out;
+}
+
+void check_launcher_hosts(const HostsByDevice& hosts, const ClusterSpec& cluster) {
+  for (const auto& [device, names] : hosts) {
+    const bool in_cluster = std::any_of(cluster.pools.begin(), cluster.pools.end(), [&](auto& p) {
+      std::string key;
+      for (char c : p.device.name)
+        key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      return key == device;
+    });
+    if (!in_cluster) {
+      throw InputError("--launcher-hosts", "host " + names.front() + " has device type \"" +
+                                               device + "\", which is not in the cluster");
+    }
+  }
 }
 
 Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model,
@@ -434,20 +452,7 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   //    order tp-cp-ep-dp-pp has PP outermost); torchrun numbers ranks node
   //    by node, so nodes are listed in stage order, each node holding ranks
   //    of one device type only.
-  for (const auto& entry : hosts) {
-    const std::string& device = entry.first;
-    const std::vector<std::string>& names = entry.second;
-    const bool in_cluster = std::any_of(cluster.pools.begin(), cluster.pools.end(), [&](auto& p) {
-      std::string key;
-      for (char c : p.device.name)
-        key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      return key == device;
-    });
-    if (!in_cluster) {
-      throw InputError("--launcher-hosts", "host " + names.front() + " has device type \"" +
-                                               device + "\", which is not in the cluster");
-    }
-  }
+  check_launcher_hosts(hosts, cluster);
   const int per_stage = pi.stage_devices();
   std::vector<int> node_pool;
   std::vector<int> next_node(static_cast<std::size_t>(cluster.num_types()), 0);

@@ -65,7 +65,13 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
                                 const HostsByDevice& hosts = {});
 
 // Reads a host list: one "HOST DEVICE" per line (device names as in the
-// cluster, case-insensitive), '#' comments. `origin` names it in messages.
+// cluster or the catalog's aliases such as Ascend910B, case-insensitive),
+// '#' comments. `origin` names it in messages. Keys are lower case, an
+// alias replaced by the catalog's name.
 HostsByDevice parse_launcher_hosts(const std::string& text, const std::string& origin);
+
+// Throws InputError("--launcher-hosts", ...) naming a host whose device
+// type is not in `cluster`.
+void check_launcher_hosts(const HostsByDevice& hosts, const ClusterSpec& cluster);
 
 }  // namespace hapmoe

@@ -711,6 +711,43 @@ TEST(CliPlan, JobSpaceKnobsAreSearchedWrittenAndEvaluatedBack) {
   fs::remove_all(d);
 }
 
+// --launcher, --launcher-hosts and --plan-json are checked before the
+// search: a bad one fails at once (exit 2, no search, no file written).
+TEST(CliPlan, LauncherOptionsAreCheckedBeforeTheSearch) {
+  const fs::path d = scratch_dir("launcher_early");
+  const std::string plan_json = (d / "plan.json").string();
+  const std::string hosts = (d / "hosts").string();
+  std::ofstream(hosts) << "a100 H800\nb200 MI300X\n";
+  const std::vector<std::string> base = {"plan",       "--model",     "mixtral-s", "--cluster",
+                                         "paper:16-1", "--plan-json", plan_json};
+  struct Case {
+    std::vector<std::string> extra;
+    std::string what;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--launcher", (d / "missing" / "launch.sh").string()}, "--launcher"},
+           {{"--launcher", d.string()}, "is a directory"},
+           {{"--launcher", (d / "l.sh").string(), "--launcher-hosts", hosts}, "\"mi300x\""},
+           {{"--launcher-hosts", hosts}, "only read with --launcher"},
+       }) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), c.extra.begin(), c.extra.end());
+    const CliRun r = run(args);
+    EXPECT_EQ(r.code, kExitInput) << c.what << "\n" << r.out << r.err;
+    EXPECT_NE(r.err.find(c.what), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("iteration latency"), std::string::npos) << c.what;  // no search
+    EXPECT_FALSE(fs::exists(plan_json)) << c.what;
+    EXPECT_FALSE(fs::exists(d / "l.sh")) << c.what;
+  }
+  // --plan-json into a missing directory, before the search too.
+  const CliRun bad = run({"plan", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan-json",
+                          (d / "missing" / "p.json").string()});
+  EXPECT_EQ(bad.code, kExitInput) << bad.out << bad.err;
+  EXPECT_NE(bad.err.find("--plan-json"), std::string::npos) << bad.err;
+  EXPECT_EQ(bad.out.find("iteration latency"), std::string::npos);
+  fs::remove_all(d);
+}
+
 // Mixtral-L on paper:16-1 fits only by offloading the optimizer: --space
 // offload finds the fastest share (here all of it: the plans that fit
 // with less are slower), and the launcher writes the share it chose.

@@ -432,8 +432,11 @@ TEST(MegatronLauncher, LauncherRunsUnderBash) {
 
 TEST(MegatronLauncher, HostListNamesTheNodes) {
   const HostsByDevice hosts = parse_launcher_hosts(
-      "# host device\na100 H800\nb200 910b  # case-insensitive\na101 H800\nb201 910B\n", "hosts");
+      "# host device\na100 H800\nb200 910b  # case-insensitive\na101 H800\nb201 Ascend910B\n",
+      "hosts");
   EXPECT_EQ(hosts.at("h800"), (std::vector<std::string>{"a100", "a101"}));
+  // The catalog's aliases name the catalog's device.
+  EXPECT_EQ(hosts.at("910b"), (std::vector<std::string>{"b200", "b201"}));
   EXPECT_THROW(parse_launcher_hosts("a100\n", "hosts"), InputError);
   EXPECT_THROW(parse_launcher_hosts("a100 H800\na100 910B\n", "hosts"), InputError);
 
