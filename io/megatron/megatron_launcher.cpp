@@ -603,7 +603,10 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   t << "declare -A NODE_INDEX=(" << join(index_entries, " ") << ")\n";
   t << "NODE_RANK=${NODE_RANK:-${NODE_INDEX[$(hostname -s)]:-${SLURM_NODEID:-0}}}\n";
   t << "MASTER_ADDR=${MASTER_ADDR:-" << shell_quote(out.nodes.front()) << "}\n";
-  t << "MASTER_PORT=${MASTER_PORT:-6000}\n\n";
+  // The script's port, if it sets one (a default kept as the default).
+  const ShellWord* port = script ? script->shell.find("MASTER_PORT") : nullptr;
+  t << "MASTER_PORT=${MASTER_PORT:-" << (port ? shell_quote(port->text) : std::string("6000"))
+    << "}\n\n";
   t << "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
   if (script) {
     static const std::set<std::string> kOwn = {"CUDA_DEVICE_MAX_CONNECTIONS",

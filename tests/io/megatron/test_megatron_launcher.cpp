@@ -430,6 +430,27 @@ TEST(MegatronLauncher, LauncherRunsUnderBash) {
   EXPECT_EQ(parallel_flags(recorded + "\n"), parallel_flags(slurp(golden)));
 }
 
+// The launcher keeps the script's MASTER_PORT as its default (Megatron's
+// examples set one; 6000 only when the script does not).
+TEST(MegatronLauncher, KeepsTheScriptsMasterPort) {
+  const ClusterSpec cluster = load_cluster("paper:32-1");
+  std::string text = slurp(kData + "mixtral_s.sh");
+  MegatronScript golden = read_megatron_script(kData + "golden/mixtral_s_paper_32-1.sh");
+  for (const auto& [assign, expect] : std::vector<std::pair<std::string, std::string>>{
+           {"", "MASTER_PORT=${MASTER_PORT:-6000}\n"},
+           {"MASTER_PORT=${MASTER_PORT:-29500}\n", "MASTER_PORT=${MASTER_PORT:-29500}\n"},
+           {"MASTER_PORT=12355\n", "MASTER_PORT=${MASTER_PORT:-12355}\n"}}) {
+    MegatronScript s = parse_megatron_script(assign + text, "port.sh");
+    const Workload w = megatron_workload(s);
+    const Plan plan = megatron_plan(golden, w, cluster);
+    const ProfileTables tables =
+        make_analytic_tables(w, cluster, 1, {plan.parallel.tp}, {plan.parallel.cp});
+    const CostModel model(w, cluster, tables);
+    const Launcher l = make_megatron_launcher(model.evaluate(plan), model, &s, "test");
+    EXPECT_NE(l.text.find(expect), std::string::npos) << assign << l.text;
+  }
+}
+
 TEST(MegatronLauncher, HostListNamesTheNodes) {
   const HostsByDevice hosts = parse_launcher_hosts(
       "# host device\na100 H800\nb200 910b  # case-insensitive\na101 H800\nb201 Ascend910B\n",
