@@ -17,6 +17,7 @@
 #include "io/inputs/plan_io.h"
 #include "io/megatron/megatron_args.h"
 #include "io/megatron/megatron_script.h"
+#include "io/profile/megatron_log.h"
 #include "io/profile/profile_parse.h"
 #include "partition/constraints.h"
 
@@ -91,6 +92,9 @@ void layer_csv(std::string_view in) { (void)parse_layer_csv(in, kOrigin); }
 void router_csv(std::string_view in) { (void)parse_router_csv(in, kOrigin); }
 void runs_csv(std::string_view in) { (void)parse_runs_csv(in, kOrigin); }
 
+// A Megatron-LM training log, as `profile check --megatron-log` reads it.
+void megatron_log(std::string_view in) { (void)parse_megatron_log(in, kOrigin); }
+
 constexpr Target kTargets[] = {
     {"model_json", model_json},
     {"hf_config", model_json},  // same reader, Hugging Face seeds
@@ -104,6 +108,7 @@ constexpr Target kTargets[] = {
     {"layer_csv", layer_csv},
     {"router_csv", router_csv},
     {"runs_csv", runs_csv},
+    {"megatron_log", megatron_log},
 };
 
 }  // namespace

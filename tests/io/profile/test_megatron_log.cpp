@@ -1,0 +1,118 @@
+// Megatron-LM training logs as measurements (io/profile/megatron_log.h):
+// the lines core_v0.15.0 prints, with the prefixes launchers add.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "costmodel/errors.h"
+#include "io/profile/megatron_log.h"
+
+namespace hapmoe {
+namespace {
+
+// The shapes of training.py's iteration line, timers.py's block and
+// utils.py's memory report, as a torchrun job on 2 ranks prints them,
+// with a banner, warnings and an Open MPI / torchrun prefix on some lines.
+const char* const kLog =
+    "using world size: 16, data-parallel size: 2, context-parallel size: 1\n"
+    "WARNING: overriding default argument\n"
+    "[rank0]: > building NullTokenizer tokenizer ...\n"
+    "Theoretical memory footprints: weight and optimizer=21120.50 MB, activation=9000.25 MB, "
+    "total=30120.75 MB\n"
+    " [2026-11-20 10:00:01] iteration       10/     100 | consumed samples:          640 | "
+    "elapsed time per iteration (ms): 5210.3 | throughput per GPU (TFLOP/s/GPU): 301.2 | "
+    "learning rate: 1.000000E-04 | global batch size:    64 | lm loss: 1.054321E+01 | "
+    "load_balancing_loss: 1.012000E+00 | loss scale: 1.0 | grad norm: 12.345 | "
+    "number of skipped iterations:   0 | number of nan iterations:   0 |\n"
+    "[Rank 0] (after 10 iterations) memory (MB) | allocated: 30000.5 | max allocated: 61234.0 | "
+    "reserved: 65000.0 | max reserved: 65000.0\n"
+    "[1,8]<stdout>:[Rank 8] (after 10 iterations) memory (MB) | allocated: 29000.0 | max "
+    "allocated: 62345.5 | reserved: 66000.0 | max reserved: 66000.0\n"
+    "(min, max) time across ranks (ms):\n"
+    "    forward-backward ...............................: (5000.12, 5100.50)\n"
+    "    optimizer ......................................: (80.00, 81.25)\n"
+    "[default3]: [2026-11-20 10:00:53] iteration       20/     100 | consumed samples:     "
+    "1280 | elapsed time per iteration (ms): 4800.0 | throughput per GPU (TFLOP/s/GPU): 327.0 | "
+    "global batch size:    64 | lm loss: 9.5E+00 |\n"
+    "max time across ranks (ms):\n"
+    "    forward-backward ...............................: 4700.00\n"
+    "3: [2026-11-20 10:01:41] iteration       30/     100 | elapsed time per iteration (ms): "
+    "4900.0 | global batch size:    64 |\n"
+    "[2026-11-20 10:02:30] iteration       40/     100 | elapsed time per iteration (ms): "
+    "4700.0 |\n";
+
+TEST(MegatronLog, ReadsIterationsTimersAndMemory) {
+  const MegatronLog log = parse_megatron_log(kLog, "train.log");
+  ASSERT_EQ(log.intervals.size(), 4u);
+  const MegatronLogInterval& a = log.intervals[0];
+  EXPECT_EQ(a.iteration, 10);
+  EXPECT_EQ(a.train_iters, 100);
+  EXPECT_DOUBLE_EQ(a.ms_per_iteration, 5210.3);
+  ASSERT_TRUE(a.tflops_per_gpu);
+  EXPECT_DOUBLE_EQ(*a.tflops_per_gpu, 301.2);
+  ASSERT_TRUE(a.global_batch);
+  EXPECT_EQ(*a.global_batch, 64);
+  EXPECT_DOUBLE_EQ(a.values.at("lm loss"), 10.54321);
+  EXPECT_DOUBLE_EQ(a.values.at("load_balancing_loss"), 1.012);
+  EXPECT_EQ(a.line, 5);
+  ASSERT_EQ(a.timers.size(), 2u);
+  EXPECT_EQ(a.timers[0].name, "forward-backward");
+  EXPECT_DOUBLE_EQ(a.timers[0].min_ms, 5000.12);
+  EXPECT_DOUBLE_EQ(a.timers[0].max_ms, 5100.50);
+  EXPECT_EQ(a.timers[1].name, "optimizer");
+  // The prefixed line, and the max-only timer form.
+  EXPECT_EQ(log.intervals[1].iteration, 20);
+  ASSERT_EQ(log.intervals[1].timers.size(), 1u);
+  EXPECT_DOUBLE_EQ(log.intervals[1].timers[0].min_ms, 4700.0);
+  EXPECT_DOUBLE_EQ(log.intervals[1].timers[0].max_ms, 4700.0);
+  EXPECT_EQ(log.intervals[2].iteration, 30);  // srun --label
+  // Memory: both ranks, the Open MPI prefix stripped.
+  ASSERT_EQ(log.memory.size(), 2u);
+  EXPECT_EQ(log.memory[1].rank, 8);
+  EXPECT_DOUBLE_EQ(log.memory[1].max_allocated_mb, 62345.5);
+  EXPECT_DOUBLE_EQ(log.peak_allocated_bytes(), 62345.5 * 1024 * 1024);
+  ASSERT_TRUE(log.theoretical_total_mb);
+  EXPECT_DOUBLE_EQ(*log.theoretical_total_mb, 30120.75);
+  // The median of the intervals after the first (warm-up): 4800, 4900,
+  // 4700 -> 4800 ms.
+  EXPECT_DOUBLE_EQ(log.seconds_per_iteration(), 4.8);
+}
+
+TEST(MegatronLog, OneIntervalIsItsOwnMeasurement) {
+  const MegatronLog log = parse_megatron_log(
+      "iteration        1/       2 | elapsed time per iteration (ms): 1234.5 |\n", "one.log");
+  EXPECT_DOUBLE_EQ(log.seconds_per_iteration(), 1.2345);
+  EXPECT_EQ(log.peak_allocated_bytes(), 0.0);
+}
+
+TEST(MegatronLog, BadInputNamesTheFileLineAndValue) {
+  const auto message = [](const std::string& text) {
+    try {
+      parse_megatron_log(text, "bad.log");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("hello\nworld\n").find("bad.log: no \"iteration"), std::string::npos)
+      << message("hello\nworld\n");
+  const std::string t =
+      message("x\n iteration       10/     100 | elapsed time per iteration (ms): fast |\n");
+  EXPECT_NE(t.find("bad.log:2"), std::string::npos) << t;
+  EXPECT_NE(t.find("\"fast\""), std::string::npos) << t;
+  const std::string z = message(" iteration 10/ 100 | elapsed time per iteration (ms): 0.0 |\n");
+  EXPECT_NE(z.find("not a positive number"), std::string::npos) << z;
+  const std::string m = message(
+      " iteration 10/ 100 | elapsed time per iteration (ms): 5.0 |\n"
+      "[Rank 0] (after 10 iterations) memory (MB) | allocated: lots | max allocated: 1\n");
+  EXPECT_NE(m.find("bad.log:2"), std::string::npos) << m;
+  const std::string tm = message(
+      " iteration 10/ 100 | elapsed time per iteration (ms): 5.0 |\n"
+      "(min, max) time across ranks (ms):\n"
+      "    optimizer ......: (1.0; 2.0)\n");
+  EXPECT_NE(tm.find("bad.log:3"), std::string::npos) << tm;
+  EXPECT_NE(tm.find("optimizer"), std::string::npos) << tm;
+}
+
+}  // namespace
+}  // namespace hapmoe
