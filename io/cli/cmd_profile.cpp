@@ -22,12 +22,14 @@
 #include "engine/driver.h"
 #include "io/archive/archive.h"
 #include "io/cli/cli.h"
+#include "io/cli/megatron_cli.h"
 #include "io/cli/options.h"
 #include "io/cli/steps.h"
 #include "io/inputs/cluster_io.h"
 #include "io/inputs/json_strict.h"
 #include "io/inputs/model_io.h"
 #include "io/inputs/plan_io.h"
+#include "io/profile/megatron_log.h"
 #include "io/profile/profile_h5.h"
 #include "io/profile/profile_parse.h"
 #include "io/report/report.h"
@@ -680,6 +682,80 @@ void print_check_totals(std::ostream& out, const CheckTotals& t, std::size_t run
   }
 }
 
+// A Megatron-LM training log with the script that ran it, as one measured
+// run: the script's model and plan on --cluster, the log's median
+// iteration time after the first interval and its highest "max
+// allocated". The timers the log holds are printed as measured.
+struct LogRun {
+  MeasuredRun run;
+  RunInputs in;
+  MegatronLog log;
+};
+
+LogRun read_log_run(const cxxopts::ParseResult& r) {
+  const std::string path = r["megatron-log"].as<std::string>();
+  if (r.count("measurements")) {
+    throw InputError("--megatron-log", "give either --measurements or --megatron-log");
+  }
+  std::shared_ptr<MegatronScript> script = read_megatron_input(r);
+  if (!script) {
+    throw InputError("--megatron-log",
+                     "needs --megatron-script, the script that ran it (its model and plan)");
+  }
+  LogRun out;
+  out.log = parse_megatron_log(read_text_file(path), path);
+  out.in.workload = megatron_input_workload(r, *script);
+  out.in.cluster = load_cluster(required(r, "cluster"));
+  out.in.plan = megatron_plan(*script, out.in.workload, out.in.cluster);
+  out.in.model = script->origin();
+  out.in.notes = script->notes;
+  for (const MegatronLogInterval& iv : out.log.intervals) {
+    if (iv.global_batch && *iv.global_batch != out.in.workload.training.global_batch) {
+      throw InputError(path + ":" + std::to_string(iv.line),
+                       "global batch size " + std::to_string(*iv.global_batch) +
+                           " is not the script's " +
+                           std::to_string(out.in.workload.training.global_batch) + " (" +
+                           script->origin() + "): the log is of another run");
+    }
+  }
+  out.run.name = fs::path(path).filename().string();
+  out.run.latency_s = out.log.seconds_per_iteration();
+  if (out.log.peak_allocated_bytes() > 0) out.run.peak_bytes = out.log.peak_allocated_bytes();
+  return out;
+}
+
+// What the log measured besides the iteration time: the intervals used and
+// the timers' medians (max over ranks) over the same intervals.
+void print_log_summary(std::ostream& out, const LogRun& lr) {
+  const std::vector<MegatronLogInterval>& iv = lr.log.intervals;
+  const std::size_t first = iv.size() > 1 ? 1 : 0;
+  out << "\n  " << lr.run.name << ": " << iv.size() << " logged intervals (iterations up to "
+      << iv.back().iteration << " of " << iv.back().train_iters << "); measured: the median of "
+      << (iv.size() - first) << (first ? " (the first, the warm-up, left out)" : "") << "\n";
+  std::map<std::string, std::vector<double>> timers;
+  std::vector<std::string> order;
+  for (std::size_t i = first; i < iv.size(); ++i) {
+    for (const MegatronLogInterval::Timer& t : iv[i].timers) {
+      if (!timers.count(t.name)) order.push_back(t.name);
+      timers[t.name].push_back(t.max_ms);
+    }
+  }
+  for (const std::string& name : order) {
+    std::vector<double>& v = timers[name];
+    std::sort(v.begin(), v.end());
+    const double median =
+        v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+    char line[160];
+    std::snprintf(line, sizeof line, "    timer %-40s %s (max over ranks, median)\n", name.c_str(),
+                  format_seconds(median / 1000.0).c_str());
+    out << line;
+  }
+  if (lr.log.theoretical_total_mb) {
+    out << "    Megatron's theoretical memory: "
+        << format_bytes(*lr.log.theoretical_total_mb * 1024.0 * 1024.0) << "\n";
+  }
+}
+
 int cmd_check(int argc, const char* const* argv, std::ostream& out) {
   cxxopts::Options o("hapmoe profile check",
                      "Compares predicted and measured iteration latency (and peak memory) of "
@@ -689,15 +765,31 @@ int cmd_check(int argc, const char* const* argv, std::ostream& out) {
       "measurements",
       "CSV: name,model,cluster,plan,latency_ms[,peak_memory_gib,global_batch,seq_len]; paths "
       "relative to the CSV's folder",
-      cxxopts::value<std::string>());
+      cxxopts::value<std::string>())(
+      "megatron-log",
+      "instead of --measurements: a Megatron-LM training log (elapsed time per iteration, "
+      "timers, memory reports) of the run of --megatron-script on --cluster",
+      cxxopts::value<std::string>())("cluster",
+                                     "the cluster the logged run ran on (with "
+                                     "--megatron-log)",
+                                     cxxopts::value<std::string>());
+  add_megatron_options(o);
   const auto parsed = parse(o, argc, argv, out);
   if (!parsed) return kExitOk;
   const auto& r = *parsed;
-  const std::string csv = required(r, "measurements");
   std::shared_ptr<MeasuredProfile> profile;
   if (r.count("profile"))
     profile = std::make_shared<MeasuredProfile>(read_profile(r["profile"].as<std::string>()));
-  const auto runs = parse_runs_csv(read_text_file(csv), csv);
+  std::optional<LogRun> logged;
+  std::vector<MeasuredRun> runs;
+  std::string csv;
+  if (r.count("megatron-log")) {
+    logged = read_log_run(r);
+    runs.push_back(logged->run);
+  } else {
+    csv = required(r, "measurements");
+    runs = parse_runs_csv(read_text_file(csv), csv);
+  }
   out << "profile check: " << runs.size() << " measured runs"
       << (profile ? ", profile " + r["profile"].as<std::string>() : ", no profile (catalog only)")
       << "\n\n";
@@ -707,7 +799,7 @@ int cmd_check(int argc, const char* const* argv, std::ostream& out) {
   CheckTotals totals;
   std::map<std::string, std::vector<std::string>> model_notes;  // printed after the table
   for (const MeasuredRun& run : runs) {
-    const RunInputs in = read_run(run, csv);
+    const RunInputs in = logged ? logged->in : read_run(run, csv);
     if (!in.notes.empty()) model_notes[in.model] = in.notes;
     const Predicted cat = predict(in.workload, in.cluster, in.plan, nullptr);
     Workload wp = in.workload;
@@ -719,6 +811,7 @@ int cmd_check(int argc, const char* const* argv, std::ostream& out) {
     print_check_row(out, run, cat, pro, profile != nullptr, totals);
   }
   print_check_totals(out, totals, runs.size(), profile != nullptr);
+  if (logged) print_log_summary(out, *logged);
   if (!model_notes.empty()) out << "\n";
   for (const auto& [model, notes] : model_notes) {
     for (const std::string& n : notes) out << "note: " << model << ": " << n << "\n";

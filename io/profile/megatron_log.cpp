@@ -54,7 +54,7 @@ std::string_view strip_prefixes(std::string_view s) {
       again = true;
     }
   }
-  return s;
+  return trim(s);
 }
 
 std::optional<double> number(std::string_view text) {

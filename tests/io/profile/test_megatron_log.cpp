@@ -2,10 +2,13 @@
 // the lines core_v0.15.0 prints, with the prefixes launchers add.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "costmodel/errors.h"
 #include "io/profile/megatron_log.h"
+#include "tests/io/cli_run.h"
 
 namespace hapmoe {
 namespace {
@@ -26,7 +29,7 @@ const char* const kLog =
     "number of skipped iterations:   0 | number of nan iterations:   0 |\n"
     "[Rank 0] (after 10 iterations) memory (MB) | allocated: 30000.5 | max allocated: 61234.0 | "
     "reserved: 65000.0 | max reserved: 65000.0\n"
-    "[1,8]<stdout>:[Rank 8] (after 10 iterations) memory (MB) | allocated: 29000.0 | max "
+    "[1,8]<stdout>: [Rank 8] (after 10 iterations) memory (MB) | allocated: 29000.0 | max "
     "allocated: 62345.5 | reserved: 66000.0 | max reserved: 66000.0\n"
     "(min, max) time across ranks (ms):\n"
     "    forward-backward ...............................: (5000.12, 5100.50)\n"
@@ -112,6 +115,51 @@ TEST(MegatronLog, BadInputNamesTheFileLineAndValue) {
       "    optimizer ......: (1.0; 2.0)\n");
   EXPECT_NE(tm.find("bad.log:3"), std::string::npos) << tm;
   EXPECT_NE(tm.find("optimizer"), std::string::npos) << tm;
+}
+
+// End to end: a training log with timers and memory lines, and the script
+// that ran it, become a measured run of `profile check`: measured against
+// the script's own plan as `evaluate` prices it.
+TEST(MegatronLog, ProfileCheckComparesTheLogWithTheScriptsPlan) {
+  using test::CliRun;
+  using test::run;
+  using test::scratch_dir;
+  const std::string data = std::string(HAPMOE_TEST_DATA);
+  const std::string log = data + "/profile/megatron_train.log";
+  const std::string script = data + "/megatron/mixtral_s.sh";
+  const CliRun ev = run({"evaluate", "--megatron-script", script, "--cluster", "paper:32-2"});
+  ASSERT_EQ(ev.code, 0) << ev.err;
+  const std::size_t at = ev.out.find("iteration latency");
+  ASSERT_NE(at, std::string::npos);
+  const std::string predicted = ev.out.substr(at + 19, ev.out.find('\n', at) - at - 19);
+  const CliRun r = run({"profile", "check", "--megatron-log", log, "--megatron-script", script,
+                        "--cluster", "paper:32-2"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  // Measured: the median of 12500 and 12600 ms (the first interval is the
+  // warm-up); memory: the highest max allocated, 52345.5 MB.
+  EXPECT_NE(r.out.find("megatron_train.log  12.550 s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(predicted), std::string::npos) << predicted << "\n" << r.out;
+  EXPECT_NE(r.out.find("51.1 GiB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("timer forward-backward"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the first, the warm-up, left out"), std::string::npos) << r.out;
+
+  // Without the script; with a log of another batch; with both inputs.
+  const CliRun no_script =
+      run({"profile", "check", "--megatron-log", log, "--cluster", "paper:32-2"});
+  EXPECT_EQ(no_script.code, 2);
+  EXPECT_NE(no_script.err.find("--megatron-script"), std::string::npos) << no_script.err;
+  const std::filesystem::path d = scratch_dir("megatron_log_batch");
+  std::ofstream(d / "other.log")
+      << " iteration 10/ 50 | elapsed time per iteration (ms): 5000.0 | global batch size: 512 |\n";
+  const CliRun other = run({"profile", "check", "--megatron-log", (d / "other.log").string(),
+                            "--megatron-script", script, "--cluster", "paper:32-2"});
+  EXPECT_EQ(other.code, 2);
+  EXPECT_NE(other.err.find("other.log:1"), std::string::npos) << other.err;
+  EXPECT_NE(other.err.find("global batch size 512"), std::string::npos) << other.err;
+  const CliRun both = run({"profile", "check", "--megatron-log", log, "--measurements", log,
+                           "--megatron-script", script, "--cluster", "paper:32-2"});
+  EXPECT_EQ(both.code, 2);
+  std::filesystem::remove_all(d);
 }
 
 }  // namespace
