@@ -626,15 +626,6 @@ std::vector<NcclLog> parse_nccl_tests_logs(std::string_view text, const std::str
   return logs;
 }
 
-NcclLog parse_nccl_tests_log(std::string_view text, const std::string& origin, bool in_place) {
-  auto logs = parse_nccl_tests_logs(text, origin, in_place);
-  if (logs.size() > 1) {
-    throw InputError(at_line(origin, logs[1].header_line),
-                     "a second result table: give one run per log");
-  }
-  return std::move(logs.front());
-}
-
 // --- Layer timings ---------------------------------------------------------------
 
 std::vector<LayerSample> parse_layer_csv(std::string_view text, const std::string& origin) {

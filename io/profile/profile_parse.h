@@ -57,11 +57,6 @@ struct NcclLog {
 std::vector<NcclLog> parse_nccl_tests_logs(std::string_view text, const std::string& origin,
                                            bool in_place = false);
 
-// The one table of a log; throws InputError when it holds several. For
-// `profile import` until it reads every table.
-NcclLog parse_nccl_tests_log(std::string_view text, const std::string& origin,
-                             bool in_place = false);
-
 // The primitive an nccl-tests binary measures ("all_reduce_perf" ->
 // kAllReduce, ...); throws InputError naming `where` otherwise.
 Primitive nccl_test_primitive(const std::string& name, const std::string& where);

@@ -669,6 +669,53 @@ TEST(ProfilePlan, SlowMeasuredCrossTypeLinkMovesThePlanOffIt) {
   fs::remove_all(d);
 }
 
+// What `profile import` says a log affects is what the cost model reads
+// (issue 20): an all_reduce_perf log changes the DP sync of a plan only
+// without the distributed optimizer, a reduce_scatter_perf log only with
+// it. TP = 1 here, so no sequence-parallel collective runs.
+TEST(ProfilePlan, AnAllReduceLogChangesOnlyPlansWithoutTheDistributedOptimizer) {
+  const fs::path d = scratch_dir("all_reduce");
+  const std::string ar = (d / "ar.h5").string();
+  const std::string rs = (d / "rs.h5").string();
+  const auto imp =
+      run({"profile", "import", "--out", ar, "--nccl", kData + "all_reduce_perf_h800_intra8.log",
+           "--primitive", "all_reduce_perf"});
+  ASSERT_EQ(imp.code, 0) << imp.err;
+  EXPECT_NE(imp.out.find("It does not affect the distributed optimizer's DP gradient/parameter "
+                         "sync"),
+            std::string::npos)
+      << imp.out;
+  ASSERT_EQ(
+      run({"profile", "import", "--out", rs, "--nccl",
+           kData + "reduce_scatter_perf_h800_intra8.log", "--primitive", "reduce_scatter_perf"})
+          .code,
+      0);
+  std::ofstream(d / "dp8.json")
+      << R"({"parallel": {"pp": 1, "tp": 1, "cp": 1, "ep": 8, "tpe": 1, "dp": 8, "micro_batch": 2},
+            "stages": [{"device": "H800", "layers": 12, "recompute": "none"}]})";
+  auto dp_sync = [&](const std::string& profile, bool distributed_optimizer) {
+    std::vector<std::string> args{
+        "evaluate", "--model", "tests/data/models/small-moe.json", "--cluster",
+        "H800:8",   "--plan",  (d / "dp8.json").string()};
+    if (!profile.empty()) args.insert(args.end(), {"--profile", profile});
+    if (!distributed_optimizer) args.push_back("--no-distributed-optimizer");
+    const auto r = run(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    // The breakdown's line ("  dp sync   3.86 ms"), not the formula's.
+    const auto at = r.out.find("\n  dp sync ");
+    EXPECT_NE(at, std::string::npos) << r.out;
+    if (at == std::string::npos) return std::string();
+    return r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
+  };
+  // With the distributed optimizer (the default): reduce-scatter counts.
+  EXPECT_EQ(dp_sync(ar, true), dp_sync("", true));
+  EXPECT_NE(dp_sync(rs, true), dp_sync("", true));
+  // Without it: all-reduce counts.
+  EXPECT_NE(dp_sync(ar, false), dp_sync("", false));
+  EXPECT_EQ(dp_sync(rs, false), dp_sync("", false));
+  fs::remove_all(d);
+}
+
 // --- Accuracy on a synthetic "measured" cluster ---------------------------------
 //
 // The "real" cluster is the catalog with perturbed coefficients (slower
