@@ -143,6 +143,38 @@ double profile_imbalance(const MeasuredProfile& profile, const std::string& mode
   return kUnset;
 }
 
+std::string primitive_plan_terms(Primitive prim) {
+  switch (prim) {
+    case Primitive::kAllReduce:
+      return "all-reduce is read only by the data-parallel gradient all-reduce (over DP x CP and "
+             "expert DP) of plans without the distributed optimizer (--no-distributed-optimizer, "
+             "or the dp sharding level of a job search). It does not affect the distributed "
+             "optimizer's DP gradient/parameter sync (the default; also --fsdp), which is a "
+             "reduce-scatter and an all-gather, nor TP, which hapmoe models with sequence "
+             "parallelism (all-gather + reduce-scatter): for those, import reduce_scatter_perf "
+             "and all_gather_perf";
+    case Primitive::kAllGather:
+      return "all-gather is read by TP with sequence parallelism (attention, dense MLP, shared "
+             "experts), the distributed optimizer's parameter all-gather over DP x CP and expert "
+             "DP (per layer with --fsdp optim_grads_params), the all-gather MoE dispatcher and "
+             "the expert-TP gathers";
+    case Primitive::kReduceScatter:
+      return "reduce-scatter is read by TP with sequence parallelism (attention, dense MLP, "
+             "shared experts), the distributed optimizer's gradient reduce-scatter over DP x CP "
+             "and expert DP (per layer with --fsdp), the all-gather MoE dispatcher and the "
+             "expert-TP reductions";
+    case Primitive::kAllToAll:
+      return "all-to-all is read by the EP dispatch and combine (the alltoall dispatcher, the "
+             "flex/DeepEP dispatcher's all-to-all part); a measured inter-node all-to-all "
+             "replaces the model's split of an EP group across nodes into an in-node and a NIC "
+             "part";
+    case Primitive::kP2P:
+      return "p2p (sendrecv) is read by the pipeline-parallel stage boundaries, the "
+             "context-parallel ring and the flex/DeepEP dispatcher's cross-node part";
+  }
+  return "";
+}
+
 ProfileSources apply_profile(ProfileTables& t, const MeasuredProfile& p, const Workload& w,
                              const ClusterSpec& cluster, int micro_batch) {
   ProfileSources src;

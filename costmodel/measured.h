@@ -124,6 +124,11 @@ ProfileTables plan_tables(const Workload& workload, const ClusterSpec& cluster,
 // rho of `model` in `profile`, or kUnset.
 double profile_imbalance(const MeasuredProfile& profile, const std::string& model);
 
+// The terms of a plan's cost that read measured times of `prim` (where
+// costmodel/cost.cpp looks it up), for `profile import` to say what a log
+// changes: one sentence, no final period.
+std::string primitive_plan_terms(Primitive prim);
+
 // --- Fitting (docs/profile.md, "Fit") ---------------------------------------
 
 // A measured layer (one micro-batch on one device): compute times in

@@ -81,10 +81,13 @@ void pipeline_layout(std::string_view in) {
 }
 
 // A nccl-tests / rccl-tests log, both column groups (out-of-place, then
-// in-place), as `profile import --nccl` reads it.
+// in-place), as `profile import --nccl` reads it, and the catalog names of
+// the devices its Rank lines print.
 void nccl_log(std::string_view in) {
-  (void)parse_nccl_tests_log(in, kOrigin, false);
-  (void)parse_nccl_tests_log(in, kOrigin, true);
+  for (const NcclLog& log : parse_nccl_tests_logs(in, kOrigin, false)) {
+    for (const std::string& d : log.devices) (void)catalog_device_name(d);
+  }
+  (void)parse_nccl_tests_logs(in, kOrigin, true);
 }
 
 // The measurement CSVs of `profile import`, `fit` and `check`.

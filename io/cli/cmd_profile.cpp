@@ -16,9 +16,11 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "costmodel/errors.h"
+#include "costmodel/measured.h"
 #include "engine/driver.h"
 #include "io/archive/archive.h"
 #include "io/cli/cli.h"
@@ -75,21 +77,299 @@ std::string g(double v, int digits = 4) {
 
 // --- import --------------------------------------------------------------------
 
+// The nccl-tests options of `profile import`, each unset when not given.
+struct NcclOptions {
+  std::optional<std::string> test;  // --primitive as given
+  std::optional<Primitive> prim;
+  std::optional<LinkKind> link;
+  std::vector<std::string> devices;  // --device [, --device-b]
+  std::optional<int> world;
+  bool in_place = false;
+};
+
+NcclOptions nccl_options(const cxxopts::ParseResult& r) {
+  NcclOptions o;
+  if (r.count("primitive")) {
+    o.test = r["primitive"].as<std::string>();
+    o.prim = nccl_test_primitive(*o.test, "--primitive");
+  }
+  if (r.count("link")) o.link = parse_link_kind(r["link"].as<std::string>(), "--link");
+  if (r.count("device")) o.devices.push_back(r["device"].as<std::string>());
+  if (r.count("device-b")) {
+    if (o.devices.empty()) throw InputError("--device-b", "give --device too");
+    if (o.link && *o.link != LinkKind::kCrossType) {
+      throw InputError("--device-b", "only for --link cross-type");
+    }
+    o.devices.push_back(r["device-b"].as<std::string>());
+    if (to_lower(o.devices[0]) == to_lower(o.devices[1])) {
+      throw InputError("--device-b", "a cross-type link needs two device types");
+    }
+  }
+  if (r.count("world")) {
+    o.world = static_cast<int>(parse_int_text(r["world"].as<std::string>(), 1, 1 << 20, "--world"));
+  }
+  o.in_place = r.count("in-place") > 0;
+  return o;
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+std::string quoted(const std::vector<std::string>& v) {
+  std::vector<std::string> q;
+  q.reserve(v.size());
+  for (const std::string& x : v) q.push_back("'" + x + "'");
+  return join(q);
+}
+
+// What one table of a log measured, and where each part came from.
+struct TableKey {
+  Primitive prim = Primitive::kAllReduce;
+  LinkKind link = LinkKind::kIntraNode;
+  std::string a, b;
+  int world = 2;
+  std::string test_src, device_src, world_src, link_src;
+};
+
+// The device types of one table: the catalog names of its Rank lines'
+// devices, else the options; a catalog device type in the options that
+// the log contradicts is an error naming both.
+// Returns how many device types the log itself shows (0: it does not tell).
+std::size_t resolve_devices(const NcclLog& log, const NcclOptions& o, const std::string& where,
+                            TableKey& key, std::vector<std::string>& types) {
+  std::vector<std::string> mapped, unmapped;
+  for (const std::string& d : log.devices) {
+    const std::string c = catalog_device_name(d);
+    if (c.empty()) {
+      unmapped.push_back(d);
+    } else if (std::find(mapped.begin(), mapped.end(), c) == mapped.end()) {
+      mapped.push_back(c);
+    }
+  }
+  if (mapped.size() > 2) {
+    throw InputError(
+        where, "the table's Rank lines show more than two device types: " + quoted(log.devices));
+  }
+  const std::string shown_devices = "the log's Rank lines show " + quoted(log.devices);
+  if (!unmapped.empty() || mapped.empty()) {
+    // The log does not tell: the options do.
+    if (o.devices.empty()) {
+      throw InputError(where, log.devices.empty()
+                                  ? "the log prints no '# Rank ... device' lines for this table: "
+                                    "give --device"
+                                  : shown_devices + ", not a catalog device type: give --device");
+    }
+    types = o.devices;
+    key.device_src =
+        log.devices.empty() ? "--device" : "--device; " + shown_devices + ", not in the catalog";
+    return 0;
+  }
+  if (o.devices.empty()) {
+    types = mapped;
+    key.device_src = "log: " + quoted(log.devices);
+    return mapped.size();
+  }
+  const char* names[] = {"--device", "--device-b"};
+  if (o.devices.size() != mapped.size()) {
+    throw InputError(
+        where, std::string(o.devices.size() == 1 ? "--device " : "--device/--device-b ") +
+                   join(o.devices, "/") + ", but " + shown_devices + " (" + join(mapped, "/") +
+                   ")");
+  }
+  bool custom = false;
+  for (std::size_t k = 0; k < o.devices.size(); ++k) {
+    const DeviceSpec* d = find_device(o.devices[k]);
+    if (d == nullptr) {
+      custom = true;  // a device type of the user's cluster file: the log cannot contradict it
+      continue;
+    }
+    if (std::find(mapped.begin(), mapped.end(), d->name) == mapped.end()) {
+      throw InputError(where, std::string(names[k]) + " " + o.devices[k] + ", but " +
+                                  shown_devices + " (" + join(mapped, "/") + ")");
+    }
+  }
+  types = o.devices;
+  key.device_src = custom ? "--device (outside the catalog); " + shown_devices
+                          : "--device, as the log: " + quoted(log.devices);
+  return mapped.size();
+}
+
+// Resolves one table against the options (docs/profile.md, "profile
+// import"): whatever the log says, with the options for what it does not;
+// a log and an option that disagree is an error naming both.
+TableKey resolve_table(const NcclLog& log, const NcclOptions& o, const std::string& where) {
+  TableKey key;
+  if (!log.test.empty()) {
+    key.prim = nccl_test_primitive(log.test, where);
+    if (o.prim && *o.prim != key.prim) {
+      throw InputError(
+          where, "--primitive " + *o.test + ", but the log names " + log.test + " for this table");
+    }
+    key.test_src = log.test + " (log)";
+  } else if (o.prim) {
+    key.prim = *o.prim;
+    key.test_src = *o.test + " (--primitive)";
+  } else {
+    throw InputError(where, "the log does not name the test of this table: give --primitive");
+  }
+  std::vector<std::string> types;
+  const std::size_t log_types = resolve_devices(log, o, where, key, types);
+  // The link: two device types are a cross-type link, else one node is
+  // intra-node and more are inter-node. --device-b means cross-type.
+  std::optional<LinkKind> from_log;
+  std::string why;
+  if (log_types == 2) {
+    from_log = LinkKind::kCrossType;
+    why = "two device types";
+  } else if (log.nodes == 1) {
+    from_log = LinkKind::kIntraNode;
+    why = "1 node";
+  } else if (log.nodes > 1) {
+    from_log = LinkKind::kInterNode;
+    why = std::to_string(log.nodes) + " nodes";
+  }
+  std::optional<LinkKind> given = o.link;
+  std::string given_src = "--link";
+  if (!given && o.devices.size() == 2) {
+    given = LinkKind::kCrossType;
+    given_src = "--device-b";
+  }
+  if (given && from_log && *given != *from_log) {
+    throw InputError(where, given_src + " " + to_string(*given) +
+                                ", but the log's Rank lines show " + why + " (" +
+                                to_string(*from_log) + ")");
+  }
+  if (given) {
+    key.link = *given;
+    key.link_src = from_log ? given_src + ", as the log: " + why : given_src;
+  } else if (from_log) {
+    key.link = *from_log;
+    key.link_src = "log: " + why;
+  } else {
+    throw InputError(where,
+                     "the log prints no '# Rank ... on HOST' lines for this table: give --link");
+  }
+  if (key.link == LinkKind::kCrossType && types.size() < 2) {
+    throw InputError("--device-b", "--link cross-type needs the other device type");
+  }
+  if (key.link != LinkKind::kCrossType && types.size() == 2) {
+    throw InputError("--device-b", "only for --link cross-type");
+  }
+  key.a = types[0];
+  key.b = types.size() == 2 ? types[1] : types[0];
+  // The world.
+  if (o.world && log.ranks > 0 && *o.world != log.ranks) {
+    throw InputError(where, "--world " + std::to_string(*o.world) +
+                                ", but the log's Rank lines show " + std::to_string(log.ranks) +
+                                " ranks");
+  }
+  key.world = o.world ? *o.world : log.ranks;
+  key.world_src = !o.world ? "log: Rank lines" : log.ranks > 0 ? "--world, as the log" : "--world";
+  if (key.world < 2 && key.prim != Primitive::kP2P) {
+    throw InputError(
+        where,
+        o.world ? "--world " + std::to_string(*o.world) + ": a collective needs at least 2 ranks"
+        : log.ranks == 0 ? std::string("the log prints no '# Rank ... device' lines for "
+                                       "this table: give --world")
+                         : "the log's Rank lines show 1 rank: a collective needs at least 2");
+  }
+  if (key.world < 2) {
+    key.world = 2;
+    key.world_src = "a pair";
+  }
+  return key;
+}
+
+// Imports every table of the --nccl log into `add`, saying for each what
+// it measured and where that came from, and which plan terms the imported
+// primitives affect.
+void import_nccl(const cxxopts::ParseResult& r, MeasuredProfile& add, std::ostream& out) {
+  const NcclOptions o = nccl_options(r);
+  const std::string path = r["nccl"].as<std::string>();
+  const auto logs = parse_nccl_tests_logs(read_text_file(path), path, o.in_place);
+  std::vector<Primitive> prims;
+  std::map<std::tuple<int, int, std::string, std::string, int>, std::size_t> first_of;
+  // Every table is resolved before anything is printed: an error in one
+  // leaves no "imported" line behind.
+  std::vector<std::optional<TableKey>> keys;
+  for (const NcclLog& log : logs) {
+    if (!log.test.empty() && nccl_test_unused(log.test)) {
+      keys.emplace_back();
+    } else {
+      keys.emplace_back(resolve_table(log, o, path + ":" + std::to_string(log.header_line)));
+    }
+  }
+  if (std::none_of(keys.begin(), keys.end(), [](const auto& k) { return k.has_value(); })) {
+    throw InputError(path,
+                     "no table of a test the cost model uses (all_reduce_perf, "
+                     "all_gather_perf, reduce_scatter_perf, alltoall_perf, sendrecv_perf)");
+  }
+  for (std::size_t k = 0; k < logs.size(); ++k) {
+    const NcclLog& log = logs[k];
+    const std::string table = "table " + std::to_string(k + 1) + " of " +
+                              std::to_string(logs.size()) + " (line " +
+                              std::to_string(log.header_line) + ")";
+    if (!keys[k]) {
+      out << "skipped " << path << ", " << table << ": " << log.test
+          << " measures a collective the cost model does not use\n";
+      continue;
+    }
+    const TableKey& key = *keys[k];
+    for (const NcclRow& row : log.rows) {
+      add.comm.push_back({key.prim, key.link, key.a, key.b, key.world, row.bytes, row.seconds});
+    }
+    out << "imported " << log.rows.size() << " " << to_string(key.prim) << " points ("
+        << g(log.rows.front().bytes) << " .. " << g(log.rows.back().bytes) << " bytes, world "
+        << key.world << ") for " << to_string(key.link) << " " << key.a
+        << (key.link == LinkKind::kCrossType ? "/" + key.b : "") << " from " << path << ", "
+        << table << "\n";
+    out << "  test " << key.test_src << ", device " << key.a
+        << (key.link == LinkKind::kCrossType ? "/" + key.b : "") << " (" << key.device_src
+        << "), world " << key.world << " (" << key.world_src << "), " << to_string(key.link) << " ("
+        << key.link_src << ")" << (log.in_place ? ", in-place times" : "")
+        << (log.in_place && !o.in_place ? " (the table has no out-of-place columns)" : "") << "\n";
+    const auto id = std::make_tuple(static_cast<int>(key.prim), static_cast<int>(key.link),
+                                    to_lower(key.a), to_lower(key.b), key.world);
+    if (const auto [it, fresh] = first_of.emplace(id, k); !fresh) {
+      out << "note: tables " << it->second + 1 << " and " << k + 1 << " both measure "
+          << to_string(key.prim) << " " << to_string(key.link) << " " << key.a << " world "
+          << key.world << ": the cost model takes the median of their times at each size\n";
+    }
+    if (std::find(prims.begin(), prims.end(), key.prim) == prims.end()) prims.push_back(key.prim);
+  }
+  for (const Primitive p : prims) out << "note: " << primitive_plan_terms(p) << ".\n";
+}
+
 int cmd_import(int argc, const char* const* argv, std::ostream& out) {
-  cxxopts::Options o("hapmoe profile import",
-                     "Reads an nccl-tests / rccl-tests log (all_reduce_perf, all_gather_perf, "
-                     "reduce_scatter_perf, alltoall_perf, sendrecv_perf) for one device type and "
-                     "link, and/or a CSV of measured dense-layer timings, into a profile file.");
+  cxxopts::Options o(
+      "hapmoe profile import",
+      "Reads nccl-tests / rccl-tests logs (all_reduce_perf, all_gather_perf, "
+      "reduce_scatter_perf, alltoall_perf, sendrecv_perf; every result table of the log, as "
+      "its own measurement) and/or a CSV of measured dense-layer timings into a profile file. "
+      "The test, device type, ranks and link of each table come from the log where it prints "
+      "them (\"# Collective test starting\" or the command line, \"# Rank N ... on HOST device "
+      "D ... NAME\" lines); the options below fill in what it does not, and an option the log "
+      "contradicts is an error. It says which plan terms each imported primitive affects "
+      "(docs/profile.md, \"Which tests to run\").");
   add_out(o);
-  o.add_options("nccl-tests log")("nccl", "the log file", cxxopts::value<std::string>())(
+  o.add_options("nccl-tests log")("nccl", "the log file (one job's output, as it is)",
+                                  cxxopts::value<std::string>())(
       "primitive",
-      "the test: all_reduce_perf, all_gather_perf, reduce_scatter_perf, alltoall_perf or "
-      "sendrecv_perf (or all-reduce ... p2p); default: named in the log",
-      cxxopts::value<std::string>())("device", "device type of the ranks (e.g. H800)",
+      "the test of the tables the log does not name: all_reduce_perf, all_gather_perf, "
+      "reduce_scatter_perf, alltoall_perf or sendrecv_perf (or all-reduce ... p2p)",
+      cxxopts::value<std::string>())(
+      "device",
+      "device type of the ranks (e.g. H800); default: the catalog type of the log's Rank lines",
+      cxxopts::value<std::string>())("device-b", "cross-type link: the other device type",
                                      cxxopts::value<std::string>())(
-      "device-b", "cross-type link: the other device type", cxxopts::value<std::string>())(
-      "link", "intra-node, inter-node or cross-type", cxxopts::value<std::string>())(
-      "world", "ranks of the test (default: the '# Rank N ... device' lines of the log)",
+      "link",
+      "intra-node, inter-node or cross-type; default: from the log's Rank lines (one host: "
+      "intra-node, more: inter-node, two device types: cross-type)",
+      cxxopts::value<std::string>())(
+      "world", "ranks of the test; default: the log's '# Rank N ... device' lines",
       cxxopts::value<std::string>())("in-place", "use the in-place time column");
   o.add_options("Layer timings")(
       "layers",
@@ -106,39 +386,7 @@ int cmd_import(int argc, const char* const* argv, std::ostream& out) {
   }
   MeasuredProfile p = base_profile(r);
   MeasuredProfile add;
-  if (r.count("nccl")) {
-    const std::string path = r["nccl"].as<std::string>();
-    const NcclLog log = parse_nccl_tests_log(read_text_file(path), path, r.count("in-place") > 0);
-    std::string test = r.count("primitive") ? r["primitive"].as<std::string>() : log.test;
-    if (test.empty()) {
-      throw InputError("--primitive", "the log does not name its test: give --primitive");
-    }
-    const Primitive prim = nccl_test_primitive(test, r.count("primitive") ? "--primitive" : path);
-    const LinkKind link = parse_link_kind(required(r, "link"), "--link");
-    const std::string a = required(r, "device");
-    std::string b = a;
-    if (link == LinkKind::kCrossType) {
-      b = required(r, "device-b");
-      if (b == a) throw InputError("--device-b", "a cross-type link needs two device types");
-    } else if (r.count("device-b")) {
-      throw InputError("--device-b", "only for --link cross-type");
-    }
-    int world = log.ranks;
-    if (r.count("world")) {
-      world = static_cast<int>(parse_int_text(r["world"].as<std::string>(), 1, 1 << 20, "--world"));
-    }
-    if (world < 2 && prim != Primitive::kP2P) {
-      throw InputError(
-          path, "the log names " + std::to_string(log.ranks) + " ranks; give --world (at least 2)");
-    }
-    for (const NcclRow& row : log.rows) {
-      add.comm.push_back({prim, link, a, b, std::max(world, 2), row.bytes, row.seconds});
-    }
-    out << "imported " << log.rows.size() << " " << to_string(prim) << " points ("
-        << g(log.rows.front().bytes) << " .. " << g(log.rows.back().bytes) << " bytes, world "
-        << world << ") for " << to_string(link) << " " << a
-        << (link == LinkKind::kCrossType ? "/" + b : "") << " from " << path << "\n";
-  }
+  if (r.count("nccl")) import_nccl(r, add, out);
   if (r.count("layers")) {
     const std::string path = r["layers"].as<std::string>();
     const auto rows = parse_layer_csv(read_text_file(path), path);

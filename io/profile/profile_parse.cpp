@@ -8,10 +8,13 @@
 #include <charconv>
 #include <cmath>
 #include <deque>
+#include <iterator>
 #include <map>
 #include <optional>
+#include <set>
 #include <utility>
 
+#include "costmodel/cluster.h"
 #include "costmodel/errors.h"
 
 namespace hapmoe {
@@ -229,6 +232,133 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // --- nccl-tests ----------------------------------------------------------------
 
+namespace {
+
+// The binaries of nccl-tests and rccl-tests; the first five measure the
+// cost model's primitives, the others collectives it does not use.
+constexpr const char* kNcclTests[] = {"all_reduce_perf", "all_gather_perf", "reduce_scatter_perf",
+                                      "alltoall_perf",   "sendrecv_perf",   "broadcast_perf",
+                                      "reduce_perf",     "gather_perf",     "scatter_perf",
+                                      "alltoallv_perf",  "hypercube_perf"};
+constexpr std::size_t kUsedNcclTests = 5;
+
+bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+bool contains(std::string_view s, std::string_view part) {
+  return s.find(part) != std::string_view::npos;
+}
+
+// The test `line` names as a word ("./all_reduce_perf -b 8", "# Collective
+// test starting: all_gather_perf", ".../all_reduce_perf_mpi"); "" if none,
+// or if it names two different ones.
+std::string named_test(std::string_view line) {
+  std::string found;
+  for (const char* t : kNcclTests) {
+    const std::string_view name(t);
+    for (std::size_t pos = line.find(name); pos != std::string_view::npos;
+         pos = line.find(name, pos + 1)) {
+      const std::size_t end = pos + name.size();
+      const bool starts = pos == 0 || !word_char(line[pos - 1]);
+      const bool ends =
+          end == line.size() || !word_char(line[end]) || line.substr(end).starts_with("_mpi");
+      if (starts && ends) {
+        if (!found.empty() && found != name) return "";
+        found = name;
+        break;
+      }
+    }
+  }
+  return found;
+}
+
+// A non-negative decimal integer made of digits only (no sign, no spaces).
+std::optional<long long> digits(std::string_view s) {
+  if (s.empty() || s.size() > 12) return std::nullopt;
+  for (char c : s) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
+  }
+  return to_int(s);
+}
+
+// A line without its launcher prefixes, and the MPI rank they named (-1:
+// none).
+struct Unprefixed {
+  std::string_view text;
+  long long rank = -1;
+};
+
+// Removes the prefixes launchers put before every line of a process's
+// output: Open MPI's --tag-output "[1,0]<stdout>:" (or <stderr>), MPICH /
+// Hydra's -prepend-rank "[0] " and srun --label's "0: " (a few times, for
+// a launcher inside another).
+Unprefixed strip_launcher(std::string_view line) {
+  Unprefixed out{line, -1};
+  for (int round = 0; round < 3; ++round) {
+    std::string_view t = out.text;
+    while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
+    if (!t.empty() && t.front() == '[') {
+      const std::size_t close = t.find(']');
+      if (close != std::string_view::npos) {
+        const std::string_view inside = t.substr(1, close - 1);
+        const std::string_view after = t.substr(close + 1);
+        if (after.starts_with("<stdout>:") || after.starts_with("<stderr>:")) {
+          const std::size_t comma = inside.rfind(',');
+          const auto r =
+              digits(comma == std::string_view::npos ? inside : inside.substr(comma + 1));
+          out.rank = r ? *r : -1;
+          out.text = after.substr(9);
+          continue;
+        }
+        if (const auto r = digits(inside); r && (after.empty() || after.front() == ' ')) {
+          out.rank = *r;
+          out.text = after;
+          continue;
+        }
+      }
+    }
+    std::size_t k = 0;
+    while (k < t.size() && std::isdigit(static_cast<unsigned char>(t[k]))) ++k;
+    if (k > 0 && k < t.size() && t[k] == ':' && (k + 1 == t.size() || t[k + 1] == ' ')) {
+      if (const auto r = digits(t.substr(0, k))) {
+        out.rank = *r;
+        out.text = t.substr(k + 1);
+        continue;
+      }
+    }
+    break;
+  }
+  return out;
+}
+
+// One "# Rank N [Group G] [Pid P] on HOST device D [BUS] NAME" line.
+struct RankLine {
+  long long rank = 0;
+  long long group = 0;
+  std::string host;
+  std::string device;
+};
+
+std::optional<RankLine> read_rank_line(std::string_view s,
+                                       const std::vector<std::string_view>& words) {
+  const auto r = to_int(words[1]);
+  if (!r) return std::nullopt;
+  RankLine out;
+  out.rank = *r;
+  for (std::size_t k = 2; k + 1 < words.size(); ++k) {
+    if (words[k] == "Group") out.group = to_int(words[k + 1]).value_or(0);
+    if (words[k] == "on" && out.host.empty()) out.host = std::string(words[k + 1]);
+    if (words[k] == "device") break;
+  }
+  const std::size_t dev = s.find(" device ");
+  if (dev != std::string_view::npos) {
+    const std::size_t bus = s.find(']', dev);
+    if (bus != std::string_view::npos) out.device = std::string(trim(s.substr(bus + 1)));
+  }
+  return out;
+}
+
+}  // namespace
+
 Primitive nccl_test_primitive(const std::string& name, const std::string& where) {
   const std::string n = lower(name);
   if (n == "all_reduce_perf" || n == "all-reduce" || n == "allreduce") return Primitive::kAllReduce;
@@ -243,100 +373,257 @@ Primitive nccl_test_primitive(const std::string& name, const std::string& where)
                               "reduce_scatter_perf, alltoall_perf, sendrecv_perf)");
 }
 
-NcclLog parse_nccl_tests_log(std::string_view text, const std::string& origin, bool in_place) {
-  NcclLog log;
+bool nccl_test_unused(const std::string& name) {
+  const std::string n = lower(name);
+  for (std::size_t k = kUsedNcclTests; k < std::size(kNcclTests); ++k) {
+    if (n == kNcclTests[k]) return true;
+  }
+  return false;
+}
+
+std::string catalog_device_name(std::string_view printed) {
+  std::vector<std::string> tokens;
+  std::string cur;
+  for (char c : printed) {
+    if (std::isalnum(static_cast<unsigned char>(c))) {
+      cur += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    } else if (!cur.empty()) {
+      tokens.push_back(std::move(cur));
+      cur.clear();
+    }
+  }
+  if (!cur.empty()) tokens.push_back(std::move(cur));
+  auto has = [&](const char* t) {
+    return std::find(tokens.begin(), tokens.end(), t) != tokens.end();
+  };
+  // The catalog has both A100 parts; only the memory size tells them apart.
+  if (has("a100")) {
+    if (has("80gb") || has("80g")) return "A100-80GB";
+    if (has("40gb") || has("40g")) return "A100-40GB";
+    return "";
+  }
+  std::string found;
+  for (std::string t : tokens) {
+    if (t.starts_with("ascend") && t.size() > 6) t = t.substr(6);  // "Ascend910B2"
+    const DeviceSpec* d = find_device(t);
+    if (d == nullptr) continue;
+    if (!found.empty() && found != d->name) return "";
+    found = d->name;
+  }
+  return found;
+}
+
+std::vector<NcclLog> parse_nccl_tests_logs(std::string_view text, const std::string& origin,
+                                           bool in_place) {
+  std::vector<NcclLog> logs;
   const auto lines = split_lines(text);
-  // Column positions, from the header (`#  size  count  type ...`).
-  int col_size = -1;
-  int col_time = -1;
-  int col_busbw = -1;
+
+  // What the log said about the next table: its test, its Rank lines.
+  std::string next_test;
+  std::vector<RankLine> next_ranks;
+
+  // The open table.
+  bool open = false;
+  NcclLog table;
+  std::size_t col_time = 0;
+  std::optional<std::size_t> col_busbw;
   std::size_t min_fields = 0;
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    const int no = static_cast<int>(i) + 1;
-    std::string_view line = trim(lines[i]);
-    if (line.empty()) continue;
-    for (const char* t : {"all_reduce_perf", "all_gather_perf", "reduce_scatter_perf",
-                          "alltoall_perf", "sendrecv_perf"}) {
-      if (log.test.empty() && line.find(t) != std::string_view::npos) log.test = t;
+  long long table_rank = -1;  // the MPI rank that printed its header
+
+  bool in_place_only = false;  // the column-group line above the header
+  long long first_rank = -1;   // the MPI rank that printed the first table
+  int first_rank_line = 0;     // and where
+  int empty_header = 0;        // a table that had no rows
+  int stray_row = 0;           // a row outside any table
+  std::string_view stray_text;
+  int last_closed = -1;  // the table the footer lines after it belong to
+
+  auto close = [&] {
+    if (!open) return;
+    open = false;
+    if (table.rows.empty()) {
+      if (empty_header == 0) empty_header = table.header_line;
+      last_closed = -1;
+      return;
     }
-    if (line.find("NCCL INFO") != std::string_view::npos ||
-        line.find("NCCL WARN") != std::string_view::npos ||
-        line.find("RCCL INFO") != std::string_view::npos) {
-      continue;  // NCCL_DEBUG output interleaved with the table
+    logs.push_back(std::move(table));
+    last_closed = static_cast<int>(logs.size()) - 1;
+  };
+
+  auto open_table = [&](const std::vector<std::string_view>& words, int no, long long rank) {
+    close();
+    std::vector<std::size_t> times, busbws;
+    for (std::size_t k = 0; k < words.size(); ++k) {
+      if (words[k] == "time" || words[k] == "cputime") times.push_back(k);
+      if (words[k] == "busbw") busbws.push_back(k);
     }
-    if (line.front() == '#') {
-      const auto words = split_ws(line.substr(1));
-      if (words.size() >= 2 && words[0] == "Rank" &&
-          line.find("device") != std::string_view::npos) {
-        ++log.ranks;
+    if (times.empty()) {
+      throw InputError(at_line(origin, no), "table header without a 'time' column");
+    }
+    const bool only_in_place = in_place_only && times.size() == 1;
+    std::size_t pick = 0;
+    if (in_place && !only_in_place) {
+      if (times.size() < 2) {
+        throw InputError(at_line(origin, no), "no in-place 'time' column in this table");
       }
-      if (words.size() >= 4 && words[0] == "size" && words[1] == "count") {
-        // Data columns: the header's words, "#wrong"/"error" included.
-        std::vector<int> times, busbws;
-        for (std::size_t k = 0; k < words.size(); ++k) {
-          if (words[k] == "time") times.push_back(static_cast<int>(k));
-          if (words[k] == "busbw") busbws.push_back(static_cast<int>(k));
-        }
-        if (times.empty()) {
-          throw InputError(at_line(origin, no), "table header without a 'time' column");
-        }
-        const std::size_t pick = in_place && times.size() > 1 ? 1 : 0;
-        if (in_place && times.size() < 2) {
-          throw InputError(at_line(origin, no), "no in-place 'time' column in this table");
-        }
-        col_size = 0;
-        col_time = times[pick];
-        col_busbw = pick < busbws.size() ? busbws[pick] : -1;
-        min_fields = static_cast<std::size_t>(std::max(col_time, col_busbw)) + 1;
+      pick = 1;
+    }
+    if (rank >= 0) {
+      if (first_rank >= 0 && rank != first_rank) {
+        throw InputError(
+            at_line(origin, no),
+            "this table was printed by MPI rank " + std::to_string(rank) + ", the one at line " +
+                std::to_string(first_rank_line) + " by rank " + std::to_string(first_rank) +
+                ": every rank ran a test of its own (nccl-tests built without MPI=1 under an MPI "
+                "launcher?); an MPI build prints one table, on rank 0");
       }
-      continue;
+      first_rank = rank;
+      first_rank_line = no;
     }
-    // Open MPI --tag-output prefixes ("[1,0]<stdout>:").
-    if (line.front() == '[') {
-      const auto close = line.find("]<stdout>:");
-      if (close != std::string_view::npos) line = trim(line.substr(close + 10));
-      if (line.empty() || line.front() == '#') continue;
+    table = NcclLog{};
+    table.header_line = no;
+    table.in_place = in_place || only_in_place;
+    table.test = next_test;
+    if (!next_ranks.empty()) {
+      // The world is the group of the first Rank line (nccl-tests' split
+      // mask prints one group per communicator).
+      const long long group = next_ranks.front().group;
+      std::set<long long> ids;
+      std::set<std::string> hosts, devices;
+      for (const RankLine& r : next_ranks) {
+        if (r.group != group) continue;
+        ids.insert(r.rank);
+        if (!r.host.empty()) hosts.insert(r.host);
+        if (!r.device.empty() && devices.insert(r.device).second) table.devices.push_back(r.device);
+      }
+      table.ranks = static_cast<int>(ids.size());
+      table.nodes = static_cast<int>(hosts.size());
     }
-    const auto words = split_ws(line);
-    if (col_size < 0) {
-      throw InputError(at_line(origin, no),
-                       "unexpected line " + shown(line) +
-                           " before the table header (# size count type redop ...)");
+    next_test.clear();
+    next_ranks.clear();
+    in_place_only = false;
+    col_time = times[pick];
+    col_busbw.reset();
+    for (std::size_t b : busbws) {
+      if (b > col_time && (pick + 1 >= times.size() || b < times[pick + 1])) {
+        col_busbw = b;
+        break;
+      }
     }
+    min_fields = std::max(col_time, col_busbw.value_or(0)) + 1;
+    table_rank = rank;
+    open = true;
+    last_closed = -1;
+  };
+
+  auto read_row = [&](const std::vector<std::string_view>& words, std::string_view line, int no) {
     if (words.size() < min_fields) {
       throw InputError(at_line(origin, no), "expected at least " + std::to_string(min_fields) +
                                                 " columns, found " + std::to_string(words.size()) +
                                                 ": " + shown(line));
     }
-    const auto size = to_double(words[static_cast<std::size_t>(col_size)]);
-    const auto time = to_double(words[static_cast<std::size_t>(col_time)]);
+    const auto size = to_double(words[0]);
+    const auto time = to_double(words[col_time]);
     if (!size || *size <= 0) {
-      throw InputError(at_line(origin, no), "size " +
-                                                shown(words[static_cast<std::size_t>(col_size)]) +
-                                                " is not a positive number of bytes");
+      throw InputError(at_line(origin, no),
+                       "size " + shown(words[0]) + " is not a positive number of bytes");
     }
     if (!time || *time <= 0) {
-      throw InputError(at_line(origin, no), "time " +
-                                                shown(words[static_cast<std::size_t>(col_time)]) +
+      throw InputError(at_line(origin, no), "time " + shown(words[col_time]) +
                                                 " is not a positive number of microseconds");
     }
     NcclRow row;
     row.bytes = *size;
     row.seconds = *time * 1e-6;
-    if (col_busbw >= 0) {
-      if (const auto bw = to_double(words[static_cast<std::size_t>(col_busbw)])) {
-        row.busbw_gbs = *bw;
-      }
+    if (col_busbw) {
+      if (const auto bw = to_double(words[*col_busbw])) row.busbw_gbs = *bw;
     }
     row.line = no;
-    log.rows.push_back(row);
+    table.rows.push_back(row);
+  };
+
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const int no = static_cast<int>(i) + 1;
+    const Unprefixed u = strip_launcher(lines[i]);
+    const std::string_view line = trim(u.text);
+    if (line.empty()) continue;
+    // NCCL_DEBUG output, interleaved anywhere.
+    if (contains(line, "NCCL INFO") || contains(line, "NCCL WARN") || contains(line, "RCCL INFO") ||
+        contains(line, "RCCL WARN")) {
+      continue;
+    }
+    if (line.front() == '#') {
+      const auto words = split_ws(line.substr(1));
+      if (words.empty()) continue;
+      if (words.size() >= 2 && words[0] == "size" && words[1] == "count") {
+        open_table(words, no, u.rank);
+      } else if (words.size() >= 2 && words[0] == "Rank" && contains(line, "device")) {
+        close();  // a new run, even without a banner
+        in_place_only = false;
+        if (auto r = read_rank_line(line, words)) next_ranks.push_back(std::move(*r));
+      } else if (words[0] == "nThread" ||
+                 (words[0] == "Using" && words.size() >= 2 && words[1] == "devices")) {
+        close();  // a new run: its banner, then its Rank lines
+        next_ranks.clear();
+        in_place_only = false;
+      } else if (contains(line, "Collective test concluded")) {
+        close();
+        if (last_closed >= 0 && logs[static_cast<std::size_t>(last_closed)].test.empty()) {
+          logs[static_cast<std::size_t>(last_closed)].test = named_test(line);
+        }
+      } else if (contains(line, "Out of bounds values") || contains(line, "Avg bus bandwidth")) {
+        close();
+      } else if (contains(line, "out-of-place") || contains(line, "in-place")) {
+        in_place_only = !contains(line, "out-of-place");
+      } else {
+        if (contains(line, "Collective test starting") || contains(line, "nccl-tests version")) {
+          close();
+        }
+        if (std::string t = named_test(line); !t.empty()) next_test = std::move(t);
+      }
+      continue;
+    }
+    const auto words = split_ws(line);
+    // A row: a number, then a number (or nothing: a cut row).
+    const bool row = to_double(words[0]) && (words.size() == 1 || to_double(words[1]));
+    if (row) {
+      if (!open) {
+        if (stray_row == 0) {
+          stray_row = no;
+          stray_text = line;
+        }
+        continue;
+      }
+      if (u.rank >= 0 && table_rank >= 0 && u.rank != table_rank) {
+        throw InputError(at_line(origin, no),
+                         "a row printed by MPI rank " + std::to_string(u.rank) +
+                             " inside the table of rank " + std::to_string(table_rank) + " (line " +
+                             std::to_string(table.header_line) +
+                             "): every rank ran a test of its own (nccl-tests built without "
+                             "MPI=1 under an MPI launcher?)");
+      }
+      read_row(words, line, no);
+      continue;
+    }
+    if (line.starts_with("rccl-tests:") || words[0] == "nThread") {
+      close();  // rccl-tests' version banner; nccl-tests 1.x's unmarked one
+      if (words[0] == "nThread") next_ranks.clear();
+    }
+    if (std::string t = named_test(line); !t.empty()) next_test = std::move(t);
   }
-  if (log.rows.empty()) {
-    throw InputError(origin, col_size < 0 ? "no nccl-tests result table (no '# size count type "
-                                            "...' header line)"
-                                          : "the result table has no rows");
+  close();
+  if (logs.empty()) {
+    if (empty_header > 0) {
+      throw InputError(at_line(origin, empty_header), "the result table has no rows");
+    }
+    if (stray_row > 0) {
+      throw InputError(at_line(origin, stray_row),
+                       "a result row " + shown(stray_text) +
+                           " without a table header before it (expected '# size count type ...')");
+    }
+    throw InputError(origin, "no nccl-tests result table (no '# size count type ...' header line)");
   }
-  return log;
+  return logs;
 }
 
 // --- Layer timings ---------------------------------------------------------------

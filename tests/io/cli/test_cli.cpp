@@ -16,6 +16,7 @@
 #include "io/cli/progress.h"
 #include "io/inputs/json_strict.h"
 #include "io/inputs/model_io.h"
+#include "io/profile/profile_h5.h"
 #include "io/report/report.h"
 #include "tests/io/cli_run.h"
 
@@ -931,6 +932,174 @@ TEST(CliBaselines, CompareReadsAMegatronScript) {
     return out.substr(from, out.find("\n\n", from) - from);
   };
   EXPECT_EQ(table(a.out), table(b.out));
+}
+
+// --- profile import of nccl-tests / rccl-tests logs as jobs write them (issue 20) ---
+
+const std::string kProfileData = std::string(HAPMOE_TEST_DATA) + "/profile/";
+
+// `hapmoe ARGS` through the real executable: exit code, stdout, stderr.
+CliRun run_exe(const std::string& args, const fs::path& dir) {
+  const std::string cmd = std::string(HAPMOE_BINARY) + " " + args + " >" + (dir / "out").string() +
+                          " 2>" + (dir / "err").string();
+  const int status = std::system(cmd.c_str());
+  return {WEXITSTATUS(status), slurp(dir / "out"), slurp(dir / "err")};
+}
+
+// Points of one (primitive, link, device type, world) in a profile.
+int points(const MeasuredProfile& p, Primitive prim, LinkKind link, const std::string& type,
+           int world) {
+  return static_cast<int>(std::count_if(p.comm.begin(), p.comm.end(), [&](const CommSample& c) {
+    return c.prim == prim && c.link == link && c.type_a == type && c.type_b == type &&
+           c.world == world;
+  }));
+}
+
+TEST(CliProfileImport, ReadsNcclAndRcclTestsLogsAsJobsWriteThem) {
+  const fs::path d = scratch_dir("jobs");
+  const std::string prof = (d / "p.h5").string();
+  // nccl-tests under Open MPI --tag-output in a Slurm job: all_reduce_perf
+  // on one node, again on two nodes, then all_gather_perf; banners, NCCL
+  // INFO, ssh, UCX and Open MPI messages around. Nothing but the log.
+  CliRun r = run_exe("profile import --out " + prof + " --nccl " + kProfileData +
+                         "nccl_tests_h100_tagged_three_runs.log",
+                     d);
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* s :
+       {"imported 8 all-reduce points (1024 .. 1.678e+07 bytes, world 8) for intra-node H100",
+        "table 1 of 3 (line 29)",
+        "  test all_reduce_perf (log), device H100 (log: 'NVIDIA H100 80GB HBM3'), world 8 (log: "
+        "Rank lines), intra-node (log: 1 node)",
+        "imported 8 all-reduce points (1024 .. 1.678e+07 bytes, world 16) for inter-node H100",
+        "inter-node (log: 2 nodes)",
+        "imported 8 all-gather points (1024 .. 1.678e+07 bytes, world 16) for inter-node H100",
+        "table 3 of 3", "note: all-reduce is read only by",
+        "It does not affect the distributed optimizer's DP gradient/parameter sync",
+        "note: all-gather is read by"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  }
+  MeasuredProfile p = read_profile(prof);
+  ASSERT_EQ(p.comm.size(), 24u);
+  EXPECT_EQ(points(p, Primitive::kAllReduce, LinkKind::kIntraNode, "H100", 8), 8);
+  EXPECT_EQ(points(p, Primitive::kAllReduce, LinkKind::kInterNode, "H100", 16), 8);
+  EXPECT_EQ(points(p, Primitive::kAllGather, LinkKind::kInterNode, "H100", 16), 8);
+  // rccl-tests under MPICH -prepend-rank, added to the same profile.
+  r = run_exe("profile import --profile " + prof + " --out " + prof + " --nccl " + kProfileData +
+                  "rccl_tests_mi300x_prepend_rank.log",
+              d);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("imported 10 all-to-all points (8 .. 2.097e+06 bytes, world 8) for "
+                       "intra-node MI300X"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("note: all-to-all is read by the EP dispatch and combine"),
+            std::string::npos)
+      << r.out;
+  p = read_profile(prof);
+  ASSERT_EQ(p.comm.size(), 34u);
+  EXPECT_EQ(points(p, Primitive::kAllToAll, LinkKind::kIntraNode, "MI300X", 8), 10);
+  // The options agree with the log: same result; --in-place reads the
+  // other column.
+  r = run_exe("profile import --out " + prof + " --nccl " + kProfileData +
+                  "rccl_tests_mi300x_prepend_rank.log --device MI300X --link intra-node --world 8 "
+                  "--primitive alltoall_perf --in-place",
+              d);
+  ASSERT_EQ(r.code, 0) << r.err;
+  p = read_profile(prof);
+  ASSERT_EQ(p.comm.size(), 10u);
+  EXPECT_NEAR(p.comm[0].seconds, 39.14e-6, 1e-12);
+  fs::remove_all(d);
+}
+
+TEST(CliProfileImport, AnOptionTheLogContradictsIsAnError) {
+  const fs::path d = scratch_dir("conflicts");
+  const std::string prof = (d / "p.h5").string();
+  const std::string three = kProfileData + "nccl_tests_h100_tagged_three_runs.log";
+  const std::string base = "profile import --out " + prof + " --nccl " + three + " ";
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases{
+      {"--device H800", {"three_runs.log:29", "--device H800", "'NVIDIA H100 80GB HBM3' (H100)"}},
+      {"--world 8", {"three_runs.log:72", "--world 8", "16 ranks"}},
+      {"--link intra-node", {"three_runs.log:72", "--link intra-node", "2 nodes (inter-node)"}},
+      {"--primitive all_gather_perf",
+       {"three_runs.log:29", "--primitive all_gather_perf", "names all_reduce_perf"}},
+      {"--device H100 --device-b H800", {"three_runs.log:29", "--device/--device-b H100/H800"}},
+  };
+  for (const auto& [opts, expected] : cases) {
+    const CliRun r = run_exe(base + opts, d);
+    EXPECT_EQ(r.code, 2) << opts << "\n" << r.out;
+    for (const std::string& e : expected) {
+      EXPECT_NE(r.err.find(e), std::string::npos) << opts << ": " << e << "\n" << r.err;
+    }
+    EXPECT_FALSE(fs::exists(prof)) << opts;
+  }
+  // A device type of the user's own cluster file is not the catalog's:
+  // the log cannot contradict it, and the output says what the log shows.
+  CliRun r = run_exe(base + "--device H100-pcie-lab", d);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("device H100-pcie-lab (--device (outside the catalog); the log's Rank "
+                       "lines show 'NVIDIA H100 80GB HBM3')"),
+            std::string::npos)
+      << r.out;
+  // A log without Rank lines needs the options, as before.
+  const std::string cross = kProfileData + "sendrecv_perf_cross_slow.log";
+  r = run_exe("profile import --out " + prof + " --nccl " + cross + " --primitive sendrecv_perf",
+              d);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("give --device"), std::string::npos) << r.err;
+  r = run_exe("profile import --out " + prof + " --nccl " + cross +
+                  " --primitive sendrecv_perf --device H800 --device-b MI300X",
+              d);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("for cross-type H800/MI300X"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cross-type (--device-b)"), std::string::npos) << r.out;
+  fs::remove_all(d);
+}
+
+// A job that runs the whole suite: tables of collectives the cost model
+// does not use are skipped, a repeated run is kept and said so.
+TEST(CliProfileImport, SkipsUnusedTestsAndNamesRepeatedRuns) {
+  const fs::path d = scratch_dir("suite");
+  const std::string header =
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
+      "time   algbw   busbw #wrong\n";
+  const std::string ranks =
+      "#  Rank  0 Group  0 Pid   4000 on     node01 device  0 [0x18] NVIDIA H800\n"
+      "#  Rank  1 Group  0 Pid   4001 on     node01 device  1 [0x28] NVIDIA H800\n";
+  auto run_of = [&](const std::string& test, double us) {
+    char row[200];
+    std::snprintf(row, sizeof row,
+                  "        1024           256     float     sum      -1  %7.2f    0.10    0.10    "
+                  "  0  %7.2f    0.10    0.10      0\n",
+                  us, us + 1);
+    return "# Collective test starting: " + test + "\n# Using devices\n" + ranks + header + row +
+           "# Out of bounds values : 0 OK\n# Collective test concluded: " + test + "\n";
+  };
+  const std::string log = (d / "suite.log").string();
+  std::ofstream(log) << run_of("broadcast_perf", 9) + run_of("all_reduce_perf", 10) +
+                            run_of("reduce_perf", 11) + run_of("all_reduce_perf", 12);
+  const std::string prof = (d / "p.h5").string();
+  CliRun r = run_exe("profile import --out " + prof + " --nccl " + log, d);
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* s : {"skipped " /* path */,
+                        "table 1 of 4 (line 5): broadcast_perf measures a "
+                        "collective the cost model does not use",
+                        "table 3 of 4 (line 21): reduce_perf measures",
+                        "note: tables 2 and 4 both measure all-reduce intra-node H800 world 2: the "
+                        "cost model takes the median of their times at each size"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  }
+  const MeasuredProfile p = read_profile(prof);
+  ASSERT_EQ(p.comm.size(), 2u);
+  EXPECT_NEAR(p.comm[0].seconds, 10e-6, 1e-15);
+  EXPECT_NEAR(p.comm[1].seconds, 12e-6, 1e-15);
+  // Nothing the cost model uses: an error, no file.
+  std::ofstream(log) << run_of("broadcast_perf", 9);
+  fs::remove(prof);
+  r = run_exe("profile import --out " + prof + " --nccl " + log, d);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no table of a test the cost model uses"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(prof));
+  fs::remove_all(d);
 }
 
 }  // namespace

@@ -38,57 +38,383 @@ const std::string kData = std::string(HAPMOE_TEST_DATA) + "/profile/";
 
 // --- nccl-tests logs ------------------------------------------------------------
 
-TEST(NcclTestsLog, ReadsTheOutOfPlaceAndInPlaceColumns) {
+// The one table of a log.
+NcclLog one_table(const std::string& text, const std::string& origin, bool in_place = false) {
+  const auto logs = parse_nccl_tests_logs(text, origin, in_place);
+  EXPECT_EQ(logs.size(), 1u);
+  return logs.at(0);
+}
+
+TEST(ProfileNcclLog, ReadsTheOutOfPlaceAndInPlaceColumns) {
   const std::string text = slurp(kData + "all_reduce_perf_h800_intra8.log");
-  const NcclLog log = parse_nccl_tests_log(text, "ar.log");
+  const NcclLog log = one_table(text, "ar.log");
   EXPECT_EQ(log.ranks, 8);
+  EXPECT_EQ(log.nodes, 1);
+  EXPECT_EQ(log.devices, std::vector<std::string>{"NVIDIA H800"});
   ASSERT_EQ(log.rows.size(), 25u);  // 8 B .. 128 MiB
   EXPECT_DOUBLE_EQ(log.rows.front().bytes, 8);
   EXPECT_NEAR(log.rows.front().seconds, 22.00e-6, 1e-12);
   EXPECT_DOUBLE_EQ(log.rows.back().bytes, 134217728);
-  const NcclLog in_place = parse_nccl_tests_log(text, "ar.log", true);
+  EXPECT_FALSE(log.in_place);
+  const NcclLog in_place = one_table(text, "ar.log", true);
   EXPECT_NEAR(in_place.rows.front().seconds, 22.44e-6, 1e-12);
+  EXPECT_TRUE(in_place.in_place);
   EXPECT_GT(log.rows.back().busbw_gbs, 100);
 }
 
-TEST(NcclTestsLog, ReadsTheOlderLayoutWithoutRoot) {
-  const NcclLog log =
-      parse_nccl_tests_log(slurp(kData + "all_reduce_perf_mi300x_old_layout.log"), "old.log");
+TEST(ProfileNcclLog, ReadsTheOlderLayoutWithoutRoot) {
+  const NcclLog log = one_table(slurp(kData + "all_reduce_perf_mi300x_old_layout.log"), "old.log");
   EXPECT_EQ(log.ranks, 4);
   ASSERT_EQ(log.rows.size(), 18u);  // 8 B .. 1 MiB
   EXPECT_NEAR(log.rows.front().seconds, 30.00e-6, 1e-12);
 }
 
-TEST(NcclTestsLog, RejectsLogsWithoutATableOrWithNegativeTimes) {
+TEST(ProfileNcclLog, RejectsLogsWithoutATableOrWithNegativeTimes) {
   try {
-    parse_nccl_tests_log(slurp(kData + "bad_no_table.log"), "none.log");
+    parse_nccl_tests_logs(slurp(kData + "bad_no_table.log"), "none.log");
     FAIL() << "no table accepted";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("none.log"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("no nccl-tests result table"), std::string::npos);
   }
   try {
-    parse_nccl_tests_log(slurp(kData + "bad_negative_time.log"), "neg.log");
+    parse_nccl_tests_logs(slurp(kData + "bad_negative_time.log"), "neg.log");
     FAIL() << "negative time accepted";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("neg.log:23"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("-21.88"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(parse_nccl_tests_log("", "empty"), InputError);
-  EXPECT_THROW(parse_nccl_tests_log("#  size count type redop root time algbw busbw\n1 2\n", "x"),
+  EXPECT_THROW(parse_nccl_tests_logs("", "empty"), InputError);
+  EXPECT_THROW(parse_nccl_tests_logs("#  size count type redop root time algbw busbw\n1 2\n", "x"),
                InputError);
 }
 
-TEST(NcclTestsLog, SkipsNcclDebugLines) {
+TEST(ProfileNcclLog, SkipsNcclDebugLines) {
   const std::string text =
       "node01:1:1 [0] NCCL INFO Bootstrap : Using eth0\n"
       "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
       "time   algbw   busbw #wrong\n"
       "        1024           256     float     sum      -1    10.00    0.10    0.18      0    "
-      "11.00    0.09    0.17      0\n";
-  const NcclLog log = parse_nccl_tests_log(text, "dbg.log");
-  ASSERT_EQ(log.rows.size(), 1u);
+      "11.00    0.09    0.17      0\n"
+      "node01:1:9 [0] NCCL INFO Channel 00/02 : 0 1 2 3\n"
+      "node01:1:9 [0] NCCL WARN Cuda failure 'out of memory' (recovered)\n"
+      "        4096          1024     float     sum      -1    12.00    0.34    0.60      0    "
+      "12.50    0.33    0.57      0\n";
+  const NcclLog log = one_table(text, "dbg.log");
+  ASSERT_EQ(log.rows.size(), 2u);
   EXPECT_NEAR(log.rows[0].seconds, 10e-6, 1e-15);
+  EXPECT_NEAR(log.rows[1].seconds, 12e-6, 1e-15);
+  EXPECT_EQ(log.rows[1].line, 6);
+}
+
+// Issue 20: logs as real jobs write them. The fixtures below are written
+// for these tests (made-up numbers in the tools' layouts).
+
+const char* const kHeader =
+    "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
+    "time   algbw   busbw #wrong\n";
+const char* const kUnits =
+    "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            "
+    "(us)  (GB/s)  (GB/s)\n";
+const char* const kGroups =
+    "#                                                              out-of-place                 "
+    "      in-place\n";
+
+// A row of the usual layout: size, out-of-place and in-place times (us).
+std::string row(long size, double oop_us, double ip_us, const char* wrong = "0") {
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "%12ld  %12ld     float     sum      -1  %7.2f    1.00    1.75  %5s  %7.2f    "
+                "0.99    1.73  %5s\n",
+                size, size / 4, oop_us, wrong, ip_us, wrong);
+  return buf;
+}
+
+std::string rank_lines(int n, const std::string& host, const std::string& device, int first = 0) {
+  std::string s;
+  for (int r = first; r < first + n; ++r) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "#  Rank %2d Group  0 Pid %6d on %10s device %2d [0x%02x] %s\n",
+                  r, 4000 + r, host.c_str(), r % 8, 0x10 + r, device.c_str());
+    s += buf;
+  }
+  return s;
+}
+
+TEST(ProfileNcclLog, SkipsBannersAndMessagesBeforeAndBetweenTables) {
+  const std::string text =
+      "srun: job 90211 queued and waiting for resources\n"
+      "srun: job 90211 has been allocated resources\n"
+      "MACHINEFILE=/tmp/hosts.90211\n"
+      "Warning: Permanently added 'node02,10.0.0.2' (ED25519) to the list of known hosts.\n"
+      "------------------------------------------------------------------\n"
+      "WARNING: No preset parameters were found for the device that Open MPI\n"
+      "detected:\n"
+      "\n"
+      "  Local host:            node01\n"
+      "  Device name:           mlx5_0\n"
+      "------------------------------------------------------------------\n"
+      "[1700000000.125] [node01:4100:0]  ucp_context.c:1469 UCX  WARN  transport 'rc' is not "
+      "available\n"
+      "[proxy:0:0@node01] HYDU_create_process: using the default path\n"
+      "# nccl-tests version 2.14.1 nccl-headers=22005 nccl-library=22005\n"
+      "# Collective test starting: reduce_scatter_perf\n"
+      "# nThread 1 nGpus 8 minBytes 1024 maxBytes 4096 step: 4(factor) warmup iters: 5 iters: 20 "
+      "agg iters: 1 validation: 1 graph: 0\n"
+      "#\n"
+      "# Using devices\n" +
+      rank_lines(8, "node01", "NVIDIA H800") +
+      "NCCL version 2.20.5+cuda12.4\n"
+      "node01:4100:4100 [0] NCCL INFO cudaDriverVersion 12040\n"
+      "#\n" +
+      kGroups + kHeader + kUnits + row(1024, 20, 21) + row(4096, 22, 23) +
+      "# Out of bounds values : 0 OK\n"
+      "# Avg bus bandwidth    : 1.75\n"
+      "#\n"
+      "#  Collective test concluded: reduce_scatter_perf\n"
+      "\n"
+      "slurmstepd: error: *** STEP 90211.1 ON node01 CANCELLED AT 2025-03-01T10:00:00 ***\n"
+      "# nThread 1 nGpus 8 minBytes 1024 maxBytes 1024 step: 4(factor) warmup iters: 5 iters: 20 "
+      "agg iters: 1 validation: 1 graph: 0\n"
+      "#\n"
+      "rccl-tests: Version develop:1f2e3d4\n"
+      "# Using devices\n"
+      "RCCL version 2.18.3+hip6.1\n" +
+      kGroups + kHeader + kUnits + row(1024, 30, 31) + "# Avg bus bandwidth    : 0.5\n";
+  const auto logs = parse_nccl_tests_logs(text, "job.out");
+  ASSERT_EQ(logs.size(), 2u);
+  EXPECT_EQ(logs[0].test, "reduce_scatter_perf");
+  EXPECT_EQ(logs[0].ranks, 8);
+  ASSERT_EQ(logs[0].rows.size(), 2u);
+  EXPECT_NEAR(logs[0].rows[1].seconds, 22e-6, 1e-15);
+  EXPECT_EQ(logs[1].test, "");  // the second run names nothing
+  EXPECT_EQ(logs[1].ranks, 0);  // nor its ranks
+  ASSERT_EQ(logs[1].rows.size(), 1u);
+  EXPECT_NEAR(logs[1].rows[0].seconds, 30e-6, 1e-15);
+}
+
+TEST(ProfileNcclLog, StripsOpenMpiTagOutputFromHeaderAndRows) {
+  // Open MPI 4 (`[1,0]<stdout>:`) and 5 (a space after the colon), stderr
+  // lines of other ranks in between.
+  for (const std::string sep : {"", " "}) {
+    auto tag = [&](int rank, const std::string& line, const char* stream = "stdout") {
+      std::string out;
+      std::size_t start = 0;
+      while (start < line.size()) {
+        const std::size_t nl = line.find('\n', start);
+        out += "[1," + std::to_string(rank) + "]<" + stream + ">:" + sep +
+               line.substr(start, nl - start) + "\n";
+        start = nl + 1;
+      }
+      return out;
+    };
+    const std::string text =
+        tag(0, "# nThread 1 nGpus 1 minBytes 8 maxBytes 64 step: 8(factor)\n# Using devices\n") +
+        tag(0, rank_lines(2, "node01", "NVIDIA A100-SXM4-80GB")) +
+        tag(1, "node01:77:77 [1] NCCL INFO NET/IB : No device found.\n", "stderr") +
+        tag(0, std::string(kGroups) + kHeader + kUnits) + tag(0, row(8, 15, 16)) +
+        tag(1, "node01:77:80 [1] NCCL INFO comm 0x55 rank 1 nRanks 2 - Init COMPLETE\n") +
+        tag(0, row(64, 16, 17)) + tag(0, "# Out of bounds values : 0 OK\n");
+    const NcclLog log = one_table(text, "tagged.log");
+    EXPECT_EQ(log.ranks, 2);
+    EXPECT_EQ(log.devices, std::vector<std::string>{"NVIDIA A100-SXM4-80GB"});
+    ASSERT_EQ(log.rows.size(), 2u) << "separator '" << sep << "'";
+    EXPECT_NEAR(log.rows[1].seconds, 16e-6, 1e-15);
+    EXPECT_EQ(log.rows[1].line, 11);
+  }
+}
+
+TEST(ProfileNcclLog, StripsMpichPrependRankAndSrunLabels) {
+  const std::string body = std::string("# Using devices\n") + rank_lines(1, "n1", "NVIDIA B200") +
+                           rank_lines(1, "n2", "NVIDIA B200", 1) + kHeader + row(1024, 40, 41) +
+                           row(2048, 41, 42);
+  for (const std::string prefix : {"[0] ", "0: ", "   0: "}) {
+    std::string text = prefix + "Warning: Permanently added 'n2' to the list of known hosts.\n";
+    std::size_t start = 0;
+    while (start < body.size()) {
+      const std::size_t nl = body.find('\n', start);
+      text += prefix + body.substr(start, nl - start) + "\n";
+      start = nl + 1;
+    }
+    text += "[1] n2:99:99 [1] NCCL INFO Using network IB\n";
+    const NcclLog log = one_table(text, "hydra.log");
+    EXPECT_EQ(log.ranks, 2) << prefix;
+    EXPECT_EQ(log.nodes, 2) << prefix;
+    ASSERT_EQ(log.rows.size(), 2u) << prefix;
+    EXPECT_NEAR(log.rows[0].seconds, 40e-6, 1e-15);
+  }
+}
+
+TEST(ProfileNcclLog, SplitsRunsInsteadOfMergingThem) {
+  // all_reduce_perf on one node, the same binary on two nodes, then
+  // all_gather_perf (named only by the job script's echo), under Open MPI
+  // --tag-output with Slurm, ssh, Open MPI and UCX messages around.
+  const auto logs =
+      parse_nccl_tests_logs(slurp(kData + "nccl_tests_h100_tagged_three_runs.log"), "three.log");
+  ASSERT_EQ(logs.size(), 3u);
+  const char* tests[] = {"all_reduce_perf", "all_reduce_perf", "all_gather_perf"};
+  const int ranks[] = {8, 16, 16};
+  const int nodes[] = {1, 2, 2};
+  for (std::size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(logs[k].test, tests[k]) << k;
+    EXPECT_EQ(logs[k].ranks, ranks[k]) << k;
+    EXPECT_EQ(logs[k].nodes, nodes[k]) << k;
+    EXPECT_EQ(logs[k].devices, std::vector<std::string>{"NVIDIA H100 80GB HBM3"});
+    ASSERT_EQ(logs[k].rows.size(), 8u) << k;
+    EXPECT_DOUBLE_EQ(logs[k].rows.front().bytes, 1024);
+    EXPECT_DOUBLE_EQ(logs[k].rows.back().bytes, 16777216);
+  }
+  // Two runs of one binary stay apart: the two-node run is slower.
+  EXPECT_GT(logs[1].rows.back().seconds, 2 * logs[0].rows.back().seconds);
+  EXPECT_LT(logs[0].header_line, logs[1].header_line);
+  // A table that follows another without a banner in between is its own.
+  const std::string twice = std::string(kHeader) + row(8, 10, 11) + kHeader + row(8, 20, 21);
+  const auto two = parse_nccl_tests_logs(twice, "twice.log");
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_NEAR(two[1].rows[0].seconds, 20e-6, 1e-15);
+}
+
+TEST(ProfileNcclLog, ReadsRcclTestsLayouts) {
+  // rccl-tests as one job writes it, MPICH -prepend-rank, #wrong N/A.
+  const NcclLog log = one_table(slurp(kData + "rccl_tests_mi300x_prepend_rank.log"), "rccl.log");
+  EXPECT_EQ(log.test, "alltoall_perf");
+  EXPECT_EQ(log.ranks, 8);
+  EXPECT_EQ(log.nodes, 1);
+  EXPECT_EQ(log.devices, std::vector<std::string>{"AMD Instinct MI300X"});
+  ASSERT_EQ(log.rows.size(), 10u);
+  EXPECT_NEAR(log.rows[0].seconds, 38e-6, 1e-12);
+  // -O 0: in-place columns only, read as in-place whether asked or not.
+  const std::string in_place_only =
+      std::string("rccl-tests: Version develop:1f2e3d4\n# Using devices\n") +
+      "#   Rank  0 Pid  10 on  mi01 device  0 [0000:0c:00.0] AMD Instinct MI250X / MI250\n"
+      "#   Rank  1 Pid  11 on  mi01 device  1 [0000:22:00.0] AMD Instinct MI250X / MI250\n"
+      "#                                                    in-place\n"
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong\n"
+      "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)\n"
+      "        1024           256     float     sum      -1    51.00    0.02    0.02    N/A\n";
+  for (const bool ask : {false, true}) {
+    const NcclLog ip = one_table(in_place_only, "ip.log", ask);
+    EXPECT_TRUE(ip.in_place);
+    EXPECT_EQ(ip.ranks, 2);
+    ASSERT_EQ(ip.rows.size(), 1u);
+    EXPECT_NEAR(ip.rows[0].seconds, 51e-6, 1e-15);
+  }
+  // Column positions come from the header: without redop and root, with
+  // a copybw column (older nccl-tests), with cputime, with a timestamp.
+  const std::string layouts =
+      "#  size  count  type  time  algbw  busbw  #wrong  time  algbw  busbw  #wrong\n"
+      "   1024    256  float  60.00  0.02  0.02  N/A  61.00  0.02  0.02  N/A\n"
+      "# Out of bounds values : 0 OK\n"
+      "#  size count type redop root time algbw busbw copybw #wrong time algbw busbw copybw "
+      "#wrong\n"
+      "   1024  256 float sum -1 70.00 0.01 0.02 0.03 0 71.00 0.01 0.02 0.03 0\n"
+      "#  size count type redop root cputime algbw busbw #wrong cputime algbw busbw #wrong "
+      "timestamp\n"
+      "   1024  256 float sum -1 80.00 0.01 0.02 0 81.00 0.01 0.02 0 2025-03-01 10:00:00\n";
+  const auto several = parse_nccl_tests_logs(layouts, "layouts.log");
+  ASSERT_EQ(several.size(), 3u);
+  EXPECT_NEAR(several[0].rows[0].seconds, 60e-6, 1e-15);
+  EXPECT_NEAR(several[1].rows[0].seconds, 70e-6, 1e-15);
+  EXPECT_NEAR(several[1].rows[0].busbw_gbs, 0.02, 1e-15);
+  EXPECT_NEAR(several[2].rows[0].seconds, 80e-6, 1e-15);
+  const auto in_place = parse_nccl_tests_logs(layouts, "layouts.log", true);
+  EXPECT_NEAR(in_place[0].rows[0].seconds, 61e-6, 1e-15);
+  EXPECT_NEAR(in_place[1].rows[0].seconds, 71e-6, 1e-15);
+  EXPECT_NEAR(in_place[2].rows[0].seconds, 81e-6, 1e-15);
+}
+
+TEST(ProfileNcclLog, ReadsRanksNodesAndDevicesFromRankLines) {
+  // nccl-tests' split mask: two groups of 4, one communicator each; the
+  // world is one group.
+  std::string split = "# Using devices\n";
+  for (int r = 0; r < 8; ++r) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "#  Rank %2d Group %2d Pid %6d on %10s device %2d [0000:%02x:00] NVIDIA H200\n",
+                  r, r / 4, 100 + r, r < 4 ? "nodeA" : "nodeB", r % 4, r);
+    split += buf;
+  }
+  split += std::string(kHeader) + row(1024, 9, 10);
+  const NcclLog log = one_table(split, "split.log");
+  EXPECT_EQ(log.ranks, 4);
+  EXPECT_EQ(log.nodes, 1);
+  // The oldest Rank lines (no Group, no Pid) and two device types.
+  const std::string old = std::string("# Using devices\n") +
+                          "#   Rank  0 on   n1 device  0 [0x1b] NVIDIA H100 80GB HBM3\n"
+                          "#   Rank  1 on   n2 device  0 [0x1b] NVIDIA H800\n" +
+                          kHeader + row(1024, 9, 10);
+  const NcclLog mixed = one_table(old, "old.log");
+  EXPECT_EQ(mixed.ranks, 2);
+  EXPECT_EQ(mixed.nodes, 2);
+  EXPECT_EQ(mixed.devices, (std::vector<std::string>{"NVIDIA H100 80GB HBM3", "NVIDIA H800"}));
+}
+
+TEST(ProfileNcclLog, MapsPrintedDeviceNamesToTheCatalog) {
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"NVIDIA H100 80GB HBM3", "H100"},
+      {"NVIDIA H100 PCIe", "H100"},
+      {"NVIDIA H800", "H800"},
+      {"NVIDIA H200", "H200"},
+      {"NVIDIA B200", "B200"},
+      {"NVIDIA A100-SXM4-80GB", "A100-80GB"},
+      {"NVIDIA A100-PCIE-40GB", "A100-40GB"},
+      {"NVIDIA A100 80GB PCIe", "A100-80GB"},
+      {"AMD Instinct MI300X", "MI300X"},
+      {"AMD Instinct MI300X VF", "MI300X"},
+      {"AMD Instinct MI325X", "MI325X"},
+      {"AMD Instinct MI250X / MI250", "MI250X"},
+      {"Ascend910B2", "910B"},
+      // Not in the catalog, or ambiguous: the user says.
+      {"NVIDIA A100-SXM4", ""},
+      {"NVIDIA H20", ""},
+      {"NVIDIA GH200 480GB", ""},
+      {"Device 74a1", ""},
+      {"", ""},
+  };
+  for (const auto& [printed, name] : cases) {
+    EXPECT_EQ(catalog_device_name(printed), name) << printed;
+  }
+}
+
+TEST(ProfileNcclLog, RefusesTablesOfSeveralMpiRanksAndRowsWithoutAHeader) {
+  // nccl-tests built without MPI under mpirun: every rank prints a table.
+  const std::string each = "[1,0]<stdout>:" + std::string(kHeader) +
+                           "[1,0]<stdout>:" + row(8, 10, 11) + "[1,1]<stdout>:" + kHeader +
+                           "[1,1]<stdout>:" + row(8, 10, 11);
+  try {
+    parse_nccl_tests_logs(each, "each.log");
+    FAIL() << "tables of two ranks accepted";
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("each.log:3"), std::string::npos) << m;
+    EXPECT_NE(m.find("MPI rank 1"), std::string::npos) << m;
+    EXPECT_NE(m.find("MPI=1"), std::string::npos) << m;
+  }
+  const std::string interleaved =
+      "[0] " + std::string(kHeader) + "[0] " + row(8, 10, 11) + "[3] " + row(8, 12, 13);
+  try {
+    parse_nccl_tests_logs(interleaved, "mixed.log");
+    FAIL() << "rows of two ranks accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("mixed.log:3"), std::string::npos) << e.what();
+  }
+  // The header was cut off (grep, head): say where the rows are.
+  try {
+    parse_nccl_tests_logs("NCCL version 2.21.5+cuda12.4\n" + row(8, 10, 11), "cut.log");
+    FAIL() << "rows without a header accepted";
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("cut.log:2"), std::string::npos) << m;
+    EXPECT_NE(m.find("without a table header"), std::string::npos) << m;
+  }
+  // A row cut short inside a table is an error naming its line.
+  try {
+    parse_nccl_tests_logs(std::string(kHeader) + row(8, 10, 11) + "          16             4\n",
+                          "short.log");
+    FAIL() << "a short row accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("short.log:3"), std::string::npos) << e.what();
+  }
 }
 
 // --- CSV --------------------------------------------------------------------------
@@ -340,6 +666,53 @@ TEST(ProfilePlan, SlowMeasuredCrossTypeLinkMovesThePlanOffIt) {
   ASSERT_EQ(shown.code, 0) << shown.err;
   EXPECT_NE(shown.out.find(format_seconds(best)), std::string::npos) << format_seconds(best) << "\n"
                                                                      << shown.out;
+  fs::remove_all(d);
+}
+
+// What `profile import` says a log affects is what the cost model reads
+// (issue 20): an all_reduce_perf log changes the DP sync of a plan only
+// without the distributed optimizer, a reduce_scatter_perf log only with
+// it. TP = 1 here, so no sequence-parallel collective runs.
+TEST(ProfilePlan, AnAllReduceLogChangesOnlyPlansWithoutTheDistributedOptimizer) {
+  const fs::path d = scratch_dir("all_reduce");
+  const std::string ar = (d / "ar.h5").string();
+  const std::string rs = (d / "rs.h5").string();
+  const auto imp =
+      run({"profile", "import", "--out", ar, "--nccl", kData + "all_reduce_perf_h800_intra8.log",
+           "--primitive", "all_reduce_perf"});
+  ASSERT_EQ(imp.code, 0) << imp.err;
+  EXPECT_NE(imp.out.find("It does not affect the distributed optimizer's DP gradient/parameter "
+                         "sync"),
+            std::string::npos)
+      << imp.out;
+  ASSERT_EQ(
+      run({"profile", "import", "--out", rs, "--nccl",
+           kData + "reduce_scatter_perf_h800_intra8.log", "--primitive", "reduce_scatter_perf"})
+          .code,
+      0);
+  std::ofstream(d / "dp8.json")
+      << R"({"parallel": {"pp": 1, "tp": 1, "cp": 1, "ep": 8, "tpe": 1, "dp": 8, "micro_batch": 2},
+            "stages": [{"device": "H800", "layers": 12, "recompute": "none"}]})";
+  auto dp_sync = [&](const std::string& profile, bool distributed_optimizer) {
+    std::vector<std::string> args{
+        "evaluate", "--model", "tests/data/models/small-moe.json", "--cluster",
+        "H800:8",   "--plan",  (d / "dp8.json").string()};
+    if (!profile.empty()) args.insert(args.end(), {"--profile", profile});
+    if (!distributed_optimizer) args.push_back("--no-distributed-optimizer");
+    const auto r = run(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    // The breakdown's line ("  dp sync   3.86 ms"), not the formula's.
+    const auto at = r.out.find("\n  dp sync ");
+    EXPECT_NE(at, std::string::npos) << r.out;
+    if (at == std::string::npos) return std::string();
+    return r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
+  };
+  // With the distributed optimizer (the default): reduce-scatter counts.
+  EXPECT_EQ(dp_sync(ar, true), dp_sync("", true));
+  EXPECT_NE(dp_sync(rs, true), dp_sync("", true));
+  // Without it: all-reduce counts.
+  EXPECT_NE(dp_sync(ar, false), dp_sync("", false));
+  EXPECT_EQ(dp_sync(rs, false), dp_sync("", false));
   fs::remove_all(d);
 }
 
