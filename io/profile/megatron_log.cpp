@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "costmodel/errors.h"
+#include "io/profile/profile_parse.h"
 
 namespace hapmoe {
 
@@ -15,46 +16,6 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
   return s;
-}
-
-bool all_digits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-    return std::isdigit(static_cast<unsigned char>(c));
-  });
-}
-
-// The line without the prefixes launchers put before every line: Open
-// MPI's "[1,0]<stdout>:", torchrun's "[rank7]:" or "[default7]:", srun
-// --label's "7: ".
-std::string_view strip_prefixes(std::string_view s) {
-  for (bool again = true; again;) {
-    again = false;
-    const std::string_view t = trim(s);
-    if (t.starts_with('[')) {
-      const std::size_t close = t.find(']');
-      if (close != std::string_view::npos) {
-        const std::string_view inside = t.substr(1, close - 1);
-        std::string_view rest = t.substr(close + 1);
-        const bool mpi = inside.find(',') != std::string_view::npos &&
-                         all_digits(inside.substr(0, inside.find(','))) &&
-                         all_digits(inside.substr(inside.find(',') + 1)) &&
-                         (rest.starts_with("<stdout>:") || rest.starts_with("<stderr>:"));
-        const bool torchrun = (inside.starts_with("rank") && all_digits(inside.substr(4))) ||
-                              (inside.starts_with("default") && all_digits(inside.substr(7)));
-        if (mpi || (torchrun && rest.starts_with(':'))) {
-          s = rest.substr(mpi ? 9 : 1);
-          again = true;
-          continue;
-        }
-      }
-    }
-    const std::size_t colon = t.find(": ");
-    if (colon != std::string_view::npos && colon <= 6 && all_digits(t.substr(0, colon))) {
-      s = t.substr(colon + 2);
-      again = true;
-    }
-  }
-  return trim(s);
 }
 
 std::optional<double> number(std::string_view text) {
@@ -109,7 +70,7 @@ MegatronLog parse_megatron_log(std::string_view text, const std::string& origin)
     at = eol + 1;
     ++n;
     if (!raw.empty() && raw.back() == '\r') raw.remove_suffix(1);
-    const std::string_view line = strip_prefixes(raw);
+    const std::string_view line = trim(strip_launcher(raw).text);
     const std::string where = origin + ":" + std::to_string(n);
 
     // A timer block: its lines until one that is not a timer.

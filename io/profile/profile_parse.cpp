@@ -280,56 +280,6 @@ std::optional<long long> digits(std::string_view s) {
   return to_int(s);
 }
 
-// A line without its launcher prefixes, and the MPI rank they named (-1:
-// none).
-struct Unprefixed {
-  std::string_view text;
-  long long rank = -1;
-};
-
-// Removes the prefixes launchers put before every line of a process's
-// output: Open MPI's --tag-output "[1,0]<stdout>:" (or <stderr>), MPICH /
-// Hydra's -prepend-rank "[0] " and srun --label's "0: " (a few times, for
-// a launcher inside another).
-Unprefixed strip_launcher(std::string_view line) {
-  Unprefixed out{line, -1};
-  for (int round = 0; round < 3; ++round) {
-    std::string_view t = out.text;
-    while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
-    if (!t.empty() && t.front() == '[') {
-      const std::size_t close = t.find(']');
-      if (close != std::string_view::npos) {
-        const std::string_view inside = t.substr(1, close - 1);
-        const std::string_view after = t.substr(close + 1);
-        if (after.starts_with("<stdout>:") || after.starts_with("<stderr>:")) {
-          const std::size_t comma = inside.rfind(',');
-          const auto r =
-              digits(comma == std::string_view::npos ? inside : inside.substr(comma + 1));
-          out.rank = r ? *r : -1;
-          out.text = after.substr(9);
-          continue;
-        }
-        if (const auto r = digits(inside); r && (after.empty() || after.front() == ' ')) {
-          out.rank = *r;
-          out.text = after;
-          continue;
-        }
-      }
-    }
-    std::size_t k = 0;
-    while (k < t.size() && std::isdigit(static_cast<unsigned char>(t[k]))) ++k;
-    if (k > 0 && k < t.size() && t[k] == ':' && (k + 1 == t.size() || t[k + 1] == ' ')) {
-      if (const auto r = digits(t.substr(0, k))) {
-        out.rank = *r;
-        out.text = t.substr(k + 1);
-        continue;
-      }
-    }
-    break;
-  }
-  return out;
-}
-
 // One "# Rank N [Group G] [Pid P] on HOST device D [BUS] NAME" line.
 struct RankLine {
   long long rank = 0;
@@ -358,6 +308,55 @@ std::optional<RankLine> read_rank_line(std::string_view s,
 }
 
 }  // namespace
+
+Unprefixed strip_launcher(std::string_view line) {
+  Unprefixed out{line, -1};
+  for (int round = 0; round < 3; ++round) {
+    std::string_view t = out.text;
+    while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
+    if (!t.empty() && t.front() == '[') {
+      const std::size_t close = t.find(']');
+      if (close != std::string_view::npos) {
+        const std::string_view inside = t.substr(1, close - 1);
+        const std::string_view after = t.substr(close + 1);
+        if (after.starts_with("<stdout>:") || after.starts_with("<stderr>:")) {
+          const std::size_t comma = inside.rfind(',');
+          const auto r =
+              digits(comma == std::string_view::npos ? inside : inside.substr(comma + 1));
+          out.rank = r ? *r : -1;
+          out.text = after.substr(9);
+          continue;
+        }
+        if (const auto r = digits(inside); r && (after.empty() || after.front() == ' ')) {
+          out.rank = *r;
+          out.text = after;
+          continue;
+        }
+        // torchrun's "[rank7]:" and "[default7]:".
+        const std::size_t tag = inside.starts_with("rank")      ? 4
+                                : inside.starts_with("default") ? 7
+                                                                : 0;
+        if (const auto r = tag > 0 ? digits(inside.substr(tag)) : std::nullopt;
+            r && after.starts_with(':')) {
+          out.rank = *r;
+          out.text = after.substr(1);
+          continue;
+        }
+      }
+    }
+    std::size_t k = 0;
+    while (k < t.size() && std::isdigit(static_cast<unsigned char>(t[k]))) ++k;
+    if (k > 0 && k < t.size() && t[k] == ':' && (k + 1 == t.size() || t[k + 1] == ' ')) {
+      if (const auto r = digits(t.substr(0, k))) {
+        out.rank = *r;
+        out.text = t.substr(k + 1);
+        continue;
+      }
+    }
+    break;
+  }
+  return out;
+}
 
 Primitive nccl_test_primitive(const std::string& name, const std::string& where) {
   const std::string n = lower(name);

@@ -13,6 +13,17 @@
 
 namespace hapmoe {
 
+// A line without the prefixes launchers put before every line of a
+// process's output, and the rank they named (-1: none): Open MPI's
+// --tag-output "[1,0]<stdout>:" (or <stderr>), MPICH / Hydra's
+// -prepend-rank "[0] ", torchrun's "[rank7]:" / "[default7]:" and srun
+// --label's "0: " (a few times, for a launcher inside another).
+struct Unprefixed {
+  std::string_view text;
+  long long rank = -1;
+};
+Unprefixed strip_launcher(std::string_view line);
+
 // One row of an nccl-tests result table.
 struct NcclRow {
   double bytes = 0;      // the "size" column, bytes
