@@ -425,9 +425,58 @@ std::vector<Part> word_parts_with_assignment(const Word& w) {
 // ---------------------------------------------------------------------------
 // Interpreter
 
+// A piece of a value: known text, or an expansion the script does not
+// define (`text` is then its source, e.g. "$1", "${DATA_PATH}", "$(cmd)").
+struct Piece {
+  std::string text;
+  bool known = true;
+};
+
+// A word during interpretation: the word, and for a word that is partly
+// unknown its known text and unknown expansions in order, so that a later
+// unquoted expansion can still split the known text ("--lr $1 --layers 4"
+// gives --lr, <$1>, --layers, 4).
+struct Val : ShellWord {
+  std::vector<Piece> pieces;  // only when !known
+};
+
+Val make_val(std::string text, std::string source, int line) {
+  Val v;
+  v.text = std::move(text);
+  v.source = std::move(source);
+  v.line = line;
+  return v;
+}
+
+// Appends `add` to `to`, merging known text.
+void append_piece(std::vector<Piece>& to, const Piece& add) {
+  if (add.known && add.text.empty()) return;
+  if (add.known && !to.empty() && to.back().known) {
+    to.back().text += add.text;
+  } else {
+    to.push_back(add);
+  }
+}
+
+void append_pieces(std::vector<Piece>& to, const Val& v) {
+  if (v.known) {
+    append_piece(to, {v.text, true});
+  } else if (v.pieces.empty()) {
+    append_piece(to, {v.source, false});
+  } else {
+    for (const Piece& p : v.pieces) append_piece(to, p);
+  }
+}
+
+std::size_t pieces_size(const std::vector<Piece>& pieces) {
+  std::size_t n = 0;
+  for (const Piece& p : pieces) n += p.text.size();
+  return n;
+}
+
 // A value during expansion: one or more fields.
 struct Value {
-  std::vector<ShellWord> words;
+  std::vector<Val> words;
   bool set = true;  // false: the variable is unset (not merely unknown)
 };
 
@@ -459,7 +508,9 @@ class Interpreter {
       script.launch.args = bare_args_;
       script.launch.line = bare_args_.front().line;
     }
-    script.variables = vars_;
+    for (const auto& [name, words] : vars_) {
+      script.variables[name].assign(words.begin(), words.end());
+    }
     script.exported = exported_;
     return script;
   }
@@ -538,8 +589,8 @@ class Interpreter {
     // and do not change the script's variables).
     std::vector<ShellWord> expanded;
     for (std::size_t j = i; j < words.size(); ++j) {
-      for (ShellWord& w : expand_word(*words[j], true)) {
-        expanded.push_back(std::move(w));
+      for (Val& w : expand_word(*words[j], true)) {
+        expanded.push_back(std::move(static_cast<ShellWord&>(w)));
         if (expanded.size() > limits_.max_words) fail(words[i]->line, "a command is too long");
       }
     }
@@ -610,28 +661,35 @@ class Interpreter {
   void assign(const Word& w, bool exported) {
     // Expand first: the value may read the variable's old value.
     if (w.is_array) {
-      std::vector<ShellWord> elements;
+      std::vector<Val> elements;
       if (w.append) {
         if (const auto it = vars_.find(w.assign_name); it != vars_.end()) elements = it->second;
       }
       for (const Word& e : w.elements) {
-        for (ShellWord& sw : expand_word(e, true)) {
+        for (Val& sw : expand_word(e, true)) {
           elements.push_back(std::move(sw));
           if (elements.size() > limits_.max_words) fail(w.line, "an array has too many elements");
         }
       }
       vars_[w.assign_name] = std::move(elements);
     } else {
-      ShellWord v = expand_joined(w.parts, w.line, w.source.substr(w.source.find('=') + 1));
+      Val v = expand_joined(w.parts, w.line, w.source.substr(w.source.find('=') + 1));
       const auto it = vars_.find(w.assign_name);
       if (w.append && it != vars_.end() && !it->second.empty()) {
-        ShellWord& old = it->second.front();
+        Val& old = it->second.front();
+        if (!old.known || !v.known) {
+          std::vector<Piece> pieces;
+          append_pieces(pieces, old);
+          append_pieces(pieces, v);
+          check_size(pieces, w.line);
+          old.pieces = std::move(pieces);
+        }
         old.known = old.known && v.known;
         old.text += v.text;
         old.source += v.source;
         check_size(old.text, w.line);
       } else {
-        std::vector<ShellWord>& target = vars_[w.assign_name];
+        std::vector<Val>& target = vars_[w.assign_name];
         target.clear();
         target.push_back(std::move(v));
       }
@@ -647,15 +705,18 @@ class Interpreter {
       return v;
     }
     if (const auto it = env_.find(name); it != env_.end()) {
-      v.words.push_back({it->second, true, shell_quote(it->second), line});
+      v.words.push_back(make_val(it->second, shell_quote(it->second), line));
       return v;
     }
     v.set = false;
     return v;
   }
 
-  static ShellWord unknown(const std::string& source, int line) {
-    return {"", false, source, line};
+  static Val unknown(const std::string& source, int line) {
+    Val v = make_val("", source, line);
+    v.known = false;
+    v.pieces.push_back({source, false});
+    return v;
   }
 
   // ${inner} or $NAME -> fields (several only for arrays with [@]/[*]).
@@ -678,7 +739,7 @@ class Interpreter {
       } else {
         const std::size_t n =
             count ? v.words.size() : (v.words.empty() ? 0 : v.words[0].text.size());
-        out.words.push_back({std::to_string(n), true, std::to_string(n), line});
+        out.words.push_back(make_val(std::to_string(n), std::to_string(n), line));
       }
       return out;
     }
@@ -778,7 +839,7 @@ class Interpreter {
     }
     // '+'
     if (use_alternative) {
-      out.words.push_back({"", true, "", line});
+      out.words.push_back(make_val("", "", line));
       return out;
     }
     return expand_arg();
@@ -893,41 +954,57 @@ class Interpreter {
     return r;
   }
 
+  void check_size(const std::vector<Piece>& pieces, int line) const {
+    if (pieces_size(pieces) > limits_.max_value) {
+      fail(line, "a value grows beyond " + std::to_string(limits_.max_value) +
+                     " bytes (runaway variable expansion?)");
+    }
+  }
+
   // One word without field splitting (assignments, ${VAR:-default}).
-  ShellWord expand_joined(const std::vector<Part>& parts, int line, const std::string& source,
-                          int depth = 0) {
-    ShellWord w{"", true, source, line};
+  Val expand_joined(const std::vector<Part>& parts, int line, const std::string& source,
+                    int depth = 0) {
+    Val w = make_val("", source, line);
     for (const Part& p : parts) {
-      for (const ShellWord& f : expand_part(p, line, depth)) {
+      for (const Val& f : expand_part(p, line, depth)) {
         w.known = w.known && f.known;
         w.text += f.text;
+        append_pieces(w.pieces, f);
       }
       check_size(w.text, line);
+      check_size(w.pieces, line);
     }
-    if (w.known) w.source = shell_quote(w.text);
+    if (w.known) {
+      w.source = shell_quote(w.text);
+      w.pieces.clear();
+    }
     return w;
   }
 
-  std::vector<ShellWord> expand_part(const Part& p, int line, int depth) {
+  std::vector<Val> expand_part(const Part& p, int line, int depth) {
     switch (p.kind) {
       case PartKind::kLiteral:
-        return {{p.text, true, p.text, line}};
+        return {make_val(p.text, p.text, line)};
       case PartKind::kOpaque:
         return {unknown(p.text, line)};
       case PartKind::kArith: {
         const auto v = arith(p.text, line, depth + 1);
         if (!v) return {unknown("$((" + p.text + "))", line)};
-        return {{std::to_string(*v), true, std::to_string(*v), line}};
+        return {make_val(std::to_string(*v), std::to_string(*v), line)};
       }
       case PartKind::kParam: {
         Value v = expand_param(p, line, depth + 1);
         if (v.words.size() > 1) {
           // Joined: "a b c".
-          ShellWord j{"", true, "", line};
+          Val j = make_val("", "", line);
           for (std::size_t k = 0; k < v.words.size(); ++k) {
+            if (k > 0) append_piece(j.pieces, {" ", true});
             j.text += (k ? " " : "") + v.words[k].text;
             j.known = j.known && v.words[k].known;
+            append_pieces(j.pieces, v.words[k]);
           }
+          check_size(j.pieces, line);
+          if (j.known) j.pieces.clear();
           return {j};
         }
         return v.words;
@@ -938,96 +1015,171 @@ class Interpreter {
 
   static bool splits(char c) { return c == ' ' || c == '\t' || c == '\n'; }
 
+  // '@' or '*' if `p` is ${NAME[@]} / ${NAME[*]} (possibly with an
+  // operator after the subscript), else 0.
+  static char array_subscript(const Part& p) {
+    if (p.kind != PartKind::kParam || !p.braced || p.text.empty() || !is_name_start(p.text[0])) {
+      return 0;
+    }
+    std::size_t i = 0;
+    while (i < p.text.size() && is_name_char(p.text[i])) ++i;
+    if (p.text.compare(i, 3, "[@]") == 0) return '@';
+    if (p.text.compare(i, 3, "[*]") == 0) return '*';
+    return 0;
+  }
+
+  // The source of an unknown piece: as written, in double quotes when it
+  // was quoted (so that it is not split when written back).
+  static std::string unknown_piece_source(const std::string& source, bool quoted) {
+    if (!quoted || source.empty() || source.find_first_of("\"'\\") != std::string::npos) {
+      return source;
+    }
+    return "\"" + source + "\"";
+  }
+
   // A command or array word -> fields, with bash's splitting of unquoted
-  // expansions and one field per element of "${ARR[@]}".
-  std::vector<ShellWord> expand_word(const Word& w, bool split) {
+  // expansions on blanks (IFS unset: space, tab, newline) and one field per
+  // element of "${ARR[@]}". An expansion the script does not define cannot
+  // be split: it stays in one field (glued to the known text around it),
+  // with its source as written, which bash splits the same way when a
+  // launcher writes it back unquoted.
+  std::vector<Val> expand_word(const Word& w, bool split) {
     const std::vector<Part> parts = word_parts_with_assignment(w);
-    // Fast path: the word is exactly "${ARR[@]}" / ${ARR[@]}: the
-    // elements as stored, with their own lines and sources.
-    if (parts.size() == 1 ||
-        (parts.size() == 2 && parts[0].kind == PartKind::kLiteral && parts[0].text.empty())) {
+    // The word is one expansion, possibly in double quotes.
+    const bool single =
+        parts.size() == 1 || (parts.size() == 2 && parts[0].kind == PartKind::kLiteral &&
+                              parts[0].quoted && parts[0].text.empty());
+    if (single) {
       const Part& p = parts.back();
-      if (p.kind == PartKind::kParam && p.braced &&
-          (p.text.size() > 3 && (p.text.compare(p.text.size() - 3, 3, "[@]") == 0 ||
-                                 p.text.compare(p.text.size() - 3, 3, "[*]") == 0)) &&
+      // Exactly "${ARR[@]}": the elements as stored, with their own lines
+      // and sources (none if the array is empty).
+      if (p.quoted && array_subscript(p) == '@' &&
           is_valid_name(p.text.substr(0, p.text.size() - 3))) {
         const Value v = lookup(p.text.substr(0, p.text.size() - 3), w.line);
         if (v.set) return v.words;
         return {unknown(w.source, w.line)};
       }
-    }
-    // A plain $NAME / "${NAME}" whose value is unknown: the value's own
-    // source (CKPT=$1 ... --save $CKPT keeps "$1"), so a launcher written
-    // from the words needs nothing the script defined.
-    if (parts.size() == 1 ||
-        (parts.size() == 2 && parts[0].kind == PartKind::kLiteral && parts[0].text.empty())) {
-      const Part& p = parts.back();
+      // A plain $NAME / "${NAME}" whose value is unknown and is not split:
+      // the value's own source (CKPT=$1 ... --save $CKPT keeps "$1"), so a
+      // launcher written from the words needs nothing the script defined.
       if (p.kind == PartKind::kParam && is_valid_name(p.text)) {
         const Value v = lookup(p.text, w.line);
-        if (v.set && v.words.size() == 1 && !v.words[0].known) {
-          ShellWord out = v.words[0];
+        if (v.set && v.words.size() == 1 && !v.words[0].known &&
+            (p.quoted || !split ||
+             std::none_of(v.words[0].pieces.begin(), v.words[0].pieces.end(), [](const Piece& q) {
+               return q.known && std::any_of(q.text.begin(), q.text.end(), splits);
+             }))) {
+          Val out = v.words[0];
           out.line = w.line;
           return {out};
         }
       }
     }
-    std::vector<ShellWord> fields;
-    ShellWord cur{"", true, "", w.line};
-    bool have = false;  // cur holds a field (possibly empty but quoted)
-    bool multi = false;
+    std::vector<Val> fields;
+    Val cur = make_val("", "", w.line);
+    bool have = false;   // cur holds a field (possibly empty but quoted)
+    bool multi = false;  // the word gave (or could give) several fields
     auto flush = [&]() {
       if (have) fields.push_back(cur);
-      cur = {"", true, "", w.line};
+      cur = make_val("", "", w.line);
       have = false;
+    };
+    // Appends known text to the current field; `line` is where a field
+    // that starts here was written (an array element's line).
+    auto add_known = [&](const std::string& text, int line) {
+      if (!have) cur.line = line;
+      cur.text += text;
+      cur.source += shell_quote(text);
+      append_piece(cur.pieces, {text, true});
+      have = true;
+    };
+    auto add_unknown = [&](const std::string& source, bool quoted, int line) {
+      if (!have) cur.line = line;
+      cur.known = false;
+      cur.source += unknown_piece_source(source, quoted);
+      append_piece(cur.pieces, {source, false});
+      have = true;
+    };
+    // Known text of an expansion: split unless quoted.
+    auto add_split = [&](const std::string& text, bool quoted, int line) {
+      if (quoted || !split) {
+        add_known(text, line);
+        return;
+      }
+      std::size_t a = 0;
+      while (a < text.size()) {
+        if (splits(text[a])) {
+          flush();
+          multi = true;
+          while (a < text.size() && splits(text[a])) ++a;
+          continue;
+        }
+        std::size_t b = a;
+        while (b < text.size() && !splits(text[b])) ++b;
+        add_known(text.substr(a, b - a), line);
+        a = b;
+      }
     };
     for (const Part& p : parts) {
       if (p.kind == PartKind::kLiteral) {
-        cur.text += p.text;
-        have = have || p.quoted || !p.text.empty();
+        if (p.quoted || !p.text.empty()) add_known(p.text, w.line);
         continue;
       }
-      std::vector<ShellWord> vals;
+      const char subscript = array_subscript(p);
+      std::vector<Val> vals;
       if (p.kind == PartKind::kParam) {
         vals = expand_param(p, w.line, 1).words;
+        if (subscript == 0) {
+          for (Val& v : vals) v.line = w.line;
+        }
       } else {
         vals = expand_part(p, w.line, 1);
       }
+      if (p.quoted && subscript != '@' && vals.size() > 1) {
+        // "${ARR[*]}": one word, the elements joined by a blank.
+        Val j = make_val("", "${" + p.text + "}", w.line);
+        for (std::size_t k = 0; k < vals.size(); ++k) {
+          if (k > 0) append_piece(j.pieces, {" ", true});
+          j.text += (k ? " " : "") + vals[k].text;
+          j.known = j.known && vals[k].known;
+          append_pieces(j.pieces, vals[k]);
+        }
+        check_size(j.text, w.line);
+        check_size(j.pieces, w.line);
+        vals = {j};
+      }
       for (std::size_t k = 0; k < vals.size(); ++k) {
-        const ShellWord& v = vals[k];
+        const Val& v = vals[k];
         if (k > 0) {
+          // Array elements are separate words, quoted or not.
           flush();
           multi = true;
         }
-        if (!v.known) {
-          cur.known = false;
-          have = true;
-          continue;
-        }
-        if (p.quoted || !split) {
-          cur.text += v.text;
-          have = true;
-          continue;
-        }
-        for (char c : v.text) {
-          if (splits(c)) {
-            if (have || !cur.text.empty()) {
-              flush();
-              multi = true;
+        if (v.known) {
+          add_split(v.text, p.quoted, v.line);
+        } else if (v.pieces.empty()) {
+          add_unknown(v.source, p.quoted, v.line);
+        } else {
+          for (const Piece& q : v.pieces) {
+            if (q.known) {
+              add_split(q.text, p.quoted, v.line);
+            } else {
+              add_unknown(q.text, p.quoted, v.line);
             }
-          } else {
-            cur.text += c;
-            have = true;
           }
         }
+        check_size(cur.text, w.line);
+        check_size(cur.source, w.line);
       }
-      check_size(cur.text, w.line);
+      if (fields.size() > limits_.max_words) fail(w.line, "a command is too long");
     }
     flush();
-    for (ShellWord& f : fields) {
-      if (!f.known) {
-        f.source = w.source;
-      } else {
-        f.source = multi ? shell_quote(f.text) : w.source;
+    for (Val& f : fields) {
+      if (f.known) f.pieces.clear();
+      if (!multi) {
+        f.source = w.source;  // one word: as written
+      } else if (f.known) {
+        f.source = shell_quote(f.text);
       }
     }
     return fields;
@@ -1036,7 +1188,7 @@ class Interpreter {
   std::string origin_;
   std::map<std::string, std::string> env_;
   const ShellLimits& limits_;
-  std::map<std::string, std::vector<ShellWord>> vars_;
+  std::map<std::string, std::vector<Val>> vars_;
   std::vector<std::string> exported_;
   std::vector<ShellWord> bare_args_;
   bool control_noted_ = false;

@@ -6,7 +6,8 @@
 // It tokenises with quotes and escapes, joins backslash-continued lines,
 // strips comments, applies assignments in the order written (scalars,
 // bash arrays, `+=`, `export`), expands $VAR, ${VAR}, ${VAR:-default} and
-// friends, "${ARR[@]}" and $((arithmetic)), and finds the launch command:
+// friends, "${ARR[@]}" and $((arithmetic)), splits unquoted expansions on
+// blanks as bash does, and finds the launch command:
 // the first command that runs a `*.py` entry point through torchrun, python,
 // `python -m torch.distributed.run`, srun, ... Conditionals and loops are not
 // evaluated: their keywords are skipped and the commands inside are read in
@@ -15,8 +16,12 @@
 // A value the script does not define (an environment variable, a positional
 // parameter, a command substitution) is *unknown*: the word keeps its source
 // text so a launcher can write it back, and a reader that needs the value
-// names the variable. Sizes and nesting are bounded so a hostile script fails
-// with an InputError in bounded time.
+// names the variable. An unknown value is not split (its blanks are not
+// known): it stays one word, glued to the known text next to it, whose
+// source is the unknown expansion (unquoted where it was expanded unquoted,
+// so bash splits it the same way when a launcher writes it back). Sizes and
+// nesting are bounded so a hostile script fails with an InputError in
+// bounded time.
 #pragma once
 
 #include <map>

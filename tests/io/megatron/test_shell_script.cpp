@@ -98,6 +98,69 @@ TEST(ShellScript, LaunchFormsAndBareArgumentLists) {
   ASSERT_EQ(two.notes.size(), 1u);
 }
 
+// Unquoted expansions are split on blanks (space, tab, newline) as bash
+// does: an array of "--flag value" strings, a string of flags, ${VAR}.
+// Quoted, "${A[@]}" is one word per element, "${A[*]}" and "$VAR" one word.
+TEST(ShellScript, UnquotedExpansionsAreSplitOnBlanks) {
+  EXPECT_EQ(args_of("GPT_ARGS=(\"--vocab-size 128256\" \"--tokenizer-type NullTokenizer\")\n"
+                    "torchrun pretrain_gpt.py ${GPT_ARGS[@]}\n"),
+            (V{"--vocab-size", "128256", "--tokenizer-type", "NullTokenizer"}));
+  EXPECT_EQ(args_of("A=(\"--a 1\" \"\" \"--b\t2\")\npython x.py ${A[*]}\n"),
+            (V{"--a", "1", "--b", "2"}));
+  EXPECT_EQ(args_of("A=(\"--a 1\" \"--b 2\")\npython x.py \"${A[@]}\"\n"), (V{"--a 1", "--b 2"}));
+  EXPECT_EQ(args_of("A=(\"--a 1\" \"--b 2\")\npython x.py \"${A[*]}\"\n"), (V{"--a 1 --b 2"}));
+  EXPECT_EQ(args_of("A=(\"--a 1\" \"--b 2\")\npython x.py \"-x${A[@]}y\"\n"),
+            (V{"-x--a 1", "--b 2y"}));
+  EXPECT_EQ(args_of("OPTS=\"--a 1 --b 2\"\npython x.py $OPTS\n"), (V{"--a", "1", "--b", "2"}));
+  EXPECT_EQ(args_of("OPTS=\"  --a 1\n\t--b 2 \"\npython x.py ${OPTS}\n"),
+            (V{"--a", "1", "--b", "2"}));
+  EXPECT_EQ(args_of("OPTS=\"--a 1 --b 2\"\npython x.py \"$OPTS\" \"${OPTS}\"\n"),
+            (V{"--a 1 --b 2", "--a 1 --b 2"}));
+  // Glued text joins the first and last fields; an empty unquoted value
+  // gives no word, a quoted one an empty word.
+  EXPECT_EQ(args_of("V=\" a b\"\nE=\npython x.py x${V}y $E \"$E\"\n"), (V{"x", "a", "by", ""}));
+  // --megatron-env values are split the same way.
+  EXPECT_EQ(args_of("python x.py $EXTRA\n", {{"EXTRA", "--c 3 --d 4"}}),
+            (V{"--c", "3", "--d", "4"}));
+  // Split words come out as separate words with their own sources, and the
+  // array's elements keep the lines they were written on.
+  const ShellScript s =
+      read_shell_script("A=(\n  \"--x 1\"\n  \"--y 2\"\n)\npython x.py ${A[@]}\n", "t.sh");
+  ASSERT_EQ(s.launch.args.size(), 4u);
+  EXPECT_EQ(s.launch.args[1].source, "1");
+  EXPECT_EQ(s.launch.args[0].line, 2);
+  EXPECT_EQ(s.launch.args[3].line, 3);
+}
+
+// An expansion the script does not define cannot be split: it stays one
+// unknown word (glued to the known text next to it) whose source is the
+// expansion as written, which bash splits the same way when the launcher
+// writes it back unquoted. The known text around it is still split.
+TEST(ShellScript, UnknownValuesAreNotSplit) {
+  EXPECT_EQ(args_of("A=(--a \"$1\" $EXTRA \"--b 2\")\npython x.py ${A[@]} $MORE\n"),
+            (V{"--a", "<$1>", "<$EXTRA>", "--b", "2", "<$MORE>"}));
+  // Quoted, the elements are the words as written.
+  EXPECT_EQ(args_of("A=(--a \"$1\" \"--b $2\")\npython x.py \"${A[@]}\"\n"),
+            (V{"--a", "<\"$1\">", "<\"--b $2\">"}));
+  EXPECT_EQ(args_of("X=$(cmd)\npython x.py --v $X \"$X\"\n"), (V{"--v", "<$(cmd)>", "<$(cmd)>"}));
+  // Glued to split text: the unknown piece keeps its own source.
+  EXPECT_EQ(args_of("V=\"--a 1 --b\"\npython x.py ${V}=$2\n"), (V{"--a", "1", "<--b=$2>"}));
+  // Flags in a string with values from the command line (Pai-Megatron-Patch
+  // style): the known flags are read, each unknown value is one word.
+  const std::string pai =
+      "LR=$6\nLAYERS=28\nSAVE=$2\n"
+      "opts=\" \\\n  --lr ${LR} --num-layers ${LAYERS} \\\n  --save \"${SAVE}\"/ckpt\"\n"
+      "DATA=(\"--data-path $DATA_PATH\")\n"
+      "torchrun pretrain_gpt.py ${opts} ${DATA[@]} \"$opts\"\n";
+  const ShellScript s = read_shell_script(pai, "t.sh");
+  EXPECT_EQ(texts(s.launch.args),
+            (V{"--lr", "<$6>", "--num-layers", "28", "--save", "<$2/ckpt>", "--data-path",
+               "<$DATA_PATH>", "<" + s.variables.at("opts")[0].source + ">"}));
+  EXPECT_EQ(s.launch.args[1].line, 8);
+  // Quoted, an unknown piece keeps its quotes: "-x $1" is one word.
+  EXPECT_EQ(args_of("V=\"a b\"\npython x.py $V\"-x $1\"\n"), (V{"a", "<b'-x '\"$1\">"}));
+}
+
 TEST(ShellScript, QuoteRoundTrips) {
   for (const std::string s : {"plain", "two words", "it's", "E,t*9|t*9|L", "", "$HOME"}) {
     EXPECT_EQ(args_of("python a.py --v " + shell_quote(s) + "\n"), (V{"--v", s})) << s;
