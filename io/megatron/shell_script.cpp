@@ -71,6 +71,9 @@ struct Word {
   bool append = false;
   bool is_array = false;
   std::vector<Word> elements;
+  // An arithmetic command ((expr)): `arith` is expr.
+  bool arith_command = false;
+  std::string arith;
 };
 
 struct Token {
@@ -92,6 +95,8 @@ class Lexer {
       const char c = s_[pos_];
       if (c == '#') {
         skip_comment();
+      } else if (c == '(' && peek(1) == '(' && arith_command(out)) {
+        continue;
       } else if (c == '\n' || c == ';' || c == '&' || c == '|' || c == '(' || c == ')') {
         if (c == '&' && peek(1) == '>') {
           pos_ += 2;
@@ -126,7 +131,12 @@ class Lexer {
     Lexer sub(text, origin, limits);
     sub.line_ = line;
     Word w = sub.lex_word(depth, true);
-    return w.parts;
+    if (w.assign_name.empty()) return w.parts;
+    // "a=b" is text here (a default, an arithmetic assignment).
+    std::vector<Part> parts;
+    parts.push_back({PartKind::kLiteral, w.assign_name + (w.append ? "+=" : "="), false, false});
+    parts.insert(parts.end(), w.parts.begin(), w.parts.end());
+    return parts;
   }
 
  private:
@@ -165,9 +175,32 @@ class Lexer {
     if (pos_ < s_.size() && s_[pos_] != '\n' && s_[pos_] != ';') (void)lex_word(0, false);
   }
 
+  // ((expr)) at pos_: an arithmetic command (bash reads "((" as one when a
+  // "))" closes it; else it is two subshells).
+  bool arith_command(std::vector<Token>& out) {
+    const std::size_t end = find_close('(', ')');
+    if (end == std::string::npos || end - pos_ < 4 || s_[end - 2] != ')') return false;
+    Word w;
+    w.line = line_;
+    w.arith_command = true;
+    w.arith = s_.substr(pos_ + 2, end - pos_ - 4);
+    w.source = s_.substr(pos_, end - pos_);
+    out.push_back({false, w, line_});
+    count_lines(pos_, end);
+    pos_ = end;
+    return true;
+  }
+
   // Finds the index just past the bracket that closes the one at `pos_`
   // (`open` at s_[pos_]), skipping quoted text.
   std::size_t match_close(char open, char close, int line) const {
+    const std::size_t end = find_close(open, close);
+    if (end != std::string::npos) return end;
+    fail(line, std::string("unterminated '") + open + "' (no matching '" + close + "')");
+  }
+
+  // As match_close; npos if nothing closes it.
+  std::size_t find_close(char open, char close) const {
     int depth = 0;
     for (std::size_t i = pos_; i < s_.size(); ++i) {
       const char c = s_[i];
@@ -183,7 +216,7 @@ class Lexer {
         if (--depth == 0) return i + 1;
       }
     }
-    fail(line, std::string("unterminated '") + open + "' (no matching '" + close + "')");
+    return std::string::npos;
   }
 
   // $... at pos_ (pos_ on '$'); appends the part.
@@ -489,6 +522,7 @@ class Interpreter {
   ShellScript run(const std::vector<Token>& tokens) {
     ShellScript script;
     script.origin = origin_;
+    script_ = &script;
     std::vector<const Word*> stmt;
     for (std::size_t i = 0; i <= tokens.size(); ++i) {
       if (i == tokens.size() || tokens[i].separator) {
@@ -555,6 +589,11 @@ class Interpreter {
       // Loops and case: their control words are not commands; the bodies
       // are read as the statements that follow.
       if (first == "for" || first == "case" || first == "select" || first == "function") return;
+      // ((expr)): evaluated for its assignments.
+      if (words[i]->arith_command) {
+        (void)arith(words[i]->arith, words[i]->line, 1, "((" + words[i]->arith + "))");
+        return;
+      }
     }
     std::vector<const Word*> assigns;
     while (i < words.size() && !words[i]->assign_name.empty()) assigns.push_back(words[i++]);
@@ -578,6 +617,12 @@ class Interpreter {
             mark_exported(lit);
           }
         }
+      }
+      return;
+    }
+    if (cmd == "let") {
+      for (std::size_t j = i + 1; j < words.size(); ++j) {
+        (void)arith(words[j]->source, words[j]->line, 1, "let " + words[j]->source);
       }
       return;
     }
@@ -661,17 +706,27 @@ class Interpreter {
   void assign(const Word& w, bool exported) {
     // Expand first: the value may read the variable's old value.
     if (w.is_array) {
+      // The new elements (they may read the old ones), then appended in
+      // place: NAME+=(x) repeated stays linear.
       std::vector<Val> elements;
-      if (w.append) {
-        if (const auto it = vars_.find(w.assign_name); it != vars_.end()) elements = it->second;
-      }
       for (const Word& e : w.elements) {
         for (Val& sw : expand_word(e, true)) {
           elements.push_back(std::move(sw));
           if (elements.size() > limits_.max_words) fail(w.line, "an array has too many elements");
         }
       }
-      vars_[w.assign_name] = std::move(elements);
+      const std::vector<Val>* old = w.append ? stored(w.assign_name, w.line) : nullptr;
+      if (old != nullptr && old->size() + elements.size() > limits_.max_words) {
+        fail(w.line, "an array has too many elements");
+      }
+      if (old == nullptr) {
+        vars_[w.assign_name] = std::move(elements);
+      } else {
+        std::vector<Val>& target = vars_[w.assign_name];
+        if (&target != old) target = *old;  // NAME+=() of a --megatron-env value
+        target.insert(target.end(), std::make_move_iterator(elements.begin()),
+                      std::make_move_iterator(elements.end()));
+      }
     } else {
       Val v = expand_joined(w.parts, w.line, w.source.substr(w.source.find('=') + 1));
       const auto it = vars_.find(w.assign_name);
@@ -697,19 +752,38 @@ class Interpreter {
     if (exported) mark_exported(w.assign_name);
   }
 
-  // The value of NAME (a scalar or an array).
-  Value lookup(const std::string& name, int line) const {
-    Value v;
-    if (const auto it = vars_.find(name); it != vars_.end()) {
-      v.words = it->second;
-      return v;
-    }
+  // The words of NAME (a scalar or an array), or null if it is unset;
+  // not copied (an array may be large).
+  const std::vector<Val>* stored(const std::string& name, int line) {
+    if (const auto it = vars_.find(name); it != vars_.end()) return &it->second;
     if (const auto it = env_.find(name); it != env_.end()) {
-      v.words.push_back(make_val(it->second, shell_quote(it->second), line));
-      return v;
+      auto [cached, added] = env_vals_.try_emplace(name);
+      if (added) cached->second.push_back(make_val(it->second, shell_quote(it->second), line));
+      return &cached->second;
     }
-    v.set = false;
+    return nullptr;
+  }
+
+  // A copy of the value of NAME, charged to the expansion budget.
+  Value lookup(const std::string& name, int line) {
+    Value v;
+    const std::vector<Val>* w = stored(name, line);
+    v.set = w != nullptr;
+    if (w != nullptr) v.words = *w;
+    charge(v.words, line);
     return v;
+  }
+
+  // Counts what expansions copy, so a script that copies a large value
+  // many times fails in bounded time.
+  void charge(const std::vector<Val>& words, int line) {
+    for (const Val& w : words) {
+      expanded_ += w.text.size() + pieces_size(w.pieces) + 1;
+    }
+    if (expanded_ > limits_.max_expanded) {
+      fail(line, "the script's expansions copy more than " + std::to_string(limits_.max_expanded) +
+                     " bytes (runaway variable expansion?)");
+    }
   }
 
   static Val unknown(const std::string& source, int line) {
@@ -733,12 +807,11 @@ class Interpreter {
         name.resize(name.size() - 3);
         count = true;
       }
-      const Value v = lookup(name, line);
-      if (!v.set || (!count && !v.words.empty() && !v.words[0].known)) {
+      const std::vector<Val>* v = stored(name, line);
+      if (v == nullptr || (!count && !v->empty() && !v->front().known)) {
         out.words.push_back(unknown(src, line));
       } else {
-        const std::size_t n =
-            count ? v.words.size() : (v.words.empty() ? 0 : v.words[0].text.size());
+        const std::size_t n = count ? v->size() : (v->empty() ? 0 : v->front().text.size());
         out.words.push_back(make_val(std::to_string(n), std::to_string(n), line));
       }
       return out;
@@ -762,9 +835,11 @@ class Interpreter {
       i = close + 1;
     }
     const std::string op_and_word = s.substr(i);
-    Value v = is_name_start(name[0]) ? lookup(name, line) : Value{{}, false};
     const bool special = !is_name_start(name[0]);
-    // Select by index.
+    const std::vector<Val>* all = special ? nullptr : stored(name, line);
+    Value v;
+    v.set = all != nullptr;
+    // Select by index (copying only what is selected).
     if (v.set && !index.empty() && index != "@" && index != "*") {
       // An index that is not arithmetic (an associative array's key, a
       // command substitution) is not evaluated.
@@ -772,22 +847,27 @@ class Interpreter {
           std::all_of(index.begin(), index.end(),
                       [](char c) {
                         return is_name_char(c) ||
-                               std::string_view(" \t$+-*/%(){}").find(c) != std::string_view::npos;
+                               std::string_view(" \t$+-*/%(){}<>=!&|^~?:,#").find(c) !=
+                                   std::string_view::npos;
                       }) &&
           index.find("$(") == std::string::npos;
       const std::optional<std::int64_t> k =
-          arithmetic ? arith(index, line, depth + 1) : std::nullopt;
+          arithmetic ? arith(index, line, depth + 1, src, false) : std::nullopt;
+      all = stored(name, line);  // the index may have assigned variables
+      const std::int64_t kv = k.value_or(-1);
       if (!k) {
         v.words.assign(1, unknown(src, line));
-      } else if (*k < 0 || static_cast<std::size_t>(*k) >= v.words.size()) {
-        v.words.clear();
+      } else if (all == nullptr || kv < 0 || static_cast<std::size_t>(kv) >= all->size()) {
         v.set = false;
       } else {
-        v.words = {v.words[static_cast<std::size_t>(*k)]};
+        v.words = {(*all)[static_cast<std::size_t>(kv)]};
       }
-    } else if (v.set && index.empty() && v.words.size() > 1) {
-      v.words.resize(1);  // $ARR is its first element
+    } else if (v.set && index.empty()) {
+      if (!all->empty()) v.words = {all->front()};  // $ARR is its first element
+    } else if (v.set) {
+      v.words = *all;
     }
+    charge(v.words, line);
     const bool empty = !v.set || v.words.empty() ||
                        (v.words.size() == 1 && v.words[0].known && v.words[0].text.empty());
     if (op_and_word.empty()) {
@@ -845,112 +925,625 @@ class Interpreter {
     return expand_arg();
   }
 
-  // $((expr)): + - * / % and parentheses over integers and variables.
-  std::optional<std::int64_t> arith(const std::string& expr, int line, int depth) {
-    if (depth > limits_.max_nesting) fail(line, "expansions are nested too deeply");
+  // -------------------------------------------------------------------------
+  // Arithmetic: $((expr)), ((expr)), let, array indices. Bash's operators
+  // and precedence over 64-bit integers that wrap as bash's do. Expansions
+  // in the expression are done first, as bash does; an unknown one becomes
+  // a marker \x01K\x02 (K indexes `unknowns`) that reads as an unknown
+  // operand. An expression that cannot be evaluated (an unknown value, a
+  // division by zero, syntax the reader does not know) gives an unknown
+  // value and a note, never an error; only the bounds (nesting, steps) are
+  // errors.
+
+  // Thrown inside the evaluator: the expression cannot be evaluated.
+  struct ArithFailure {
+    std::string why;
+  };
+
+  struct Num {
+    std::int64_t v = 0;
+    bool known = true;
+  };
+
+  struct ArithUnknown {
+    std::string text;   // as it reads back inside $((...)): "$1", "$(cmd)"
+    std::string shown;  // as the note names it: "$NNODES"
+  };
+
+  struct Arith {
+    std::string e;  // the expression, expansions done
+    std::vector<ArithUnknown> unknowns;
+    bool markers = true;  // false: a variable's value (no markers)
     std::size_t pos = 0;
-    bool ok = true;
-    const auto r = arith_sum(expr, pos, line, depth, ok);
-    while (pos < expr.size() && std::isspace(static_cast<unsigned char>(expr[pos])) != 0) ++pos;
-    if (pos != expr.size()) fail(line, "cannot read the arithmetic expression $((" + expr + "))");
-    if (!ok) return std::nullopt;
-    return r;
-  }
+    int line = 0;
+    int depth = 0;              // nesting, against max_nesting
+    int skip = 0;               // > 0: in a branch not taken (no errors, no effects)
+    int uncertain = 0;          // > 0: in a branch that may not run
+    std::string first_unknown;  // the first unknown value used, for the note
+  };
 
-  void arith_skip(const std::string& e, std::size_t& pos) {
-    while (pos < e.size() && std::isspace(static_cast<unsigned char>(e[pos])) != 0) ++pos;
-  }
-
-  std::int64_t arith_sum(const std::string& e, std::size_t& pos, int line, int depth, bool& ok) {
-    std::int64_t v = arith_product(e, pos, line, depth, ok);
-    while (true) {
-      arith_skip(e, pos);
-      if (pos >= e.size() || (e[pos] != '+' && e[pos] != '-')) return v;
-      const char op = e[pos++];
-      const std::int64_t r = arith_product(e, pos, line, depth, ok);
-      std::int64_t out = 0;
-      if (op == '+' ? __builtin_add_overflow(v, r, &out) : __builtin_sub_overflow(v, r, &out)) {
-        fail(line, "arithmetic overflow in $((" + e + "))");
-      }
-      v = out;
+  // A note on arithmetic; the first kArithNotes are kept, then one that
+  // says there are more.
+  static constexpr int kArithNotes = 20;
+  void arith_note(const std::string& text) {
+    if (script_ == nullptr || arith_notes_ > kArithNotes || !arith_noted_.insert(text).second) {
+      return;
+    }
+    if (++arith_notes_ > kArithNotes) {
+      script_->notes.push_back(
+          "more arithmetic the reader cannot evaluate is not named (the first " +
+          std::to_string(kArithNotes) + " are)");
+    } else {
+      script_->notes.push_back(text);
     }
   }
 
-  std::int64_t arith_product(const std::string& e, std::size_t& pos, int line, int depth,
-                             bool& ok) {
-    std::int64_t v = arith_unary(e, pos, line, depth, ok);
-    while (true) {
-      arith_skip(e, pos);
-      if (pos >= e.size() || (e[pos] != '*' && e[pos] != '/' && e[pos] != '%')) return v;
-      const char op = e[pos++];
-      const std::int64_t r = arith_unary(e, pos, line, depth, ok);
-      if (op == '*') {
-        std::int64_t out = 0;
-        if (__builtin_mul_overflow(v, r, &out)) fail(line, "arithmetic overflow in $((" + e + "))");
-        v = out;
-      } else if (r == 0) {
-        if (ok) fail(line, "division by zero in $((" + e + "))");
-        v = 0;
-      } else {
-        v = op == '/' ? v / r : v % r;
-      }
-    }
-  }
-
-  std::int64_t arith_unary(const std::string& e, std::size_t& pos, int line, int depth, bool& ok) {
+  // The value of `expr` (as written in the script), or nullopt if it is
+  // unknown, with a note naming it as `shown` (default "$((expr))"), unless
+  // it merely uses an unknown value and `note_unknown` is false.
+  std::optional<std::int64_t> arith(const std::string& expr, int line, int depth,
+                                    const std::string& shown = "", bool note_unknown = true) {
     if (depth > limits_.max_nesting) fail(line, "expansions are nested too deeply");
-    arith_skip(e, pos);
-    if (pos >= e.size()) fail(line, "cannot read the arithmetic expression $((" + e + "))");
-    const char c = e[pos];
-    if (c == '-' || c == '+') {
-      ++pos;
-      const std::int64_t v = arith_unary(e, pos, line, depth + 1, ok);
-      if (c == '-' && v == INT64_MIN) fail(line, "arithmetic overflow in $((" + e + "))");
-      return c == '-' ? -v : v;
+    const std::string name = shown.empty() ? "$((" + expr + "))" : shown;
+    Arith a;
+    a.line = line;
+    a.depth = depth;
+    std::string why;
+    try {
+      a.e = arith_expand(expr, line, depth, a.unknowns);
+      const Num n = arith_comma(a);
+      arith_ws(a);
+      if (a.pos < a.e.size()) arith_syntax(a, "unexpected");
+      if (n.known) return n.v;
+      // No name: unknown inside a nested $((...)), noted there.
+      if (a.first_unknown.empty() || !note_unknown) return std::nullopt;
+      why = "it uses " + a.first_unknown + ", which has no value the script defines";
+    } catch (const ArithFailure& f) {
+      why = f.why;
     }
-    if (c == '(') {
-      ++pos;
-      const std::int64_t v = arith_sum(e, pos, line, depth + 1, ok);
-      arith_skip(e, pos);
-      if (pos >= e.size() || e[pos] != ')') fail(line, "unbalanced ( in $((" + e + "))");
-      ++pos;
-      return v;
-    }
-    if (std::isdigit(static_cast<unsigned char>(c)) != 0) {
-      std::int64_t v = 0;
-      while (pos < e.size() && std::isdigit(static_cast<unsigned char>(e[pos])) != 0) {
-        if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, e[pos] - '0', &v)) {
-          fail(line, "arithmetic overflow in $((" + e + "))");
+    arith_note(name + " on line " + std::to_string(line) + " is not evaluated (" + why +
+               "); its value is unknown");
+    return std::nullopt;
+  }
+
+  // The expression with its expansions done (see above).
+  std::string arith_expand(const std::string& expr, int line, int depth,
+                           std::vector<ArithUnknown>& unknowns) {
+    const std::vector<Part> parts = Lexer::parse_nested(expr, origin_, limits_, line, depth + 1);
+    std::string out;
+    for (const Part& p : parts) {
+      if (p.kind == PartKind::kLiteral) {
+        if (p.text.find_first_of("\x01\x02") != std::string::npos) {
+          throw ArithFailure{"a control character in the expression"};
         }
-        ++pos;
+        out += p.text;
+        continue;
       }
+      const std::vector<Val> vals = p.kind == PartKind::kParam
+                                        ? expand_param(p, line, depth + 1).words
+                                        : expand_part(p, line, depth + 1);
+      ArithUnknown u;
+      bool known = true;
+      std::string text;
+      for (std::size_t k = 0; k < vals.size(); ++k) {
+        if (k > 0) text += ' ';
+        known = known && vals[k].known;
+        if (vals[k].known) {
+          text += vals[k].text;
+          u.text += vals[k].text;
+        } else {
+          for (const Piece& q : vals[k].pieces) u.text += q.text;
+          if (vals[k].pieces.empty()) u.text += vals[k].source;
+        }
+      }
+      if (known) {
+        out += text;
+      } else if (p.kind == PartKind::kArith) {
+        // Unknown inside: noted where it was evaluated.
+        u.text = "$((" + p.text + "))";
+        out += "\x01" + std::to_string(unknowns.size()) + "\x02";
+        unknowns.push_back(std::move(u));
+      } else {
+        u.shown =
+            p.kind == PartKind::kParam ? (p.braced ? "${" + p.text + "}" : "$" + p.text) : p.text;
+        out += "\x01" + std::to_string(unknowns.size()) + "\x02";
+        unknowns.push_back(std::move(u));
+      }
+      check_size(out, line);
+    }
+    return out;
+  }
+
+  void arith_step(Arith& a, std::size_t n = 1) {
+    arith_steps_ += n;
+    if (arith_steps_ > limits_.max_arith_steps) {
+      fail(a.line, "the script's arithmetic takes more than " +
+                       std::to_string(limits_.max_arith_steps) + " steps");
+    }
+  }
+
+  void arith_nest(Arith& a) {
+    if (++a.depth > limits_.max_nesting) fail(a.line, "expansions are nested too deeply");
+  }
+
+  [[noreturn]] static void arith_syntax(const Arith& a, const std::string& what) {
+    std::string at = a.pos < a.e.size() ? a.e.substr(a.pos, 20) : "";
+    for (char& c : at) {
+      if (c == '\x01' || c == '\x02' || c == '\n') c = ' ';
+    }
+    throw ArithFailure{"cannot read it: " + what +
+                       (at.empty() ? " at the end" : " at \"" + at + "\"")};
+  }
+
+  static void arith_ws(Arith& a) {
+    while (a.pos < a.e.size() &&
+           (a.e[a.pos] == ' ' || a.e[a.pos] == '\t' || a.e[a.pos] == '\n' || a.e[a.pos] == '\r')) {
+      ++a.pos;
+    }
+  }
+
+  // Whether the text at pos is `op` (and not a longer operator that starts
+  // with it, listed in `longer`).
+  static bool arith_at(Arith& a, std::string_view op,
+                       std::initializer_list<std::string_view> longer = {}) {
+    arith_ws(a);
+    if (a.e.compare(a.pos, op.size(), op) != 0) return false;
+    for (std::string_view l : longer) {
+      if (a.e.compare(a.pos, l.size(), l) == 0) return false;
+    }
+    return true;
+  }
+
+  static bool arith_take(Arith& a, std::string_view op,
+                         std::initializer_list<std::string_view> longer = {}) {
+    if (!arith_at(a, op, longer)) return false;
+    a.pos += op.size();
+    return true;
+  }
+
+  static std::int64_t wrap_add(std::int64_t x, std::int64_t y) {
+    return static_cast<std::int64_t>(static_cast<std::uint64_t>(x) + static_cast<std::uint64_t>(y));
+  }
+  static std::int64_t wrap_sub(std::int64_t x, std::int64_t y) {
+    return static_cast<std::int64_t>(static_cast<std::uint64_t>(x) - static_cast<std::uint64_t>(y));
+  }
+  static std::int64_t wrap_mul(std::int64_t x, std::int64_t y) {
+    return static_cast<std::int64_t>(static_cast<std::uint64_t>(x) * static_cast<std::uint64_t>(y));
+  }
+
+  // x op y for the binary operators (and the assignments x op= y).
+  static std::int64_t arith_apply(const Arith& a, std::string_view op, std::int64_t x,
+                                  std::int64_t y) {
+    if (op == "+") return wrap_add(x, y);
+    if (op == "-") return wrap_sub(x, y);
+    if (op == "*") return wrap_mul(x, y);
+    if (op == "/" || op == "%") {
+      if (y == 0) {
+        if (a.skip > 0) return 0;
+        throw ArithFailure{"division by 0"};
+      }
+      if (x == INT64_MIN && y == -1) return op == "/" ? INT64_MIN : 0;  // as bash
+      return op == "/" ? x / y : x % y;
+    }
+    if (op == "**") {
+      if (y < 0) {
+        if (a.skip > 0) return 0;
+        throw ArithFailure{"exponent less than 0"};
+      }
+      std::int64_t r = 1;
+      std::int64_t b = x;
+      for (std::uint64_t n = static_cast<std::uint64_t>(y); n > 0; n >>= 1) {
+        if (n & 1) r = wrap_mul(r, b);
+        b = wrap_mul(b, b);
+      }
+      return r;
+    }
+    if (op == "<<") {
+      return static_cast<std::int64_t>(static_cast<std::uint64_t>(x) << (y & 63));
+    }
+    if (op == ">>") return x >> (y & 63);
+    if (op == "&") return x & y;
+    if (op == "|") return x | y;
+    if (op == "^") return x ^ y;
+    if (op == "<") return x < y;
+    if (op == "<=") return x <= y;
+    if (op == ">") return x > y;
+    if (op == ">=") return x >= y;
+    if (op == "==") return x == y;
+    if (op == "!=") return x != y;
+    throw ArithFailure{"operator " + std::string(op)};
+  }
+
+  // expr , expr
+  Num arith_comma(Arith& a) {
+    Num v = arith_assign(a);
+    while (arith_take(a, ",")) v = arith_assign(a);
+    return v;
+  }
+
+  // NAME = expr, NAME op= expr, or a conditional.
+  Num arith_assign(Arith& a) {
+    arith_ws(a);
+    const std::size_t start = a.pos;
+    if (a.pos < a.e.size() && is_name_start(a.e[a.pos])) {
+      std::size_t end = a.pos;
+      while (end < a.e.size() && is_name_char(a.e[end])) ++end;
+      const std::string name = a.e.substr(a.pos, end - a.pos);
+      a.pos = end;
+      static constexpr std::string_view kOps[] = {
+          "<<=", ">>=", "+=", "-=", "*=", "/=", "%=", "&=", "^=", "|=", "="};
+      for (std::string_view op : kOps) {
+        if (!arith_at(a, op, {"=="})) continue;
+        a.pos += op.size();
+        arith_nest(a);
+        const std::size_t rhs_start = a.pos;
+        const Num rhs = arith_assign(a);
+        --a.depth;
+        Num v = rhs;
+        if (op != "=") {
+          const Num old = arith_variable(a, name);
+          v.known = old.known && rhs.known;
+          if (v.known) v.v = arith_apply(a, op.substr(0, op.size() - 1), old.v, rhs.v);
+        }
+        std::string rhs_text = arith_source(a, rhs_start, a.pos);
+        if (op != "=") {
+          rhs_text = "(" + arith_text_of(name) + ")" + std::string(op.substr(0, op.size() - 1)) +
+                     "(" + rhs_text + ")";
+        }
+        arith_store(a, name, v, rhs_text);
+        return v;
+      }
+      a.pos = start;
+    }
+    return arith_cond(a);
+  }
+
+  // The text of e[from, to) as it reads back inside $((...)).
+  std::string arith_source(const Arith& a, std::size_t from, std::size_t to) const {
+    std::string out;
+    for (std::size_t i = from; i < to; ++i) {
+      if (a.markers && a.e[i] == '\x01') {
+        const std::size_t close = a.e.find('\x02', i);
+        out += a.unknowns[std::stoul(a.e.substr(i + 1, close - i - 1))].text;
+        i = close;
+      } else {
+        out += a.e[i];
+      }
+    }
+    const auto first = out.find_first_not_of(" \t\n");
+    const auto last = out.find_last_not_of(" \t\n");
+    return first == std::string::npos ? "" : out.substr(first, last - first + 1);
+  }
+
+  // NAME's value as it reads back inside $((...)).
+  std::string arith_text_of(const std::string& name) {
+    const std::vector<Val>* v = stored(name, 0);
+    if (v == nullptr || v->empty()) return name;
+    const Val& w = v->front();
+    if (w.known) return w.text.empty() ? "0" : w.text;
+    std::string out;
+    for (const Piece& q : w.pieces) out += q.text;
+    return out.empty() ? w.source : out;
+  }
+
+  // NAME = v (unknown: its value reads back as $((rhs))).
+  void arith_store(Arith& a, const std::string& name, const Num& v, const std::string& rhs) {
+    if (a.skip > 0) return;
+    if (!v.known || a.uncertain > 0) {
+      Val u = unknown("$((" + rhs + "))", a.line);
+      vars_[name] = {u};
+    } else {
+      vars_[name] = {make_val(std::to_string(v.v), std::to_string(v.v), a.line)};
+    }
+  }
+
+  // c ? x : y
+  Num arith_cond(Arith& a) {
+    const Num c = arith_binary(a, 1);
+    if (!arith_take(a, "?")) return c;
+    arith_nest(a);
+    const bool taken = c.known && c.v != 0;
+    const bool not_taken = c.known && c.v == 0;
+    if (!c.known) ++a.uncertain;
+    if (not_taken) ++a.skip;
+    const Num x = arith_comma(a);
+    if (not_taken) --a.skip;
+    if (!arith_take(a, ":")) arith_syntax(a, "':' expected for the conditional");
+    if (taken) ++a.skip;
+    const Num y = arith_cond(a);
+    if (taken) --a.skip;
+    if (!c.known) --a.uncertain;
+    --a.depth;
+    if (!c.known) return {0, false};
+    return taken ? x : y;
+  }
+
+  // Binary operators by precedence, lowest (1: ||) to highest (10: * / %);
+  // 11 is **.
+  Num arith_binary(Arith& a, int level) {
+    if (level == 11) return arith_power(a);
+    Num x = arith_binary(a, level + 1);
+    while (true) {
+      arith_step(a);
+      if (level == 1 || level == 2) {
+        const std::string_view op = level == 1 ? "||" : "&&";
+        if (!arith_take(a, op)) return x;
+        // Short-circuit: the right side is read, not evaluated, when the
+        // left decides.
+        const bool decided = x.known && (level == 1 ? x.v != 0 : x.v == 0);
+        if (decided) ++a.skip;
+        if (!x.known) ++a.uncertain;
+        const Num y = arith_binary(a, level + 1);
+        if (decided) --a.skip;
+        if (!x.known) --a.uncertain;
+        if (decided) {
+          x = {level == 1 ? 1 : 0, true};
+        } else if (y.known && (level == 1 ? y.v != 0 : y.v == 0)) {
+          x = {level == 1 ? 1 : 0, true};
+        } else if (x.known && y.known) {
+          x = {y.v != 0 ? 1 : 0, true};
+        } else {
+          x = {0, false};
+        }
+        continue;
+      }
+      std::string_view op;
+      switch (level) {
+        case 3:
+          if (arith_at(a, "|", {"||", "|="})) op = "|";
+          break;
+        case 4:
+          if (arith_at(a, "^", {"^="})) op = "^";
+          break;
+        case 5:
+          if (arith_at(a, "&", {"&&", "&="})) op = "&";
+          break;
+        case 6:
+          if (arith_at(a, "==")) op = "==";
+          if (arith_at(a, "!=")) op = "!=";
+          break;
+        case 7:
+          if (arith_at(a, "<="))
+            op = "<=";
+          else if (arith_at(a, ">="))
+            op = ">=";
+          else if (arith_at(a, "<", {"<<"}))
+            op = "<";
+          else if (arith_at(a, ">", {">>"}))
+            op = ">";
+          break;
+        case 8:
+          if (arith_at(a, "<<", {"<<="}))
+            op = "<<";
+          else if (arith_at(a, ">>", {">>="}))
+            op = ">>";
+          break;
+        case 9:
+          if (arith_at(a, "+", {"+="}) && !arith_incdec(a))
+            op = "+";
+          else if (arith_at(a, "-", {"-="}) && !arith_incdec(a))
+            op = "-";
+          break;
+        default:  // 10
+          if (arith_at(a, "*", {"**", "*="}))
+            op = "*";
+          else if (arith_at(a, "/", {"/="}))
+            op = "/";
+          else if (arith_at(a, "%", {"%="}))
+            op = "%";
+          break;
+      }
+      if (op.empty()) return x;
+      a.pos += op.size();
+      const Num y = arith_binary(a, level + 1);
+      if (x.known && y.known) {
+        x.v = arith_apply(a, op, x.v, y.v);
+      } else {
+        x = {0, false};
+      }
+    }
+  }
+
+  // x ** y (right-associative; binds less tightly than unary minus).
+  Num arith_power(Arith& a) {
+    Num x = arith_unary(a);
+    if (!arith_take(a, "**", {"**="})) return x;
+    arith_nest(a);
+    const Num y = arith_power(a);
+    --a.depth;
+    if (!x.known || !y.known) return {0, false};
+    return {arith_apply(a, "**", x.v, y.v), true};
+  }
+
+  // Whether "++" / "--" at pos is an increment: followed by a name (as
+  // bash reads it; else 5--3 is 5 - -3).
+  static bool arith_incdec(const Arith& a) {
+    if (a.pos + 1 >= a.e.size() || a.e[a.pos + 1] != a.e[a.pos]) return false;
+    std::size_t i = a.pos + 2;
+    while (i < a.e.size() && (a.e[i] == ' ' || a.e[i] == '\t' || a.e[i] == '\n')) ++i;
+    return i < a.e.size() && is_name_start(a.e[i]);
+  }
+
+  Num arith_unary(Arith& a) {
+    arith_step(a);
+    arith_ws(a);
+    if (a.pos >= a.e.size()) arith_syntax(a, "an operand expected");
+    const char c = a.e[a.pos];
+    const char n = a.pos + 1 < a.e.size() ? a.e[a.pos + 1] : '\0';
+    if ((c == '+' || c == '-') && n == c && arith_incdec(a)) {
+      // ++NAME / --NAME
+      a.pos += 2;
+      arith_ws(a);
+      const std::size_t start = a.pos;
+      while (a.pos < a.e.size() && is_name_char(a.e[a.pos])) ++a.pos;
+      const std::string name = a.e.substr(start, a.pos - start);
+      if (!is_valid_name(name)) arith_syntax(a, "a variable expected after ++/--");
+      const Num old = arith_variable(a, name);
+      const Num v =
+          old.known ? Num{c == '+' ? wrap_add(old.v, 1) : wrap_sub(old.v, 1), true} : Num{0, false};
+      arith_store(a, name, v, "(" + arith_text_of(name) + (c == '+' ? ")+1" : ")-1"));
       return v;
     }
-    // A variable: NAME, $NAME or ${NAME}.
-    std::string name;
-    if (c == '$') ++pos;
-    const bool brace = pos < e.size() && e[pos] == '{';
-    if (brace) ++pos;
-    while (pos < e.size() && is_name_char(e[pos])) name += e[pos++];
-    if (brace) {
-      if (pos >= e.size() || e[pos] != '}') fail(line, "cannot read $((" + e + "))");
-      ++pos;
+    if (c == '+' || c == '-' || c == '!' || c == '~') {
+      ++a.pos;
+      arith_nest(a);
+      const Num v = arith_unary(a);
+      --a.depth;
+      if (!v.known) return v;
+      switch (c) {
+        case '-':
+          return {wrap_sub(0, v.v), true};
+        case '!':
+          return {v.v == 0 ? 1 : 0, true};
+        case '~':
+          return {~v.v, true};
+        default:
+          return v;
+      }
     }
-    if (!is_valid_name(name)) fail(line, "cannot read the arithmetic expression $((" + e + "))");
-    const Value v = lookup(name, line);
-    if (!v.set || v.words.empty() || !v.words[0].known) {
-      ok = false;
-      return 1;
+    return arith_primary(a);
+  }
+
+  Num arith_primary(Arith& a) {
+    const char c = a.e[a.pos];
+    if (c == '(') {
+      ++a.pos;
+      arith_nest(a);
+      const Num v = arith_comma(a);
+      --a.depth;
+      if (!arith_take(a, ")")) arith_syntax(a, "')' expected");
+      return v;
     }
-    const std::string& t = v.words[0].text;
-    std::size_t p = 0;
-    bool inner_ok = true;
-    if (t.empty()) return 0;
-    const std::int64_t r = arith_sum(t, p, line, depth + 1, inner_ok);
-    if (p != t.size()) {
-      fail(line, "variable " + name + " = \"" + t + "\" is not a number in $((" + e + "))");
+    if (c == '\x01' && a.markers) {
+      const std::size_t close = a.e.find('\x02', a.pos);
+      const ArithUnknown& u = a.unknowns[std::stoul(a.e.substr(a.pos + 1, close - a.pos - 1))];
+      a.pos = close + 1;
+      if (a.skip == 0 && a.first_unknown.empty() && !u.shown.empty()) a.first_unknown = u.shown;
+      return {0, false};
     }
-    ok = ok && inner_ok;
+    if (std::isdigit(static_cast<unsigned char>(c)) != 0) return arith_number(a);
+    if (is_name_start(c)) {
+      const std::size_t start = a.pos;
+      while (a.pos < a.e.size() && is_name_char(a.e[a.pos])) ++a.pos;
+      const std::string name = a.e.substr(start, a.pos - start);
+      arith_step(a, name.size());
+      if (a.pos < a.e.size() && a.e[a.pos] == '[') {
+        // NAME[index]: an array element.
+        ++a.pos;
+        arith_nest(a);
+        const Num k = arith_comma(a);
+        --a.depth;
+        if (!arith_take(a, "]")) arith_syntax(a, "']' expected");
+        if (a.skip > 0) return {0, true};
+        const std::vector<Val>* v = stored(name, a.line);
+        if (!k.known || v == nullptr) {
+          if (a.first_unknown.empty()) a.first_unknown = name;
+          return {0, false};
+        }
+        if (k.v < 0 || static_cast<std::size_t>(k.v) >= v->size()) return {0, true};
+        const Val element = (*v)[static_cast<std::size_t>(k.v)];
+        return arith_value(a, name, element);
+      }
+      // NAME++ / NAME--
+      if (arith_at(a, "++") || arith_at(a, "--")) {
+        const bool inc = a.e[a.pos] == '+';
+        a.pos += 2;
+        const Num old = arith_variable(a, name);
+        const Num v =
+            old.known ? Num{inc ? wrap_add(old.v, 1) : wrap_sub(old.v, 1), true} : Num{0, false};
+        arith_store(a, name, v, "(" + arith_text_of(name) + (inc ? ")+1" : ")-1"));
+        return old;
+      }
+      return arith_variable(a, name);
+    }
+    arith_syntax(a, "an operand expected");
+  }
+
+  // 42, 0x2a, 052, 16#2a, 2#101010.
+  Num arith_number(Arith& a) {
+    const std::size_t start = a.pos;
+    while (a.pos < a.e.size() &&
+           (is_name_char(a.e[a.pos]) || a.e[a.pos] == '#' || a.e[a.pos] == '@')) {
+      ++a.pos;
+    }
+    const std::string t = a.e.substr(start, a.pos - start);
+    arith_step(a, t.size());
+    int base = 10;
+    std::string digits = t;
+    if (const auto hash = t.find('#'); hash != std::string::npos) {
+      const std::string b = t.substr(0, hash);
+      if (b.empty() || b.size() > 2 || !std::all_of(b.begin(), b.end(), [](char d) {
+            return std::isdigit(static_cast<unsigned char>(d)) != 0;
+          })) {
+        throw ArithFailure{"invalid number " + t};
+      }
+      base = std::stoi(b);
+      if (base < 2 || base > 64) throw ArithFailure{"invalid arithmetic base in " + t};
+      digits = t.substr(hash + 1);
+    } else if (t.size() > 1 && t[0] == '0' && (t[1] == 'x' || t[1] == 'X')) {
+      base = 16;
+      digits = t.substr(2);
+    } else if (t.size() > 1 && t[0] == '0') {
+      base = 8;
+      digits = t.substr(1);
+    }
+    if (digits.empty()) throw ArithFailure{"invalid number " + t};
+    std::uint64_t v = 0;
+    for (char d : digits) {
+      int k = 0;
+      if (std::isdigit(static_cast<unsigned char>(d)) != 0) {
+        k = d - '0';
+      } else if (d >= 'a' && d <= 'z') {
+        k = d - 'a' + 10;
+      } else if (d >= 'A' && d <= 'Z') {
+        k = d - 'A' + (base <= 36 ? 10 : 36);
+      } else if (d == '@') {
+        k = 62;
+      } else if (d == '_') {
+        k = 63;
+      } else {
+        k = 64;
+      }
+      if (k >= base) throw ArithFailure{"value too great for base in " + t};
+      v = v * static_cast<std::uint64_t>(base) + static_cast<std::uint64_t>(k);
+    }
+    return {static_cast<std::int64_t>(v), true};
+  }
+
+  // A variable's value in arithmetic: unknown if the script does not
+  // define it, 0 if empty, else its text read as an expression (as bash
+  // does: A=B B=3 gives $((A)) = 3).
+  Num arith_variable(Arith& a, const std::string& name) {
+    if (a.skip > 0) return {0, true};
+    const std::vector<Val>* v = stored(name, a.line);
+    if (v == nullptr || v->empty()) {
+      if (a.first_unknown.empty()) a.first_unknown = name;
+      return {0, false};
+    }
+    const Val first = v->front();  // evaluating it may assign the variable
+    return arith_value(a, name, first);
+  }
+
+  Num arith_value(Arith& a, const std::string& name, const Val& w) {
+    if (!w.known) {
+      if (a.first_unknown.empty()) a.first_unknown = name;
+      return {0, false};
+    }
+    if (w.text.find_first_not_of(" \t\n") == std::string::npos) return {0, true};
+    Arith sub;
+    sub.e = w.text;
+    sub.markers = false;
+    sub.line = a.line;
+    sub.depth = a.depth;
+    arith_nest(sub);
+    const Num r = arith_comma(sub);
+    arith_ws(sub);
+    if (sub.pos < sub.e.size()) {
+      throw ArithFailure{name + "=\"" + w.text.substr(0, 40) + "\" is not a number"};
+    }
+    if (!r.known && a.first_unknown.empty()) {
+      a.first_unknown = sub.first_unknown.empty() ? name : sub.first_unknown;
+    }
     return r;
   }
 
@@ -1063,14 +1656,15 @@ class Interpreter {
       // the value's own source (CKPT=$1 ... --save $CKPT keeps "$1"), so a
       // launcher written from the words needs nothing the script defined.
       if (p.kind == PartKind::kParam && is_valid_name(p.text)) {
-        const Value v = lookup(p.text, w.line);
-        if (v.set && v.words.size() == 1 && !v.words[0].known &&
+        const std::vector<Val>* v = stored(p.text, w.line);
+        if (v != nullptr && v->size() == 1 && !v->front().known &&
             (p.quoted || !split ||
-             std::none_of(v.words[0].pieces.begin(), v.words[0].pieces.end(), [](const Piece& q) {
+             std::none_of(v->front().pieces.begin(), v->front().pieces.end(), [](const Piece& q) {
                return q.known && std::any_of(q.text.begin(), q.text.end(), splits);
              }))) {
-          Val out = v.words[0];
+          Val out = v->front();
           out.line = w.line;
+          charge({out}, w.line);
           return {out};
         }
       }
@@ -1192,6 +1786,12 @@ class Interpreter {
   std::vector<std::string> exported_;
   std::vector<ShellWord> bare_args_;
   bool control_noted_ = false;
+  ShellScript* script_ = nullptr;                     // for notes, while run() reads
+  std::map<std::string, std::vector<Val>> env_vals_;  // --megatron-env values as words
+  std::size_t expanded_ = 0;                          // bytes copied by expansions
+  std::size_t arith_steps_ = 0;
+  std::set<std::string> arith_noted_;
+  int arith_notes_ = 0;
 };
 
 }  // namespace

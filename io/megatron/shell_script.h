@@ -6,8 +6,10 @@
 // It tokenises with quotes and escapes, joins backslash-continued lines,
 // strips comments, applies assignments in the order written (scalars,
 // bash arrays, `+=`, `export`), expands $VAR, ${VAR}, ${VAR:-default} and
-// friends, "${ARR[@]}" and $((arithmetic)), splits unquoted expansions on
-// blanks as bash does, and finds the launch command:
+// friends, "${ARR[@]}", $((arithmetic)), ((arithmetic)) and `let` (bash's
+// operators over 64-bit integers; what it cannot evaluate is unknown, with
+// a note), splits unquoted expansions on blanks as bash does, and finds the
+// launch command:
 // the first command that runs a `*.py` entry point through torchrun, python,
 // `python -m torch.distributed.run`, srun, ... Conditionals and loops are not
 // evaluated: their keywords are skipped and the commands inside are read in
@@ -63,11 +65,13 @@ struct ShellScript {
 };
 
 struct ShellLimits {
-  std::size_t max_bytes = 4u << 20;   // whole script
-  std::size_t max_line = 256u << 10;  // one physical line
-  std::size_t max_value = 1u << 20;   // one expanded value
-  std::size_t max_words = 1u << 20;   // words of one command or array
-  int max_nesting = 32;               // ${...} / $((...)) / (...) depth
+  std::size_t max_bytes = 4u << 20;        // whole script
+  std::size_t max_line = 256u << 10;       // one physical line
+  std::size_t max_value = 1u << 20;        // one expanded value
+  std::size_t max_words = 1u << 20;        // words of one command or array
+  int max_nesting = 32;                    // ${...} / $((...)) / (...) depth
+  std::size_t max_arith_steps = 1u << 24;  // arithmetic, whole script
+  std::size_t max_expanded = 64u << 20;    // bytes copied by all expansions
 };
 
 // Reads `text` (the script's contents; `origin` names it in messages) with

@@ -161,6 +161,116 @@ TEST(ShellScript, UnknownValuesAreNotSplit) {
   EXPECT_EQ(args_of("V=\"a b\"\npython x.py $V\"-x $1\"\n"), (V{"a", "<b'-x '\"$1\">"}));
 }
 
+// $((...)) with bash's operators, precedence and 64-bit wrapping integers;
+// each expected value is what bash 5.2 prints.
+TEST(ShellScript, ArithmeticAsBashEvaluatesIt) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"($TP > 1) ? 1 : 0", "1"},
+      {"( $TP > 2 ) ? 1 : 0", "0"},
+      {"TP > 1", "1"},
+      {"TP >= 2 && TP <= 2", "1"},
+      {"TP == 2 || 1/0", "1"},
+      {"TP != 2 && 1/0", "0"},
+      {"!TP", "0"},
+      {"!0", "1"},
+      {"~5", "-6"},
+      {"5--3", "8"},
+      {"1 - -1", "2"},
+      {"-2**2", "4"},
+      {"2**3**2", "512"},
+      {"9223372036854775807*2", "-2"},
+      {"-9223372036854775807-1", "-9223372036854775808"},
+      {"(-9223372036854775807-1) / -1", "-9223372036854775808"},
+      {"(-9223372036854775807-1) % -1", "0"},
+      {"1<<65", "2"},
+      {"-8>>1", "-4"},
+      {"6 & 3 | 8 ^ 1", "11"},
+      {"1 + 2 * 3 << 1", "14"},
+      {"010 + 0x1F + 16#ff + 64#@_ + 36#Z", "4360"},
+      {"7%-3", "1"},
+      {"-7/2", "-3"},
+      {"1 ? 2 : 3 ? 4 : 5", "2"},
+      {"0 ? 1 : 0 ? 2 : 3", "3"},
+      {"a = 3, a + 1", "4"},
+      {"$X * 2", "8"},  // X="2+3": text first, then 2+3*2
+      {"X * 2", "10"},  // a variable's value is an expression
+      {"ALIAS", "2"},   // ALIAS=TP
+      {"EMPTY + 1", "1"},
+      {"${UNSET:-3} * ${#ARR[@]}", "6"},
+      {"ARR[1] + ARR[TP - 2]", "30"},
+      {"$((TP * 2)) + 1", "5"},
+      {"TP++ + TP", "5"},
+      {"++TP", "3"},
+      {"TP *= 4", "8"},
+  };
+  for (const auto& [expr, want] : cases) {
+    const std::string text =
+        "TP=2\nX=\"2+3\"\nALIAS=TP\nEMPTY=\nARR=(10 20)\npython x.py --v $((" + expr + "))\n";
+    const ShellScript s = read_shell_script(text, "t.sh");
+    EXPECT_EQ(texts(s.launch.args), (V{"--v", want})) << expr;
+    EXPECT_TRUE(s.notes.empty()) << expr << ": " << s.notes.front();
+  }
+  // Assignments inside $((...)) set the variable.
+  EXPECT_EQ(args_of("X=$((N = 3 * 4))\npython x.py $X $N\n"), (V{"12", "12"}));
+}
+
+// What the reader cannot evaluate is an unknown value with a note naming
+// the line and the expression, not an error.
+TEST(ShellScript, ArithmeticItCannotEvaluateIsUnknown) {
+  const ShellScript s = read_shell_script(
+      "TP=${11}\n"
+      "TP_COMM=$(( ($TP > 1) ? 1 : 0 ))\n"
+      "Z=$((8 / (2 - 2)))\n"
+      "Q=$((1 ? 2))\n"
+      "R=$((2 ** -1))\n"
+      "python x.py --a $TP_COMM --b $Z --c $((4 % 0)) --d $Q --e $R --f $((1 ? 5 : 1/0))\n",
+      "t.sh");
+  EXPECT_EQ(texts(s.launch.args),
+            (V{"--a", "<$(( ($TP > 1) ? 1 : 0 ))>", "--b", "<$((8 / (2 - 2)))>", "--c",
+               "<$((4 % 0))>", "--d", "<$((1 ? 2))>", "--e", "<$((2 ** -1))>", "--f", "5"}));
+  const std::vector<std::string> want = {
+      "$(( ($TP > 1) ? 1 : 0 )) on line 2 is not evaluated (it uses $TP, which has no value the "
+      "script defines); its value is unknown",
+      "$((8 / (2 - 2))) on line 3 is not evaluated (division by 0); its value is unknown",
+      "$((1 ? 2)) on line 4 is not evaluated (cannot read it: ':' expected for the conditional at "
+      "the end); its value is unknown",
+      "$((2 ** -1)) on line 5 is not evaluated (exponent less than 0); its value is unknown",
+      "$((4 % 0)) on line 6 is not evaluated (division by 0); its value is unknown"};
+  EXPECT_EQ(s.notes, want);
+  // Twenty are named, then one note says there are more.
+  std::string many;
+  for (int i = 0; i < 30; ++i) many += "X=$((1/0))\n";
+  const ShellScript m = read_shell_script(many + "python x.py\n", "t.sh");
+  ASSERT_EQ(m.notes.size(), 21u);
+  EXPECT_NE(m.notes[19].find("on line 20"), std::string::npos) << m.notes[19];
+  EXPECT_NE(m.notes[20].find("not named"), std::string::npos) << m.notes[20];
+  // A known condition picks its branch even if the other is unknown.
+  EXPECT_EQ(args_of("TP=4\npython x.py $(( TP > 1 ? TP : $1 ))\n"), (V{"4"}));
+}
+
+// ((...)) commands and `let` assign; neither stops the reading, and
+// `for ((...))` is a loop header like any other.
+TEST(ShellScript, ArithmeticCommandsAndLet) {
+  const ShellScript s = read_shell_script(
+      "TP=2\n"
+      "(( N = TP * 4 ))\n"
+      "((N++))\n"
+      "let M=N+1 \"K = M << 1\"\n"
+      "if (( TP > 1 )); then\n  SP=1\nfi\n"
+      "for (( i = 0; i < 3; i++ )); do\n  :\ndone\n"
+      "(( W = y << 2 ))\n"
+      "(( U = $1 + 1 ))\n"
+      "python x.py --n $N --m $M --k $K --sp $SP --u $U\n",
+      "t.sh");
+  EXPECT_EQ(texts(s.launch.args),
+            (V{"--n", "9", "--m", "10", "--k", "20", "--sp", "1", "--u", "<$(($1 + 1))>"}));
+  EXPECT_EQ(s.find("i"), nullptr);  // the loop header is not evaluated
+  // y and $1 are unknown: two notes.
+  ASSERT_EQ(s.notes.size(), 3u) << s.notes[0];
+  EXPECT_NE(s.notes[1].find("(( W = y << 2 )) on line 11"), std::string::npos) << s.notes[1];
+  EXPECT_NE(s.notes[2].find("(( U = $1 + 1 )) on line 12"), std::string::npos) << s.notes[2];
+}
+
 TEST(ShellScript, QuoteRoundTrips) {
   for (const std::string s : {"plain", "two words", "it's", "E,t*9|t*9|L", "", "$HOME"}) {
     EXPECT_EQ(args_of("python a.py --v " + shell_quote(s) + "\n"), (V{"--v", s})) << s;
@@ -182,6 +292,27 @@ TEST(ShellScript, HostileScriptsFailCleanlyInBoundedTime) {
   nested += "1";
   for (int i = 0; i < 200; ++i) nested += "}";
   nested += "\n";
+  // Each variable's value names the one below 1000 times: reading A would
+  // take 1000^5 steps.
+  std::string exponential = "E=1\n";
+  for (const char* name : {"D", "C", "B", "A"}) {
+    std::string sum = "0";
+    for (int i = 0; i < 1000; ++i)
+      sum += std::string("+") + (name[0] == 'D' ? "E" : std::string(1, name[0] + 1));
+    exponential += std::string(name) + "=\"" + sum + "\"\n";
+  }
+  exponential += "X=$((A))\n";
+  // Copies of a 512 KiB value, an element of a large array, appends to an
+  // array: each linear in what it copies, so none takes long.
+  std::string copies = "A=x\n";
+  for (int i = 0; i < 19; ++i) copies += "A=\"$A$A\"\n";
+  for (int i = 0; i < 100000; ++i) copies += "B=$A\n";
+  std::string elements = "A=(\n";
+  for (int i = 0; i < 100000; ++i) elements += "x\n";
+  elements += ")\n";
+  for (int i = 0; i < 100000; ++i) elements += "B=${A[1]}$((A[2]))\n";
+  std::string appends;
+  for (int i = 0; i < 100000; ++i) appends += "A+=(x)\n";
   const std::vector<Case> cases = {
       {"python a.py --a 'open\n", "t.sh:1: unterminated single quote"},
       {"python a.py \\\n --a \"open\n", "t.sh:2: unterminated double quote"},
@@ -191,8 +322,21 @@ TEST(ShellScript, HostileScriptsFailCleanlyInBoundedTime) {
       {"python a.py --a " + std::string(10u << 20, 'x') + "\n", "at most"},
       {doubling, "runaway"},
       {nested, "nested too deeply"},
-      {"A=$((1/0))\n", "division by zero"},
-      {"A=$((9223372036854775807*2))\n", "overflow"},
+      {"X=$((" + std::string(40, '(') + "1" + std::string(40, ')') + "))\n", "nested too deeply"},
+      {"X=$((" + std::string(40, '-') + "1))\n", "nested too deeply"},
+      {"X=$((1?1:1?1:" +
+           [] {
+             std::string t;
+             for (int i = 0; i < 40; ++i) t += "1?1:";
+             return t;
+           }() +
+           "1))\n",
+       "nested too deeply"},
+      {"A=B\nB=A\nX=$((A))\n", "nested too deeply"},
+      {exponential, "steps"},
+      {copies, "copy more than"},
+      {elements, "no Megatron-LM launch command"},
+      {appends, "no Megatron-LM launch command"},
       {"A=1\nB=$A\nA=$B$B\npython a.py --a $A\n", ""},  // no recursion: eager values
   };
   for (const Case& c : cases) {
