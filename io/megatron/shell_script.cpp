@@ -74,6 +74,14 @@ struct Word {
   // An arithmetic command ((expr)): `arith` is expr.
   bool arith_command = false;
   std::string arith;
+  // A redirection: the operator ("<<", "<<-", ">", ">>", "&>", ">&", ...,
+  // with the file descriptor written before it, e.g. "2>") and the target
+  // as written (a here-document's delimiter word). For a here-document,
+  // the lines of its body (none if it is empty: last < first).
+  std::string redirect;
+  std::string target;
+  int body_first = 0;
+  int body_last = 0;
 };
 
 struct Token {
@@ -97,18 +105,18 @@ class Lexer {
         skip_comment();
       } else if (c == '(' && peek(1) == '(' && arith_command(out)) {
         continue;
+      } else if (c == '&' && peek(1) == '>') {
+        redirect(out);
       } else if (c == '\n' || c == ';' || c == '&' || c == '|' || c == '(' || c == ')') {
-        if (c == '&' && peek(1) == '>') {
-          pos_ += 2;
-          skip_redirect_target();
-          continue;
-        }
         out.push_back({true, {}, line_});
-        if (c == '\n') ++line_;
         ++pos_;
+        if (c == '\n') {
+          ++line_;
+          read_heredoc_bodies(out);
+        }
         if ((c == '&' || c == '|' || c == ';') && pos_ < s_.size() && s_[pos_] == c) ++pos_;
       } else if (c == '<' || c == '>') {
-        redirect();
+        redirect(out);
       } else {
         Word w = lex_word(0, false);
         if (!w.parts.empty() || !w.source.empty() || w.is_array) {
@@ -117,6 +125,12 @@ class Lexer {
           out.push_back({false, std::move(w), line});
         }
       }
+    }
+    if (!heredocs_.empty()) {
+      // The last line has a here-document but the file ends there.
+      const Word& h = out[heredocs_.front()].word;
+      fail(h.line, "unterminated here-document " + h.redirect + h.target + ": no line \"" +
+                       heredoc_delimiter(h) + "\" before the end of the file");
     }
     return out;
   }
@@ -160,19 +174,88 @@ class Lexer {
     while (pos_ < s_.size() && s_[pos_] != '\n') ++pos_;
   }
 
-  void redirect() {
-    const int line = line_;
-    if (s_[pos_] == '<' && peek(1) == '<') {
-      fail(line, "here-documents (<<) are not supported; write the arguments in the script");
+  // A redirection at pos_ (on '<', '>' or "&>"): a token with its operator
+  // and target. A here-document's body is read at the end of the line.
+  void redirect(std::vector<Token>& out) {
+    Word r;
+    r.line = line_;
+    r.redirect = fd_;
+    fd_.clear();
+    const std::size_t start = pos_;
+    if (s_[pos_] == '&') ++pos_;
+    if (s_[pos_] == '<' && peek(1) == '<' && peek(2) == '<') {
+      pos_ += 3;  // <<< here-string: one word
+    } else if (s_[pos_] == '<' && peek(1) == '<') {
+      pos_ += 2;
+      if (pos_ < s_.size() && s_[pos_] == '-') ++pos_;
+      r.redirect += s_.substr(start, pos_ - start);
+      skip_blanks();
+      const Word d = pos_ < s_.size() && s_[pos_] != '\n' ? lex_word(0, false) : Word{};
+      r.target = d.source;
+      if (heredoc_delimiter(r).empty() || d.is_array) {
+        fail(r.line, "here-document " + r.redirect + " without a delimiter word");
+      }
+      heredocs_.push_back(out.size());
+      const int line = r.line;
+      out.push_back({false, std::move(r), line});
+      return;
+    } else {
+      ++pos_;
+      while (pos_ < s_.size() &&
+             (s_[pos_] == '>' || s_[pos_] == '<' || s_[pos_] == '&' || s_[pos_] == '|')) {
+        ++pos_;
+      }
     }
-    ++pos_;
-    while (pos_ < s_.size() && (s_[pos_] == '>' || s_[pos_] == '&' || s_[pos_] == '|')) ++pos_;
-    skip_redirect_target();
+    r.redirect += s_.substr(start, pos_ - start);
+    skip_blanks();
+    if (pos_ < s_.size() && s_[pos_] != '\n' && s_[pos_] != ';') {
+      r.target = lex_word(0, false).source;
+    }
+    const int line = r.line;
+    out.push_back({false, std::move(r), line});
   }
 
-  void skip_redirect_target() {
-    skip_blanks();
-    if (pos_ < s_.size() && s_[pos_] != '\n' && s_[pos_] != ';') (void)lex_word(0, false);
+  // The delimiter line of a here-document: its word without quotes.
+  static std::string heredoc_delimiter(const Word& h) {
+    std::string d;
+    for (char c : h.target) {
+      if (c != '\'' && c != '"' && c != '\\') d += c;
+    }
+    return d;
+  }
+
+  // After a newline: the bodies of the here-documents of the line just
+  // ended, up to their delimiter lines (not read as commands).
+  void read_heredoc_bodies(std::vector<Token>& out) {
+    for (const std::size_t k : heredocs_) {
+      Word& h = out[k].word;
+      const std::string delim = heredoc_delimiter(h);
+      const bool strip_tabs = h.redirect.back() == '-';
+      h.body_first = line_;
+      while (true) {
+        if (pos_ >= s_.size()) {
+          fail(h.line, "unterminated here-document " + h.redirect + h.target + ": no line \"" +
+                           delim + "\" before the end of the file");
+        }
+        std::size_t eol = s_.find('\n', pos_);
+        if (eol == std::string::npos) eol = s_.size();
+        std::size_t from = pos_;
+        if (strip_tabs) {
+          while (from < eol && s_[from] == '\t') ++from;
+        }
+        std::size_t to = eol;
+        if (to > from && s_[to - 1] == '\r') --to;
+        const bool end = s_.compare(from, to - from, delim) == 0;
+        pos_ = eol < s_.size() ? eol + 1 : eol;
+        if (end) {
+          h.body_last = line_ - 1;
+          ++line_;
+          break;
+        }
+        ++line_;
+      }
+    }
+    heredocs_.clear();
   }
 
   // ((expr)) at pos_: an arithmetic command (bash reads "((" as one when a
@@ -299,6 +382,7 @@ class Lexer {
             w.parts[0].kind == PartKind::kLiteral && !w.parts[0].quoted &&
             std::all_of(w.parts[0].text.begin(), w.parts[0].text.end(),
                         [](char d) { return std::isdigit(static_cast<unsigned char>(d)) != 0; })) {
+          if (!whole) fd_ = w.parts[0].text;
           w.parts.clear();
           w.source.clear();
           return w;
@@ -444,6 +528,8 @@ class Lexer {
   const ShellLimits& limits_;
   std::size_t pos_ = 0;
   int line_ = 1;
+  std::string fd_;                     // a file descriptor before a redirection
+  std::vector<std::size_t> heredocs_;  // tokens of here-documents on this line
 };
 
 // Words lexed as NAME=value inside an array keep their text: re-join them.
@@ -524,10 +610,16 @@ class Interpreter {
     script.origin = origin_;
     script_ = &script;
     std::vector<const Word*> stmt;
+    std::vector<const Word*> redirects;
     for (std::size_t i = 0; i <= tokens.size(); ++i) {
       if (i == tokens.size() || tokens[i].separator) {
+        const bool had_command = script.has_command;
         if (!stmt.empty()) statement(stmt, script);
+        note_heredocs(stmt, redirects, !had_command && script.has_command, script);
         stmt.clear();
+        redirects.clear();
+      } else if (!tokens[i].word.redirect.empty()) {
+        redirects.push_back(&tokens[i].word);
       } else {
         stmt.push_back(&tokens[i].word);
       }
@@ -650,6 +742,57 @@ class Interpreter {
       bare_args_.insert(bare_args_.end(), expanded.begin(), expanded.end());
     }
     launch_candidate(expanded, script);
+  }
+
+  // A here-document is skipped with a note naming its line, the command it
+  // feeds and the file that command writes; its body was not read as
+  // commands (the lexer consumed it).
+  void note_heredocs(const std::vector<const Word*>& words,
+                     const std::vector<const Word*>& redirects, bool launch,
+                     ShellScript& script) const {
+    std::string command;
+    for (const Word* w : words) {
+      if (!is_keyword(*w) && w->assign_name.empty() && !w->arith_command) {
+        command = w->source;
+        break;
+      }
+    }
+    std::string file;
+    for (const Word* r : redirects) {
+      static const std::set<std::string> kOut = {">",   ">>", ">|",  "1>", "1>>",
+                                                 "1>|", "&>", "&>>", ">&"};
+      if (kOut.count(r->redirect) && !r->target.empty() &&
+          !std::all_of(r->target.begin(), r->target.end(), [](char c) {
+            return std::isdigit(static_cast<unsigned char>(c)) != 0 || c == '-';
+          })) {
+        file = r->target;
+      }
+    }
+    for (const Word* r : redirects) {
+      if (r->redirect.find("<<") == std::string::npos ||
+          r->redirect.find("<<<") != std::string::npos) {
+        continue;  // not a here-document (a here-string <<< is one word)
+      }
+      const std::string body =
+          r->body_last < r->body_first
+              ? "with no lines"
+              : (r->body_last == r->body_first ? "line " + std::to_string(r->body_first)
+                                               : "lines " + std::to_string(r->body_first) + "-" +
+                                                     std::to_string(r->body_last));
+      const std::string doc = "the here-document " + r->redirect + r->target + " on line " +
+                              std::to_string(r->line) + " (" + body + ")";
+      if (launch) {
+        script.notes.push_back(
+            "the launch command on line " + std::to_string(script.launch.line) + " reads " + doc +
+            " on its standard input; only its command line is read, not what the here-document "
+            "gives the program");
+      } else {
+        script.notes.push_back(doc + " feeds " + (command.empty() ? "no command" : command) +
+                               (file.empty() ? "" : ", written to " + file) +
+                               "; it is skipped: hapmoe runs nothing, and its lines are not read "
+                               "as commands");
+      }
+    }
   }
 
   void note_control(const Word& w, ShellScript& script) {

@@ -9,11 +9,12 @@
 // friends, "${ARR[@]}", $((arithmetic)), ((arithmetic)) and `let` (bash's
 // operators over 64-bit integers; what it cannot evaluate is unknown, with
 // a note), splits unquoted expansions on blanks as bash does, and finds the
-// launch command:
-// the first command that runs a `*.py` entry point through torchrun, python,
-// `python -m torch.distributed.run`, srun, ... Conditionals and loops are not
-// evaluated: their keywords are skipped and the commands inside are read in
-// order, so both branches of an `if` are applied.
+// launch command: the first command that runs a `*.py` entry point through
+// torchrun, python, `python -m torch.distributed.run`, srun, ...
+// Here-documents are skipped (their bodies are not read as commands) with a
+// note. Conditionals and loops are not evaluated: their keywords are
+// skipped and the commands inside are read in order, so both branches of
+// an `if` are applied.
 //
 // A value the script does not define (an environment variable, a positional
 // parameter, a command substitution) is *unknown*: the word keeps its source
@@ -77,7 +78,7 @@ struct ShellLimits {
 // Reads `text` (the script's contents; `origin` names it in messages) with
 // `env` as the values of variables the script reads but does not assign
 // (--megatron-env KEY=VALUE). Throws InputError "origin:line: what" on
-// anything it cannot read (unterminated quote, here-document, too large).
+// anything it cannot read (unterminated quote or here-document, too large).
 ShellScript read_shell_script(const std::string& text, const std::string& origin,
                               const std::map<std::string, std::string>& env = {},
                               const ShellLimits& limits = {});

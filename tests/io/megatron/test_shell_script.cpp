@@ -271,6 +271,58 @@ TEST(ShellScript, ArithmeticCommandsAndLet) {
   EXPECT_NE(s.notes[2].find("(( U = $1 + 1 )) on line 12"), std::string::npos) << s.notes[2];
 }
 
+// Here-documents: the body is consumed up to the delimiter line (never
+// read as commands) and the here-document is skipped with a note naming
+// its line, the command it feeds and the file that command writes.
+TEST(ShellScript, HereDocumentsAreSkippedWithANote) {
+  const std::string text =
+      "TP=2\n"
+      "cat <<EOF > \"${OUT}/config.yaml\"\n"                                     // 2
+      "model:\n  layers: $((TP * 4))\n  name: \"open quote\n"                    // 3-5
+      "torchrun fake.py --bad\n"                                                 // 6
+      "EOF\n"                                                                    // 7
+      "python - <<'PYEOF' 2>&1 | tee log\n"                                      // 8
+      "print(\"(\")\n"                                                           // 9
+      "PYEOF\n"                                                                  // 10
+      "\tcat <<-END >> notes.txt\n"                                              // 11
+      "\tindented\n"                                                             // 12
+      "\tEND\n"                                                                  // 13
+      "cat <<\"E O F\" <<EOF2; echo <<< \"here string\"\n"                       // 14
+      "E O F\n"                                                                  // 15
+      "EOF2\n"                                                                   // 16
+      "torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers $((TP * 2))\n";  // 17
+  const ShellScript s = read_shell_script(text, "t.sh");
+  EXPECT_EQ(texts(s.launch.args), (V{"--num-layers", "4"}));
+  EXPECT_EQ(s.launch.line, 17);
+  const std::vector<std::string> want = {
+      "the here-document <<EOF on line 2 (lines 3-6) feeds cat, written to "
+      "\"${OUT}/config.yaml\"; it is skipped: hapmoe runs nothing, and its lines are not read as "
+      "commands",
+      "the here-document <<'PYEOF' on line 8 (line 9) feeds python; it is skipped: hapmoe runs "
+      "nothing, and its lines are not read as commands",
+      "the here-document <<-END on line 11 (line 12) feeds cat, written to notes.txt; it is "
+      "skipped: hapmoe runs nothing, and its lines are not read as commands",
+      "the here-document <<\"E O F\" on line 14 (with no lines) feeds cat; it is skipped: hapmoe "
+      "runs nothing, and its lines are not read as commands",
+      "the here-document <<EOF2 on line 14 (with no lines) feeds cat; it is skipped: hapmoe runs "
+      "nothing, and its lines are not read as commands"};
+  EXPECT_EQ(s.notes, want);
+}
+
+// A here-document given to the launch command itself: the command line is
+// read, and the note says what is not.
+TEST(ShellScript, HereDocumentOfTheLaunchCommandIsNamed) {
+  const ShellScript s = read_shell_script(
+      "torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 4 <<EOF\n--hidden-size 8\nEOF\n",
+      "t.sh");
+  EXPECT_EQ(texts(s.launch.args), (V{"--num-layers", "4"}));
+  ASSERT_EQ(s.notes.size(), 1u);
+  EXPECT_EQ(s.notes[0],
+            "the launch command on line 1 reads the here-document <<EOF on line 1 (line 2) on its "
+            "standard input; only its command line is read, not what the here-document gives the "
+            "program");
+}
+
 TEST(ShellScript, QuoteRoundTrips) {
   for (const std::string s : {"plain", "two words", "it's", "E,t*9|t*9|L", "", "$HOME"}) {
     EXPECT_EQ(args_of("python a.py --v " + shell_quote(s) + "\n"), (V{"--v", s})) << s;
@@ -318,7 +370,9 @@ TEST(ShellScript, HostileScriptsFailCleanlyInBoundedTime) {
       {"python a.py \\\n --a \"open\n", "t.sh:2: unterminated double quote"},
       {"A=(\n --a 1\n", "t.sh:1: unterminated array"},
       {"python a.py --a ${X\n", "unterminated '{'"},
-      {"python a.py <<EOF\n--a 1\nEOF\n", "here-documents"},
+      {"python a.py\n\ncat <<EOF > x\n--a 1\nEO\n", "t.sh:3: unterminated here-document <<EOF"},
+      {"python a.py --a 1 <<-'END'", "t.sh:1: unterminated here-document <<-'END'"},
+      {"cat <<\npython a.py\n", "t.sh:1: here-document << without a delimiter word"},
       {"python a.py --a " + std::string(10u << 20, 'x') + "\n", "at most"},
       {doubling, "runaway"},
       {nested, "nested too deeply"},
