@@ -92,8 +92,8 @@ struct Token {
 
 class Lexer {
  public:
-  Lexer(const std::string& text, const std::string& origin, const ShellLimits& limits)
-      : s_(text), origin_(origin), limits_(limits) {}
+  Lexer(const std::string& text, const std::string& origin, const ShellLimits& limits, int line = 1)
+      : s_(text), origin_(origin), limits_(limits), line_(line) {}
 
   std::vector<Token> run() {
     std::vector<Token> out;
@@ -527,7 +527,7 @@ class Lexer {
   std::string origin_;
   const ShellLimits& limits_;
   std::size_t pos_ = 0;
-  int line_ = 1;
+  int line_;
   std::string fd_;                     // a file descriptor before a redirection
   std::vector<std::size_t> heredocs_;  // tokens of here-documents on this line
 };
@@ -609,21 +609,7 @@ class Interpreter {
     ShellScript script;
     script.origin = origin_;
     script_ = &script;
-    std::vector<const Word*> stmt;
-    std::vector<const Word*> redirects;
-    for (std::size_t i = 0; i <= tokens.size(); ++i) {
-      if (i == tokens.size() || tokens[i].separator) {
-        const bool had_command = script.has_command;
-        if (!stmt.empty()) statement(stmt, script);
-        note_heredocs(stmt, redirects, !had_command && script.has_command, script);
-        stmt.clear();
-        redirects.clear();
-      } else if (!tokens[i].word.redirect.empty()) {
-        redirects.push_back(&tokens[i].word);
-      } else {
-        stmt.push_back(&tokens[i].word);
-      }
-    }
+    run_tokens(tokens, script);
     if (!script.has_command) {
       if (bare_args_.empty() || bare_args_.front().text.rfind("--", 0) != 0) {
         throw InputError(origin_,
@@ -712,6 +698,10 @@ class Interpreter {
       }
       return;
     }
+    if (cmd == "eval") {
+      eval(words, i + 1, script);
+      return;
+    }
     if (cmd == "let") {
       for (std::size_t j = i + 1; j < words.size(); ++j) {
         (void)arith(words[j]->source, words[j]->line, 1, "let " + words[j]->source);
@@ -793,6 +783,46 @@ class Interpreter {
                                "as commands");
       }
     }
+  }
+
+  // The statements of `tokens`, in order.
+  void run_tokens(const std::vector<Token>& tokens, ShellScript& script) {
+    std::vector<const Word*> stmt;
+    std::vector<const Word*> redirects;
+    for (std::size_t i = 0; i <= tokens.size(); ++i) {
+      if (i == tokens.size() || tokens[i].separator) {
+        const bool had_command = script.has_command;
+        if (!stmt.empty()) statement(stmt, script);
+        note_heredocs(stmt, redirects, !had_command && script.has_command, script);
+        stmt.clear();
+        redirects.clear();
+      } else if (!tokens[i].word.redirect.empty()) {
+        redirects.push_back(&tokens[i].word);
+      } else {
+        stmt.push_back(&tokens[i].word);
+      }
+    }
+  }
+
+  // eval WORDS: the words expanded, joined by blanks and read again as
+  // commands, as bash does (run_cmd="torchrun ..."; eval ${run_cmd}). An
+  // unknown word is read again from its source, so it stays unknown.
+  void eval(const std::vector<const Word*>& words, std::size_t from, ShellScript& script) {
+    const int line = words[from - 1]->line;
+    std::string text;
+    for (std::size_t j = from; j < words.size(); ++j) {
+      for (const Val& w : expand_word(*words[j], true)) {
+        if (!text.empty()) text += ' ';
+        text += w.known ? w.text : w.source;
+        check_size(text, line);
+      }
+    }
+    if (eval_depth_ >= limits_.max_nesting) fail(line, "eval is nested too deeply");
+    Lexer lexer(text, origin_, limits_, line);
+    const std::vector<Token> tokens = lexer.run();
+    ++eval_depth_;
+    run_tokens(tokens, script);
+    --eval_depth_;
   }
 
   void note_control(const Word& w, ShellScript& script) {
@@ -1935,6 +1965,7 @@ class Interpreter {
   std::size_t arith_steps_ = 0;
   std::set<std::string> arith_noted_;
   int arith_notes_ = 0;
+  int eval_depth_ = 0;
 };
 
 }  // namespace

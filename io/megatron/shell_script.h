@@ -11,10 +11,10 @@
 // a note), splits unquoted expansions on blanks as bash does, and finds the
 // launch command: the first command that runs a `*.py` entry point through
 // torchrun, python, `python -m torch.distributed.run`, srun, ...
-// Here-documents are skipped (their bodies are not read as commands) with a
-// note. Conditionals and loops are not evaluated: their keywords are
-// skipped and the commands inside are read in order, so both branches of
-// an `if` are applied.
+// `eval` reads its words again as commands. Here-documents are skipped
+// (their bodies are not read as commands) with a note. Conditionals and
+// loops are not evaluated: their keywords are skipped and the commands
+// inside are read in order, so both branches of an `if` are applied.
 //
 // A value the script does not define (an environment variable, a positional
 // parameter, a command substitution) is *unknown*: the word keeps its source

@@ -323,6 +323,22 @@ TEST(ShellScript, HereDocumentOfTheLaunchCommandIsNamed) {
             "program");
 }
 
+// eval reads its words again as commands (Pai-Megatron-Patch builds the
+// launch command in a string and runs `eval ${run_cmd}`); unknown words are
+// read again from their source and stay unknown.
+TEST(ShellScript, EvalReadsItsWordsAgain) {
+  const ShellScript s = read_shell_script(
+      "OPTS=\"--a 1 --b '2 3'\"\n"
+      "run_cmd=\"torchrun --nnodes 1 pretrain_gpt.py ${OPTS} --save $1\"\n"
+      "echo ${run_cmd}\n"
+      "eval ${run_cmd}\n",
+      "t.sh");
+  ASSERT_TRUE(s.has_command);
+  EXPECT_EQ(s.launch.line, 4);
+  EXPECT_EQ(texts(s.launch.args), (V{"--a", "1", "--b", "2 3", "--save", "<$1>"}));
+  EXPECT_EQ(args_of("eval 'X=5; Y=$((X + 1))'\npython x.py $Y\n"), (V{"6"}));
+}
+
 TEST(ShellScript, QuoteRoundTrips) {
   for (const std::string s : {"plain", "two words", "it's", "E,t*9|t*9|L", "", "$HOME"}) {
     EXPECT_EQ(args_of("python a.py --v " + shell_quote(s) + "\n"), (V{"--v", s})) << s;
@@ -388,6 +404,7 @@ TEST(ShellScript, HostileScriptsFailCleanlyInBoundedTime) {
        "nested too deeply"},
       {"A=B\nB=A\nX=$((A))\n", "nested too deeply"},
       {exponential, "steps"},
+      {"A='eval $A'\neval $A\n", "t.sh:2: eval is nested too deeply"},
       {copies, "copy more than"},
       {elements, "no Megatron-LM launch command"},
       {appends, "no Megatron-LM launch command"},
