@@ -1210,6 +1210,9 @@ class Interpreter {
         }
       }
       if (known) {
+        if (text.find_first_of("\x01\x02") != std::string::npos) {
+          throw ArithFailure{"a control character in the expression"};
+        }
         out += text;
       } else if (p.kind == PartKind::kArith) {
         // Unknown inside: noted where it was evaluated.

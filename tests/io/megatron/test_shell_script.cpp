@@ -244,6 +244,11 @@ TEST(ShellScript, ArithmeticItCannotEvaluateIsUnknown) {
   ASSERT_EQ(m.notes.size(), 21u);
   EXPECT_NE(m.notes[19].find("on line 20"), std::string::npos) << m.notes[19];
   EXPECT_NE(m.notes[20].find("not named"), std::string::npos) << m.notes[20];
+  // The reader's own markers for unknown values cannot be forged: a \x01
+  // in a value or in the expression is refused, not trusted.
+  EXPECT_EQ(args_of("A=\"\x01"
+                    "5\"\npython x.py $(( $A + 1 )) $(( 2 \x02 ))\n"),
+            (V{"<$(( $A + 1 ))>", "<$(( 2 \x02 ))>"}));
   // A known condition picks its branch even if the other is unknown.
   EXPECT_EQ(args_of("TP=4\npython x.py $(( TP > 1 ? TP : $1 ))\n"), (V{"4"}));
 }
