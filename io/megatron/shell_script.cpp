@@ -71,6 +71,17 @@ struct Word {
   bool append = false;
   bool is_array = false;
   std::vector<Word> elements;
+  // An arithmetic command ((expr)): `arith` is expr.
+  bool arith_command = false;
+  std::string arith;
+  // A redirection: the operator ("<<", "<<-", ">", ">>", "&>", ">&", ...,
+  // with the file descriptor written before it, e.g. "2>") and the target
+  // as written (a here-document's delimiter word). For a here-document,
+  // the lines of its body (none if it is empty: last < first).
+  std::string redirect;
+  std::string target;
+  int body_first = 0;
+  int body_last = 0;
 };
 
 struct Token {
@@ -81,8 +92,8 @@ struct Token {
 
 class Lexer {
  public:
-  Lexer(const std::string& text, const std::string& origin, const ShellLimits& limits)
-      : s_(text), origin_(origin), limits_(limits) {}
+  Lexer(const std::string& text, const std::string& origin, const ShellLimits& limits, int line = 1)
+      : s_(text), origin_(origin), limits_(limits), line_(line) {}
 
   std::vector<Token> run() {
     std::vector<Token> out;
@@ -92,18 +103,20 @@ class Lexer {
       const char c = s_[pos_];
       if (c == '#') {
         skip_comment();
+      } else if (c == '(' && peek(1) == '(' && arith_command(out)) {
+        continue;
+      } else if (c == '&' && peek(1) == '>') {
+        redirect(out);
       } else if (c == '\n' || c == ';' || c == '&' || c == '|' || c == '(' || c == ')') {
-        if (c == '&' && peek(1) == '>') {
-          pos_ += 2;
-          skip_redirect_target();
-          continue;
-        }
         out.push_back({true, {}, line_});
-        if (c == '\n') ++line_;
         ++pos_;
+        if (c == '\n') {
+          ++line_;
+          read_heredoc_bodies(out);
+        }
         if ((c == '&' || c == '|' || c == ';') && pos_ < s_.size() && s_[pos_] == c) ++pos_;
       } else if (c == '<' || c == '>') {
-        redirect();
+        redirect(out);
       } else {
         Word w = lex_word(0, false);
         if (!w.parts.empty() || !w.source.empty() || w.is_array) {
@@ -112,6 +125,12 @@ class Lexer {
           out.push_back({false, std::move(w), line});
         }
       }
+    }
+    if (!heredocs_.empty()) {
+      // The last line has a here-document but the file ends there.
+      const Word& h = out[heredocs_.front()].word;
+      fail(h.line, "unterminated here-document " + h.redirect + h.target + ": no line \"" +
+                       heredoc_delimiter(h) + "\" before the end of the file");
     }
     return out;
   }
@@ -126,7 +145,12 @@ class Lexer {
     Lexer sub(text, origin, limits);
     sub.line_ = line;
     Word w = sub.lex_word(depth, true);
-    return w.parts;
+    if (w.assign_name.empty()) return w.parts;
+    // "a=b" is text here (a default, an arithmetic assignment).
+    std::vector<Part> parts;
+    parts.push_back({PartKind::kLiteral, w.assign_name + (w.append ? "+=" : "="), false, false});
+    parts.insert(parts.end(), w.parts.begin(), w.parts.end());
+    return parts;
   }
 
  private:
@@ -150,24 +174,116 @@ class Lexer {
     while (pos_ < s_.size() && s_[pos_] != '\n') ++pos_;
   }
 
-  void redirect() {
-    const int line = line_;
-    if (s_[pos_] == '<' && peek(1) == '<') {
-      fail(line, "here-documents (<<) are not supported; write the arguments in the script");
+  // A redirection at pos_ (on '<', '>' or "&>"): a token with its operator
+  // and target. A here-document's body is read at the end of the line.
+  void redirect(std::vector<Token>& out) {
+    Word r;
+    r.line = line_;
+    r.redirect = fd_;
+    fd_.clear();
+    const std::size_t start = pos_;
+    if (s_[pos_] == '&') ++pos_;
+    if (s_[pos_] == '<' && peek(1) == '<' && peek(2) == '<') {
+      pos_ += 3;  // <<< here-string: one word
+    } else if (s_[pos_] == '<' && peek(1) == '<') {
+      pos_ += 2;
+      if (pos_ < s_.size() && s_[pos_] == '-') ++pos_;
+      r.redirect += s_.substr(start, pos_ - start);
+      skip_blanks();
+      const Word d = pos_ < s_.size() && s_[pos_] != '\n' ? lex_word(0, false) : Word{};
+      r.target = d.source;
+      if (heredoc_delimiter(r).empty() || d.is_array) {
+        fail(r.line, "here-document " + r.redirect + " without a delimiter word");
+      }
+      heredocs_.push_back(out.size());
+      const int line = r.line;
+      out.push_back({false, std::move(r), line});
+      return;
+    } else {
+      ++pos_;
+      while (pos_ < s_.size() &&
+             (s_[pos_] == '>' || s_[pos_] == '<' || s_[pos_] == '&' || s_[pos_] == '|')) {
+        ++pos_;
+      }
     }
-    ++pos_;
-    while (pos_ < s_.size() && (s_[pos_] == '>' || s_[pos_] == '&' || s_[pos_] == '|')) ++pos_;
-    skip_redirect_target();
+    r.redirect += s_.substr(start, pos_ - start);
+    skip_blanks();
+    if (pos_ < s_.size() && s_[pos_] != '\n' && s_[pos_] != ';') {
+      r.target = lex_word(0, false).source;
+    }
+    const int line = r.line;
+    out.push_back({false, std::move(r), line});
   }
 
-  void skip_redirect_target() {
-    skip_blanks();
-    if (pos_ < s_.size() && s_[pos_] != '\n' && s_[pos_] != ';') (void)lex_word(0, false);
+  // The delimiter line of a here-document: its word without quotes.
+  static std::string heredoc_delimiter(const Word& h) {
+    std::string d;
+    for (char c : h.target) {
+      if (c != '\'' && c != '"' && c != '\\') d += c;
+    }
+    return d;
+  }
+
+  // After a newline: the bodies of the here-documents of the line just
+  // ended, up to their delimiter lines (not read as commands).
+  void read_heredoc_bodies(std::vector<Token>& out) {
+    for (const std::size_t k : heredocs_) {
+      Word& h = out[k].word;
+      const std::string delim = heredoc_delimiter(h);
+      const bool strip_tabs = h.redirect.back() == '-';
+      h.body_first = line_;
+      while (true) {
+        if (pos_ >= s_.size()) {
+          fail(h.line, "unterminated here-document " + h.redirect + h.target + ": no line \"" +
+                           delim + "\" before the end of the file");
+        }
+        std::size_t eol = s_.find('\n', pos_);
+        if (eol == std::string::npos) eol = s_.size();
+        std::size_t from = pos_;
+        if (strip_tabs) {
+          while (from < eol && s_[from] == '\t') ++from;
+        }
+        std::size_t to = eol;
+        if (to > from && s_[to - 1] == '\r') --to;
+        const bool end = s_.compare(from, to - from, delim) == 0;
+        pos_ = eol < s_.size() ? eol + 1 : eol;
+        if (end) {
+          h.body_last = line_ - 1;
+          ++line_;
+          break;
+        }
+        ++line_;
+      }
+    }
+    heredocs_.clear();
+  }
+
+  // ((expr)) at pos_: an arithmetic command (bash reads "((" as one when a
+  // "))" closes it; else it is two subshells).
+  bool arith_command(std::vector<Token>& out) {
+    const std::size_t end = find_close('(', ')');
+    if (end == std::string::npos || end - pos_ < 4 || s_[end - 2] != ')') return false;
+    Word w;
+    w.line = line_;
+    w.arith_command = true;
+    w.arith = s_.substr(pos_ + 2, end - pos_ - 4);
+    w.source = s_.substr(pos_, end - pos_);
+    out.push_back({false, w, line_});
+    count_lines(pos_, end);
+    pos_ = end;
+    return true;
   }
 
   // Finds the index just past the bracket that closes the one at `pos_`
   // (`open` at s_[pos_]), skipping quoted text.
   std::size_t match_close(char open, char close, int line) const {
+    const std::size_t end = find_close(open, close);
+    if (end != std::string::npos) return end;
+    fail(line, std::string("unterminated '") + open + "' (no matching '" + close + "')");
+  }
+
+  // As match_close; npos if nothing closes it.
+  std::size_t find_close(char open, char close) const {
     int depth = 0;
     for (std::size_t i = pos_; i < s_.size(); ++i) {
       const char c = s_[i];
@@ -183,7 +299,7 @@ class Lexer {
         if (--depth == 0) return i + 1;
       }
     }
-    fail(line, std::string("unterminated '") + open + "' (no matching '" + close + "')");
+    return std::string::npos;
   }
 
   // $... at pos_ (pos_ on '$'); appends the part.
@@ -266,6 +382,7 @@ class Lexer {
             w.parts[0].kind == PartKind::kLiteral && !w.parts[0].quoted &&
             std::all_of(w.parts[0].text.begin(), w.parts[0].text.end(),
                         [](char d) { return std::isdigit(static_cast<unsigned char>(d)) != 0; })) {
+          if (!whole) fd_ = w.parts[0].text;
           w.parts.clear();
           w.source.clear();
           return w;
@@ -410,7 +527,9 @@ class Lexer {
   std::string origin_;
   const ShellLimits& limits_;
   std::size_t pos_ = 0;
-  int line_ = 1;
+  int line_;
+  std::string fd_;                     // a file descriptor before a redirection
+  std::vector<std::size_t> heredocs_;  // tokens of here-documents on this line
 };
 
 // Words lexed as NAME=value inside an array keep their text: re-join them.
@@ -425,9 +544,58 @@ std::vector<Part> word_parts_with_assignment(const Word& w) {
 // ---------------------------------------------------------------------------
 // Interpreter
 
+// A piece of a value: known text, or an expansion the script does not
+// define (`text` is then its source, e.g. "$1", "${DATA_PATH}", "$(cmd)").
+struct Piece {
+  std::string text;
+  bool known = true;
+};
+
+// A word during interpretation: the word, and for a word that is partly
+// unknown its known text and unknown expansions in order, so that a later
+// unquoted expansion can still split the known text ("--lr $1 --layers 4"
+// gives --lr, <$1>, --layers, 4).
+struct Val : ShellWord {
+  std::vector<Piece> pieces;  // only when !known
+};
+
+Val make_val(std::string text, std::string source, int line) {
+  Val v;
+  v.text = std::move(text);
+  v.source = std::move(source);
+  v.line = line;
+  return v;
+}
+
+// Appends `add` to `to`, merging known text.
+void append_piece(std::vector<Piece>& to, const Piece& add) {
+  if (add.known && add.text.empty()) return;
+  if (add.known && !to.empty() && to.back().known) {
+    to.back().text += add.text;
+  } else {
+    to.push_back(add);
+  }
+}
+
+void append_pieces(std::vector<Piece>& to, const Val& v) {
+  if (v.known) {
+    append_piece(to, {v.text, true});
+  } else if (v.pieces.empty()) {
+    append_piece(to, {v.source, false});
+  } else {
+    for (const Piece& p : v.pieces) append_piece(to, p);
+  }
+}
+
+std::size_t pieces_size(const std::vector<Piece>& pieces) {
+  std::size_t n = 0;
+  for (const Piece& p : pieces) n += p.text.size();
+  return n;
+}
+
 // A value during expansion: one or more fields.
 struct Value {
-  std::vector<ShellWord> words;
+  std::vector<Val> words;
   bool set = true;  // false: the variable is unset (not merely unknown)
 };
 
@@ -440,15 +608,8 @@ class Interpreter {
   ShellScript run(const std::vector<Token>& tokens) {
     ShellScript script;
     script.origin = origin_;
-    std::vector<const Word*> stmt;
-    for (std::size_t i = 0; i <= tokens.size(); ++i) {
-      if (i == tokens.size() || tokens[i].separator) {
-        if (!stmt.empty()) statement(stmt, script);
-        stmt.clear();
-      } else {
-        stmt.push_back(&tokens[i].word);
-      }
-    }
+    script_ = &script;
+    run_tokens(tokens, script);
     if (!script.has_command) {
       if (bare_args_.empty() || bare_args_.front().text.rfind("--", 0) != 0) {
         throw InputError(origin_,
@@ -459,7 +620,9 @@ class Interpreter {
       script.launch.args = bare_args_;
       script.launch.line = bare_args_.front().line;
     }
-    script.variables = vars_;
+    for (const auto& [name, words] : vars_) {
+      script.variables[name].assign(words.begin(), words.end());
+    }
     script.exported = exported_;
     return script;
   }
@@ -504,6 +667,11 @@ class Interpreter {
       // Loops and case: their control words are not commands; the bodies
       // are read as the statements that follow.
       if (first == "for" || first == "case" || first == "select" || first == "function") return;
+      // ((expr)): evaluated for its assignments.
+      if (words[i]->arith_command) {
+        (void)arith(words[i]->arith, words[i]->line, 1, "((" + words[i]->arith + "))");
+        return;
+      }
     }
     std::vector<const Word*> assigns;
     while (i < words.size() && !words[i]->assign_name.empty()) assigns.push_back(words[i++]);
@@ -530,6 +698,16 @@ class Interpreter {
       }
       return;
     }
+    if (cmd == "eval") {
+      eval(words, i + 1, script);
+      return;
+    }
+    if (cmd == "let") {
+      for (std::size_t j = i + 1; j < words.size(); ++j) {
+        (void)arith(words[j]->source, words[j]->line, 1, "let " + words[j]->source);
+      }
+      return;
+    }
     if (cmd == "unset") {
       for (std::size_t j = i + 1; j < words.size(); ++j) vars_.erase(literal_of(*words[j]));
       return;
@@ -538,8 +716,8 @@ class Interpreter {
     // and do not change the script's variables).
     std::vector<ShellWord> expanded;
     for (std::size_t j = i; j < words.size(); ++j) {
-      for (ShellWord& w : expand_word(*words[j], true)) {
-        expanded.push_back(std::move(w));
+      for (Val& w : expand_word(*words[j], true)) {
+        expanded.push_back(std::move(static_cast<ShellWord&>(w)));
         if (expanded.size() > limits_.max_words) fail(words[i]->line, "a command is too long");
       }
     }
@@ -554,6 +732,97 @@ class Interpreter {
       bare_args_.insert(bare_args_.end(), expanded.begin(), expanded.end());
     }
     launch_candidate(expanded, script);
+  }
+
+  // A here-document is skipped with a note naming its line, the command it
+  // feeds and the file that command writes; its body was not read as
+  // commands (the lexer consumed it).
+  void note_heredocs(const std::vector<const Word*>& words,
+                     const std::vector<const Word*>& redirects, bool launch,
+                     ShellScript& script) const {
+    std::string command;
+    for (const Word* w : words) {
+      if (!is_keyword(*w) && w->assign_name.empty() && !w->arith_command) {
+        command = w->source;
+        break;
+      }
+    }
+    std::string file;
+    for (const Word* r : redirects) {
+      static const std::set<std::string> kOut = {">",   ">>", ">|",  "1>", "1>>",
+                                                 "1>|", "&>", "&>>", ">&"};
+      if (kOut.count(r->redirect) && !r->target.empty() &&
+          !std::all_of(r->target.begin(), r->target.end(), [](char c) {
+            return std::isdigit(static_cast<unsigned char>(c)) != 0 || c == '-';
+          })) {
+        file = r->target;
+      }
+    }
+    for (const Word* r : redirects) {
+      if (r->redirect.find("<<") == std::string::npos ||
+          r->redirect.find("<<<") != std::string::npos) {
+        continue;  // not a here-document (a here-string <<< is one word)
+      }
+      const std::string body =
+          r->body_last < r->body_first
+              ? "with no lines"
+              : (r->body_last == r->body_first ? "line " + std::to_string(r->body_first)
+                                               : "lines " + std::to_string(r->body_first) + "-" +
+                                                     std::to_string(r->body_last));
+      const std::string doc = "the here-document " + r->redirect + r->target + " on line " +
+                              std::to_string(r->line) + " (" + body + ")";
+      if (launch) {
+        script.notes.push_back(
+            "the launch command on line " + std::to_string(script.launch.line) + " reads " + doc +
+            " on its standard input; only its command line is read, not what the here-document "
+            "gives the program");
+      } else {
+        script.notes.push_back(doc + " feeds " + (command.empty() ? "no command" : command) +
+                               (file.empty() ? "" : ", written to " + file) +
+                               "; it is skipped: hapmoe runs nothing, and its lines are not read "
+                               "as commands");
+      }
+    }
+  }
+
+  // The statements of `tokens`, in order.
+  void run_tokens(const std::vector<Token>& tokens, ShellScript& script) {
+    std::vector<const Word*> stmt;
+    std::vector<const Word*> redirects;
+    for (std::size_t i = 0; i <= tokens.size(); ++i) {
+      if (i == tokens.size() || tokens[i].separator) {
+        const bool had_command = script.has_command;
+        if (!stmt.empty()) statement(stmt, script);
+        note_heredocs(stmt, redirects, !had_command && script.has_command, script);
+        stmt.clear();
+        redirects.clear();
+      } else if (!tokens[i].word.redirect.empty()) {
+        redirects.push_back(&tokens[i].word);
+      } else {
+        stmt.push_back(&tokens[i].word);
+      }
+    }
+  }
+
+  // eval WORDS: the words expanded, joined by blanks and read again as
+  // commands, as bash does (run_cmd="torchrun ..."; eval ${run_cmd}). An
+  // unknown word is read again from its source, so it stays unknown.
+  void eval(const std::vector<const Word*>& words, std::size_t from, ShellScript& script) {
+    const int line = words[from - 1]->line;
+    std::string text;
+    for (std::size_t j = from; j < words.size(); ++j) {
+      for (const Val& w : expand_word(*words[j], true)) {
+        if (!text.empty()) text += ' ';
+        text += w.known ? w.text : w.source;
+        check_size(text, line);
+      }
+    }
+    if (eval_depth_ >= limits_.max_nesting) fail(line, "eval is nested too deeply");
+    Lexer lexer(text, origin_, limits_, line);
+    const std::vector<Token> tokens = lexer.run();
+    ++eval_depth_;
+    run_tokens(tokens, script);
+    --eval_depth_;
   }
 
   void note_control(const Word& w, ShellScript& script) {
@@ -610,28 +879,45 @@ class Interpreter {
   void assign(const Word& w, bool exported) {
     // Expand first: the value may read the variable's old value.
     if (w.is_array) {
-      std::vector<ShellWord> elements;
-      if (w.append) {
-        if (const auto it = vars_.find(w.assign_name); it != vars_.end()) elements = it->second;
-      }
+      // The new elements (they may read the old ones), then appended in
+      // place: NAME+=(x) repeated stays linear.
+      std::vector<Val> elements;
       for (const Word& e : w.elements) {
-        for (ShellWord& sw : expand_word(e, true)) {
+        for (Val& sw : expand_word(e, true)) {
           elements.push_back(std::move(sw));
           if (elements.size() > limits_.max_words) fail(w.line, "an array has too many elements");
         }
       }
-      vars_[w.assign_name] = std::move(elements);
+      const std::vector<Val>* old = w.append ? stored(w.assign_name, w.line) : nullptr;
+      if (old != nullptr && old->size() + elements.size() > limits_.max_words) {
+        fail(w.line, "an array has too many elements");
+      }
+      if (old == nullptr) {
+        vars_[w.assign_name] = std::move(elements);
+      } else {
+        std::vector<Val>& target = vars_[w.assign_name];
+        if (&target != old) target = *old;  // NAME+=() of a --megatron-env value
+        target.insert(target.end(), std::make_move_iterator(elements.begin()),
+                      std::make_move_iterator(elements.end()));
+      }
     } else {
-      ShellWord v = expand_joined(w.parts, w.line, w.source.substr(w.source.find('=') + 1));
+      Val v = expand_joined(w.parts, w.line, w.source.substr(w.source.find('=') + 1));
       const auto it = vars_.find(w.assign_name);
       if (w.append && it != vars_.end() && !it->second.empty()) {
-        ShellWord& old = it->second.front();
+        Val& old = it->second.front();
+        if (!old.known || !v.known) {
+          std::vector<Piece> pieces;
+          append_pieces(pieces, old);
+          append_pieces(pieces, v);
+          check_size(pieces, w.line);
+          old.pieces = std::move(pieces);
+        }
         old.known = old.known && v.known;
         old.text += v.text;
         old.source += v.source;
         check_size(old.text, w.line);
       } else {
-        std::vector<ShellWord>& target = vars_[w.assign_name];
+        std::vector<Val>& target = vars_[w.assign_name];
         target.clear();
         target.push_back(std::move(v));
       }
@@ -639,23 +925,45 @@ class Interpreter {
     if (exported) mark_exported(w.assign_name);
   }
 
-  // The value of NAME (a scalar or an array).
-  Value lookup(const std::string& name, int line) const {
-    Value v;
-    if (const auto it = vars_.find(name); it != vars_.end()) {
-      v.words = it->second;
-      return v;
-    }
+  // The words of NAME (a scalar or an array), or null if it is unset;
+  // not copied (an array may be large).
+  const std::vector<Val>* stored(const std::string& name, int line) {
+    if (const auto it = vars_.find(name); it != vars_.end()) return &it->second;
     if (const auto it = env_.find(name); it != env_.end()) {
-      v.words.push_back({it->second, true, shell_quote(it->second), line});
-      return v;
+      auto [cached, added] = env_vals_.try_emplace(name);
+      if (added) cached->second.push_back(make_val(it->second, shell_quote(it->second), line));
+      return &cached->second;
     }
-    v.set = false;
+    return nullptr;
+  }
+
+  // A copy of the value of NAME, charged to the expansion budget.
+  Value lookup(const std::string& name, int line) {
+    Value v;
+    const std::vector<Val>* w = stored(name, line);
+    v.set = w != nullptr;
+    if (w != nullptr) v.words = *w;
+    charge(v.words, line);
     return v;
   }
 
-  static ShellWord unknown(const std::string& source, int line) {
-    return {"", false, source, line};
+  // Counts what expansions copy, so a script that copies a large value
+  // many times fails in bounded time.
+  void charge(const std::vector<Val>& words, int line) {
+    for (const Val& w : words) {
+      expanded_ += w.text.size() + pieces_size(w.pieces) + 1;
+    }
+    if (expanded_ > limits_.max_expanded) {
+      fail(line, "the script's expansions copy more than " + std::to_string(limits_.max_expanded) +
+                     " bytes (runaway variable expansion?)");
+    }
+  }
+
+  static Val unknown(const std::string& source, int line) {
+    Val v = make_val("", source, line);
+    v.known = false;
+    v.pieces.push_back({source, false});
+    return v;
   }
 
   // ${inner} or $NAME -> fields (several only for arrays with [@]/[*]).
@@ -672,13 +980,12 @@ class Interpreter {
         name.resize(name.size() - 3);
         count = true;
       }
-      const Value v = lookup(name, line);
-      if (!v.set || (!count && !v.words.empty() && !v.words[0].known)) {
+      const std::vector<Val>* v = stored(name, line);
+      if (v == nullptr || (!count && !v->empty() && !v->front().known)) {
         out.words.push_back(unknown(src, line));
       } else {
-        const std::size_t n =
-            count ? v.words.size() : (v.words.empty() ? 0 : v.words[0].text.size());
-        out.words.push_back({std::to_string(n), true, std::to_string(n), line});
+        const std::size_t n = count ? v->size() : (v->empty() ? 0 : v->front().text.size());
+        out.words.push_back(make_val(std::to_string(n), std::to_string(n), line));
       }
       return out;
     }
@@ -701,9 +1008,11 @@ class Interpreter {
       i = close + 1;
     }
     const std::string op_and_word = s.substr(i);
-    Value v = is_name_start(name[0]) ? lookup(name, line) : Value{{}, false};
     const bool special = !is_name_start(name[0]);
-    // Select by index.
+    const std::vector<Val>* all = special ? nullptr : stored(name, line);
+    Value v;
+    v.set = all != nullptr;
+    // Select by index (copying only what is selected).
     if (v.set && !index.empty() && index != "@" && index != "*") {
       // An index that is not arithmetic (an associative array's key, a
       // command substitution) is not evaluated.
@@ -711,22 +1020,27 @@ class Interpreter {
           std::all_of(index.begin(), index.end(),
                       [](char c) {
                         return is_name_char(c) ||
-                               std::string_view(" \t$+-*/%(){}").find(c) != std::string_view::npos;
+                               std::string_view(" \t$+-*/%(){}<>=!&|^~?:,#").find(c) !=
+                                   std::string_view::npos;
                       }) &&
           index.find("$(") == std::string::npos;
       const std::optional<std::int64_t> k =
-          arithmetic ? arith(index, line, depth + 1) : std::nullopt;
+          arithmetic ? arith(index, line, depth + 1, src, false) : std::nullopt;
+      all = stored(name, line);  // the index may have assigned variables
+      const std::int64_t kv = k.value_or(-1);
       if (!k) {
         v.words.assign(1, unknown(src, line));
-      } else if (*k < 0 || static_cast<std::size_t>(*k) >= v.words.size()) {
-        v.words.clear();
+      } else if (all == nullptr || kv < 0 || static_cast<std::size_t>(kv) >= all->size()) {
         v.set = false;
       } else {
-        v.words = {v.words[static_cast<std::size_t>(*k)]};
+        v.words = {(*all)[static_cast<std::size_t>(kv)]};
       }
-    } else if (v.set && index.empty() && v.words.size() > 1) {
-      v.words.resize(1);  // $ARR is its first element
+    } else if (v.set && index.empty()) {
+      if (!all->empty()) v.words = {all->front()};  // $ARR is its first element
+    } else if (v.set) {
+      v.words = *all;
     }
+    charge(v.words, line);
     const bool empty = !v.set || v.words.empty() ||
                        (v.words.size() == 1 && v.words[0].known && v.words[0].text.empty());
     if (op_and_word.empty()) {
@@ -778,156 +1092,688 @@ class Interpreter {
     }
     // '+'
     if (use_alternative) {
-      out.words.push_back({"", true, "", line});
+      out.words.push_back(make_val("", "", line));
       return out;
     }
     return expand_arg();
   }
 
-  // $((expr)): + - * / % and parentheses over integers and variables.
-  std::optional<std::int64_t> arith(const std::string& expr, int line, int depth) {
-    if (depth > limits_.max_nesting) fail(line, "expansions are nested too deeply");
+  // -------------------------------------------------------------------------
+  // Arithmetic: $((expr)), ((expr)), let, array indices. Bash's operators
+  // and precedence over 64-bit integers that wrap as bash's do. Expansions
+  // in the expression are done first, as bash does; an unknown one becomes
+  // a marker \x01K\x02 (K indexes `unknowns`) that reads as an unknown
+  // operand. An expression that cannot be evaluated (an unknown value, a
+  // division by zero, syntax the reader does not know) gives an unknown
+  // value and a note, never an error; only the bounds (nesting, steps) are
+  // errors.
+
+  // Thrown inside the evaluator: the expression cannot be evaluated.
+  struct ArithFailure {
+    std::string why;
+  };
+
+  struct Num {
+    std::int64_t v = 0;
+    bool known = true;
+  };
+
+  struct ArithUnknown {
+    std::string text;   // as it reads back inside $((...)): "$1", "$(cmd)"
+    std::string shown;  // as the note names it: "$NNODES"
+  };
+
+  struct Arith {
+    std::string e;  // the expression, expansions done
+    std::vector<ArithUnknown> unknowns;
+    bool markers = true;  // false: a variable's value (no markers)
     std::size_t pos = 0;
-    bool ok = true;
-    const auto r = arith_sum(expr, pos, line, depth, ok);
-    while (pos < expr.size() && std::isspace(static_cast<unsigned char>(expr[pos])) != 0) ++pos;
-    if (pos != expr.size()) fail(line, "cannot read the arithmetic expression $((" + expr + "))");
-    if (!ok) return std::nullopt;
-    return r;
-  }
+    int line = 0;
+    int depth = 0;              // nesting, against max_nesting
+    int skip = 0;               // > 0: in a branch not taken (no errors, no effects)
+    int uncertain = 0;          // > 0: in a branch that may not run
+    std::string first_unknown;  // the first unknown value used, for the note
+  };
 
-  void arith_skip(const std::string& e, std::size_t& pos) {
-    while (pos < e.size() && std::isspace(static_cast<unsigned char>(e[pos])) != 0) ++pos;
-  }
-
-  std::int64_t arith_sum(const std::string& e, std::size_t& pos, int line, int depth, bool& ok) {
-    std::int64_t v = arith_product(e, pos, line, depth, ok);
-    while (true) {
-      arith_skip(e, pos);
-      if (pos >= e.size() || (e[pos] != '+' && e[pos] != '-')) return v;
-      const char op = e[pos++];
-      const std::int64_t r = arith_product(e, pos, line, depth, ok);
-      std::int64_t out = 0;
-      if (op == '+' ? __builtin_add_overflow(v, r, &out) : __builtin_sub_overflow(v, r, &out)) {
-        fail(line, "arithmetic overflow in $((" + e + "))");
-      }
-      v = out;
+  // A note on arithmetic; the first kArithNotes are kept, then one that
+  // says there are more.
+  static constexpr int kArithNotes = 20;
+  void arith_note(const std::string& text) {
+    if (script_ == nullptr || arith_notes_ > kArithNotes || !arith_noted_.insert(text).second) {
+      return;
+    }
+    if (++arith_notes_ > kArithNotes) {
+      script_->notes.push_back(
+          "more arithmetic the reader cannot evaluate is not named (the first " +
+          std::to_string(kArithNotes) + " are)");
+    } else {
+      script_->notes.push_back(text);
     }
   }
 
-  std::int64_t arith_product(const std::string& e, std::size_t& pos, int line, int depth,
-                             bool& ok) {
-    std::int64_t v = arith_unary(e, pos, line, depth, ok);
-    while (true) {
-      arith_skip(e, pos);
-      if (pos >= e.size() || (e[pos] != '*' && e[pos] != '/' && e[pos] != '%')) return v;
-      const char op = e[pos++];
-      const std::int64_t r = arith_unary(e, pos, line, depth, ok);
-      if (op == '*') {
-        std::int64_t out = 0;
-        if (__builtin_mul_overflow(v, r, &out)) fail(line, "arithmetic overflow in $((" + e + "))");
-        v = out;
-      } else if (r == 0) {
-        if (ok) fail(line, "division by zero in $((" + e + "))");
-        v = 0;
-      } else {
-        v = op == '/' ? v / r : v % r;
-      }
-    }
-  }
-
-  std::int64_t arith_unary(const std::string& e, std::size_t& pos, int line, int depth, bool& ok) {
+  // The value of `expr` (as written in the script), or nullopt if it is
+  // unknown, with a note naming it as `shown` (default "$((expr))"), unless
+  // it merely uses an unknown value and `note_unknown` is false.
+  std::optional<std::int64_t> arith(const std::string& expr, int line, int depth,
+                                    const std::string& shown = "", bool note_unknown = true) {
     if (depth > limits_.max_nesting) fail(line, "expansions are nested too deeply");
-    arith_skip(e, pos);
-    if (pos >= e.size()) fail(line, "cannot read the arithmetic expression $((" + e + "))");
-    const char c = e[pos];
-    if (c == '-' || c == '+') {
-      ++pos;
-      const std::int64_t v = arith_unary(e, pos, line, depth + 1, ok);
-      if (c == '-' && v == INT64_MIN) fail(line, "arithmetic overflow in $((" + e + "))");
-      return c == '-' ? -v : v;
+    const std::string name = shown.empty() ? "$((" + expr + "))" : shown;
+    Arith a;
+    a.line = line;
+    a.depth = depth;
+    std::string why;
+    try {
+      a.e = arith_expand(expr, line, depth, a.unknowns);
+      const Num n = arith_comma(a);
+      arith_ws(a);
+      if (a.pos < a.e.size()) arith_syntax(a, "unexpected");
+      if (n.known) return n.v;
+      // No name: unknown inside a nested $((...)), noted there.
+      if (a.first_unknown.empty() || !note_unknown) return std::nullopt;
+      why = "it uses " + a.first_unknown + ", which has no value the script defines";
+    } catch (const ArithFailure& f) {
+      why = f.why;
     }
-    if (c == '(') {
-      ++pos;
-      const std::int64_t v = arith_sum(e, pos, line, depth + 1, ok);
-      arith_skip(e, pos);
-      if (pos >= e.size() || e[pos] != ')') fail(line, "unbalanced ( in $((" + e + "))");
-      ++pos;
-      return v;
-    }
-    if (std::isdigit(static_cast<unsigned char>(c)) != 0) {
-      std::int64_t v = 0;
-      while (pos < e.size() && std::isdigit(static_cast<unsigned char>(e[pos])) != 0) {
-        if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, e[pos] - '0', &v)) {
-          fail(line, "arithmetic overflow in $((" + e + "))");
+    arith_note(name + " on line " + std::to_string(line) + " is not evaluated (" + why +
+               "); its value is unknown");
+    return std::nullopt;
+  }
+
+  // The expression with its expansions done (see above).
+  std::string arith_expand(const std::string& expr, int line, int depth,
+                           std::vector<ArithUnknown>& unknowns) {
+    const std::vector<Part> parts = Lexer::parse_nested(expr, origin_, limits_, line, depth + 1);
+    std::string out;
+    for (const Part& p : parts) {
+      if (p.kind == PartKind::kLiteral) {
+        if (p.text.find_first_of("\x01\x02") != std::string::npos) {
+          throw ArithFailure{"a control character in the expression"};
         }
-        ++pos;
+        out += p.text;
+        continue;
       }
+      const std::vector<Val> vals = p.kind == PartKind::kParam
+                                        ? expand_param(p, line, depth + 1).words
+                                        : expand_part(p, line, depth + 1);
+      ArithUnknown u;
+      bool known = true;
+      std::string text;
+      for (std::size_t k = 0; k < vals.size(); ++k) {
+        if (k > 0) text += ' ';
+        known = known && vals[k].known;
+        if (vals[k].known) {
+          text += vals[k].text;
+          u.text += vals[k].text;
+        } else {
+          for (const Piece& q : vals[k].pieces) u.text += q.text;
+          if (vals[k].pieces.empty()) u.text += vals[k].source;
+        }
+      }
+      if (known) {
+        if (text.find_first_of("\x01\x02") != std::string::npos) {
+          throw ArithFailure{"a control character in the expression"};
+        }
+        out += text;
+      } else if (p.kind == PartKind::kArith) {
+        // Unknown inside: noted where it was evaluated.
+        u.text = "$((" + p.text + "))";
+        out += "\x01" + std::to_string(unknowns.size()) + "\x02";
+        unknowns.push_back(std::move(u));
+      } else {
+        u.shown =
+            p.kind == PartKind::kParam ? (p.braced ? "${" + p.text + "}" : "$" + p.text) : p.text;
+        out += "\x01" + std::to_string(unknowns.size()) + "\x02";
+        unknowns.push_back(std::move(u));
+      }
+      check_size(out, line);
+    }
+    return out;
+  }
+
+  void arith_step(Arith& a, std::size_t n = 1) {
+    arith_steps_ += n;
+    if (arith_steps_ > limits_.max_arith_steps) {
+      fail(a.line, "the script's arithmetic takes more than " +
+                       std::to_string(limits_.max_arith_steps) + " steps");
+    }
+  }
+
+  void arith_nest(Arith& a) {
+    if (++a.depth > limits_.max_nesting) fail(a.line, "expansions are nested too deeply");
+  }
+
+  [[noreturn]] static void arith_syntax(const Arith& a, const std::string& what) {
+    std::string at = a.pos < a.e.size() ? a.e.substr(a.pos, 20) : "";
+    for (char& c : at) {
+      if (c == '\x01' || c == '\x02' || c == '\n') c = ' ';
+    }
+    throw ArithFailure{"cannot read it: " + what +
+                       (at.empty() ? " at the end" : " at \"" + at + "\"")};
+  }
+
+  static void arith_ws(Arith& a) {
+    while (a.pos < a.e.size() &&
+           (a.e[a.pos] == ' ' || a.e[a.pos] == '\t' || a.e[a.pos] == '\n' || a.e[a.pos] == '\r')) {
+      ++a.pos;
+    }
+  }
+
+  // Whether the text at pos is `op` (and not a longer operator that starts
+  // with it, listed in `longer`).
+  static bool arith_at(Arith& a, std::string_view op,
+                       std::initializer_list<std::string_view> longer = {}) {
+    arith_ws(a);
+    if (a.e.compare(a.pos, op.size(), op) != 0) return false;
+    for (std::string_view l : longer) {
+      if (a.e.compare(a.pos, l.size(), l) == 0) return false;
+    }
+    return true;
+  }
+
+  static bool arith_take(Arith& a, std::string_view op,
+                         std::initializer_list<std::string_view> longer = {}) {
+    if (!arith_at(a, op, longer)) return false;
+    a.pos += op.size();
+    return true;
+  }
+
+  static std::int64_t wrap_add(std::int64_t x, std::int64_t y) {
+    return static_cast<std::int64_t>(static_cast<std::uint64_t>(x) + static_cast<std::uint64_t>(y));
+  }
+  static std::int64_t wrap_sub(std::int64_t x, std::int64_t y) {
+    return static_cast<std::int64_t>(static_cast<std::uint64_t>(x) - static_cast<std::uint64_t>(y));
+  }
+  static std::int64_t wrap_mul(std::int64_t x, std::int64_t y) {
+    return static_cast<std::int64_t>(static_cast<std::uint64_t>(x) * static_cast<std::uint64_t>(y));
+  }
+
+  // x op y for the binary operators (and the assignments x op= y).
+  static std::int64_t arith_apply(const Arith& a, std::string_view op, std::int64_t x,
+                                  std::int64_t y) {
+    if (op == "+") return wrap_add(x, y);
+    if (op == "-") return wrap_sub(x, y);
+    if (op == "*") return wrap_mul(x, y);
+    if (op == "/" || op == "%") {
+      if (y == 0) {
+        if (a.skip > 0) return 0;
+        throw ArithFailure{"division by 0"};
+      }
+      if (x == INT64_MIN && y == -1) return op == "/" ? INT64_MIN : 0;  // as bash
+      return op == "/" ? x / y : x % y;
+    }
+    if (op == "**") {
+      if (y < 0) {
+        if (a.skip > 0) return 0;
+        throw ArithFailure{"exponent less than 0"};
+      }
+      std::int64_t r = 1;
+      std::int64_t b = x;
+      for (std::uint64_t n = static_cast<std::uint64_t>(y); n > 0; n >>= 1) {
+        if (n & 1) r = wrap_mul(r, b);
+        b = wrap_mul(b, b);
+      }
+      return r;
+    }
+    if (op == "<<") {
+      return static_cast<std::int64_t>(static_cast<std::uint64_t>(x) << (y & 63));
+    }
+    if (op == ">>") return x >> (y & 63);
+    if (op == "&") return x & y;
+    if (op == "|") return x | y;
+    if (op == "^") return x ^ y;
+    if (op == "<") return x < y;
+    if (op == "<=") return x <= y;
+    if (op == ">") return x > y;
+    if (op == ">=") return x >= y;
+    if (op == "==") return x == y;
+    if (op == "!=") return x != y;
+    throw ArithFailure{"operator " + std::string(op)};
+  }
+
+  // expr , expr
+  Num arith_comma(Arith& a) {
+    Num v = arith_assign(a);
+    while (arith_take(a, ",")) v = arith_assign(a);
+    return v;
+  }
+
+  // NAME = expr, NAME op= expr, or a conditional.
+  Num arith_assign(Arith& a) {
+    arith_ws(a);
+    const std::size_t start = a.pos;
+    if (a.pos < a.e.size() && is_name_start(a.e[a.pos])) {
+      std::size_t end = a.pos;
+      while (end < a.e.size() && is_name_char(a.e[end])) ++end;
+      const std::string name = a.e.substr(a.pos, end - a.pos);
+      a.pos = end;
+      static constexpr std::string_view kOps[] = {
+          "<<=", ">>=", "+=", "-=", "*=", "/=", "%=", "&=", "^=", "|=", "="};
+      for (std::string_view op : kOps) {
+        if (!arith_at(a, op, {"=="})) continue;
+        a.pos += op.size();
+        arith_nest(a);
+        const std::size_t rhs_start = a.pos;
+        const Num rhs = arith_assign(a);
+        --a.depth;
+        Num v = rhs;
+        if (op != "=") {
+          const Num old = arith_variable(a, name);
+          v.known = old.known && rhs.known;
+          if (v.known) v.v = arith_apply(a, op.substr(0, op.size() - 1), old.v, rhs.v);
+        }
+        std::string rhs_text = arith_source(a, rhs_start, a.pos);
+        if (op != "=") {
+          rhs_text = "(" + arith_text_of(name) + ")" + std::string(op.substr(0, op.size() - 1)) +
+                     "(" + rhs_text + ")";
+        }
+        arith_store(a, name, v, rhs_text);
+        return v;
+      }
+      a.pos = start;
+    }
+    return arith_cond(a);
+  }
+
+  // The text of e[from, to) as it reads back inside $((...)).
+  std::string arith_source(const Arith& a, std::size_t from, std::size_t to) const {
+    std::string out;
+    for (std::size_t i = from; i < to; ++i) {
+      if (a.markers && a.e[i] == '\x01') {
+        const std::size_t close = a.e.find('\x02', i);
+        out += a.unknowns[std::stoul(a.e.substr(i + 1, close - i - 1))].text;
+        i = close;
+      } else {
+        out += a.e[i];
+      }
+    }
+    const auto first = out.find_first_not_of(" \t\n");
+    const auto last = out.find_last_not_of(" \t\n");
+    return first == std::string::npos ? "" : out.substr(first, last - first + 1);
+  }
+
+  // NAME's value as it reads back inside $((...)).
+  std::string arith_text_of(const std::string& name) {
+    const std::vector<Val>* v = stored(name, 0);
+    if (v == nullptr || v->empty()) return name;
+    const Val& w = v->front();
+    if (w.known) return w.text.empty() ? "0" : w.text;
+    std::string out;
+    for (const Piece& q : w.pieces) out += q.text;
+    return out.empty() ? w.source : out;
+  }
+
+  // NAME = v (unknown: its value reads back as $((rhs))).
+  void arith_store(Arith& a, const std::string& name, const Num& v, const std::string& rhs) {
+    if (a.skip > 0) return;
+    if (!v.known || a.uncertain > 0) {
+      Val u = unknown("$((" + rhs + "))", a.line);
+      vars_[name] = {u};
+    } else {
+      vars_[name] = {make_val(std::to_string(v.v), std::to_string(v.v), a.line)};
+    }
+  }
+
+  // c ? x : y
+  Num arith_cond(Arith& a) {
+    const Num c = arith_binary(a, 1);
+    if (!arith_take(a, "?")) return c;
+    arith_nest(a);
+    const bool taken = c.known && c.v != 0;
+    const bool not_taken = c.known && c.v == 0;
+    if (!c.known) ++a.uncertain;
+    if (not_taken) ++a.skip;
+    const Num x = arith_comma(a);
+    if (not_taken) --a.skip;
+    if (!arith_take(a, ":")) arith_syntax(a, "':' expected for the conditional");
+    if (taken) ++a.skip;
+    const Num y = arith_cond(a);
+    if (taken) --a.skip;
+    if (!c.known) --a.uncertain;
+    --a.depth;
+    if (!c.known) return {0, false};
+    return taken ? x : y;
+  }
+
+  // Binary operators by precedence, lowest (1: ||) to highest (10: * / %);
+  // 11 is **.
+  Num arith_binary(Arith& a, int level) {
+    if (level == 11) return arith_power(a);
+    Num x = arith_binary(a, level + 1);
+    while (true) {
+      arith_step(a);
+      if (level == 1 || level == 2) {
+        const std::string_view op = level == 1 ? "||" : "&&";
+        if (!arith_take(a, op)) return x;
+        // Short-circuit: the right side is read, not evaluated, when the
+        // left decides.
+        const bool decided = x.known && (level == 1 ? x.v != 0 : x.v == 0);
+        if (decided) ++a.skip;
+        if (!x.known) ++a.uncertain;
+        const Num y = arith_binary(a, level + 1);
+        if (decided) --a.skip;
+        if (!x.known) --a.uncertain;
+        if (decided) {
+          x = {level == 1 ? 1 : 0, true};
+        } else if (y.known && (level == 1 ? y.v != 0 : y.v == 0)) {
+          x = {level == 1 ? 1 : 0, true};
+        } else if (x.known && y.known) {
+          x = {y.v != 0 ? 1 : 0, true};
+        } else {
+          x = {0, false};
+        }
+        continue;
+      }
+      std::string_view op;
+      switch (level) {
+        case 3:
+          if (arith_at(a, "|", {"||", "|="})) op = "|";
+          break;
+        case 4:
+          if (arith_at(a, "^", {"^="})) op = "^";
+          break;
+        case 5:
+          if (arith_at(a, "&", {"&&", "&="})) op = "&";
+          break;
+        case 6:
+          if (arith_at(a, "==")) op = "==";
+          if (arith_at(a, "!=")) op = "!=";
+          break;
+        case 7:
+          if (arith_at(a, "<="))
+            op = "<=";
+          else if (arith_at(a, ">="))
+            op = ">=";
+          else if (arith_at(a, "<", {"<<"}))
+            op = "<";
+          else if (arith_at(a, ">", {">>"}))
+            op = ">";
+          break;
+        case 8:
+          if (arith_at(a, "<<", {"<<="}))
+            op = "<<";
+          else if (arith_at(a, ">>", {">>="}))
+            op = ">>";
+          break;
+        case 9:
+          if (arith_at(a, "+", {"+="}) && !arith_incdec(a))
+            op = "+";
+          else if (arith_at(a, "-", {"-="}) && !arith_incdec(a))
+            op = "-";
+          break;
+        default:  // 10
+          if (arith_at(a, "*", {"**", "*="}))
+            op = "*";
+          else if (arith_at(a, "/", {"/="}))
+            op = "/";
+          else if (arith_at(a, "%", {"%="}))
+            op = "%";
+          break;
+      }
+      if (op.empty()) return x;
+      a.pos += op.size();
+      const Num y = arith_binary(a, level + 1);
+      if (x.known && y.known) {
+        x.v = arith_apply(a, op, x.v, y.v);
+      } else {
+        x = {0, false};
+      }
+    }
+  }
+
+  // x ** y (right-associative; binds less tightly than unary minus).
+  Num arith_power(Arith& a) {
+    Num x = arith_unary(a);
+    if (!arith_take(a, "**", {"**="})) return x;
+    arith_nest(a);
+    const Num y = arith_power(a);
+    --a.depth;
+    if (!x.known || !y.known) return {0, false};
+    return {arith_apply(a, "**", x.v, y.v), true};
+  }
+
+  // Whether "++" / "--" at pos is an increment: followed by a name (as
+  // bash reads it; else 5--3 is 5 - -3).
+  static bool arith_incdec(const Arith& a) {
+    if (a.pos + 1 >= a.e.size() || a.e[a.pos + 1] != a.e[a.pos]) return false;
+    std::size_t i = a.pos + 2;
+    while (i < a.e.size() && (a.e[i] == ' ' || a.e[i] == '\t' || a.e[i] == '\n')) ++i;
+    return i < a.e.size() && is_name_start(a.e[i]);
+  }
+
+  Num arith_unary(Arith& a) {
+    arith_step(a);
+    arith_ws(a);
+    if (a.pos >= a.e.size()) arith_syntax(a, "an operand expected");
+    const char c = a.e[a.pos];
+    const char n = a.pos + 1 < a.e.size() ? a.e[a.pos + 1] : '\0';
+    if ((c == '+' || c == '-') && n == c && arith_incdec(a)) {
+      // ++NAME / --NAME
+      a.pos += 2;
+      arith_ws(a);
+      const std::size_t start = a.pos;
+      while (a.pos < a.e.size() && is_name_char(a.e[a.pos])) ++a.pos;
+      const std::string name = a.e.substr(start, a.pos - start);
+      if (!is_valid_name(name)) arith_syntax(a, "a variable expected after ++/--");
+      const Num old = arith_variable(a, name);
+      const Num v =
+          old.known ? Num{c == '+' ? wrap_add(old.v, 1) : wrap_sub(old.v, 1), true} : Num{0, false};
+      arith_store(a, name, v, "(" + arith_text_of(name) + (c == '+' ? ")+1" : ")-1"));
       return v;
     }
-    // A variable: NAME, $NAME or ${NAME}.
-    std::string name;
-    if (c == '$') ++pos;
-    const bool brace = pos < e.size() && e[pos] == '{';
-    if (brace) ++pos;
-    while (pos < e.size() && is_name_char(e[pos])) name += e[pos++];
-    if (brace) {
-      if (pos >= e.size() || e[pos] != '}') fail(line, "cannot read $((" + e + "))");
-      ++pos;
+    if (c == '+' || c == '-' || c == '!' || c == '~') {
+      ++a.pos;
+      arith_nest(a);
+      const Num v = arith_unary(a);
+      --a.depth;
+      if (!v.known) return v;
+      switch (c) {
+        case '-':
+          return {wrap_sub(0, v.v), true};
+        case '!':
+          return {v.v == 0 ? 1 : 0, true};
+        case '~':
+          return {~v.v, true};
+        default:
+          return v;
+      }
     }
-    if (!is_valid_name(name)) fail(line, "cannot read the arithmetic expression $((" + e + "))");
-    const Value v = lookup(name, line);
-    if (!v.set || v.words.empty() || !v.words[0].known) {
-      ok = false;
-      return 1;
+    return arith_primary(a);
+  }
+
+  Num arith_primary(Arith& a) {
+    const char c = a.e[a.pos];
+    if (c == '(') {
+      ++a.pos;
+      arith_nest(a);
+      const Num v = arith_comma(a);
+      --a.depth;
+      if (!arith_take(a, ")")) arith_syntax(a, "')' expected");
+      return v;
     }
-    const std::string& t = v.words[0].text;
-    std::size_t p = 0;
-    bool inner_ok = true;
-    if (t.empty()) return 0;
-    const std::int64_t r = arith_sum(t, p, line, depth + 1, inner_ok);
-    if (p != t.size()) {
-      fail(line, "variable " + name + " = \"" + t + "\" is not a number in $((" + e + "))");
+    if (c == '\x01' && a.markers) {
+      const std::size_t close = a.e.find('\x02', a.pos);
+      const ArithUnknown& u = a.unknowns[std::stoul(a.e.substr(a.pos + 1, close - a.pos - 1))];
+      a.pos = close + 1;
+      if (a.skip == 0 && a.first_unknown.empty() && !u.shown.empty()) a.first_unknown = u.shown;
+      return {0, false};
     }
-    ok = ok && inner_ok;
+    if (std::isdigit(static_cast<unsigned char>(c)) != 0) return arith_number(a);
+    if (is_name_start(c)) {
+      const std::size_t start = a.pos;
+      while (a.pos < a.e.size() && is_name_char(a.e[a.pos])) ++a.pos;
+      const std::string name = a.e.substr(start, a.pos - start);
+      arith_step(a, name.size());
+      if (a.pos < a.e.size() && a.e[a.pos] == '[') {
+        // NAME[index]: an array element.
+        ++a.pos;
+        arith_nest(a);
+        const Num k = arith_comma(a);
+        --a.depth;
+        if (!arith_take(a, "]")) arith_syntax(a, "']' expected");
+        if (a.skip > 0) return {0, true};
+        const std::vector<Val>* v = stored(name, a.line);
+        if (!k.known || v == nullptr) {
+          if (a.first_unknown.empty()) a.first_unknown = name;
+          return {0, false};
+        }
+        if (k.v < 0 || static_cast<std::size_t>(k.v) >= v->size()) return {0, true};
+        const Val element = (*v)[static_cast<std::size_t>(k.v)];
+        return arith_value(a, name, element);
+      }
+      // NAME++ / NAME--
+      if (arith_at(a, "++") || arith_at(a, "--")) {
+        const bool inc = a.e[a.pos] == '+';
+        a.pos += 2;
+        const Num old = arith_variable(a, name);
+        const Num v =
+            old.known ? Num{inc ? wrap_add(old.v, 1) : wrap_sub(old.v, 1), true} : Num{0, false};
+        arith_store(a, name, v, "(" + arith_text_of(name) + (inc ? ")+1" : ")-1"));
+        return old;
+      }
+      return arith_variable(a, name);
+    }
+    arith_syntax(a, "an operand expected");
+  }
+
+  // 42, 0x2a, 052, 16#2a, 2#101010.
+  Num arith_number(Arith& a) {
+    const std::size_t start = a.pos;
+    while (a.pos < a.e.size() &&
+           (is_name_char(a.e[a.pos]) || a.e[a.pos] == '#' || a.e[a.pos] == '@')) {
+      ++a.pos;
+    }
+    const std::string t = a.e.substr(start, a.pos - start);
+    arith_step(a, t.size());
+    int base = 10;
+    std::string digits = t;
+    if (const auto hash = t.find('#'); hash != std::string::npos) {
+      const std::string b = t.substr(0, hash);
+      if (b.empty() || b.size() > 2 || !std::all_of(b.begin(), b.end(), [](char d) {
+            return std::isdigit(static_cast<unsigned char>(d)) != 0;
+          })) {
+        throw ArithFailure{"invalid number " + t};
+      }
+      base = std::stoi(b);
+      if (base < 2 || base > 64) throw ArithFailure{"invalid arithmetic base in " + t};
+      digits = t.substr(hash + 1);
+    } else if (t.size() > 1 && t[0] == '0' && (t[1] == 'x' || t[1] == 'X')) {
+      base = 16;
+      digits = t.substr(2);
+    } else if (t.size() > 1 && t[0] == '0') {
+      base = 8;
+      digits = t.substr(1);
+    }
+    if (digits.empty()) throw ArithFailure{"invalid number " + t};
+    std::uint64_t v = 0;
+    for (char d : digits) {
+      int k = 0;
+      if (std::isdigit(static_cast<unsigned char>(d)) != 0) {
+        k = d - '0';
+      } else if (d >= 'a' && d <= 'z') {
+        k = d - 'a' + 10;
+      } else if (d >= 'A' && d <= 'Z') {
+        k = d - 'A' + (base <= 36 ? 10 : 36);
+      } else if (d == '@') {
+        k = 62;
+      } else if (d == '_') {
+        k = 63;
+      } else {
+        k = 64;
+      }
+      if (k >= base) throw ArithFailure{"value too great for base in " + t};
+      v = v * static_cast<std::uint64_t>(base) + static_cast<std::uint64_t>(k);
+    }
+    return {static_cast<std::int64_t>(v), true};
+  }
+
+  // A variable's value in arithmetic: unknown if the script does not
+  // define it, 0 if empty, else its text read as an expression (as bash
+  // does: A=B B=3 gives $((A)) = 3).
+  Num arith_variable(Arith& a, const std::string& name) {
+    if (a.skip > 0) return {0, true};
+    const std::vector<Val>* v = stored(name, a.line);
+    if (v == nullptr || v->empty()) {
+      if (a.first_unknown.empty()) a.first_unknown = name;
+      return {0, false};
+    }
+    const Val first = v->front();  // evaluating it may assign the variable
+    return arith_value(a, name, first);
+  }
+
+  Num arith_value(Arith& a, const std::string& name, const Val& w) {
+    if (!w.known) {
+      if (a.first_unknown.empty()) a.first_unknown = name;
+      return {0, false};
+    }
+    if (w.text.find_first_not_of(" \t\n") == std::string::npos) return {0, true};
+    Arith sub;
+    sub.e = w.text;
+    sub.markers = false;
+    sub.line = a.line;
+    sub.depth = a.depth;
+    arith_nest(sub);
+    const Num r = arith_comma(sub);
+    arith_ws(sub);
+    if (sub.pos < sub.e.size()) {
+      throw ArithFailure{name + "=\"" + w.text.substr(0, 40) + "\" is not a number"};
+    }
+    if (!r.known && a.first_unknown.empty()) {
+      a.first_unknown = sub.first_unknown.empty() ? name : sub.first_unknown;
+    }
     return r;
+  }
+
+  void check_size(const std::vector<Piece>& pieces, int line) const {
+    if (pieces_size(pieces) > limits_.max_value) {
+      fail(line, "a value grows beyond " + std::to_string(limits_.max_value) +
+                     " bytes (runaway variable expansion?)");
+    }
   }
 
   // One word without field splitting (assignments, ${VAR:-default}).
-  ShellWord expand_joined(const std::vector<Part>& parts, int line, const std::string& source,
-                          int depth = 0) {
-    ShellWord w{"", true, source, line};
+  Val expand_joined(const std::vector<Part>& parts, int line, const std::string& source,
+                    int depth = 0) {
+    Val w = make_val("", source, line);
     for (const Part& p : parts) {
-      for (const ShellWord& f : expand_part(p, line, depth)) {
+      for (const Val& f : expand_part(p, line, depth)) {
         w.known = w.known && f.known;
         w.text += f.text;
+        append_pieces(w.pieces, f);
       }
       check_size(w.text, line);
+      check_size(w.pieces, line);
     }
-    if (w.known) w.source = shell_quote(w.text);
+    if (w.known) {
+      w.source = shell_quote(w.text);
+      w.pieces.clear();
+    }
     return w;
   }
 
-  std::vector<ShellWord> expand_part(const Part& p, int line, int depth) {
+  std::vector<Val> expand_part(const Part& p, int line, int depth) {
     switch (p.kind) {
       case PartKind::kLiteral:
-        return {{p.text, true, p.text, line}};
+        return {make_val(p.text, p.text, line)};
       case PartKind::kOpaque:
         return {unknown(p.text, line)};
       case PartKind::kArith: {
         const auto v = arith(p.text, line, depth + 1);
         if (!v) return {unknown("$((" + p.text + "))", line)};
-        return {{std::to_string(*v), true, std::to_string(*v), line}};
+        return {make_val(std::to_string(*v), std::to_string(*v), line)};
       }
       case PartKind::kParam: {
         Value v = expand_param(p, line, depth + 1);
         if (v.words.size() > 1) {
           // Joined: "a b c".
-          ShellWord j{"", true, "", line};
+          Val j = make_val("", "", line);
           for (std::size_t k = 0; k < v.words.size(); ++k) {
+            if (k > 0) append_piece(j.pieces, {" ", true});
             j.text += (k ? " " : "") + v.words[k].text;
             j.known = j.known && v.words[k].known;
+            append_pieces(j.pieces, v.words[k]);
           }
+          check_size(j.pieces, line);
+          if (j.known) j.pieces.clear();
           return {j};
         }
         return v.words;
@@ -938,96 +1784,172 @@ class Interpreter {
 
   static bool splits(char c) { return c == ' ' || c == '\t' || c == '\n'; }
 
+  // '@' or '*' if `p` is ${NAME[@]} / ${NAME[*]} (possibly with an
+  // operator after the subscript), else 0.
+  static char array_subscript(const Part& p) {
+    if (p.kind != PartKind::kParam || !p.braced || p.text.empty() || !is_name_start(p.text[0])) {
+      return 0;
+    }
+    std::size_t i = 0;
+    while (i < p.text.size() && is_name_char(p.text[i])) ++i;
+    if (p.text.compare(i, 3, "[@]") == 0) return '@';
+    if (p.text.compare(i, 3, "[*]") == 0) return '*';
+    return 0;
+  }
+
+  // The source of an unknown piece: as written, in double quotes when it
+  // was quoted (so that it is not split when written back).
+  static std::string unknown_piece_source(const std::string& source, bool quoted) {
+    if (!quoted || source.empty() || source.find_first_of("\"'\\") != std::string::npos) {
+      return source;
+    }
+    return "\"" + source + "\"";
+  }
+
   // A command or array word -> fields, with bash's splitting of unquoted
-  // expansions and one field per element of "${ARR[@]}".
-  std::vector<ShellWord> expand_word(const Word& w, bool split) {
+  // expansions on blanks (IFS unset: space, tab, newline) and one field per
+  // element of "${ARR[@]}". An expansion the script does not define cannot
+  // be split: it stays in one field (glued to the known text around it),
+  // with its source as written, which bash splits the same way when a
+  // launcher writes it back unquoted.
+  std::vector<Val> expand_word(const Word& w, bool split) {
     const std::vector<Part> parts = word_parts_with_assignment(w);
-    // Fast path: the word is exactly "${ARR[@]}" / ${ARR[@]}: the
-    // elements as stored, with their own lines and sources.
-    if (parts.size() == 1 ||
-        (parts.size() == 2 && parts[0].kind == PartKind::kLiteral && parts[0].text.empty())) {
+    // The word is one expansion, possibly in double quotes.
+    const bool single =
+        parts.size() == 1 || (parts.size() == 2 && parts[0].kind == PartKind::kLiteral &&
+                              parts[0].quoted && parts[0].text.empty());
+    if (single) {
       const Part& p = parts.back();
-      if (p.kind == PartKind::kParam && p.braced &&
-          (p.text.size() > 3 && (p.text.compare(p.text.size() - 3, 3, "[@]") == 0 ||
-                                 p.text.compare(p.text.size() - 3, 3, "[*]") == 0)) &&
+      // Exactly "${ARR[@]}": the elements as stored, with their own lines
+      // and sources (none if the array is empty).
+      if (p.quoted && array_subscript(p) == '@' &&
           is_valid_name(p.text.substr(0, p.text.size() - 3))) {
         const Value v = lookup(p.text.substr(0, p.text.size() - 3), w.line);
         if (v.set) return v.words;
         return {unknown(w.source, w.line)};
       }
-    }
-    // A plain $NAME / "${NAME}" whose value is unknown: the value's own
-    // source (CKPT=$1 ... --save $CKPT keeps "$1"), so a launcher written
-    // from the words needs nothing the script defined.
-    if (parts.size() == 1 ||
-        (parts.size() == 2 && parts[0].kind == PartKind::kLiteral && parts[0].text.empty())) {
-      const Part& p = parts.back();
+      // A plain $NAME / "${NAME}" whose value is unknown and is not split:
+      // the value's own source (CKPT=$1 ... --save $CKPT keeps "$1"), so a
+      // launcher written from the words needs nothing the script defined.
       if (p.kind == PartKind::kParam && is_valid_name(p.text)) {
-        const Value v = lookup(p.text, w.line);
-        if (v.set && v.words.size() == 1 && !v.words[0].known) {
-          ShellWord out = v.words[0];
+        const std::vector<Val>* v = stored(p.text, w.line);
+        if (v != nullptr && v->size() == 1 && !v->front().known &&
+            (p.quoted || !split ||
+             std::none_of(v->front().pieces.begin(), v->front().pieces.end(), [](const Piece& q) {
+               return q.known && std::any_of(q.text.begin(), q.text.end(), splits);
+             }))) {
+          Val out = v->front();
           out.line = w.line;
+          charge({out}, w.line);
           return {out};
         }
       }
     }
-    std::vector<ShellWord> fields;
-    ShellWord cur{"", true, "", w.line};
-    bool have = false;  // cur holds a field (possibly empty but quoted)
-    bool multi = false;
+    std::vector<Val> fields;
+    Val cur = make_val("", "", w.line);
+    bool have = false;   // cur holds a field (possibly empty but quoted)
+    bool multi = false;  // the word gave (or could give) several fields
     auto flush = [&]() {
       if (have) fields.push_back(cur);
-      cur = {"", true, "", w.line};
+      cur = make_val("", "", w.line);
       have = false;
+    };
+    // Appends known text to the current field; `line` is where a field
+    // that starts here was written (an array element's line).
+    auto add_known = [&](const std::string& text, int line) {
+      if (!have) cur.line = line;
+      cur.text += text;
+      cur.source += shell_quote(text);
+      append_piece(cur.pieces, {text, true});
+      have = true;
+    };
+    auto add_unknown = [&](const std::string& source, bool quoted, int line) {
+      if (!have) cur.line = line;
+      cur.known = false;
+      cur.source += unknown_piece_source(source, quoted);
+      append_piece(cur.pieces, {source, false});
+      have = true;
+    };
+    // Known text of an expansion: split unless quoted.
+    auto add_split = [&](const std::string& text, bool quoted, int line) {
+      if (quoted || !split) {
+        add_known(text, line);
+        return;
+      }
+      std::size_t a = 0;
+      while (a < text.size()) {
+        if (splits(text[a])) {
+          flush();
+          multi = true;
+          while (a < text.size() && splits(text[a])) ++a;
+          continue;
+        }
+        std::size_t b = a;
+        while (b < text.size() && !splits(text[b])) ++b;
+        add_known(text.substr(a, b - a), line);
+        a = b;
+      }
     };
     for (const Part& p : parts) {
       if (p.kind == PartKind::kLiteral) {
-        cur.text += p.text;
-        have = have || p.quoted || !p.text.empty();
+        if (p.quoted || !p.text.empty()) add_known(p.text, w.line);
         continue;
       }
-      std::vector<ShellWord> vals;
+      const char subscript = array_subscript(p);
+      std::vector<Val> vals;
       if (p.kind == PartKind::kParam) {
         vals = expand_param(p, w.line, 1).words;
+        if (subscript == 0) {
+          for (Val& v : vals) v.line = w.line;
+        }
       } else {
         vals = expand_part(p, w.line, 1);
       }
+      if (p.quoted && subscript != '@' && vals.size() > 1) {
+        // "${ARR[*]}": one word, the elements joined by a blank.
+        Val j = make_val("", "${" + p.text + "}", w.line);
+        for (std::size_t k = 0; k < vals.size(); ++k) {
+          if (k > 0) append_piece(j.pieces, {" ", true});
+          j.text += (k ? " " : "") + vals[k].text;
+          j.known = j.known && vals[k].known;
+          append_pieces(j.pieces, vals[k]);
+        }
+        check_size(j.text, w.line);
+        check_size(j.pieces, w.line);
+        vals = {j};
+      }
       for (std::size_t k = 0; k < vals.size(); ++k) {
-        const ShellWord& v = vals[k];
+        const Val& v = vals[k];
         if (k > 0) {
+          // Array elements are separate words, quoted or not.
           flush();
           multi = true;
         }
-        if (!v.known) {
-          cur.known = false;
-          have = true;
-          continue;
-        }
-        if (p.quoted || !split) {
-          cur.text += v.text;
-          have = true;
-          continue;
-        }
-        for (char c : v.text) {
-          if (splits(c)) {
-            if (have || !cur.text.empty()) {
-              flush();
-              multi = true;
+        if (v.known) {
+          add_split(v.text, p.quoted, v.line);
+        } else if (v.pieces.empty()) {
+          add_unknown(v.source, p.quoted, v.line);
+        } else {
+          for (const Piece& q : v.pieces) {
+            if (q.known) {
+              add_split(q.text, p.quoted, v.line);
+            } else {
+              add_unknown(q.text, p.quoted, v.line);
             }
-          } else {
-            cur.text += c;
-            have = true;
           }
         }
+        check_size(cur.text, w.line);
+        check_size(cur.source, w.line);
       }
-      check_size(cur.text, w.line);
+      if (fields.size() > limits_.max_words) fail(w.line, "a command is too long");
     }
     flush();
-    for (ShellWord& f : fields) {
-      if (!f.known) {
-        f.source = w.source;
-      } else {
-        f.source = multi ? shell_quote(f.text) : w.source;
+    for (Val& f : fields) {
+      if (f.known) f.pieces.clear();
+      if (!multi) {
+        f.source = w.source;  // one word: as written
+      } else if (f.known) {
+        f.source = shell_quote(f.text);
       }
     }
     return fields;
@@ -1036,10 +1958,17 @@ class Interpreter {
   std::string origin_;
   std::map<std::string, std::string> env_;
   const ShellLimits& limits_;
-  std::map<std::string, std::vector<ShellWord>> vars_;
+  std::map<std::string, std::vector<Val>> vars_;
   std::vector<std::string> exported_;
   std::vector<ShellWord> bare_args_;
   bool control_noted_ = false;
+  ShellScript* script_ = nullptr;                     // for notes, while run() reads
+  std::map<std::string, std::vector<Val>> env_vals_;  // --megatron-env values as words
+  std::size_t expanded_ = 0;                          // bytes copied by expansions
+  std::size_t arith_steps_ = 0;
+  std::set<std::string> arith_noted_;
+  int arith_notes_ = 0;
+  int eval_depth_ = 0;
 };
 
 }  // namespace

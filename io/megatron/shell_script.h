@@ -6,17 +6,25 @@
 // It tokenises with quotes and escapes, joins backslash-continued lines,
 // strips comments, applies assignments in the order written (scalars,
 // bash arrays, `+=`, `export`), expands $VAR, ${VAR}, ${VAR:-default} and
-// friends, "${ARR[@]}" and $((arithmetic)), and finds the launch command:
-// the first command that runs a `*.py` entry point through torchrun, python,
-// `python -m torch.distributed.run`, srun, ... Conditionals and loops are not
-// evaluated: their keywords are skipped and the commands inside are read in
-// order, so both branches of an `if` are applied.
+// friends, "${ARR[@]}", $((arithmetic)), ((arithmetic)) and `let` (bash's
+// operators over 64-bit integers; what it cannot evaluate is unknown, with
+// a note), splits unquoted expansions on blanks as bash does, and finds the
+// launch command: the first command that runs a `*.py` entry point through
+// torchrun, python, `python -m torch.distributed.run`, srun, ...
+// `eval` reads its words again as commands. Here-documents are skipped
+// (their bodies are not read as commands) with a note. Conditionals and
+// loops are not evaluated: their keywords are skipped and the commands
+// inside are read in order, so both branches of an `if` are applied.
 //
 // A value the script does not define (an environment variable, a positional
 // parameter, a command substitution) is *unknown*: the word keeps its source
 // text so a launcher can write it back, and a reader that needs the value
-// names the variable. Sizes and nesting are bounded so a hostile script fails
-// with an InputError in bounded time.
+// names the variable. An unknown value is not split (its blanks are not
+// known): it stays one word, glued to the known text next to it, whose
+// source is the unknown expansion (unquoted where it was expanded unquoted,
+// so bash splits it the same way when a launcher writes it back). Sizes and
+// nesting are bounded so a hostile script fails with an InputError in
+// bounded time.
 #pragma once
 
 #include <map>
@@ -58,17 +66,19 @@ struct ShellScript {
 };
 
 struct ShellLimits {
-  std::size_t max_bytes = 4u << 20;   // whole script
-  std::size_t max_line = 256u << 10;  // one physical line
-  std::size_t max_value = 1u << 20;   // one expanded value
-  std::size_t max_words = 1u << 20;   // words of one command or array
-  int max_nesting = 32;               // ${...} / $((...)) / (...) depth
+  std::size_t max_bytes = 4u << 20;        // whole script
+  std::size_t max_line = 256u << 10;       // one physical line
+  std::size_t max_value = 1u << 20;        // one expanded value
+  std::size_t max_words = 1u << 20;        // words of one command or array
+  int max_nesting = 32;                    // ${...} / $((...)) / (...) depth
+  std::size_t max_arith_steps = 1u << 24;  // arithmetic, whole script
+  std::size_t max_expanded = 64u << 20;    // bytes copied by all expansions
 };
 
 // Reads `text` (the script's contents; `origin` names it in messages) with
 // `env` as the values of variables the script reads but does not assign
 // (--megatron-env KEY=VALUE). Throws InputError "origin:line: what" on
-// anything it cannot read (unterminated quote, here-document, too large).
+// anything it cannot read (unterminated quote or here-document, too large).
 ShellScript read_shell_script(const std::string& text, const std::string& origin,
                               const std::map<std::string, std::string>& env = {},
                               const ShellLimits& limits = {});

@@ -1059,5 +1059,60 @@ TEST(MegatronLauncher, CarriedFlagsNotOfMegatronAreRefused) {
   EXPECT_NE(no_launcher.code, kExitInput) << no_launcher.err;
 }
 
+// Flags written as "--flag value" strings in an array that the script
+// expands unquoted: bash splits them, and so does the reader, so the
+// launcher passes each flag and its value as two arguments (a value the
+// script does not define, DATA_PATH=$3, is written as its unquoted
+// expansion, which bash splits the same way). Run under bash, the launcher
+// gives Megatron the argv the script gave it.
+TEST(MegatronLauncher, SplitArrayElementsAreWrittenAsSeparateArguments) {
+  std::string text = slurp(kData + "mixtral_8x7b.sh");
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"    --tokenizer-type Llama2Tokenizer\n", "    \"--tokenizer-type NullTokenizer\"\n"},
+           {"    --data-path $DATA_PATH\n", "    \"--data-path $DATA_PATH\"\n"}}) {
+    const auto at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+  }
+  MegatronScript script = parse_megatron_script(text, "split.sh");
+  ASSERT_NE(script.find("--tokenizer-type"), nullptr);
+  EXPECT_EQ(script.find("--tokenizer-type")->values.size(), 1u);
+  EXPECT_EQ(script.find("--tokenizer-type")->values[0].text, "NullTokenizer");
+  ASSERT_NE(script.find("--data-path"), nullptr);
+  EXPECT_EQ(script.find("--data-path")->values[0].source, "$3");  // DATA_PATH=$3
+  EXPECT_TRUE(script.unknown.empty());
+  const Workload w = megatron_workload(script);
+  const ClusterSpec cluster = load_cluster("H800:32");
+  const Plan plan = megatron_plan(script, w, cluster);
+  const Launched r = launch(w, cluster, plan, &script);
+  const std::string& l = r.launcher.text;
+  EXPECT_EQ(count_in_command(l, "    --tokenizer-type NullTokenizer\n"), 1u) << l;
+  EXPECT_EQ(count_in_command(l, "    --data-path $3\n"), 1u) << l;
+  EXPECT_EQ(count_in_command(l, "'--"), 0u) << l;
+
+  if (std::system("bash -c true > /dev/null 2>&1") != 0) GTEST_SKIP() << "no bash";
+  const fs::path d = scratch_dir("run");
+  const fs::path bin = d / "bin";
+  fs::create_directories(bin);
+  std::ofstream(bin / "torchrun") << "#!/bin/bash\nprintf '%q ' torchrun \"$@\" > \"$RECORD\"\n";
+  std::ofstream(bin / "hostname") << "#!/bin/sh\necho unknown-host\n";
+  for (const char* f : {"torchrun", "hostname"}) {
+    fs::permissions(bin / f, fs::perms::owner_all, fs::perm_options::add);
+  }
+  std::ofstream(d / "launch.sh") << l;
+  const fs::path record = d / "record.txt";
+  const std::string cmd = "env -u NODE_RANK -u SLURM_NODEID RECORD='" + record.string() +
+                          "' PATH='" + bin.string() + "':\"$PATH\" bash '" +
+                          (d / "launch.sh").string() +
+                          "' /ckpt /tok '/data/a_text_document' > /dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  // What torchrun got, as Megatron's argument parser would read it.
+  const std::string ran = slurp(record) + "\n";
+  EXPECT_EQ(flag_value(ran, "--tokenizer-type"), "NullTokenizer") << ran;
+  EXPECT_EQ(flag_value(ran, "--data-path"), "/data/a_text_document") << ran;
+  EXPECT_EQ(flag_value(ran, "--save"), "/ckpt") << ran;
+  EXPECT_EQ(ran.find("'--tokenizer-type NullTokenizer'"), std::string::npos) << ran;
+}
+
 }  // namespace
 }  // namespace hapmoe

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,9 +14,12 @@
 #include "io/inputs/cluster_io.h"
 #include "io/inputs/model_io.h"
 #include "io/megatron/megatron_script.h"
+#include "tests/io/cli_run.h"
 
 namespace hapmoe {
 namespace {
+
+namespace fs = std::filesystem;
 
 const std::string kData = std::string(HAPMOE_TEST_DATA) + "/megatron/";
 
@@ -647,6 +652,171 @@ TEST(MegatronScript, UnknownFp8RecipeNamesTheFileAndLine) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("t.sh:1: --fp8-recipe"), std::string::npos) << e.what();
   }
+}
+
+// In the style of Pai-Megatron-Patch's run_mcore_*.sh launchers (written
+// for this test): settings from the command line with defaults, model sizes
+// and precision flags in if-branches, TP_COMM_OVERLAP from ternary
+// arithmetic, flags in strings and in arrays of "--flag value" elements, a
+// config written by a here-document, and the command built in a string and
+// run through eval.
+TEST(MegatronScript, PaiMegatronPatchStyleScriptIsRead) {
+  const std::string text = R"SH(#!/bin/bash
+set -e
+ENV=${1:-dsw}
+CURRENT_DIR="$( cd "$( dirname "$0" )" && pwd )"
+MEGATRON_PATH=$( dirname $( dirname ${CURRENT_DIR}))
+export PYTHONPATH=${MEGATRON_PATH}:${MEGATRON_PATH}/Megatron-LM:$PYTHONPATH
+export CUDA_DEVICE_MAX_CONNECTIONS=1
+if [ $ENV = dlc ]; then
+    NNODES=${WORLD_SIZE}
+    NODE_RANK=${RANK}
+    GPUS_PER_NODE=${KUBERNETES_CONTAINER_RESOURCE_GPU}
+elif [ $ENV = dsw ]; then
+    MASTER_ADDR=localhost
+    MASTER_PORT=$(shuf -n 1 -i 10000-65535)
+    NNODES=1
+    NODE_RANK=0
+    GPUS_PER_NODE=8
+fi
+DISTRIBUTED_ARGS="--nproc_per_node $GPUS_PER_NODE --nnodes $NNODES --node_rank $NODE_RANK --master_addr $MASTER_ADDR --master_port $MASTER_PORT"
+
+MODEL_SIZE=${2:-A1B}
+BATCH_SIZE=${3:-1}
+GLOBAL_BATCH_SIZE=${4:-64}
+LR=$5
+PR=${6:-bf16}
+TP=${7:-2}
+PP=${8:-2}
+EP=${9:-4}
+SEQ_LEN=${10:-4096}
+AC=${11:-sel}
+SAVE_PATH=${12}
+
+if [ $MODEL_SIZE = A1B ]; then
+NUM_LAYERS=8
+HIDDEN_SIZE=1024
+NUM_ATTN_HEADS=16
+INTERMEDIATE_SIZE=4096
+moe_options=(
+    "--moe-ffn-hidden-size $(( INTERMEDIATE_SIZE / 8 ))"
+    "--num-experts 8 --moe-router-topk 2"
+    "--expert-model-parallel-size ${EP}"
+    --moe-grouped-gemm
+)
+fi
+
+if [ $PR = fp16 ]; then
+    pr_options=" \
+        --fp16 \
+        --apply-query-key-layer-scaling"
+    export NVTE_APPLY_QK_LAYER_SCALING=1
+elif [ $PR = bf16 ]; then
+    pr_options=" \
+        --bf16"
+fi
+
+if [ $TP -gt 1 ]; then
+    sp_options=" \
+        --sequence-parallel"
+fi
+
+TP_COMM_OVERLAP=$(( ($TP > 1) ? 1 : 0 ))
+comm_overlap_option="\
+    --overlap-grad-reduce \
+    --overlap-param-gather"
+if [ $TP_COMM_OVERLAP -eq 1 ]; then
+    comm_overlap_option="\
+        --tp-comm-overlap \
+        --overlap-grad-reduce \
+        --overlap-param-gather"
+fi
+
+if [ $AC = full ]; then
+    _check=$(( ($NUM_LAYERS / $PP) % ${MP_AC_LAYERS:-1} ))
+    if [ $_check != 0 ]; then
+        echo "the num layers per pp rank must be a multiple of the recompute layers."
+        exit -1
+    fi
+    activation_checkpoint_options=" \
+        --recompute-method uniform \
+        --recompute-num-layers ${MP_AC_LAYERS:-1} \
+        --recompute-granularity full"
+elif [ $AC = sel ]; then
+    activation_checkpoint_options=" \
+        --recompute-activations"
+fi
+
+cat <<EOF > ${SAVE_PATH}/run_config.yaml
+tensor_parallel: ${TP}
+pipeline_parallel: ${PP}
+EOF
+
+megatron_options="  \
+        --save ${SAVE_PATH} \
+        --lr ${LR} \
+        --micro-batch-size ${BATCH_SIZE} \
+        --global-batch-size ${GLOBAL_BATCH_SIZE} \
+        --num-layers ${NUM_LAYERS} \
+        --hidden-size ${HIDDEN_SIZE} \
+        --num-attention-heads ${NUM_ATTN_HEADS} \
+        --ffn-hidden-size ${INTERMEDIATE_SIZE} \
+        --seq-length ${SEQ_LEN} \
+        --max-position-embeddings ${SEQ_LEN} \
+        --tensor-model-parallel-size ${TP} \
+        --pipeline-model-parallel-size ${PP} \
+        --swiglu \
+        --normalization RMSNorm \
+        --disable-bias-linear \
+        --untie-embeddings-and-output-weights \
+        --use-distributed-optimizer \
+        --vocab-size 32000"
+dataset_options=("--data-path ${DATA_PATH}" "--split 99,1,0")
+
+run_cmd="torchrun $DISTRIBUTED_ARGS pretrain_qwen.py
+ ${megatron_options} ${pr_options} ${activation_checkpoint_options} ${sp_options} \
+ ${comm_overlap_option} ${moe_options[@]} ${dataset_options[@]}"
+
+echo ${run_cmd}
+eval ${run_cmd}
+set +x
+)SH";
+  const fs::path d = test::scratch_dir("pai");
+  std::ofstream(d / "run_mcore_test.sh") << text;
+  MegatronScript s = read_megatron_script((d / "run_mcore_test.sh").string());
+  ASSERT_TRUE(s.shell.has_command);
+  EXPECT_EQ(s.shell.launch.entry.text, "pretrain_qwen.py");
+  EXPECT_EQ(s.shell.launch.line, 118);  // eval ${run_cmd}
+  EXPECT_TRUE(s.unknown.empty()) << s.unknown.front();
+  const Workload w = megatron_workload(s);
+  EXPECT_EQ(w.model.num_layers, 8);
+  EXPECT_EQ(w.model.hidden, 1024);
+  EXPECT_EQ(w.model.num_experts, 8);
+  EXPECT_EQ(w.model.top_k, 2);
+  EXPECT_EQ(w.model.expert_ffn_hidden, 512);
+  EXPECT_EQ(w.training.seq_len, 4096);
+  EXPECT_EQ(w.training.global_batch, 64);
+  EXPECT_EQ(w.training.overlap, (Overlap{true, true, true, false}));  // TP_COMM_OVERLAP=1
+  EXPECT_EQ(megatron_world_size(s), 8);
+  const MegatronSettings m = megatron_settings(s, w, 8);
+  EXPECT_EQ(m.tp, 2);
+  EXPECT_EQ(m.pp, 2);
+  EXPECT_EQ(m.ep, 4);
+  EXPECT_TRUE(m.sequence_parallel);
+  // Values from the command line stay as written, one word each.
+  ASSERT_NE(s.find("--lr"), nullptr);
+  EXPECT_EQ(s.find("--lr")->values.size(), 1u);
+  EXPECT_EQ(s.find("--lr")->values[0].source, "$5");
+  EXPECT_EQ(s.find("--data-path")->values[0].source, "${DATA_PATH}");
+  // The here-document is named, not read.
+  const auto heredoc = std::find_if(s.notes.begin(), s.notes.end(), [](const std::string& n) {
+    return n.find("here-document") != std::string::npos;
+  });
+  ASSERT_NE(heredoc, s.notes.end());
+  EXPECT_EQ(*heredoc,
+            "the here-document <<EOF on line 87 (lines 88-89) feeds cat, written to "
+            "${SAVE_PATH}/run_config.yaml; it is skipped: hapmoe runs nothing, and its lines are "
+            "not read as commands");
 }
 
 }  // namespace

@@ -98,6 +98,252 @@ TEST(ShellScript, LaunchFormsAndBareArgumentLists) {
   ASSERT_EQ(two.notes.size(), 1u);
 }
 
+// Unquoted expansions are split on blanks (space, tab, newline) as bash
+// does: an array of "--flag value" strings, a string of flags, ${VAR}.
+// Quoted, "${A[@]}" is one word per element, "${A[*]}" and "$VAR" one word.
+TEST(ShellScript, UnquotedExpansionsAreSplitOnBlanks) {
+  EXPECT_EQ(args_of("GPT_ARGS=(\"--vocab-size 128256\" \"--tokenizer-type NullTokenizer\")\n"
+                    "torchrun pretrain_gpt.py ${GPT_ARGS[@]}\n"),
+            (V{"--vocab-size", "128256", "--tokenizer-type", "NullTokenizer"}));
+  EXPECT_EQ(args_of("A=(\"--a 1\" \"\" \"--b\t2\")\npython x.py ${A[*]}\n"),
+            (V{"--a", "1", "--b", "2"}));
+  EXPECT_EQ(args_of("A=(\"--a 1\" \"--b 2\")\npython x.py \"${A[@]}\"\n"), (V{"--a 1", "--b 2"}));
+  EXPECT_EQ(args_of("A=(\"--a 1\" \"--b 2\")\npython x.py \"${A[*]}\"\n"), (V{"--a 1 --b 2"}));
+  EXPECT_EQ(args_of("A=(\"--a 1\" \"--b 2\")\npython x.py \"-x${A[@]}y\"\n"),
+            (V{"-x--a 1", "--b 2y"}));
+  EXPECT_EQ(args_of("OPTS=\"--a 1 --b 2\"\npython x.py $OPTS\n"), (V{"--a", "1", "--b", "2"}));
+  EXPECT_EQ(args_of("OPTS=\"  --a 1\n\t--b 2 \"\npython x.py ${OPTS}\n"),
+            (V{"--a", "1", "--b", "2"}));
+  EXPECT_EQ(args_of("OPTS=\"--a 1 --b 2\"\npython x.py \"$OPTS\" \"${OPTS}\"\n"),
+            (V{"--a 1 --b 2", "--a 1 --b 2"}));
+  // Glued text joins the first and last fields; an empty unquoted value
+  // gives no word, a quoted one an empty word.
+  EXPECT_EQ(args_of("V=\" a b\"\nE=\npython x.py x${V}y $E \"$E\"\n"), (V{"x", "a", "by", ""}));
+  // --megatron-env values are split the same way.
+  EXPECT_EQ(args_of("python x.py $EXTRA\n", {{"EXTRA", "--c 3 --d 4"}}),
+            (V{"--c", "3", "--d", "4"}));
+  // Split words come out as separate words with their own sources, and the
+  // array's elements keep the lines they were written on.
+  const ShellScript s =
+      read_shell_script("A=(\n  \"--x 1\"\n  \"--y 2\"\n)\npython x.py ${A[@]}\n", "t.sh");
+  ASSERT_EQ(s.launch.args.size(), 4u);
+  EXPECT_EQ(s.launch.args[1].source, "1");
+  EXPECT_EQ(s.launch.args[0].line, 2);
+  EXPECT_EQ(s.launch.args[3].line, 3);
+}
+
+// An expansion the script does not define cannot be split: it stays one
+// unknown word (glued to the known text next to it) whose source is the
+// expansion as written, which bash splits the same way when the launcher
+// writes it back unquoted. The known text around it is still split.
+TEST(ShellScript, UnknownValuesAreNotSplit) {
+  EXPECT_EQ(args_of("A=(--a \"$1\" $EXTRA \"--b 2\")\npython x.py ${A[@]} $MORE\n"),
+            (V{"--a", "<$1>", "<$EXTRA>", "--b", "2", "<$MORE>"}));
+  // Quoted, the elements are the words as written.
+  EXPECT_EQ(args_of("A=(--a \"$1\" \"--b $2\")\npython x.py \"${A[@]}\"\n"),
+            (V{"--a", "<\"$1\">", "<\"--b $2\">"}));
+  EXPECT_EQ(args_of("X=$(cmd)\npython x.py --v $X \"$X\"\n"), (V{"--v", "<$(cmd)>", "<$(cmd)>"}));
+  // Glued to split text: the unknown piece keeps its own source.
+  EXPECT_EQ(args_of("V=\"--a 1 --b\"\npython x.py ${V}=$2\n"), (V{"--a", "1", "<--b=$2>"}));
+  // Flags in a string with values from the command line (Pai-Megatron-Patch
+  // style): the known flags are read, each unknown value is one word.
+  const std::string pai =
+      "LR=$6\nLAYERS=28\nSAVE=$2\n"
+      "opts=\" \\\n  --lr ${LR} --num-layers ${LAYERS} \\\n  --save \"${SAVE}\"/ckpt\"\n"
+      "DATA=(\"--data-path $DATA_PATH\")\n"
+      "torchrun pretrain_gpt.py ${opts} ${DATA[@]} \"$opts\"\n";
+  const ShellScript s = read_shell_script(pai, "t.sh");
+  EXPECT_EQ(texts(s.launch.args),
+            (V{"--lr", "<$6>", "--num-layers", "28", "--save", "<$2/ckpt>", "--data-path",
+               "<$DATA_PATH>", "<" + s.variables.at("opts")[0].source + ">"}));
+  EXPECT_EQ(s.launch.args[1].line, 8);
+  // Quoted, an unknown piece keeps its quotes: "-x $1" is one word.
+  EXPECT_EQ(args_of("V=\"a b\"\npython x.py $V\"-x $1\"\n"), (V{"a", "<b'-x '\"$1\">"}));
+}
+
+// $((...)) with bash's operators, precedence and 64-bit wrapping integers;
+// each expected value is what bash 5.2 prints.
+TEST(ShellScript, ArithmeticAsBashEvaluatesIt) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"($TP > 1) ? 1 : 0", "1"},
+      {"( $TP > 2 ) ? 1 : 0", "0"},
+      {"TP > 1", "1"},
+      {"TP >= 2 && TP <= 2", "1"},
+      {"TP == 2 || 1/0", "1"},
+      {"TP != 2 && 1/0", "0"},
+      {"!TP", "0"},
+      {"!0", "1"},
+      {"~5", "-6"},
+      {"5--3", "8"},
+      {"1 - -1", "2"},
+      {"-2**2", "4"},
+      {"2**3**2", "512"},
+      {"9223372036854775807*2", "-2"},
+      {"-9223372036854775807-1", "-9223372036854775808"},
+      {"(-9223372036854775807-1) / -1", "-9223372036854775808"},
+      {"(-9223372036854775807-1) % -1", "0"},
+      {"1<<65", "2"},
+      {"-8>>1", "-4"},
+      {"6 & 3 | 8 ^ 1", "11"},
+      {"1 + 2 * 3 << 1", "14"},
+      {"010 + 0x1F + 16#ff + 64#@_ + 36#Z", "4360"},
+      {"7%-3", "1"},
+      {"-7/2", "-3"},
+      {"1 ? 2 : 3 ? 4 : 5", "2"},
+      {"0 ? 1 : 0 ? 2 : 3", "3"},
+      {"a = 3, a + 1", "4"},
+      {"$X * 2", "8"},  // X="2+3": text first, then 2+3*2
+      {"X * 2", "10"},  // a variable's value is an expression
+      {"ALIAS", "2"},   // ALIAS=TP
+      {"EMPTY + 1", "1"},
+      {"${UNSET:-3} * ${#ARR[@]}", "6"},
+      {"ARR[1] + ARR[TP - 2]", "30"},
+      {"$((TP * 2)) + 1", "5"},
+      {"TP++ + TP", "5"},
+      {"++TP", "3"},
+      {"TP *= 4", "8"},
+  };
+  for (const auto& [expr, want] : cases) {
+    const std::string text =
+        "TP=2\nX=\"2+3\"\nALIAS=TP\nEMPTY=\nARR=(10 20)\npython x.py --v $((" + expr + "))\n";
+    const ShellScript s = read_shell_script(text, "t.sh");
+    EXPECT_EQ(texts(s.launch.args), (V{"--v", want})) << expr;
+    EXPECT_TRUE(s.notes.empty()) << expr << ": " << s.notes.front();
+  }
+  // Assignments inside $((...)) set the variable.
+  EXPECT_EQ(args_of("X=$((N = 3 * 4))\npython x.py $X $N\n"), (V{"12", "12"}));
+}
+
+// What the reader cannot evaluate is an unknown value with a note naming
+// the line and the expression, not an error.
+TEST(ShellScript, ArithmeticItCannotEvaluateIsUnknown) {
+  const ShellScript s = read_shell_script(
+      "TP=${11}\n"
+      "TP_COMM=$(( ($TP > 1) ? 1 : 0 ))\n"
+      "Z=$((8 / (2 - 2)))\n"
+      "Q=$((1 ? 2))\n"
+      "R=$((2 ** -1))\n"
+      "python x.py --a $TP_COMM --b $Z --c $((4 % 0)) --d $Q --e $R --f $((1 ? 5 : 1/0))\n",
+      "t.sh");
+  EXPECT_EQ(texts(s.launch.args),
+            (V{"--a", "<$(( ($TP > 1) ? 1 : 0 ))>", "--b", "<$((8 / (2 - 2)))>", "--c",
+               "<$((4 % 0))>", "--d", "<$((1 ? 2))>", "--e", "<$((2 ** -1))>", "--f", "5"}));
+  const std::vector<std::string> want = {
+      "$(( ($TP > 1) ? 1 : 0 )) on line 2 is not evaluated (it uses $TP, which has no value the "
+      "script defines); its value is unknown",
+      "$((8 / (2 - 2))) on line 3 is not evaluated (division by 0); its value is unknown",
+      "$((1 ? 2)) on line 4 is not evaluated (cannot read it: ':' expected for the conditional at "
+      "the end); its value is unknown",
+      "$((2 ** -1)) on line 5 is not evaluated (exponent less than 0); its value is unknown",
+      "$((4 % 0)) on line 6 is not evaluated (division by 0); its value is unknown"};
+  EXPECT_EQ(s.notes, want);
+  // Twenty are named, then one note says there are more.
+  std::string many;
+  for (int i = 0; i < 30; ++i) many += "X=$((1/0))\n";
+  const ShellScript m = read_shell_script(many + "python x.py\n", "t.sh");
+  ASSERT_EQ(m.notes.size(), 21u);
+  EXPECT_NE(m.notes[19].find("on line 20"), std::string::npos) << m.notes[19];
+  EXPECT_NE(m.notes[20].find("not named"), std::string::npos) << m.notes[20];
+  // The reader's own markers for unknown values cannot be forged: a \x01
+  // in a value or in the expression is refused, not trusted.
+  EXPECT_EQ(args_of("A=\"\x01"
+                    "5\"\npython x.py $(( $A + 1 )) $(( 2 \x02 ))\n"),
+            (V{"<$(( $A + 1 ))>", "<$(( 2 \x02 ))>"}));
+  // A known condition picks its branch even if the other is unknown.
+  EXPECT_EQ(args_of("TP=4\npython x.py $(( TP > 1 ? TP : $1 ))\n"), (V{"4"}));
+}
+
+// ((...)) commands and `let` assign; neither stops the reading, and
+// `for ((...))` is a loop header like any other.
+TEST(ShellScript, ArithmeticCommandsAndLet) {
+  const ShellScript s = read_shell_script(
+      "TP=2\n"
+      "(( N = TP * 4 ))\n"
+      "((N++))\n"
+      "let M=N+1 \"K = M << 1\"\n"
+      "if (( TP > 1 )); then\n  SP=1\nfi\n"
+      "for (( i = 0; i < 3; i++ )); do\n  :\ndone\n"
+      "(( W = y << 2 ))\n"
+      "(( U = $1 + 1 ))\n"
+      "python x.py --n $N --m $M --k $K --sp $SP --u $U\n",
+      "t.sh");
+  EXPECT_EQ(texts(s.launch.args),
+            (V{"--n", "9", "--m", "10", "--k", "20", "--sp", "1", "--u", "<$(($1 + 1))>"}));
+  EXPECT_EQ(s.find("i"), nullptr);  // the loop header is not evaluated
+  // y and $1 are unknown: two notes.
+  ASSERT_EQ(s.notes.size(), 3u) << s.notes[0];
+  EXPECT_NE(s.notes[1].find("(( W = y << 2 )) on line 11"), std::string::npos) << s.notes[1];
+  EXPECT_NE(s.notes[2].find("(( U = $1 + 1 )) on line 12"), std::string::npos) << s.notes[2];
+}
+
+// Here-documents: the body is consumed up to the delimiter line (never
+// read as commands) and the here-document is skipped with a note naming
+// its line, the command it feeds and the file that command writes.
+TEST(ShellScript, HereDocumentsAreSkippedWithANote) {
+  const std::string text =
+      "TP=2\n"
+      "cat <<EOF > \"${OUT}/config.yaml\"\n"                                     // 2
+      "model:\n  layers: $((TP * 4))\n  name: \"open quote\n"                    // 3-5
+      "torchrun fake.py --bad\n"                                                 // 6
+      "EOF\n"                                                                    // 7
+      "python - <<'PYEOF' 2>&1 | tee log\n"                                      // 8
+      "print(\"(\")\n"                                                           // 9
+      "PYEOF\n"                                                                  // 10
+      "\tcat <<-END >> notes.txt\n"                                              // 11
+      "\tindented\n"                                                             // 12
+      "\tEND\n"                                                                  // 13
+      "cat <<\"E O F\" <<EOF2; echo <<< \"here string\"\n"                       // 14
+      "E O F\n"                                                                  // 15
+      "EOF2\n"                                                                   // 16
+      "torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers $((TP * 2))\n";  // 17
+  const ShellScript s = read_shell_script(text, "t.sh");
+  EXPECT_EQ(texts(s.launch.args), (V{"--num-layers", "4"}));
+  EXPECT_EQ(s.launch.line, 17);
+  const std::vector<std::string> want = {
+      "the here-document <<EOF on line 2 (lines 3-6) feeds cat, written to "
+      "\"${OUT}/config.yaml\"; it is skipped: hapmoe runs nothing, and its lines are not read as "
+      "commands",
+      "the here-document <<'PYEOF' on line 8 (line 9) feeds python; it is skipped: hapmoe runs "
+      "nothing, and its lines are not read as commands",
+      "the here-document <<-END on line 11 (line 12) feeds cat, written to notes.txt; it is "
+      "skipped: hapmoe runs nothing, and its lines are not read as commands",
+      "the here-document <<\"E O F\" on line 14 (with no lines) feeds cat; it is skipped: hapmoe "
+      "runs nothing, and its lines are not read as commands",
+      "the here-document <<EOF2 on line 14 (with no lines) feeds cat; it is skipped: hapmoe runs "
+      "nothing, and its lines are not read as commands"};
+  EXPECT_EQ(s.notes, want);
+}
+
+// A here-document given to the launch command itself: the command line is
+// read, and the note says what is not.
+TEST(ShellScript, HereDocumentOfTheLaunchCommandIsNamed) {
+  const ShellScript s = read_shell_script(
+      "torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 4 <<EOF\n--hidden-size 8\nEOF\n",
+      "t.sh");
+  EXPECT_EQ(texts(s.launch.args), (V{"--num-layers", "4"}));
+  ASSERT_EQ(s.notes.size(), 1u);
+  EXPECT_EQ(s.notes[0],
+            "the launch command on line 1 reads the here-document <<EOF on line 1 (line 2) on its "
+            "standard input; only its command line is read, not what the here-document gives the "
+            "program");
+}
+
+// eval reads its words again as commands (Pai-Megatron-Patch builds the
+// launch command in a string and runs `eval ${run_cmd}`); unknown words are
+// read again from their source and stay unknown.
+TEST(ShellScript, EvalReadsItsWordsAgain) {
+  const ShellScript s = read_shell_script(
+      "OPTS=\"--a 1 --b '2 3'\"\n"
+      "run_cmd=\"torchrun --nnodes 1 pretrain_gpt.py ${OPTS} --save $1\"\n"
+      "echo ${run_cmd}\n"
+      "eval ${run_cmd}\n",
+      "t.sh");
+  ASSERT_TRUE(s.has_command);
+  EXPECT_EQ(s.launch.line, 4);
+  EXPECT_EQ(texts(s.launch.args), (V{"--a", "1", "--b", "2 3", "--save", "<$1>"}));
+  EXPECT_EQ(args_of("eval 'X=5; Y=$((X + 1))'\npython x.py $Y\n"), (V{"6"}));
+}
+
 TEST(ShellScript, QuoteRoundTrips) {
   for (const std::string s : {"plain", "two words", "it's", "E,t*9|t*9|L", "", "$HOME"}) {
     EXPECT_EQ(args_of("python a.py --v " + shell_quote(s) + "\n"), (V{"--v", s})) << s;
@@ -119,17 +365,54 @@ TEST(ShellScript, HostileScriptsFailCleanlyInBoundedTime) {
   nested += "1";
   for (int i = 0; i < 200; ++i) nested += "}";
   nested += "\n";
+  // Each variable's value names the one below 1000 times: reading A would
+  // take 1000^5 steps.
+  std::string exponential = "E=1\n";
+  for (const char* name : {"D", "C", "B", "A"}) {
+    std::string sum = "0";
+    for (int i = 0; i < 1000; ++i)
+      sum += std::string("+") + (name[0] == 'D' ? "E" : std::string(1, name[0] + 1));
+    exponential += std::string(name) + "=\"" + sum + "\"\n";
+  }
+  exponential += "X=$((A))\n";
+  // Copies of a 512 KiB value, an element of a large array, appends to an
+  // array: each linear in what it copies, so none takes long.
+  std::string copies = "A=x\n";
+  for (int i = 0; i < 19; ++i) copies += "A=\"$A$A\"\n";
+  for (int i = 0; i < 100000; ++i) copies += "B=$A\n";
+  std::string elements = "A=(\n";
+  for (int i = 0; i < 100000; ++i) elements += "x\n";
+  elements += ")\n";
+  for (int i = 0; i < 100000; ++i) elements += "B=${A[1]}$((A[2]))\n";
+  std::string appends;
+  for (int i = 0; i < 100000; ++i) appends += "A+=(x)\n";
   const std::vector<Case> cases = {
       {"python a.py --a 'open\n", "t.sh:1: unterminated single quote"},
       {"python a.py \\\n --a \"open\n", "t.sh:2: unterminated double quote"},
       {"A=(\n --a 1\n", "t.sh:1: unterminated array"},
       {"python a.py --a ${X\n", "unterminated '{'"},
-      {"python a.py <<EOF\n--a 1\nEOF\n", "here-documents"},
+      {"python a.py\n\ncat <<EOF > x\n--a 1\nEO\n", "t.sh:3: unterminated here-document <<EOF"},
+      {"python a.py --a 1 <<-'END'", "t.sh:1: unterminated here-document <<-'END'"},
+      {"cat <<\npython a.py\n", "t.sh:1: here-document << without a delimiter word"},
       {"python a.py --a " + std::string(10u << 20, 'x') + "\n", "at most"},
       {doubling, "runaway"},
       {nested, "nested too deeply"},
-      {"A=$((1/0))\n", "division by zero"},
-      {"A=$((9223372036854775807*2))\n", "overflow"},
+      {"X=$((" + std::string(40, '(') + "1" + std::string(40, ')') + "))\n", "nested too deeply"},
+      {"X=$((" + std::string(40, '-') + "1))\n", "nested too deeply"},
+      {"X=$((1?1:1?1:" +
+           [] {
+             std::string t;
+             for (int i = 0; i < 40; ++i) t += "1?1:";
+             return t;
+           }() +
+           "1))\n",
+       "nested too deeply"},
+      {"A=B\nB=A\nX=$((A))\n", "nested too deeply"},
+      {exponential, "steps"},
+      {"A='eval $A'\neval $A\n", "t.sh:2: eval is nested too deeply"},
+      {copies, "copy more than"},
+      {elements, "no Megatron-LM launch command"},
+      {appends, "no Megatron-LM launch command"},
       {"A=1\nB=$A\nA=$B$B\npython a.py --a $A\n", ""},  // no recursion: eager values
   };
   for (const Case& c : cases) {
