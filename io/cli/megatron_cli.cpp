@@ -1,5 +1,6 @@
 #include "io/cli/megatron_cli.h"
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -28,6 +29,11 @@ void add_megatron_options(cxxopts::Options& o) {
       cxxopts::value<std::vector<std::string>>())(
       "vocab-size", "vocabulary size when the script does not give --vocab-size",
       cxxopts::value<std::string>())(
+      "nnodes",
+      "the nodes the script runs on (with --gpus-per-node; default: what the script "
+      "says, e.g. torchrun --nnodes, WORLD_SIZE or srun -N)",
+      cxxopts::value<std::string>())("gpus-per-node", "devices per node the script runs on",
+                                     cxxopts::value<std::string>())(
       "megatron-stage-devices",
       "device type of each pipeline stage of the script's own plan, e.g. H800,H800,910B,910B "
       "(default: the script's HAPMOE_STAGE_DEVICES, else ranks fill the cluster's pools in "
@@ -51,7 +57,8 @@ void add_launcher_options(cxxopts::Options& o) {
 
 std::shared_ptr<MegatronScript> read_megatron_input(const cxxopts::ParseResult& r) {
   if (r.count("megatron-script") == 0) {
-    for (const char* option : {"megatron-env", "megatron-stage-devices"}) {
+    for (const char* option :
+         {"megatron-env", "megatron-stage-devices", "nnodes", "gpus-per-node"}) {
       if (r.count(option)) {
         throw InputError(std::string("--") + option, "is only read with --megatron-script");
       }
@@ -82,6 +89,25 @@ std::shared_ptr<MegatronScript> read_megatron_input(const cxxopts::ParseResult& 
     for (const std::string& d : r["megatron-stage-devices"].as<std::vector<std::string>>()) {
       devices.push_back({d, true, d, 0});
     }
+  }
+  if (r.count("nnodes") || r.count("gpus-per-node")) {
+    if (!r.count("nnodes") || !r.count("gpus-per-node")) {
+      throw InputError(r.count("nnodes") ? "--nnodes" : "--gpus-per-node",
+                       "give both --nnodes and --gpus-per-node (the world the script runs on)");
+    }
+    const double nodes = parse_number_text(r["nnodes"].as<std::string>(), 1, 1 << 20, "--nnodes");
+    const double per =
+        parse_number_text(r["gpus-per-node"].as<std::string>(), 1, 1024, "--gpus-per-node");
+    if (nodes != std::floor(nodes) || per != std::floor(per) || nodes * per > (1 << 24)) {
+      throw InputError("--nnodes", "--nnodes x --gpus-per-node must be whole and at most 2^24");
+    }
+    const std::optional<int> own = megatron_world_size(*script);
+    script->world_size = static_cast<int>(nodes * per);
+    script->notes.push_back(
+        "world size " + std::to_string(*script->world_size) + " from --nnodes " +
+        std::to_string(static_cast<int>(nodes)) + " x --gpus-per-node " +
+        std::to_string(static_cast<int>(per)) +
+        (own ? " (the script says " + std::to_string(*own) + ")" : " (the script does not say)"));
   }
   return script;
 }

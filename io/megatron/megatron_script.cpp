@@ -959,6 +959,7 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
 }
 
 std::optional<int> megatron_world_size(const MegatronScript& script) {
+  if (script.world_size) return script.world_size;
   // A WORLD_SIZE variable wins over the launch command: hapmoe's launchers
   // give each node its own --nproc-per-node, which reads as node 0's here.
   const ShellScript& sh = script.shell;

@@ -31,6 +31,9 @@ struct MegatronScript {
   std::vector<MegatronFlag> flags;   // in order; a repeated flag keeps its last values
   std::vector<std::string> unknown;  // flags hapmoe does not know (kept as they are)
   std::vector<std::string> notes;    // approximations and defaults worth saying
+  // The world the script runs on when the command line says it
+  // (evaluate --nnodes x --gpus-per-node): wins over what the script says.
+  std::optional<int> world_size;
 
   const MegatronFlag* find(const std::string& name) const;
   bool has(const std::string& name) const { return find(name) != nullptr; }

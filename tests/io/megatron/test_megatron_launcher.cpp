@@ -482,6 +482,30 @@ TEST(MegatronLauncher, HostListNamesTheNodes) {
                InputError);
 }
 
+// evaluate is told the world the script runs on without editing it:
+// --nnodes x --gpus-per-node replace what the script says (16: torchrun
+// --nnodes 2 --nproc-per-node 8), with a note; one without the other is
+// an input error.
+TEST(MegatronLauncher, EvaluateTakesTheWorldFromTheCommandLine) {
+  std::string out;
+  const int code = cli({"evaluate", "--megatron-script", kData + "mixtral_s.sh", "--cluster",
+                        "paper:32-2", "--nnodes", "4", "--gpus-per-node", "8"},
+                       &out);
+  EXPECT_EQ(code, kExitOk) << out;
+  EXPECT_NE(out.find("PP=2 TP=2 CP=1 EP=4 TPE=2 DP=8"), std::string::npos) << out;
+  EXPECT_NE(out.find("world size 32 from --nnodes 4 x --gpus-per-node 8 (the script says 16)"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(cli({"evaluate", "--megatron-script", kData + "mixtral_s.sh", "--cluster", "paper:32-2",
+                 "--nnodes", "4"},
+                &out),
+            kExitInput);
+  EXPECT_EQ(cli({"evaluate", "--model", "mixtral-s", "--cluster", "paper:32-2", "--nnodes", "4",
+                 "--gpus-per-node", "8"},
+                &out),
+            kExitInput);
+}
+
 TEST(MegatronLauncher, EvaluateScoresTheScriptsOwnSettings) {
   std::string out;
   const int code =
