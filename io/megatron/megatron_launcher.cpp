@@ -286,7 +286,9 @@ HostsByDevice parse_launcher_hosts(const std::string& text, const std::string& o
 }
 
 void check_launcher_hosts(const HostsByDevice& hosts, const ClusterSpec& cluster) {
-  for (const auto& [device, names] : hosts) {
+  for (const auto& entry : hosts) {
+    const std::string& device = entry.first;
+    const std::vector<std::string>& names = entry.second;
     const bool in_cluster = std::any_of(cluster.pools.begin(), cluster.pools.end(), [&](auto& p) {
       std::string key;
       for (char c : p.device.name)
