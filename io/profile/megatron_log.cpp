@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <utility>
+#include <vector>
 
 #include "costmodel/errors.h"
 #include "io/profile/profile_parse.h"
@@ -25,6 +27,22 @@ std::optional<double> number(std::string_view text) {
   const double v = std::strtod(s.c_str(), &end);
   if (end != s.c_str() + s.size()) return std::nullopt;
   return v;
+}
+
+// The "key: value" fields of a '|'-separated line, trimmed (a field
+// without a colon is skipped; the last colon splits).
+std::vector<std::pair<std::string_view, std::string_view>> fields(std::string_view rest) {
+  std::vector<std::pair<std::string_view, std::string_view>> out;
+  while (!rest.empty()) {
+    const std::size_t bar = std::min(rest.find('|'), rest.size());
+    const std::string_view field = trim(rest.substr(0, bar));
+    rest.remove_prefix(std::min(bar + 1, rest.size()));
+    const std::size_t colon = field.rfind(':');
+    if (colon != std::string_view::npos) {
+      out.emplace_back(trim(field.substr(0, colon)), trim(field.substr(colon + 1)));
+    }
+  }
+  return out;
 }
 
 // "name .......: value" -> (name, value), the dots of ljust removed.
@@ -129,16 +147,9 @@ MegatronLog parse_megatron_log(std::string_view text, const std::string& origin)
       }
       iv.iteration = static_cast<int>(*done);
       iv.train_iters = static_cast<int>(*total);
-      std::string_view rest = line.substr(line.find('|', it) + 1);
       bool have_time = false;
-      while (!rest.empty()) {
-        const std::size_t bar = std::min(rest.find('|'), rest.size());
-        const std::string_view field = trim(rest.substr(0, bar));
-        rest.remove_prefix(std::min(bar + 1, rest.size()));
-        const std::size_t colon = field.rfind(':');
-        if (colon == std::string_view::npos) continue;
-        const std::string key(trim(field.substr(0, colon)));
-        const std::string_view value = trim(field.substr(colon + 1));
+      for (const auto& [key_view, value] : fields(line.substr(line.find('|', it) + 1))) {
+        const std::string key(key_view);
         const auto v = number(value);
         if (key == "elapsed time per iteration (ms)") {
           if (!v || !(*v > 0) || !std::isfinite(*v)) {
@@ -166,18 +177,10 @@ MegatronLog parse_megatron_log(std::string_view text, const std::string& origin)
       m.line = n;
       const auto rank = number(line.substr(6, line.find(']') - 6));
       if (rank) m.rank = static_cast<int>(*rank);
-      std::string_view rest = line.substr(mem + 12);
-      while (!rest.empty()) {
-        const std::size_t bar = std::min(rest.find('|'), rest.size());
-        const std::string_view field = trim(rest.substr(0, bar));
-        rest.remove_prefix(std::min(bar + 1, rest.size()));
-        const std::size_t colon = field.find(':');
-        if (colon == std::string_view::npos) continue;
-        const std::string_view key = trim(field.substr(0, colon));
-        const auto v = number(field.substr(colon + 1));
+      for (const auto& [key, value] : fields(line.substr(mem + 12))) {
+        const auto v = number(value);
         if (!v || *v < 0) {
-          throw InputError(where, "memory (MB) " + std::string(key) + ": \"" +
-                                      std::string(trim(field.substr(colon + 1))) +
+          throw InputError(where, "memory (MB) " + std::string(key) + ": \"" + std::string(value) +
                                       "\" is not a size in MB");
         }
         if (key == "allocated") m.allocated_mb = *v;
