@@ -24,11 +24,20 @@ void add_megatron_options(cxxopts::Options& o) {
       "settings",
       cxxopts::value<std::string>())(
       "megatron-env",
-      "KEY=VALUE for a variable the script takes from its environment (comma-separated or "
-      "repeated; values cannot contain commas)",
+      "NAME=VALUE in the script's environment, as if exported before running it: it fills "
+      "${NAME:-default} and names the script reads without setting, but the script's own "
+      "NAME=... wins (comma-separated or repeated; values cannot contain commas)",
       cxxopts::value<std::vector<std::string>>())(
-      "vocab-size", "vocabulary size when the script does not give --vocab-size",
-      cxxopts::value<std::string>())(
+      "megatron-env-override",
+      "NAME=VALUE that wins over the script's own assignments to NAME too (each one skipped, "
+      "with a note)",
+      cxxopts::value<std::vector<std::string>>())(
+      "megatron-script-args",
+      "the script's positional arguments $1 ... $N, exactly as typed after its name, e.g. "
+      "\"dlc A3B 1 256\" (default: unknown)",
+      cxxopts::value<std::string>())("vocab-size",
+                                     "vocabulary size when the script does not give --vocab-size",
+                                     cxxopts::value<std::string>())(
       "nnodes",
       "the nodes the script runs on (with --gpus-per-node; default: what the script "
       "says, e.g. torchrun --nnodes, WORLD_SIZE or srun -N)",
@@ -57,8 +66,8 @@ void add_launcher_options(cxxopts::Options& o) {
 
 std::shared_ptr<MegatronScript> read_megatron_input(const cxxopts::ParseResult& r) {
   if (r.count("megatron-script") == 0) {
-    for (const char* option :
-         {"megatron-env", "megatron-stage-devices", "nnodes", "gpus-per-node"}) {
+    for (const char* option : {"megatron-env", "megatron-env-override", "megatron-script-args",
+                               "megatron-stage-devices", "nnodes", "gpus-per-node"}) {
       if (r.count(option)) {
         throw InputError(std::string("--") + option, "is only read with --megatron-script");
       }
@@ -70,18 +79,24 @@ std::shared_ptr<MegatronScript> read_megatron_input(const cxxopts::ParseResult& 
                      "give either --model or --megatron-script (the script is the model), not "
                      "both");
   }
-  std::map<std::string, std::string> env;
-  if (r.count("megatron-env")) {
-    for (const std::string& kv : r["megatron-env"].as<std::vector<std::string>>()) {
+  ShellInputs inputs;
+  for (const char* option : {"megatron-env", "megatron-env-override"}) {
+    if (!r.count(option)) continue;
+    auto& into = std::string(option) == "megatron-env" ? inputs.env : inputs.overrides;
+    for (const std::string& kv : r[option].as<std::vector<std::string>>()) {
       const auto eq = kv.find('=');
       if (eq == std::string::npos || eq == 0) {
-        throw InputError("--megatron-env", "\"" + kv + "\" is not KEY=VALUE");
+        throw InputError(std::string("--") + option, "\"" + kv + "\" is not NAME=VALUE");
       }
-      env[kv.substr(0, eq)] = kv.substr(eq + 1);
+      into[kv.substr(0, eq)] = kv.substr(eq + 1);
     }
   }
+  if (r.count("megatron-script-args")) {
+    inputs.args =
+        split_shell_words(r["megatron-script-args"].as<std::string>(), "--megatron-script-args");
+  }
   auto script = std::make_shared<MegatronScript>(
-      read_megatron_script(r["megatron-script"].as<std::string>(), env));
+      read_megatron_script(r["megatron-script"].as<std::string>(), inputs));
   if (r.count("megatron-stage-devices")) {
     // Same place as a script's own HAPMOE_STAGE_DEVICES=(...), which it replaces.
     std::vector<ShellWord>& devices = script->shell.variables["HAPMOE_STAGE_DEVICES"];

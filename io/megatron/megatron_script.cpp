@@ -545,9 +545,9 @@ bool is_parallel_flag(const std::string& name) {
 }
 
 MegatronScript parse_megatron_script(const std::string& text, const std::string& origin,
-                                     const std::map<std::string, std::string>& env) {
+                                     const ShellInputs& inputs) {
   MegatronScript s;
-  s.shell = read_shell_script(text, origin, env);
+  s.shell = read_shell_script(text, origin, inputs);
   s.notes = s.shell.notes;
   check_entry_point(s);
   const std::vector<ShellWord>& args = s.shell.launch.args;
@@ -624,9 +624,8 @@ MegatronScript parse_megatron_script(const std::string& text, const std::string&
   return s;
 }
 
-MegatronScript read_megatron_script(const std::string& path,
-                                    const std::map<std::string, std::string>& env) {
-  return parse_megatron_script(read_text_file(path, 8u << 20), path, env);
+MegatronScript read_megatron_script(const std::string& path, const ShellInputs& inputs) {
+  return parse_megatron_script(read_text_file(path, 8u << 20), path, inputs);
 }
 
 Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defaults) {

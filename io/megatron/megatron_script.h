@@ -40,12 +40,12 @@ struct MegatronScript {
   const std::string& origin() const { return shell.origin; }
 };
 
-// Reads the script `path` (or its `text`); `env` gives values of variables
-// the script reads from its environment (--megatron-env KEY=VALUE).
-MegatronScript read_megatron_script(const std::string& path,
-                                    const std::map<std::string, std::string>& env = {});
+// Reads the script `path` (or its `text`) with what the command line gives
+// it: its environment and arguments (--megatron-env, --megatron-env-override,
+// --megatron-script-args).
+MegatronScript read_megatron_script(const std::string& path, const ShellInputs& inputs = {});
 MegatronScript parse_megatron_script(const std::string& text, const std::string& origin,
-                                     const std::map<std::string, std::string>& env = {});
+                                     const ShellInputs& inputs = {});
 
 // Settings the command line may give when the script does not.
 struct MegatronDefaults {

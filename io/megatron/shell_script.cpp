@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -47,6 +48,15 @@ bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) 
 bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
 bool is_valid_name(const std::string& s) {
   return !s.empty() && is_name_start(s[0]) && std::all_of(s.begin(), s.end(), is_name_char);
+}
+
+// A whole decimal integer ("-3", "42"), else nullopt.
+std::optional<std::int64_t> parse_int64(const std::string& s) {
+  std::int64_t v = 0;
+  const char* end = s.data() + s.size();
+  const auto [p, ec] = std::from_chars(s.data(), end, v);
+  if (ec != std::errc() || p != end || s.empty()) return std::nullopt;
+  return v;
 }
 
 // ---------------------------------------------------------------------------
@@ -601,15 +611,43 @@ struct Value {
 
 class Interpreter {
  public:
-  Interpreter(const std::string& origin, const std::map<std::string, std::string>& env,
-              const ShellLimits& limits)
-      : origin_(origin), env_(env), limits_(limits) {}
+  Interpreter(const std::string& origin, const ShellInputs& inputs, const ShellLimits& limits)
+      : origin_(origin), env_(inputs.env), overrides_(inputs.overrides), limits_(limits) {
+    for (const auto& [name, value] : overrides_) {
+      vars_[name] = {make_val(value, shell_quote(value), 0)};
+    }
+    if (inputs.args) {
+      positional_.emplace();
+      for (const std::string& a : *inputs.args) {
+        positional_->push_back(make_val(a, shell_quote(a), 0));
+      }
+    }
+  }
+
+  // The words of `tokens` as bash splits them (no separators allowed; every
+  // word must be known).
+  std::vector<std::string> words_of(const std::vector<Token>& tokens) {
+    ShellScript script;
+    script_ = &script;
+    std::vector<std::string> out;
+    for (const Token& t : tokens) {
+      if (t.separator || !t.word.redirect.empty()) {
+        fail(t.line, "only words, not shell operators (; & | < > ( ) or a new line)");
+      }
+      for (const Val& v : expand_word(t.word, true)) {
+        if (!v.known) fail(t.line, v.source + " is not expanded here: write its value");
+        out.push_back(v.text);
+      }
+    }
+    return out;
+  }
 
   ShellScript run(const std::vector<Token>& tokens) {
     ShellScript script;
     script.origin = origin_;
     script_ = &script;
     run_tokens(tokens, script);
+    note_unread_inputs(script);
     if (!script.has_command) {
       if (bare_args_.empty() || bare_args_.front().text.rfind("--", 0) != 0) {
         throw InputError(origin_,
@@ -708,8 +746,15 @@ class Interpreter {
       }
       return;
     }
+    if (cmd == "shift") {
+      shift(words, i + 1);
+      return;
+    }
     if (cmd == "unset") {
-      for (std::size_t j = i + 1; j < words.size(); ++j) vars_.erase(literal_of(*words[j]));
+      for (std::size_t j = i + 1; j < words.size(); ++j) {
+        const std::string name = literal_of(*words[j]);
+        if (may_assign(name, words[j]->line)) vars_.erase(name);
+      }
       return;
     }
     // A command: expand its words (prefix assignments are its environment
@@ -870,6 +915,70 @@ class Interpreter {
     script.launch.line = first.line;
   }
 
+  // shift [N]: drops the first N positional parameters; nothing when there
+  // are fewer (bash's shift fails); all are unknown after a shift by an
+  // unknown count.
+  void shift(const std::vector<const Word*>& words, std::size_t from) {
+    if (!positional_) return;
+    std::size_t n = 1;
+    if (from < words.size()) {
+      const std::vector<Val> count = expand_word(*words[from], true);
+      const std::optional<std::int64_t> k =
+          count.size() == 1 && count[0].known ? parse_int64(count[0].text) : std::nullopt;
+      if (!k || *k < 0) {
+        script_->notes.push_back("line " + std::to_string(words[from]->line) + ": shift " +
+                                 words[from]->source +
+                                 " is not evaluated; the positional parameters after it are "
+                                 "unknown");
+        positional_.reset();
+        return;
+      }
+      n = static_cast<std::size_t>(*k);
+    }
+    if (n > positional_->size()) return;  // bash: shift fails, nothing changes
+    positional_->erase(positional_->begin(), positional_->begin() + static_cast<long>(n));
+  }
+
+  // Says which --megatron-env / --megatron-env-override values the script
+  // never read, and why.
+  void note_unread_inputs(ShellScript& script) const {
+    for (const auto& [name, value] : env_) {
+      if (read_.count(name)) continue;
+      const std::string given = "--megatron-env " + name + "=" + value;
+      if (const auto it = assigned_.find(name); it != assigned_.end()) {
+        script.notes.push_back(given + " is not used: the script sets " + name + " on line " +
+                               std::to_string(it->second) +
+                               " before reading it (--megatron-env-override " + name + "=" + value +
+                               " replaces the script's value)");
+      } else {
+        script.notes.push_back(given + " is not used: the script never reads " + name);
+      }
+    }
+    for (const auto& [name, value] : overrides_) {
+      if (!read_.count(name)) {
+        script.notes.push_back("--megatron-env-override " + name + "=" + value +
+                               " is not used: the script never reads " + name);
+      }
+    }
+  }
+
+  // False (with a note, once per name) if NAME is given by
+  // --megatron-env-override, whose value wins over the script's
+  // assignments; else records where the script first sets a name that
+  // --megatron-env gives.
+  bool may_assign(const std::string& name, int line) {
+    if (const auto it = overrides_.find(name); it != overrides_.end()) {
+      if (override_noted_.insert(name).second) {
+        script_->notes.push_back("line " + std::to_string(line) + " sets " + name +
+                                 "; --megatron-env-override " + name + "=" + it->second +
+                                 " keeps its value (and at every later assignment)");
+      }
+      return false;
+    }
+    if (env_.count(name)) assigned_.try_emplace(name, line);
+    return true;
+  }
+
   void mark_exported(const std::string& name) {
     if (std::find(exported_.begin(), exported_.end(), name) == exported_.end()) {
       exported_.push_back(name);
@@ -877,6 +986,8 @@ class Interpreter {
   }
 
   void assign(const Word& w, bool exported) {
+    if (exported) mark_exported(w.assign_name);
+    if (!may_assign(w.assign_name, w.line)) return;
     // Expand first: the value may read the variable's old value.
     if (w.is_array) {
       // The new elements (they may read the old ones), then appended in
@@ -922,19 +1033,43 @@ class Interpreter {
         target.push_back(std::move(v));
       }
     }
-    if (exported) mark_exported(w.assign_name);
   }
 
   // The words of NAME (a scalar or an array), or null if it is unset;
   // not copied (an array may be large).
   const std::vector<Val>* stored(const std::string& name, int line) {
-    if (const auto it = vars_.find(name); it != vars_.end()) return &it->second;
+    if (const auto it = vars_.find(name); it != vars_.end()) {
+      if (overrides_.count(name)) read_.insert(name);
+      return &it->second;
+    }
     if (const auto it = env_.find(name); it != env_.end()) {
+      read_.insert(name);
       auto [cached, added] = env_vals_.try_emplace(name);
       if (added) cached->second.push_back(make_val(it->second, shell_quote(it->second), line));
       return &cached->second;
     }
     return nullptr;
+  }
+
+  // $N, $#, $@ and $* when --megatron-script-args gave the positional
+  // parameters: true, with `value` their words ($N beyond the last: none).
+  // False for the others ($0, $$, $?, ...) and without the arguments.
+  bool positional(const std::string& name, int line, std::vector<Val>& value) const {
+    value.clear();
+    if (!positional_) return false;
+    const std::vector<Val>& args = *positional_;
+    if (name == "@" || name == "*") {
+      value = args;
+    } else if (name == "#") {
+      value.push_back(make_val(std::to_string(args.size()), std::to_string(args.size()), line));
+    } else if (std::isdigit(static_cast<unsigned char>(name[0])) != 0 && name != "0") {
+      const std::size_t n = name.size() > 9 ? args.size() + 1 : std::stoul(name);
+      if (n <= args.size()) value.push_back(args[n - 1]);
+    } else {
+      return false;
+    }
+    for (Val& w : value) w.line = line;
+    return true;
   }
 
   // A copy of the value of NAME, charged to the expansion budget.
@@ -1009,7 +1144,16 @@ class Interpreter {
     }
     const std::string op_and_word = s.substr(i);
     const bool special = !is_name_start(name[0]);
-    const std::vector<Val>* all = special ? nullptr : stored(name, line);
+    std::vector<Val> special_value;
+    // A special parameter is unknown unless it is positional and
+    // --megatron-script-args gave them.
+    const bool unknown_special = special && !positional(name, line, special_value);
+    const std::vector<Val>* all = nullptr;
+    if (!special) {
+      all = stored(name, line);
+    } else if (!unknown_special && (!special_value.empty() || name == "@" || name == "*")) {
+      all = &special_value;
+    }
     Value v;
     v.set = all != nullptr;
     // Select by index (copying only what is selected).
@@ -1026,7 +1170,7 @@ class Interpreter {
           index.find("$(") == std::string::npos;
       const std::optional<std::int64_t> k =
           arithmetic ? arith(index, line, depth + 1, src, false) : std::nullopt;
-      all = stored(name, line);  // the index may have assigned variables
+      if (!special) all = stored(name, line);  // the index may have assigned variables
       const std::int64_t kv = k.value_or(-1);
       if (!k) {
         v.words.assign(1, unknown(src, line));
@@ -1035,7 +1179,7 @@ class Interpreter {
       } else {
         v.words = {(*all)[static_cast<std::size_t>(kv)]};
       }
-    } else if (v.set && index.empty()) {
+    } else if (v.set && index.empty() && name != "@" && name != "*") {
       if (!all->empty()) v.words = {all->front()};  // $ARR is its first element
     } else if (v.set) {
       v.words = *all;
@@ -1044,7 +1188,7 @@ class Interpreter {
     const bool empty = !v.set || v.words.empty() ||
                        (v.words.size() == 1 && v.words[0].known && v.words[0].text.empty());
     if (op_and_word.empty()) {
-      if (special || !v.set) {
+      if (unknown_special || (!v.set && !special)) {
         // Not defined by the script: unknown until run time.
         out.words.push_back(unknown(src, line));
         return out;
@@ -1079,7 +1223,7 @@ class Interpreter {
         return out;
       }
       out = expand_arg();
-      if (kind == '=' && !special) vars_[name] = out.words;
+      if (kind == '=' && !special && may_assign(name, line)) vars_[name] = out.words;
       return out;
     }
     if (kind == '?') {
@@ -1404,7 +1548,7 @@ class Interpreter {
 
   // NAME = v (unknown: its value reads back as $((rhs))).
   void arith_store(Arith& a, const std::string& name, const Num& v, const std::string& rhs) {
-    if (a.skip > 0) return;
+    if (a.skip > 0 || !may_assign(name, a.line)) return;
     if (!v.known || a.uncertain > 0) {
       Val u = unknown("$((" + rhs + "))", a.line);
       vars_[name] = {u};
@@ -1785,8 +1929,9 @@ class Interpreter {
   static bool splits(char c) { return c == ' ' || c == '\t' || c == '\n'; }
 
   // '@' or '*' if `p` is ${NAME[@]} / ${NAME[*]} (possibly with an
-  // operator after the subscript), else 0.
+  // operator after the subscript) or $@ / $*, else 0.
   static char array_subscript(const Part& p) {
+    if (p.kind == PartKind::kParam && (p.text == "@" || p.text == "*")) return p.text[0];
     if (p.kind != PartKind::kParam || !p.braced || p.text.empty() || !is_name_start(p.text[0])) {
       return 0;
     }
@@ -1827,6 +1972,12 @@ class Interpreter {
         const Value v = lookup(p.text.substr(0, p.text.size() - 3), w.line);
         if (v.set) return v.words;
         return {unknown(w.source, w.line)};
+      }
+      // Exactly "$@": the arguments, one word each (none if there are none).
+      std::vector<Val> args;
+      if (p.quoted && p.text == "@" && positional("@", w.line, args)) {
+        charge(args, w.line);
+        return args;
       }
       // A plain $NAME / "${NAME}" whose value is unknown and is not split:
       // the value's own source (CKPT=$1 ... --save $CKPT keeps "$1"), so a
@@ -1956,7 +2107,12 @@ class Interpreter {
   }
 
   std::string origin_;
-  std::map<std::string, std::string> env_;
+  std::map<std::string, std::string> env_;        // --megatron-env
+  std::map<std::string, std::string> overrides_;  // --megatron-env-override
+  std::optional<std::vector<Val>> positional_;    // $1 ... (--megatron-script-args)
+  std::set<std::string> read_;                    // names of env_ / overrides_ the script read
+  std::map<std::string, int> assigned_;           // names of env_: where the script first sets them
+  std::set<std::string> override_noted_;
   const ShellLimits& limits_;
   std::map<std::string, std::vector<Val>> vars_;
   std::vector<std::string> exported_;
@@ -1974,8 +2130,7 @@ class Interpreter {
 }  // namespace
 
 ShellScript read_shell_script(const std::string& text, const std::string& origin,
-                              const std::map<std::string, std::string>& env,
-                              const ShellLimits& limits) {
+                              const ShellInputs& inputs, const ShellLimits& limits) {
   if (text.size() > limits.max_bytes) {
     throw InputError(origin, "the script is " + std::to_string(text.size()) + " bytes; at most " +
                                  std::to_string(limits.max_bytes) + " are read");
@@ -1996,16 +2151,32 @@ ShellScript read_shell_script(const std::string& text, const std::string& origin
       ++line;
     }
   }
-  for (const auto& [k, v] : env) {
-    if (!is_valid_name(k)) {
-      throw InputError("--megatron-env", "\"" + k + "\" is not a shell variable name");
+  for (const auto* given : {&inputs.env, &inputs.overrides}) {
+    const char* option = given == &inputs.env ? "--megatron-env" : "--megatron-env-override";
+    for (const auto& [k, v] : *given) {
+      if (!is_valid_name(k)) {
+        throw InputError(option, "\"" + k + "\" is not a shell variable name");
+      }
+      if (given == &inputs.overrides && inputs.env.count(k)) {
+        throw InputError(option, k + " is given to both --megatron-env and " + option);
+      }
     }
-    (void)v;
   }
   Lexer lexer(text, origin, limits);
   const std::vector<Token> tokens = lexer.run();
-  Interpreter interp(origin, env, limits);
+  Interpreter interp(origin, inputs, limits);
   return interp.run(tokens);
+}
+
+std::vector<std::string> split_shell_words(const std::string& text, const std::string& origin) {
+  const ShellLimits limits;
+  if (text.size() > limits.max_line) {
+    throw InputError(origin, "is " + std::to_string(text.size()) + " bytes long; at most " +
+                                 std::to_string(limits.max_line) + " are read");
+  }
+  Lexer lexer(text, origin, limits);
+  Interpreter interp(origin, {}, limits);
+  return interp.words_of(lexer.run());
 }
 
 }  // namespace hapmoe

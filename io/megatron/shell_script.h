@@ -28,6 +28,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,13 +76,32 @@ struct ShellLimits {
   std::size_t max_expanded = 64u << 20;    // bytes copied by all expansions
 };
 
+// What the command line gives the script, as bash would at run time.
+struct ShellInputs {
+  // --megatron-env NAME=VALUE: the environment. The script's defaults
+  // yield to it (${NAME:-2} is VALUE) but its own assignments win
+  // (after NAME=2, $NAME is 2), as in bash; a name the script never reads
+  // from the environment gets a note saying why.
+  std::map<std::string, std::string> env{};
+  // --megatron-env-override NAME=VALUE: NAME is VALUE throughout; each
+  // assignment the script makes to it is skipped, with a note.
+  std::map<std::string, std::string> overrides{};
+  // --megatron-script-args: $1 ... $N (also $#, $@, $*, shift); without
+  // them positional parameters are unknown.
+  std::optional<std::vector<std::string>> args{};
+};
+
 // Reads `text` (the script's contents; `origin` names it in messages) with
-// `env` as the values of variables the script reads but does not assign
-// (--megatron-env KEY=VALUE). Throws InputError "origin:line: what" on
-// anything it cannot read (unterminated quote or here-document, too large).
+// `inputs` from the command line. Throws InputError "origin:line: what" on
+// anything it cannot read (unterminated quote or here-document, too large),
+// and InputError naming the option for a bad name in `inputs`.
 ShellScript read_shell_script(const std::string& text, const std::string& origin,
-                              const std::map<std::string, std::string>& env = {},
-                              const ShellLimits& limits = {});
+                              const ShellInputs& inputs = {}, const ShellLimits& limits = {});
+
+// The words of `text` as bash splits a command line (quotes, escapes; no
+// variables, operators or new lines): --megatron-script-args. Throws
+// InputError(origin, ...) for anything else.
+std::vector<std::string> split_shell_words(const std::string& text, const std::string& origin);
 
 // `text` quoted for bash so that it reads back as one word with that value
 // (bare if it needs no quoting).

@@ -66,7 +66,8 @@ TEST(MegatronScript, DeepSeekV3LikeWithMlaLayerFreqAndSharedExpert) {
   for (const std::string& n : s.notes) mentions += n.find("--mystery-flag") != std::string::npos;
   EXPECT_EQ(mentions, 1);
   // --megatron-env changes a variable the script reads from outside.
-  MegatronScript s8 = read_megatron_script(kData + "deepseek_v3_like.sh", {{"NUM_LAYERS", "8"}});
+  MegatronScript s8 =
+      read_megatron_script(kData + "deepseek_v3_like.sh", {.env = {{"NUM_LAYERS", "8"}}});
   EXPECT_EQ(megatron_workload(s8).model.num_moe_layers(), 5);
 }
 

@@ -21,7 +21,7 @@ std::vector<std::string> texts(const std::vector<ShellWord>& words) {
 
 std::vector<std::string> args_of(const std::string& text,
                                  const std::map<std::string, std::string>& env = {}) {
-  return texts(read_shell_script(text, "t.sh", env).launch.args);
+  return texts(read_shell_script(text, "t.sh", {.env = env}).launch.args);
 }
 
 using V = std::vector<std::string>;
@@ -432,6 +432,94 @@ TEST(ShellScript, HostileScriptsFailCleanlyInBoundedTime) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     EXPECT_LT(s, 2.0) << c.text.substr(0, 60);
   }
+}
+
+bool has_note(const ShellScript& s, const std::string& part) {
+  for (const std::string& n : s.notes) {
+    if (n.find(part) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// --megatron-env is the environment: defaults yield to it, the script's own
+// assignments win over it; --megatron-env-override wins over those too.
+// Neither is ever dropped without a note.
+TEST(ShellScript, EnvironmentPrecedenceAndUnreadNames) {
+  const std::string text =
+      "TP=2\n"
+      "PP=${PP:-4}\n"
+      "NNODES=${SLURM_NNODES:-1}\n"
+      "((TP++))\n"
+      "python pretrain_gpt.py --tp $TP --pp $PP --nodes $NNODES\n";
+  const ShellScript plain = read_shell_script(text, "t.sh");
+  EXPECT_EQ(texts(plain.launch.args), (V{"--tp", "3", "--pp", "4", "--nodes", "1"}));
+
+  const ShellScript env =
+      read_shell_script(text, "t.sh", {.env = {{"TP", "8"}, {"PP", "2"}, {"SLURM_NODES", "4"}}});
+  EXPECT_EQ(texts(env.launch.args), (V{"--tp", "3", "--pp", "2", "--nodes", "1"}));
+  EXPECT_TRUE(has_note(env,
+                       "--megatron-env TP=8 is not used: the script sets TP on line 1 "
+                       "before reading it (--megatron-env-override TP=8"));
+  EXPECT_TRUE(has_note(env,
+                       "--megatron-env SLURM_NODES=4 is not used: the script never reads "
+                       "SLURM_NODES"));
+  EXPECT_FALSE(has_note(env, "PP=2"));
+
+  const ShellScript over = read_shell_script(
+      text, "t.sh", {.overrides = {{"TP", "8"}, {"NNODES", "2"}, {"UNUSED", "1"}}});
+  EXPECT_EQ(texts(over.launch.args), (V{"--tp", "8", "--pp", "4", "--nodes", "2"}));
+  EXPECT_TRUE(has_note(over, "line 1 sets TP; --megatron-env-override TP=8 keeps its value"));
+  EXPECT_TRUE(has_note(over, "line 3 sets NNODES; --megatron-env-override NNODES=2"));
+  EXPECT_TRUE(has_note(over, "--megatron-env-override UNUSED=1 is not used"));
+
+  // A name read before the script sets it was used: no note.
+  const ShellScript before =
+      read_shell_script("A=$X\nX=1\npython a.py --a $A\n", "t.sh", {.env = {{"X", "5"}}});
+  EXPECT_EQ(texts(before.launch.args), (V{"--a", "5"}));
+  EXPECT_TRUE(before.notes.empty());
+
+  EXPECT_THROW(read_shell_script(text, "t.sh", {.env = {{"A", "1"}}, .overrides = {{"A", "2"}}}),
+               InputError);
+  EXPECT_THROW(read_shell_script(text, "t.sh", {.overrides = {{"1A", "2"}}}), InputError);
+}
+
+// --megatron-script-args: $1 ... $N, $#, "$@", "$*" and shift as bash has
+// them; without the arguments positional parameters stay unknown.
+TEST(ShellScript, PositionalArguments) {
+  const std::string text =
+      "ENV=$1\n"
+      "SIZE=$2\n"
+      "N=$#\n"
+      "LAST=${4:-none}\n"
+      "ALL=\"$*\"\n"
+      "shift 2\n"
+      "python pretrain_gpt.py --env $ENV --size $SIZE --n $N --last $LAST --rest \"$@\" "
+      "--all \"$ALL\" --first-after-shift $1\n";
+  const std::vector<std::string> args = {"dlc", "A3B", "two words", "x"};
+  EXPECT_EQ(texts(read_shell_script(text, "t.sh", {.args = args}).launch.args),
+            (V{"--env", "dlc", "--size", "A3B", "--n", "4", "--last", "x", "--rest", "two words",
+               "x", "--all", "dlc A3B two words x", "--first-after-shift", "two", "words"}));
+  // Fewer arguments: a missing one is empty and shift 2 fails, as in bash.
+  EXPECT_EQ(texts(read_shell_script(text, "t.sh", {.args = V{"dlc"}}).launch.args),
+            (V{"--env", "dlc", "--size", "--n", "1", "--last", "none", "--rest", "dlc", "--all",
+               "dlc", "--first-after-shift", "dlc"}));
+  // No arguments given: unknown, kept as written.
+  const ShellScript unknown = read_shell_script(text, "t.sh");
+  EXPECT_EQ(texts(unknown.launch.args)[1], "<$1>");
+  // Arithmetic reads them too.
+  EXPECT_EQ(
+      texts(read_shell_script("python a.py --gbs $(( $2 * 8 ))\n", "t.sh", {.args = V{"a", "32"}})
+                .launch.args),
+      (V{"--gbs", "256"}));
+}
+
+TEST(ShellScript, SplitsACommandLineAsBashDoes) {
+  EXPECT_EQ(split_shell_words("dlc A3B 1 '256' \"two words\" a\\ b", "--megatron-script-args"),
+            (V{"dlc", "A3B", "1", "256", "two words", "a b"}));
+  EXPECT_TRUE(split_shell_words("", "x").empty());
+  EXPECT_THROW(split_shell_words("a; b", "--megatron-script-args"), InputError);
+  EXPECT_THROW(split_shell_words("$HOME", "--megatron-script-args"), InputError);
+  EXPECT_THROW(split_shell_words("'open", "--megatron-script-args"), InputError);
 }
 
 }  // namespace
