@@ -11,11 +11,14 @@
 #include <cctype>
 #include <charconv>
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <set>
 #include <utility>
 
 #include "costmodel/errors.h"
+
+#include <fnmatch.h>
 
 namespace hapmoe {
 
@@ -49,6 +52,16 @@ bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) !
 bool is_valid_name(const std::string& s) {
   return !s.empty() && is_name_start(s[0]) && std::all_of(s.begin(), s.end(), is_name_char);
 }
+
+// An exit status as far as it is known before the script runs.
+enum class Tri { kFalse, kTrue, kUnknown };
+Tri tri(bool b) { return b ? Tri::kTrue : Tri::kFalse; }
+Tri tri_not(Tri a) { return a == Tri::kUnknown ? a : tri(a == Tri::kFalse); }
+Tri tri_and(Tri a, Tri b) {
+  if (a == Tri::kFalse || b == Tri::kFalse) return Tri::kFalse;
+  return a == Tri::kTrue && b == Tri::kTrue ? Tri::kTrue : Tri::kUnknown;
+}
+Tri tri_or(Tri a, Tri b) { return tri_not(tri_and(tri_not(a), tri_not(b))); }
 
 // A whole decimal integer ("-3", "42"), else nullopt.
 std::optional<std::int64_t> parse_int64(const std::string& s) {
@@ -98,6 +111,9 @@ struct Token {
   bool separator = false;
   Word word;
   int line = 0;
+  // A separator's kind: '\n', ';', '&', '|', '(', ')', or 'a' (&&),
+  // 'o' (||), 'c' (;;).
+  char sep = 0;
 };
 
 class Lexer {
@@ -118,13 +134,16 @@ class Lexer {
       } else if (c == '&' && peek(1) == '>') {
         redirect(out);
       } else if (c == '\n' || c == ';' || c == '&' || c == '|' || c == '(' || c == ')') {
-        out.push_back({true, {}, line_});
+        out.push_back({true, {}, line_, c});
         ++pos_;
         if (c == '\n') {
           ++line_;
           read_heredoc_bodies(out);
         }
-        if ((c == '&' || c == '|' || c == ';') && pos_ < s_.size() && s_[pos_] == c) ++pos_;
+        if ((c == '&' || c == '|' || c == ';') && pos_ < s_.size() && s_[pos_] == c) {
+          out.back().sep = c == '&' ? 'a' : c == '|' ? 'o' : 'c';
+          ++pos_;
+        }
       } else if (c == '<' || c == '>') {
         redirect(out);
       } else {
@@ -647,6 +666,7 @@ class Interpreter {
     script.origin = origin_;
     script_ = &script;
     run_tokens(tokens, script);
+    note_control(script);
     note_unread_inputs(script);
     if (!script.has_command) {
       if (bare_args_.empty() || bare_args_.front().text.rfind("--", 0) != 0) {
@@ -692,25 +712,123 @@ class Interpreter {
     return w.parts[0].text;
   }
 
-  void statement(const std::vector<const Word*>& words, ShellScript& script) {
+  // True while `stmt` is an unfinished [[ ... ]] test.
+  static bool in_double_bracket(const std::vector<const Word*>& stmt) {
     std::size_t i = 0;
+    while (i < stmt.size() && is_keyword(*stmt[i])) ++i;
+    if (i == stmt.size() || literal_of(*stmt[i]) != "[[") return false;
+    return literal_of(*stmt.back()) != "]]";
+  }
+
+  // One statement; `before` is the separator before it (&& and || run it
+  // only as bash would, when the status before it is known).
+  void statement(const std::vector<const Word*>& words, char before, ShellScript& script) {
+    std::size_t i = 0;
+    bool chained = true;  // && / || apply (not after if, then, ...)
+    bool negate = false;
     while (i < words.size() && is_keyword(*words[i])) {
       const std::string k = literal_of(*words[i]);
-      if (k == "if" || k == "while" || k == "until") note_control(*words[i], script);
+      if (k == "!") {
+        negate = !negate;
+      } else if (k != "{" && k != "}" && k != "time") {
+        control(k, *words[i]);
+        chained = false;
+      }
       ++i;
     }
-    if (i < words.size()) {
-      const std::string first = literal_of(*words[i]);
-      if (first == "for" || first == "case" || first == "select") note_control(*words[i], script);
-      // Loops and case: their control words are not commands; the bodies
-      // are read as the statements that follow.
-      if (first == "for" || first == "case" || first == "select" || first == "function") return;
-      // ((expr)): evaluated for its assignments.
-      if (words[i]->arith_command) {
-        (void)arith(words[i]->arith, words[i]->line, 1, "((" + words[i]->arith + "))");
-        return;
-      }
+    if (i == words.size() || !active()) return;
+    if (chained && (before == 'a' || before == 'o')) {
+      if (status_ == (before == 'a' ? Tri::kFalse : Tri::kTrue)) return;  // skipped; status stays
+      if (status_ == Tri::kUnknown) add_line(unknown_conditions_, words[i]->line);
     }
+    Tri s = command(words, i, script);
+    if (negate) s = tri_not(s);
+    if (chained && before == 'a') {
+      status_ = tri_and(status_, s);
+    } else if (chained && before == 'o') {
+      status_ = tri_or(status_, s);
+    } else {
+      status_ = s;
+    }
+  }
+
+  // Keeps the frames of if / elif / else / fi, loops and case as the
+  // keyword `k` (starting `words`) says.
+  void control(const std::string& k, const Word& w) {
+    Frame* top = frames_.empty() ? nullptr : &frames_.back();
+    if (k == "if") {
+      frames_.push_back({Frame::kIf, active(), true, false, active(), w.line});
+      status_ = Tri::kTrue;
+    } else if (k == "elif" && top && top->kind == Frame::kIf) {
+      top->active = top->outer && !top->taken;
+      top->in_condition = true;
+      top->line = w.line;
+      status_ = Tri::kTrue;
+    } else if (k == "then" && top && top->kind == Frame::kIf && top->in_condition) {
+      top->in_condition = false;
+      if (!top->active) return;  // an earlier branch was taken, or not reached
+      top->active = status_ != Tri::kFalse;
+      if (status_ == Tri::kTrue) top->taken = true;
+      if (status_ == Tri::kUnknown) add_line(unknown_conditions_, top->line);
+    } else if (k == "else" && top && top->kind == Frame::kIf) {
+      top->active = top->outer && !top->taken;
+    } else if (k == "fi" && top && top->kind == Frame::kIf) {
+      frames_.pop_back();
+    } else if (k == "while" || k == "until") {
+      frames_.push_back({Frame::kLoop, active(), true, false, active(), w.line});
+      if (active()) add_line(loops_, w.line);
+    } else if (k == "do") {
+      if (top && top->kind == Frame::kLoop && top->in_condition) {
+        top->in_condition = false;
+      } else {
+        frames_.push_back({Frame::kLoop, active(), false, false, active(), w.line});
+      }
+    } else if (k == "done" && top && top->kind == Frame::kLoop) {
+      frames_.pop_back();
+    } else if (k == "esac" && top && top->kind == Frame::kCase) {
+      frames_.pop_back();
+    }
+  }
+
+  bool active() const { return frames_.empty() || frames_.back().active; }
+
+  static void add_line(std::vector<int>& lines, int line) {
+    if (lines.empty() || lines.back() != line) lines.push_back(line);
+  }
+
+  // A command (words from `i`): run, with its exit status where known.
+  Tri command(const std::vector<const Word*>& words, std::size_t i, ShellScript& script) {
+    const std::string first = literal_of(*words[i]);
+    // Loops and case: their control words are not commands; the bodies
+    // are read as the statements that follow, once.
+    if (first == "for" || first == "select") {
+      frames_.push_back({Frame::kLoop, true, true, false, true, words[i]->line});
+      add_line(loops_, words[i]->line);
+      return Tri::kTrue;
+    }
+    if (first == "case") {
+      frames_.push_back({Frame::kCase, true, false, false, true, words[i]->line});
+      add_line(cases_, words[i]->line);
+      return Tri::kTrue;
+    }
+    if (first == "function") return Tri::kTrue;
+    // ((expr)): evaluated for its assignments; true if not 0.
+    if (words[i]->arith_command) {
+      const std::optional<std::int64_t> v =
+          arith(words[i]->arith, words[i]->line, 1, "((" + words[i]->arith + "))");
+      return v ? tri(*v != 0) : Tri::kUnknown;
+    }
+    if (first == "[" || first == "[[" || first == "test") return test(words, i);
+    if (first == "true" || first == ":") return Tri::kTrue;
+    if (first == "false") return Tri::kFalse;
+    run_command(words, i, script);
+    const bool assignments_only =
+        std::all_of(words.begin() + static_cast<long>(i), words.end(),
+                    [](const Word* w) { return !w->assign_name.empty(); });
+    return assignments_only ? Tri::kTrue : Tri::kUnknown;
+  }
+
+  void run_command(const std::vector<const Word*>& words, std::size_t i, ShellScript& script) {
     std::vector<const Word*> assigns;
     while (i < words.size() && !words[i]->assign_name.empty()) assigns.push_back(words[i++]);
     if (i == words.size()) {
@@ -830,17 +948,30 @@ class Interpreter {
     }
   }
 
-  // The statements of `tokens`, in order.
+  // The statements of `tokens`, in order. Inside [[ ... ]], && || ( )
+  // are operators of the test, not separators.
   void run_tokens(const std::vector<Token>& tokens, ShellScript& script) {
     std::vector<const Word*> stmt;
     std::vector<const Word*> redirects;
+    char before = '\n';  // the separator before the statement
     for (std::size_t i = 0; i <= tokens.size(); ++i) {
-      if (i == tokens.size() || tokens[i].separator) {
+      if (i < tokens.size() && tokens[i].separator && in_double_bracket(stmt) &&
+          std::string_view("ao()").find(tokens[i].sep) != std::string_view::npos) {
+        const char k = tokens[i].sep;
+        Word& op = test_operators_.emplace_back();
+        op.parts.push_back({PartKind::kLiteral, k == 'a'   ? "&&"
+                                                : k == 'o' ? "||"
+                                                           : std::string(1, k)});
+        op.source = op.parts[0].text;
+        op.line = tokens[i].line;
+        stmt.push_back(&op);
+      } else if (i == tokens.size() || tokens[i].separator) {
         const bool had_command = script.has_command;
-        if (!stmt.empty()) statement(stmt, script);
+        if (!stmt.empty()) statement(stmt, before, script);
         note_heredocs(stmt, redirects, !had_command && script.has_command, script);
         stmt.clear();
         redirects.clear();
+        if (i < tokens.size()) before = tokens[i].sep;
       } else if (!tokens[i].word.redirect.empty()) {
         redirects.push_back(&tokens[i].word);
       } else {
@@ -870,13 +1001,177 @@ class Interpreter {
     --eval_depth_;
   }
 
-  void note_control(const Word& w, ShellScript& script) {
-    if (control_noted_) return;
-    control_noted_ = true;
-    script.notes.push_back("the script has conditionals or loops (first on line " +
-                           std::to_string(w.line) +
-                           "); they are not evaluated: every branch is read once, in order, so "
-                           "flags added inside a branch are all kept");
+  // [ ... ], test ... and [[ ... ]] (words from `i`): their status, unknown
+  // when an operand is or the test reads files, patterns of =~ or
+  // anything else it does not evaluate.
+  Tri test(const std::vector<const Word*>& words, std::size_t i) {
+    const std::string cmd = literal_of(*words[i]);
+    const bool dbl = cmd == "[[";
+    std::size_t end = words.size();
+    if (cmd != "test") {
+      if (end - i < 2 || literal_of(*words[end - 1]) != (dbl ? "]]" : "]")) return Tri::kUnknown;
+      --end;
+    }
+    TestArgs t;
+    t.dbl = dbl;
+    t.line = words[i]->line;
+    for (std::size_t j = i + 1; j < end; ++j) {
+      const Word& w = *words[j];
+      const std::string op = literal_of(w);
+      if (dbl && (op == "&&" || op == "||" || op == "(" || op == ")")) {
+        t.args.push_back({op, true, false, true});
+        continue;
+      }
+      // [[ ]] does not split; an unquoted right side of == is a pattern.
+      const bool pattern = dbl && std::any_of(w.parts.begin(), w.parts.end(),
+                                              [](const Part& p) { return !p.quoted; });
+      for (const Val& v : expand_word(w, !dbl)) {
+        t.args.push_back({v.text, v.known, pattern, !op.empty() && op == v.text});
+      }
+    }
+    try {
+      const Tri r = test_or(t);
+      return t.pos == t.args.size() ? r : Tri::kUnknown;
+    } catch (const TestUnknown&) {
+      return Tri::kUnknown;
+    }
+  }
+
+  struct TestArg {
+    std::string text;
+    bool known = true;
+    bool pattern = false;  // [[ ]]: matched as a glob on the right of == / !=
+    bool bare = false;     // written as a plain word (an operator can be one)
+  };
+  struct TestArgs {
+    std::vector<TestArg> args;
+    std::size_t pos = 0;
+    bool dbl = false;
+    int line = 0;
+    bool at(const char* op) const {
+      return pos < args.size() && args[pos].known && args[pos].text == op &&
+             (args[pos].bare || !dbl);
+    }
+  };
+  struct TestUnknown {};
+
+  Tri test_or(TestArgs& t) {
+    Tri r = test_and(t);
+    while (t.at(t.dbl ? "||" : "-o")) {
+      ++t.pos;
+      r = tri_or(r, test_and(t));
+    }
+    return r;
+  }
+  Tri test_and(TestArgs& t) {
+    Tri r = test_not(t);
+    while (t.at(t.dbl ? "&&" : "-a")) {
+      ++t.pos;
+      r = tri_and(r, test_not(t));
+    }
+    return r;
+  }
+  Tri test_not(TestArgs& t) {
+    if (t.at("!") && t.pos + 1 < t.args.size()) {
+      ++t.pos;
+      return tri_not(test_not(t));
+    }
+    return test_primary(t);
+  }
+  Tri test_primary(TestArgs& t) {
+    const std::size_t left = t.args.size() - t.pos;
+    if (left == 0) throw TestUnknown{};
+    if (t.at("(") && left >= 3) {
+      ++t.pos;
+      const Tri r = test_or(t);
+      if (!t.at(")")) throw TestUnknown{};
+      ++t.pos;
+      return r;
+    }
+    static const std::set<std::string> kBinary = {"=",   "==",  "!=",  "<",   ">",
+                                                  "-eq", "-ne", "-lt", "-le", "-gt",
+                                                  "-ge", "=~",  "-nt", "-ot", "-ef"};
+    if (left >= 3 && t.args[t.pos + 1].known && kBinary.count(t.args[t.pos + 1].text) &&
+        (t.args[t.pos + 1].bare || !t.dbl)) {
+      const TestArg& a = t.args[t.pos];
+      const std::string op = t.args[t.pos + 1].text;
+      const TestArg& b = t.args[t.pos + 2];
+      t.pos += 3;
+      if (!a.known || !b.known) return Tri::kUnknown;
+      if (op == "=" || op == "==" || op == "!=") {
+        const bool equal =
+            b.pattern ? fnmatch(b.text.c_str(), a.text.c_str(), 0) == 0 : a.text == b.text;
+        return tri(equal == (op != "!="));
+      }
+      if (op == "<") return tri(a.text < b.text);
+      if (op == ">") return tri(a.text > b.text);
+      if (op.size() == 3 && op[0] == '-' && op != "-nt" && op != "-ot" && op != "-ef") {
+        const std::optional<std::int64_t> x = test_integer(t, a.text);
+        const std::optional<std::int64_t> y = test_integer(t, b.text);
+        if (!x || !y) return Tri::kUnknown;
+        if (op == "-eq") return tri(*x == *y);
+        if (op == "-ne") return tri(*x != *y);
+        if (op == "-lt") return tri(*x < *y);
+        if (op == "-le") return tri(*x <= *y);
+        if (op == "-gt") return tri(*x > *y);
+        return tri(*x >= *y);
+      }
+      return Tri::kUnknown;  // =~, files
+    }
+    const TestArg& a = t.args[t.pos];
+    if (left >= 2 && a.known && a.text.size() == 2 && a.text[0] == '-' && (a.bare || !t.dbl) &&
+        std::isalpha(static_cast<unsigned char>(a.text[1])) != 0) {
+      const TestArg& b = t.args[t.pos + 1];
+      t.pos += 2;
+      if (a.text == "-z" || a.text == "-n") {
+        if (!b.known) return Tri::kUnknown;
+        return tri(b.text.empty() == (a.text == "-z"));
+      }
+      if (a.text == "-v" && b.known && is_valid_name(b.text)) {
+        const auto it = vars_.find(b.text);
+        if (it != vars_.end()) return Tri::kTrue;
+      }
+      return Tri::kUnknown;  // files, terminals, options, variables from outside
+    }
+    ++t.pos;
+    if (!a.known) return Tri::kUnknown;
+    return tri(!a.text.empty());
+  }
+  // An operand of -eq ...: an integer in [ ], an arithmetic expression in
+  // [[ ]].
+  std::optional<std::int64_t> test_integer(const TestArgs& t, const std::string& text) {
+    if (t.dbl) return arith(text, t.line, 1, "", false);
+    const auto first = text.find_first_not_of(" \t\n");
+    const auto last = text.find_last_not_of(" \t\n");
+    if (first == std::string::npos) return std::nullopt;
+    return parse_int64(text.substr(first, last - first + 1));
+  }
+
+  // What the reading of conditionals and loops approximated.
+  void note_control(ShellScript& script) const {
+    auto lines = [](const std::vector<int>& v) {
+      std::string out;
+      for (std::size_t k = 0; k < v.size() && k < 8; ++k)
+        out += (k ? ", " : "") + std::to_string(v[k]);
+      if (v.size() > 8) out += " and " + std::to_string(v.size() - 8) + " more";
+      return out;
+    };
+    if (!unknown_conditions_.empty()) {
+      script.notes.push_back(
+          std::string(unknown_conditions_.size() > 1 ? "the conditions" : "the condition") +
+          " on line " + lines(unknown_conditions_) +
+          " cannot be evaluated before the script runs (--megatron-env or "
+          "--megatron-script-args may give what they test): each branch is read, in order, "
+          "so flags set in any of them are kept");
+    }
+    if (!loops_.empty()) {
+      script.notes.push_back("loops (line " + lines(loops_) + ") are read once: their bodies " +
+                             "are not repeated");
+    }
+    if (!cases_.empty()) {
+      script.notes.push_back("case statements (line " + lines(cases_) +
+                             ") are not evaluated: every branch is read, in order");
+    }
   }
 
   static std::string basename(const std::string& s) {
@@ -2117,10 +2412,23 @@ class Interpreter {
   std::map<std::string, std::vector<Val>> vars_;
   std::vector<std::string> exported_;
   std::vector<ShellWord> bare_args_;
-  bool control_noted_ = false;
-  ShellScript* script_ = nullptr;                     // for notes, while run() reads
-  std::map<std::string, std::vector<Val>> env_vals_;  // --megatron-env values as words
-  std::size_t expanded_ = 0;                          // bytes copied by expansions
+  // Conditionals and loops: one frame per if ... fi, do ... done and
+  // case ... esac being read.
+  struct Frame {
+    enum Kind { kIf, kLoop, kCase } kind = kIf;
+    bool outer = true;          // the statements around it run
+    bool in_condition = false;  // reading the condition (if, elif, while)
+    bool taken = false;         // kIf: a branch whose condition is true ran
+    bool active = true;         // the statements read now run
+    int line = 0;               // of the if / elif / loop
+  };
+  std::vector<Frame> frames_;
+  Tri status_ = Tri::kTrue;                              // exit status of the last statement run
+  std::deque<Word> test_operators_;                      // && || ( ) inside [[ ]], as words
+  std::vector<int> unknown_conditions_, loops_, cases_;  // lines, for notes
+  ShellScript* script_ = nullptr;                        // for notes, while run() reads
+  std::map<std::string, std::vector<Val>> env_vals_;     // --megatron-env values as words
+  std::size_t expanded_ = 0;                             // bytes copied by expansions
   std::size_t arith_steps_ = 0;
   std::set<std::string> arith_noted_;
   int arith_notes_ = 0;

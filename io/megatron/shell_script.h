@@ -12,9 +12,11 @@
 // launch command: the first command that runs a `*.py` entry point through
 // torchrun, python, `python -m torch.distributed.run`, srun, ...
 // `eval` reads its words again as commands. Here-documents are skipped
-// (their bodies are not read as commands) with a note. Conditionals and
-// loops are not evaluated: their keywords are skipped and the commands
-// inside are read in order, so both branches of an `if` are applied.
+// (their bodies are not read as commands) with a note. `if`, `&&` and `||`
+// are evaluated where the tests they run ([ ], test, [[ ]], ((...))) are
+// known, and only the branch taken is read; an unknown condition reads
+// every branch in order (later assignments win), with a note naming its
+// line. Loop bodies are read once and every branch of `case` is read.
 //
 // A value the script does not define (an environment variable, a positional
 // parameter, a command substitution) is *unknown*: the word keeps its source

@@ -818,6 +818,31 @@ set +x
             "the here-document <<EOF on line 87 (lines 88-89) feeds cat, written to "
             "${SAVE_PATH}/run_config.yaml; it is skipped: hapmoe runs nothing, and its lines are "
             "not read as commands");
+
+  // With its arguments as the user types them after the script's name, the
+  // branches they select are the ones read: fp16 (not bf16), full
+  // recomputation (not selective), TP 4 without the other defaults.
+  MegatronScript typed = read_megatron_script(
+      (d / "run_mcore_test.sh").string(),
+      {.args = split_shell_words("dsw A1B 2 128 1e-5 fp16 4 1 2 2048 full /save", "args")});
+  EXPECT_TRUE(typed.has("--fp16"));
+  EXPECT_FALSE(typed.has("--bf16"));
+  EXPECT_FALSE(typed.has("--recompute-activations"));
+  EXPECT_EQ(typed.find("--save")->values[0].text, "/save");
+  const Workload tw = megatron_workload(typed);
+  EXPECT_EQ(tw.training.precision, Precision::kFp16);
+  EXPECT_EQ(tw.training.seq_len, 2048);
+  EXPECT_EQ(tw.training.global_batch, 128);
+  const MegatronSettings tm = megatron_settings(typed, tw, 8);
+  EXPECT_EQ(tm.tp, 4);
+  EXPECT_EQ(tm.pp, 1);
+  EXPECT_EQ(tm.ep, 2);
+  EXPECT_EQ(tm.micro_batch, 2);
+  EXPECT_EQ(tm.recompute_granularity, "full");
+  EXPECT_EQ(tm.recompute_method, "uniform");
+  for (const std::string& n : typed.notes) {
+    EXPECT_EQ(n.find("cannot be evaluated"), std::string::npos) << n;
+  }
 }
 
 }  // namespace

@@ -270,10 +270,12 @@ TEST(ShellScript, ArithmeticCommandsAndLet) {
   EXPECT_EQ(texts(s.launch.args),
             (V{"--n", "9", "--m", "10", "--k", "20", "--sp", "1", "--u", "<$(($1 + 1))>"}));
   EXPECT_EQ(s.find("i"), nullptr);  // the loop header is not evaluated
-  // y and $1 are unknown: two notes.
+  // y and $1 are unknown: two notes; the loop is read once: one more (the
+  // if's condition is known: none).
   ASSERT_EQ(s.notes.size(), 3u) << s.notes[0];
-  EXPECT_NE(s.notes[1].find("(( W = y << 2 )) on line 11"), std::string::npos) << s.notes[1];
-  EXPECT_NE(s.notes[2].find("(( U = $1 + 1 )) on line 12"), std::string::npos) << s.notes[2];
+  EXPECT_NE(s.notes[0].find("(( W = y << 2 )) on line 11"), std::string::npos) << s.notes[0];
+  EXPECT_NE(s.notes[1].find("(( U = $1 + 1 )) on line 12"), std::string::npos) << s.notes[1];
+  EXPECT_NE(s.notes[2].find("loops (line 8) are read once"), std::string::npos) << s.notes[2];
 }
 
 // Here-documents: the body is consumed up to the delimiter line (never
@@ -520,6 +522,65 @@ TEST(ShellScript, SplitsACommandLineAsBashDoes) {
   EXPECT_THROW(split_shell_words("a; b", "--megatron-script-args"), InputError);
   EXPECT_THROW(split_shell_words("$HOME", "--megatron-script-args"), InputError);
   EXPECT_THROW(split_shell_words("'open", "--megatron-script-args"), InputError);
+}
+
+// if / elif / else, && and ||, [ ], [[ ]] and test are evaluated when what
+// they test is known; a branch not taken is not read. What cannot be
+// evaluated reads every branch, in order, with a note naming the line.
+TEST(ShellScript, ConditionalsAreEvaluatedWhenKnown) {
+  const std::string text =
+      "MODEL=${1:-small}\n"                                        // 1
+      "if [ \"$MODEL\" = small ]; then\n"                          // 2
+      "  L=8\n"                                                    // 3
+      "  if [[ $L -gt 4 && $MODEL == sm* ]]; then DEEP=yes; fi\n"  // 4
+      "elif [ $MODEL = large ]; then\n"                            // 5
+      "  L=32\n"                                                   // 6
+      "  if [ $L -gt 4 ]; then DEEP=large; fi\n"                   // 7
+      "else\n"                                                     // 8
+      "  L=2\n"                                                    // 9
+      "fi\n"                                                       // 10
+      "[ -z \"$FP8\" ] && FP8=off || FP8=on\n"                     // 11
+      "test $L -ge 8 || SMALL=1\n"                                 // 12
+      "if ! [[ $MODEL =~ ^x ]]; then R=maybe; fi\n"                // 13
+      "(( L > 16 )) && BIG=1\n"                                    // 14
+      "python a.py --l $L --deep ${DEEP:-no} --fp8 $FP8 --small ${SMALL:-0} --big ${BIG:-0}\n";
+  const ShellScript small = read_shell_script(text, "t.sh", {.env = {{"FP8", ""}}});
+  EXPECT_EQ(texts(small.launch.args),
+            (V{"--l", "8", "--deep", "yes", "--fp8", "off", "--small", "0", "--big", "0"}));
+  // FP8 unset: line 11 cannot be evaluated; both of its commands run.
+  const ShellScript large = read_shell_script(text, "t.sh", {.args = V{"large"}});
+  EXPECT_EQ(texts(large.launch.args),
+            (V{"--l", "32", "--deep", "large", "--fp8", "on", "--small", "0", "--big", "1"}));
+  ASSERT_FALSE(large.notes.empty());
+  EXPECT_NE(large.notes[0].find("the conditions on line 11, 13 cannot"), std::string::npos)
+      << large.notes[0];
+  const ShellScript other =
+      read_shell_script(text, "t.sh", {.env = {{"FP8", "e4m3"}}, .args = V{"tiny"}});
+  EXPECT_EQ(texts(other.launch.args),
+            (V{"--l", "2", "--deep", "no", "--fp8", "on", "--small", "1", "--big", "0"}));
+  // =~ is not evaluated: line 13 is named, and R is set as if it ran.
+  ASSERT_FALSE(other.notes.empty());
+  EXPECT_EQ(other.notes.front(),
+            "the condition on line 13 cannot be evaluated before the script runs "
+            "(--megatron-env or --megatron-script-args may give what they test): each branch "
+            "is read, in order, so flags set in any of them are kept");
+  EXPECT_NE(other.find("R"), nullptr);
+
+  // A launch command inside a branch not taken is not the launch.
+  const ShellScript launch = read_shell_script(
+      "MODE=train\nif [ $MODE = debug ]; then\n  python debug.py --x 1\nelse\n"
+      "  torchrun pretrain_gpt.py --x 2\nfi\n",
+      "t.sh");
+  EXPECT_EQ(launch.launch.entry.text, "pretrain_gpt.py");
+  EXPECT_TRUE(launch.notes.empty()) << launch.notes.front();
+  // Unknown conditions: the later branch wins, as before.
+  const ShellScript unknown = read_shell_script(
+      "if [ \"$X\" = 1 ]; then N=1; elif [ \"$Y\" = 2 ]; then N=2; fi\npython a.py --n $N\n",
+      "t.sh");
+  EXPECT_EQ(texts(unknown.launch.args), (V{"--n", "2"}));
+  ASSERT_EQ(unknown.notes.size(), 1u);
+  EXPECT_NE(unknown.notes[0].find("the condition on line 1 "), std::string::npos)
+      << unknown.notes[0];
 }
 
 }  // namespace
