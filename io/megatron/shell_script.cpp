@@ -1048,6 +1048,7 @@ class Interpreter {
     std::size_t pos = 0;
     bool dbl = false;
     int line = 0;
+    int depth = 0;  // of ! and ( ), bounded like other nesting
     bool at(const char* op) const {
       return pos < args.size() && args[pos].known && args[pos].text == op &&
              (args[pos].bare || !dbl);
@@ -1072,11 +1073,16 @@ class Interpreter {
     return r;
   }
   Tri test_not(TestArgs& t) {
+    if (++t.depth > limits_.max_nesting) fail(t.line, "a test is nested too deeply");
+    Tri r = Tri::kUnknown;
     if (t.at("!") && t.pos + 1 < t.args.size()) {
       ++t.pos;
-      return tri_not(test_not(t));
+      r = tri_not(test_not(t));
+    } else {
+      r = test_primary(t);
     }
-    return test_primary(t);
+    --t.depth;
+    return r;
   }
   Tri test_primary(TestArgs& t) {
     const std::size_t left = t.args.size() - t.pos;

@@ -362,6 +362,11 @@ TEST(ShellScript, HostileScriptsFailCleanlyInBoundedTime) {
   std::string doubling = "A=x\n";
   for (int i = 0; i < 40; ++i) doubling += "A=\"$A$A\"\n";
   doubling += "python a.py --a $A\n";
+  auto repeat = [](const std::string& s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += s;
+    return out;
+  };
   std::string nested = "X=";
   for (int i = 0; i < 200; ++i) nested += "${A:-";
   nested += "1";
@@ -401,6 +406,8 @@ TEST(ShellScript, HostileScriptsFailCleanlyInBoundedTime) {
       {nested, "nested too deeply"},
       {"X=$((" + std::string(40, '(') + "1" + std::string(40, ')') + "))\n", "nested too deeply"},
       {"X=$((" + std::string(40, '-') + "1))\n", "nested too deeply"},
+      {"if [ " + repeat("! ", 100000) + "x ]; then :; fi\n", "a test is nested too deeply"},
+      {"[[ " + repeat("( ", 100000) + "x ]]\n", "a test is nested too deeply"},
       {"X=$((1?1:1?1:" +
            [] {
              std::string t;
