@@ -552,14 +552,15 @@ MegatronScript parse_megatron_script(const std::string& text, const std::string&
   check_entry_point(s);
   const std::vector<ShellWord>& args = s.shell.launch.args;
   std::set<std::string> seen_unknown;
+  std::vector<std::string> undefined;  // sources of unknown words, once each
+  std::set<std::string> seen_undefined;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const ShellWord& w = args[i];
     if (!w.known) {
       // E.g. $EXTRA_ARGS that the script never sets: kept for the
       // launcher, not read.
       s.flags.push_back({"", {w}, w.line});
-      add_note(s, "the script passes " + w.source +
-                      ", which it does not define; it is kept but not read");
+      if (seen_undefined.insert(w.source).second) undefined.push_back(w.source);
       continue;
     }
     if (w.text.rfind("--", 0) != 0 || w.text.size() < 3) {
@@ -618,6 +619,18 @@ MegatronScript parse_megatron_script(const std::string& text, const std::string&
     s.flags.push_back(std::move(f));
   }
   check_hybrid_flags(s);
+  if (!undefined.empty()) {
+    constexpr std::size_t kShown = 8;
+    std::vector<std::string> shown(undefined.begin(),
+                                   undefined.begin() + std::min(undefined.size(), kShown));
+    s.notes.push_back("the script passes " + join(shown) +
+                      (undefined.size() > kShown
+                           ? " and " + std::to_string(undefined.size() - kShown) + " more"
+                           : std::string()) +
+                      (undefined.size() > 1 ? ", which it does not define; they are"
+                                            : ", which it does not define; it is") +
+                      " kept but not read");
+  }
   if (!s.unknown.empty()) {
     s.notes.push_back("flags kept as they are, not read by hapmoe: " + join(s.unknown));
   }
@@ -925,18 +938,23 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
     t.global_batch = *g;
   } else {
     // Megatron's default is micro x DP; DP needs the world size.
-    const std::optional<int> world = megatron_world_size(script);
+    const MegatronWorld world = megatron_world(script);
     const int tp = r.opt_int("--tensor-model-parallel-size", 1, 1 << 20).value_or(1);
     const int pp = r.opt_int("--pipeline-model-parallel-size", 1, 1 << 20).value_or(1);
     const int cp = r.opt_int("--context-parallel-size", 1, 1 << 20).value_or(1);
     const long long group = static_cast<long long>(tp) * pp * cp;
-    if (!world || *world % group != 0) {
-      throw InputError(script.origin(),
-                       "--global-batch-size is absent and the world size is unknown, so "
-                       "Megatron's default (micro-batch x DP) cannot be computed; give "
-                       "--global-batch-size (or hapmoe --global-batch)");
+    if (!world.size || *world.size % group != 0) {
+      throw InputError(
+          script.origin(),
+          "--global-batch-size is absent and the world size is " +
+              (world.size
+                   ? std::to_string(*world.size) + " (" + world.from +
+                         "), not a multiple of TP x PP x CP = " + std::to_string(group)
+                   : "unknown" + (world.from.empty() ? std::string() : " (" + world.from + ")")) +
+              ", so Megatron's default (micro-batch x DP) cannot be computed; give "
+              "--global-batch-size (or hapmoe --global-batch)");
     }
-    const long long global = t.micro_batch * (*world / group);
+    const long long global = t.micro_batch * (*world.size / group);
     if (global > (1LL << 30)) {
       throw InputError(script.origin(),
                        "--global-batch-size is absent and Megatron's default "
@@ -957,19 +975,55 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
   return w;
 }
 
-std::optional<int> megatron_world_size(const MegatronScript& script) {
-  if (script.world_size) return script.world_size;
+namespace {
+
+// How a launcher word got its value: "8", or "$NNODES = 2 (NNODES=
+// ${SLURM_NNODES:-1} on line 3)" when it came from a variable.
+std::string word_origin(const ShellScript& sh, const ShellWord& w) {
+  if (!w.known) return w.source;
+  if (w.source == w.text || w.source == shell_quote(w.text)) return w.text;
+  std::string out = w.source + " = " + w.text;
+  std::string name = w.source;
+  if (name.size() > 3 && name.rfind("${", 0) == 0 && name.back() == '}') {
+    name = name.substr(2, name.size() - 3);
+  } else if (name.size() > 1 && name[0] == '$') {
+    name = name.substr(1);
+  }
+  const auto it = sh.assignments.find(name);
+  if (it != sh.assignments.end() && it->second.written != w.text) {
+    out += " (" + name + "=" + it->second.written + " on line " + std::to_string(it->second.line) +
+           ")";
+  }
+  return out;
+}
+
+}  // namespace
+
+MegatronWorld megatron_world(const MegatronScript& script) {
+  if (script.world_size) return {script.world_size, "--nnodes x --gpus-per-node"};
   // A WORLD_SIZE variable wins over the launch command: hapmoe's launchers
   // give each node its own --nproc-per-node, which reads as node 0's here.
   const ShellScript& sh = script.shell;
-  auto as_int = [](const ShellWord& w) -> std::optional<long long> {
-    if (!w.known || w.text.empty() || w.text.size() > 9 ||
+  constexpr long long kMax = 1 << 24;
+  // A count: nullopt if not a whole number; beyond kMax is an error (a
+  // world hapmoe cannot plan for is not a world it may ignore).
+  auto as_int = [&](const ShellWord& w, const std::string& what) -> std::optional<long long> {
+    if (!w.known || w.text.empty() ||
         !std::all_of(w.text.begin(), w.text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       return std::nullopt;
     }
+    if (w.text.size() > 9 || std::stoll(w.text) > kMax) {
+      throw InputError(script.origin() + ":" + std::to_string(w.line),
+                       what + " " + word_origin(sh, w) + " is beyond 2^24 processes");
+    }
     return std::stoll(w.text);
   };
-  std::optional<long long> nnodes, nproc, ntasks, nodes_srun, per_node_srun;
+  struct Count {
+    std::optional<long long> value;
+    std::string from;    // "--nnodes $NNODES = 2 (...)"
+    bool given = false;  // the launcher gives it (known or not)
+  };
+  Count nnodes, nproc, ntasks, nodes_srun, per_node_srun;
   const auto& pre = sh.launch.prefix;
   for (std::size_t i = 0; i < pre.size(); ++i) {
     if (!pre[i].known) continue;
@@ -979,31 +1033,61 @@ std::optional<int> megatron_world_size(const MegatronScript& script) {
     if (eq != std::string::npos && name.rfind('-', 0) == 0) {
       value = pre[i];
       value->text = name.substr(eq + 1);
+      value->source = value->text;
       name = name.substr(0, eq);
     } else if (i + 1 < pre.size()) {
       value = pre[i + 1];
     }
+    const std::string written = name;
     std::replace(name.begin(), name.end(), '_', '-');
     if (!value) continue;
-    if (name == "--nnodes") nnodes = as_int(*value);
-    if (name == "--nproc-per-node") nproc = as_int(*value);
-    if (name == "-n" || name == "--ntasks" || name == "-np") ntasks = as_int(*value);
-    if (name == "-N" || name == "--nodes") nodes_srun = as_int(*value);
-    if (name == "--ntasks-per-node") per_node_srun = as_int(*value);
+    Count* c = nullptr;
+    if (name == "--nnodes") c = &nnodes;
+    if (name == "--nproc-per-node") c = &nproc;
+    if (name == "-n" || name == "--ntasks" || name == "-np") c = &ntasks;
+    if (name == "-N" || name == "--nodes") c = &nodes_srun;
+    if (name == "--ntasks-per-node") c = &per_node_srun;
+    if (c == nullptr) continue;
+    c->given = true;
+    c->from = written + " " + word_origin(sh, *value);
+    c->value = as_int(*value, written);
   }
-  std::optional<long long> from_launcher;
-  if (nnodes && nproc) {
-    from_launcher = *nnodes * *nproc;
-  } else if (ntasks) {
-    from_launcher = ntasks;
-  } else if (nodes_srun && per_node_srun) {
-    from_launcher = *nodes_srun * *per_node_srun;
+  MegatronWorld out;
+  auto product = [&](const Count& a, const Count& b) {
+    out.from = a.from + " x " + b.from;
+    if (a.value && b.value) {
+      if (*a.value * *b.value > kMax) {
+        throw InputError(script.origin(), "the script's world size " + out.from + " = " +
+                                              std::to_string(*a.value * *b.value) +
+                                              " is beyond 2^24 processes");
+      }
+      out.size = static_cast<int>(*a.value * *b.value);
+    }
+  };
+  if (nnodes.given && nproc.given) {
+    product(nnodes, nproc);
+  } else if (ntasks.given) {
+    out.from = ntasks.from;
+    if (ntasks.value) out.size = static_cast<int>(*ntasks.value);
+  } else if (nodes_srun.given && per_node_srun.given) {
+    product(nodes_srun, per_node_srun);
   }
-  std::optional<long long> from_var;
-  if (const ShellWord* w = sh.find("WORLD_SIZE")) from_var = as_int(*w);
-  const auto v = from_var ? from_var : from_launcher;
-  if (!v || *v < 1 || *v > (1 << 24)) return std::nullopt;
-  return static_cast<int>(*v);
+  const auto var = sh.variables.find("WORLD_SIZE");
+  if (var != sh.variables.end() && var->second.size() == 1) {
+    const ShellWord& w = var->second[0];
+    const std::optional<long long> v = as_int(w, "WORLD_SIZE");
+    if (v || out.from.empty()) {
+      out.from = "WORLD_SIZE=" + w.source + " on line " + std::to_string(w.line);
+      if (w.known && w.source != w.text) out.from += " = " + w.text;
+    }
+    if (v) out.size = static_cast<int>(*v);
+  }
+  if (out.size && *out.size < 1) out.size.reset();
+  return out;
+}
+
+std::optional<int> megatron_world_size(const MegatronScript& script) {
+  return megatron_world(script).size;
 }
 
 MegatronSettings megatron_settings(const MegatronScript& script, const Workload& w,
@@ -1099,17 +1183,28 @@ void set_megatron_recompute(const RecomputeSetting& r, unsigned modules, Megatro
 }
 
 Plan megatron_plan(MegatronScript& script, const Workload& w, const ClusterSpec& cluster) {
-  const std::optional<int> world = megatron_world_size(script);
-  if (!world) {
+  const MegatronWorld world = megatron_world(script);
+  const std::string assumed =
+      ": the whole cluster, " + std::to_string(cluster.total_devices()) + " devices, is assumed";
+  if (!world.size && world.from.empty()) {
     add_note(script,
              "the script does not say its world size (torchrun --nnodes x "
-             "--nproc-per-node, WORLD_SIZE or srun -n): the whole cluster, " +
-                 std::to_string(cluster.total_devices()) + " devices, is assumed");
+             "--nproc-per-node, WORLD_SIZE or srun -n)" +
+                 assumed);
+  } else if (!world.size) {
+    add_note(script, "the script's world size is not known before it runs (" + world.from + ")" +
+                         assumed +
+                         " (evaluate --nnodes N --gpus-per-node G, or --megatron-env for the "
+                         "variable, says it)");
   }
+  // "the world size N from ...", for messages.
+  const std::string world_said =
+      world.size ? "world size " + std::to_string(*world.size) + " from " + world.from
+                 : "world size " + std::to_string(cluster.total_devices()) + ", the cluster's";
   const MegatronSettings s = megatron_settings(script, w, cluster.total_devices());
   if (const auto v = check_megatron_settings(s); !v.empty()) {
-    throw InputError(script.origin(),
-                     "Megatron-LM would reject the script's parallel settings: " + join(v, "; "));
+    throw InputError(script.origin(), "Megatron-LM would reject the script's parallel settings (" +
+                                          world_said + "): " + join(v, "; "));
   }
   if (s.recompute_granularity == "full" && s.recompute_method == "uniform" &&
       s.recompute_num_layers.value_or(1) > 1) {
@@ -1119,7 +1214,7 @@ Plan megatron_plan(MegatronScript& script, const Workload& w, const ClusterSpec&
   }
   if (s.world_size > cluster.total_devices()) {
     throw InputError(script.origin(), "the script runs " + std::to_string(s.world_size) +
-                                          " processes but the cluster has " +
+                                          " processes (" + world.from + ") but the cluster has " +
                                           std::to_string(cluster.total_devices()) + " devices");
   }
   if (s.tp == 1 && script.find("--sequence-parallel")) {

@@ -58,8 +58,22 @@ struct MegatronDefaults {
 // between flags; the result is validated. Appends notes to `script.notes`.
 Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defaults = {});
 
-// The world size the script launches: torchrun --nnodes x --nproc-per-node,
-// a WORLD_SIZE variable, or srun -n; nullopt when the script does not say.
+// The world size the script launches and where it comes from.
+struct MegatronWorld {
+  std::optional<int> size;  // unknown when the script does not say or its value is unknown
+  // What gave it, for messages: "--nnodes $NNODES = 2 (NNODES=
+  // ${SLURM_NNODES:-1} on line 3) x --nproc-per-node 8", "WORLD_SIZE=16 on
+  // line 4", "--nnodes x --gpus-per-node" (the command line); when the
+  // size is unknown, what the script says (empty if nothing).
+  std::string from;
+};
+
+// The world size: --nnodes x --gpus-per-node of evaluate (script.world_size),
+// a WORLD_SIZE variable, torchrun --nnodes x --nproc-per-node, srun -n or
+// -N x --ntasks-per-node. Throws InputError naming the variable for a world
+// beyond 2^24 processes.
+MegatronWorld megatron_world(const MegatronScript& script);
+// megatron_world(script).size.
 std::optional<int> megatron_world_size(const MegatronScript& script);
 
 // The script's parallel settings as Megatron sees them (world size:

@@ -1313,6 +1313,7 @@ class Interpreter {
                       std::make_move_iterator(elements.end()));
       }
     } else {
+      script_->assignments[w.assign_name] = {w.source.substr(w.source.find('=') + 1), w.line};
       Val v = expand_joined(w.parts, w.line, w.source.substr(w.source.find('=') + 1));
       const auto it = vars_.find(w.assign_name);
       if (w.append && it != vars_.end() && !it->second.empty()) {
@@ -2476,10 +2477,27 @@ ShellScript read_shell_script(const std::string& text, const std::string& origin
       }
     }
   }
-  Lexer lexer(text, origin, limits);
+  // Windows line ends (an editor's, not bash's): read as after dos2unix.
+  std::string unix_text;
+  int crlf_line = 0;
+  if (const auto crlf = text.find("\r\n"); crlf != std::string::npos) {
+    crlf_line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + crlf, '\n'));
+    unix_text.reserve(text.size());
+    for (std::size_t i = 0; i < text.size(); ++i) {
+      if (text[i] != '\r' || i + 1 == text.size() || text[i + 1] != '\n') unix_text += text[i];
+    }
+  }
+  Lexer lexer(crlf_line ? unix_text : text, origin, limits);
   const std::vector<Token> tokens = lexer.run();
   Interpreter interp(origin, inputs, limits);
-  return interp.run(tokens);
+  ShellScript script = interp.run(tokens);
+  if (crlf_line) {
+    script.notes.insert(script.notes.begin(),
+                        "the script has Windows line ends (CRLF, first on line " +
+                            std::to_string(crlf_line) +
+                            "): read as after dos2unix (bash itself would stop at the \\r)");
+  }
+  return script;
 }
 
 std::vector<std::string> split_shell_words(const std::string& text, const std::string& origin) {

@@ -60,6 +60,13 @@ struct ShellScript {
   ShellLaunch launch;
   // Variables after the whole script was read (arrays hold several words).
   std::map<std::string, std::vector<ShellWord>> variables;
+  // The last scalar assignment to each variable as written (the value
+  // part, e.g. "${SLURM_NNODES:-1}") and its line, for messages.
+  struct Assignment {
+    std::string written;
+    int line = 0;
+  };
+  std::map<std::string, Assignment> assignments;
   std::vector<std::string> exported;  // names exported, in order, no repeats
   std::vector<std::string> notes;     // what was approximated (second launch, ...)
 

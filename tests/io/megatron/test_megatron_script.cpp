@@ -341,6 +341,60 @@ TEST(MegatronScript, ScriptPlanDeviceTypesFollowRankOrder) {
   }
 }
 
+// Messages about the world size say where it came from, down to the
+// variable's assignment; a world beyond what hapmoe plans is an error, not
+// "the script does not say".
+TEST(MegatronScript, WorldSizeMessagesNameTheVariable) {
+  const std::string text =
+      "NNODES=${SLURM_NNODES:-1}\n"
+      "torchrun --nnodes $NNODES --nproc-per-node 8 pretrain_gpt.py --num-layers 4 "
+      "--hidden-size 64 --num-attention-heads 4 --seq-length 128 --micro-batch-size 1 "
+      "--global-batch-size 64 --bf16 --vocab-size 100\n";
+  auto plan_error = [&](MegatronScript& s) {
+    try {
+      const Workload w = megatron_workload(s);
+      (void)megatron_plan(s, w, load_cluster("H800:16"));
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  MegatronScript four = parse_megatron_script(text, "t.sh", {.env = {{"SLURM_NNODES", "4"}}});
+  EXPECT_EQ(megatron_world(four).from,
+            "--nnodes $NNODES = 4 (NNODES=${SLURM_NNODES:-1} on line 1) x --nproc-per-node 8");
+  EXPECT_NE(plan_error(four).find("the script runs 32 processes (--nnodes $NNODES = 4 "
+                                  "(NNODES=${SLURM_NNODES:-1} on line 1) x --nproc-per-node 8) "
+                                  "but the cluster has 16 devices"),
+            std::string::npos)
+      << plan_error(four);
+  EXPECT_EQ(megatron_world_size(parse_megatron_script(text, "t.sh")), 8);  // the default
+
+  // Unknown: the note names what the script says.
+  MegatronScript unknown = parse_megatron_script(
+      "N=$SLURM_NNODES\ntorchrun --nnodes $N --nproc-per-node 8 pretrain_gpt.py --num-layers 4 "
+      "--hidden-size 64 --num-attention-heads 4 --seq-length 128 --micro-batch-size 1 "
+      "--global-batch-size 64 --bf16 --vocab-size 100\n",
+      "t.sh");
+  EXPECT_EQ(plan_error(unknown), "");
+  EXPECT_NE(std::find(unknown.notes.begin(), unknown.notes.end(),
+                      "the script's world size is not known before it runs (--nnodes "
+                      "$SLURM_NNODES x --nproc-per-node 8): the whole cluster, 16 devices, is "
+                      "assumed (evaluate --nnodes N --gpus-per-node G, or --megatron-env for the "
+                      "variable, says it)"),
+            unknown.notes.end());
+
+  // 2^32 nodes: an error naming the variable (it used to read as "not said").
+  MegatronScript huge =
+      parse_megatron_script(text, "t.sh", {.env = {{"SLURM_NNODES", "4294967296"}}});
+  EXPECT_NE(plan_error(huge).find("t.sh:2: --nnodes $NNODES = 4294967296 (NNODES="
+                                  "${SLURM_NNODES:-1} on line 1) is beyond 2^24 processes"),
+            std::string::npos)
+      << plan_error(huge);
+  EXPECT_THROW(megatron_world_size(parse_megatron_script(
+                   "WORLD_SIZE=99999999999\npython pretrain_gpt.py --num-layers 2\n", "t.sh")),
+               InputError);
+}
+
 TEST(MegatronScript, ScriptPlanRejectsWhatMegatronRejects) {
   // Degrees whose product overflows 32 bits are rejected, not divided by.
   MegatronScript huge = parse_megatron_script(

@@ -590,5 +590,18 @@ TEST(ShellScript, ConditionalsAreEvaluatedWhenKnown) {
       << unknown.notes[0];
 }
 
+// A script saved with Windows line ends reads as after dos2unix, with a
+// note (it used to fail with '"" is not a --flag').
+TEST(ShellScript, WindowsLineEndsAreReadAsAfterDos2unix) {
+  const ShellScript s = read_shell_script(
+      "TP=2\r\ntorchrun pretrain_gpt.py \\\r\n  --tp $TP \\\r\n  --name 'a\rb'\r\n", "t.sh");
+  EXPECT_EQ(texts(s.launch.args), (V{"--tp", "2", "--name", "a\rb"}));
+  ASSERT_EQ(s.notes.size(), 1u);
+  EXPECT_EQ(s.notes[0],
+            "the script has Windows line ends (CRLF, first on line 1): read as after dos2unix "
+            "(bash itself would stop at the \\r)");
+  EXPECT_TRUE(read_shell_script("python a.py --x 1\n", "t.sh").notes.empty());
+}
+
 }  // namespace
 }  // namespace hapmoe
