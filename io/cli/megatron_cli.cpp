@@ -102,7 +102,9 @@ std::shared_ptr<MegatronScript> read_megatron_input(const cxxopts::ParseResult& 
     std::vector<ShellWord>& devices = script->shell.variables["HAPMOE_STAGE_DEVICES"];
     devices.clear();
     for (const std::string& d : r["megatron-stage-devices"].as<std::vector<std::string>>()) {
-      devices.push_back({d, true, d, 0});
+      ShellWord word;
+      word.text = word.source = d;
+      devices.push_back(word);
     }
   }
   if (r.count("nnodes") || r.count("gpus-per-node")) {

@@ -84,7 +84,12 @@ std::string comment_safe(std::string s) {
   return s;
 }
 
-std::string word_text(const ShellWord& w) { return w.known ? shell_quote(w.text) : w.source; }
+// A word of the script as the launcher writes it: its value, or its source
+// where the value is known only at run time or is a default the
+// environment may replace (${VAR:-default} stays a default).
+std::string word_text(const ShellWord& w) {
+  return w.known && !w.defaulted ? shell_quote(w.text) : w.source;
+}
 
 // Flags whose values hapmoe sets from the plan and the training settings.
 bool owned_by_hapmoe(const std::string& name) {
@@ -633,8 +638,9 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
         "DISTRIBUTED_ARGS", "MEGATRON_ARGS", "PARALLEL_ARGS"};
     std::string sources;
     for (const MegatronFlag& f : script->flags) {
+      sources += f.guard + " ";
       for (const ShellWord& v : f.values) {
-        if (!v.known) sources += v.source + " ";
+        if (!v.known || v.defaulted) sources += v.source + " ";
       }
     }
     auto used = [&](const std::string& name) {
@@ -656,7 +662,7 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
         if (kOwn.count(name) || done.count(name) || value.size() != 1 || !used(name)) continue;
         done.insert(name);
         defs.push_back(name + "=" + word_text(value.front()));
-        if (!value.front().known) sources += value.front().source + " ";
+        if (!value.front().known || value.front().defaulted) sources += value.front().source + " ";
       }
     }
     if (!defs.empty()) {
@@ -683,8 +689,8 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   // Megatron-LM does not define would stop the launch in its argument
   // parser, so it is refused before anything is written (docs/megatron.md,
   // "Flags of the pinned Megatron-LM").
-  auto write_flag = [&](const std::string& name, const std::string& values,
-                        const MegatronFlag* from) {
+  auto flag_text = [&](const std::string& name, const std::string& values,
+                       const MegatronFlag* from) {
     if (!is_megatron_flag(name)) {
       const std::string near = nearest_megatron_flag(name);
       const std::string what = name + " is not a flag of Megatron-LM " + kMegatronVersion +
@@ -697,14 +703,19 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
                            "; the launcher would stop at Megatron's argument parser, so none "
                            "is written: correct or remove it");
     }
-    t << "    " << name << (values.empty() ? "" : " " + values) << "\n";
+    return "    " + name + (values.empty() ? "" : " " + values) + "\n";
   };
   // "--name value..." written by hapmoe.
   auto flag = [&](const std::string& f) {
     const auto space = f.find(' ');
-    write_flag(f.substr(0, space), space == std::string::npos ? "" : f.substr(space + 1), nullptr);
+    t << flag_text(f.substr(0, space), space == std::string::npos ? "" : f.substr(space + 1),
+                   nullptr);
   };
   t << "MEGATRON_ARGS=(\n";
+  // Flags the script adds under a condition hapmoe could not decide (e.g.
+  // inside if [ -n "${WANDB_API_KEY}" ]): appended under the same
+  // condition, after the others.
+  std::vector<std::pair<std::string, std::string>> guarded;  // condition, flag line
   if (script) {
     for (const MegatronFlag& f : script->flags) {
       if (!f.name.empty() && owned_by_hapmoe(f.name)) continue;
@@ -712,18 +723,30 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
       if (f.name == "--ckpt-format" && w.training.fsdp != Fsdp::kOff) continue;
       std::string values;
       for (const ShellWord& v : f.values) values += (values.empty() ? "" : " ") + word_text(v);
-      if (f.name.empty()) {
-        // A word the script passes but does not define (e.g. $EXTRA_ARGS):
-        // its flags are known only when the launcher runs.
-        t << "    " << values << "\n";
-        continue;
+      // A word the script passes but does not define (e.g. $EXTRA_ARGS):
+      // its flags are known only when the launcher runs.
+      const std::string line =
+          f.name.empty() ? "    " + values + "\n" : flag_text(f.name, values, &f);
+      if (f.guard.empty()) {
+        t << line;
+      } else {
+        guarded.emplace_back(f.guard, line);
       }
-      write_flag(f.name, values, &f);
     }
   } else {
     for (const std::string& f : model_flags(w)) flag(f);
   }
-  t << ")\n\n";
+  t << ")\n";
+  for (std::size_t i = 0; i < guarded.size();) {
+    t << "if " << guarded[i].first << "; then\n    MEGATRON_ARGS+=(\n";
+    std::size_t j = i;
+    for (; j < guarded.size() && guarded[j].first == guarded[i].first; ++j) {
+      t << "    " << guarded[j].second;
+    }
+    t << "    )\nfi\n";
+    i = j;
+  }
+  t << "\n";
   t << "# Set by hapmoe from the plan and the training settings.\n";
   t << "PARALLEL_ARGS=(\n";
   flag("--tensor-model-parallel-size " + std::to_string(s.tp));

@@ -552,14 +552,15 @@ MegatronScript parse_megatron_script(const std::string& text, const std::string&
   check_entry_point(s);
   const std::vector<ShellWord>& args = s.shell.launch.args;
   std::set<std::string> seen_unknown;
-  std::vector<std::string> undefined;  // sources of unknown words, once each
+  std::map<std::string, int> last_line;  // of each flag read so far
+  std::vector<std::string> undefined;    // sources of unknown words, once each
   std::set<std::string> seen_undefined;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const ShellWord& w = args[i];
     if (!w.known) {
       // E.g. $EXTRA_ARGS that the script never sets: kept for the
       // launcher, not read.
-      s.flags.push_back({"", {w}, w.line});
+      s.flags.push_back({"", {w}, w.line, w.guard});
       if (seen_undefined.insert(w.source).second) undefined.push_back(w.source);
       continue;
     }
@@ -570,12 +571,14 @@ MegatronScript parse_megatron_script(const std::string& text, const std::string&
     }
     MegatronFlag f;
     f.line = w.line;
+    f.guard = w.guard;
     const auto eq = w.text.find('=');
     if (eq != std::string::npos) {
       f.name = w.text.substr(0, eq);
       ShellWord v = w;
       v.text = w.text.substr(eq + 1);
       v.source = shell_quote(v.text);
+      v.defaulted = false;  // --flag=${X:-d}: the value is written as read
       f.values.push_back(v);
     } else {
       f.name = w.text;
@@ -610,11 +613,11 @@ MegatronScript parse_megatron_script(const std::string& text, const std::string&
       s.unknown.push_back(f.name);
     }
     // argparse keeps the last of a repeated flag.
-    for (auto& old : s.flags) {
-      if (old.name == f.name) {
-        add_note(s, f.name + " is given twice (lines " + std::to_string(old.line) + " and " +
-                        std::to_string(f.line) + "); the last one is used, as argparse does");
-      }
+    if (const auto [last, first] = last_line.try_emplace(f.name, f.line); !first) {
+      s.notes.push_back(f.name + " is given twice (lines " + std::to_string(last->second) +
+                        " and " + std::to_string(f.line) +
+                        "); the last one is used, as argparse does");
+      last->second = f.line;
     }
     s.flags.push_back(std::move(f));
   }
@@ -787,14 +790,20 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
       script.find("--tokenizer-model") ? &script.find("--tokenizer-model")->values[0] : nullptr;
   const std::string model = tok_model && tok_model->known ? tok_model->text : "";
   const std::optional<int> given = r.opt_int("--vocab-size", 1, kMaxSize);
-  const TokenizerVocab* known = tokenizer_vocab(tok, model);
+  // Older examples (gpt3's train_gpt3_175b_distributed.sh) give GPT-2's
+  // vocabulary and merge files without --tokenizer-type, which
+  // core_v0.15.0 needs: they were written for GPT2BPETokenizer.
+  const bool gpt2_files = tok.empty() && script.has("--vocab-file") && script.has("--merge-file");
+  const TokenizerVocab* known = tokenizer_vocab(gpt2_files ? "GPT2BPETokenizer" : tok, model);
   std::string why;
   if (tok == "NullTokenizer" && given) {
     m.vocab = *given + 1;
   } else if (known && !(given && tok == "TikTokenizer")) {
     m.vocab = known->vocab;
-    why = (std::string(known->key) == tok ? "--tokenizer-type " + tok
-                                          : "--tokenizer-model " + model) +
+    why = (gpt2_files ? "--vocab-file and --merge-file without --tokenizer-type, read as "
+                        "GPT2BPETokenizer, which Megatron needs named"
+           : std::string(known->key) == tok ? "--tokenizer-type " + tok
+                                            : "--tokenizer-model " + model) +
           " (" + known->source + ")";
     if (given && *given != known->vocab) {
       why += "; Megatron takes the tokenizer's size, not --vocab-size " + std::to_string(*given);
@@ -1077,8 +1086,10 @@ MegatronWorld megatron_world(const MegatronScript& script) {
     const ShellWord& w = var->second[0];
     const std::optional<long long> v = as_int(w, "WORLD_SIZE");
     if (v || out.from.empty()) {
-      out.from = "WORLD_SIZE=" + w.source + " on line " + std::to_string(w.line);
-      if (w.known && w.source != w.text) out.from += " = " + w.text;
+      const auto a = sh.assignments.find("WORLD_SIZE");
+      const std::string written = a != sh.assignments.end() ? a->second.written : w.source;
+      out.from = "WORLD_SIZE=" + written + " on line " + std::to_string(w.line);
+      if (w.known && written != w.text) out.from += " = " + w.text;
     }
     if (v) out.size = static_cast<int>(*v);
   }
@@ -1203,8 +1214,12 @@ Plan megatron_plan(MegatronScript& script, const Workload& w, const ClusterSpec&
                  : "world size " + std::to_string(cluster.total_devices()) + ", the cluster's";
   const MegatronSettings s = megatron_settings(script, w, cluster.total_devices());
   if (const auto v = check_megatron_settings(s); !v.empty()) {
-    throw InputError(script.origin(), "Megatron-LM would reject the script's parallel settings (" +
-                                          world_said + "): " + join(v, "; "));
+    throw InputError(script.origin(),
+                     "Megatron-LM would reject the script's parallel settings (" + world_said +
+                         "): " + join(v, "; ") +
+                         (script.world_size ? ""
+                                            : " (evaluate --nnodes N --gpus-per-node G sets the "
+                                              "world the script runs on)"));
   }
   if (s.recompute_granularity == "full" && s.recompute_method == "uniform" &&
       s.recompute_num_layers.value_or(1) > 1) {

@@ -23,6 +23,7 @@ struct MegatronFlag {
   std::string name;               // with the leading dashes, e.g. "--num-layers"
   std::vector<ShellWord> values;  // words up to the next --flag; "--a=b" gives one
   int line = 0;
+  std::string guard;  // the condition the script adds it under, if undecided (ShellWord::guard)
   bool operator==(const MegatronFlag&) const = default;
 };
 

@@ -712,6 +712,25 @@ class Interpreter {
     return w.parts[0].text;
   }
 
+  // Conditionals and loops: one frame per if ... fi, do ... done and
+  // case ... esac being read.
+  struct Frame {
+    enum Kind { kIf, kLoop, kCase } kind = kIf;
+    bool outer = true;                   // the statements around it run
+    bool in_condition = false;           // reading the condition (if, elif, while)
+    bool taken = false;                  // kIf: a branch whose condition is true ran
+    bool active = true;                  // the statements read now run
+    int line = 0;                        // of the if / elif / loop
+    std::string condition;               // kIf: the condition being read, as written
+    std::string guard;                   // kIf: when the branch read now runs (bash), if undecided
+    std::vector<std::string> undecided;  // kIf: earlier conditions hapmoe could not decide
+
+    std::string not_before() const {
+      std::string out;
+      for (const std::string& c : undecided) out += (out.empty() ? "! " : " && ! ") + c;
+      return out;
+    }
+  };
   // True while `stmt` is an unfinished [[ ... ]] test.
   static bool in_double_bracket(const std::vector<const Word*>& stmt) {
     std::size_t i = 0;
@@ -737,19 +756,50 @@ class Interpreter {
       ++i;
     }
     if (i == words.size() || !active()) return;
-    if (chained && (before == 'a' || before == 'o')) {
+    std::string source = negate ? "! " : "";
+    for (std::size_t j = i; j < words.size(); ++j) source += (j > i ? " " : "") + words[j]->source;
+    const bool and_or = chained && (before == 'a' || before == 'o');
+    if (and_or) {
       if (status_ == (before == 'a' ? Tri::kFalse : Tri::kTrue)) return;  // skipped; status stays
-      if (status_ == Tri::kUnknown) add_line(unknown_conditions_, words[i]->line);
+      if (status_ == Tri::kUnknown) {
+        add_line(unknown_conditions_, words[i]->line);
+        // What it runs is added only if the status before it allows.
+        chain_guard_ = (before == 'a' ? "" : "! ") + grouped(status_source_);
+      }
+    }
+    if (!frames_.empty() && frames_.back().kind == Frame::kIf && frames_.back().in_condition) {
+      std::string& c = frames_.back().condition;
+      c += (c.empty() ? "" : before == 'a' ? " && " : before == 'o' ? " || " : "; ") + source;
     }
     Tri s = command(words, i, script);
+    chain_guard_.clear();
     if (negate) s = tri_not(s);
-    if (chained && before == 'a') {
-      status_ = tri_and(status_, s);
-    } else if (chained && before == 'o') {
-      status_ = tri_or(status_, s);
+    if (and_or) {
+      status_ = before == 'a' ? tri_and(status_, s) : tri_or(status_, s);
+      status_source_ += (before == 'a' ? " && " : " || ") + source;
     } else {
       status_ = s;
+      status_source_ = source;
     }
+  }
+
+  // `condition` as one operand of && or ! in bash.
+  static std::string grouped(const std::string& condition) {
+    const bool simple =
+        condition.find("&&") == std::string::npos && condition.find("||") == std::string::npos &&
+        condition.find(';') == std::string::npos && condition.find('\n') == std::string::npos;
+    return simple ? condition : "{ " + condition + "; }";
+  }
+
+  // The condition (bash) under which what is read now runs, as far as
+  // hapmoe could not decide it; empty when it surely runs.
+  std::string guard() const {
+    std::string out;
+    for (const Frame& f : frames_) {
+      if (!f.guard.empty()) out += (out.empty() ? "" : " && ") + f.guard;
+    }
+    if (!chain_guard_.empty()) out += (out.empty() ? "" : " && ") + chain_guard_;
+    return out;
   }
 
   // Keeps the frames of if / elif / else / fi, loops and case as the
@@ -757,31 +807,42 @@ class Interpreter {
   void control(const std::string& k, const Word& w) {
     Frame* top = frames_.empty() ? nullptr : &frames_.back();
     if (k == "if") {
-      frames_.push_back({Frame::kIf, active(), true, false, active(), w.line});
+      push_frame(Frame::kIf, true, w.line);
       status_ = Tri::kTrue;
     } else if (k == "elif" && top && top->kind == Frame::kIf) {
       top->active = top->outer && !top->taken;
       top->in_condition = true;
       top->line = w.line;
+      top->condition.clear();
+      top->guard.clear();
       status_ = Tri::kTrue;
     } else if (k == "then" && top && top->kind == Frame::kIf && top->in_condition) {
       top->in_condition = false;
       if (!top->active) return;  // an earlier branch was taken, or not reached
       top->active = status_ != Tri::kFalse;
       if (status_ == Tri::kTrue) top->taken = true;
-      if (status_ == Tri::kUnknown) add_line(unknown_conditions_, top->line);
+      // The branch runs if no earlier undecided condition held and (when
+      // undecided) its own does.
+      top->guard = top->not_before();
+      if (status_ == Tri::kUnknown) {
+        add_line(unknown_conditions_, top->line);
+        const std::string own = grouped(top->condition);
+        top->guard += (top->guard.empty() ? "" : " && ") + own;
+        top->undecided.push_back(own);
+      }
     } else if (k == "else" && top && top->kind == Frame::kIf) {
       top->active = top->outer && !top->taken;
+      top->guard = top->not_before();
     } else if (k == "fi" && top && top->kind == Frame::kIf) {
       frames_.pop_back();
     } else if (k == "while" || k == "until") {
-      frames_.push_back({Frame::kLoop, active(), true, false, active(), w.line});
+      push_frame(Frame::kLoop, true, w.line);
       if (active()) add_line(loops_, w.line);
     } else if (k == "do") {
       if (top && top->kind == Frame::kLoop && top->in_condition) {
         top->in_condition = false;
       } else {
-        frames_.push_back({Frame::kLoop, active(), false, false, active(), w.line});
+        push_frame(Frame::kLoop, false, w.line);
       }
     } else if (k == "done" && top && top->kind == Frame::kLoop) {
       frames_.pop_back();
@@ -791,6 +852,16 @@ class Interpreter {
   }
 
   bool active() const { return frames_.empty() || frames_.back().active; }
+
+  // A new if, loop or case frame, run if what surrounds it runs.
+  void push_frame(Frame::Kind kind, bool in_condition, int line) {
+    Frame f;
+    f.kind = kind;
+    f.outer = f.active = active();
+    f.in_condition = in_condition;
+    f.line = line;
+    frames_.push_back(std::move(f));
+  }
 
   static void add_line(std::vector<int>& lines, int line) {
     if (lines.empty() || lines.back() != line) lines.push_back(line);
@@ -802,12 +873,12 @@ class Interpreter {
     // Loops and case: their control words are not commands; the bodies
     // are read as the statements that follow, once.
     if (first == "for" || first == "select") {
-      frames_.push_back({Frame::kLoop, true, true, false, true, words[i]->line});
+      push_frame(Frame::kLoop, true, words[i]->line);
       add_line(loops_, words[i]->line);
       return Tri::kTrue;
     }
     if (first == "case") {
-      frames_.push_back({Frame::kCase, true, false, false, true, words[i]->line});
+      push_frame(Frame::kCase, false, words[i]->line);
       add_line(cases_, words[i]->line);
       return Tri::kTrue;
     }
@@ -1294,8 +1365,10 @@ class Interpreter {
       // The new elements (they may read the old ones), then appended in
       // place: NAME+=(x) repeated stays linear.
       std::vector<Val> elements;
+      const std::string g = guard();
       for (const Word& e : w.elements) {
         for (Val& sw : expand_word(e, true)) {
+          if (!g.empty()) sw.guard = sw.guard.empty() ? g : g + " && " + sw.guard;
           elements.push_back(std::move(sw));
           if (elements.size() > limits_.max_words) fail(w.line, "an array has too many elements");
         }
@@ -1316,6 +1389,9 @@ class Interpreter {
       script_->assignments[w.assign_name] = {w.source.substr(w.source.find('=') + 1), w.line};
       Val v = expand_joined(w.parts, w.line, w.source.substr(w.source.find('=') + 1));
       const auto it = vars_.find(w.assign_name);
+      // A value set only under an undecided condition carries it (a value
+      // that replaces or extends another cannot be told apart from it).
+      if (it == vars_.end() && !env_.count(w.assign_name)) v.guard = guard();
       if (w.append && it != vars_.end() && !it->second.empty()) {
         Val& old = it->second.front();
         if (!old.known || !v.known) {
@@ -1525,6 +1601,9 @@ class Interpreter {
         return out;
       }
       out = expand_arg();
+      if (!special && all == nullptr) {
+        for (Val& x : out.words) x.defaulted = true;
+      }
       if (kind == '=' && !special && may_assign(name, line)) vars_[name] = out.words;
       return out;
     }
@@ -2183,6 +2262,8 @@ class Interpreter {
     for (const Part& p : parts) {
       for (const Val& f : expand_part(p, line, depth)) {
         w.known = w.known && f.known;
+        w.defaulted = w.defaulted || f.defaulted;
+        if (w.guard.empty()) w.guard = f.guard;
         w.text += f.text;
         append_pieces(w.pieces, f);
       }
@@ -2190,7 +2271,7 @@ class Interpreter {
       check_size(w.pieces, line);
     }
     if (w.known) {
-      w.source = shell_quote(w.text);
+      if (!w.defaulted) w.source = shell_quote(w.text);
       w.pieces.clear();
     }
     return w;
@@ -2275,6 +2356,21 @@ class Interpreter {
         if (v.set) return v.words;
         return {unknown(w.source, w.line)};
       }
+      // Exactly ${ARR[@]} unquoted, whose elements are known words without
+      // blanks (the usual "--flag value" arrays): split gives the elements
+      // as stored, with their sources (a default stays a default).
+      if (!p.quoted && split && array_subscript(p) == '@' &&
+          is_valid_name(p.text.substr(0, p.text.size() - 3))) {
+        const std::vector<Val>* v = stored(p.text.substr(0, p.text.size() - 3), w.line);
+        if (v != nullptr && std::all_of(v->begin(), v->end(), [](const Val& e) {
+              return e.known && !e.text.empty() &&
+                     std::none_of(e.text.begin(), e.text.end(), splits);
+            })) {
+          std::vector<Val> out = *v;
+          charge(out, w.line);
+          return out;
+        }
+      }
       // Exactly "$@": the arguments, one word each (none if there are none).
       std::vector<Val> args;
       if (p.quoted && p.text == "@" && positional("@", w.line, args)) {
@@ -2302,9 +2398,18 @@ class Interpreter {
     Val cur = make_val("", "", w.line);
     bool have = false;   // cur holds a field (possibly empty but quoted)
     bool multi = false;  // the word gave (or could give) several fields
+    // Of the value being added: a field it starts inherits them.
+    std::string guard_now;
+    bool defaulted_now = false;
+    std::vector<bool> whole;  // per field: an array element as stored (its own source)
     auto flush = [&]() {
-      if (have) fields.push_back(cur);
+      if (have) {
+        fields.push_back(cur);
+        whole.push_back(false);
+      }
       cur = make_val("", "", w.line);
+      cur.guard = guard_now;
+      cur.defaulted = defaulted_now;
       have = false;
     };
     // Appends known text to the current field; `line` is where a field
@@ -2373,11 +2478,25 @@ class Interpreter {
       }
       for (std::size_t k = 0; k < vals.size(); ++k) {
         const Val& v = vals[k];
+        if (subscript == '@' && (k > 0 || !have) && (k + 1 < vals.size() || &p == &parts.back()) &&
+            v.known && !v.text.empty() && std::none_of(v.text.begin(), v.text.end(), splits)) {
+          // An element that needs no splitting and is glued to nothing:
+          // one word as stored (a default stays a default).
+          flush();
+          fields.push_back(v);
+          whole.push_back(true);
+          multi = true;
+          continue;
+        }
+        guard_now = v.guard;
+        defaulted_now = v.defaulted;
         if (k > 0) {
           // Array elements are separate words, quoted or not.
           flush();
           multi = true;
         }
+        if (cur.guard.empty()) cur.guard = v.guard;
+        cur.defaulted = cur.defaulted || v.defaulted;
         if (v.known) {
           add_split(v.text, p.quoted, v.line);
         } else if (v.pieces.empty()) {
@@ -2394,15 +2513,20 @@ class Interpreter {
         check_size(cur.text, w.line);
         check_size(cur.source, w.line);
       }
+      guard_now.clear();
+      defaulted_now = false;
       if (fields.size() > limits_.max_words) fail(w.line, "a command is too long");
     }
     flush();
-    for (Val& f : fields) {
+    for (std::size_t k = 0; k < fields.size(); ++k) {
+      Val& f = fields[k];
       if (f.known) f.pieces.clear();
+      if (whole[k]) continue;
       if (!multi) {
         f.source = w.source;  // one word: as written
       } else if (f.known) {
         f.source = shell_quote(f.text);
+        f.defaulted = false;  // one of several fields: its own source is not written anywhere
       }
     }
     return fields;
@@ -2419,19 +2543,11 @@ class Interpreter {
   std::map<std::string, std::vector<Val>> vars_;
   std::vector<std::string> exported_;
   std::vector<ShellWord> bare_args_;
-  // Conditionals and loops: one frame per if ... fi, do ... done and
-  // case ... esac being read.
-  struct Frame {
-    enum Kind { kIf, kLoop, kCase } kind = kIf;
-    bool outer = true;          // the statements around it run
-    bool in_condition = false;  // reading the condition (if, elif, while)
-    bool taken = false;         // kIf: a branch whose condition is true ran
-    bool active = true;         // the statements read now run
-    int line = 0;               // of the if / elif / loop
-  };
   std::vector<Frame> frames_;
-  Tri status_ = Tri::kTrue;                              // exit status of the last statement run
-  std::deque<Word> test_operators_;                      // && || ( ) inside [[ ]], as words
+  Tri status_ = Tri::kTrue;          // exit status of the last statement run
+  std::deque<Word> test_operators_;  // && || ( ) inside [[ ]], as words
+  std::string status_source_;        // the statements that gave status_, as written
+  std::string chain_guard_;          // while a statement after && / || runs undecided
   std::vector<int> unknown_conditions_, loops_, cases_;  // lines, for notes
   ShellScript* script_ = nullptr;                        // for notes, while run() reads
   std::map<std::string, std::vector<Val>> env_vals_;     // --megatron-env values as words

@@ -42,6 +42,15 @@ struct ShellWord {
   bool known = true;   // false if any part came from an unknown value
   std::string source;  // the word as written in the script (re-quotable)
   int line = 0;        // 1-based line where the word starts
+  // The value came from ${VAR:-default} (or ${VAR-default}, :=, =) of a
+  // variable that neither the script nor --megatron-env sets: `source`
+  // keeps the expansion, so a launcher that writes it lets VAR win when it
+  // is set at run time.
+  bool defaulted = false;
+  // The condition (bash, as written) under which the script adds this
+  // word when hapmoe cannot decide it, e.g. `[ -n "${WANDB_API_KEY}" ]`
+  // for flags appended inside that if; empty: the word is always there.
+  std::string guard;
   bool operator==(const ShellWord&) const = default;
 };
 

@@ -603,5 +603,32 @@ TEST(ShellScript, WindowsLineEndsAreReadAsAfterDos2unix) {
   EXPECT_TRUE(read_shell_script("python a.py --x 1\n", "t.sh").notes.empty());
 }
 
+// Words added under a condition hapmoe cannot decide carry it (as bash),
+// so a launcher can keep them inside it; defaults of unset variables are
+// marked so a launcher keeps them defaults.
+TEST(ShellScript, UndecidedConditionsAndDefaultsAreKeptOnTheWords) {
+  const ShellScript s = read_shell_script(
+      "A=(--always 1)\n"
+      "if [ \"$X\" = 1 ]; then A+=(--x 1); elif [[ $Y == y* && $Z ]]; then A+=(--y 1);\n"
+      "else A+=(--other ${OTHER:-o}); fi\n"
+      "[ -n \"$W\" ] && A+=(--w 1)\n"
+      "K=1\n"
+      "if [ $K = 1 ]; then A+=(--k 1); fi\n"
+      "python a.py ${A[@]} --d ${D:-5} --e ${K:-6}\n",
+      "t.sh");
+  std::vector<std::string> got;
+  for (const ShellWord& w : s.launch.args) {
+    got.push_back(w.text + (w.guard.empty() ? "" : " if " + w.guard) +
+                  (w.defaulted ? " default " + w.source : ""));
+  }
+  EXPECT_EQ(got, (V{"--always", "1", "--x if [ \"$X\" = 1 ]", "1 if [ \"$X\" = 1 ]",
+                    "--y if ! [ \"$X\" = 1 ] && { [[ $Y == y* && $Z ]]; }",
+                    "1 if ! [ \"$X\" = 1 ] && { [[ $Y == y* && $Z ]]; }",
+                    "--other if ! [ \"$X\" = 1 ] && ! { [[ $Y == y* && $Z ]]; }",
+                    "o if ! [ \"$X\" = 1 ] && ! { [[ $Y == y* && $Z ]]; } default ${OTHER:-o}",
+                    "--w if [ -n \"$W\" ]", "1 if [ -n \"$W\" ]", "--k", "1", "--d",
+                    "5 default ${D:-5}", "--e", "1"}));
+}
+
 }  // namespace
 }  // namespace hapmoe
