@@ -867,12 +867,13 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
   const double gather_all = tc.dp_gather.time(dense_params) + tc.edp_gather.time(expert_params);
   // Megatron-FSDP reduced the gradients in each backward already; with
   // sharded parameters there is no gather after the step either.
+  c.dp_gather_s = tc.fsdp == Fsdp::kOptimGradsParams
+                      ? 0.0
+                      : exposed(tc.dp_gather, tc.edp_gather, tr.overlap.param_gather, c.fwd_s);
   c.dp_sync_s =
       (tc.fsdp == Fsdp::kOff ? exposed(tc.dp_reduce, tc.edp_reduce, tr.overlap.grad_reduce, c.bwd_s)
                              : 0.0) +
-      (tc.fsdp == Fsdp::kOptimGradsParams
-           ? 0.0
-           : exposed(tc.dp_gather, tc.edp_gather, tr.overlap.param_gather, c.fwd_s));
+      c.dp_gather_s;
   c.dp_hidden_s = tc.fsdp == Fsdp::kOff          ? reduce_all + gather_all - c.dp_sync_s
                   : tc.fsdp == Fsdp::kOptimGrads ? gather_all - c.dp_sync_s
                                                  : 0.0;
@@ -980,6 +981,7 @@ IterationBreakdown iteration_latency(const std::vector<StageCost>& stages, int n
     if (s.dp_sync_s + s.optimizer_s > tail) {
       tail = s.dp_sync_s + s.optimizer_s;
       it.dp_sync_s = s.dp_sync_s;
+      it.dp_gather_s = s.dp_gather_s;
       it.dp_hidden_s = s.dp_hidden_s;
       it.optimizer_s = s.optimizer_s;
     }

@@ -168,6 +168,8 @@ struct StageCost {
   double recompute_s = 0;  // part of bwd_s spent recomputing
   double dp_sync_s = 0;    // gradient synchronisation after the last micro-batch,
                            // the part the overlaps leave exposed
+  double dp_gather_s = 0;  // part of dp_sync_s: the parameter all-gather after the
+                           // optimizer step (Megatron's params-all-gather timer)
   double dp_hidden_s = 0;  // the part --overlap-grad-reduce/-param-gather hid
   double optimizer_s = 0;  // optimizer step
   int in_flight = 0;       // micro-batches whose activations 1F1B keeps
@@ -186,10 +188,11 @@ struct StageCost {
 };
 
 struct IterationBreakdown {
-  double edge_s = 0;     // sum_i (t_f,i + t_b,i)
-  double middle_s = 0;   // (M - 1) * max_i (t_f,i + t_b,i)
-  double step_s = 0;     // max_i (t_f,i + t_b,i): the bottleneck stage's step
-  double dp_sync_s = 0;  // of the stage with the longest sync + optimizer
+  double edge_s = 0;       // sum_i (t_f,i + t_b,i)
+  double middle_s = 0;     // (M - 1) * max_i (t_f,i + t_b,i)
+  double step_s = 0;       // max_i (t_f,i + t_b,i): the bottleneck stage's step
+  double dp_sync_s = 0;    // of the stage with the longest sync + optimizer
+  double dp_gather_s = 0;  // part of dp_sync_s: that stage's parameter all-gather
   double optimizer_s = 0;
   double dp_hidden_s = 0;  // that stage's sync hidden by the overlaps (not in total)
   double total() const { return edge_s + middle_s + dp_sync_s + optimizer_s; }

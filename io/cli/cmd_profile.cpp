@@ -807,6 +807,7 @@ int cmd_fit(int argc, const char* const* argv, std::ostream& out) {
 struct Predicted {
   double latency_s = 0;
   double peak_bytes = 0;
+  PlanReport report;
 };
 
 Predicted predict(const Workload& w, const ClusterSpec& c, const Plan& plan,
@@ -815,6 +816,7 @@ Predicted predict(const Workload& w, const ClusterSpec& c, const Plan& plan,
   const PlanReport rep = CostModel(w, c, t).evaluate(plan);
   Predicted p;
   p.latency_s = rep.latency_s;
+  p.report = rep;
   for (const StageReport& s : rep.stages)
     p.peak_bytes = std::max(p.peak_bytes, s.cost.memory.total());
   return p;
@@ -973,8 +975,9 @@ LogRun read_log_run(const cxxopts::ParseResult& r) {
 }
 
 // What the log measured besides the iteration time: the intervals used and
-// the timers' medians (max over ranks) over the same intervals.
-void print_log_summary(std::ostream& out, const LogRun& lr) {
+// the timers' medians (max over ranks) over the same intervals, each beside
+// the cost model's term for it (`predicted`, the plan as priced).
+void print_log_summary(std::ostream& out, const LogRun& lr, const PlanReport& predicted) {
   const std::vector<MegatronLogInterval>& iv = lr.log.intervals;
   const std::size_t first = iv.size() > 1 ? 1 : 0;
   out << "\n  " << lr.run.name << ": " << iv.size() << " logged intervals (iterations up to "
@@ -988,14 +991,24 @@ void print_log_summary(std::ostream& out, const LogRun& lr) {
       timers[t.name].push_back(t.max_ms);
     }
   }
+  if (!order.empty()) {
+    out << "    timer (max over ranks, median)             measured   predicted    error\n";
+  }
   for (const std::string& name : order) {
     std::vector<double>& v = timers[name];
     std::sort(v.begin(), v.end());
     const double median =
-        v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-    char line[160];
-    std::snprintf(line, sizeof line, "    timer %-40s %s (max over ranks, median)\n", name.c_str(),
-                  format_seconds(median / 1000.0).c_str());
+        (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2])) / 1000.0;
+    const std::optional<double> model = megatron_timer_term(name, predicted);
+    char line[200];
+    if (model) {
+      const std::string error = median > 0 ? pct(*model, median) : std::string("-");
+      std::snprintf(line, sizeof line, "    %-42s %10s  %10s  %7s\n", name.c_str(),
+                    format_seconds(median).c_str(), format_seconds(*model).c_str(), error.c_str());
+    } else {
+      std::snprintf(line, sizeof line, "    %-42s %10s  %10s\n", name.c_str(),
+                    format_seconds(median).c_str(), "(no term)");
+    }
     out << line;
   }
   if (lr.log.theoretical_total_mb) {
@@ -1045,6 +1058,7 @@ int cmd_check(int argc, const char* const* argv, std::ostream& out) {
       << (profile ? "    profile    error" : "") << "   | memory meas.  catalog   error"
       << (profile ? "  profile   error" : "") << "\n";
   CheckTotals totals;
+  PlanReport logged_report;  // the plan of --megatron-log, as priced
   std::map<std::string, std::vector<std::string>> model_notes;  // printed after the table
   for (const MeasuredRun& run : runs) {
     const RunInputs in = logged ? logged->in : read_run(run, csv);
@@ -1056,10 +1070,11 @@ int cmd_check(int argc, const char* const* argv, std::ostream& out) {
       if (is_set(rho)) wp.training.imbalance = rho;
     }
     const Predicted pro = profile ? predict(wp, in.cluster, in.plan, profile.get()) : cat;
+    logged_report = pro.report;
     print_check_row(out, run, cat, pro, profile != nullptr, totals);
   }
   print_check_totals(out, totals, runs.size(), profile != nullptr);
-  if (logged) print_log_summary(out, *logged);
+  if (logged) print_log_summary(out, *logged, logged_report);
   if (!model_notes.empty()) out << "\n";
   for (const auto& [model, notes] : model_notes) {
     for (const std::string& n : notes) out << "note: " << model << ": " << n << "\n";

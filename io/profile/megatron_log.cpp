@@ -210,4 +210,25 @@ MegatronLog parse_megatron_log(std::string_view text, const std::string& origin)
   return log;
 }
 
+std::optional<double> megatron_timer_term(const std::string& name, const PlanReport& rep) {
+  const IterationBreakdown& b = rep.breakdown;
+  const double grad_sync = b.dp_sync_s - b.dp_gather_s;
+  const int m = rep.num_microbatches;
+  auto busiest = [&](bool forward) {
+    double most = 0;
+    for (const StageReport& st : rep.stages) {
+      const StageCost& c = st.cost;
+      most = std::max(most, forward ? c.fwd_s - c.p2p_fwd_s : c.bwd_s - c.p2p_bwd_s);
+    }
+    return m * most;
+  };
+  if (name == "forward-backward") return b.edge_s + b.middle_s + grad_sync;
+  if (name == "all-grads-sync") return grad_sync;
+  if (name == "optimizer") return b.optimizer_s + b.dp_gather_s;
+  if (name == "params-all-gather") return b.dp_gather_s;
+  if (name == "forward-compute") return busiest(true);
+  if (name == "backward-compute") return busiest(false);
+  return std::nullopt;
+}
+
 }  // namespace hapmoe

@@ -25,6 +25,8 @@
 #include <string_view>
 #include <vector>
 
+#include "costmodel/cost.h"
+
 namespace hapmoe {
 
 struct MegatronLogInterval {
@@ -72,5 +74,19 @@ struct MegatronLog {
 // numbers do not read, and InputError(origin, ...) when the text holds no
 // iteration line at all.
 MegatronLog parse_megatron_log(std::string_view text, const std::string& origin);
+
+// The cost model's term for a Megatron-LM timer of --timing-log-level,
+// per iteration, for the plan `rep` prices (core_v0.15.0: schedules.py
+// times the whole pipeline schedule with finalize_model_grads inside it;
+// training.py times optimizer.step with the distributed optimizer's
+// params-all-gather inside it):
+//   forward-backward    edge + middle + the gradient sync left exposed
+//   all-grads-sync      the gradient sync left exposed
+//   optimizer           the optimizer step + the parameter all-gather
+//   params-all-gather   the parameter all-gather left exposed
+//   forward-compute     M x the busiest stage's forward, p2p left out
+//   backward-compute    M x the busiest stage's backward (with recompute)
+// nullopt for any other timer (the model has no term for it).
+std::optional<double> megatron_timer_term(const std::string& name, const PlanReport& rep);
 
 }  // namespace hapmoe
