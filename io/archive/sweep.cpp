@@ -13,6 +13,7 @@
 #include <set>
 
 #include "costmodel/errors.h"
+#include "io/inputs/files.h"
 #include "io/inputs/json_strict.h"
 
 namespace hapmoe {
@@ -284,7 +285,7 @@ SweepDefinition parse_sweep_json(const std::string& text, const std::string& ori
 }
 
 SweepDefinition load_sweep(const std::string& path) {
-  return parse_sweep_json(read_text_file(path), path);
+  return parse_sweep_json(read_regular_file(path), path);
 }
 
 }  // namespace hapmoe

@@ -19,6 +19,8 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodel/errors.h"
+#include "costmodel/text.h"
+#include "io/inputs/files.h"
 #include "io/inputs/json_strict.h"
 
 namespace hapmoe {
@@ -539,6 +541,9 @@ ClusterSpec parse_cluster_json(const std::string& text, const std::string& origi
   ObjectReader root(doc, origin, "");
   ClusterSpec cluster;
   cluster.name = root.opt_string("name").value_or("");
+  if (auto e = check_name_text("name", cluster.name); !e.empty()) {
+    throw InputError(origin + ":" + root.pointer("name"), e);
+  }
 
   DeviceTable table;
   if (const Json* devices = root.opt_raw("devices")) {
@@ -546,6 +551,10 @@ ClusterSpec parse_cluster_json(const std::string& text, const std::string& origi
     std::vector<std::string> seen;
     for (const auto& item : devices->items()) {
       const std::string& name = item.key();
+      // Before any message shows the name (or a JSON pointer holds it).
+      if (auto e = check_name_text("device type name", name); !e.empty()) {
+        throw InputError(origin + ":" + root.pointer("devices"), e);
+      }
       if (trim(name).empty()) devs.fail(name, "device type name must not be empty");
       if (trim(name) != name || name.size() > kMaxNameLength ||
           name.find_first_of(",:") != std::string::npos) {
@@ -670,7 +679,7 @@ ClusterSpec load_cluster(const std::string& spec) {
   const std::string where = "--cluster \"" + spec + "\"";
   std::error_code ec;
   if (!spec.empty() && std::filesystem::exists(spec, ec)) {
-    ClusterSpec cluster = parse_cluster_json(read_text_file(spec), spec);
+    ClusterSpec cluster = parse_cluster_json(read_regular_file(spec), spec);
     if (cluster.name.empty()) cluster.name = spec;
     return cluster;
   }
