@@ -81,6 +81,18 @@ std::string random_part() {
   return s;
 }
 
+// An output path that exists must be a regular file (or a symlink to
+// one): a FIFO, device or socket there is never replaced. (A directory
+// cannot be: the rename fails, with EISDIR.)
+void refuse_special_target(const std::string& path, const std::string& where) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) return;
+  if (!S_ISREG(st.st_mode)) {
+    throw InputError(where,
+                     "is " + kind_of(st.st_mode) + ", not a regular file; refusing to replace it");
+  }
+}
+
 // A new empty file for `target` (create_temporary with open(2)); returns
 // its descriptor and sets `tmp`.
 int open_temporary(const std::string& target, const std::string& where, std::string& tmp) {
@@ -167,13 +179,10 @@ void check_file_writable(const std::string& path, const std::string& option) {
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     throw InputError(where, "directory " + dir.string() + " does not exist");
   }
-  if (::stat(path.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) throw InputError(where, "is a directory");
-    if (!S_ISREG(st.st_mode)) {
-      throw InputError(
-          where, "is " + kind_of(st.st_mode) + ", not a regular file; refusing to replace it");
-    }
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    throw InputError(where, "is a directory");
   }
+  refuse_special_target(path, where);
   // Creating a temporary is the only reliable test (root ignores
   // permission bits; read-only mounts only show on write).
   std::string tmp;
@@ -213,6 +222,7 @@ void commit_temporary(const std::string& tmp, const std::string& target, const s
 }
 
 void write_file_atomic(const std::string& path, const std::string& text) {
+  refuse_special_target(path, path);
   std::string tmp;
   Fd fd(open_temporary(path, path, tmp));
   const char* p = text.data();

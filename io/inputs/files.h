@@ -62,7 +62,9 @@ void commit_temporary(const std::string& tmp, const std::string& target, const s
 
 // Writes `text` to `path` through a temporary file in the same directory,
 // fsync'ed and renamed, so `path` is either the old file or the whole new
-// one. Throws InputError naming the path on failure; no temporary is left.
+// one. Throws InputError naming the path on failure (also when `path` is a
+// directory, FIFO, device or socket, which is never replaced); no
+// temporary is left.
 void write_file_atomic(const std::string& path, const std::string& text);
 
 // Removes the temporary files of earlier writers of `path` that were killed

@@ -348,6 +348,13 @@ TEST(PlanIo, OutputThatIsAFifoIsRefused) {
   EXPECT_NE(e.find("--plan-json " + fifo.string()), std::string::npos) << e;
   EXPECT_NE(e.find("FIFO"), std::string::npos) << e;
   EXPECT_TRUE(fs::is_fifo(fifo));
+  // The writer itself refuses too (for a caller that did not check first).
+  const std::string w = error_of([&] { write_file_atomic(fifo.string(), "x"); });
+  EXPECT_NE(w.find("FIFO"), std::string::npos) << w;
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  int files = 0;
+  for ([[maybe_unused]] const auto& f : fs::directory_iterator(dir)) ++files;
+  EXPECT_EQ(files, 1) << "a temporary file was left behind";
 }
 
 }  // namespace
