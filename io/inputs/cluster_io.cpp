@@ -429,11 +429,14 @@ const ClusterPreset* find_cluster_preset(const std::string& name) {
 // ------------------------------------------------------------------ inline
 
 ClusterSpec parse_inline_cluster(const std::string& spec) {
-  const std::string where = "--cluster \"" + spec + "\"";
+  const std::string where = "--cluster \"" + escape_control_characters(spec) + "\"";
   const std::string forms =
       "TYPE:COUNT (e.g. H800:16) or TYPE:NODESxPER_NODE (e.g. 910B:2x16), items separated by "
       "commas";
   if (trim(spec).empty()) throw InputError(where, "empty cluster spec; expected " + forms);
+  if (has_control_character(spec)) {
+    throw InputError("--cluster", check_name_text("cluster spec", spec));
+  }
 
   // Parses one integer of `item`; `what` names it in messages.
   auto integer = [&](const std::string& item, const std::string& text, const std::string& what) {
@@ -676,7 +679,7 @@ ClusterSpec parse_cluster_json(const std::string& text, const std::string& origi
 
 ClusterSpec load_cluster(const std::string& spec) {
   if (const ClusterPreset* preset = find_cluster_preset(spec)) return preset->cluster;
-  const std::string where = "--cluster \"" + spec + "\"";
+  const std::string where = "--cluster \"" + escape_control_characters(spec) + "\"";
   std::error_code ec;
   if (!spec.empty() && std::filesystem::exists(spec, ec)) {
     ClusterSpec cluster = parse_cluster_json(read_regular_file(spec), spec);

@@ -893,8 +893,9 @@ Workload load_workload(const std::string& spec, std::vector<std::string>* notes)
       spec.find('/') != std::string::npos ||
       (lower.size() >= 5 && lower.compare(lower.size() - 5, 5, ".json") == 0);
   if (!exists && !looks_like_path) {
-    throw InputError("--model", "\"" + spec + "\" is neither a known model preset (" +
-                                    preset_names() + ") nor a file");
+    throw InputError("--model", "\"" + escape_control_characters(spec) +
+                                    "\" is neither a known model preset (" + preset_names() +
+                                    ") nor a file");
   }
   const std::string text = read_regular_file(spec);
   return parse_workload_json(text, spec, notes);
