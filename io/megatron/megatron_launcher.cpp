@@ -533,15 +533,18 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   t << "#  stage  device    ranks            layers  recompute   memory / capacity        nodes\n";
   for (std::size_t i = 0; i < launched.stages.size(); ++i) {
     const StageReport& st = launched.stages[i];
-    char line[256];
+    // Sized for the names: a cut line would lose its line break.
+    const std::string device =
+        comment_safe(cluster.pools[static_cast<std::size_t>(st.device_type)].device.name);
+    const std::string nodes = comment_safe(stage_nodes[i]);
+    std::vector<char> line(256 + device.size() + nodes.size());
     const long long r0 = static_cast<long long>(i) * per_stage;
     std::snprintf(
-        line, sizeof line, "#  %5zu  %-8s  %6lld..%-6lld  %6d  %-10s  %9s / %-9s %s  %s\n", i,
-        comment_safe(cluster.pools[static_cast<std::size_t>(st.device_type)].device.name).c_str(),
-        r0, r0 + per_stage - 1, st.layers, to_string(st.recompute, st.layers).c_str(),
-        format_bytes(st.cost.memory.total()).c_str(), format_bytes(st.cost.capacity_bytes).c_str(),
-        st.cost.fits() ? "  " : "!!", comment_safe(stage_nodes[i]).c_str());
-    t << line;
+        line.data(), line.size(), "#  %5zu  %-8s  %6lld..%-6lld  %6d  %-10s  %9s / %-9s %s  %s\n",
+        i, device.c_str(), r0, r0 + per_stage - 1, st.layers,
+        to_string(st.recompute, st.layers).c_str(), format_bytes(st.cost.memory.total()).c_str(),
+        format_bytes(st.cost.capacity_bytes).c_str(), st.cost.fits() ? "  " : "!!", nodes.c_str());
+    t << line.data();
   }
   t << "#\n";
   t << "# Rank order: Megatron-LM orders ranks tp-cp-ep-dp-pp, so pipeline stage i holds the\n"

@@ -238,6 +238,23 @@ TEST(MegatronLauncher, NamesCannotEndAComment) {
   }
 }
 
+// The stage table keeps long host lists whole: a line cut at a fixed size
+// lost its line break (the next comment line ran on).
+TEST(MegatronLauncher, StageTableKeepsLongHostLists) {
+  const ClusterSpec cluster = load_cluster("H800:64");
+  Workload w = find_model_preset("mixtral-s")->workload;
+  Plan plan;
+  plan.parallel = {1, 1, 1, 1, 1, 64, w.training.micro_batch};
+  plan.stages = {{0, w.model.num_layers, {}}};
+  const ProfileTables tables = make_analytic_tables(w, cluster, w.training.micro_batch, {1}, {1});
+  const CostModel model(w, cluster, tables);
+  HostsByDevice hosts;
+  for (int i = 0; i < 8; ++i) hosts["h800"].push_back(std::string(90, 'a') + std::to_string(i));
+  const Launcher l = make_megatron_launcher(model.evaluate(plan), model, nullptr, "test", hosts);
+  const std::string last = hosts["h800"].back();
+  EXPECT_NE(l.text.find(last + "\n#\n# Rank order"), std::string::npos) << l.text;
+}
+
 // Host names: a control character is refused with the line and the name
 // escaped (one line); shell syntax is kept, to be quoted where written.
 TEST(MegatronLauncher, HostNamesWithControlCharactersAreRefused) {
