@@ -408,20 +408,19 @@ void write_archive_atomic(const std::string& path, const std::function<void(h5::
   const std::string where = option + " " + path;
   std::string tmp;
   try {
-    // H5F_ACC_EXCL is O_CREAT|O_EXCL: a name already taken (even by a
-    // symlink) fails the create, and another name is tried.
+    // A name already taken (even by a symlink) is skipped; H5F_ACC_EXCL
+    // (O_CREAT|O_EXCL) makes the create fail rather than follow anything
+    // that appears there meanwhile. `tmp` is set before the create, so a
+    // file the failed create left behind is removed below.
     std::optional<h5::File> file;
-    tmp = create_temporary(
+    create_temporary(
         path,
         [&](const std::string& name) {
-          try {
-            file.emplace(h5::File::create(name));
-            return true;
-          } catch (const h5::H5Error&) {
-            struct stat st {};
-            if (::lstat(name.c_str(), &st) == 0) return false;
-            throw;
-          }
+          struct stat st {};
+          if (::lstat(name.c_str(), &st) == 0) return false;
+          tmp = name;
+          file.emplace(h5::File::create(name));
+          return true;
         },
         where);
     fill(*file);
