@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "costmodel/errors.h"
+#include "costmodel/text.h"
 
 namespace hapmoe {
 
@@ -145,6 +146,12 @@ double ClusterSpec::cross_latency(int a, int b) const {
 
 std::string validate(const ClusterSpec& cluster) {
   if (cluster.pools.empty()) return "the cluster has no device pools (at least one is required)";
+  // Names first: the messages below show them.
+  if (auto e = check_name_text("name", cluster.name); !e.empty()) return e;
+  for (std::size_t i = 0; i < cluster.pools.size(); ++i) {
+    const std::string field = "pools[" + std::to_string(i) + "]: device type name";
+    if (auto e = check_name_text(field, cluster.pools[i].device.name); !e.empty()) return e;
+  }
   std::int64_t total = 0;
   std::set<std::string> names;
   for (int i = 0; i < cluster.num_types(); ++i) {

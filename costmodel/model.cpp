@@ -1,5 +1,7 @@
 #include "costmodel/model.h"
 
+#include "costmodel/text.h"
+
 #include <algorithm>
 #include <string>
 
@@ -72,6 +74,7 @@ const char* to_string(Fsdp f) {
 const char* to_string(MlpKind m) { return m == MlpKind::kSwiGlu ? "swiglu" : "gelu"; }
 
 std::string validate(const ModelSpec& m) {
+  if (auto e = check_name_text("name", m.name); !e.empty()) return e;
   auto positive = [](const char* name, long long v) -> std::string {
     return v > 0 ? "" : field(name, v) + " must be positive";
   };

@@ -10,6 +10,7 @@
 #include "costmodel/errors.h"
 #include "costmodel/measured.h"
 #include "io/inputs/cluster_io.h"
+#include "io/inputs/files.h"
 #include "io/inputs/json_strict.h"
 #include "io/inputs/plan_io.h"
 #include "io/report/report.h"
@@ -117,7 +118,7 @@ std::vector<GroupStats> groups_of(const std::vector<Outcome>& outcomes, bool ins
 }  // namespace
 
 std::vector<Case> load_cases(const std::string& path) {
-  const Json doc = parse_json(read_text_file(path), path);
+  const Json doc = parse_json(read_regular_file(path), path);
   if (!doc.is_array() || doc.empty()) {
     throw InputError(path, "expected a non-empty list of cases, got " + describe(doc));
   }

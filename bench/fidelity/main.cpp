@@ -22,13 +22,14 @@
 
 #include "bench/fidelity/fidelity.h"
 #include "costmodel/errors.h"
+#include "io/inputs/files.h"
 #include "io/inputs/json_strict.h"
 
 namespace {
 
 // id -> seconds_per_iteration of the published table.
 std::map<std::string, double> published(const std::string& path) {
-  std::istringstream in(hapmoe::read_text_file(path));
+  std::istringstream in(hapmoe::read_regular_file(path));
   std::string line;
   std::getline(in, line);
   std::vector<std::string> header;

@@ -11,7 +11,6 @@
 #include "io/archive/archive.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,11 +21,13 @@
 #include <ctime>
 #include <filesystem>
 #include <limits>
+#include <optional>
 
 #include "costmodel/errors.h"
 #include "io/archive/archive_rows.h"
 #include "io/archive/version.h"
 #include "io/inputs/cluster_io.h"
+#include "io/inputs/files.h"
 #include "io/inputs/json_strict.h"
 #include "io/inputs/model_io.h"
 
@@ -79,7 +80,7 @@ std::string command_line(int argc, const char* const* argv) {
 std::string given_file_text(const std::string& spec) {
   std::error_code ec;
   if (!fs::is_regular_file(spec, ec)) return "";
-  return read_text_file(spec);
+  return read_regular_file(spec);
 }
 
 void write_header(const h5::File& file, const std::string& kind) {
@@ -390,111 +391,59 @@ void write_run(const h5::Group& group, const ArchiveInputs& inputs,
 
 // --- Output paths -------------------------------------------------------------
 
-namespace {
-
-fs::path directory_of(const fs::path& target) {
-  return target.has_parent_path() ? target.parent_path() : fs::path(".");
-}
-
-fs::path temp_name(const fs::path& target) {
-  return directory_of(target) /
-         ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()));
-}
-
-std::string errno_text(int e) { return std::strerror(e); }
-
-}  // namespace
-
 void check_archive_path(const std::string& path, const std::string& option) {
-  const std::string where = option + " " + path;
-  if (path.empty()) throw InputError(option, "is empty");
-  const fs::path target(path);
-  if (!target.has_filename()) throw InputError(where, "names a directory, not a file");
-  const fs::path dir = directory_of(target);
+  // The directory, the name's length, a directory or FIFO in the way, and
+  // whether a file can be created there (io/inputs/files.h).
+  check_file_writable(path, option);
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    throw InputError(where, "directory " + dir.string() + " does not exist");
+  if (fs::exists(path, ec) && !h5::is_hdf5(path)) {
+    throw InputError(option + " " + path,
+                     "exists and is not an HDF5 file; refusing to replace it (remove it or "
+                     "choose another name)");
   }
-  if (fs::exists(target, ec)) {
-    if (fs::is_directory(target, ec)) throw InputError(where, "is a directory");
-    if (!fs::is_regular_file(target, ec)) throw InputError(where, "exists and is not a file");
-    if (!h5::is_hdf5(path)) {
-      throw InputError(where,
-                       "exists and is not an HDF5 file; refusing to replace it (remove it or "
-                       "choose another name)");
-    }
-  }
-  // Creating the temporary name is the only reliable test (root ignores
-  // permission bits; read-only mounts only show on write).
-  const fs::path tmp = temp_name(target);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
-  if (fd < 0) {
-    const int e = errno;
-    throw InputError(where, "cannot create a file in " + dir.string() + ": " + errno_text(e));
-  }
-  ::close(fd);
-  ::unlink(tmp.c_str());
 }
 
 void write_archive_atomic(const std::string& path, const std::function<void(h5::File&)>& fill,
                           const std::string& option) {
-  const fs::path target(path);
-  const fs::path tmp = temp_name(target);
   const std::string where = option + " " + path;
-  std::error_code ec;
-  fs::remove(tmp, ec);  // a leftover of this pid
+  std::string tmp;
   try {
-    h5::File file = h5::File::create(tmp.string());
-    fill(file);
-    file.close();
+    // A name already taken (even by a symlink) is skipped; H5F_ACC_EXCL
+    // (O_CREAT|O_EXCL) makes the create fail rather than follow anything
+    // that appears there meanwhile. `tmp` is set before the create, so a
+    // file the failed create left behind is removed below.
+    std::optional<h5::File> file;
+    create_temporary(
+        path,
+        [&](const std::string& name) {
+          struct stat st {};
+          if (::lstat(name.c_str(), &st) == 0) return false;
+          tmp = name;
+          file.emplace(h5::File::create(name));
+          return true;
+        },
+        where);
+    fill(*file);
+    file->close();
     // Durable before it takes the final name: data, then the rename.
-    const int fd = ::open(tmp.c_str(), O_RDONLY);
+    const int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0 || ::fsync(fd) != 0) {
       const int e = errno;
       if (fd >= 0) ::close(fd);
-      throw InputError(where, "cannot sync " + tmp.string() + ": " + errno_text(e));
+      throw InputError(where, "cannot sync " + tmp + ": " + std::strerror(e));
     }
     ::close(fd);
-    if (g_archive_before_rename != nullptr) g_archive_before_rename(tmp.string());
-    if (::rename(tmp.c_str(), target.c_str()) != 0) {
-      const int e = errno;
-      throw InputError(where, "cannot rename " + tmp.string() + " into place: " + errno_text(e));
-    }
+    if (g_archive_before_rename != nullptr) g_archive_before_rename(tmp);
   } catch (const h5::H5Error& e) {
-    fs::remove(tmp, ec);
+    if (!tmp.empty()) ::unlink(tmp.c_str());
     throw InputError(where, std::string("cannot write the archive: ") + e.what() +
                                 "; the previous file, if any, is untouched");
   } catch (...) {
-    fs::remove(tmp, ec);
+    if (!tmp.empty()) ::unlink(tmp.c_str());
     throw;
   }
-  const int dfd = ::open(directory_of(target).c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    ::fsync(dfd);  // best effort: the rename itself is durable after this
-    ::close(dfd);
-  }
+  commit_temporary(tmp, path, where);
   remove_stale_temporaries(path);
-}
-
-void remove_stale_temporaries(const std::string& path) {
-  const fs::path target(path);
-  const std::string prefix = "." + target.filename().string() + ".tmp.";
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(directory_of(target), ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind(prefix, 0) != 0) continue;
-    const std::string pid_text = name.substr(prefix.size());
-    if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos ||
-        pid_text.size() > 9) {
-      continue;
-    }
-    const auto pid = static_cast<pid_t>(std::stol(pid_text));
-    if (pid == ::getpid()) continue;
-    if (::kill(pid, 0) != 0 && errno == ESRCH) {
-      std::error_code rm;
-      fs::remove(e.path(), rm);
-    }
-  }
 }
 
 }  // namespace hapmoe

@@ -81,17 +81,15 @@ void write_header(const h5::File& file, const std::string& kind);
 void check_archive_path(const std::string& path, const std::string& option = "--out");
 
 // Writes an archive to `path` safely: `fill` writes into a fresh file under
-// a temporary name in the same directory (".NAME.tmp.PID"), which is then
-// flushed, closed, fsync'ed and renamed over `path` (and the directory
-// fsync'ed). On any failure the temporary file is removed, `path` is left
-// as it was, and InputError names `option` and the path with the cause.
+// a temporary name in the same directory (io/inputs/files.h: created
+// exclusively, never through a symlink, short enough for any name), which
+// is then flushed, closed, fsync'ed and renamed over `path` (and the
+// directory fsync'ed); then the temporaries of killed writers of `path` are
+// removed (remove_stale_temporaries). On any failure the temporary file is
+// removed, `path` is left as it was, and InputError names `option` and the
+// path with the cause.
 void write_archive_atomic(const std::string& path, const std::function<void(h5::File&)>& fill,
                           const std::string& option = "--out");
-
-// Removes the temporary files of earlier writers of `path` that were
-// killed (".NAME.tmp.PID" whose PID is no longer a live process on this
-// host). write_archive_atomic calls it after each successful rename.
-void remove_stale_temporaries(const std::string& path);
 
 // Test hook for crash tests: called between writing the temporary file
 // and renaming it (nullptr: nothing).

@@ -291,6 +291,7 @@ void print_sweep(std::ostream& out, const h5::File& f, const std::string& case_n
 
 void print_archive_summary(std::ostream& out, const std::string& path,
                            const std::string& case_name) {
+  h5::check_input_file(path);
   if (!h5::is_hdf5(path)) throw InputError(path, "is not an HDF5 file (or cannot be read)");
   try {
     const h5::File f = h5::File::open_read(path);

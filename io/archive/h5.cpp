@@ -1,6 +1,10 @@
 #include "io/archive/h5.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+
+#include "io/inputs/files.h"
 
 namespace hapmoe::h5 {
 
@@ -331,10 +335,14 @@ void File::close() {
 }
 
 bool is_hdf5(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
   silence();
   const htri_t r = H5Fis_hdf5(path.c_str());
   H5Eclear2(H5E_DEFAULT);
   return r > 0;
 }
+
+void check_input_file(const std::string& path) { check_regular_file(path); }
 
 }  // namespace hapmoe::h5

@@ -233,7 +233,13 @@ class File : public Group {
   std::string file_;
 };
 
-// True if `path` is a readable HDF5 file (no exception, no output).
+// True if `path` is a readable HDF5 file (no exception, no output). False
+// without opening it when `path` is not a regular file.
 bool is_hdf5(const std::string& path);
+
+// Throws InputError unless `path` is an existing regular file
+// (check_regular_file, io/inputs/files.h). Readers of HDF5 inputs call it
+// first: opening a FIFO with no writer would wait forever.
+void check_input_file(const std::string& path);
 
 }  // namespace hapmoe::h5

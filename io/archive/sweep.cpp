@@ -13,6 +13,8 @@
 #include <set>
 
 #include "costmodel/errors.h"
+#include "costmodel/text.h"
+#include "io/inputs/files.h"
 #include "io/inputs/json_strict.h"
 
 namespace hapmoe {
@@ -129,6 +131,8 @@ SweepCase resolve(const RawCase& raw, const std::string& origin) {
   t.activation_offload_layers = r.opt_int("activation_offload_layers", 0, 100000);
   if (auto v = r.opt_string("name")) {
     if (v->empty()) r.fail("name", "must not be empty");
+    // The name becomes an HDF5 group name and a line of `show`.
+    if (auto e = check_name_text("name", *v); !e.empty()) r.fail("name", e);
     c.name = *v;
   } else {
     c.name = c.model + " " + c.cluster;
@@ -284,7 +288,7 @@ SweepDefinition parse_sweep_json(const std::string& text, const std::string& ori
 }
 
 SweepDefinition load_sweep(const std::string& path) {
-  return parse_sweep_json(read_text_file(path), path);
+  return parse_sweep_json(read_regular_file(path), path);
 }
 
 }  // namespace hapmoe

@@ -11,6 +11,7 @@
 #include "io/cli/commands.h"
 #include "io/cli/options.h"
 #include "io/cli/steps.h"
+#include "io/inputs/files.h"
 #include "io/inputs/plan_io.h"
 #include "io/report/report.h"
 
@@ -176,6 +177,9 @@ int cmd_compare(int argc, const char* const* argv, std::ostream& out, std::ostre
   RunOptions run;
   read_on_every_rank(comm, [&] {
     check_out_on_root(comm, r);
+    if (comm.rank() == 0 && r.count("plan-json")) {
+      check_file_writable(r["plan-json"].as<std::string>(), "--plan-json");
+    }
     in = read_inputs(r);
     refuse_precision_auto(in, "compare");
     read_search_options(r, in, comm, opt, run);

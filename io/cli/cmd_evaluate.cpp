@@ -13,6 +13,7 @@
 #include "io/cli/options.h"
 #include "io/cli/plan_sources.h"
 #include "io/cli/steps.h"
+#include "io/inputs/files.h"
 #include "io/inputs/json_strict.h"
 #include "io/inputs/plan_io.h"
 #include "io/report/report.h"
@@ -61,7 +62,7 @@ PlanInput read_plan_input(const cxxopts::ParseResult& r, Inputs& in) {
   if (script_plan) {
     p.plan = megatron_plan(*in.megatron, in.workload, in.cluster);
   } else {
-    const std::string text = read_text_file(p.path);
+    const std::string text = read_regular_file(p.path);
     p.job = apply_plan_job(text, p.path, in.workload);
     for (const std::string& e : {p.job ? check_precision(in.workload, in.cluster) : "",
                                  p.job ? check_offload(in.workload, in.cluster) : ""}) {

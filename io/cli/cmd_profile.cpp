@@ -28,6 +28,7 @@
 #include "io/cli/options.h"
 #include "io/cli/steps.h"
 #include "io/inputs/cluster_io.h"
+#include "io/inputs/files.h"
 #include "io/inputs/json_strict.h"
 #include "io/inputs/model_io.h"
 #include "io/inputs/plan_io.h"
@@ -289,7 +290,7 @@ TableKey resolve_table(const NcclLog& log, const NcclOptions& o, const std::stri
 void import_nccl(const cxxopts::ParseResult& r, MeasuredProfile& add, std::ostream& out) {
   const NcclOptions o = nccl_options(r);
   const std::string path = r["nccl"].as<std::string>();
-  const auto logs = parse_nccl_tests_logs(read_text_file(path), path, o.in_place);
+  const auto logs = parse_nccl_tests_logs(read_regular_file(path), path, o.in_place);
   std::vector<Primitive> prims;
   std::map<std::tuple<int, int, std::string, std::string, int>, std::size_t> first_of;
   // Every table is resolved before anything is printed: an error in one
@@ -389,7 +390,7 @@ int cmd_import(int argc, const char* const* argv, std::ostream& out) {
   if (r.count("nccl")) import_nccl(r, add, out);
   if (r.count("layers")) {
     const std::string path = r["layers"].as<std::string>();
-    const auto rows = parse_layer_csv(read_text_file(path), path);
+    const auto rows = parse_layer_csv(read_regular_file(path), path);
     int dense = 0;
     for (const LayerSample& s : rows) {
       if (s.moe) continue;
@@ -747,7 +748,8 @@ int cmd_fit(int argc, const char* const* argv, std::ostream& out) {
   std::vector<FitValue> fits;
   if (r.count("router")) {
     const std::string path = r["router"].as<std::string>();
-    const FitValue f = fit_imbalance(parse_router_csv(read_text_file(path), path), w.model.name, p);
+    const FitValue f =
+        fit_imbalance(parse_router_csv(read_regular_file(path), path), w.model.name, p);
     if (is_set(f.value)) w.training.imbalance = f.value;
     fits.push_back(f);
   } else if (const double rho = profile_imbalance(p, w.model.name);
@@ -756,7 +758,7 @@ int cmd_fit(int argc, const char* const* argv, std::ostream& out) {
   }
   if (r.count("layers")) {
     const std::string path = r["layers"].as<std::string>();
-    const auto rows = parse_layer_csv(read_text_file(path), path);
+    const auto rows = parse_layer_csv(read_regular_file(path), path);
     for (const LayerSample& s : rows) {
       if (s.moe) continue;
       p.compute.push_back(
@@ -953,7 +955,7 @@ LogRun read_log_run(const cxxopts::ParseResult& r) {
                      "needs --megatron-script, the script that ran it (its model and plan)");
   }
   LogRun out;
-  out.log = parse_megatron_log(read_text_file(path), path);
+  out.log = parse_megatron_log(read_regular_file(path), path);
   out.in.workload = megatron_input_workload(r, *script);
   out.in.cluster = load_cluster(required(r, "cluster"));
   out.in.plan = megatron_plan(*script, out.in.workload, out.in.cluster);
@@ -1049,7 +1051,7 @@ int cmd_check(int argc, const char* const* argv, std::ostream& out) {
     runs.push_back(logged->run);
   } else {
     csv = required(r, "measurements");
-    runs = parse_runs_csv(read_text_file(csv), csv);
+    runs = parse_runs_csv(read_regular_file(csv), csv);
   }
   out << "profile check: " << runs.size() << " measured runs"
       << (profile ? ", profile " + r["profile"].as<std::string>() : ", no profile (catalog only)")

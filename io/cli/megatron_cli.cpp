@@ -8,6 +8,7 @@
 
 #include "costmodel/errors.h"
 #include "io/archive/version.h"
+#include "io/inputs/files.h"
 #include "io/inputs/json_strict.h"
 #include "io/inputs/model_io.h"
 #include "io/inputs/plan_io.h"
@@ -95,8 +96,11 @@ std::shared_ptr<MegatronScript> read_megatron_input(const cxxopts::ParseResult& 
     inputs.args =
         split_shell_words(r["megatron-script-args"].as<std::string>(), "--megatron-script-args");
   }
-  auto script = std::make_shared<MegatronScript>(
-      read_megatron_script(r["megatron-script"].as<std::string>(), inputs));
+  const std::string path = r["megatron-script"].as<std::string>();
+  // A FIFO or a device is refused here, before read_megatron_script opens
+  // it (an open of a FIFO with no writer waits forever).
+  check_regular_file(path);
+  auto script = std::make_shared<MegatronScript>(read_megatron_script(path, inputs));
   if (r.count("megatron-stage-devices")) {
     // Same place as a script's own HAPMOE_STAGE_DEVICES=(...), which it replaces.
     std::vector<ShellWord>& devices = script->shell.variables["HAPMOE_STAGE_DEVICES"];
@@ -163,7 +167,7 @@ HostsByDevice read_launcher_options(const cxxopts::ParseResult& r, const Cluster
   HostsByDevice hosts;
   if (r.count("launcher-hosts")) {
     const std::string file = r["launcher-hosts"].as<std::string>();
-    hosts = parse_launcher_hosts(read_text_file(file, 16u << 20), file);
+    hosts = parse_launcher_hosts(read_regular_file(file, 16u << 20), file);
     check_launcher_hosts(hosts, cluster);
   }
   return hosts;

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "costmodel/errors.h"
+#include "io/inputs/files.h"
 #include "io/inputs/plan_io.h"
 
 namespace hapmoe {

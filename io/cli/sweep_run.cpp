@@ -54,6 +54,7 @@
 #include "io/cli/steps.h"
 #include "io/cli/sweep_run.h"
 #include "io/inputs/cluster_io.h"
+#include "io/inputs/files.h"
 #include "io/inputs/json_strict.h"
 #include "io/profile/profile_h5.h"
 #include "io/report/report.h"

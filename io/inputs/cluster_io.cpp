@@ -19,6 +19,8 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodel/errors.h"
+#include "costmodel/text.h"
+#include "io/inputs/files.h"
 #include "io/inputs/json_strict.h"
 
 namespace hapmoe {
@@ -427,11 +429,14 @@ const ClusterPreset* find_cluster_preset(const std::string& name) {
 // ------------------------------------------------------------------ inline
 
 ClusterSpec parse_inline_cluster(const std::string& spec) {
-  const std::string where = "--cluster \"" + spec + "\"";
+  const std::string where = "--cluster \"" + escape_control_characters(spec) + "\"";
   const std::string forms =
       "TYPE:COUNT (e.g. H800:16) or TYPE:NODESxPER_NODE (e.g. 910B:2x16), items separated by "
       "commas";
   if (trim(spec).empty()) throw InputError(where, "empty cluster spec; expected " + forms);
+  if (has_control_character(spec)) {
+    throw InputError("--cluster", check_name_text("cluster spec", spec));
+  }
 
   // Parses one integer of `item`; `what` names it in messages.
   auto integer = [&](const std::string& item, const std::string& text, const std::string& what) {
@@ -539,6 +544,9 @@ ClusterSpec parse_cluster_json(const std::string& text, const std::string& origi
   ObjectReader root(doc, origin, "");
   ClusterSpec cluster;
   cluster.name = root.opt_string("name").value_or("");
+  if (auto e = check_name_text("name", cluster.name); !e.empty()) {
+    throw InputError(origin + ":" + root.pointer("name"), e);
+  }
 
   DeviceTable table;
   if (const Json* devices = root.opt_raw("devices")) {
@@ -546,6 +554,10 @@ ClusterSpec parse_cluster_json(const std::string& text, const std::string& origi
     std::vector<std::string> seen;
     for (const auto& item : devices->items()) {
       const std::string& name = item.key();
+      // Before any message shows the name (or a JSON pointer holds it).
+      if (auto e = check_name_text("device type name", name); !e.empty()) {
+        throw InputError(origin + ":" + root.pointer("devices"), e);
+      }
       if (trim(name).empty()) devs.fail(name, "device type name must not be empty");
       if (trim(name) != name || name.size() > kMaxNameLength ||
           name.find_first_of(",:") != std::string::npos) {
@@ -667,10 +679,10 @@ ClusterSpec parse_cluster_json(const std::string& text, const std::string& origi
 
 ClusterSpec load_cluster(const std::string& spec) {
   if (const ClusterPreset* preset = find_cluster_preset(spec)) return preset->cluster;
-  const std::string where = "--cluster \"" + spec + "\"";
+  const std::string where = "--cluster \"" + escape_control_characters(spec) + "\"";
   std::error_code ec;
   if (!spec.empty() && std::filesystem::exists(spec, ec)) {
-    ClusterSpec cluster = parse_cluster_json(read_text_file(spec), spec);
+    ClusterSpec cluster = parse_cluster_json(read_regular_file(spec), spec);
     if (cluster.name.empty()) cluster.name = spec;
     return cluster;
   }

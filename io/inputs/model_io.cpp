@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodel/errors.h"
+#include "costmodel/text.h"
+#include "io/inputs/files.h"
 #include "io/inputs/json_strict.h"
 
 namespace hapmoe {
@@ -792,6 +794,9 @@ Workload parse_hapmoe_json(const Json& root, const std::string& origin) {
   Workload w;
   ModelSpec& m = w.model;
   m.name = r.opt_string("name").value_or(origin);
+  if (auto e = check_name_text("name", m.name); !e.empty()) {
+    throw InputError(where_of(origin, r.pointer("name")), e);
+  }
   m.num_layers = r.get_int("num_layers", 1, kMaxLayers);
   m.hidden = r.get_int("hidden", 1, kMaxSize);
   m.num_heads = r.get_int("num_heads", 1, kMaxHeads);
@@ -888,10 +893,11 @@ Workload load_workload(const std::string& spec, std::vector<std::string>* notes)
       spec.find('/') != std::string::npos ||
       (lower.size() >= 5 && lower.compare(lower.size() - 5, 5, ".json") == 0);
   if (!exists && !looks_like_path) {
-    throw InputError("--model", "\"" + spec + "\" is neither a known model preset (" +
-                                    preset_names() + ") nor a file");
+    throw InputError("--model", "\"" + escape_control_characters(spec) +
+                                    "\" is neither a known model preset (" + preset_names() +
+                                    ") nor a file");
   }
-  const std::string text = read_text_file(spec);
+  const std::string text = read_regular_file(spec);
   return parse_workload_json(text, spec, notes);
 }
 

@@ -1,11 +1,9 @@
 #include "io/inputs/plan_io.h"
 
-#include <unistd.h>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 
 #include "costmodel/errors.h"
+#include "io/inputs/files.h"
 #include "io/inputs/model_io.h"
 
 namespace hapmoe {
@@ -163,7 +161,7 @@ nlohmann::ordered_json job_training_json(const TrainingSpec& t) {
 
 Plan load_plan(const std::string& path, const ClusterSpec& cluster, int default_micro_batch,
                int index) {
-  return parse_plan_json(read_text_file(path), path, cluster, default_micro_batch, index);
+  return parse_plan_json(read_regular_file(path), path, cluster, default_micro_batch, index);
 }
 
 nlohmann::ordered_json plan_report_json(const PlanReport& r, const ClusterSpec& cluster) {
@@ -232,55 +230,6 @@ nlohmann::ordered_json plan_report_json(const PlanReport& r, const ClusterSpec& 
                   {"tp_comm", r.overlap.tp_comm},
                   {"moe_ep_comm", r.overlap.moe_ep_comm}};
   return p;
-}
-
-void check_file_writable(const std::string& path, const std::string& option) {
-  namespace fs = std::filesystem;
-  const std::string where = option + " " + path;
-  if (path.empty()) throw InputError(option, "is empty");
-  const fs::path target(path);
-  if (!target.has_filename()) throw InputError(where, "names a directory, not a file");
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    throw InputError(where, "directory " + dir.string() + " does not exist");
-  }
-  if (fs::is_directory(target, ec)) throw InputError(where, "is a directory");
-  // Creating a file is the only reliable test (root ignores permission
-  // bits; read-only mounts only show on write).
-  const fs::path probe =
-      dir / ("." + target.filename().string() + ".probe." + std::to_string(::getpid()));
-  {
-    std::ofstream out(probe, std::ios::binary | std::ios::trunc);
-    if (!out) throw InputError(where, "cannot create a file in " + dir.string());
-  }
-  fs::remove(probe, ec);
-}
-
-void write_file_atomic(const std::string& path, const std::string& text) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  const fs::path tmp =
-      dir / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw InputError(path, "cannot write (directory missing or not writable)");
-    out << text;
-    out.flush();
-    if (!out) {
-      out.close();
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw InputError(path, "write failed (disk full?); the previous file is untouched");
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw InputError(path, "cannot rename the temporary file into place: " + ec.message());
-  }
 }
 
 }  // namespace hapmoe

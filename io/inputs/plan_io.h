@@ -39,14 +39,4 @@ Recompute parse_recompute(const std::string& text, int stage_layers, const std::
 // One plan report as the output schema's plan object.
 nlohmann::ordered_json plan_report_json(const PlanReport& report, const ClusterSpec& cluster);
 
-// Writes `text` to `path` through a temporary file in the same directory,
-// flushed and renamed, so `path` is either the old file or the whole new
-// one. Throws InputError naming the path on failure.
-void write_file_atomic(const std::string& path, const std::string& text);
-
-// Before a long run: throws InputError naming `option` and `path` unless
-// write_file_atomic could write it (a file name in an existing directory
-// where a file can be created, not a directory).
-void check_file_writable(const std::string& path, const std::string& option);
-
 }  // namespace hapmoe

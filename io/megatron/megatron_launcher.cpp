@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "costmodel/errors.h"
+#include "costmodel/text.h"
 #include "io/inputs/json_strict.h"
 #include "io/megatron/megatron_flags.h"
 #include "io/report/report.h"
@@ -76,13 +77,12 @@ std::string node_name(const std::string& device, int index) {
   return out + buf;
 }
 
-// Text for a comment line: a line break in a file name must not end it.
-std::string comment_safe(std::string s) {
-  for (char& c : s) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return s;
-}
+// Text for a comment line: every name, path and note written in a comment
+// goes through here, so a line break (or any control character) in one
+// cannot end the comment and start a command. Names with control
+// characters are refused on input (check_name_text); this holds whatever
+// reaches the launcher.
+std::string comment_safe(const std::string& s) { return escape_control_characters(s); }
 
 // A word of the script as the launcher writes it: its value, or its source
 // where the value is known only at run time or is a default the
@@ -276,6 +276,12 @@ HostsByDevice parse_launcher_hosts(const std::string& text, const std::string& o
     if (!(words >> device) || (words >> extra)) {
       throw InputError(origin + ":" + std::to_string(n),
                        "expected \"HOST DEVICE\" (e.g. \"gpu-a-01 H800\"), got \"" + line + "\"");
+    }
+    for (const auto& [field, word] : {std::pair<const char*, const std::string&>{"host name", host},
+                                      {"device type name", device}}) {
+      if (auto e = check_name_text(field, word); !e.empty()) {
+        throw InputError(origin + ":" + std::to_string(n), e);
+      }
     }
     if (!seen.insert(host).second) {
       throw InputError(origin + ":" + std::to_string(n), "host " + host + " is listed twice");
@@ -532,15 +538,18 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   t << "#  stage  device    ranks            layers  recompute   memory / capacity        nodes\n";
   for (std::size_t i = 0; i < launched.stages.size(); ++i) {
     const StageReport& st = launched.stages[i];
-    char line[256];
+    // Sized for the names: a cut line would lose its line break.
+    const std::string device =
+        comment_safe(cluster.pools[static_cast<std::size_t>(st.device_type)].device.name);
+    const std::string nodes = comment_safe(stage_nodes[i]);
+    std::vector<char> line(256 + device.size() + nodes.size());
     const long long r0 = static_cast<long long>(i) * per_stage;
     std::snprintf(
-        line, sizeof line, "#  %5zu  %-8s  %6lld..%-6lld  %6d  %-10s  %9s / %-9s %s  %s\n", i,
-        cluster.pools[static_cast<std::size_t>(st.device_type)].device.name.c_str(), r0,
-        r0 + per_stage - 1, st.layers, to_string(st.recompute, st.layers).c_str(),
-        format_bytes(st.cost.memory.total()).c_str(), format_bytes(st.cost.capacity_bytes).c_str(),
-        st.cost.fits() ? "  " : "!!", stage_nodes[i].c_str());
-    t << line;
+        line.data(), line.size(), "#  %5zu  %-8s  %6lld..%-6lld  %6d  %-10s  %9s / %-9s %s  %s\n",
+        i, device.c_str(), r0, r0 + per_stage - 1, st.layers,
+        to_string(st.recompute, st.layers).c_str(), format_bytes(st.cost.memory.total()).c_str(),
+        format_bytes(st.cost.capacity_bytes).c_str(), st.cost.fits() ? "  " : "!!", nodes.c_str());
+    t << line.data();
   }
   t << "#\n";
   t << "# Rank order: Megatron-LM orders ranks tp-cp-ep-dp-pp, so pipeline stage i holds the\n"
@@ -555,7 +564,7 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
     << " this script once on every node: a node finds its index in\n"
        "# NODE_HOSTS from its short host name (or set NODE_RANK). Under Slurm, for example:\n"
        "#   srun --nodes="
-    << out.nodes.size() << " --ntasks-per-node=1 --nodelist=" << join(out.nodes, ",")
+    << out.nodes.size() << " --ntasks-per-node=1 --nodelist=" << comment_safe(join(out.nodes, ","))
     << " bash THIS_SCRIPT\n";
   t << "#\n# What stock Megatron-LM cannot express:\n";
   t << "#  - device types: Megatron has no notion of them; the plan's device type per stage is\n"
@@ -566,7 +575,7 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   for (const std::string& n : out.notes) {
     std::string wrapped = "#  - ";
     std::size_t col = wrapped.size();
-    std::istringstream words(n);
+    std::istringstream words(comment_safe(n));
     std::string word;
     bool first = true;
     while (words >> word) {

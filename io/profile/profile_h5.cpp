@@ -3,7 +3,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <filesystem>
 
 #include "costmodel/errors.h"
 #include "io/archive/archive.h"
@@ -111,7 +110,7 @@ LinkKind parse_link_kind(const std::string& text, const std::string& where) {
 }
 
 MeasuredProfile read_profile(const std::string& path) {
-  if (!std::filesystem::exists(path)) throw InputError(path, "no such file");
+  h5::check_input_file(path);
   if (!h5::is_hdf5(path)) throw InputError(path, "not an HDF5 file");
   MeasuredProfile p;
   std::string where = path;

@@ -25,3 +25,7 @@ p = {"model": "mixtral-s", "cluster": ["paper:16-1"] * 10, "top_k": v, "max_pp":
      "delta": [0.1 * i for i in v], "eta": v, "global_batch": [128 * i for i in v], "seq_len": [1024 * i for i in v]}
 json.dump({"product": p}, open(sys.argv[1], "w"))
 PY
+# Special files (Hardening II, item 13): a FIFO nobody writes to.
+mkfifo "$d/fifo"
+# A host name with an escape sequence (Hardening II, item 6).
+printf 'h\033]0;x H800\n' >"$d/control_hosts.txt"

@@ -198,6 +198,47 @@ TEST(Archive, StaleTemporariesOfDeadWritersAreRemoved) {
   EXPECT_TRUE(fs::exists(d / ".run.h5.tmp.1"));
 }
 
+// Hardening II, items 7 and 16: --out names up to NAME_MAX (255 bytes)
+// work (the temporary's name once added 15 characters), and a symlink
+// planted at the old predictable temporary name is neither followed nor
+// in the way.
+TEST(Archive, LongNamesAndPlantedSymlinks) {
+  const fs::path d = scratch_dir("long");
+  for (const std::size_t n : {248u, 255u}) {
+    const fs::path out = d / (std::string(n - 3, 'r') + ".h5");
+    const CliRun r = run(plan_to(out));
+    EXPECT_EQ(r.code, kExitOk) << n << ": " << r.err;
+    EXPECT_TRUE(h5::is_hdf5(out.string())) << n;
+  }
+  EXPECT_FALSE(has_temporaries(d));
+  const fs::path victim = d / "victim.txt";
+  spit(victim, "precious");
+  fs::create_symlink(victim, d / (".run.h5.tmp." + std::to_string(::getpid())));
+  const CliRun r = run(plan_to(d / "run.h5"));
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(slurp(victim), "precious");
+  EXPECT_TRUE(h5::is_hdf5((d / "run.h5").string()));
+}
+
+TEST(Archive, StaleTemporariesInTheNewFormAreRemoved) {
+  const fs::path d = scratch_dir("stale_new");
+  spit(d / ".run.h5.tmp.999999999.a1B2c3", "half");  // no such pid
+  spit(d / ".run.h5.tmp.1.a1B2c3", "init's");        // a live pid: left alone
+  ASSERT_EQ(run(plan_to(d / "run.h5")).code, kExitOk);
+  EXPECT_FALSE(fs::exists(d / ".run.h5.tmp.999999999.a1B2c3"));
+  EXPECT_TRUE(fs::exists(d / ".run.h5.tmp.1.a1B2c3"));
+}
+
+// Hardening II, item 13: `show` of a FIFO with no writer fails at once
+// (it once waited forever in the open).
+TEST(Archive, ShowRefusesAFifo) {
+  const fs::path d = scratch_dir("fifo");
+  ASSERT_EQ(::mkfifo((d / "x.h5").c_str(), 0644), 0);
+  const CliRun r = run({"show", (d / "x.h5").string()});
+  EXPECT_EQ(r.code, kExitInput);
+  EXPECT_NE(r.err.find("is a FIFO"), std::string::npos) << r.err;
+}
+
 TEST(Archive, ShowRejectsWhatIsNotAnArchive) {
   const fs::path d = scratch_dir("show");
   spit(d / "x.h5", "text");

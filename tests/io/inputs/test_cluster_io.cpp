@@ -2,6 +2,8 @@
 // load_cluster and cluster_to_json.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <cmath>
 #include <initializer_list>
 #include <map>
@@ -623,6 +625,43 @@ TEST(ClusterIo, ToJsonWritesTheDocumentedFormat) {
 
 TEST(ClusterIo, ToJsonRejectsInvalidClusters) {
   EXPECT_THROW(cluster_to_json(ClusterSpec{}), ContractError);
+}
+
+// Hardening II, item 6: a control character in a cluster's, a device
+// type's or an inline spec's name is refused, the value escaped so the
+// message stays one line.
+TEST(ClusterIo, NamesWithControlCharactersAreRefused) {
+  const auto one_line = [](const std::function<void()>& f, const std::string& part) {
+    try {
+      f();
+      ADD_FAILURE() << "no error for " << part;
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(part), std::string::npos) << what;
+      EXPECT_NE(what.find("contains a control character"), std::string::npos) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
+  };
+  one_line([] { parse_inline_cluster("H800:8\nx"); }, "cluster spec \"H800:8\\nx\"");
+  one_line(
+      [] {
+        parse_cluster_json(R"({"name": "a\u001b[2J", "pools": [{"device": "H800", "count": 8}]})",
+                           "c.json");
+      },
+      "c.json:/name: name \"a\\x1b[2J\"");
+  one_line(
+      [] {
+        parse_cluster_json(
+            R"({"devices": {"G\tPU": {"base": "H800"}}, "pools": [{"device": "G\tPU", "count": 8}]})",
+            "c.json");
+      },
+      "c.json:/devices: device type name \"G\\tPU\"");
+  // validate() too, for clusters built any other way.
+  ClusterSpec c = parse_inline_cluster("H800:8");
+  c.pools[0].device.name = "H\n800";
+  EXPECT_NE(validate(c).find("pools[0]: device type name \"H\\n800\" contains a control character"),
+            std::string::npos)
+      << validate(c);
 }
 
 }  // namespace

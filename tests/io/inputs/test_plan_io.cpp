@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -8,6 +10,7 @@
 #include "costmodel/errors.h"
 #include "engine/driver.h"
 #include "io/inputs/cluster_io.h"
+#include "io/inputs/files.h"
 #include "io/inputs/json_strict.h"
 #include "io/inputs/model_io.h"
 #include "io/inputs/plan_io.h"
@@ -278,6 +281,80 @@ TEST(PlanIo, AtomicWriteReplacesWholeOrNothing) {
   EXPECT_THROW(write_file_atomic((dir / "adir").string(), "x"), InputError);
   EXPECT_TRUE(fs::is_directory(dir / "adir"));
   fs::remove_all(dir);
+}
+
+// Hardening II, item 16: the rename's own errno is reported (it once said
+// "Success": the cleanup after the failed rename reset the error code).
+TEST(PlanIo, AtomicWriteSaysWhyTheRenameFailed) {
+  namespace fs = std::filesystem;
+  const fs::path dir = test::scratch_dir("rename");
+  fs::create_directories(dir / "adir");
+  const std::string e = error_of([&] { write_file_atomic((dir / "adir").string(), "x"); });
+  EXPECT_NE(e.find("Is a directory"), std::string::npos) << e;
+  EXPECT_EQ(e.find("Success"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  int files = 0;
+  for ([[maybe_unused]] const auto& f : fs::directory_iterator(dir)) ++files;
+  EXPECT_EQ(files, 1) << "the temporary file was left behind";
+}
+
+// Hardening II, item 7: a symlink planted where the temporary file goes
+// (the old predictable ".NAME.tmp.PID") is never followed: the file it
+// points to keeps its contents.
+TEST(PlanIo, AtomicWriteDoesNotFollowAPlantedSymlink) {
+  namespace fs = std::filesystem;
+  const fs::path dir = test::scratch_dir("symlink");
+  const fs::path victim = dir / "victim.txt";
+  std::ofstream(victim) << "precious\n";
+  for (const char* name : {"plan.json", "launch.sh"}) {
+    fs::create_symlink(victim,
+                       dir / ("." + std::string(name) + ".tmp." + std::to_string(::getpid())));
+    check_file_writable((dir / name).string(), "--plan-json");
+    write_file_atomic((dir / name).string(), "new\n");
+    EXPECT_EQ(test::slurp(dir / name), "new\n");
+    EXPECT_EQ(test::slurp(victim), "precious\n") << name;
+  }
+}
+
+// Hardening II, item 16: any name up to NAME_MAX (255 bytes) can be
+// written; the temporary's name is cut to fit.
+TEST(PlanIo, AtomicWriteTakesNamesUpToNameMax) {
+  namespace fs = std::filesystem;
+  const fs::path dir = test::scratch_dir("long");
+  for (const std::size_t n : {240u, 248u, 255u}) {
+    const std::string name = std::string(n - 5, 'p') + ".json";
+    const std::string path = (dir / name).string();
+    EXPECT_NO_THROW(check_file_writable(path, "--plan-json")) << n;
+    EXPECT_NO_THROW(write_file_atomic(path, "x\n")) << n;
+    EXPECT_EQ(test::slurp(path), "x\n") << n;
+  }
+  int files = 0;
+  for ([[maybe_unused]] const auto& f : fs::directory_iterator(dir)) ++files;
+  EXPECT_EQ(files, 3) << "a temporary file was left behind";
+  // Above NAME_MAX: an error naming the option, not a crash.
+  const std::string too_long = (dir / std::string(256, 'q')).string();
+  const std::string e = error_of([&] { check_file_writable(too_long, "--plan-json"); });
+  EXPECT_NE(e.find("--plan-json"), std::string::npos) << e;
+}
+
+// Hardening II, item 13: an output path that is a FIFO (or any file that
+// is not a regular file) is refused, not replaced.
+TEST(PlanIo, OutputThatIsAFifoIsRefused) {
+  namespace fs = std::filesystem;
+  const fs::path dir = test::scratch_dir("fifo");
+  const fs::path fifo = dir / "out.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  const std::string e = error_of([&] { check_file_writable(fifo.string(), "--plan-json"); });
+  EXPECT_NE(e.find("--plan-json " + fifo.string()), std::string::npos) << e;
+  EXPECT_NE(e.find("FIFO"), std::string::npos) << e;
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  // The writer itself refuses too (for a caller that did not check first).
+  const std::string w = error_of([&] { write_file_atomic(fifo.string(), "x"); });
+  EXPECT_NE(w.find("FIFO"), std::string::npos) << w;
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  int files = 0;
+  for ([[maybe_unused]] const auto& f : fs::directory_iterator(dir)) ++files;
+  EXPECT_EQ(files, 1) << "a temporary file was left behind";
 }
 
 }  // namespace

@@ -206,6 +206,84 @@ TEST(MegatronLauncher, EveryPresetRoundTripsThroughModelFlags) {
   }
 }
 
+// Hardening II, item 6: the input readers refuse names with control
+// characters, and the launcher does not rely on that alone: a line break
+// in the cluster's, the model's, a device's or a host's name stays inside
+// its comment (escaped), so nothing after it runs as a command.
+TEST(MegatronLauncher, NamesCannotEndAComment) {
+  ClusterSpec cluster = load_cluster("H800:8");
+  cluster.name = "c\ntouch PWNED1";
+  cluster.pools[0].device.name = "X\ntouch PWNED2\n#";
+  Workload w = find_model_preset("mixtral-s")->workload;
+  w.model.name = "m\rtouch PWNED3\x0b";
+  Plan plan;
+  plan.parallel = {1, 1, 1, 1, 1, 8, w.training.micro_batch};
+  plan.stages = {{0, w.model.num_layers, {}}};
+  const ProfileTables tables = make_analytic_tables(w, cluster, w.training.micro_batch, {1}, {1});
+  const CostModel model(w, cluster, tables);
+  HostsByDevice hosts;
+  hosts["x\ntouch pwned2\n#"] = {"h\ntouch PWNED4"};
+  const Launcher l = make_megatron_launcher(model.evaluate(plan), model, nullptr, "test", hosts);
+  // In comments the names are escaped; elsewhere they are single-quoted.
+  EXPECT_NE(l.text.find("# Model: m\\rtouch PWNED3\\x0b\n"), std::string::npos) << l.text;
+  EXPECT_NE(l.text.find("# Cluster: c\\ntouch PWNED1\n"), std::string::npos) << l.text;
+  EXPECT_NE(l.text.find("#      0  X\\ntouch PWNED2\\n#  "), std::string::npos) << l.text;
+  EXPECT_NE(l.text.find("--nodelist=h\\ntouch PWNED4 bash"), std::string::npos) << l.text;
+  // Run under bash with a stand-in torchrun: torchrun runs, nothing else.
+  if (std::system("bash -c true > /dev/null 2>&1") != 0) GTEST_SKIP() << "no bash";
+  const fs::path d = scratch_dir("run");
+  fs::create_directories(d / "bin");
+  std::ofstream(d / "bin" / "torchrun") << "#!/bin/bash\necho ran > \"$RECORD\"\n";
+  fs::permissions(d / "bin" / "torchrun", fs::perms::owner_all, fs::perm_options::add);
+  std::ofstream(d / "launch.sh") << l.text;
+  const std::string cmd = "cd '" + d.string() + "' && env -u SLURM_NODEID NODE_RANK=0 RECORD='" +
+                          (d / "record").string() + "' PATH='" + (d / "bin").string() +
+                          "':\"$PATH\" bash launch.sh > out.txt 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << slurp(d / "out.txt");
+  EXPECT_EQ(slurp(d / "record"), "ran\n");
+  for (const auto& e : fs::recursive_directory_iterator(d)) {
+    EXPECT_EQ(e.path().filename().string().find("PWNED"), std::string::npos) << e.path();
+  }
+}
+
+// The stage table keeps long host lists whole: a line cut at a fixed size
+// lost its line break (the next comment line ran on).
+TEST(MegatronLauncher, StageTableKeepsLongHostLists) {
+  const ClusterSpec cluster = load_cluster("H800:64");
+  Workload w = find_model_preset("mixtral-s")->workload;
+  Plan plan;
+  plan.parallel = {1, 1, 1, 1, 1, 64, w.training.micro_batch};
+  plan.stages = {{0, w.model.num_layers, {}}};
+  const ProfileTables tables = make_analytic_tables(w, cluster, w.training.micro_batch, {1}, {1});
+  const CostModel model(w, cluster, tables);
+  HostsByDevice hosts;
+  for (int i = 0; i < 8; ++i) hosts["h800"].push_back(std::string(90, 'a') + std::to_string(i));
+  const Launcher l = make_megatron_launcher(model.evaluate(plan), model, nullptr, "test", hosts);
+  const std::string last = hosts["h800"].back();
+  EXPECT_NE(l.text.find(last + "\n#\n# Rank order"), std::string::npos) << l.text;
+}
+
+// Host names: a control character is refused with the line and the name
+// escaped (one line); shell syntax is kept, to be quoted where written.
+TEST(MegatronLauncher, HostNamesWithControlCharactersAreRefused) {
+  try {
+    parse_launcher_hosts("a100 H800\nb\x1b]0;x H800\n", "hosts.txt");
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("hosts.txt:2"), std::string::npos) << what;
+    EXPECT_NE(what.find("\"b\\x1b]0;x\""), std::string::npos) << what;
+    EXPECT_NE(what.find("control character"), std::string::npos) << what;
+    EXPECT_EQ(what.find('\x1b'), std::string::npos) << what;
+  }
+  EXPECT_THROW(parse_launcher_hosts("a100 H8\x01"
+                                    "00\n",
+                                    "hosts.txt"),
+               InputError);
+  EXPECT_EQ(parse_launcher_hosts("h$(touch${IFS}x) H800\n", "h").at("h800").front(),
+            "h$(touch${IFS}x)");
+}
+
 // Mixtral-L on paper:32-1 with --recompute-scope stage: the best plan
 // recomputes differently per stage (full:13 | full:12 | selective | none
 // over two H800 and two 910B stages), which Megatron cannot say.

@@ -1,0 +1,26 @@
+// Names in text that leaves hapmoe. Names users give (models, clusters,
+// device types, hosts) travel into messages, reports, archives and the
+// generated launcher; a control character in one (a line break, an escape
+// sequence) could end a comment of a shell script or forge a line of
+// output. The input readers refuse such names (check_name_text); writers
+// that must show arbitrary text escape it (escape_control_characters).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace hapmoe {
+
+// True when `text` has a byte below 0x20 or the byte 0x7f (DEL).
+bool has_control_character(std::string_view text);
+
+// `text` on one line: \n, \r and \t written as such, other control
+// characters as \xNN; everything else (backslashes, UTF-8) kept.
+std::string escape_control_characters(std::string_view text);
+
+// "" when `value` has no control character, else a message naming
+// `field` and the value (escaped, cut to 64 characters):
+//   FIELD "X\ntouch y" contains a control character (\n); ...
+std::string check_name_text(std::string_view field, std::string_view value);
+
+}  // namespace hapmoe
