@@ -83,13 +83,13 @@ std::vector<Shape> make_shapes() {
     shapes.push_back({"1.2 MB model of {}", std::move(s), false});
   }
   shapes.push_back({"10 MB of {}", array_of("{}", kTenMb), true});
-  shapes.push_back({"10 MB small objects", array_of(R"({"a": 1, "b": "x", "c": [2.5]})", kTenMb),
-                    true});
+  shapes.push_back(
+      {"10 MB small objects", array_of(R"({"a": 1, "b": "x", "c": [2.5]})", kTenMb), true});
   shapes.push_back({"10 MB depth 60", array_of(nested_unit(60), kTenMb), true});
   shapes.push_back({"10 MB numbers", array_of("12345.678", kTenMb), true});
   shapes.push_back({"10 MB one string", "[\"" + std::string(kTenMb - 4, 'x') + "\"]", true});
-  shapes.push_back({"10 MB 1 kB strings", array_of("\"" + std::string(1000, 'x') + "\"", kTenMb),
-                    true});
+  shapes.push_back(
+      {"10 MB 1 kB strings", array_of("\"" + std::string(1000, 'x') + "\"", kTenMb), true});
   {
     // An object with many keys (the end of each object value was the
     // quadratic step too).
@@ -151,13 +151,15 @@ int main(int argc, char** argv) {
     } else if (a == "--only" && i + 1 < argc) {
       only = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: bench_json [--repeat R] [--limit S] [--no-plain] [--only TEXT]\n");
+      std::fprintf(stderr,
+                   "usage: bench_json [--repeat R] [--limit S] [--no-plain] [--only TEXT]\n");
       return 2;
     }
   }
-  std::printf("# parse_json (strict) vs nlohmann::json::parse (no checks); median of %d runs, "
-              "each killed after %.0f s\n",
-              repeat, limit_s);
+  std::printf(
+      "# parse_json (strict) vs nlohmann::json::parse (no checks); median of %d runs, "
+      "each killed after %.0f s\n",
+      repeat, limit_s);
   std::printf("%-22s %10s %12s %12s\n", "shape", "bytes", "strict", "plain");
   bool pass = true;
   for (const Shape& shape : make_shapes()) {

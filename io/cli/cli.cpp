@@ -10,6 +10,7 @@
 #include "io/archive/version.h"
 #include "io/cli/commands.h"
 #include "io/cli/options.h"
+#include "io/inputs/json_strict.h"
 #include "io/report/report.h"
 
 namespace hapmoe {
@@ -33,6 +34,30 @@ constexpr const char* kUsage =
     "Exit codes: 0 ok, 2 bad input, 3 the plan does not fit in memory, 4 sweep stopped by a\n"
     "signal (resume it with --resume), 5 a --time-limit or --max-memory stopped the search (the\n"
     "plans are the best found, not proven optimal), 1 internal error.\n";
+
+// The line an error is printed as: one line (control characters become
+// spaces) of at most kMaxErrorLine characters. The readers already cut the
+// values they echo (echo_value); this is the backstop for anything else,
+// e.g. a very long file name: the middle of the line gives way, so the
+// start (the command, the file) and the end (what is wrong) stay.
+std::string error_line(const std::string& line) {
+  std::string s = line;
+  for (char& c : s) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
+  if (s.size() <= kMaxErrorLine) return s;
+  const std::string mark = " ...(" + std::to_string(s.size()) + " characters, cut)... ";
+  const std::size_t keep = kMaxErrorLine - mark.size();
+  std::size_t head = keep * 2 / 3;
+  std::size_t tail_start = s.size() - (keep - head);
+  // Not inside a UTF-8 sequence at either cut.
+  auto continuation = [&](std::size_t i) {
+    return i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80;
+  };
+  while (head > 0 && continuation(head)) --head;
+  while (continuation(tail_start)) ++tail_start;
+  return s.substr(0, head) + mark + s.substr(tail_start);
+}
 
 int cmd_catalog(int argc, const char* const* argv, std::ostream& out) {
   cxxopts::Options o("hapmoe catalog", "Lists the built-in devices, model presets and clusters.");
@@ -72,6 +97,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     return kExitInput;
   }
   const std::string command = argv[1];
+  const std::string shown = echo_value(command, 32);  // in messages
   try {
     // Each command parses argv from its own name on.
     if (command == "plan") return cmd_plan(argc - 1, argv + 1, out, err, comm);
@@ -89,20 +115,21 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       out << "hapmoe " << kVersion << " (" << kGitRevision << ")\n";
       return kExitOk;
     }
-    err << "hapmoe: unknown command '" << command << "'\n" << kUsage;
+    err << "hapmoe: unknown command '" << shown << "'\n" << kUsage;
     return kExitInput;
   } catch (const InputError& e) {
-    err << "hapmoe " << command << ": error: " << e.what() << "\n";
+    err << error_line("hapmoe " + shown + ": error: " + e.what()) << "\n";
     return kExitInput;
   } catch (const cxxopts::exceptions::exception& e) {
-    err << "hapmoe " << command << ": error: " << e.what() << " (see `hapmoe " << command
-        << " --help`)\n";
+    err << error_line("hapmoe " + shown + ": error: " + e.what() + " (see `hapmoe " + shown +
+                      " --help`)")
+        << "\n";
     return kExitInput;
   } catch (const std::bad_alloc&) {
-    err << "hapmoe " << command << ": error: out of memory\n";
+    err << "hapmoe " << shown << ": error: out of memory\n";
     return kExitInternal;
   } catch (const std::exception& e) {
-    err << "hapmoe " << command << ": internal error: " << e.what() << "\n";
+    err << error_line("hapmoe " + shown + ": internal error: " + e.what()) << "\n";
     return kExitInternal;
   }
 }
