@@ -1,5 +1,6 @@
 #include "io/cli/cli.h"
 
+#include <algorithm>
 #include <cxxopts.hpp>
 #include <exception>
 #include <new>
@@ -35,28 +36,52 @@ constexpr const char* kUsage =
     "signal (resume it with --resume), 5 a --time-limit or --max-memory stopped the search (the\n"
     "plans are the best found, not proven optimal), 1 internal error.\n";
 
-// The line an error is printed as: one line (control characters become
-// spaces) of at most kMaxErrorLine characters. The readers already cut the
-// values they echo (echo_value); this is the backstop for anything else,
-// e.g. a very long file name: the middle of the line gives way, so the
-// start (the command, the file) and the end (what is wrong) stay.
-std::string error_line(const std::string& line) {
-  std::string s = line;
-  for (char& c : s) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
-  }
-  if (s.size() <= kMaxErrorLine) return s;
-  const std::string mark = " ...(" + std::to_string(s.size()) + " characters, cut)... ";
-  const std::size_t keep = kMaxErrorLine - mark.size();
-  std::size_t head = keep * 2 / 3;
+// `s` with its middle replaced by "...(N characters)..." so that it has
+// at most `max` characters (not less than the mark); the cuts are not
+// inside a UTF-8 sequence. `head_share` of what is kept comes first.
+std::string cut_middle(const std::string& s, std::size_t max, double head_share) {
+  if (s.size() <= max) return s;
+  const std::string mark = "...(" + std::to_string(s.size()) + " characters)...";
+  const std::size_t keep = max > mark.size() ? max - mark.size() : 0;
+  std::size_t head = static_cast<std::size_t>(static_cast<double>(keep) * head_share);
   std::size_t tail_start = s.size() - (keep - head);
-  // Not inside a UTF-8 sequence at either cut.
   auto continuation = [&](std::size_t i) {
     return i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80;
   };
   while (head > 0 && continuation(head)) --head;
   while (continuation(tail_start)) ++tail_start;
   return s.substr(0, head) + mark + s.substr(tail_start);
+}
+
+// The line an error is printed as: one line (control characters become
+// spaces) of at most kMaxErrorLine characters. The readers already cut the
+// values they echo (echo_value); this is the backstop for the rest, e.g. a
+// very long file name. The longest word (a file name, a value: no spaces)
+// gives way first, down to 80 characters, keeping its start and its end;
+// then the middle of the line. (InputError::where() is no help here: an
+// error agreed on by every rank, read_on_every_rank, comes without it.)
+std::string error_line(std::string line) {
+  for (char& c : line) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
+  if (line.size() <= kMaxErrorLine) return line;
+  std::size_t best = 0;  // the longest word: [best, best + best_size)
+  std::size_t best_size = 0;
+  for (std::size_t i = 0; i < line.size();) {
+    const std::size_t end = std::min(line.find(' ', i), line.size());
+    if (end - i > best_size) {
+      best = i;
+      best_size = end - i;
+    }
+    i = end + 1;
+  }
+  if (best_size > 80) {
+    const std::size_t over = line.size() - kMaxErrorLine;
+    const std::string word =
+        cut_middle(line.substr(best, best_size), std::max<std::size_t>(80, best_size - over), 0.4);
+    line = line.substr(0, best) + word + line.substr(best + best_size);
+  }
+  return cut_middle(line, kMaxErrorLine, 0.7);
 }
 
 int cmd_catalog(int argc, const char* const* argv, std::ostream& out) {

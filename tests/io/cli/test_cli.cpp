@@ -286,7 +286,8 @@ TEST(Cli, LongValuesGiveOneShortErrorLine) {
       {{"plan", "--model", "mixtral-s", "--cluster", control}, "(511 bytes)"},
       {{"plan", "--model", "mixtral-s", "--cluster", "H800:8", "--seq-len", digits},
        "(5000 bytes)"},
-      {{"plan", "--model", path, "--cluster", "H800:8"}, "characters, cut)..."},
+      {{"plan", "--model", path, "--cluster", "H800:8"}, "/nonexistent/aaaa"},
+      {{"plan", "--model", path, "--cluster", "H800:8"}, "...(5019 characters)...aaaa"},
       {{std::string(5000, 'c')}, "(5000 bytes)"},
   };
   for (const Case& c : cases) {
