@@ -23,11 +23,13 @@ head -c 104857600 /dev/zero | tr '\0' ' ' >"$d/spaces_100mb.json"
 { printf '{"name": "m", %s, "layers": [' "$model_head"; head -c 3495000 /dev/zero | sed 's/\x0/{},/g'; printf '{}]}\n'; } >"$d/objects_10mb_model.json"
 { printf '{"name": "m", '; head -c 20971520 /dev/zero | tr '\0' ' '; printf '%s}\n' "$model_head"; } >"$d/spaces_20mb_model.json"
 # Arguments too long for manifest.txt (run_case.sh: @ARG:NAME@ is the
-# content of NAME.arg): a 70 kB inline cluster, a 5,000-digit option and a
+# content of NAME.arg): a 70 kB inline cluster, a 5,000-digit option, a
 # 5,000-character file name.
 { printf 'H800:8'; for _ in $(seq 1 9999); do printf ',H800:8'; done; } >"$d/cluster_70kb.arg"
 head -c 5000 /dev/zero | tr '\0' 9 >"$d/digits_5000.arg"
 { printf '/nonexistent/'; head -c 5000 /dev/zero | tr '\0' a; printf '.json'; } >"$d/path_5000.arg"
+# A 70,000-character option (cxxopts' regex overflowed the stack on it).
+{ printf -- '--'; head -c 70000 /dev/zero | tr '\0' o; } >"$d/option_70kb.arg"
 # A sweep whose product has 10^8 cases (10 values on 8 axes).
 python3 - "$d/sweep_1e8_cases.json" <<'PY'
 import json, sys

@@ -289,6 +289,12 @@ TEST(Cli, LongValuesGiveOneShortErrorLine) {
       {{"plan", "--model", path, "--cluster", "H800:8"}, "/nonexistent/aaaa"},
       {{"plan", "--model", path, "--cluster", "H800:8"}, "...(5019 characters)...aaaa"},
       {{std::string(5000, 'c')}, "(5000 bytes)"},
+      // cxxopts' regex overflowed the stack on these (a crash, exit 139).
+      {{"plan", "--model", "mixtral-s", "--" + std::string(70000, 'o')},
+       "an option of 70002 characters is longer than 4096"},
+      {{"plan", "--model", "mixtral-s", "--seq-len=" + std::string(70000, '1')},
+       "an option of 70010 characters"},
+      {{"profile", "fit", "-" + std::string(100000, 'o')}, "an option of 100001 characters"},
   };
   for (const Case& c : cases) {
     const CliRun r = run(c.args);
