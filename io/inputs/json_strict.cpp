@@ -178,14 +178,20 @@ class StrictSax {
       }
     }
     std::string what = e.what();
-    // Keep nlohmann's explanation, drop its "[json.exception...]" prefix,
-    // and cut the token it quotes ("last read: '...'"), which can be a
-    // whole unterminated 10 MB string.
-    const auto pos = what.find("parse error");
-    if (pos != std::string::npos) what = what.substr(pos);
+    // Keep nlohmann's explanation, drop its "[json.exception...] parse
+    // error at line L, column C: " prefix (the line and column lead the
+    // message), and cut the token it quotes ("last read: '...'"), which can
+    // be a whole unterminated 10 MB string.
+    if (const auto pos = what.find("parse error"); pos != std::string::npos) {
+      what = what.substr(pos);
+      const auto colon = what.find(": ");
+      if (what.rfind("parse error at line ", 0) == 0 && colon != std::string::npos) {
+        what = what.substr(colon + 2);
+      }
+    }
     const std::string quoted = "last read: '" + token + "'";
     if (const auto at = what.find(quoted); at != std::string::npos) {
-      what = printable(what.substr(0, at)) + "last read: '" + echo_value(token) + "'" +
+      what = printable(what.substr(0, at)) + "last read: '" + echo_value(token, 40) + "'" +
              printable(what.substr(at + quoted.size()));
     } else {
       what = printable(what);

@@ -10,6 +10,8 @@ model_head='"num_layers": 12, "hidden": 1024, "num_heads": 16, "num_kv_heads": 4
 { printf '{"name": "'; x10m; printf '", %s}\n' "$model_head"; } >"$d/string_10mb_model.json"
 { printf '{"'; x10m; printf '": 1, %s}\n' "$model_head"; } >"$d/key_10mb_model.json"
 { printf '{"name": "c", "pools": [{"device": "'; x10m; printf '", "count": 8}]}\n'; } >"$d/string_10mb_cluster.json"
+# An unterminated 10 MB string (the parse error quoted all of it).
+{ printf '{"name": "'; x10m; } >"$d/unterminated_10mb_model.json"
 # A 10 MB single line in a launch script.
 { printf 'torchrun pretrain_gpt.py --num-layers '; x10m; printf '\n'; } >"$d/line_10mb_script.sh"
 # Nesting one million deep (arrays, objects).
