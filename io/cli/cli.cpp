@@ -1,5 +1,6 @@
 #include "io/cli/cli.h"
 
+#include <algorithm>
 #include <cxxopts.hpp>
 #include <exception>
 #include <new>
@@ -10,6 +11,7 @@
 #include "io/archive/version.h"
 #include "io/cli/commands.h"
 #include "io/cli/options.h"
+#include "io/inputs/json_strict.h"
 #include "io/report/report.h"
 
 namespace hapmoe {
@@ -33,6 +35,54 @@ constexpr const char* kUsage =
     "Exit codes: 0 ok, 2 bad input, 3 the plan does not fit in memory, 4 sweep stopped by a\n"
     "signal (resume it with --resume), 5 a --time-limit or --max-memory stopped the search (the\n"
     "plans are the best found, not proven optimal), 1 internal error.\n";
+
+// `s` with its middle replaced by "...(N characters)..." so that it has
+// at most `max` characters (not less than the mark); the cuts are not
+// inside a UTF-8 sequence. `head_share` of what is kept comes first.
+std::string cut_middle(const std::string& s, std::size_t max, double head_share) {
+  if (s.size() <= max) return s;
+  const std::string mark = "...(" + std::to_string(s.size()) + " characters)...";
+  const std::size_t keep = max > mark.size() ? max - mark.size() : 0;
+  std::size_t head = static_cast<std::size_t>(static_cast<double>(keep) * head_share);
+  std::size_t tail_start = s.size() - (keep - head);
+  auto continuation = [&](std::size_t i) {
+    return i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80;
+  };
+  while (head > 0 && continuation(head)) --head;
+  while (continuation(tail_start)) ++tail_start;
+  return s.substr(0, head) + mark + s.substr(tail_start);
+}
+
+// The line an error is printed as: one line (control characters become
+// spaces) of at most kMaxErrorLine characters. The readers already cut the
+// values they echo (echo_value); this is the backstop for the rest, e.g. a
+// very long file name. The longest word (a file name, a value: no spaces)
+// gives way first, down to 80 characters, keeping its start and its end;
+// then the middle of the line. (InputError::where() is no help here: an
+// error agreed on by every rank, read_on_every_rank, comes without it.)
+std::string error_line(std::string line) {
+  for (char& c : line) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
+  if (line.size() <= kMaxErrorLine) return line;
+  std::size_t best = 0;  // the longest word: [best, best + best_size)
+  std::size_t best_size = 0;
+  for (std::size_t i = 0; i < line.size();) {
+    const std::size_t end = std::min(line.find(' ', i), line.size());
+    if (end - i > best_size) {
+      best = i;
+      best_size = end - i;
+    }
+    i = end + 1;
+  }
+  if (best_size > 80) {
+    const std::size_t over = line.size() - kMaxErrorLine;
+    const std::string word =
+        cut_middle(line.substr(best, best_size), std::max<std::size_t>(80, best_size - over), 0.4);
+    line = line.substr(0, best) + word + line.substr(best + best_size);
+  }
+  return cut_middle(line, kMaxErrorLine, 0.7);
+}
 
 int cmd_catalog(int argc, const char* const* argv, std::ostream& out) {
   cxxopts::Options o("hapmoe catalog", "Lists the built-in devices, model presets and clusters.");
@@ -72,6 +122,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     return kExitInput;
   }
   const std::string command = argv[1];
+  const std::string shown = echo_value(command, 32);  // in messages
   try {
     // Each command parses argv from its own name on.
     if (command == "plan") return cmd_plan(argc - 1, argv + 1, out, err, comm);
@@ -89,20 +140,21 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       out << "hapmoe " << kVersion << " (" << kGitRevision << ")\n";
       return kExitOk;
     }
-    err << "hapmoe: unknown command '" << command << "'\n" << kUsage;
+    err << "hapmoe: unknown command '" << shown << "'\n" << kUsage;
     return kExitInput;
   } catch (const InputError& e) {
-    err << "hapmoe " << command << ": error: " << e.what() << "\n";
+    err << error_line("hapmoe " + shown + ": error: " + e.what()) << "\n";
     return kExitInput;
   } catch (const cxxopts::exceptions::exception& e) {
-    err << "hapmoe " << command << ": error: " << e.what() << " (see `hapmoe " << command
-        << " --help`)\n";
+    err << error_line("hapmoe " + shown + ": error: " + e.what() + " (see `hapmoe " + shown +
+                      " --help`)")
+        << "\n";
     return kExitInput;
   } catch (const std::bad_alloc&) {
-    err << "hapmoe " << command << ": error: out of memory\n";
+    err << "hapmoe " << shown << ": error: out of memory\n";
     return kExitInternal;
   } catch (const std::exception& e) {
-    err << "hapmoe " << command << ": internal error: " << e.what() << "\n";
+    err << error_line("hapmoe " + shown + ": internal error: " + e.what()) << "\n";
     return kExitInternal;
   }
 }

@@ -8,6 +8,7 @@
 // best found, not proven optimal); 1 internal error.
 #pragma once
 
+#include <cstddef>
 #include <ostream>
 
 #include "engine/comm.h"
@@ -20,6 +21,10 @@ inline constexpr int kExitInput = 2;
 inline constexpr int kExitNoFit = 3;
 inline constexpr int kExitStopped = 4;
 inline constexpr int kExitLimit = 5;
+
+// An error is printed as one line of at most this many characters: the
+// values it echoes are cut with their length said (docs/testing.md).
+inline constexpr std::size_t kMaxErrorLine = 300;
 
 // Under MPI every rank runs it with the same arguments; only rank 0's
 // streams should print (main passes null streams elsewhere) and only rank 0

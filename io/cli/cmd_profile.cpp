@@ -1139,7 +1139,7 @@ int run_profile_command(int argc, const char* const* argv, std::ostream& out, st
   if (sub == "fit") return cmd_fit(argc - 1, argv + 1, out);
   if (sub == "check") return cmd_check(argc - 1, argv + 1, out);
   if (sub == "show") return cmd_show(argc - 1, argv + 1, out);
-  err << "hapmoe profile: unknown subcommand '" << sub << "'\n" << kProfileUsage;
+  err << "hapmoe profile: unknown subcommand '" << echo_value(sub, 32) << "'\n" << kProfileUsage;
   return kExitInput;
 }
 

@@ -32,7 +32,7 @@ std::int64_t parse_bytes_text(const std::string& text, const std::string& what) 
   try {
     return parse_int_text(digits, 1, limit, what) * unit;
   } catch (const InputError&) {
-    throw InputError(what, "'" + text +
+    throw InputError(what, "'" + echo_value(text) +
                                "': expected a whole number of bytes from 1 to 1P, optionally "
                                "with a suffix K, M, G or T (powers of 1024)");
   }
@@ -42,6 +42,20 @@ std::int64_t parse_bytes_text(const std::string& text, const std::string& what) 
 
 std::optional<cxxopts::ParseResult> parse(cxxopts::Options& o, int argc, const char* const* argv,
                                           std::ostream& out) {
+  // cxxopts matches every argument that starts with '-' against a
+  // std::regex, whose recursion overflows the stack on some 40,000
+  // characters ("--xxx...", "--name=xxx..."): a crash, not an error. No
+  // option name is that long; a long value goes in its own argument.
+  constexpr std::size_t kMaxOptionArgument = 4096;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.size() > kMaxOptionArgument && a.front() == '-') {
+      throw InputError("argument " + std::to_string(i) + " \"" + echo_value(a, 40) + "\"",
+                       "an option of " + std::to_string(a.size()) + " characters is longer than " +
+                           std::to_string(kMaxOptionArgument) +
+                           " (give a long value as its own argument: --name VALUE)");
+    }
+  }
   o.add_options()("h,help", "show this help");
   o.set_width(100);
   auto result = o.parse(argc, argv);

@@ -109,9 +109,14 @@ std::string preset_names() {
   return list;
 }
 
+// At most this many characters of an inline spec, one of its items or a
+// device name are echoed in a message (the catalog and the accepted forms
+// follow, and the line stays under 300 characters).
+constexpr std::size_t kEchoSpec = 40;
+
 // Why a catalog lookup failed, for messages.
 std::string unknown_device_message(const std::string& name) {
-  std::string message = "unknown device type \"" + name + "\"";
+  std::string message = "unknown device type \"" + echo_value(name, kEchoSpec) + "\"";
   if (to_lower(name) == "a100") {
     return message + " (ambiguous: write A100-40GB or A100-80GB)";
   }
@@ -429,7 +434,9 @@ const ClusterPreset* find_cluster_preset(const std::string& name) {
 // ------------------------------------------------------------------ inline
 
 ClusterSpec parse_inline_cluster(const std::string& spec) {
-  const std::string where = "--cluster \"" + escape_control_characters(spec) + "\"";
+  // The spec and its items are echoed cut (echo_value), so a message
+  // stays one short line whatever was given (docs/testing.md).
+  const std::string where = "--cluster \"" + echo_value(spec, kEchoSpec) + "\"";
   const std::string forms =
       "TYPE:COUNT (e.g. H800:16) or TYPE:NODESxPER_NODE (e.g. 910B:2x16), items separated by "
       "commas";
@@ -441,13 +448,15 @@ ClusterSpec parse_inline_cluster(const std::string& spec) {
   // Parses one integer of `item`; `what` names it in messages.
   auto integer = [&](const std::string& item, const std::string& text, const std::string& what) {
     if (text.empty())
-      throw InputError(where, item + ": " + what + " is missing; expected " + forms);
+      throw InputError(
+          where, echo_value(item, kEchoSpec) + ": " + what + " is missing; expected " + forms);
     try {
       return parse_int_text(text, std::numeric_limits<std::int64_t>::min(),
                             std::numeric_limits<std::int64_t>::max(), item);
     } catch (const InputError&) {
-      throw InputError(
-          where, item + ": " + what + " \"" + text + "\" is not an integer; expected " + forms);
+      throw InputError(where, echo_value(item, kEchoSpec) + ": " + what + " \"" +
+                                  echo_value(text, kEchoSpec) + "\" is not an integer; expected " +
+                                  forms);
     }
   };
 
@@ -460,6 +469,7 @@ ClusterSpec parse_inline_cluster(const std::string& spec) {
     const std::size_t comma = spec.find(',', start);
     const std::string item =
         trim(spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    const std::string shown = echo_value(item, kEchoSpec);  // for messages
     const int index = static_cast<int>(items.size()) + 1;
     if (item.empty()) {
       throw InputError(
@@ -467,29 +477,36 @@ ClusterSpec parse_inline_cluster(const std::string& spec) {
     }
     const std::size_t colon = item.find(':');
     if (colon == std::string::npos) {
-      throw InputError(where, item + ": missing ':' and a device count; expected " + forms);
+      throw InputError(where, shown + ": missing ':' and a device count; expected " + forms);
     }
     const std::string type = trim(item.substr(0, colon));
     const std::string count_text = trim(item.substr(colon + 1));
-    if (type.empty()) throw InputError(where, item + ": device type is missing; expected " + forms);
+    if (type.empty())
+      throw InputError(where, shown + ": device type is missing; expected " + forms);
     const DeviceSpec* device = find_device(type);
-    if (device == nullptr) throw InputError(where, item + ": " + unknown_device_message(type));
+    if (device == nullptr) {
+      // The item is not repeated when the type is long (the type is most
+      // of it), so the catalog still fits on the line.
+      throw InputError(where, (item.size() > kEchoSpec ? "item " + std::to_string(index) : shown) +
+                                  ": " + unknown_device_message(type));
+    }
 
     DevicePool pool;
     pool.device = *device;
     const std::size_t x = count_text.find_first_of("xX");
     if (x == std::string::npos) {
       const std::int64_t count = integer(item, count_text, "device count");
-      if (count < 1) throw InputError(where, item + ": device count must be at least 1");
+      if (count < 1) throw InputError(where, shown + ": device count must be at least 1");
       if (count > kMaxDevices) {
-        throw InputError(where, item + ": device count " + count_text + " is more than " +
-                                    std::to_string(kMaxDevices) + " devices (the limit)");
+        throw InputError(where, shown + ": device count " + echo_value(count_text, kEchoSpec) +
+                                    " is more than " + std::to_string(kMaxDevices) +
+                                    " devices (the limit)");
       }
       const auto split = split_count(count, device->devices_per_node);
       if (!split) {
         const auto [n, m] = suggest_split(count, device->devices_per_node);
-        throw InputError(where, item + ": " + count_text + " devices is more than one " +
-                                    device->name + " node (" +
+        throw InputError(where, shown + ": " + std::to_string(count) +
+                                    " devices is more than one " + device->name + " node (" +
                                     std::to_string(device->devices_per_node) +
                                     " devices per node) and not a multiple of " +
                                     std::to_string(device->devices_per_node) +
@@ -502,14 +519,14 @@ ClusterSpec parse_inline_cluster(const std::string& spec) {
       const std::int64_t nodes = integer(item, trim(count_text.substr(0, x)), "number of nodes");
       const std::int64_t per_node =
           integer(item, trim(count_text.substr(x + 1)), "devices per node");
-      if (nodes < 1) throw InputError(where, item + ": number of nodes must be at least 1");
-      if (per_node < 1) throw InputError(where, item + ": devices per node must be at least 1");
+      if (nodes < 1) throw InputError(where, shown + ": number of nodes must be at least 1");
+      if (per_node < 1) throw InputError(where, shown + ": devices per node must be at least 1");
       if (per_node > kMaxDevicesPerNode) {
-        throw InputError(where, item + ": devices per node " + std::to_string(per_node) +
+        throw InputError(where, shown + ": devices per node " + std::to_string(per_node) +
                                     " is more than " + std::to_string(kMaxDevicesPerNode));
       }
       if (nodes > kMaxDevices || nodes * per_node > kMaxDevices) {
-        throw InputError(where, item + ": " + std::to_string(nodes) + " x " +
+        throw InputError(where, shown + ": " + std::to_string(nodes) + " x " +
                                     std::to_string(per_node) + " devices is more than " +
                                     std::to_string(kMaxDevices) + " devices (the limit)");
       }
@@ -518,18 +535,18 @@ ClusterSpec parse_inline_cluster(const std::string& spec) {
     }
     for (std::size_t i = 0; i < cluster.pools.size(); ++i) {
       if (cluster.pools[i].device.name == device->name) {
-        throw InputError(where, items[i] + " and " + item + " both give device type " +
+        throw InputError(where, items[i] + " and " + shown + " both give device type " +
                                     device->name + "; give each type once (one pool per type)");
       }
     }
     total += pool.devices();
     if (total > kMaxDevices) {
       throw InputError(where, "the spec adds up to " + std::to_string(total) + " devices at " +
-                                  item + "; at most " + std::to_string(kMaxDevices) +
+                                  shown + "; at most " + std::to_string(kMaxDevices) +
                                   " devices are supported");
     }
     cluster.pools.push_back(std::move(pool));
-    items.push_back(item);
+    items.push_back(shown);
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
@@ -679,7 +696,7 @@ ClusterSpec parse_cluster_json(const std::string& text, const std::string& origi
 
 ClusterSpec load_cluster(const std::string& spec) {
   if (const ClusterPreset* preset = find_cluster_preset(spec)) return preset->cluster;
-  const std::string where = "--cluster \"" + escape_control_characters(spec) + "\"";
+  const std::string where = "--cluster \"" + echo_value(spec, kEchoSpec) + "\"";
   std::error_code ec;
   if (!spec.empty() && std::filesystem::exists(spec, ec)) {
     ClusterSpec cluster = parse_cluster_json(read_regular_file(spec), spec);
@@ -697,7 +714,7 @@ ClusterSpec load_cluster(const std::string& spec) {
                                 "TYPE:NODESxPER_NODE items separated by commas)");
   }
   if (const DeviceSpec* d = find_device(trim(spec))) {
-    throw InputError(where, "\"" + trim(spec) +
+    throw InputError(where, "\"" + echo_value(trim(spec), kEchoSpec) +
                                 "\" is a device type, not a cluster; give a count, e.g. " +
                                 d->name + ":" + std::to_string(d->devices_per_node) + " or " +
                                 d->name + ":2x" + std::to_string(d->devices_per_node));

@@ -1,5 +1,6 @@
 #include "io/inputs/json_strict.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -7,6 +8,7 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <type_traits>
 #include <vector>
 
 #include "costmodel/errors.h"
@@ -77,91 +79,74 @@ std::string to_lower(std::string s) {
   return s;
 }
 
-std::string read_text_file(const std::string& path, std::size_t max_bytes) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(status)) {
-    throw InputError(path, "no such file");
+std::string echo_value(const std::string& text, std::size_t max_chars) {
+  // Printable bytes as they are, others as \xNN, at most max_chars
+  // characters of output (an escape is not split).
+  std::string out;
+  std::size_t used = 0;  // bytes of `text` rendered
+  for (; used < text.size(); ++used) {
+    const std::string one = printable(text.substr(used, 1));
+    if (out.size() + one.size() > max_chars) break;
+    out += one;
   }
-  if (std::filesystem::is_directory(status)) {
-    throw InputError(path, "is a directory, expected a file");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "cannot be opened for reading");
-  std::string text;
-  char buffer[1 << 16];
-  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
-    text.append(buffer, static_cast<std::size_t>(in.gcount()));
-    if (text.size() > max_bytes) {
-      throw InputError(path, "is larger than " + std::to_string(max_bytes) +
-                                 " bytes, too large for an input file");
-    }
-  }
-  if (in.bad()) throw InputError(path, "read error");
-  return text;
+  if (used == text.size()) return out;
+  return out + "...(" + std::to_string(text.size()) + " bytes)";
 }
 
-Json parse_json(const std::string& text, const std::string& origin) {
-  // One frame per open object or array: the keys seen so far (objects, to
-  // reject duplicates at any depth) and the current key or index (for the
-  // JSON pointer in messages).
-  struct Frame {
-    bool array = false;
-    long long index = -1;
-    std::string key;
-    std::set<std::string> keys;
-  };
-  std::vector<Frame> frames;
-  auto pointer_to = [&](const std::string& key) {
-    std::string pointer;
-    for (std::size_t i = 0; i + 1 < frames.size(); ++i) {
-      pointer += "/" + (frames[i].array ? std::to_string(frames[i].index)
-                                        : escape_pointer_token(frames[i].key));
+namespace {
+
+// Builds the document from nlohmann's SAX events and checks it as it goes:
+// duplicate keys, the depth limit, and numbers too large for a double
+// (named by their JSON pointer). Every step is O(1) amortised, so reading
+// is linear in the text. nlohmann's own parser with a callback (what this
+// replaced) is quadratic: at the end of every object it scans the parent
+// container for discarded values, so 200,000 `{}` in an array took seconds
+// and 10 MB of them minutes (bench/bench_json.cpp, bench/README.md).
+class StrictSax {
+ public:
+  StrictSax(Json& root, const std::string& text, const std::string& origin)
+      : root_(root), text_(text), origin_(origin) {}
+
+  bool null() { return add(Json(nullptr)); }
+  bool boolean(bool v) { return add(Json(v)); }
+  bool number_integer(Json::number_integer_t v) { return add(Json(v)); }
+  bool number_unsigned(Json::number_unsigned_t v) { return add(Json(v)); }
+  bool number_float(Json::number_float_t v, const std::string& /*text*/) { return add(Json(v)); }
+  bool string(std::string& v) { return add(Json(std::move(v))); }
+  bool binary(Json::binary_t& /*v*/) { return add(Json(nullptr)); }  // not in JSON text
+
+  bool start_object(std::size_t /*len*/) { return open(Json::value_t::object); }
+  bool start_array(std::size_t /*len*/) { return open(Json::value_t::array); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+
+  bool key(std::string& key) {
+    Frame& f = frames_.back();
+    auto [it, inserted] = f.container->emplace(std::move(key), nullptr);
+    if (!inserted) {
+      throw InputError(origin_ + ":" + pointer_to(escape_pointer_token(it.key())),
+                       "duplicate key \"" + cut(it.key()) + "\" (each key may appear once)");
     }
-    return pointer + "/" + escape_pointer_token(key);
-  };
-  auto callback = [&](int depth, Json::parse_event_t event, Json& parsed) {
-    if (depth > kMaxDepth) {
-      throw InputError(origin, "JSON nested deeper than " + std::to_string(kMaxDepth) + " levels");
-    }
-    switch (event) {
-      case Json::parse_event_t::object_start:
-      case Json::parse_event_t::array_start:
-      case Json::parse_event_t::value:
-        if (!frames.empty() && frames.back().array) ++frames.back().index;
-        if (event != Json::parse_event_t::value) {
-          frames.emplace_back();
-          frames.back().array = event == Json::parse_event_t::array_start;
-        }
-        break;
-      case Json::parse_event_t::object_end:
-      case Json::parse_event_t::array_end:
-        if (!frames.empty()) frames.pop_back();
-        break;
-      case Json::parse_event_t::key: {
-        const auto key = parsed.get<std::string>();
-        if (!frames.empty()) {
-          frames.back().key = key;
-          if (!frames.back().keys.insert(key).second) {
-            throw InputError(origin + ":" + pointer_to(key),
-                             "duplicate key \"" + cut(key) + "\" (each key may appear once)");
-          }
-        }
-        break;
-      }
-    }
+    f.key = &it.key();
+    f.slot = &*it;
     return true;
-  };
-  try {
-    return Json::parse(text, callback, /*allow_exceptions=*/true,
-                       /*ignore_comments=*/true);
-  } catch (const Json::parse_error& e) {
+  }
+
+  template <class Exception>
+  bool parse_error(std::size_t byte, const std::string& token, const Exception& e) {
+    if constexpr (std::is_same_v<Exception, Json::out_of_range>) {
+      // 406: a number beyond the range of a double ("1e400"). Named by
+      // the pointer of the value it would have been.
+      throw InputError(join_where(origin_, pointer_to(next_token())),
+                       "invalid JSON (number " + echo_value(token) +
+                           " is out of range: beyond the largest double, about 1.8e308)");
+    }
     // Turn the byte offset into line:column for people.
     std::size_t line = 1;
     std::size_t col = 1;
-    const std::size_t end = std::min(e.byte == 0 ? 0 : e.byte - 1, text.size());
+    const std::size_t end = std::min(byte == 0 ? 0 : byte - 1, text_.size());
     for (std::size_t i = 0; i < end; ++i) {
-      if (text[i] == '\n') {
+      if (text_[i] == '\n') {
         ++line;
         col = 1;
       } else {
@@ -169,18 +154,119 @@ Json parse_json(const std::string& text, const std::string& origin) {
       }
     }
     std::string what = e.what();
-    // Keep nlohmann's explanation, drop its "[json.exception...]" prefix.
-    const auto pos = what.find("parse error");
-    if (pos != std::string::npos) what = what.substr(pos);
-    throw InputError(origin + ":" + std::to_string(line) + ":" + std::to_string(col),
-                     "invalid JSON (" + printable(what) + ")");
-  } catch (const Json::out_of_range& e) {
-    // A number too large for a double ("1e400") is out_of_range.406.
-    std::string what = e.what();
-    const auto pos = what.find("] ");
-    if (pos != std::string::npos) what = what.substr(pos + 2);
-    throw InputError(origin, "invalid JSON (" + what + ")");
+    // Keep nlohmann's explanation, drop its "[json.exception...] parse
+    // error at line L, column C: " prefix (the line and column lead the
+    // message), and cut the token it quotes ("last read: '...'"), which can
+    // be a whole unterminated 10 MB string.
+    if (const auto pos = what.find("parse error"); pos != std::string::npos) {
+      what = what.substr(pos);
+      const auto colon = what.find(": ");
+      if (what.rfind("parse error at line ", 0) == 0 && colon != std::string::npos) {
+        what = what.substr(colon + 2);
+      }
+    }
+    const std::string quoted = "last read: '" + token + "'";
+    if (const auto at = what.find(quoted); at != std::string::npos) {
+      what = printable(what.substr(0, at)) + "last read: '" + echo_value(token, 40) + "'" +
+             printable(what.substr(at + quoted.size()));
+    } else {
+      what = printable(what);
+    }
+    throw InputError(origin_ + ":" + std::to_string(line) + ":" + std::to_string(col),
+                     "invalid JSON (" + what + ")");
   }
+
+ private:
+  // One open object or array: where the next value goes.
+  struct Frame {
+    Json* container = nullptr;
+    const std::string* key = nullptr;  // objects: the current key
+    Json* slot = nullptr;              // objects: the value of that key
+  };
+
+  // The depth rule of the callback parser this replaced: a value (scalar
+  // or container) inside more than kMaxDepth open containers is refused.
+  void check_depth() const {
+    if (frames_.size() > static_cast<std::size_t>(kMaxDepth)) {
+      throw InputError(origin_, "JSON nested deeper than " + std::to_string(kMaxDepth) + " levels");
+    }
+  }
+
+  // Puts `v` where the next value goes and returns where it now is.
+  Json* place(Json&& v) {
+    if (frames_.empty()) {
+      root_ = std::move(v);
+      return &root_;
+    }
+    Frame& f = frames_.back();
+    if (f.container->is_array()) {
+      f.container->push_back(std::move(v));
+      return &f.container->back();
+    }
+    *f.slot = std::move(v);
+    return f.slot;
+  }
+
+  bool add(Json&& v) {
+    check_depth();
+    place(std::move(v));
+    return true;
+  }
+
+  bool open(Json::value_t type) {
+    check_depth();
+    Json* c = place(Json(type));
+    frames_.push_back({c, nullptr, nullptr});
+    return true;
+  }
+
+  bool close() {
+    frames_.pop_back();
+    return true;
+  }
+
+  // The pointer token of the value about to be read in the innermost
+  // container (its key, or the next index).
+  std::string next_token() const {
+    if (frames_.empty()) return "";
+    const Frame& f = frames_.back();
+    if (f.container->is_array()) return std::to_string(f.container->size());
+    return f.key ? escape_pointer_token(*f.key) : "";
+  }
+
+  // The JSON pointer of the innermost container followed by `last` (a
+  // token already escaped), or "" for the root.
+  std::string pointer_to(const std::string& last) const {
+    if (frames_.empty()) return "";
+    std::string pointer;
+    for (std::size_t i = 0; i + 1 < frames_.size(); ++i) {
+      const Frame& f = frames_[i];
+      pointer += "/" + (f.container->is_array() ? std::to_string(f.container->size() - 1)
+                                                : escape_pointer_token(*f.key));
+    }
+    return pointer + "/" + last;
+  }
+
+  Json& root_;
+  const std::string& text_;
+  const std::string& origin_;
+  std::vector<Frame> frames_;
+};
+
+}  // namespace
+
+Json parse_json(const std::string& text, const std::string& origin) {
+  if (text.size() > kMaxJsonBytes) {
+    throw InputError(origin, "JSON text of " + std::to_string(text.size()) +
+                                 " bytes is larger than the limit of " +
+                                 std::to_string(kMaxJsonBytes) +
+                                 " bytes (16 MiB) for an input file");
+  }
+  Json root;
+  StrictSax sax(root, text, origin);
+  Json::sax_parse(text, &sax, nlohmann::json::input_format_t::json, /*strict=*/true,
+                  /*ignore_comments=*/true);
+  return root;
 }
 
 std::string describe(const Json& value) {
@@ -375,33 +461,35 @@ bool plain_decimal(const std::string& text) {
 
 std::int64_t parse_int_text(const std::string& text, std::int64_t lo, std::int64_t hi,
                             const std::string& what) {
-  if (!plain_decimal(text)) throw InputError(what, "expected an integer, got \"" + text + "\"");
+  if (!plain_decimal(text))
+    throw InputError(what, "expected an integer, got \"" + echo_value(text) + "\"");
   errno = 0;
   char* end = nullptr;
   const long long v = std::strtoll(text.c_str(), &end, 10);
   if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE) {
-    throw InputError(what, "expected an integer, got \"" + text + "\"");
+    throw InputError(what, "expected an integer, got \"" + echo_value(text) + "\"");
   }
   if (v < lo || v > hi) {
-    throw InputError(what, "value " + text + " is out of range (expected [" + std::to_string(lo) +
-                               ", " + std::to_string(hi) + "])");
+    throw InputError(what, "value " + echo_value(text) + " is out of range (expected [" +
+                               std::to_string(lo) + ", " + std::to_string(hi) + "])");
   }
   return v;
 }
 
 double parse_number_text(const std::string& text, double lo, double hi, const std::string& what) {
   if (!plain_decimal(text)) {
-    throw InputError(what, "expected a finite number, got \"" + text + "\"");
+    throw InputError(what, "expected a finite number, got \"" + echo_value(text) + "\"");
   }
   errno = 0;
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
   if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(v)) {
-    throw InputError(what, "expected a finite number, got \"" + text + "\"");
+    throw InputError(what, "expected a finite number, got \"" + echo_value(text) + "\"");
   }
   if (v < lo || v > hi) {
     std::ostringstream msg;
-    msg << "value " << text << " is out of range (expected [" << lo << ", " << hi << "])";
+    msg << "value " << echo_value(text) << " is out of range (expected [" << lo << ", " << hi
+        << "])";
     throw InputError(what, msg.str());
   }
   return v;

@@ -18,13 +18,21 @@ namespace hapmoe {
 
 using Json = nlohmann::json;
 
-// Reads a whole file (at most `max_bytes`). Throws InputError naming the
-// path if it cannot be opened, is a directory or is too large.
-std::string read_text_file(const std::string& path, std::size_t max_bytes = 64u << 20);
+// The largest JSON text parse_json reads: far above any real input (model,
+// cluster, plan and sweep files are kilobytes), and read in well under a
+// second (bench/bench_json.cpp).
+inline constexpr std::size_t kMaxJsonBytes = 16u << 20;
 
-// Parses JSON text; comments are allowed, duplicate keys at any depth and
-// nesting deeper than 64 are errors. `origin` names the source in messages.
+// Parses JSON text in time linear in its size; comments are allowed,
+// duplicate keys at any depth, nesting deeper than 64, numbers beyond a
+// double (named by their JSON pointer) and texts over kMaxJsonBytes are
+// errors. `origin` names the source in messages.
 Json parse_json(const std::string& text, const std::string& origin);
+
+// A value echoed in a message: bytes outside printable ASCII as \xNN, at
+// most 64 characters, a longer value cut with its length said
+// ("abc...(70119 bytes)").
+std::string echo_value(const std::string& text, std::size_t max_chars = 64);
 
 // A short rendering of a JSON value for messages (strings quoted, long
 // values cut).

@@ -318,10 +318,7 @@ const std::vector<std::string>& hybrid_keys() {
                                 const std::string& family) {
   throw InputError(where_of(origin, pointer),
                    field + " = " + describe(value) + ": hybrid Mamba/linear-attention layers" +
-                       of_family(family) +
-                       " are not modelled: hapmoe costs every layer as softmax attention + "
-                       "MLP/MoE, so this model is refused rather than costed wrong (" +
-                       kRefusedSection + ")");
+                       of_family(family) + " are not modelled; refused (" + kRefusedSection + ")");
 }
 
 // Throws InputError for a model the cost model cannot represent, naming
@@ -331,28 +328,23 @@ void refuse_unrepresentable(const Json& root, const ObjectReader& r, const std::
   // A multimodal config: the language model's keys are one level down,
   // next to a vision (or audio) tower that is not modelled.
   if (present(root, "text_config")) {
-    r.fail("text_config",
-           "a multimodal config" + of_family(family) +
-               " nests the language model in text_config, and its vision/audio towers are not "
-               "modelled: pass the text_config object as its own file (e.g. jq .text_config " +
-               origin + " > text.json) to plan the language model alone (" + kRefusedSection + ")");
+    r.fail("text_config", "a multimodal config" + of_family(family) +
+                              ": its vision/audio towers are not modelled; pass the text_config "
+                              "object as its own file (jq .text_config) to plan the language "
+                              "model alone");
   }
   // DeepSeek sparse attention (DeepSeek-V3.2): a lightning indexer picks
   // index_topk keys per query.
   for (const char* key : {"index_topk", "index_n_heads", "index_head_dim"}) {
     if (const Json* v = present(root, key)) {
       r.fail(key, std::string(key) + " = " + describe(*v) + ": DeepSeek sparse attention" +
-                      of_family(family) +
-                      " is not modelled: hapmoe costs dense attention over the whole sequence "
-                      "and no indexer, so this model is refused rather than costed wrong (" +
-                      kRefusedSection + ")");
+                      of_family(family) + " is not modelled; refused (" + kRefusedSection + ")");
     }
   }
   if (family == "deepseek_v32") {
     r.fail("model_type",
-           "model_type = \"deepseek_v32\": DeepSeek sparse attention is not "
-           "modelled: hapmoe costs dense attention over the whole sequence and no "
-           "indexer, so this model is refused rather than costed wrong (" +
+           "model_type = \"deepseek_v32\": DeepSeek sparse attention is not modelled; "
+           "refused (" +
                std::string(kRefusedSection) + ")");
   }
   // Hybrid layers: a layer kind that is not attention, a key only hybrid

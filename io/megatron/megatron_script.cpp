@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "costmodel/errors.h"
+#include "io/inputs/files.h"
 #include "io/inputs/json_strict.h"
 #include "io/inputs/model_io.h"
 
@@ -641,7 +642,7 @@ MegatronScript parse_megatron_script(const std::string& text, const std::string&
 }
 
 MegatronScript read_megatron_script(const std::string& path, const ShellInputs& inputs) {
-  return parse_megatron_script(read_text_file(path, 8u << 20), path, inputs);
+  return parse_megatron_script(read_regular_file(path, 8u << 20), path, inputs);
 }
 
 Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defaults) {

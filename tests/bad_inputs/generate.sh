@@ -10,6 +10,8 @@ model_head='"num_layers": 12, "hidden": 1024, "num_heads": 16, "num_kv_heads": 4
 { printf '{"name": "'; x10m; printf '", %s}\n' "$model_head"; } >"$d/string_10mb_model.json"
 { printf '{"'; x10m; printf '": 1, %s}\n' "$model_head"; } >"$d/key_10mb_model.json"
 { printf '{"name": "c", "pools": [{"device": "'; x10m; printf '", "count": 8}]}\n'; } >"$d/string_10mb_cluster.json"
+# An unterminated 10 MB string (the parse error quoted all of it).
+{ printf '{"name": "'; x10m; } >"$d/unterminated_10mb_model.json"
 # A 10 MB single line in a launch script.
 { printf 'torchrun pretrain_gpt.py --num-layers '; x10m; printf '\n'; } >"$d/line_10mb_script.sh"
 # Nesting one million deep (arrays, objects).
@@ -17,6 +19,19 @@ model_head='"num_layers": 12, "hidden": 1024, "num_heads": 16, "num_kv_heads": 4
 { printf '{"name": "m", "moe": '; for _ in $(seq 1 2000); do printf '{"a": '; done; printf '1'; head -c 2000 /dev/zero | tr '\0' '}'; printf '}\n'; } >"$d/nested_objects.json"
 # 100 MB of spaces (above the 64 MiB input limit).
 head -c 104857600 /dev/zero | tr '\0' ' ' >"$d/spaces_100mb.json"
+# Issue 21: 10 MB of small objects in a model (the callback parser was
+# quadratic in them), a 20 MB model (above the 16 MiB JSON limit, below the
+# 64 MiB file limit).
+{ printf '{"name": "m", %s, "layers": [' "$model_head"; head -c 3495000 /dev/zero | sed 's/\x0/{},/g'; printf '{}]}\n'; } >"$d/objects_10mb_model.json"
+{ printf '{"name": "m", '; head -c 20971520 /dev/zero | tr '\0' ' '; printf '%s}\n' "$model_head"; } >"$d/spaces_20mb_model.json"
+# Arguments too long for manifest.txt (run_case.sh: @ARG:NAME@ is the
+# content of NAME.arg): a 70 kB inline cluster, a 5,000-digit option, a
+# 5,000-character file name.
+{ printf 'H800:8'; for _ in $(seq 1 9999); do printf ',H800:8'; done; } >"$d/cluster_70kb.arg"
+head -c 5000 /dev/zero | tr '\0' 9 >"$d/digits_5000.arg"
+{ printf '/nonexistent/'; head -c 5000 /dev/zero | tr '\0' a; printf '.json'; } >"$d/path_5000.arg"
+# A 70,000-character option (cxxopts' regex overflowed the stack on it).
+{ printf -- '--'; head -c 70000 /dev/zero | tr '\0' o; } >"$d/option_70kb.arg"
 # A sweep whose product has 10^8 cases (10 values on 8 axes).
 python3 - "$d/sweep_1e8_cases.json" <<'PY'
 import json, sys

@@ -265,6 +265,49 @@ TEST(Cli, BadInputsExitTwoWithOneMessageAndNoOutput) {
   fs::remove_all(d);
 }
 
+// Issue 21, item 12: an error is one line of at most 300 characters; the
+// values it echoes are cut with their length said. A 70 kB --cluster gave
+// a 70,119-character line.
+TEST(Cli, LongValuesGiveOneShortErrorLine) {
+  std::string cluster = "H800:8";
+  for (int i = 0; i < 9999; ++i) cluster += ",H800:8";
+  const std::string digits(5000, '9');
+  const std::string path = "/nonexistent/" + std::string(5000, 'a') + ".json";
+  const std::string control = "H800:8,\n\x01" + std::string(500, 'Z') + ":8";
+  struct Case {
+    std::vector<std::string> args;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {{"plan", "--model", "mixtral-s", "--cluster", cluster},
+       "...(69999 bytes)\": H800:8 and H800:8 both give device type H800"},
+      {{"plan", "--model", "mixtral-s", "--cluster", "H800:8," + std::string(5000, 'Q') + ":8"},
+       "item 2: unknown device type"},
+      {{"plan", "--model", "mixtral-s", "--cluster", control}, "(511 bytes)"},
+      {{"plan", "--model", "mixtral-s", "--cluster", "H800:8", "--seq-len", digits},
+       "(5000 bytes)"},
+      {{"plan", "--model", path, "--cluster", "H800:8"}, "/nonexistent/aaaa"},
+      {{"plan", "--model", path, "--cluster", "H800:8"}, "...(5019 characters)...aaaa"},
+      {{std::string(5000, 'c')}, "(5000 bytes)"},
+      // cxxopts' regex overflowed the stack on these (a crash, exit 139).
+      {{"plan", "--model", "mixtral-s", "--" + std::string(70000, 'o')},
+       "an option of 70002 characters is longer than 4096"},
+      {{"plan", "--model", "mixtral-s", "--seq-len=" + std::string(70000, '1')},
+       "an option of 70010 characters"},
+      {{"profile", "fit", "-" + std::string(100000, 'o')}, "an option of 100001 characters"},
+  };
+  for (const Case& c : cases) {
+    const CliRun r = run(c.args);
+    EXPECT_EQ(r.code, kExitInput) << r.err.substr(0, 400);
+    const std::string first = r.err.substr(0, r.err.find('\n'));
+    EXPECT_LE(first.size(), kMaxErrorLine) << first;
+    EXPECT_NE(first.find(c.expected), std::string::npos) << first;
+    if (c.args.size() > 1) {
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err.substr(0, 400);
+    }
+  }
+}
+
 TEST(Cli, PlanViolatingMegatronConstraintsIsRejected) {
   const fs::path d = scratch_dir("constraints");
   const fs::path plan = d / "plan.json";

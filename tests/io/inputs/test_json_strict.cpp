@@ -112,6 +112,67 @@ TEST(JsonStrictParse, NestingLimit) {
   EXPECT_THROW(parse_json(objects, "deep.json"), InputError);
 }
 
+TEST(JsonStrictParse, NestingLimitIsTheCallbackParsers) {
+  // Issue 21: the SAX reader keeps the rule of the callback parser it
+  // replaced: a value inside more than 64 open containers is refused.
+  EXPECT_NO_THROW(parse_json(nested_arrays(65), "deep.json"));
+  EXPECT_THROW(parse_json(nested_arrays(66), "deep.json"), InputError);
+  EXPECT_NO_THROW(parse_json(std::string(64, '[') + "1" + std::string(64, ']'), "deep.json"));
+  EXPECT_THROW(parse_json(std::string(65, '[') + "1" + std::string(65, ']'), "deep.json"),
+               InputError);
+}
+
+TEST(JsonStrictParse, SameDocumentAsNlohmann) {
+  const std::string text = R"({"a": [1, -2, 18446744073709551615, 2.5e-3, "s\u00e9", true, null,
+    {"b": {}, "c": []}], "d": {"e": [[], [{}], {"f": "g"}]}, "h": -0.0, "i": 1e-400})";
+  EXPECT_EQ(parse_json(text, "same.json"), Json::parse(text));
+  std::string many = "[";
+  for (int i = 0; i < 1000; ++i) many += (i ? ",{\"k\":" : "{\"k\":") + std::to_string(i) + "}";
+  many += "]";
+  EXPECT_EQ(parse_json(many, "many.json"), Json::parse(many));
+  EXPECT_EQ(parse_json("\"x\"", "scalar.json"), Json("x"));
+}
+
+TEST(JsonStrictParse, NumberOverflowNamesTheField) {
+  // Issue 21: 1e400 said only "number overflow"; the reader knows the key.
+  Caught c = catch_input_error([] { parse_json(R"({"hidden_size": 1e400})", "o.json"); });
+  EXPECT_EQ(c.where, "o.json:/hidden_size") << c.what;
+  EXPECT_NE(c.what.find("number 1e400 is out of range"), std::string::npos) << c.what;
+  c = catch_input_error([] { parse_json(R"({"a": [1, {"b": 2, "c/d": -1e999}]})", "o.json"); });
+  EXPECT_EQ(c.where, "o.json:/a/1/c~1d") << c.what;
+  EXPECT_NE(c.what.find("-1e999"), std::string::npos) << c.what;
+  c = catch_input_error([] { parse_json("[1, 2, 1e400]", "o.json"); });
+  EXPECT_EQ(c.where, "o.json:/2") << c.what;
+  c = catch_input_error([] { parse_json("1e400", "o.json"); });
+  EXPECT_EQ(c.where, "o.json") << c.what;
+  // A number of 100,000 digits is echoed cut.
+  c = catch_input_error([] { parse_json("{\"x\": 1" + std::string(100000, '0') + "}", "o.json"); });
+  EXPECT_EQ(c.where, "o.json:/x") << c.what;
+  EXPECT_LT(c.what.size(), 200u) << c.what;
+  EXPECT_NE(c.what.find("(100001 bytes)"), std::string::npos) << c.what;
+}
+
+TEST(JsonStrictParse, TextOverTheSizeLimitIsRefused) {
+  const std::string at_limit = "[" + std::string(kMaxJsonBytes - 2, ' ') + "]";
+  const std::string text = at_limit + " ";
+  const Caught c = catch_input_error([&] { parse_json(text, "big.json"); });
+  EXPECT_EQ(c.where, "big.json");
+  EXPECT_NE(c.what.find(std::to_string(text.size()) + " bytes"), std::string::npos) << c.what;
+  EXPECT_NE(c.what.find("16 MiB"), std::string::npos) << c.what;
+  EXPECT_EQ(c.what.find('\n'), std::string::npos) << c.what;
+  EXPECT_NO_THROW(parse_json(at_limit, "big.json"));  // at the limit: read
+}
+
+TEST(JsonStrictParse, LongTokensInParseErrorsAreCut) {
+  // An unterminated 1 MB string: nlohmann quotes all of it ("last read").
+  const Caught c =
+      catch_input_error([] { parse_json("{\"name\": \"" + std::string(1 << 20, 'x'), "u.json"); });
+  EXPECT_NE(c.what.find("invalid JSON"), std::string::npos) << c.what;
+  EXPECT_LT(c.what.size(), 300u) << c.what;
+  EXPECT_NE(c.what.find("...(" + std::to_string((1 << 20) + 1) + " bytes)"), std::string::npos)
+      << c.what;
+}
+
 // ---------------------------------------------------------------------------
 // checked_int / checked_number
 
@@ -293,27 +354,35 @@ TEST(JsonStrictText, ToLowerAndDescribe) {
   EXPECT_EQ(longer.substr(57), "...");
 }
 
-// ---------------------------------------------------------------------------
-// Files
-
-TEST(JsonStrictFiles, ReadTextFile) {
-  const std::string path = std::string(HAPMOE_TEST_DATA) + "/models/gpt3-1.3b.json";
-  const std::string text = read_text_file(path);
-  EXPECT_NE(text.find("\"gpt3-1.3b\""), std::string::npos);
-  auto e = catch_input_error([] { read_text_file("/nonexistent/dir/file.json"); });
-  EXPECT_EQ(e.where, "/nonexistent/dir/file.json");
-  EXPECT_NE(e.what.find("no such file"), std::string::npos) << e.what;
-  e = catch_input_error([] { read_text_file(HAPMOE_TEST_DATA); });
-  EXPECT_NE(e.what.find("is a directory"), std::string::npos) << e.what;
-  e = catch_input_error([&] { read_text_file(path, 10); });
-  EXPECT_NE(e.what.find("too large"), std::string::npos) << e.what;
-}
-
 }  // namespace
 }  // namespace hapmoe
 
 namespace hapmoe {
 namespace {
+
+TEST(JsonStrictText, EchoValueCutsAndSaysTheLength) {
+  EXPECT_EQ(echo_value("H800:8"), "H800:8");
+  EXPECT_EQ(echo_value("a\x01\xff"), "a\\x01\\xff");
+  const std::string cut = echo_value(std::string(70119, 'x'));
+  EXPECT_EQ(cut, std::string(64, 'x') + "...(70119 bytes)");
+  EXPECT_EQ(echo_value(std::string(10, 'y'), 4), "yyyy...(10 bytes)");
+  // An escape is not split.
+  EXPECT_EQ(echo_value("abc\xff\xff", 5), "abc...(5 bytes)");
+}
+
+TEST(JsonStrictText, LongOptionTextIsCut) {
+  // Issue 21, item 12: the text of an option is echoed cut.
+  const std::string text = std::string(100000, '7');
+  for (const auto& f : std::initializer_list<std::function<void()>>{
+           [&] { parse_int_text(text, 0, 100, "--x"); },
+           [&] { parse_int_text(text + "z", 0, 100, "--x"); },
+           [&] { parse_number_text(text, 0, 100, "--x"); },
+           [&] { parse_number_text(text + "z", 0, 100, "--x"); }}) {
+    const Caught c = catch_input_error(f);
+    EXPECT_LT(c.what.size(), 200u) << c.what;
+    EXPECT_NE(c.what.find("bytes)"), std::string::npos) << c.what;
+  }
+}
 
 TEST(JsonStrictText, RejectsBlanksPlusAndHex) {
   EXPECT_THROW(parse_int_text(" 12", 0, 100, "--x"), InputError);

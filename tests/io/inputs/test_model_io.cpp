@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "costmodel/errors.h"
+#include "io/inputs/files.h"
 #include "io/inputs/json_strict.h"
 #include "tests/io/inputs/input_error.h"
 
@@ -536,7 +537,7 @@ TEST(ModelIoHf, RefusesQwen3Next) {
             std::string::npos)
       << e.what;
   // As written back by transformers: layer_types names the first linear one.
-  Json j = parse_json(read_text_file(kModels + "/hf/qwen3-next-80b-a3b.json"), "q");
+  Json j = parse_json(read_regular_file(kModels + "/hf/qwen3-next-80b-a3b.json"), "q");
   j["layer_types"] = Json::array();
   for (int l = 0; l < 48; ++l) {
     j["layer_types"].push_back(l % 4 == 3 ? "full_attention" : "linear_attention");
@@ -625,7 +626,7 @@ TEST(ModelIoHf, RefusesDeepSeekSparseAttention) {
     EXPECT_NE(e.what.find(part), std::string::npos) << part << " in: " << e.what;
   }
   // Any of the indexer keys, on any family, and the family alone.
-  Json j = parse_json(read_text_file(kModels + "/hf/deepseek-v3.json"), "d");
+  Json j = parse_json(read_regular_file(kModels + "/hf/deepseek-v3.json"), "d");
   j["index_n_heads"] = 64;
   e = catch_input_error([&] { parse_hf(j); });
   EXPECT_EQ(e.where, "config.json:/index_n_heads");
