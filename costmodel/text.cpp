@@ -56,7 +56,7 @@ std::string check_name_text(std::string_view field, std::string_view value) {
   if (first == value.size()) return "";
   constexpr std::size_t kShown = 64;
   std::string shown = escape_control_characters(value.substr(0, kShown));
-  if (value.size() > kShown) shown += "...";
+  if (value.size() > kShown) shown += "...(" + std::to_string(value.size()) + " bytes)";
   return std::string(field) + " \"" + shown + "\" contains a control character (" +
          escape_one(value[first]) + "); a name must be one line of printable text";
 }

@@ -19,7 +19,8 @@ bool has_control_character(std::string_view text);
 std::string escape_control_characters(std::string_view text);
 
 // "" when `value` has no control character, else a message naming
-// `field` and the value (escaped, cut to 64 characters):
+// `field` and the value (escaped, cut to 64 characters with its length
+// said):
 //   FIELD "X\ntouch y" contains a control character (\n); ...
 std::string check_name_text(std::string_view field, std::string_view value);
 

@@ -512,7 +512,7 @@ void check_hybrid_flags(const MegatronScript& s) {
 
 const MegatronFlag* MegatronScript::find(const std::string& name) const {
   for (std::size_t k = flags.size(); k-- > 0;) {
-    if (flags[k].name == name) return &flags[k];
+    if (flags[k].name == name && !flags[k].launcher_only) return &flags[k];
   }
   return nullptr;
 }
@@ -558,11 +558,13 @@ MegatronScript parse_megatron_script(const std::string& text, const std::string&
   std::set<std::string> seen_undefined;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const ShellWord& w = args[i];
-    if (!w.known) {
+    if (!w.known || (w.launcher_only && w.text.rfind("--", 0) != 0)) {
       // E.g. $EXTRA_ARGS that the script never sets: kept for the
       // launcher, not read.
-      s.flags.push_back({"", {w}, w.line, w.guard});
-      if (seen_undefined.insert(w.source).second) undefined.push_back(w.source);
+      s.flags.push_back({"", {w}, w.line, w.guard, w.launcher_only});
+      if (!w.launcher_only && seen_undefined.insert(w.source).second) {
+        undefined.push_back(w.source);
+      }
       continue;
     }
     if (w.text.rfind("--", 0) != 0 || w.text.size() < 3) {
@@ -573,6 +575,7 @@ MegatronScript parse_megatron_script(const std::string& text, const std::string&
     MegatronFlag f;
     f.line = w.line;
     f.guard = w.guard;
+    f.launcher_only = w.launcher_only;
     const auto eq = w.text.find('=');
     if (eq != std::string::npos) {
       f.name = w.text.substr(0, eq);
@@ -592,8 +595,13 @@ MegatronScript parse_megatron_script(const std::string& text, const std::string&
       while (i + 1 < args.size()) {
         const ShellWord& next = args[i + 1];
         if (next.known ? next.text.rfind("--", 0) == 0 : (is_switch || !f.values.empty())) break;
+        if (next.launcher_only != f.launcher_only) break;
         f.values.push_back(args[++i]);
       }
+    }
+    if (f.launcher_only) {
+      s.flags.push_back(std::move(f));  // not read: no checks, no notes
+      continue;
     }
     const auto& table = read_flags();
     const auto it = table.find(f.name);

@@ -24,6 +24,7 @@ struct MegatronFlag {
   std::vector<ShellWord> values;  // words up to the next --flag; "--a=b" gives one
   int line = 0;
   std::string guard;  // the condition the script adds it under, if undecided (ShellWord::guard)
+  bool launcher_only = false;  // kept for a launcher, not read (ShellWord::launcher_only)
   bool operator==(const MegatronFlag&) const = default;
 };
 
@@ -36,6 +37,7 @@ struct MegatronScript {
   // (evaluate --nnodes x --gpus-per-node): wins over what the script says.
   std::optional<int> world_size;
 
+  // The last flag `name` the script passes (launcher-only ones left out).
   const MegatronFlag* find(const std::string& name) const;
   bool has(const std::string& name) const { return find(name) != nullptr; }
   const std::string& origin() const { return shell.origin; }

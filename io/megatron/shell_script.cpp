@@ -716,9 +716,14 @@ class Interpreter {
   // case ... esac being read.
   struct Frame {
     enum Kind { kIf, kLoop, kCase } kind = kIf;
-    bool outer = true;                   // the statements around it run
-    bool in_condition = false;           // reading the condition (if, elif, while)
-    bool taken = false;                  // kIf: a branch whose condition is true ran
+    bool outer = true;           // the statements around it run
+    bool in_condition = false;   // reading the condition (if, elif, while)
+    bool taken = false;          // kIf: a branch whose condition is true ran
+    bool taken_assumed = false;  // kIf: ... true only with a variable assumed unset
+    // kIf: the branch read now is not taken, but only because a variable
+    // was assumed unset: its array appends are kept for the launcher.
+    bool shadow = false;
+    std::size_t assumed_mark = 0;        // assumed_count_ when the condition began
     bool active = true;                  // the statements read now run
     int line = 0;                        // of the if / elif / loop
     std::string condition;               // kIf: the condition being read, as written
@@ -755,9 +760,17 @@ class Interpreter {
       }
       ++i;
     }
-    if (i == words.size() || !active()) return;
+    if (i == words.size()) return;
     std::string source = negate ? "! " : "";
     for (std::size_t j = i; j < words.size(); ++j) source += (j > i ? " " : "") + words[j]->source;
+    if (!frames_.empty() && frames_.back().kind == Frame::kIf && frames_.back().in_condition) {
+      std::string& c = frames_.back().condition;
+      c += (c.empty() ? "" : before == 'a' ? " && " : before == 'o' ? " || " : "; ") + source;
+    }
+    if (!active()) {
+      if (!frames_.empty() && frames_.back().shadow) shadow_appends(words, i);
+      return;
+    }
     const bool and_or = chained && (before == 'a' || before == 'o');
     if (and_or) {
       if (status_ == (before == 'a' ? Tri::kFalse : Tri::kTrue)) return;  // skipped; status stays
@@ -766,10 +779,6 @@ class Interpreter {
         // What it runs is added only if the status before it allows.
         chain_guard_ = (before == 'a' ? "" : "! ") + grouped(status_source_);
       }
-    }
-    if (!frames_.empty() && frames_.back().kind == Frame::kIf && frames_.back().in_condition) {
-      std::string& c = frames_.back().condition;
-      c += (c.empty() ? "" : before == 'a' ? " && " : before == 'o' ? " || " : "; ") + source;
     }
     Tri s = command(words, i, script);
     chain_guard_.clear();
@@ -780,6 +789,26 @@ class Interpreter {
     } else {
       status_ = s;
       status_source_ = source;
+    }
+  }
+
+  // In a branch not taken only because a variable was assumed unset: the
+  // array appends (NAME+=(...)), whose words are kept for a launcher under
+  // the branch's condition and not read (ShellWord::launcher_only).
+  void shadow_appends(const std::vector<const Word*>& words, std::size_t i) {
+    const std::string g = guard();
+    for (; i < words.size() && !words[i]->assign_name.empty(); ++i) {
+      const Word& w = *words[i];
+      if (!w.is_array || !w.append || overrides_.count(w.assign_name)) continue;
+      std::vector<Val>& target = vars_[w.assign_name];
+      for (const Word& e : w.elements) {
+        for (Val& v : expand_word(e, true)) {
+          v.guard = g;
+          v.launcher_only = true;
+          target.push_back(std::move(v));
+          if (target.size() > limits_.max_words) fail(w.line, "an array has too many elements");
+        }
+      }
     }
   }
 
@@ -808,30 +837,51 @@ class Interpreter {
     Frame* top = frames_.empty() ? nullptr : &frames_.back();
     if (k == "if") {
       push_frame(Frame::kIf, true, w.line);
+      frames_.back().assumed_mark = assumed_count_;
       status_ = Tri::kTrue;
     } else if (k == "elif" && top && top->kind == Frame::kIf) {
       top->active = top->outer && !top->taken;
+      top->shadow = false;
       top->in_condition = true;
       top->line = w.line;
       top->condition.clear();
       top->guard.clear();
+      top->assumed_mark = assumed_count_;
       status_ = Tri::kTrue;
     } else if (k == "then" && top && top->kind == Frame::kIf && top->in_condition) {
       top->in_condition = false;
-      if (!top->active) return;  // an earlier branch was taken, or not reached
-      top->active = status_ != Tri::kFalse;
-      if (status_ == Tri::kTrue) top->taken = true;
+      if (!top->outer || (top->taken && !top->taken_assumed)) {
+        top->active = false;  // not reached, or an earlier branch surely ran
+        return;
+      }
       // The branch runs if no earlier undecided condition held and (when
       // undecided) its own does.
       top->guard = top->not_before();
-      if (status_ == Tri::kUnknown) {
-        add_line(unknown_conditions_, top->line);
+      const bool assumed = assumed_count_ > top->assumed_mark;
+      const Tri status = top->taken ? Tri::kUnknown : status_;  // not evaluated after a take
+      if (status == Tri::kUnknown && !top->taken) add_line(unknown_conditions_, top->line);
+      if (status == Tri::kUnknown || assumed) {
         const std::string own = grouped(top->condition);
         top->guard += (top->guard.empty() ? "" : " && ") + own;
         top->undecided.push_back(own);
       }
+      if (top->taken) {
+        // After a branch taken on a variable assumed unset: kept for the
+        // launcher only.
+        top->active = false;
+        top->shadow = true;
+      } else {
+        top->active = status != Tri::kFalse;
+        top->shadow = status == Tri::kFalse && assumed;
+        if (status == Tri::kTrue) {
+          top->taken = true;
+          top->taken_assumed = assumed;
+        }
+      }
     } else if (k == "else" && top && top->kind == Frame::kIf) {
-      top->active = top->outer && !top->taken;
+      const bool dead = !top->outer || (top->taken && !top->taken_assumed);
+      top->active = !dead && !top->taken;
+      top->shadow = !dead && top->taken;
       top->guard = top->not_before();
     } else if (k == "fi" && top && top->kind == Frame::kIf) {
       frames_.pop_back();
@@ -1086,6 +1136,11 @@ class Interpreter {
     TestArgs t;
     t.dbl = dbl;
     t.line = words[i]->line;
+    testing_ = true;
+    struct Reset {
+      bool& flag;
+      ~Reset() { flag = false; }
+    } reset{testing_};
     for (std::size_t j = i + 1; j < end; ++j) {
       const Word& w = *words[j];
       const std::string op = literal_of(w);
@@ -1233,6 +1288,16 @@ class Interpreter {
       if (v.size() > 8) out += " and " + std::to_string(v.size() - 8) + " more";
       return out;
     };
+    if (!assumed_unset_.empty()) {
+      std::string names;
+      for (const auto& [name, line] : assumed_unset_) {
+        names += (names.empty() ? "" : ", ") + name + " (line " + std::to_string(line) + ")";
+      }
+      script.notes.push_back(
+          "tests of variables that neither the script nor --megatron-env sets take them as "
+          "unset, as bash does when the environment lacks them: " +
+          names + " (give --megatron-env NAME=VALUE for another value)");
+    }
     if (!unknown_conditions_.empty()) {
       script.notes.push_back(
           std::string(unknown_conditions_.size() > 1 ? "the conditions" : "the condition") +
@@ -1566,6 +1631,13 @@ class Interpreter {
     const bool empty = !v.set || v.words.empty() ||
                        (v.words.size() == 1 && v.words[0].known && v.words[0].text.empty());
     if (op_and_word.empty()) {
+      if (!v.set && !special && testing_) {
+        // A test of a variable nothing sets ([ -z ${MP_VP} ]): unset, as
+        // when the environment does not have it; said in a note.
+        assumed_unset_.try_emplace(name, line);
+        ++assumed_count_;
+        return out;
+      }
       if (unknown_special || (!v.set && !special)) {
         // Not defined by the script: unknown until run time.
         out.words.push_back(unknown(src, line));
@@ -2261,6 +2333,7 @@ class Interpreter {
     Val w = make_val("", source, line);
     for (const Part& p : parts) {
       for (const Val& f : expand_part(p, line, depth)) {
+        if (f.launcher_only) continue;  // not part of a value the reading uses
         w.known = w.known && f.known;
         w.defaulted = w.defaulted || f.defaulted;
         if (w.guard.empty()) w.guard = f.guard;
@@ -2466,6 +2539,7 @@ class Interpreter {
       if (p.quoted && subscript != '@' && vals.size() > 1) {
         // "${ARR[*]}": one word, the elements joined by a blank.
         Val j = make_val("", "${" + p.text + "}", w.line);
+        std::erase_if(vals, [](const Val& v) { return v.launcher_only; });
         for (std::size_t k = 0; k < vals.size(); ++k) {
           if (k > 0) append_piece(j.pieces, {" ", true});
           j.text += (k ? " " : "") + vals[k].text;
@@ -2478,8 +2552,16 @@ class Interpreter {
       }
       for (std::size_t k = 0; k < vals.size(); ++k) {
         const Val& v = vals[k];
-        if (subscript == '@' && (k > 0 || !have) && (k + 1 < vals.size() || &p == &parts.back()) &&
-            v.known && !v.text.empty() && std::none_of(v.text.begin(), v.text.end(), splits)) {
+        // (An unknown value is never split, so one kept only for a
+        // launcher can stand alone too.)
+        const bool alone =
+            subscript == '@' && (k > 0 || !have) && (k + 1 < vals.size() || &p == &parts.back()) &&
+            ((v.known && !v.text.empty() && std::none_of(v.text.begin(), v.text.end(), splits)) ||
+             (!v.known && v.launcher_only));
+        // A word kept only for a launcher stays a word of its own, or is
+        // left out: it must not become part of one the reading uses.
+        if (v.launcher_only && !alone) continue;
+        if (alone) {
           // An element that needs no splitting and is glued to nothing:
           // one word as stored (a default stays a default).
           flush();
@@ -2544,10 +2626,13 @@ class Interpreter {
   std::vector<std::string> exported_;
   std::vector<ShellWord> bare_args_;
   std::vector<Frame> frames_;
-  Tri status_ = Tri::kTrue;          // exit status of the last statement run
-  std::deque<Word> test_operators_;  // && || ( ) inside [[ ]], as words
-  std::string status_source_;        // the statements that gave status_, as written
-  std::string chain_guard_;          // while a statement after && / || runs undecided
+  Tri status_ = Tri::kTrue;                   // exit status of the last statement run
+  std::deque<Word> test_operators_;           // && || ( ) inside [[ ]], as words
+  std::string status_source_;                 // the statements that gave status_, as written
+  bool testing_ = false;                      // expanding the operands of a test
+  std::size_t assumed_count_ = 0;             // variables tests took as unset, counted each time
+  std::map<std::string, int> assumed_unset_;  // variables tests took as unset: first line
+  std::string chain_guard_;                   // while a statement after && / || runs undecided
   std::vector<int> unknown_conditions_, loops_, cases_;  // lines, for notes
   ShellScript* script_ = nullptr;                        // for notes, while run() reads
   std::map<std::string, std::vector<Val>> env_vals_;     // --megatron-env values as words

@@ -51,6 +51,11 @@ struct ShellWord {
   // word when hapmoe cannot decide it, e.g. `[ -n "${WANDB_API_KEY}" ]`
   // for flags appended inside that if; empty: the word is always there.
   std::string guard;
+  // Added only in a branch the reading did not take because a variable it
+  // tests was assumed unset (nothing sets it): kept for a launcher, under
+  // `guard`, so the branch still runs when the variable is set at run
+  // time; not read as the script's settings.
+  bool launcher_only = false;
   bool operator==(const ShellWord&) const = default;
 };
 

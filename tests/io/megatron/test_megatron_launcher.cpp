@@ -122,7 +122,8 @@ bool expect_launched_plan_read_back(const RoundTrip& r, const MegatronScript* sc
   // tokenizer gives) and the conditions the input had too (the launcher
   // keeps them): recompute modules are costed as written.
   const auto undecided = [](const std::string& n) {
-    return n.starts_with("the condition on line") || n.starts_with("the conditions on line");
+    return n.starts_with("the condition on line") || n.starts_with("the conditions on line") ||
+           n.starts_with("tests of variables that neither the script nor --megatron-env");
   };
   const bool input_undecided =
       script != nullptr && std::any_of(script->notes.begin(), script->notes.end(), undecided);
@@ -1235,15 +1236,26 @@ TEST(MegatronLauncher, SplitArrayElementsAreWrittenAsSeparateArguments) {
 }
 
 // The launcher does what the script did: flags the script adds inside an
-// if whose condition hapmoe cannot decide stay inside that if, and
-// ${VAR:-default} stays a default (the Mixtral example's wandb flags).
+// if that hapmoe decided only by assuming a variable unset stay inside that
+// if, and ${VAR:-default} stays a default (the Mixtral example's wandb
+// flags).
 TEST(MegatronLauncher, UndecidedBranchesAndDefaultsStayAsWritten) {
   MegatronScript script = read_megatron_script(kData + "mixtral_8x7b.sh");
-  const MegatronFlag* project = script.find("--wandb-project");
-  ASSERT_NE(project, nullptr);
+  // WANDB_API_KEY unset: the branch is not read, but kept for the launcher.
+  EXPECT_EQ(script.find("--wandb-project"), nullptr);
+  const auto project =
+      std::find_if(script.flags.begin(), script.flags.end(),
+                   [](const MegatronFlag& f) { return f.name == "--wandb-project"; });
+  ASSERT_NE(project, script.flags.end());
+  EXPECT_TRUE(project->launcher_only);
   EXPECT_EQ(project->guard, "[ -n \"${WANDB_API_KEY}\" ]");
   EXPECT_TRUE(project->values[0].defaulted);
-  EXPECT_EQ(project->values[0].text, "Mixtral");  // what hapmoe reads
+  EXPECT_EQ(project->values[0].text, "Mixtral");
+  // Given the key, the branch is read.
+  const MegatronScript keyed =
+      read_megatron_script(kData + "mixtral_8x7b.sh", {.env = {{"WANDB_API_KEY", "k"}}});
+  ASSERT_NE(keyed.find("--wandb-project"), nullptr);
+  EXPECT_EQ(keyed.find("--wandb-project")->guard, "");
   const Workload w = megatron_workload(script);
   const ClusterSpec cluster = load_cluster("H800:32");
   const Plan plan = megatron_plan(script, w, cluster);

@@ -37,8 +37,16 @@ TEST(MegatronScript, Mixtral8x7bExampleStyleReadsAsThePreset) {
   EXPECT_EQ(w.training, expected.training);
   EXPECT_EQ(megatron_world_size(s), 32);  // WORLD_SIZE=$(($GPUS_PER_NODE*$NNODES))
   EXPECT_TRUE(s.unknown.empty());
-  // The if-branch's wandb flags are read too (kept, not reported).
-  EXPECT_TRUE(s.has("--wandb-project"));
+  // The if-branch's wandb flags: WANDB_API_KEY is set by nothing, so the
+  // branch is not taken (bash without it in the environment) and its flags
+  // are not read; they are kept for the launcher, under the condition.
+  EXPECT_FALSE(s.has("--wandb-project"));
+  const auto wandb = std::find_if(s.flags.begin(), s.flags.end(), [](const MegatronFlag& f) {
+    return f.name == "--wandb-project";
+  });
+  ASSERT_NE(wandb, s.flags.end());
+  EXPECT_TRUE(wandb->launcher_only);
+  EXPECT_EQ(wandb->guard, "[ -n \"${WANDB_API_KEY}\" ]");
   // Values from outside the script stay as written, for the launcher.
   const MegatronFlag* save = s.find("--save");
   ASSERT_NE(save, nullptr);
