@@ -19,6 +19,7 @@
 #include "costmodel/errors.h"
 
 #include <fnmatch.h>
+#include <regex.h>
 
 namespace hapmoe {
 
@@ -1148,11 +1149,25 @@ class Interpreter {
         t.args.push_back({op, true, false, true});
         continue;
       }
-      // [[ ]] does not split; an unquoted right side of == is a pattern.
-      const bool pattern = dbl && std::any_of(w.parts.begin(), w.parts.end(),
-                                              [](const Part& p) { return !p.quoted; });
+      // [[ ]] does not split; an unquoted right side of == is a pattern,
+      // of =~ a regular expression (a quoted one is literal text).
+      const auto unquoted = [](const Part& p) { return !p.quoted; };
+      const bool pattern = dbl && std::any_of(w.parts.begin(), w.parts.end(), unquoted);
+      const bool mixed = pattern && !std::all_of(w.parts.begin(), w.parts.end(), unquoted);
+      if (mixed && !t.args.empty() && t.args.back().bare && t.args.back().text == "=~") {
+        // A partly quoted expression: its quoted parts are literal text.
+        TestArg re{"", true, true, false, false};
+        for (const Part& part : w.parts) {
+          for (const Val& v : expand_part(part, w.line, 1)) {
+            re.known = re.known && v.known;
+            re.text += part.quoted ? regex_escape(v.text) : v.text;
+          }
+        }
+        t.args.push_back(re);
+        continue;
+      }
       for (const Val& v : expand_word(w, !dbl)) {
-        t.args.push_back({v.text, v.known, pattern, !op.empty() && op == v.text});
+        t.args.push_back({v.text, v.known, pattern, !op.empty() && op == v.text, mixed});
       }
     }
     try {
@@ -1168,6 +1183,7 @@ class Interpreter {
     bool known = true;
     bool pattern = false;  // [[ ]]: matched as a glob on the right of == / !=
     bool bare = false;     // written as a plain word (an operator can be one)
+    bool mixed = false;    // partly quoted, partly not
   };
   struct TestArgs {
     std::vector<TestArg> args;
@@ -1235,6 +1251,7 @@ class Interpreter {
             b.pattern ? fnmatch(b.text.c_str(), a.text.c_str(), 0) == 0 : a.text == b.text;
         return tri(equal == (op != "!="));
       }
+      if (op == "=~") return t.dbl ? regex_match(a.text, b) : Tri::kUnknown;
       if (op == "<") return tri(a.text < b.text);
       if (op == ">") return tri(a.text > b.text);
       if (op.size() == 3 && op[0] == '-' && op != "-nt" && op != "-ot" && op != "-ef") {
@@ -1269,6 +1286,34 @@ class Interpreter {
     if (!a.known) return Tri::kUnknown;
     return tri(!a.text.empty());
   }
+  static std::string regex_escape(const std::string& text) {
+    std::string out;
+    for (char c : text) {
+      if (std::string_view("\\.[]{}()*+?^$|").find(c) != std::string_view::npos) out += '\\';
+      out += c;
+    }
+    return out;
+  }
+
+  // [[ A =~ B ]]: B quoted is a substring of A; unquoted, a POSIX extended
+  // regular expression that matches part of A (bash's regcomp/regexec).
+  // Partly quoted, with back-references (time not bounded) or not a valid
+  // expression: unknown.
+  static Tri regex_match(const std::string& text, const TestArg& re) {
+    if (!re.pattern) return tri(text.find(re.text) != std::string::npos);
+    if (re.mixed) return Tri::kUnknown;
+    for (std::size_t k = 0; k + 1 < re.text.size(); ++k) {
+      if (re.text[k] == '\\' && std::isdigit(static_cast<unsigned char>(re.text[k + 1])) != 0) {
+        return Tri::kUnknown;
+      }
+    }
+    regex_t compiled;
+    if (regcomp(&compiled, re.text.c_str(), REG_EXTENDED | REG_NOSUB) != 0) return Tri::kUnknown;
+    const bool found = regexec(&compiled, text.c_str(), 0, nullptr, 0) == 0;
+    regfree(&compiled);
+    return tri(found);
+  }
+
   // An operand of -eq ...: an integer in [ ], an arithmetic expression in
   // [[ ]].
   std::optional<std::int64_t> test_integer(const TestArgs& t, const std::string& text) {

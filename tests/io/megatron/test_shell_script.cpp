@@ -548,7 +548,7 @@ TEST(ShellScript, ConditionalsAreEvaluatedWhenKnown) {
       "fi\n"                                                       // 10
       "[ -z \"$FP8\" ] && FP8=off || FP8=on\n"                     // 11
       "test $L -ge 8 || SMALL=1\n"                                 // 12
-      "if ! [[ $MODEL =~ ^x ]]; then R=maybe; fi\n"                // 13
+      "if ! [[ $(cat m) =~ ^x ]]; then R=maybe; fi\n"              // 13
       "(( L > 16 )) && BIG=1\n"                                    // 14
       "python a.py --l $L --deep ${DEEP:-no} --fp8 $FP8 --small ${SMALL:-0} --big ${BIG:-0}\n";
   const ShellScript small = read_shell_script(text, "t.sh", {.env = {{"FP8", ""}}});
@@ -568,13 +568,27 @@ TEST(ShellScript, ConditionalsAreEvaluatedWhenKnown) {
       read_shell_script(text, "t.sh", {.env = {{"FP8", "e4m3"}}, .args = V{"tiny"}});
   EXPECT_EQ(texts(other.launch.args),
             (V{"--l", "2", "--deep", "no", "--fp8", "on", "--small", "1", "--big", "0"}));
-  // =~ is not evaluated: line 13 is named, and R is set as if it ran.
+  // A command's output is not known: line 13 is named, and R is set as if
+  // its branch ran.
   ASSERT_FALSE(other.notes.empty());
   EXPECT_EQ(other.notes.front(),
             "the condition on line 13 cannot be evaluated before the script runs "
             "(--megatron-env or --megatron-script-args may give what they test): each branch "
             "is read, in order, so flags set in any of them are kept");
   EXPECT_NE(other.find("R"), nullptr);
+
+  // =~: a quoted right side is literal text, an unquoted one a POSIX
+  // extended expression (the Megatron-MoE-ModelZoo's layout check).
+  const std::string re =
+      "P=\"--num-layers 4 --pipeline-model-parallel-layout Et|tttL\"\n"
+      "if [[ ! \"${P}\" =~ \"--pipeline-model-parallel-layout\" ]]; then P=\"$P --first 1\"; fi\n"
+      "[[ $P =~ ^--num-layers\\ [0-9]+ ]] && P=\"$P --re yes\"\n"
+      "[[ $P =~ \"^--num\" ]] && P=\"$P --literal-caret\"\n"
+      "python a.py $P\n";
+  const ShellScript matched = read_shell_script(re, "t.sh");
+  EXPECT_EQ(texts(matched.launch.args),
+            (V{"--num-layers", "4", "--pipeline-model-parallel-layout", "Et|tttL", "--re", "yes"}));
+  EXPECT_TRUE(matched.notes.empty()) << matched.notes.front();
 
   // A launch command inside a branch not taken is not the launch.
   const ShellScript launch = read_shell_script(
