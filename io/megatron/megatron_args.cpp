@@ -381,7 +381,12 @@ std::vector<std::string> check_megatron_settings(const MegatronSettings& s) {
 
 int MegatronSettings::vpp() const {
   if (vpp_stages) return *vpp_stages;
-  if (vpp_layers && pp > 0 && *vpp_layers > 0) return std::max(1, num_layers / pp / *vpp_layers);
+  if (vpp_layers && pp > 0 && *vpp_layers > 0) {
+    // core_v0.15.0 arguments.py counts the embedding and the loss as a
+    // layer each when the split accounts for them.
+    const int counted = num_layers + (account_for_embedding ? 1 : 0) + (account_for_loss ? 1 : 0);
+    return std::max(1, counted / pp / *vpp_layers);
+  }
   if (!layout.empty() && pp > 0) {
     std::vector<LayoutStage> st;
     if (parse_pipeline_layout(layout, st).empty()) {

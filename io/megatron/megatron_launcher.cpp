@@ -437,6 +437,29 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
         std::to_string(w.training.activation_offload_layers) +
         " (e.g. through Megatron-Bridge); the script as written runs without it");
   }
+  // An entry point of another project (Pai-Megatron-Patch's
+  // pretrain_qwen.py, ...) parses flags of its own on top of Megatron's:
+  // those are kept, with a note, not refused.
+  bool own_entry = false;
+  if (script != nullptr && script->shell.has_command) {
+    const std::string& e = script->shell.launch.entry.text;
+    own_entry = e.substr(e.find_last_of('/') + 1) != "pretrain_gpt.py";
+  }
+  if (own_entry) {
+    std::vector<std::string> foreign;
+    for (const MegatronFlag& f : script->flags) {
+      if (!f.name.empty() && !is_megatron_flag(f.name) &&
+          std::find(foreign.begin(), foreign.end(), f.name) == foreign.end()) {
+        foreign.push_back(f.name);
+      }
+    }
+    if (!foreign.empty()) {
+      out.notes.push_back(join(foreign) +
+                          (foreign.size() > 1 ? " are not flags" : " is not a flag") +
+                          " of Megatron-LM " + kMegatronVersion + "; kept for " +
+                          script->shell.launch.entry.text + ", whose own parser takes them");
+    }
+  }
   if (w.training.dispatcher == Dispatcher::kAuto && w.model.is_moe()) {
     out.notes.emplace_back(
         "the dispatcher was chosen per plan (auto); the launcher writes the "
@@ -700,7 +723,7 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   // "Flags of the pinned Megatron-LM").
   auto flag_text = [&](const std::string& name, const std::string& values,
                        const MegatronFlag* from) {
-    if (!is_megatron_flag(name)) {
+    if (!is_megatron_flag(name) && !(from != nullptr && own_entry)) {
       const std::string near = nearest_megatron_flag(name);
       const std::string what = name + " is not a flag of Megatron-LM " + kMegatronVersion +
                                (near.empty() ? "" : " (did you mean " + near + "?)");

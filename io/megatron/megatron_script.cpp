@@ -42,6 +42,10 @@ const std::map<std::string, FlagInfo>& read_flags() {
       {"--encoder-seq-length", {Kind::kInt, nullptr}},
       {"--max-position-embeddings", {Kind::kInt, nullptr}},
       {"--vocab-size", {Kind::kInt, nullptr}},
+      {"--padded-vocab-size", {Kind::kInt, nullptr}},
+      // Pai-Megatron-Patch's entry points (pretrain_qwen.py, ...).
+      {"--patch-tokenizer-type", {Kind::kText, nullptr}},
+      {"--extra-vocab-size", {Kind::kInt, nullptr}},
       {"--make-vocab-size-divisible-by", {Kind::kInt, nullptr}},
       {"--add-qkv-bias", {Kind::kBool, nullptr}},
       {"--window-size", {Kind::kText, nullptr}},
@@ -545,10 +549,94 @@ bool is_parallel_flag(const std::string& name) {
   return kNames.count(name) > 0;
 }
 
+namespace {
+
+// A Megatron-MoE-ModelZoo model config (YAML: an ENV_VARS and a MODEL_ARGS
+// mapping of "--flag: value" entries, true for a switch, false to leave it
+// out, ${VAR} filled by envsubst) as the equivalent bash, line for line so
+// messages keep the YAML's line numbers: ENV_VARS entries become exports,
+// MODEL_ARGS entries one continued argument list. nullopt for any other
+// text.
+std::optional<std::string> yaml_args_as_shell(const std::string& text) {
+  auto trim = [](std::string v) {
+    const auto a = v.find_first_not_of(" \t\r");
+    const auto b = v.find_last_not_of(" \t\r");
+    return a == std::string::npos ? std::string() : v.substr(a, b - a + 1);
+  };
+  // A value: an inline comment cut, quotes taken off, in double quotes so
+  // that ${VAR} still expands.
+  auto value_of = [&](std::string v) {
+    if (const auto hash = v.find(" #"); hash != std::string::npos) v.resize(hash);
+    v = trim(v);
+    if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front()) {
+      v = v.substr(1, v.size() - 2);
+    }
+    std::string out = "\"";
+    for (char c : v) {
+      if (c == '"' || c == '\\' || c == '`') out += '\\';
+      out += c;
+    }
+    return out + "\"";
+  };
+  std::vector<std::string> lines;
+  std::string section;
+  bool entries = false;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(start, end - start);
+    start = end + 1;
+    const std::string t = trim(line);
+    std::string out;
+    const bool indented = !line.empty() && (line[0] == ' ' || line[0] == '\t');
+    const auto colon = t.find(':');
+    if (!indented && !t.empty() && t[0] != '#' && colon == t.size() - 1) {
+      section = t.substr(0, colon);  // a top-level key: a section
+    } else if (indented && !t.empty() && t[0] != '#' && colon != std::string::npos) {
+      const std::string key = t.substr(0, colon);
+      const std::string v = trim(t.substr(colon + 1));
+      if (section == "MODEL_ARGS" && key.rfind("--", 0) == 0) {
+        entries = true;
+        const std::string bare = trim(v.substr(0, v.find(" #")));
+        if (bare == "false" || bare == "null" || bare == "~") {
+          out = "\\";
+        } else if (bare == "true" || bare.empty()) {
+          out = key + " \\";
+        } else {
+          out = key + " " + value_of(v) + " \\";
+        }
+      } else if (section == "ENV_VARS" && !key.empty() &&
+                 std::all_of(key.begin(), key.end(), [](char c) {
+                   return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+                 })) {
+        out = "export " + key + "=" + value_of(v);
+      }
+    } else if (section == "MODEL_ARGS" && entries) {
+      out = "\\";  // a comment or blank line inside the list
+    }
+    lines.push_back(out);
+    if (end == text.size()) break;
+  }
+  if (!entries) return std::nullopt;
+  std::string shell;
+  for (const std::string& l : lines) shell += l + "\n";
+  return shell;
+}
+
+}  // namespace
+
 MegatronScript parse_megatron_script(const std::string& text, const std::string& origin,
                                      const ShellInputs& inputs) {
   MegatronScript s;
-  s.shell = read_shell_script(text, origin, inputs);
+  const std::optional<std::string> yaml = yaml_args_as_shell(text);
+  s.shell = read_shell_script(yaml ? *yaml : text, origin, inputs);
+  if (yaml) {
+    s.shell.notes.insert(s.shell.notes.begin(),
+                         "read as a Megatron-MoE-ModelZoo YAML config: MODEL_ARGS entries as "
+                         "flags (true: the flag alone, false: left out), ENV_VARS as exported "
+                         "variables, ${VAR} from --megatron-env");
+  }
   s.notes = s.shell.notes;
   check_entry_point(s);
   const std::vector<ShellWord>& args = s.shell.launch.args;
@@ -803,17 +891,35 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
   // vocabulary and merge files without --tokenizer-type, which
   // core_v0.15.0 needs: they were written for GPT2BPETokenizer.
   const bool gpt2_files = tok.empty() && script.has("--vocab-file") && script.has("--merge-file");
-  const TokenizerVocab* known = tokenizer_vocab(gpt2_files ? "GPT2BPETokenizer" : tok, model);
+  // Pai-Megatron-Patch names its tokenizer by family (Qwen3Tokenizer,
+  // LLama3Tokenizer, ...) and adds --extra-vocab-size tokens to it.
+  const std::string patch = r.text("--patch-tokenizer-type").value_or("");
+  const TokenizerVocab* known = tokenizer_vocab(gpt2_files ? "GPT2BPETokenizer" : tok,
+                                                tok.empty() && model.empty() ? patch : model);
+  const std::optional<int> padded_given = r.opt_int("--padded-vocab-size", 1, kMaxSize);
   std::string why;
-  if (tok == "NullTokenizer" && given) {
+  if (padded_given) {
+    // Megatron takes it as the embedding's size, unpadded further
+    // (tokenizer.py: padding only when padded_vocab_size is None).
+    m.vocab = *padded_given;
+    m.vocab_divisible_by = 1;
+    add_note(script, "vocabulary " + std::to_string(m.vocab) +
+                         " from --padded-vocab-size, used as given (Megatron pads no further)");
+  } else if (tok == "NullTokenizer" && given) {
     m.vocab = *given + 1;
   } else if (known && !(given && tok == "TikTokenizer")) {
     m.vocab = known->vocab;
     why = (gpt2_files ? "--vocab-file and --merge-file without --tokenizer-type, read as "
                         "GPT2BPETokenizer, which Megatron needs named"
            : std::string(known->key) == tok ? "--tokenizer-type " + tok
+           : model.empty()                  ? "--patch-tokenizer-type " + patch
                                             : "--tokenizer-model " + model) +
           " (" + known->source + ")";
+    if (const std::optional<int> extra = r.opt_int("--extra-vocab-size", 0, kMaxSize);
+        extra && model.empty() && !patch.empty()) {
+      m.vocab += *extra;
+      why += " + --extra-vocab-size " + std::to_string(*extra);
+    }
     if (given && *given != known->vocab) {
       why += "; Megatron takes the tokenizer's size, not --vocab-size " + std::to_string(*given);
     }
@@ -1082,6 +1188,13 @@ MegatronWorld megatron_world(const MegatronScript& script) {
       out.size = static_cast<int>(*a.value * *b.value);
     }
   };
+  if (!nnodes.given && nproc.given && !pre.empty() && pre[0].known &&
+      pre[0].text.substr(pre[0].text.find_last_of('/') + 1) == "torchrun") {
+    // torchrun's --nnodes defaults to 1.
+    nnodes.given = true;
+    nnodes.value = 1;
+    nnodes.from = "torchrun's default --nnodes 1";
+  }
   if (nnodes.given && nproc.given) {
     product(nnodes, nproc);
   } else if (ntasks.given) {
@@ -1240,6 +1353,19 @@ Plan megatron_plan(MegatronScript& script, const Workload& w, const ClusterSpec&
     throw InputError(script.origin(), "the script runs " + std::to_string(s.world_size) +
                                           " processes (" + world.from + ") but the cluster has " +
                                           std::to_string(cluster.total_devices()) + " devices");
+  }
+  // core_v0.15.0 arguments.py: SP is turned off at TP 1, then
+  // --tp-comm-overlap asserts it is on.
+  if (const MegatronFlag* overlap = script.find("--tp-comm-overlap");
+      overlap != nullptr && !s.sequence_parallel) {
+    throw InputError(script.origin() + ":" + std::to_string(overlap->line),
+                     "--tp-comm-overlap needs sequence parallelism, " +
+                         std::string(s.tp == 1 ? "which Megatron turns off at "
+                                                 "--tensor-model-parallel-size 1"
+                                               : "and the script does not give "
+                                                 "--sequence-parallel") +
+                         ": Megatron stops (\"Tensor parallel communication/GEMM overlap can "
+                         "happen only when sequence parallelism is enabled\")");
   }
   if (s.tp == 1 && script.find("--sequence-parallel")) {
     add_note(script,

@@ -990,6 +990,13 @@ class Interpreter {
       shift(words, i + 1);
       return;
     }
+    if ((cmd == "source" || cmd == ".") && i + 1 < words.size()) {
+      script.notes.push_back("line " + std::to_string(words[i]->line) + " sources " +
+                             words[i + 1]->source +
+                             ", which is not read (hapmoe reads one file, runs nothing): give "
+                             "what it sets with --megatron-env");
+      return;
+    }
     if (cmd == "unset") {
       for (std::size_t j = i + 1; j < words.size(); ++j) {
         const std::string name = literal_of(*words[j]);

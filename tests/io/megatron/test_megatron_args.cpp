@@ -238,6 +238,15 @@ TEST(MegatronArgs, VirtualStagesPerRank) {
   EXPECT_EQ(s.vpp(), 3);
   s.vpp_layers = 6;
   EXPECT_EQ(s.vpp(), 1);
+  // Megatron counts the embedding and the loss as a layer each when the
+  // split accounts for them: (14 + 2) / 2 / 2 = 4 (it used to say 3).
+  s = base();
+  s.num_layers = 14;
+  s.pp = 2;
+  s.vpp_layers = 2;
+  s.account_for_embedding = true;
+  s.account_for_loss = true;
+  EXPECT_EQ(s.vpp(), 4);
   s = base();
   s.layout = "Et*3|t*3|t*3|t*3|t*3|t*3|t*3|t*3,L";  // 8 stages over PP 4
   EXPECT_EQ(s.vpp(), 2);

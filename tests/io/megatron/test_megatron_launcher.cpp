@@ -943,9 +943,23 @@ TEST(MegatronLauncher, OverlapFlagsAreWrittenOnceFromTheTrainingSettings) {
   const ClusterSpec cluster = load_cluster("H800:32");
   const char* flags[] = {"--overlap-grad-reduce", "--overlap-param-gather", "--tp-comm-overlap",
                          "--overlap-moe-expert-parallel-comm"};
+  // The script's own plan (TP 1, so no sequence parallelism) is one
+  // Megatron refuses with --tp-comm-overlap; the same plan without it:
+  try {
+    (void)megatron_plan(script, w, cluster);
+    ADD_FAILURE() << "--tp-comm-overlap at TP 1 was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("mixtral_8x7b_overlaps.sh:61: --tp-comm-overlap needs "
+                                         "sequence parallelism, which Megatron turns off"),
+              std::string::npos)
+        << e.what();
+  }
+  MegatronScript without =
+      parse_megatron_script(mixtral_8x7b_with("    --overlap-moe-expert-parallel-comm\n"), "w.sh");
+  const Plan own = megatron_plan(without, megatron_workload(without), cluster);
   {
     // TP 2, EP 8: all four, once each; read back, the same settings.
-    Plan plan = megatron_plan(script, w, cluster);
+    Plan plan = own;
     plan.parallel.tp = 2;
     plan.parallel.dp = 4;
     const Launched r = launch(w, cluster, plan, &script);
@@ -959,8 +973,8 @@ TEST(MegatronLauncher, OverlapFlagsAreWrittenOnceFromTheTrainingSettings) {
     }
   }
   {
-    // The script's own plan, TP 1: --tp-comm-overlap is dropped and said.
-    const Plan plan = megatron_plan(script, w, cluster);
+    // A plan with TP 1: --tp-comm-overlap is dropped and said.
+    const Plan plan = own;
     ASSERT_EQ(plan.parallel.tp, 1);
     const Launched r = launch(w, cluster, plan, &script);
     EXPECT_EQ(count_in_command(r.launcher.text, "--tp-comm-overlap"), 0u) << r.launcher.text;
@@ -978,7 +992,7 @@ TEST(MegatronLauncher, OverlapFlagsAreWrittenOnceFromTheTrainingSettings) {
   }
   {
     // EP 1: --overlap-moe-expert-parallel-comm is dropped and said.
-    Plan plan = megatron_plan(script, w, cluster);
+    Plan plan = own;
     plan.parallel.ep = 1;
     const Launched r = launch(w, cluster, plan, &script);
     EXPECT_EQ(count_in_command(r.launcher.text, "--overlap-moe-expert-parallel-comm"), 0u);
@@ -1274,6 +1288,41 @@ TEST(MegatronLauncher, UndecidedBranchesAndDefaultsStayAsWritten) {
   EXPECT_EQ(flag_value(wandb, "--wandb-project"), "mine") << wandb;
   EXPECT_EQ(flag_value(wandb, "--wandb-exp-name"), "Mixtral_8x7B") << wandb;
   EXPECT_EQ(flag_value(wandb, "--save"), "/ckpt") << wandb;
+}
+
+// Pai-Megatron-Patch's entry points: the vocabulary from
+// --padded-vocab-size (as given) or --patch-tokenizer-type's family plus
+// --extra-vocab-size, and their own flags kept in the launcher with a note
+// (they used to stop every Pai script: "vocabulary unknown", then "not a
+// flag of Megatron-LM").
+TEST(MegatronLauncher, PaiEntryPointsKeepTheirOwnFlags) {
+  const std::string head =
+      "torchrun --nnodes 1 --nproc_per_node 8 pretrain_qwen.py --num-layers 2 --hidden-size 256 "
+      "--num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 "
+      "--micro-batch-size 1 --global-batch-size 8 --bf16 --max-padding-length 128 "
+      "--patch-tokenizer-type Qwen3Tokenizer ";
+  MegatronScript padded = parse_megatron_script(head + "--padded-vocab-size 151936\n", "pai.sh");
+  EXPECT_EQ(megatron_workload(padded).model.vocab, 151936);
+  MegatronScript extra = parse_megatron_script(head + "--extra-vocab-size 293\n", "pai.sh");
+  EXPECT_EQ(megatron_workload(extra).model.vocab, 151936 + 293);
+
+  const Workload w = megatron_workload(padded);
+  const ClusterSpec cluster = load_cluster("H800:8");
+  const Plan plan = megatron_plan(padded, w, cluster);
+  const Launcher l = launch(w, cluster, plan, &padded).launcher;
+  EXPECT_EQ(count_in_command(l.text, "    --max-padding-length 128\n"), 1u) << l.text;
+  EXPECT_NE(std::find(l.notes.begin(), l.notes.end(),
+                      "--max-padding-length, --patch-tokenizer-type are not flags of Megatron-LM "
+                      "core_v0.15.0; kept for pretrain_qwen.py, whose own parser takes them"),
+            l.notes.end());
+  // pretrain_gpt.py still refuses them.
+  MegatronScript gpt = parse_megatron_script(
+      "torchrun --nnodes 1 --nproc_per_node 8 pretrain_gpt.py --num-layers 2 --hidden-size 256 "
+      "--num-attention-heads 4 --seq-length 128 --micro-batch-size 1 --global-batch-size 8 --bf16 "
+      "--vocab-size 1000 --max-padding-length 128\n",
+      "gpt.sh");
+  const Workload wg = megatron_workload(gpt);
+  EXPECT_THROW(launch(wg, cluster, megatron_plan(gpt, wg, cluster), &gpt), InputError);
 }
 
 }  // namespace

@@ -401,6 +401,11 @@ TEST(MegatronScript, WorldSizeMessagesNameTheVariable) {
   EXPECT_THROW(megatron_world_size(parse_megatron_script(
                    "WORLD_SIZE=99999999999\npython pretrain_gpt.py --num-layers 2\n", "t.sh")),
                InputError);
+  // torchrun without --nnodes runs one node.
+  const MegatronWorld one = megatron_world(parse_megatron_script(
+      "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 2\n", "t.sh"));
+  EXPECT_EQ(one.size, 8);
+  EXPECT_EQ(one.from, "torchrun's default --nnodes 1 x --nproc_per_node 8");
 }
 
 TEST(MegatronScript, ScriptPlanRejectsWhatMegatronRejects) {
@@ -904,6 +909,44 @@ set +x
   EXPECT_EQ(tm.recompute_method, "uniform");
   for (const std::string& n : typed.notes) {
     EXPECT_EQ(n.find("cannot be evaluated"), std::string::npos) << n;
+  }
+}
+
+// A Megatron-MoE-ModelZoo-style YAML config (tests/data/megatron/
+// modelzoo_style_moe.yaml, written for this test): MODEL_ARGS entries are
+// the flags, true a switch, false left out, ${VAR} from --megatron-env,
+// ENV_VARS exported; messages name the YAML's own lines.
+TEST(MegatronScript, ModelZooStyleYamlConfigIsRead) {
+  const std::string path = kData + "modelzoo_style_moe.yaml";
+  MegatronScript s = read_megatron_script(
+      path, {.env = {{"TP", "2"}, {"PP", "2"}, {"EP", "4"}, {"SEQ_LEN", "4096"}, {"GBS", "64"}}});
+  EXPECT_FALSE(s.shell.has_command);
+  EXPECT_TRUE(s.has("--overlap-grad-reduce"));
+  EXPECT_FALSE(s.has("--overlap-param-gather"));  // false: left out
+  EXPECT_EQ(s.find("--wandb-exp-name")->values[0].text, "moe-TP2PP2");
+  EXPECT_EQ(s.find("--num-layers")->line, 18);
+  EXPECT_EQ(s.shell.exported,
+            (std::vector<std::string>{"CUDA_DEVICE_MAX_CONNECTIONS", "NVTE_FUSED_ATTN"}));
+  EXPECT_EQ(s.shell.find("NVTE_FUSED_ATTN")->text, "1");
+  const Workload w = megatron_workload(s);
+  EXPECT_EQ(w.model.num_layers, 16);
+  EXPECT_EQ(w.model.num_experts, 64);
+  EXPECT_EQ(w.model.top_k, 8);
+  EXPECT_EQ(w.model.vocab, 151936);  // NullTokenizer: --vocab-size + 1
+  EXPECT_EQ(w.training.seq_len, 4096);
+  const MegatronSettings m = megatron_settings(s, w, 16);
+  EXPECT_EQ(m.tp, 2);
+  EXPECT_EQ(m.pp, 2);
+  EXPECT_EQ(m.ep, 4);
+  // Without the variables: the message names the YAML line and the variable.
+  MegatronScript bare = read_megatron_script(path);
+  try {
+    (void)megatron_workload(bare);
+    ADD_FAILURE() << "no error without ${SEQ_LEN}";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("modelzoo_style_moe.yaml:24: --seq-length"),
+              std::string::npos)
+        << e.what();
   }
 }
 

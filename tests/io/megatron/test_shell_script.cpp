@@ -92,6 +92,12 @@ TEST(ShellScript, LaunchFormsAndBareArgumentLists) {
   // Both branches of an if are read; the later assignment wins.
   EXPECT_EQ(args_of("if [ -n \"$X\" ]; then\n  N=1\nelse\n  N=2\nfi\npython a.py --n $N\n"),
             (V{"--n", "2"}));
+  // A sourced file is named, not read.
+  const ShellScript sourced = read_shell_script("source ./conf/common.conf\npython a.py\n", "t");
+  ASSERT_EQ(sourced.notes.size(), 1u);
+  EXPECT_EQ(sourced.notes[0],
+            "line 1 sources ./conf/common.conf, which is not read (hapmoe reads one file, runs "
+            "nothing): give what it sets with --megatron-env");
   // A second launch is noted, not read.
   const ShellScript two = read_shell_script("python a.py --x 1\npython b.py --y 2\n", "t");
   EXPECT_EQ(texts(two.launch.args), (V{"--x", "1"}));
