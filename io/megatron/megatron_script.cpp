@@ -892,7 +892,8 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
   // core_v0.15.0 needs: they were written for GPT2BPETokenizer.
   const bool gpt2_files = tok.empty() && script.has("--vocab-file") && script.has("--merge-file");
   // Pai-Megatron-Patch names its tokenizer by family (Qwen3Tokenizer,
-  // LLama3Tokenizer, ...) and adds --extra-vocab-size tokens to it.
+  // LLama3Tokenizer, ...) and adds --extra-vocab-size tokens to the
+  // tokenizer's size to make the model's vocab_size.
   const std::string patch = r.text("--patch-tokenizer-type").value_or("");
   const TokenizerVocab* known = tokenizer_vocab(gpt2_files ? "GPT2BPETokenizer" : tok,
                                                 tok.empty() && model.empty() ? patch : model);
@@ -915,10 +916,10 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
            : model.empty()                  ? "--patch-tokenizer-type " + patch
                                             : "--tokenizer-model " + model) +
           " (" + known->source + ")";
-    if (const std::optional<int> extra = r.opt_int("--extra-vocab-size", 0, kMaxSize);
-        extra && model.empty() && !patch.empty()) {
-      m.vocab += *extra;
-      why += " + --extra-vocab-size " + std::to_string(*extra);
+    if (script.has("--extra-vocab-size") && model.empty() && !patch.empty()) {
+      // Pai adds it to the tokenizer's own size to reach the model's
+      // vocab_size, which is what the family's entry is.
+      why += ", which --extra-vocab-size already counts in";
     }
     if (given && *given != known->vocab) {
       why += "; Megatron takes the tokenizer's size, not --vocab-size " + std::to_string(*given);
@@ -930,10 +931,12 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
   } else {
     throw InputError(script.origin(),
                      "the vocabulary size is unknown: the script has no --vocab-size and "
-                     "hapmoe does not run its tokenizer (--tokenizer-type " +
-                         (tok.empty() ? std::string("absent") : tok) +
+                     "hapmoe does not run its tokenizer (" +
+                         (!patch.empty() ? "--patch-tokenizer-type " + patch
+                          : tok.empty()  ? std::string("--tokenizer-type absent")
+                                         : "--tokenizer-type " + tok) +
                          (tok_model ? ", --tokenizer-model " + tok_model->source : "") +
-                         "); give hapmoe --vocab-size N");
+                         "); give hapmoe --vocab-size N, the model's vocab_size");
   }
   if (!why.empty()) {
     const int tp = r.opt_int("--tensor-model-parallel-size", 1, kMaxSize).value_or(1);

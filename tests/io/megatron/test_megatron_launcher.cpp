@@ -1291,10 +1291,10 @@ TEST(MegatronLauncher, UndecidedBranchesAndDefaultsStayAsWritten) {
 }
 
 // Pai-Megatron-Patch's entry points: the vocabulary from
-// --padded-vocab-size (as given) or --patch-tokenizer-type's family plus
-// --extra-vocab-size, and their own flags kept in the launcher with a note
-// (they used to stop every Pai script: "vocabulary unknown", then "not a
-// flag of Megatron-LM").
+// --padded-vocab-size (as given) or --patch-tokenizer-type's family (the
+// model's vocab_size, --extra-vocab-size included), and their own flags kept in the launcher with a
+// note (they used to stop every Pai script: "vocabulary unknown", then "not a flag of
+// Megatron-LM").
 TEST(MegatronLauncher, PaiEntryPointsKeepTheirOwnFlags) {
   const std::string head =
       "torchrun --nnodes 1 --nproc_per_node 8 pretrain_qwen.py --num-layers 2 --hidden-size 256 "
@@ -1303,8 +1303,10 @@ TEST(MegatronLauncher, PaiEntryPointsKeepTheirOwnFlags) {
       "--patch-tokenizer-type Qwen3Tokenizer ";
   MegatronScript padded = parse_megatron_script(head + "--padded-vocab-size 151936\n", "pai.sh");
   EXPECT_EQ(megatron_workload(padded).model.vocab, 151936);
+  // Pai's --extra-vocab-size brings the tokenizer's 151643 to the model's
+  // 151936, the family's size.
   MegatronScript extra = parse_megatron_script(head + "--extra-vocab-size 293\n", "pai.sh");
-  EXPECT_EQ(megatron_workload(extra).model.vocab, 151936 + 293);
+  EXPECT_EQ(megatron_workload(extra).model.vocab, 151936);
 
   const Workload w = megatron_workload(padded);
   const ClusterSpec cluster = load_cluster("H800:8");
