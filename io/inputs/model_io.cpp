@@ -522,6 +522,16 @@ Workload parse_hf_config(const Json& root, const std::string& origin,
     experts_key = key;
   }
   m.num_experts = experts.value_or(0);
+  if (experts && *experts == 0) {
+    // A count of 0 with a router top-k is a contradiction, not a dense
+    // model: say so rather than drop the experts silently.
+    if (const std::optional<int> k = r.opt_int("num_experts_per_tok", 0, kMaxExperts);
+        k && *k > 0) {
+      r.fail(experts_key, experts_key + " = 0 but num_experts_per_tok = " + std::to_string(*k) +
+                              ": give the number of experts, or drop both for a dense "
+                              "model");
+    }
+  }
 
   // Shared experts and layer-map keys are type-checked even for dense files.
   const std::optional<int> moe_width = r.opt_int("moe_intermediate_size", 1, kMaxSize);

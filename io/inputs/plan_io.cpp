@@ -123,6 +123,10 @@ Plan parse_plan_json(const std::string& text, const std::string& origin, const C
     return read_plan_object(plans[static_cast<std::size_t>(index)], origin,
                             "/plans/" + std::to_string(index), cluster, default_micro_batch);
   }
+  if (index != 0) {
+    throw InputError(origin, "holds one plan, not a \"plans\" list: plan index " +
+                                 std::to_string(index) + " does not exist");
+  }
   return read_plan_object(j, origin, "", cluster, default_micro_batch);
 }
 

@@ -420,6 +420,25 @@ TEST(ModelIoHf, DeepSeekFirstDenseAndLayerFreq) {
   EXPECT_EQ(m.head_dim, 32);
 }
 
+// Zero experts with a router top-k is a contradiction, not a dense model
+// (it used to be read as dense without a word).
+TEST(ModelIoHf, ZeroExpertsWithATopKIsRefused) {
+  Json j = llama_text();
+  j["model_type"] = "mixtral";
+  j["num_local_experts"] = 0;
+  j["num_experts_per_tok"] = 2;
+  try {
+    (void)parse_workload_json(j.dump(), "config.json", nullptr);
+    ADD_FAILURE() << "read as dense";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("num_local_experts = 0 but num_experts_per_tok = 2"),
+              std::string::npos)
+        << e.what();
+  }
+  j["num_experts_per_tok"] = 0;
+  EXPECT_EQ(parse_workload_json(j.dump(), "config.json", nullptr).model.num_experts, 0);
+}
+
 TEST(ModelIoHf, UnknownFamilyReadGenerically) {
   Json j = llama_text();
   j["model_type"] = "my_moe";

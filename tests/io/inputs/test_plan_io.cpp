@@ -50,6 +50,22 @@ TEST(PlanIo, ReadsPlanObjectWithDefaults) {
   EXPECT_EQ(p.stages[1].recompute, (Recompute{RecomputeKind::kFull, 3}));
 }
 
+// A plan index beyond a one-plan file is an error (it used to be ignored:
+// evaluate --plan-index 5 scored plan 0).
+TEST(PlanIo, PlanIndexOfASinglePlanFile) {
+  const ClusterSpec c = two_types();
+  const std::string one =
+      R"({"parallel":{"pp":1,"tp":1,"dp":8},"stages":[{"device":"h800","layers":24}]})";
+  EXPECT_NO_THROW(parse_plan_json(one, "p.json", c, 1, 0));
+  try {
+    (void)parse_plan_json(one, "p.json", c, 1, 5);
+    ADD_FAILURE() << "plan index 5 of a single plan was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("plan index 5 does not exist"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(PlanIo, RecomputeForms) {
   EXPECT_EQ(parse_recompute("none", 5, "x"), (Recompute{RecomputeKind::kNone, 0}));
   EXPECT_EQ(parse_recompute("Selective", 5, "x"), (Recompute{RecomputeKind::kSelective, 0}));
