@@ -793,14 +793,17 @@ class Interpreter {
     }
   }
 
-  // In a branch not taken only because a variable was assumed unset: the
-  // array appends (NAME+=(...)), whose words are kept for a launcher under
-  // the branch's condition and not read (ShellWord::launcher_only).
+  // In a branch not taken only because a variable was assumed unset or a
+  // default decided it: the array assignments and appends, whose words are
+  // kept for a launcher under the branch's condition and not read
+  // (ShellWord::launcher_only).
   void shadow_appends(const std::vector<const Word*>& words, std::size_t i) {
     const std::string g = guard();
     for (; i < words.size() && !words[i]->assign_name.empty(); ++i) {
       const Word& w = *words[i];
-      if (!w.is_array || !w.append || overrides_.count(w.assign_name)) continue;
+      // NAME=(...) too: the launcher keeps both branches' words, each under
+      // its condition, so appending is what it needs.
+      if (!w.is_array || overrides_.count(w.assign_name)) continue;
       std::vector<Val>& target = vars_[w.assign_name];
       for (const Word& e : w.elements) {
         for (Val& v : expand_word(e, true)) {
@@ -1175,6 +1178,12 @@ class Interpreter {
       }
       for (const Val& v : expand_word(w, !dbl)) {
         t.args.push_back({v.text, v.known, pattern, !op.empty() && op == v.text, mixed});
+        // A default (${2:-MOCK}) decides the test only as an assumption:
+        // the launcher keeps the test (see assumed_unset_).
+        if (v.defaulted) {
+          add_line(defaulted_tests_, w.line);
+          ++assumed_count_;
+        }
       }
     }
     try {
@@ -1349,6 +1358,13 @@ class Interpreter {
           "tests of variables that neither the script nor --megatron-env sets take them as "
           "unset, as bash does when the environment lacks them: " +
           names + " (give --megatron-env NAME=VALUE for another value)");
+    }
+    if (!defaulted_tests_.empty()) {
+      script.notes.push_back(
+          std::string(defaulted_tests_.size() > 1 ? "the tests" : "the test") + " on line " +
+          lines(defaulted_tests_) +
+          " read a default (${VAR:-default} of a variable or argument nothing gives): decided "
+          "with it; a launcher keeps the test, so another value at run time still decides");
     }
     if (!unknown_conditions_.empty()) {
       script.notes.push_back(
@@ -1725,7 +1741,7 @@ class Interpreter {
         return out;
       }
       out = expand_arg();
-      if (!special && all == nullptr) {
+      if (all == nullptr && (!special || !positional_)) {
         for (Val& x : out.words) x.defaulted = true;
       }
       if (kind == '=' && !special && may_assign(name, line)) vars_[name] = out.words;
@@ -2684,6 +2700,7 @@ class Interpreter {
   bool testing_ = false;                      // expanding the operands of a test
   std::size_t assumed_count_ = 0;             // variables tests took as unset, counted each time
   std::map<std::string, int> assumed_unset_;  // variables tests took as unset: first line
+  std::vector<int> defaulted_tests_;          // lines of tests decided by a ${VAR:-default}
   std::string chain_guard_;                   // while a statement after && / || runs undecided
   std::vector<int> unknown_conditions_, loops_, cases_;  // lines, for notes
   ShellScript* script_ = nullptr;                        // for notes, while run() reads

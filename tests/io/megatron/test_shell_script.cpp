@@ -684,5 +684,30 @@ TEST(ShellScript, TestsOfUnsetVariablesTakeThemAsUnset) {
   EXPECT_TRUE(given.notes.empty()) << given.notes[0];
 }
 
+// A test decided by a default (${2:-MOCK} without the arguments) is an
+// assumption: the selected branch's words carry the test, the other
+// branch's array words are kept for a launcher only, and a note says so.
+TEST(ShellScript, TestsDecidedByADefaultStayTestsForTheLauncher) {
+  const std::string text =
+      "DATA=${2:-MOCK}\n"
+      "if [[ \"$DATA\" == \"MOCK\" ]]; then D=(--mock-data); else D=(--data-path \"$DATA\"); fi\n"
+      "python a.py \"${D[@]}\"\n";
+  const ShellScript s = read_shell_script(text, "t.sh");
+  ASSERT_EQ(s.launch.args.size(), 3u);
+  EXPECT_EQ(s.launch.args[0].text, "--mock-data");
+  EXPECT_EQ(s.launch.args[0].guard, "[[ \"$DATA\" == \"MOCK\" ]]");
+  EXPECT_FALSE(s.launch.args[0].launcher_only);
+  EXPECT_EQ(s.launch.args[1].text, "--data-path");
+  EXPECT_TRUE(s.launch.args[1].launcher_only);
+  EXPECT_EQ(s.launch.args[1].guard, "! [[ \"$DATA\" == \"MOCK\" ]]");
+  ASSERT_EQ(s.notes.size(), 1u);
+  EXPECT_NE(s.notes[0].find("the test on line 2 read a default"), std::string::npos) << s.notes[0];
+  // With the arguments given, the test is decided by them: no assumption.
+  const ShellScript given = read_shell_script(text, "t.sh", {.args = V{"/ck", "/data/x"}});
+  EXPECT_EQ(texts(given.launch.args), (V{"--data-path", "/data/x"}));
+  EXPECT_EQ(given.launch.args[0].guard, "");
+  EXPECT_TRUE(given.notes.empty());
+}
+
 }  // namespace
 }  // namespace hapmoe
