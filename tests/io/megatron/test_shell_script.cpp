@@ -443,9 +443,13 @@ TEST(ShellScript, HostileScriptsFailCleanlyInBoundedTime) {
       EXPECT_NE(std::string(e.what()).find(c.expect), std::string::npos)
           << e.what() << "\nexpected: " << c.expect;
     }
+    // Bounded, not fast: unbounded cases would take hours (1000^5 steps,
+    // 50 GB of copies). The bound leaves room for a sanitizer build on a
+    // loaded 2-core machine (12 s seen under ASan while other builds ran);
+    // the speed itself is measured in bench/, not here.
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    EXPECT_LT(s, 2.0) << c.text.substr(0, 60);
+    EXPECT_LT(s, 60.0) << c.text.substr(0, 60);
   }
 }
 
