@@ -158,10 +158,33 @@ TEST(ProfileFileHostile, RefusesWrongFieldTypesAndMissingFields) {
     HAPMOE_H5_FIELD(c, NumberName, primitive);
     f.write_table("comm", c, std::vector<NumberName>{{1.0}});
   });
-  const std::string e = read_error(p);
+  std::string e = read_error(p);
   EXPECT_NE(e.find("p.h5:/comm"), std::string::npos) << e;
   EXPECT_NE(e.find("primitive"), std::string::npos) << e;
   EXPECT_NE(e.find("text"), std::string::npos) << e;
+  // Every field but `world`: it used to be read as 0.
+  struct NoWorld {
+    const char* primitive;
+    const char* link;
+    const char* type_a;
+    const char* type_b;
+    double bytes;
+    double seconds;
+  };
+  const std::string q = (d / "q.h5").string();
+  write_hostile(q, [](h5::File& f) {
+    h5::Compound<NoWorld> c;
+    HAPMOE_H5_FIELD(c, NoWorld, primitive);
+    HAPMOE_H5_FIELD(c, NoWorld, link);
+    HAPMOE_H5_FIELD(c, NoWorld, type_a);
+    HAPMOE_H5_FIELD(c, NoWorld, type_b);
+    HAPMOE_H5_FIELD(c, NoWorld, bytes);
+    HAPMOE_H5_FIELD(c, NoWorld, seconds);
+    f.write_table("comm", c,
+                  std::vector<NoWorld>{{"all-reduce", "intra-node", "H800", "H800", 1e6, 1e-3}});
+  });
+  e = read_error(q);
+  EXPECT_NE(e.find("has no field world"), std::string::npos) << e;
   fs::remove_all(d);
 }
 
