@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <tuple>
 
 #include "costmodel/analytic.h"
 #include "costmodel/cost.h"
 #include "costmodel/errors.h"
+#include "costmodel/text.h"
 
 namespace hapmoe {
 
@@ -123,6 +125,100 @@ void MeasuredProfile::merge(const MeasuredProfile& o) {
       set_if(it->imbalance, m.imbalance);
     }
   }
+}
+
+namespace {
+
+std::string shown(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+// The checks of validate_profile, each recording the first issue only.
+class ProfileChecker {
+ public:
+  bool ok() const { return issue_.field.empty(); }
+  ProfileIssue issue() const { return issue_; }
+  void at(const char* table, std::size_t row) {
+    prefix_ = std::string(table) + "[" + std::to_string(row) + "].";
+  }
+  void name(const char* field, const std::string& v) {
+    if (!ok()) return;
+    if (std::string e = check_name(field, v); !e.empty()) {
+      // check_name's message starts with the field: the location names it.
+      fail(field, e.substr(std::char_traits<char>::length(field) + 1));
+    }
+  }
+  void degree(const char* field, int v, int lo) {
+    if (ok() && (v < lo || v > kMaxProfileDegree)) {
+      fail(field, "= " + std::to_string(v) + " must be in [" + std::to_string(lo) + ", " +
+                      std::to_string(kMaxProfileDegree) + "]");
+    }
+  }
+  // Finite and > 0 (or >= 0 when `zero`); NaN allowed when `optional`.
+  void positive(const char* field, double v, bool zero = false, bool optional = false) {
+    if (!ok() || (optional && std::isnan(v))) return;
+    if (!std::isfinite(v) || v < 0 || (!zero && v == 0)) {
+      fail(field, "= " + shown(v) + " must be finite and " + (zero ? ">= 0" : "> 0") +
+                      (optional ? " (or NaN: not measured)" : ""));
+    }
+  }
+  void fail(const char* field, const std::string& what) {
+    if (ok()) issue_ = {prefix_ + field, what};
+  }
+
+ private:
+  std::string prefix_;
+  ProfileIssue issue_;
+};
+
+}  // namespace
+
+ProfileIssue validate_profile(const MeasuredProfile& p) {
+  ProfileChecker c;
+  for (std::size_t i = 0; i < p.comm.size() && c.ok(); ++i) {
+    const CommSample& s = p.comm[i];
+    c.at("comm", i);
+    c.name("type_a", s.type_a);
+    c.name("type_b", s.type_b);
+    if (c.ok() && s.world < (s.prim == Primitive::kP2P ? 1 : 2)) {
+      c.fail("world", "= " + std::to_string(s.world) + " must be >= 2 (>= 1 for p2p)");
+    }
+    c.degree("world", s.world, 1);
+    c.positive("bytes", s.bytes);
+    c.positive("seconds", s.seconds);
+  }
+  for (std::size_t i = 0; i < p.compute.size() && c.ok(); ++i) {
+    const ComputeSample& s = p.compute[i];
+    c.at("compute", i);
+    c.name("device", s.device);
+    c.degree("tp", s.tp, 1);
+    c.degree("cp", s.cp, 1);
+    c.degree("micro_batch", s.micro_batch, 1);
+    c.positive("dense_fwd_s", s.dense_fwd_s);
+    c.positive("dense_bwd_s", s.dense_bwd_s);
+    c.positive("ffn_fwd_s", s.ffn_fwd_s, false, true);
+    c.positive("ffn_bwd_s", s.ffn_bwd_s, false, true);
+  }
+  for (std::size_t i = 0; i < p.devices.size() && c.ok(); ++i) {
+    const DeviceCalibration& d = p.devices[i];
+    c.at("devices", i);
+    c.name("device", d.device);
+    c.positive("eta", d.eta, false, true);
+    c.positive("router_s_per_token", d.router_s_per_token, true, true);
+    c.positive("activation_scale", d.activation_scale, false, true);
+    c.positive("overhead_bytes", d.overhead_bytes, true, true);
+  }
+  for (std::size_t i = 0; i < p.models.size() && c.ok(); ++i) {
+    const ModelCalibration& m = p.models[i];
+    c.at("models", i);
+    c.name("model", m.model);
+    if (c.ok() && !(std::isfinite(m.imbalance) && m.imbalance >= 1.0)) {
+      c.fail("imbalance", "= " + shown(m.imbalance) + " must be finite and >= 1");
+    }
+  }
+  return c.issue();
 }
 
 ProfileTables plan_tables(const Workload& workload, const ClusterSpec& cluster,

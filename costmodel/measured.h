@@ -82,6 +82,24 @@ struct MeasuredProfile {
   void merge(const MeasuredProfile& other);
 };
 
+// The first value of a profile that a profile file may not hold
+// (docs/profile.md, "The profile file"): where it is ("comm[3].world") and
+// what is wrong ("= 1 must be >= 2 (>= 1 for p2p)"); `field` is empty when
+// every value is valid. Names: check_name (costmodel/text.h); times and
+// sizes finite and positive; degrees and worlds within [1, 2^24]; rho
+// finite and >= 1; an unset (NaN) calibration is valid. The profile writer
+// checks with it before writing and the reader after reading, so one never
+// writes what the other refuses.
+struct ProfileIssue {
+  std::string field;
+  std::string what;
+};
+ProfileIssue validate_profile(const MeasuredProfile& profile);
+
+// The largest world, tensor/context-parallel degree and micro-batch a
+// profile holds (2^24, the process limit of the launchers).
+inline constexpr int kMaxProfileDegree = 1 << 24;
+
 // Where the values of the tables came from, for reports.
 struct ComputeSource {
   int type = 0;

@@ -6,6 +6,7 @@
 // that must show arbitrary text escape it (escape_control_characters).
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -23,5 +24,19 @@ std::string escape_control_characters(std::string_view text);
 // said):
 //   FIELD "X\ntouch y" contains a control character (\n); ...
 std::string check_name_text(std::string_view field, std::string_view value);
+
+// True when `text` is well-formed UTF-8 (no overlong forms, surrogates or
+// code points above U+10FFFF).
+bool is_valid_utf8(std::string_view text);
+
+// The longest name a reader accepts, in bytes (the JSON readers' string
+// limit, io/inputs/json_strict.h).
+inline constexpr std::size_t kMaxNameBytes = 4096;
+
+// "" when `value` is a name hapmoe keeps: not empty, at most kMaxNameBytes,
+// valid UTF-8, no control character; else a one-line message naming
+// `field` and the value (cut, non-ASCII bytes as \xNN). The readers of
+// binary files (the HDF5 profile) and their writers both check with it.
+std::string check_name(std::string_view field, std::string_view value);
 
 }  // namespace hapmoe

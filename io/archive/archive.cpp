@@ -17,11 +17,13 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include "costmodel/errors.h"
 #include "io/archive/archive_rows.h"
@@ -120,6 +122,104 @@ std::string snake(std::string s) {
   for (char& c : s) c = c == '-' || c == ' ' ? '_' : static_cast<char>(std::tolower(c));
   return s;
 }
+
+// --- Row checks (archive_rows.h) ----------------------------------------------
+
+// Records the first field outside its range.
+class RowChecker {
+ public:
+  archive::RowIssue issue;
+  void figure(const char* field, double v) {
+    if (issue.field.empty() && !(std::isfinite(v) && v >= 0)) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.6g", v);
+      issue = {field, std::string("= ") + buf + " must be finite and >= 0"};
+    }
+  }
+  void count(const char* field, std::int64_t v, std::int64_t lo = 0) {
+    if (issue.field.empty() && v < lo) {
+      issue = {field, "= " + std::to_string(v) + " must be >= " + std::to_string(lo)};
+    }
+  }
+};
+
+}  // namespace
+
+namespace archive {
+
+RowIssue check_row(const PlanRow& r) {
+  RowChecker c;
+  c.count("rank", r.rank);
+  c.figure("latency_s", r.latency_s);
+  c.figure("throughput_tokens_per_s", r.throughput_tokens_per_s);
+  c.figure("tflops_per_device", r.tflops_per_device);
+  c.figure("mfu", r.mfu);
+  for (const auto& [field, v] : {std::pair<const char*, std::int32_t>{"pp", r.pp},
+                                 {"tp", r.tp},
+                                 {"cp", r.cp},
+                                 {"ep", r.ep},
+                                 {"tpe", r.tpe},
+                                 {"dp", r.dp},
+                                 {"micro_batch", r.micro_batch},
+                                 {"num_microbatches", r.num_microbatches},
+                                 {"devices", r.devices}}) {
+    c.count(field, v, 1);
+  }
+  c.figure("edge_s", r.edge_s);
+  c.figure("middle_s", r.middle_s);
+  c.figure("dp_sync_s", r.dp_sync_s);
+  c.figure("optimizer_s", r.optimizer_s);
+  c.count("first_stage", r.first_stage);
+  c.count("num_stages", r.num_stages);
+  return c.issue;
+}
+
+RowIssue check_row(const StageRow& r) {
+  RowChecker c;
+  c.count("devices", r.devices, 1);
+  c.count("layers", r.layers);
+  for (const auto& [field, v] : {std::pair<const char*, double>{"forward_s", r.forward_s},
+                                 {"backward_s", r.backward_s},
+                                 {"p2p_forward_s", r.p2p_forward_s},
+                                 {"p2p_backward_s", r.p2p_backward_s},
+                                 {"recompute_s", r.recompute_s},
+                                 {"dp_sync_s", r.dp_sync_s},
+                                 {"optimizer_s", r.optimizer_s},
+                                 {"memory_bytes", r.memory_bytes},
+                                 {"capacity_bytes", r.capacity_bytes},
+                                 {"weights_bytes", r.weights_bytes},
+                                 {"gradients_bytes", r.gradients_bytes},
+                                 {"optimizer_bytes", r.optimizer_bytes},
+                                 {"activations_bytes", r.activations_bytes},
+                                 {"moe_buffers_bytes", r.moe_buffers_bytes},
+                                 {"overhead_bytes", r.overhead_bytes}}) {
+    c.figure(field, v);
+  }
+  return c.issue;
+}
+
+RowIssue check_row(const TotalsRow& r) {
+  RowChecker c;
+  for (const auto& [field, v] : {std::pair<const char*, std::int64_t>{"configs", r.configs},
+                                 {"configs_evaluated", r.configs_evaluated},
+                                 {"configs_bounded", r.configs_bounded},
+                                 {"states", r.states},
+                                 {"transitions", r.transitions},
+                                 {"pruned_load_balance", r.pruned_load_balance},
+                                 {"pruned_memory", r.pruned_memory},
+                                 {"pruned_hetero_comm", r.pruned_hetero_comm},
+                                 {"pruned_bound", r.pruned_bound},
+                                 {"feasible", r.feasible},
+                                 {"rounds", r.rounds}}) {
+    c.count(field, v);
+  }
+  c.figure("seconds", r.seconds);
+  return c.issue;
+}
+
+}  // namespace archive
+
+namespace {
 
 void write_profile(const h5::Group& inputs, const ProfileTables& t, const ClusterSpec& cluster) {
   const h5::Group g = inputs.create_group("profile");
@@ -300,6 +400,14 @@ void write_plans(const h5::Group& group, const std::vector<PlanReport>& reports,
     }
     offsets.push_back(static_cast<std::int64_t>(stages.size()));
   }
+  // Nothing show would refuse is written (a non-finite figure is a bug of
+  // the cost model; the archive is not written, the previous one kept).
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    archive::require_valid_row(plans[i], g.path() + "/plans", i);
+  }
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    archive::require_valid_row(stages[i], g.path() + "/stages", i);
+  }
   g.write_table("plans", archive::plan_row_type(), plans);
   g.write_table("stages", archive::stage_row_type(), stages);
   g.write_array("stage_offsets", offsets);
@@ -371,6 +479,7 @@ void write_search(const h5::Group& group, const SearchResult& s) {
   t.feasible = s.stats.feasible;
   t.rounds = s.rounds;
   t.seconds = s.stats.seconds;
+  archive::require_valid_row(t, g.path() + "/totals", 0);
   g.write_table("totals", archive::totals_row_type(), std::vector<TotalsRow>{t});
   // Whether the search ran to its end (docs/archive.md).
   const h5::Attributes a = g.attrs();

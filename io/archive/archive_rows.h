@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "io/archive/h5.h"
 
@@ -311,6 +312,28 @@ inline h5::Compound<CommRow> comm_row_type() {
   HAPMOE_H5_FIELD(c, CommRow, bandwidth);
   HAPMOE_H5_FIELD(c, CommRow, latency);
   return c;
+}
+
+// The first value of a row that `hapmoe show` could not print as a
+// figure: times, sizes, rates and counts must be finite and >= 0, the
+// parallel degrees, micro-batches and device counts >= 1. `field` is empty
+// when the row is valid. The writer checks every row with it before
+// writing (io/archive/archive.cpp), `show` after reading
+// (io/archive/archive_show.cpp), so neither passes NaN or infinity on.
+struct RowIssue {
+  std::string field;
+  std::string what;
+};
+RowIssue check_row(const PlanRow& r);
+RowIssue check_row(const StageRow& r);
+RowIssue check_row(const TotalsRow& r);
+
+// Throws H5Error naming `table`[row].field unless check_row(r) passes.
+template <class Row>
+void require_valid_row(const Row& r, const std::string& table, std::size_t row) {
+  if (const RowIssue issue = check_row(r); !issue.field.empty()) {
+    throw h5::H5Error(table + "[" + std::to_string(row) + "]." + issue.field + " " + issue.what);
+  }
 }
 
 }  // namespace hapmoe::archive

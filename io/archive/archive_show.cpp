@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "costmodel/errors.h"
 #include "io/archive/archive.h"
 #include "io/archive/archive_rows.h"
+#include "io/inputs/json_strict.h"
 #include "io/report/report.h"
 
 namespace hapmoe {
@@ -41,8 +43,10 @@ struct Stage {
 std::vector<PlanRow> read_plans(const h5::Group& run) {
   std::vector<PlanRow> plans;
   const h5::Group g = run.open_group("plans");
-  g.read_table<PlanRow>("plans", archive::plan_row_type(),
-                        [&](const PlanRow& r) { plans.push_back(r); });
+  g.read_table<PlanRow>("plans", archive::plan_row_type(), [&](const PlanRow& r) {
+    archive::require_valid_row(r, g.path() + "/plans", plans.size());
+    plans.push_back(r);
+  });
   return plans;
 }
 
@@ -50,6 +54,7 @@ std::vector<Stage> read_stages(const h5::Group& run) {
   std::vector<Stage> stages;
   const h5::Group g = run.open_group("plans");
   g.read_table<StageRow>("stages", archive::stage_row_type(), [&](const StageRow& r) {
+    archive::require_valid_row(r, g.path() + "/stages", stages.size());
     Stage s;
     s.device = r.device != nullptr ? r.device : "";
     s.devices = r.devices;
@@ -90,8 +95,13 @@ void print_provenance(std::ostream& out, const h5::Group& g, const std::string& 
       << a.get_string("git_revision") << ") on " << a.get_string("host") << ", "
       << a.get_int("ranks") << (a.get_int("ranks") == 1 ? " rank" : " ranks") << " x "
       << a.get_int("threads") << (a.get_int("threads") == 1 ? " thread" : " threads") << "\n";
+  const double wall = a.get_double("wall_seconds");
+  if (!(std::isfinite(wall) && wall >= 0)) {
+    throw h5::H5Error(p.path() + " attribute wall_seconds = " + fmt("%.6g", wall) +
+                      " must be finite and >= 0");
+  }
   out << indent << a.get_string("start_time") << " to " << a.get_string("end_time") << " ("
-      << format_seconds(a.get_double("wall_seconds")) << ")\n";
+      << format_seconds(wall) << ")\n";
   out << indent << "command: " << a.get_string("command_line") << "\n";
 }
 
@@ -143,8 +153,10 @@ void print_run(std::ostream& out, const h5::Group& run) {
   if (run.has("search")) {
     const h5::Group s = run.open_group("search");
     std::vector<TotalsRow> totals;
-    s.read_table<TotalsRow>("totals", archive::totals_row_type(),
-                            [&](const TotalsRow& r) { totals.push_back(r); });
+    s.read_table<TotalsRow>("totals", archive::totals_row_type(), [&](const TotalsRow& r) {
+      archive::require_valid_row(r, s.path() + "/totals", totals.size());
+      totals.push_back(r);
+    });
     if (!totals.empty()) {
       const TotalsRow& t = totals.front();
       const std::size_t ranks = s.extent("ranks");
@@ -268,8 +280,11 @@ void print_sweep(std::ostream& out, const h5::File& f, const std::string& case_n
     const h5::Group c = cases.open_group(n);
     const std::vector<PlanRow> plans = read_plans(c);
     std::vector<TotalsRow> totals;
-    c.open_group("search").read_table<TotalsRow>("totals", archive::totals_row_type(),
-                                                 [&](const TotalsRow& r) { totals.push_back(r); });
+    const h5::Group search = c.open_group("search");
+    search.read_table<TotalsRow>("totals", archive::totals_row_type(), [&](const TotalsRow& r) {
+      archive::require_valid_row(r, search.path() + "/totals", totals.size());
+      totals.push_back(r);
+    });
     const std::int64_t configs = totals.empty() ? 0 : totals.front().configs;
     const double seconds = totals.empty() ? 0.0 : totals.front().seconds;
     if (plans.empty()) {
@@ -289,8 +304,11 @@ void print_sweep(std::ostream& out, const h5::File& f, const std::string& case_n
 
 }  // namespace
 
-void print_archive_summary(std::ostream& out, const std::string& path,
+void print_archive_summary(std::ostream& to, const std::string& path,
                            const std::string& case_name) {
+  // The whole summary is read and checked before any of it is printed: an
+  // archive refused half-way prints nothing but the error.
+  std::ostringstream out;
   h5::check_input_file(path);
   if (!h5::is_hdf5(path)) throw InputError(path, "is not an HDF5 file (or cannot be read)");
   try {
@@ -299,9 +317,22 @@ void print_archive_summary(std::ostream& out, const std::string& path,
     if (!root.has("format") || root.get_string("format") != kArchiveFormat) {
       throw InputError(path, "is an HDF5 file but not a hapmoe archive (no format attribute)");
     }
+    const std::int64_t version = root.get_int("format_version");
+    if (version != kArchiveVersion) {
+      throw InputError(path, "format_version " + std::to_string(version) +
+                                 ": this hapmoe reads archives of format_version " +
+                                 std::to_string(kArchiveVersion));
+    }
     const std::string kind = root.get_string("kind");
-    out << "archive  " << path << " (" << kind << ", format " << root.get_int("format_version")
-        << ")\n";
+    if (kind != "plan" && kind != "evaluate" && kind != "sweep" && kind != "compare") {
+      throw InputError(
+          path, "kind \"" + echo_value(kind) + "\": expected plan, evaluate, sweep or compare");
+    }
+    // A sweep without its /sweep group would show as a compare.
+    if (kind == "sweep" && !f.has("sweep")) {
+      throw InputError(path, "a sweep archive (kind sweep) without its /sweep group");
+    }
+    out << "archive  " << path << " (" << kind << ", format " << version << ")\n";
     print_provenance(out, f, "         ");
     if (kind == "sweep" || kind == "compare") {
       print_sweep(out, f, case_name);
@@ -314,6 +345,7 @@ void print_archive_summary(std::ostream& out, const std::string& path,
   } catch (const h5::H5Error& e) {
     throw InputError(path, std::string("cannot read the archive: ") + e.what());
   }
+  to << out.str();
 }
 
 }  // namespace hapmoe

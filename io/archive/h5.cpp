@@ -217,8 +217,21 @@ Group Group::create_group(const std::string& name) const {
       p);
 }
 
+void Group::require_hard_link(const std::string& name) const {
+  const std::string p = join(path_, name);
+  H5L_info_t info{};
+  check(H5Lget_info(id(), name.c_str(), &info, H5P_DEFAULT), "find " + p);
+  if (info.type == H5L_TYPE_HARD) return;
+  throw H5Error(p +
+                (info.type == H5L_TYPE_SOFT       ? " is a soft link"
+                 : info.type == H5L_TYPE_EXTERNAL ? " is an external link (to another file)"
+                                                  : " is a user-defined link") +
+                ", not a dataset or group: hapmoe follows no links");
+}
+
 Group Group::open_group(const std::string& name) const {
   const std::string p = join(path_, name);
+  require_hard_link(name);
   return Group(
       Handle(check_id(H5Gopen2(id(), name.c_str(), H5P_DEFAULT), "open group " + p), H5Gclose), p);
 }
@@ -268,6 +281,7 @@ void Group::write_raw(const std::string& name, hid_t mem_type, std::size_t n,
 
 std::size_t Group::extent(const std::string& name) const {
   const std::string p = join(path_, name);
+  require_hard_link(name);
   Handle ds(check_id(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), "open dataset " + p), H5Dclose);
   Handle space(check_id(H5Dget_space(ds.id()), "dataspace of " + p), H5Sclose);
   if (H5Sget_simple_extent_ndims(space.id()) != 1) throw H5Error(p + " is not one-dimensional");
@@ -276,12 +290,74 @@ std::size_t Group::extent(const std::string& name) const {
   return static_cast<std::size_t>(dims[0]);
 }
 
-void Group::read_raw(const std::string& name, hid_t mem_type, std::size_t n, void* data) const {
+void Group::read_raw(const std::string& name, hid_t mem_type, std::size_t first, std::size_t n,
+                     void* data) const {
   if (n == 0) return;
   const std::string p = join(path_, name);
+  require_hard_link(name);
   Handle ds(check_id(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), "open dataset " + p), H5Dclose);
-  check(H5Dread(ds.id(), mem_type, H5S_ALL, H5S_ALL, transfer(n, mem_type).id(), data),
-        "read " + p);
+  Handle file_space(check_id(H5Dget_space(ds.id()), "dataspace of " + p), H5Sclose);
+  const hsize_t start[1] = {static_cast<hsize_t>(first)};
+  const hsize_t count[1] = {static_cast<hsize_t>(n)};
+  check(H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, start, nullptr, count, nullptr),
+        "select rows of " + p);
+  Handle mem_space = simple_space(n, false);
+  check(
+      H5Dread(ds.id(), mem_type, mem_space.id(), file_space.id(), transfer(n, mem_type).id(), data),
+      "read " + p);
+}
+
+namespace {
+
+// Text or a number: the two kinds of field a reader tells apart.
+bool is_text(H5T_class_t c) { return c == H5T_STRING; }
+bool is_number(H5T_class_t c) { return c == H5T_INTEGER || c == H5T_FLOAT; }
+
+std::string member_name(hid_t type, unsigned k) {
+  char* n = H5Tget_member_name(type, k);
+  std::string s = n == nullptr ? "" : n;
+  H5free_memory(n);
+  return s;
+}
+
+}  // namespace
+
+void Group::check_fields(const std::string& name, hid_t mem_type, bool exact) const {
+  const std::string p = join(path_, name);
+  require_hard_link(name);
+  Handle ds(check_id(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), "open dataset " + p), H5Dclose);
+  Handle type(check_id(H5Dget_type(ds.id()), "type of " + p), H5Tclose);
+  if (H5Tget_class(type.id()) != H5T_COMPOUND) throw H5Error(p + " is not a table of records");
+  const int have = H5Tget_nmembers(type.id());
+  const int want = H5Tget_nmembers(mem_type);
+  if (have < 0 || want < 0) fail("fields of " + p);
+  for (unsigned k = 0; k < static_cast<unsigned>(want); ++k) {
+    const std::string field = member_name(mem_type, k);
+    const int at = H5Tget_member_index(type.id(), field.c_str());
+    H5Eclear2(H5E_DEFAULT);
+    if (at < 0) throw H5Error(p + " has no field " + field);
+    const H5T_class_t wanted = H5Tget_member_class(mem_type, k);
+    const H5T_class_t got = H5Tget_member_class(type.id(), static_cast<unsigned>(at));
+    if (is_text(wanted) && !is_text(got)) {
+      throw H5Error(p + " field " + field + " is not text");
+    }
+    if (is_number(wanted) && !is_number(got)) {
+      throw H5Error(p + " field " + field + " is not a number");
+    }
+  }
+  if (exact && have > want) {
+    for (unsigned k = 0; k < static_cast<unsigned>(have); ++k) {
+      const std::string field = member_name(type.id(), k);
+      if (H5Tget_member_index(mem_type, field.c_str()) < 0) {
+        H5Eclear2(H5E_DEFAULT);
+        constexpr std::size_t kShown = 64;
+        throw H5Error(p + " has an unknown field " +
+                      (field.size() > kShown ? field.substr(0, kShown) + "...(" +
+                                                   std::to_string(field.size()) + " bytes)"
+                                             : field));
+      }
+    }
+  }
 }
 
 void Group::reclaim(hid_t mem_type, std::size_t n, void* data) {

@@ -15,6 +15,7 @@
 
 #include <hdf5.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -190,20 +191,43 @@ class Group {
   template <class T>
   std::vector<T> read_array(const std::string& name) const {
     std::vector<T> out(extent(name));
-    read_raw(name, native<T>().id(), out.size(), out.data());
+    read_raw(name, native<T>().id(), 0, out.size(), out.data());
     return out;
   }
   // Reads every record into `Row` (fields matched by name), hands each to
-  // `each`, then frees the strings HDF5 allocated: copy them in `each`.
+  // `each`, and frees the strings HDF5 allocated: copy them in `each`.
+  // Reads kReadBlockRows records at a time, so memory beyond what `each`
+  // keeps is bounded whatever the table's length.
   template <class Row>
   void read_table(const std::string& name, const Compound<Row>& type,
                   const std::function<void(const Row&)>& each) const {
-    std::vector<Row> rows(extent(name));
-    read_raw(name, type.id(), rows.size(), rows.data());
-    for (const Row& r : rows) each(r);
-    reclaim(type.id(), rows.size(), rows.data());
+    const std::size_t n = extent(name);
+    std::vector<Row> rows;
+    for (std::size_t first = 0; first < n; first += kReadBlockRows) {
+      rows.assign(std::min(kReadBlockRows, n - first), Row{});
+      read_raw(name, type.id(), first, rows.size(), rows.data());
+      try {
+        for (const Row& r : rows) each(r);
+      } catch (...) {
+        reclaim(type.id(), rows.size(), rows.data());
+        throw;
+      }
+      reclaim(type.id(), rows.size(), rows.data());
+    }
   }
+  static constexpr std::size_t kReadBlockRows = 1u << 16;
+  // Rows of the 1-D dataset `name`. Like every read, refuses a name that is
+  // not a hard link (H5Error): a soft link or an external link (which would
+  // open another file) where a dataset or group is expected.
   std::size_t extent(const std::string& name) const;
+  // Checks, before reading, that dataset `name` holds compound records
+  // with every field of `type` by name, text where `type` has text and a
+  // number (integer or floating point) where it has a number; with
+  // `exact`, and no other field. Throws H5Error naming the field.
+  template <class Row>
+  void check_table(const std::string& name, const Compound<Row>& type, bool exact) const {
+    check_fields(name, type.id(), exact);
+  }
 
   // Copies `name` (a group or dataset, recursively) from `source` into this
   // group under `as`.
@@ -211,7 +235,12 @@ class Group {
 
  protected:
   void write_raw(const std::string& name, hid_t mem_type, std::size_t n, const void* data) const;
-  void read_raw(const std::string& name, hid_t mem_type, std::size_t n, void* data) const;
+  // Reads records [first, first + n).
+  void read_raw(const std::string& name, hid_t mem_type, std::size_t first, std::size_t n,
+                void* data) const;
+  void check_fields(const std::string& name, hid_t mem_type, bool exact) const;
+  // Throws H5Error unless `name` is a hard link of this group.
+  void require_hard_link(const std::string& name) const;
   static void reclaim(hid_t mem_type, std::size_t n, void* data);
   Handle handle_;
   std::string path_;

@@ -21,6 +21,7 @@
 
 #include "costmodel/errors.h"
 #include "costmodel/measured.h"
+#include "costmodel/text.h"
 #include "engine/driver.h"
 #include "io/archive/archive.h"
 #include "io/cli/cli.h"
@@ -95,6 +96,13 @@ NcclOptions nccl_options(const cxxopts::ParseResult& r) {
     o.prim = nccl_test_primitive(*o.test, "--primitive");
   }
   if (r.count("link")) o.link = parse_link_kind(r["link"].as<std::string>(), "--link");
+  // The rule of a device type in the profile file (validate_profile).
+  for (const char* option : {"device", "device-b"}) {
+    if (r.count(option) == 0) continue;
+    if (std::string e = check_name("device type", r[option].as<std::string>()); !e.empty()) {
+      throw InputError(std::string("--") + option, e);
+    }
+  }
   if (r.count("device")) o.devices.push_back(r["device"].as<std::string>());
   if (r.count("device-b")) {
     if (o.devices.empty()) throw InputError("--device-b", "give --device too");
@@ -785,6 +793,9 @@ int cmd_fit(int argc, const char* const* argv, std::ostream& out) {
     const auto more = fit_layers(rows, w, cluster, p);
     fits.insert(fits.end(), more.begin(), more.end());
   }
+  // A fitted value the profile cannot hold (rho < 1, ...) is refused
+  // before anything is printed.
+  check_profile_to_write(target, p);
   print_model_notes(out, required(r, "model"), model_notes);
   out << "fit (least squares; residual = measured - fitted)\n";
   out << "  value             device/model        fitted   samples  rms residual   max |rel|\n";

@@ -1,10 +1,14 @@
 // The profile file: one compound dataset per table (docs/profile.md).
 #include "io/profile/profile_h5.h"
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 
 #include "costmodel/errors.h"
+#include "costmodel/text.h"
 #include "io/archive/archive.h"
 #include "io/archive/h5.h"
 
@@ -15,42 +19,51 @@ namespace {
 constexpr const char* kFormat = "hapmoe-profile";
 constexpr std::int64_t kVersion = 1;
 
+// The rows as stored. Integer fields are `Int`: int32 when writing, double
+// when reading, so a value a hostile file stores as a float (2.5) is seen
+// as it is and refused, not truncated by HDF5's conversion.
+template <class Int>
 struct CommRow {
   const char* primitive = nullptr;
   const char* link = nullptr;
   const char* type_a = nullptr;
   const char* type_b = nullptr;
-  std::int32_t world = 0;
+  Int world = 0;
   double bytes = 0;
   double seconds = 0;
 };
-h5::Compound<CommRow> comm_type() {
-  h5::Compound<CommRow> c;
-  HAPMOE_H5_FIELD(c, CommRow, primitive);
-  HAPMOE_H5_FIELD(c, CommRow, link);
-  HAPMOE_H5_FIELD(c, CommRow, type_a);
-  HAPMOE_H5_FIELD(c, CommRow, type_b);
-  HAPMOE_H5_FIELD(c, CommRow, world);
-  HAPMOE_H5_FIELD(c, CommRow, bytes);
-  HAPMOE_H5_FIELD(c, CommRow, seconds);
+template <class Int>
+h5::Compound<CommRow<Int>> comm_type() {
+  using Row = CommRow<Int>;
+  h5::Compound<Row> c;
+  HAPMOE_H5_FIELD(c, Row, primitive);
+  HAPMOE_H5_FIELD(c, Row, link);
+  HAPMOE_H5_FIELD(c, Row, type_a);
+  HAPMOE_H5_FIELD(c, Row, type_b);
+  HAPMOE_H5_FIELD(c, Row, world);
+  HAPMOE_H5_FIELD(c, Row, bytes);
+  HAPMOE_H5_FIELD(c, Row, seconds);
   return c;
 }
 
+template <class Int>
 struct ComputeRow {
   const char* device = nullptr;
-  std::int32_t tp = 0, cp = 0, micro_batch = 0;
+  Int tp = 0, cp = 0, micro_batch = 0;
   double dense_fwd_s = 0, dense_bwd_s = 0, ffn_fwd_s = 0, ffn_bwd_s = 0;
 };
-h5::Compound<ComputeRow> compute_type() {
-  h5::Compound<ComputeRow> c;
-  HAPMOE_H5_FIELD(c, ComputeRow, device);
-  HAPMOE_H5_FIELD(c, ComputeRow, tp);
-  HAPMOE_H5_FIELD(c, ComputeRow, cp);
-  HAPMOE_H5_FIELD(c, ComputeRow, micro_batch);
-  HAPMOE_H5_FIELD(c, ComputeRow, dense_fwd_s);
-  HAPMOE_H5_FIELD(c, ComputeRow, dense_bwd_s);
-  HAPMOE_H5_FIELD(c, ComputeRow, ffn_fwd_s);
-  HAPMOE_H5_FIELD(c, ComputeRow, ffn_bwd_s);
+template <class Int>
+h5::Compound<ComputeRow<Int>> compute_type() {
+  using Row = ComputeRow<Int>;
+  h5::Compound<Row> c;
+  HAPMOE_H5_FIELD(c, Row, device);
+  HAPMOE_H5_FIELD(c, Row, tp);
+  HAPMOE_H5_FIELD(c, Row, cp);
+  HAPMOE_H5_FIELD(c, Row, micro_batch);
+  HAPMOE_H5_FIELD(c, Row, dense_fwd_s);
+  HAPMOE_H5_FIELD(c, Row, dense_bwd_s);
+  HAPMOE_H5_FIELD(c, Row, ffn_fwd_s);
+  HAPMOE_H5_FIELD(c, Row, ffn_bwd_s);
   return c;
 }
 
@@ -81,14 +94,91 @@ h5::Compound<ModelRow> model_type() {
 
 std::string str(const char* s) { return s == nullptr ? "" : s; }
 
-// A value of row `row` of dataset `set`: finite and above `lo` (or NaN =
-// unset when `optional`).
-void check(const std::string& where, const char* field, double v, double lo, bool optional) {
-  if (optional && std::isnan(v)) return;
-  if (!std::isfinite(v) || v <= lo) {
-    throw InputError(where, std::string(field) + " = " + std::to_string(v) + " must be > " +
-                                (lo == 0 ? "0" : std::to_string(lo)));
+// An integer field read as a double: integral and within int's range
+// (validate_profile checks the range the field allows).
+int integral(const std::string& at, const char* field, double v) {
+  if (!(v == std::floor(v)) || std::abs(v) > 2147483647.0) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    throw InputError(at + "." + field, std::string(buf) + " is not an integer");
   }
+  return static_cast<int>(v);
+}
+
+// Checks a table before reading it: a hard link to a dataset of records
+// with exactly the profile's fields, at most kMaxProfileRows of them.
+template <class Row>
+void check_table(const h5::File& f, const std::string& name, const h5::Compound<Row>& type,
+                 const std::string& where) {
+  f.check_table(name, type, true);
+  const std::size_t rows = f.extent(name);
+  if (rows > kMaxProfileRows) {
+    throw InputError(where, std::to_string(rows) +
+                                " rows, more than a profile table holds (at most " +
+                                std::to_string(kMaxProfileRows) + ")");
+  }
+}
+
+// Reads the tables of an open profile file, checking types and counts;
+// validate_profile checks the values.
+MeasuredProfile read_tables(const h5::File& f, const std::string& path, std::string& where) {
+  MeasuredProfile p;
+  std::size_t row = 0;
+  if (f.has("comm")) {
+    where = path + ":/comm";
+    row = 0;
+    const auto type = comm_type<double>();
+    check_table(f, "comm", type, where);
+    f.read_table<CommRow<double>>("comm", type, [&](const CommRow<double>& r) {
+      const std::string at = where + "[" + std::to_string(row++) + "]";
+      CommSample s;
+      s.prim = parse_primitive(str(r.primitive), at + ".primitive");
+      s.link = parse_link_kind(str(r.link), at + ".link");
+      s.type_a = str(r.type_a);
+      s.type_b = str(r.type_b).empty() ? s.type_a : str(r.type_b);
+      s.world = integral(at, "world", r.world);
+      s.bytes = r.bytes;
+      s.seconds = r.seconds;
+      p.comm.push_back(s);
+    });
+  }
+  if (f.has("compute")) {
+    where = path + ":/compute";
+    row = 0;
+    const auto type = compute_type<double>();
+    check_table(f, "compute", type, where);
+    f.read_table<ComputeRow<double>>("compute", type, [&](const ComputeRow<double>& r) {
+      const std::string at = where + "[" + std::to_string(row++) + "]";
+      ComputeSample s;
+      s.device = str(r.device);
+      s.tp = integral(at, "tp", r.tp);
+      s.cp = integral(at, "cp", r.cp);
+      s.micro_batch = integral(at, "micro_batch", r.micro_batch);
+      s.dense_fwd_s = r.dense_fwd_s;
+      s.dense_bwd_s = r.dense_bwd_s;
+      s.ffn_fwd_s = r.ffn_fwd_s;
+      s.ffn_bwd_s = r.ffn_bwd_s;
+      p.compute.push_back(s);
+    });
+  }
+  if (f.has("devices")) {
+    where = path + ":/devices";
+    const auto type = device_type();
+    check_table(f, "devices", type, where);
+    f.read_table<DeviceRow>("devices", type, [&](const DeviceRow& r) {
+      p.devices.push_back(
+          {str(r.device), r.eta, r.router_s_per_token, r.activation_scale, r.overhead_bytes});
+    });
+  }
+  if (f.has("models")) {
+    where = path + ":/models";
+    const auto type = model_type();
+    check_table(f, "models", type, where);
+    f.read_table<ModelRow>("models", type, [&](const ModelRow& r) {
+      p.models.push_back({str(r.model), r.imbalance});
+    });
+  }
+  return p;
 }
 
 }  // namespace
@@ -111,6 +201,12 @@ LinkKind parse_link_kind(const std::string& text, const std::string& where) {
 
 MeasuredProfile read_profile(const std::string& path) {
   h5::check_input_file(path);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) > kMaxProfileBytes) {
+    throw InputError(path, std::to_string(st.st_size) +
+                               " bytes, more than a profile file holds (at most " +
+                               std::to_string(kMaxProfileBytes) + " bytes, 64 MiB)");
+  }
   if (!h5::is_hdf5(path)) throw InputError(path, "not an HDF5 file");
   MeasuredProfile p;
   std::string where = path;
@@ -127,100 +223,33 @@ MeasuredProfile read_profile(const std::string& path) {
     }
     for (const std::string& child : f.children()) {
       if (child != "comm" && child != "compute" && child != "devices" && child != "models") {
-        throw InputError(path + ":/" + child,
+        const std::string shown = escape_control_characters(child.substr(0, 64));
+        throw InputError(path + ":/" + shown + (child.size() > 64 ? "..." : ""),
                          "unknown dataset (a profile holds comm, compute, devices, models)");
       }
     }
-    std::size_t row = 0;
-    if (f.has("comm")) {
-      where = path + ":/comm";
-      row = 0;
-      f.read_table<CommRow>("comm", comm_type(), [&](const CommRow& r) {
-        const std::string at = where + "[" + std::to_string(row++) + "]";
-        CommSample s;
-        s.prim = parse_primitive(str(r.primitive), at + ".primitive");
-        s.link = parse_link_kind(str(r.link), at + ".link");
-        s.type_a = str(r.type_a);
-        s.type_b = str(r.type_b).empty() ? s.type_a : str(r.type_b);
-        if (s.type_a.empty()) throw InputError(at + ".type_a", "is empty");
-        if (r.world < 1 || (s.prim != Primitive::kP2P && r.world < 2)) {
-          throw InputError(at + ".world", std::to_string(r.world) + " must be >= 2 (>= 1 for p2p)");
-        }
-        s.world = r.world;
-        check(at, "bytes", r.bytes, 0, false);
-        check(at, "seconds", r.seconds, 0, false);
-        s.bytes = r.bytes;
-        s.seconds = r.seconds;
-        p.comm.push_back(s);
-      });
-    }
-    if (f.has("compute")) {
-      where = path + ":/compute";
-      row = 0;
-      f.read_table<ComputeRow>("compute", compute_type(), [&](const ComputeRow& r) {
-        const std::string at = where + "[" + std::to_string(row++) + "]";
-        ComputeSample s;
-        s.device = str(r.device);
-        if (s.device.empty()) throw InputError(at + ".device", "is empty");
-        if (r.tp < 1 || r.cp < 1 || r.micro_batch < 1) {
-          throw InputError(at, "tp, cp and micro_batch must be >= 1");
-        }
-        s.tp = r.tp;
-        s.cp = r.cp;
-        s.micro_batch = r.micro_batch;
-        check(at, "dense_fwd_s", r.dense_fwd_s, 0, false);
-        check(at, "dense_bwd_s", r.dense_bwd_s, 0, false);
-        check(at, "ffn_fwd_s", r.ffn_fwd_s, 0, true);
-        check(at, "ffn_bwd_s", r.ffn_bwd_s, 0, true);
-        s.dense_fwd_s = r.dense_fwd_s;
-        s.dense_bwd_s = r.dense_bwd_s;
-        s.ffn_fwd_s = r.ffn_fwd_s;
-        s.ffn_bwd_s = r.ffn_bwd_s;
-        p.compute.push_back(s);
-      });
-    }
-    if (f.has("devices")) {
-      where = path + ":/devices";
-      row = 0;
-      f.read_table<DeviceRow>("devices", device_type(), [&](const DeviceRow& r) {
-        const std::string at = where + "[" + std::to_string(row++) + "]";
-        DeviceCalibration d;
-        d.device = str(r.device);
-        if (d.device.empty()) throw InputError(at + ".device", "is empty");
-        check(at, "eta", r.eta, 0, true);
-        check(at, "router_s_per_token", r.router_s_per_token, -1e-300, true);
-        check(at, "activation_scale", r.activation_scale, 0, true);
-        check(at, "overhead_bytes", r.overhead_bytes, -1e-300, true);
-        d.eta = r.eta;
-        d.router_s_per_token = r.router_s_per_token;
-        d.activation_scale = r.activation_scale;
-        d.overhead_bytes = r.overhead_bytes;
-        p.devices.push_back(d);
-      });
-    }
-    if (f.has("models")) {
-      where = path + ":/models";
-      row = 0;
-      f.read_table<ModelRow>("models", model_type(), [&](const ModelRow& r) {
-        const std::string at = where + "[" + std::to_string(row++) + "]";
-        ModelCalibration m;
-        m.model = str(r.model);
-        if (m.model.empty()) throw InputError(at + ".model", "is empty");
-        if (!(r.imbalance >= 1.0) || !std::isfinite(r.imbalance)) {
-          throw InputError(at + ".imbalance", std::to_string(r.imbalance) + " must be >= 1");
-        }
-        m.imbalance = r.imbalance;
-        p.models.push_back(m);
-      });
-    }
+    p = read_tables(f, path, where);
   } catch (const h5::H5Error& e) {
     throw InputError(where, std::string("wrong layout for a hapmoe profile: ") + e.what());
+  }
+  if (const ProfileIssue issue = validate_profile(p); !issue.field.empty()) {
+    throw InputError(path + ":/" + issue.field, issue.what);
   }
   return p;
 }
 
+void check_profile_to_write(const std::string& path, const MeasuredProfile& p,
+                            const std::string& option) {
+  // What the reader would refuse is never written.
+  if (const ProfileIssue issue = validate_profile(p); !issue.field.empty()) {
+    throw InputError(option + " " + path,
+                     issue.field + " " + issue.what + "; the profile is not written");
+  }
+}
+
 void write_profile_file(const std::string& path, const MeasuredProfile& p,
                         const std::string& option) {
+  check_profile_to_write(path, p, option);
   write_archive_atomic(
       path,
       [&](h5::File& f) {
@@ -228,11 +257,11 @@ void write_profile_file(const std::string& path, const MeasuredProfile& p,
         f.attrs().set("version", kVersion);
         f.attrs().set("units", "seconds, bytes; NaN = not measured");
         if (!p.comm.empty()) {
-          std::vector<CommRow> rows;
+          std::vector<CommRow<std::int32_t>> rows;
           std::vector<std::string> names;  // kept alive for the pointers
           names.reserve(p.comm.size() * 4);
           for (const CommSample& s : p.comm) {
-            CommRow r;
+            CommRow<std::int32_t> r;
             names.emplace_back(to_string(s.prim));
             r.primitive = names.back().c_str();
             names.emplace_back(to_string(s.link));
@@ -244,15 +273,15 @@ void write_profile_file(const std::string& path, const MeasuredProfile& p,
             r.seconds = s.seconds;
             rows.push_back(r);
           }
-          f.write_table("comm", comm_type(), rows);
+          f.write_table("comm", comm_type<std::int32_t>(), rows);
         }
         if (!p.compute.empty()) {
-          std::vector<ComputeRow> rows;
+          std::vector<ComputeRow<std::int32_t>> rows;
           for (const ComputeSample& s : p.compute) {
             rows.push_back({s.device.c_str(), s.tp, s.cp, s.micro_batch, s.dense_fwd_s,
                             s.dense_bwd_s, s.ffn_fwd_s, s.ffn_bwd_s});
           }
-          f.write_table("compute", compute_type(), rows);
+          f.write_table("compute", compute_type<std::int32_t>(), rows);
         }
         if (!p.devices.empty()) {
           std::vector<DeviceRow> rows;

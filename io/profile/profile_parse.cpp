@@ -690,6 +690,13 @@ std::vector<RouterSample> parse_router_csv(std::string_view text, const std::str
     const int layer = int_field(origin, csv, row, "layer", 0, 1 << 20);
     const int expert = int_field(origin, csv, row, "expert", 0, 1 << 20);
     const double tokens = num_field(origin, csv, row, "tokens", 0, false);
+    // Token counts are integers a double holds exactly: a sum of them
+    // stays finite (1e308 tokens once made rho 0 and the fit print nan).
+    constexpr double kMaxTokens = 9007199254740992.0;  // 2^53
+    if (tokens > kMaxTokens) {
+      throw InputError(at_line(origin, row.line),
+                       "tokens " + shown(field(csv, row, "tokens")) + " is more than 2^53 tokens");
+    }
     auto& g = groups[{it, layer}];
     first_line.emplace(std::make_pair(it, layer), row.line);
     if (!g.emplace(expert, tokens).second) {

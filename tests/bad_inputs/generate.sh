@@ -44,3 +44,6 @@ PY
 mkfifo "$d/fifo"
 # A host name with an escape sequence (Hardening II, item 6).
 printf 'h\033]0;x H800\n' >"$d/control_hosts.txt"
+# A profile file one byte over the 64 MiB limit (sparse: refused by its
+# size before it is opened; Hardening II, item 9).
+truncate -s 67108865 "$d/profile_65mb.h5"
