@@ -38,19 +38,21 @@ void agree(Comm& comm, const std::string& failed) {
   }
 }
 
+std::vector<NamedPath> given_paths(const cxxopts::ParseResult& r,
+                                   std::initializer_list<const char*> options) {
+  std::vector<NamedPath> paths;
+  for (const char* o : options) {
+    if (r.count(o)) paths.push_back({std::string("--") + o, r[o].as<std::string>()});
+  }
+  return paths;
+}
+
 void check_outputs_on_root(const Comm& comm, const cxxopts::ParseResult& r,
                            const std::vector<NamedPath>& more_inputs) {
   if (comm.rank() != 0) return;
-  const auto named = [&](std::initializer_list<const char*> options) {
-    std::vector<NamedPath> paths;
-    for (const char* o : options) {
-      if (r.count(o)) paths.push_back({std::string("--") + o, r[o].as<std::string>()});
-    }
-    return paths;
-  };
-  const std::vector<NamedPath> outputs = named({"out", "plan-json", "launcher"});
+  const std::vector<NamedPath> outputs = given_paths(r, {"out", "plan-json", "launcher"});
   std::vector<NamedPath> inputs =
-      named({"model", "cluster", "plan", "profile", "launcher-hosts", "megatron-script"});
+      given_paths(r, {"model", "cluster", "plan", "profile", "launcher-hosts", "megatron-script"});
   inputs.insert(inputs.end(), more_inputs.begin(), more_inputs.end());
   refuse_outputs_over_inputs(outputs, inputs);
   for (const NamedPath& o : outputs) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cxxopts.hpp>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,11 @@ std::string hapmoe_command_line(int argc, const char* const* argv);
 // Throws InputError with the first rank's failure when any rank's `failed`
 // is not empty. Collective.
 void agree(Comm& comm, const std::string& failed);
+
+// The options of `options` given in `r`, with their values ("--model",
+// "m.json"), for refuse_outputs_over_inputs.
+std::vector<NamedPath> given_paths(const cxxopts::ParseResult& r,
+                                   std::initializer_list<const char*> options);
 
 // The run's output files (--out, --plan-json, --launcher), checked on
 // rank 0 before any search: none is one of the run's input files
