@@ -693,17 +693,11 @@ int cmd_comm(int argc, const char* const* argv, std::ostream& out, std::ostream&
   if (comm.rank() == 0) {
     print_comm_summary(out, err, comm, types, shapes, sizes, c, points, adjusted);
   }
-  std::string failed;
-  if (comm.rank() == 0) {
-    try {
-      p.merge(add);
-      write_profile_file(c.target, p);
-      out << "wrote " << c.target << "\n";
-    } catch (const InputError& e) {
-      failed = e.what();
-    }
-  }
-  agree(comm, failed);
+  write_on_root(comm, "--out", c.target, [&] {
+    p.merge(add);
+    write_profile_file(c.target, p);
+    out << "wrote " << c.target << "\n";
+  });
   return kExitOk;
 }
 

@@ -179,7 +179,7 @@ void write_launcher_if_requested(const cxxopts::ParseResult& r, std::ostream& ou
     return;
   }
   const Launcher l = make_megatron_launcher(*report, model, script, kVersion, hosts);
-  write_on_root(comm, "--launcher " + path, [&] {
+  write_on_root(comm, "--launcher", path, [&] {
     write_file_atomic(path, l.text);
     std::error_code ec;
     std::filesystem::permissions(path,

@@ -64,7 +64,9 @@ void check_outputs_on_root(const Comm& comm, const cxxopts::ParseResult& r,
   }
 }
 
-void write_on_root(Comm& comm, const std::string& where, const std::function<void()>& write) {
+void write_on_root(Comm& comm, const std::string& option, const std::string& path,
+                   const std::function<void()>& write) {
+  const std::string where = option + " " + path;
   std::string failed;
   if (comm.rank() == 0) {
     try {
@@ -74,7 +76,11 @@ void write_on_root(Comm& comm, const std::string& where, const std::function<voi
       }
       write();
     } catch (const InputError& e) {
-      failed = e.what();
+      // The writers name the path; the message names the option too.
+      const std::string what = e.what();
+      failed = what.rfind(where, 0) == 0  ? what
+               : what.rfind(path, 0) == 0 ? option + " " + what
+                                          : where + ": " + what;
     } catch (const std::exception& e) {  // any: the other ranks are waiting below
       failed = where + ": " + e.what();
     }
@@ -83,15 +89,14 @@ void write_on_root(Comm& comm, const std::string& where, const std::function<voi
 }
 
 void write_out(Comm& comm, const std::string& path, const std::function<void(h5::File&)>& fill) {
-  write_on_root(comm, "--out " + path, [&] { write_archive_atomic(path, fill); });
+  write_on_root(comm, "--out", path, [&] { write_archive_atomic(path, fill); });
 }
 
 void write_plan_json(const cxxopts::ParseResult& r, Comm& comm,
                      const std::function<nlohmann::ordered_json()>& doc) {
   if (r.count("plan-json") == 0) return;
   const std::string path = r["plan-json"].as<std::string>();
-  write_on_root(comm, "--plan-json " + path,
-                [&] { write_file_atomic(path, doc().dump(2) + "\n"); });
+  write_on_root(comm, "--plan-json", path, [&] { write_file_atomic(path, doc().dump(2) + "\n"); });
 }
 
 ArchiveInputs given_inputs(const cxxopts::ParseResult& r, const Inputs& in) {

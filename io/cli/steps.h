@@ -57,11 +57,12 @@ std::vector<NamedPath> given_paths(const cxxopts::ParseResult& r,
 void check_outputs_on_root(const Comm& comm, const cxxopts::ParseResult& r,
                            const std::vector<NamedPath>& more_inputs = {});
 
-// Rank 0 runs `write`, the writing of one output file (`where`: the option
-// and path) after the search; a failure there (a full disk, say) is agreed
-// on, so every rank leaves with the same InputError and none waits in a
-// collective for one that left. Collective.
-void write_on_root(Comm& comm, const std::string& where, const std::function<void()>& write);
+// Rank 0 runs `write`, the writing of the output file `path` of `option`
+// after the search; a failure there (a full disk, say) is agreed on, so
+// every rank leaves with the same InputError, naming the option and the
+// path, and none waits in a collective for one that left. Collective.
+void write_on_root(Comm& comm, const std::string& option, const std::string& path,
+                   const std::function<void()>& write);
 
 // Rank 0 writes the archive at `path` (write_archive_atomic), through
 // write_on_root.
