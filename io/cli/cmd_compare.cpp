@@ -176,10 +176,7 @@ int cmd_compare(int argc, const char* const* argv, std::ostream& out, std::ostre
   SearchOptions opt;
   RunOptions run;
   read_on_every_rank(comm, [&] {
-    check_out_on_root(comm, r);
-    if (comm.rank() == 0 && r.count("plan-json")) {
-      check_file_writable(r["plan-json"].as<std::string>(), "--plan-json");
-    }
+    check_outputs_on_root(comm, r);
     in = read_inputs(r);
     refuse_precision_auto(in, "compare");
     read_search_options(r, in, comm, opt, run);

@@ -99,11 +99,19 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
   const auto parsed = parse(o, argc, argv, out);
   if (!parsed) return kExitOk;
   const auto& r = *parsed;
-  check_out(comm, r);
-  Inputs in = read_inputs(r);
-  const HostsByDevice hosts = read_launcher_options(r, in.cluster, comm.rank() == 0);
-  refuse_precision_auto(in, "evaluate");
-  const PlanInput given = read_plan_input(r, in);
+  // Read on every rank, the outputs checked on rank 0, and agreed on: a
+  // failure on one rank only is every rank's, so none waits for one that
+  // left (at write_out, say).
+  Inputs in;
+  HostsByDevice hosts;
+  PlanInput given;
+  read_on_every_rank(comm, [&] {
+    check_outputs_on_root(comm, r);
+    in = read_inputs(r);
+    hosts = read_launcher_options(r, in.cluster);
+    refuse_precision_auto(in, "evaluate");
+    given = read_plan_input(r, in);
+  });
   const Plan& plan = given.plan;
   ProfileSources sources;
   const ProfileTables tables =
@@ -123,6 +131,8 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
     print_plan_sources(out, plan_src, in.profile_path);
   }
   if (r.count("simulate")) print_simulation(out, report);
+  // The launcher first, the archive last (as `plan` does).
+  write_launcher_if_requested(r, out, in.megatron.get(), &report, model, hosts, comm);
   write_plan_json(r, comm, [&] {
     nlohmann::ordered_json doc;
     doc["plans"] = nlohmann::ordered_json::array({plan_report_json(report, in.cluster)});
@@ -144,7 +154,6 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
       write_run(f, a, {report}, nullptr);
     });
   }
-  write_launcher_if_requested(r, out, in.megatron.get(), &report, model, hosts, comm.rank() == 0);
   if (!report.fits) {
     err << "hapmoe: the plan does not fit in memory (see the warnings above)\n";
     return kExitNoFit;

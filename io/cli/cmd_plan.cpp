@@ -71,9 +71,9 @@ PlanRequest read_plan_request(const cxxopts::ParseResult& r, Comm& comm, const S
   PlanRequest q;
   read_on_every_rank(comm, [&] {
     inject_plan_faults(comm, q.run);
-    check_out_on_root(comm, r);
+    check_outputs_on_root(comm, r);
     q.in = read_inputs(r);
-    q.hosts = read_launcher_options(r, q.in.cluster, comm.rank() == 0);
+    q.hosts = read_launcher_options(r, q.in.cluster);
     read_search_options(r, q.in, comm, q.opt, q.run);
     q.run.limits = read_limit_options(r, comm, started.at);
     if (r.count("progress-every")) {
@@ -371,16 +371,18 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
   print_plans(out, q, ran, reports, plan_src);
   print_search_statistics(out, q, ran.result, comm);
   if (job) print_job_space(out, q, *job);
+  // The outputs, each agreed on by every rank (write_on_root): the
+  // launcher first (making it may still refuse the plan), the archive
+  // last, so a run that fails writes no archive.
+  const CostModel model(q.in.workload, q.in.cluster, scored.tables);
+  write_launcher_if_requested(r, out, q.in.megatron.get(),
+                              reports.empty() ? nullptr : &reports.front(), model, q.hosts, comm);
   write_plan_json(r, comm, [&] { return plan_document(q, ran, reports, plan_src, comm, job); });
   if (r.count("out")) {
     const Provenance p =
         provenance_since(started, hapmoe_command_line(argc, argv), comm.size(), q.run.threads);
     write_plan_archive(r, comm, q, ran, scored, plan_src, p);
   }
-  const CostModel model(q.in.workload, q.in.cluster, scored.tables);
-  write_launcher_if_requested(r, out, q.in.megatron.get(),
-                              reports.empty() ? nullptr : &reports.front(), model, q.hosts,
-                              comm.rank() == 0);
   return plan_exit_code(err, q, ran.result, reports);
 }
 

@@ -64,6 +64,14 @@ MeasuredProfile base_profile(const cxxopts::ParseResult& r) {
   return r.count("profile") ? read_profile(r["profile"].as<std::string>()) : MeasuredProfile{};
 }
 
+// --out against the command's input files, before anything is read. The
+// profile it starts from (--profile) may be --out itself: that updates the
+// profile in place (docs/profile.md), read whole before the atomic write.
+void check_out_over_inputs(const cxxopts::ParseResult& r) {
+  refuse_outputs_over_inputs(given_paths(r, {"out"}),
+                             given_paths(r, {"nccl", "layers", "router", "model", "cluster"}));
+}
+
 void add_out(cxxopts::Options& o) {
   o.add_options()("out", "the profile file to write (required; written to a temporary and renamed)",
                   cxxopts::value<std::string>())(
@@ -389,6 +397,7 @@ int cmd_import(int argc, const char* const* argv, std::ostream& out) {
   if (!parsed) return kExitOk;
   const auto& r = *parsed;
   const std::string target = required(r, "out");
+  check_out_over_inputs(r);
   check_archive_path(target);
   if (r.count("nccl") == 0 && r.count("layers") == 0) {
     throw InputError("--nccl", "give --nccl LOG and/or --layers CSV");
@@ -692,17 +701,11 @@ int cmd_comm(int argc, const char* const* argv, std::ostream& out, std::ostream&
   if (comm.rank() == 0) {
     print_comm_summary(out, err, comm, types, shapes, sizes, c, points, adjusted);
   }
-  std::string failed;
-  if (comm.rank() == 0) {
-    try {
-      p.merge(add);
-      write_profile_file(c.target, p);
-      out << "wrote " << c.target << "\n";
-    } catch (const InputError& e) {
-      failed = e.what();
-    }
-  }
-  agree(comm, failed);
+  write_on_root(comm, "--out", c.target, [&] {
+    p.merge(add);
+    write_profile_file(c.target, p);
+    out << "wrote " << c.target << "\n";
+  });
   return kExitOk;
 }
 
@@ -745,6 +748,7 @@ int cmd_fit(int argc, const char* const* argv, std::ostream& out) {
   if (!parsed) return kExitOk;
   const auto& r = *parsed;
   const std::string target = required(r, "out");
+  check_out_over_inputs(r);
   check_archive_path(target);
   std::vector<std::string> model_notes;
   Workload w = fit_workload(r, model_notes);

@@ -17,6 +17,7 @@ namespace {
 struct FaultHook {
   int input_rank = -1;
   int search_rank = -1;
+  int write_rank = -1;
 };
 
 FaultHook fault_hook() {
@@ -34,8 +35,11 @@ FaultHook fault_hook() {
     h.input_rank = rank;
   } else if (what == "search") {
     h.search_rank = rank;
+  } else if (what == "write") {
+    h.write_rank = rank;
   } else {
-    throw InputError("HAPMOE_TEST_FAIL", "'" + text + "': expected input@RANK or search@RANK");
+    throw InputError("HAPMOE_TEST_FAIL",
+                     "'" + text + "': expected input@RANK, search@RANK or write@RANK");
   }
   return h;
 }
@@ -50,6 +54,8 @@ void crash_hook(const std::string&) {
 }
 
 }  // namespace
+
+bool injected_write_failure(const Comm& comm) { return fault_hook().write_rank == comm.rank(); }
 
 void install_sweep_crash_hook() {
   g_commits = 0;

@@ -2,6 +2,9 @@
 // hooks"). Each hook is read from the environment; unset, it does nothing.
 //   HAPMOE_TEST_FAIL=input@R    rank R fails reading its inputs (plan)
 //   HAPMOE_TEST_FAIL=search@R   rank R fails in its first search round (plan)
+//   HAPMOE_TEST_FAIL=write@R    rank R's writes of output files after the
+//                               search fail as on a full disk (plan,
+//                               evaluate, compare; only rank 0 writes)
 //   HAPMOE_TEST_CRASH=commit@K  a sweep is killed (SIGKILL) inside its K-th
 //                               archive commit (1 = first), after the
 //                               temporary file is complete, before the rename
@@ -18,6 +21,10 @@ namespace hapmoe {
 // HAPMOE_TEST_FAIL on this rank: throws InputError for input@R, sets
 // run.fail_round for search@R. InputError on a malformed value.
 void inject_plan_faults(const Comm& comm, RunOptions& run);
+
+// HAPMOE_TEST_FAIL=write@R on this rank: its output writes are to fail
+// (write_on_root). InputError on a malformed value.
+bool injected_write_failure(const Comm& comm);
 
 // HAPMOE_TEST_CRASH: arms the archive's before-rename hook. InputError on
 // a malformed value.

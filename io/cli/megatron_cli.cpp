@@ -8,6 +8,7 @@
 
 #include "costmodel/errors.h"
 #include "io/archive/version.h"
+#include "io/cli/steps.h"
 #include "io/inputs/files.h"
 #include "io/inputs/json_strict.h"
 #include "io/inputs/model_io.h"
@@ -152,18 +153,13 @@ void print_megatron_notes(std::ostream& out, const MegatronScript* script) {
   if (!script->notes.empty()) out << "\n";
 }
 
-HostsByDevice read_launcher_options(const cxxopts::ParseResult& r, const ClusterSpec& cluster,
-                                    bool root) {
-  if (root && r.count("plan-json")) {
-    check_file_writable(r["plan-json"].as<std::string>(), "--plan-json");
-  }
+HostsByDevice read_launcher_options(const cxxopts::ParseResult& r, const ClusterSpec& cluster) {
   if (r.count("launcher") == 0) {
     if (r.count("launcher-hosts")) {
       throw InputError("--launcher-hosts", "is only read with --launcher");
     }
     return {};
   }
-  if (root) check_file_writable(r["launcher"].as<std::string>(), "--launcher");
   HostsByDevice hosts;
   if (r.count("launcher-hosts")) {
     const std::string file = r["launcher-hosts"].as<std::string>();
@@ -175,7 +171,7 @@ HostsByDevice read_launcher_options(const cxxopts::ParseResult& r, const Cluster
 
 void write_launcher_if_requested(const cxxopts::ParseResult& r, std::ostream& out,
                                  const MegatronScript* script, const PlanReport* report,
-                                 const CostModel& model, const HostsByDevice& hosts, bool write) {
+                                 const CostModel& model, const HostsByDevice& hosts, Comm& comm) {
   if (r.count("launcher") == 0) return;
   const std::string path = r["launcher"].as<std::string>();
   if (!report) {
@@ -183,7 +179,7 @@ void write_launcher_if_requested(const cxxopts::ParseResult& r, std::ostream& ou
     return;
   }
   const Launcher l = make_megatron_launcher(*report, model, script, kVersion, hosts);
-  if (write) {
+  write_on_root(comm, "--launcher", path, [&] {
     write_file_atomic(path, l.text);
     std::error_code ec;
     std::filesystem::permissions(path,
@@ -191,7 +187,7 @@ void write_launcher_if_requested(const cxxopts::ParseResult& r, std::ostream& ou
                                      std::filesystem::perms::group_exec |
                                      std::filesystem::perms::others_exec,
                                  std::filesystem::perm_options::add, ec);
-  }
+  });
   out << "\nMegatron-LM " << kMegatronVersion << " launcher: " << path << " (" << l.nodes.size()
       << " nodes, " << l.settings.world_size << " processes; predicted "
       << format_seconds(l.launched_latency_s) << " per iteration)\n";

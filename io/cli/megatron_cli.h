@@ -8,6 +8,7 @@
 #include <cxxopts.hpp>
 
 #include "costmodel/cost.h"
+#include "engine/comm.h"
 #include "io/megatron/megatron_launcher.h"
 #include "io/megatron/megatron_script.h"
 
@@ -30,17 +31,18 @@ Workload megatron_input_workload(const cxxopts::ParseResult& r, MegatronScript& 
 void print_megatron_notes(std::ostream& out, const MegatronScript* script);
 
 // --launcher and --launcher-hosts, checked before the search: the hosts
-// file read and its device types found in `cluster`; on rank 0 (`root`)
-// the launcher's path and --plan-json's writable. The hosts, for
-// write_launcher_if_requested. Throws InputError.
-HostsByDevice read_launcher_options(const cxxopts::ParseResult& r, const ClusterSpec& cluster,
-                                    bool root);
+// file read and its device types found in `cluster` (--launcher-hosts
+// without --launcher refused). The hosts, for write_launcher_if_requested.
+// The launcher's path is checked with the other outputs
+// (check_outputs_on_root). Throws InputError.
+HostsByDevice read_launcher_options(const cxxopts::ParseResult& r, const ClusterSpec& cluster);
 
-// Writes --launcher for `report` when asked (only if `write`, i.e. on rank
-// 0) and says so on `out`. `report` may be null (no plan fits): then
-// nothing is written and `out` says why.
+// Writes --launcher for `report` when asked (rank 0 writes, write_on_root:
+// a failure is every rank's) and says so on `out`. `report` may be null
+// (no plan fits): then nothing is written and `out` says why. Collective
+// when --launcher is given and `report` is not null.
 void write_launcher_if_requested(const cxxopts::ParseResult& r, std::ostream& out,
                                  const MegatronScript* script, const PlanReport* report,
-                                 const CostModel& model, const HostsByDevice& hosts, bool write);
+                                 const CostModel& model, const HostsByDevice& hosts, Comm& comm);
 
 }  // namespace hapmoe

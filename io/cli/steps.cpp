@@ -1,10 +1,14 @@
 #include "io/cli/steps.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <initializer_list>
 
 #include "costmodel/errors.h"
+#include "io/cli/fault_hooks.h"
 #include "io/inputs/files.h"
 #include "io/inputs/plan_io.h"
 
@@ -34,38 +38,65 @@ void agree(Comm& comm, const std::string& failed) {
   }
 }
 
-void check_out(Comm& comm, const cxxopts::ParseResult& r) {
-  std::string failed;
-  if (comm.rank() == 0 && r.count("out")) {
-    try {
-      check_archive_path(r["out"].as<std::string>());
-    } catch (const InputError& e) {
-      failed = e.what();
+std::vector<NamedPath> given_paths(const cxxopts::ParseResult& r,
+                                   std::initializer_list<const char*> options) {
+  std::vector<NamedPath> paths;
+  for (const char* o : options) {
+    if (r.count(o)) paths.push_back({std::string("--") + o, r[o].as<std::string>()});
+  }
+  return paths;
+}
+
+void check_outputs_on_root(const Comm& comm, const cxxopts::ParseResult& r,
+                           const std::vector<NamedPath>& more_inputs) {
+  if (comm.rank() != 0) return;
+  const std::vector<NamedPath> outputs = given_paths(r, {"out", "plan-json", "launcher"});
+  std::vector<NamedPath> inputs =
+      given_paths(r, {"model", "cluster", "plan", "profile", "launcher-hosts", "megatron-script"});
+  inputs.insert(inputs.end(), more_inputs.begin(), more_inputs.end());
+  refuse_outputs_over_inputs(outputs, inputs);
+  for (const NamedPath& o : outputs) {
+    if (o.option == "--out") {
+      check_archive_path(o.path);
+    } else {
+      check_file_writable(o.path, o.option);
     }
   }
-  agree(comm, failed);
 }
 
-void check_out_on_root(const Comm& comm, const cxxopts::ParseResult& r) {
-  if (comm.rank() == 0 && r.count("out")) check_archive_path(r["out"].as<std::string>());
-}
-
-void write_out(Comm& comm, const std::string& path, const std::function<void(h5::File&)>& fill) {
+void write_on_root(Comm& comm, const std::string& option, const std::string& path,
+                   const std::function<void()>& write) {
+  const std::string where = option + " " + path;
   std::string failed;
   if (comm.rank() == 0) {
     try {
-      write_archive_atomic(path, fill);
+      if (injected_write_failure(comm)) {
+        throw InputError(where, "write failed: " + std::string(std::strerror(ENOSPC)) +
+                                    " (HAPMOE_TEST_FAIL=write, a test hook)");
+      }
+      write();
+    } catch (const InputError& e) {
+      // The writers name the path; the message names the option too.
+      const std::string what = e.what();
+      failed = what.rfind(where, 0) == 0  ? what
+               : what.rfind(path, 0) == 0 ? option + " " + what
+                                          : where + ": " + what;
     } catch (const std::exception& e) {  // any: the other ranks are waiting below
-      failed = e.what();
+      failed = where + ": " + e.what();
     }
   }
   agree(comm, failed);
 }
 
-void write_plan_json(const cxxopts::ParseResult& r, const Comm& comm,
+void write_out(Comm& comm, const std::string& path, const std::function<void(h5::File&)>& fill) {
+  write_on_root(comm, "--out", path, [&] { write_archive_atomic(path, fill); });
+}
+
+void write_plan_json(const cxxopts::ParseResult& r, Comm& comm,
                      const std::function<nlohmann::ordered_json()>& doc) {
-  if (r.count("plan-json") == 0 || comm.rank() != 0) return;
-  write_file_atomic(r["plan-json"].as<std::string>(), doc().dump(2) + "\n");
+  if (r.count("plan-json") == 0) return;
+  const std::string path = r["plan-json"].as<std::string>();
+  write_on_root(comm, "--plan-json", path, [&] { write_file_atomic(path, doc().dump(2) + "\n"); });
 }
 
 ArchiveInputs given_inputs(const cxxopts::ParseResult& r, const Inputs& in) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cxxopts.hpp>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "engine/driver.h"
 #include "io/archive/archive.h"
 #include "io/cli/options.h"
+#include "io/inputs/files.h"
 
 namespace hapmoe {
 
@@ -40,17 +42,35 @@ std::string hapmoe_command_line(int argc, const char* const* argv);
 // is not empty. Collective.
 void agree(Comm& comm, const std::string& failed);
 
-// Rank 0 checks --out before any work (every rank learns the verdict).
-void check_out(Comm& comm, const cxxopts::ParseResult& r);
-// The same inside read_on_every_rank, which agrees on it.
-void check_out_on_root(const Comm& comm, const cxxopts::ParseResult& r);
+// The options of `options` given in `r`, with their values ("--model",
+// "m.json"), for refuse_outputs_over_inputs.
+std::vector<NamedPath> given_paths(const cxxopts::ParseResult& r,
+                                   std::initializer_list<const char*> options);
 
-// Rank 0 writes the archive at `path` (write_archive_atomic); a failure
-// there is agreed on so every rank exits with the same code.
+// The run's output files (--out, --plan-json, --launcher), checked on
+// rank 0 before any search: none is one of the run's input files
+// (--model, --cluster, --plan, --profile, --launcher-hosts,
+// --megatron-script, and `more_inputs`) or another output
+// (refuse_outputs_over_inputs), and each can be written. Throws
+// InputError on rank 0; call it inside read_on_every_rank, which agrees on
+// it.
+void check_outputs_on_root(const Comm& comm, const cxxopts::ParseResult& r,
+                           const std::vector<NamedPath>& more_inputs = {});
+
+// Rank 0 runs `write`, the writing of the output file `path` of `option`
+// after the search; a failure there (a full disk, say) is agreed on, so
+// every rank leaves with the same InputError, naming the option and the
+// path, and none waits in a collective for one that left. Collective.
+void write_on_root(Comm& comm, const std::string& option, const std::string& path,
+                   const std::function<void()>& write);
+
+// Rank 0 writes the archive at `path` (write_archive_atomic), through
+// write_on_root.
 void write_out(Comm& comm, const std::string& path, const std::function<void(h5::File&)>& fill);
 
-// Rank 0 writes `doc()` to --plan-json, when given.
-void write_plan_json(const cxxopts::ParseResult& r, const Comm& comm,
+// Rank 0 writes `doc()` to --plan-json, when given, through write_on_root.
+// Collective.
+void write_plan_json(const cxxopts::ParseResult& r, Comm& comm,
                      const std::function<nlohmann::ordered_json()>& doc);
 
 // The archive's record of the inputs as given: the option values as typed

@@ -43,6 +43,7 @@
 #include <optional>
 #include <set>
 #include <type_traits>
+#include <utility>
 
 #include "costmodel/errors.h"
 #include "engine/driver.h"
@@ -421,6 +422,19 @@ SweepInputs read_sweep_inputs(const SweepRunOptions& o, Comm& comm) {
     install_sweep_crash_hook();
     in.def = load_sweep(o.sweep_path);
     if (comm.rank() == 0) {
+      // The archive is none of the sweep's inputs: the sweep file, the
+      // profile, the cases' model and cluster files (each named once).
+      std::vector<NamedPath> inputs = {{"--sweep", o.sweep_path}, {"--profile", o.profile_path}};
+      std::set<std::string> named;
+      for (std::size_t i = 0; i < in.def.cases.size(); ++i) {
+        const SweepCase& c = in.def.cases[i];
+        for (const auto& [what, path] : {std::pair{"model", &c.model}, {"cluster", &c.cluster}}) {
+          if (named.insert(*path).second) {
+            inputs.push_back({o.sweep_path + " case " + std::to_string(i) + " " + what, *path});
+          }
+        }
+      }
+      refuse_outputs_over_inputs({{"--out", o.out}}, inputs);
       std::error_code ec;
       check_archive_path(o.out);
       in.archive_exists = std::filesystem::exists(o.out, ec);

@@ -247,6 +247,47 @@ void write_file_atomic(const std::string& path, const std::string& text) {
   commit_temporary(tmp, path, path);
 }
 
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  if (fs::exists(a, ec) && fs::exists(b, ec)) {
+    const bool same = fs::equivalent(a, b, ec);
+    if (!ec) return same;
+  }
+  const auto normalised = [](const std::string& p) {
+    std::error_code e;
+    fs::path abs = fs::absolute(p, e);
+    if (e) abs = fs::path(p);
+    fs::path canonical = fs::weakly_canonical(abs, e);
+    return e ? abs.lexically_normal() : canonical.lexically_normal();
+  };
+  return normalised(a) == normalised(b);
+}
+
+void refuse_outputs_over_inputs(const std::vector<NamedPath>& outputs,
+                                const std::vector<NamedPath>& inputs) {
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const NamedPath& out = outputs[i];
+    if (out.path.empty()) continue;
+    for (const NamedPath& in : inputs) {
+      std::error_code ec;
+      if (in.path.empty() || !fs::exists(in.path, ec)) continue;
+      if (same_file(out.path, in.path)) {
+        throw InputError(out.option + " " + out.path,
+                         "is the file of " + in.option + " " + in.path +
+                             ", an input of this run; refusing to write over it");
+      }
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      const NamedPath& other = outputs[j];
+      if (!other.path.empty() && same_file(out.path, other.path)) {
+        throw InputError(out.option + " " + out.path, "is also the file of " + other.option + " " +
+                                                          other.path +
+                                                          "; give each output its own file");
+      }
+    }
+  }
+}
+
 void remove_stale_temporaries(const std::string& path) {
   const fs::path target(path);
   const std::string prefix = temporary_prefix(target);

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace hapmoe {
 
@@ -66,6 +67,28 @@ void commit_temporary(const std::string& tmp, const std::string& target, const s
 // directory, FIFO, device or socket, which is never replaced); no
 // temporary is left.
 void write_file_atomic(const std::string& path, const std::string& text);
+
+// --- Outputs over inputs ---------------------------------------------------
+
+// An option and the file it names ("--model", "m.json").
+struct NamedPath {
+  std::string option;
+  std::string path;
+};
+
+// Whether `a` and `b` name one file: by identity (std::filesystem::equivalent,
+// so symlinks, hard links and different spellings count) where both exist,
+// else by normalised absolute path (weakly_canonical: the existing part of
+// the path with its symlinks resolved).
+bool same_file(const std::string& a, const std::string& b);
+
+// Before a run: throws InputError naming both options and the path when an
+// output is one of the inputs (writing it would destroy what the run read)
+// or when two outputs are one file. An input that is not a file on disk (a
+// preset name, or a missing file, which its reader reports) cannot be
+// overwritten and is skipped; empty paths are skipped.
+void refuse_outputs_over_inputs(const std::vector<NamedPath>& outputs,
+                                const std::vector<NamedPath>& inputs);
 
 // Removes the temporary files of earlier writers of `path` that were killed
 // (temporaries of `path` whose PID is no longer a live process on this

@@ -12,6 +12,11 @@
 #      EFBIG) while an archive is rewritten: exit 2, a message that says
 #      the previous file is untouched, the previous archive byte for byte,
 #      no temporary left; 5. the same while a sweep commits.
+#   6. Disk full for rank 0 only, set (prlimit) once the large search over 2
+#      ranks runs, with --plan-json and --out: the --plan-json write after
+#      the search fails, and every rank ends (exit 2, one error line naming
+#      --plan-json, no archive); it used to hang, rank 0 in MPI_Win_free
+#      and rank 1 in write_out's allgather (Hardening II, item 1).
 #   faults.sh MPIEXEC HAPMOE
 set -uo pipefail
 mpiexec=$1
@@ -164,4 +169,29 @@ tail -1 "$work/err5.txt"
 grep -q "untouched" "$work/err5.txt" || fail "the message does not say the old archive is untouched"
 cmp -s "$work/quick.h5" "$work/quick_before.h5" || fail "the previous archive changed"
 ls -a "$work" | grep -q "\.tmp\." && fail "a temporary file was left"
+
+# 6.
+if command -v prlimit >/dev/null; then
+  "$mpiexec" -n 2 bash -c 'trap "" XFSZ; exec "$0" "$@"' "$hapmoe" plan "${big[@]}" --threads 1 \
+    --progress-every 1 --plan-json "$work/full.json" --out "$work/full.h5" \
+    >"$work/out6.txt" 2>"$work/err6.txt" &
+  job=$!
+  for ((i = 0; i < 600; i++)); do  # until the search runs (its first progress line)
+    grep -q "hapmoe plan: " "$work/err6.txt" 2>/dev/null && break
+    sleep 0.05
+  done
+  pid=$(rank_pid 0) || fail "rank 0 not found"
+  prlimit --pid "$pid" --fsize=4096:4096 || fail "prlimit on rank 0 (pid $pid)"
+  wait_job $job 120
+  code=$?
+  echo "6. disk full for rank 0 after the search over 2 ranks: exit $code"
+  grep "error" "$work/err6.txt"
+  [[ $code == 2 ]] || fail "expected exit 2"
+  [[ $(grep -c "error" "$work/err6.txt") == 1 ]] || fail "expected one error line"
+  grep -q -- "--plan-json $work/full.json: write failed" "$work/err6.txt" ||
+    fail "the message does not name --plan-json and the path"
+  [[ ! -e $work/full.h5 && ! -e $work/full.json ]] || fail "an output file was written"
+else
+  echo "6. skipped: no prlimit"
+fi
 echo ok

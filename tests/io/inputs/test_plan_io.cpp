@@ -373,6 +373,55 @@ TEST(PlanIo, OutputThatIsAFifoIsRefused) {
   EXPECT_EQ(files, 1) << "a temporary file was left behind";
 }
 
+// Hardening II, item 8: one file under two names is one file (a symlink, a
+// different spelling); a file not there yet is compared by its normalised
+// absolute path, through a symlinked directory too.
+TEST(PlanIo, SameFileByIdentityElseByNormalisedPath) {
+  namespace fs = std::filesystem;
+  const fs::path dir = test::scratch_dir("same");
+  fs::create_directory(dir / "sub");
+  std::ofstream(dir / "m.json") << "{}\n";
+  fs::create_symlink(dir / "m.json", dir / "link.json");
+  fs::create_directory_symlink(dir / "sub", dir / "alias");
+  const std::string m = (dir / "m.json").string();
+  EXPECT_TRUE(same_file(m, (dir / "link.json").string()));
+  EXPECT_TRUE(same_file(m, (dir / "sub" / ".." / "m.json").string()));
+  EXPECT_TRUE(same_file((dir / "sub" / "new.h5").string(), (dir / "alias" / "new.h5").string()));
+  EXPECT_TRUE(same_file((dir / "sub" / "new.h5").string(), (dir / "sub/./new.h5").string()));
+  EXPECT_FALSE(same_file(m, (dir / "sub" / "m.json").string()));
+  EXPECT_FALSE(same_file((dir / "a.json").string(), (dir / "b.json").string()));
+}
+
+// Hardening II, item 8: an output over an input, or over another output,
+// is refused with both options and the path named; an input that is no
+// file (a preset name) is not compared.
+TEST(PlanIo, OutputsOverInputsAreRefused) {
+  namespace fs = std::filesystem;
+  const fs::path dir = test::scratch_dir("over");
+  std::ofstream(dir / "m.json") << "{}\n";
+  fs::create_symlink(dir / "m.json", dir / "link.json");
+  const std::string m = (dir / "m.json").string();
+  const std::string link = (dir / "link.json").string();
+  std::string e = error_of([&] {
+    refuse_outputs_over_inputs({{"--plan-json", link}}, {{"--model", m}});
+  });
+  EXPECT_NE(e.find("--plan-json " + link), std::string::npos) << e;
+  EXPECT_NE(e.find("--model " + m), std::string::npos) << e;
+  const std::string x = (dir / "x.json").string();
+  e = error_of([&] {
+    refuse_outputs_over_inputs(
+        {{"--launcher", x}, {"--plan-json", (dir / "." / "x.json").string()}}, {});
+  });
+  EXPECT_NE(e.find("--plan-json"), std::string::npos) << e;
+  EXPECT_NE(e.find("--launcher " + x), std::string::npos) << e;
+  EXPECT_EQ(error_of([&] {
+              refuse_outputs_over_inputs({{"--out", "mixtral-s"}, {"--plan-json", x}},
+                                         {{"--model", "mixtral-s"}, {"--cluster", m}});
+            }),
+            "(no error)");
+  EXPECT_EQ(fs::file_size(dir / "m.json"), 3u);
+}
+
 }  // namespace
 }  // namespace hapmoe
 
