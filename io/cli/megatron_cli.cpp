@@ -21,9 +21,9 @@ namespace hapmoe {
 void add_megatron_options(cxxopts::Options& o) {
   o.add_options("Megatron-LM script in (docs/megatron.md)")(
       "megatron-script",
-      "read the model and training settings from a Megatron-LM launch script or argument "
-      "list (instead of --model); evaluate without --plan scores the script's own parallel "
-      "settings",
+      "read the model and training settings from a Megatron-LM launch script, an argument "
+      "list or a Megatron-MoE-ModelZoo YAML config (instead of --model); evaluate without "
+      "--plan scores the script's own parallel settings",
       cxxopts::value<std::string>())(
       "megatron-env",
       "NAME=VALUE in the script's environment, as if exported before running it: it fills "
