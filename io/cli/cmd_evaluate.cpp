@@ -108,7 +108,7 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
   read_on_every_rank(comm, [&] {
     check_outputs_on_root(comm, r);
     in = read_inputs(r);
-    hosts = read_launcher_options(r, in.cluster);
+    hosts = read_launcher_options(r, in.cluster, in.megatron.get());
     refuse_precision_auto(in, "evaluate");
     given = read_plan_input(r, in);
   });

@@ -73,7 +73,7 @@ PlanRequest read_plan_request(const cxxopts::ParseResult& r, Comm& comm, const S
     inject_plan_faults(comm, q.run);
     check_outputs_on_root(comm, r);
     q.in = read_inputs(r);
-    q.hosts = read_launcher_options(r, q.in.cluster);
+    q.hosts = read_launcher_options(r, q.in.cluster, q.in.megatron.get());
     read_search_options(r, q.in, comm, q.opt, q.run);
     q.run.limits = read_limit_options(r, comm, started.at);
     if (r.count("progress-every")) {

@@ -153,13 +153,15 @@ void print_megatron_notes(std::ostream& out, const MegatronScript* script) {
   if (!script->notes.empty()) out << "\n";
 }
 
-HostsByDevice read_launcher_options(const cxxopts::ParseResult& r, const ClusterSpec& cluster) {
+HostsByDevice read_launcher_options(const cxxopts::ParseResult& r, const ClusterSpec& cluster,
+                                    const MegatronScript* script) {
   if (r.count("launcher") == 0) {
     if (r.count("launcher-hosts")) {
       throw InputError("--launcher-hosts", "is only read with --launcher");
     }
     return {};
   }
+  if (script != nullptr) check_launcher_flags(*script);
   HostsByDevice hosts;
   if (r.count("launcher-hosts")) {
     const std::string file = r["launcher-hosts"].as<std::string>();

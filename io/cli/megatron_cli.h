@@ -32,10 +32,13 @@ void print_megatron_notes(std::ostream& out, const MegatronScript* script);
 
 // --launcher and --launcher-hosts, checked before the search: the hosts
 // file read and its device types found in `cluster` (--launcher-hosts
-// without --launcher refused). The hosts, for write_launcher_if_requested.
+// without --launcher refused), and the flags the launcher would carry from
+// `script` (check_launcher_flags). The hosts, for
+// write_launcher_if_requested.
 // The launcher's path is checked with the other outputs
 // (check_outputs_on_root). Throws InputError.
-HostsByDevice read_launcher_options(const cxxopts::ParseResult& r, const ClusterSpec& cluster);
+HostsByDevice read_launcher_options(const cxxopts::ParseResult& r, const ClusterSpec& cluster,
+                                    const MegatronScript* script);
 
 // Writes --launcher for `report` when asked (rank 0 writes, write_on_root:
 // a failure is every rank's) and says so on `out`. `report` may be null

@@ -440,12 +440,8 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   // An entry point of another project (Pai-Megatron-Patch's
   // pretrain_qwen.py, ...) parses flags of its own on top of Megatron's:
   // those are kept, with a note, not refused.
-  bool own_entry = false;
-  if (script != nullptr && script->shell.has_command) {
-    const std::string& e = script->shell.launch.entry.text;
-    own_entry = e.substr(e.find_last_of('/') + 1) != "pretrain_gpt.py";
-  }
-  if (own_entry) {
+  if (script != nullptr) check_launcher_flags(*script);
+  if (script != nullptr && has_own_entry_point(*script)) {
     std::vector<std::string> foreign;
     for (const MegatronFlag& f : script->flags) {
       if (!f.name.empty() && !is_megatron_flag(f.name) &&
@@ -716,24 +712,17 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
     t << "# Model flags written from the model; replace the tokenizer, data and schedule flags\n"
          "# (NullTokenizer, --mock-data, --train-iters, --lr) with your own.\n";
   }
-  // Every flag the launcher writes, carried from the script (`from`) or
-  // written by hapmoe (`from` null), goes through here: one that the pinned
-  // Megatron-LM does not define would stop the launch in its argument
-  // parser, so it is refused before anything is written (docs/megatron.md,
+  // Every flag the launcher writes, carried from the script (`from`,
+  // checked above by check_launcher_flags) or written by hapmoe (`from`
+  // null), goes through here: one that the pinned Megatron-LM does not
+  // define would stop the launch in its argument parser (docs/megatron.md,
   // "Flags of the pinned Megatron-LM").
   auto flag_text = [&](const std::string& name, const std::string& values,
                        const MegatronFlag* from) {
-    if (!is_megatron_flag(name) && !(from != nullptr && own_entry)) {
-      const std::string near = nearest_megatron_flag(name);
-      const std::string what = name + " is not a flag of Megatron-LM " + kMegatronVersion +
-                               (near.empty() ? "" : " (did you mean " + near + "?)");
-      if (from == nullptr) {
-        throw ContractError("make_megatron_launcher: hapmoe wrote " + what + " (a bug in hapmoe)");
-      }
-      throw InputError(script->origin() + ":" + std::to_string(from->line),
-                       what +
-                           "; the launcher would stop at Megatron's argument parser, so none "
-                           "is written: correct or remove it");
+    if (from == nullptr && !is_megatron_flag(name)) {
+      throw ContractError("make_megatron_launcher: hapmoe wrote " + name +
+                          ", which is not a flag of Megatron-LM " + kMegatronVersion +
+                          " (a bug in hapmoe)");
     }
     return "    " + name + (values.empty() ? "" : " " + values) + "\n";
   };
@@ -856,6 +845,25 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
     << " \"${MEGATRON_ARGS[@]}\" \"${PARALLEL_ARGS[@]}\"\n";
   out.text = t.str();
   return out;
+}
+
+bool has_own_entry_point(const MegatronScript& script) {
+  if (!script.shell.has_command) return false;
+  const std::string& e = script.shell.launch.entry.text;
+  return e.substr(e.find_last_of('/') + 1) != "pretrain_gpt.py";
+}
+
+void check_launcher_flags(const MegatronScript& script) {
+  if (has_own_entry_point(script)) return;
+  for (const MegatronFlag& f : script.flags) {
+    if (f.name.empty() || is_megatron_flag(f.name)) continue;
+    const std::string near = nearest_megatron_flag(f.name);
+    throw InputError(script.origin() + ":" + std::to_string(f.line),
+                     f.name + " is not a flag of Megatron-LM " + kMegatronVersion +
+                         (near.empty() ? "" : " (did you mean " + near + "?)") +
+                         "; the launcher would stop at Megatron's argument parser, so none is "
+                         "written: correct or remove it");
+  }
 }
 
 }  // namespace hapmoe

@@ -64,6 +64,17 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
                                 const MegatronScript* script, const std::string& hapmoe_version,
                                 const HostsByDevice& hosts = {});
 
+// Whether the script runs an entry point other than Megatron-LM's
+// pretrain_gpt.py (Pai-Megatron-Patch's pretrain_qwen.py, ...), whose own
+// parser takes flags Megatron does not define.
+bool has_own_entry_point(const MegatronScript& script);
+
+// The launcher's check of the flags it carries from `script`, callable
+// before a search: throws InputError "origin:line: --flag is not a flag of
+// Megatron-LM ..." for the first that the pinned Megatron-LM does not
+// define (none for a script with its own entry point).
+void check_launcher_flags(const MegatronScript& script);
+
 // Reads a host list: one "HOST DEVICE" per line (device names as in the
 // cluster or the catalog's aliases such as Ascend910B, case-insensitive),
 // '#' comments. `origin` names it in messages. Keys are lower case, an

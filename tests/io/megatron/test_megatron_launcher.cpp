@@ -1204,6 +1204,11 @@ TEST(MegatronLauncher, CarriedFlagsNotOfMegatronAreRefused) {
             std::string::npos)
       << r.err;
   EXPECT_FALSE(fs::exists(d / "launch.sh"));
+  // Refused before the search (the check needs no plan): nothing of a
+  // search's output is printed, and check_launcher_flags says the same.
+  EXPECT_EQ(r.out.find("iteration latency"), std::string::npos) << r.out;
+  EXPECT_THROW(check_launcher_flags(read_megatron_script(kData + "deepseek_v3_like.sh")),
+               InputError);
   const test::CliRun no_launcher = test::run(
       {"plan", "--megatron-script", kData + "deepseek_v3_like.sh", "--cluster", "H800:64"});
   EXPECT_NE(no_launcher.code, kExitInput) << no_launcher.err;
