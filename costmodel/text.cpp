@@ -1,5 +1,6 @@
 #include "costmodel/text.h"
 
+#include <cctype>
 #include <cstdio>
 
 namespace hapmoe {
@@ -29,6 +30,16 @@ std::string escape_one(char c) {
 }
 
 }  // namespace
+
+std::string_view trim(std::string_view text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
+    text.remove_suffix(1);
+  }
+  return text;
+}
 
 bool has_control_character(std::string_view text) {
   for (char c : text) {

@@ -12,6 +12,9 @@
 
 namespace hapmoe {
 
+// `text` without the white space (std::isspace) at its ends.
+std::string_view trim(std::string_view text);
+
 // True when `text` has a byte below 0x20 or the byte 0x7f (DEL).
 bool has_control_character(std::string_view text);
 

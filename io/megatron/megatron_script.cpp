@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "costmodel/errors.h"
+#include "costmodel/text.h"
 #include "io/inputs/files.h"
 #include "io/inputs/json_strict.h"
 #include "io/inputs/model_io.h"
@@ -558,11 +559,7 @@ namespace {
 // MODEL_ARGS entries one continued argument list. nullopt for any other
 // text.
 std::optional<std::string> yaml_args_as_shell(const std::string& text) {
-  auto trim = [](std::string v) {
-    const auto a = v.find_first_not_of(" \t\r");
-    const auto b = v.find_last_not_of(" \t\r");
-    return a == std::string::npos ? std::string() : v.substr(a, b - a + 1);
-  };
+  auto trim = [](const std::string& v) { return std::string(hapmoe::trim(v)); };
   // A value: an inline comment cut, quotes taken off, in double quotes so
   // that ${VAR} still expands.
   auto value_of = [&](std::string v) {

@@ -8,17 +8,12 @@
 #include <vector>
 
 #include "costmodel/errors.h"
+#include "costmodel/text.h"
 #include "io/profile/profile_parse.h"
 
 namespace hapmoe {
 
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
 
 std::optional<double> number(std::string_view text) {
   const std::string s(trim(text));

@@ -16,16 +16,11 @@
 
 #include "costmodel/cluster.h"
 #include "costmodel/errors.h"
+#include "costmodel/text.h"
 
 namespace hapmoe {
 
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
 
 std::string lower(std::string_view s) {
   std::string out(s);
