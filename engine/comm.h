@@ -6,15 +6,38 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "costmodel/profile.h"
 
 namespace hapmoe {
+
+// A collective this rank is waiting in now (Comm::waiting), for a progress
+// line.
+struct CollectiveWait {
+  double seconds = 0;     // how long this rank has waited in it; 0: not waiting
+  int first_silent = -1;  // the lowest rank that has not reached it, as rank 0
+                          // sees it (-1 elsewhere, or when all have)
+  int silent = 0;         // how many ranks have not reached it (rank 0)
+};
+
+// The watchdog of a search with a time limit (docs/parallel.md, "A rank
+// that stops answering"): a collective still waiting for some rank at
+// `give_up` (rank 0, which sees who has arrived), or a little later on the
+// other ranks (which then know that rank 0 is the one not answering),
+// calls `say(first_silent, silent, waited_s)` and ends the job with
+// `exit_code` (Comm::abort). `say` must not call the Comm.
+struct Watchdog {
+  std::chrono::steady_clock::time_point give_up = std::chrono::steady_clock::time_point::max();
+  std::function<void(int first_silent, int silent, double waited_s)> say;
+  int exit_code = 1;
+};
 
 class Comm {
  public:
@@ -54,6 +77,25 @@ class Comm {
   // (a SerialComm) has nobody to talk to and returns `reps` zeros.
   virtual std::vector<double> time_collective(Primitive prim, std::size_t bytes, int color,
                                               int warmup, int reps) = 0;
+  // Arms (or, with the default Watchdog, disarms) the watchdog for the
+  // collectives that follow. A job of one process has nobody to wait for.
+  virtual void set_watchdog(Watchdog /*watchdog*/) {}
+  // The collective this rank waits in now; any thread may ask.
+  virtual CollectiveWait waiting() const { return {}; }
+};
+
+// Arms a watchdog for a scope and disarms it at the end.
+class WatchdogScope {
+ public:
+  WatchdogScope(Comm& comm, Watchdog watchdog) : comm_(comm) {
+    comm_.set_watchdog(std::move(watchdog));
+  }
+  ~WatchdogScope() { comm_.set_watchdog(Watchdog{}); }
+  WatchdogScope(const WatchdogScope&) = delete;
+  WatchdogScope& operator=(const WatchdogScope&) = delete;
+
+ private:
+  Comm& comm_;
 };
 
 // claim() on a counter: the one atomic step behind every Comm's claim.

@@ -3,12 +3,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "engine/comm.h"
@@ -17,8 +20,30 @@ namespace hapmoe {
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 void check(int rc, const char* what) {
   if (rc != MPI_SUCCESS) throw std::runtime_error(std::string("MPI call failed: ") + what);
+}
+
+std::int64_t ticks(Clock::time_point t) { return t.time_since_epoch().count(); }
+
+// The other ranks give up this long after rank 0 would have (rank 0 ends
+// the job when it is alive, so a rank still waiting then knows that rank 0
+// is the one not answering), staggered by rank so that one of them speaks.
+Clock::duration backup_delay(int rank) {
+  using std::chrono::milliseconds;
+  return milliseconds(5000) + milliseconds(500) * std::min(rank - 1, 20);
+}
+
+// Between polls of a collective that is not complete: none for its first
+// millisecond (a search round's usually completes within microseconds),
+// then sleeps growing to 1 ms, so a rank that waits long costs no CPU.
+void pause(Clock::duration waited) {
+  using std::chrono::microseconds;
+  if (waited < std::chrono::milliseconds(1)) return;
+  std::this_thread::sleep_for(std::min<Clock::duration>(
+      microseconds(1000), std::max<Clock::duration>(microseconds(50), waited / 16)));
 }
 
 class MpiComm final : public Comm {
@@ -73,12 +98,14 @@ class MpiComm final : public Comm {
       throw std::runtime_error("MPI_Win_allocate_shared: misaligned node counter");
     }
     if (local == 0) *static_cast<std::int64_t*>(counter_) = 0;
+    check(MPI_Comm_dup(MPI_COMM_WORLD, &watch_), "MPI_Comm_dup");
     check(MPI_Barrier(node_), "MPI_Barrier");  // the counter is 0 before anyone claims
   }
   MpiComm(const MpiComm&) = delete;
   MpiComm& operator=(const MpiComm&) = delete;
   ~MpiComm() override {
     MPI_Win_free(&window_);
+    MPI_Comm_free(&watch_);
     MPI_Comm_free(&node_);
     MPI_Finalize();
   }
@@ -96,6 +123,7 @@ class MpiComm final : public Comm {
       throw std::length_error("MpiComm::allgather: more than 2 GiB from one rank");
     }
     const int mine = static_cast<int>(bytes.size());
+    arrive();
     std::vector<int> sizes(static_cast<std::size_t>(size_));
     check(MPI_Allgather(&mine, 1, MPI_INT, sizes.data(), 1, MPI_INT, MPI_COMM_WORLD),
           "MPI_Allgather");
@@ -116,6 +144,20 @@ class MpiComm final : public Comm {
       out[r] = all.substr(static_cast<std::size_t>(offsets[r]), static_cast<std::size_t>(sizes[r]));
     }
     return out;
+  }
+
+  void set_watchdog(Watchdog watchdog) override { watchdog_ = std::move(watchdog); }
+
+  CollectiveWait waiting() const override {
+    CollectiveWait w;
+    const std::int64_t since = wait_start_.load(std::memory_order_relaxed);
+    if (since == 0) return w;
+    w.seconds =
+        std::chrono::duration<double>(Clock::now().time_since_epoch() - Clock::duration(since))
+            .count();
+    w.first_silent = first_silent_.load(std::memory_order_relaxed);
+    w.silent = silent_.load(std::memory_order_relaxed);
+    return w;
   }
 
   std::int64_t claim(std::int64_t limit) override {
@@ -208,6 +250,66 @@ class MpiComm final : public Comm {
   }
 
  private:
+  // Returns when every rank has reached this point (a barrier that
+  // watches): the ranks poll instead of blocking, and each tells rank 0 it
+  // has arrived, so rank 0 knows who has not (waiting()) and the watchdog
+  // can name a rank that never comes.
+  void arrive() {
+    if (std::getenv("X_NOARRIVE")) return;
+    constexpr int kTag = 1;
+    const auto others = static_cast<std::size_t>(rank_ == 0 ? size_ - 1 : 1);
+    std::vector<MPI_Request> notes(others, MPI_REQUEST_NULL);
+    std::vector<char> note(others, 0);
+    for (std::size_t i = 0; i < others; ++i) {
+      if (rank_ == 0) {
+        check(MPI_Irecv(&note[i], 1, MPI_CHAR, static_cast<int>(i) + 1, kTag, watch_, &notes[i]),
+              "MPI_Irecv");
+      } else {
+        check(MPI_Isend(&note[i], 1, MPI_CHAR, 0, kTag, watch_, &notes[i]), "MPI_Isend");
+      }
+    }
+    MPI_Request all = MPI_REQUEST_NULL;
+    check(MPI_Ibarrier(watch_, &all), "MPI_Ibarrier");
+    const Clock::time_point since = Clock::now();
+    Clock::time_point give_up = watchdog_.give_up;
+    if (rank_ != 0 && give_up != Clock::time_point::max()) give_up += backup_delay(rank_);
+    first_silent_.store(-1, std::memory_order_relaxed);
+    silent_.store(0, std::memory_order_relaxed);
+    wait_start_.store(ticks(since), std::memory_order_relaxed);
+    for (int polls = 0;; ++polls) {
+      int done = 0;
+      check(MPI_Test(&all, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done != 0) break;
+      int first = -1;
+      int silent = 0;
+      if (rank_ == 0 && polls >= 100) {
+        for (std::size_t i = 0; i < others; ++i) {
+          int arrived = 0;
+          check(MPI_Test(&notes[i], &arrived, MPI_STATUS_IGNORE), "MPI_Test");
+          if (arrived != 0) continue;
+          if (first < 0) first = static_cast<int>(i) + 1;
+          ++silent;
+        }
+        first_silent_.store(first, std::memory_order_relaxed);
+        silent_.store(silent, std::memory_order_relaxed);
+      }
+      const Clock::time_point now = Clock::now();
+      if (now >= give_up) {
+        if (rank_ != 0) {
+          first = 0;  // rank 0 would have ended the job by now
+          silent = 1;
+        }
+        if (watchdog_.say) {
+          watchdog_.say(first, silent, std::chrono::duration<double>(now - since).count());
+        }
+        abort(watchdog_.exit_code);
+      }
+      pause(now - since);
+    }
+    check(MPI_Waitall(static_cast<int>(others), notes.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+    wait_start_.store(0, std::memory_order_relaxed);
+  }
+
   int rank_ = 0;
   int size_ = 1;
   int local_size_ = 1;
@@ -215,7 +317,14 @@ class MpiComm final : public Comm {
   int node_index_ = 0;
   MPI_Comm node_ = MPI_COMM_NULL;
   MPI_Win window_ = MPI_WIN_NULL;
-  void* counter_ = nullptr;  // the node's counter, in the window
+  void* counter_ = nullptr;         // the node's counter, in the window
+  MPI_Comm watch_ = MPI_COMM_NULL;  // arrive(): its own, apart from the data
+  Watchdog watchdog_;
+  // The collective being waited in (waiting()): its start in Clock ticks
+  // (0: none), and who has not arrived yet as rank 0 sees it.
+  std::atomic<std::int64_t> wait_start_{0};
+  std::atomic<int> first_silent_{-1};
+  std::atomic<int> silent_{0};
 };
 
 bool launched_by_mpi() {

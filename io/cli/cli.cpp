@@ -34,7 +34,8 @@ constexpr const char* kUsage =
     "`hapmoe <command> --help` shows the options of a command; `hapmoe --version` the version.\n"
     "Exit codes: 0 ok, 2 bad input, 3 the plan does not fit in memory, 4 sweep stopped by a\n"
     "signal (resume it with --resume), 5 a --time-limit or --max-memory stopped the search (the\n"
-    "plans are the best found, not proven optimal), 1 internal error.\n";
+    "plans are the best found, not proven optimal), 6 a rank stopped answering and the watchdog\n"
+    "ended the job (--time-limit plus a grace), 1 internal error.\n";
 
 // `s` with its middle replaced by "...(N characters)..." so that it has
 // at most `max` characters (not less than the mark); the cuts are not
@@ -117,6 +118,11 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
 }
 
 int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err, Comm& comm) {
+  return run_cli(argc, argv, out, err, comm, err);
+}
+
+int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err, Comm& comm,
+            std::ostream& alarm) {
   if (argc < 2) {
     err << kUsage;
     return kExitInput;
@@ -125,12 +131,12 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   const std::string shown = echo_value(command, 32);  // in messages
   try {
     // Each command parses argv from its own name on.
-    if (command == "plan") return cmd_plan(argc - 1, argv + 1, out, err, comm);
+    if (command == "plan") return cmd_plan(argc - 1, argv + 1, out, err, alarm, comm);
     if (command == "evaluate") return cmd_evaluate(argc - 1, argv + 1, out, err, comm);
     if (command == "catalog") return cmd_catalog(argc - 1, argv + 1, out);
     if (command == "compare") return cmd_compare(argc - 1, argv + 1, out, err, comm);
     if (command == "show") return cmd_show(argc - 1, argv + 1, out);
-    if (command == "sweep") return cmd_sweep(argc - 1, argv + 1, out, err, comm);
+    if (command == "sweep") return cmd_sweep(argc - 1, argv + 1, out, err, alarm, comm);
     if (command == "profile") return run_profile_command(argc - 1, argv + 1, out, err, comm);
     if (command == "--help" || command == "-h" || command == "help") {
       out << kUsage;

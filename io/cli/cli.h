@@ -21,6 +21,7 @@ inline constexpr int kExitInput = 2;
 inline constexpr int kExitNoFit = 3;
 inline constexpr int kExitStopped = 4;
 inline constexpr int kExitLimit = 5;
+inline constexpr int kExitNoAnswer = 6;
 
 // An error is printed as one line of at most this many characters: the
 // values it echoes are cut with their length said (docs/testing.md).
@@ -31,6 +32,11 @@ inline constexpr std::size_t kMaxErrorLine = 300;
 // writes files. Errors that only some ranks hit are agreed on before any
 // search, so every rank returns the same exit code.
 int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err, Comm& comm);
+// The same, with `alarm`: where any rank, not only rank 0, may say one
+// thing: that the watchdog ends the job because a rank stopped answering
+// (a rank other than 0 says it when rank 0 is the one; docs/parallel.md).
+int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err, Comm& comm,
+            std::ostream& alarm);
 
 // One process (SerialComm).
 int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err);

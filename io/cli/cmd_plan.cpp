@@ -103,15 +103,20 @@ PlanRequest read_plan_request(const cxxopts::ParseResult& r, Comm& comm, const S
 }
 
 // The search, with a progress line on rank 0's `err` every q.every seconds;
-// with job-wide knobs, their search in `job_out`.
-BaselineRun search_with_progress(PlanRequest& q, Comm& comm, std::ostream& err,
+// with job-wide knobs, their search in `job_out`. A rank that stops
+// answering ends the job after the time limit and a grace (the watchdog
+// writes to `alarm`), and the progress lines name it.
+BaselineRun search_with_progress(PlanRequest& q, Comm& comm, std::ostream& err, std::ostream& alarm,
                                  std::optional<JobSearchResult>& job_out) {
   SearchProgress progress;
   q.run.progress = &progress;
+  const WatchdogScope watchdog(comm, search_watchdog(q.run.limits, comm, "plan", alarm));
   const Heartbeat beat(comm.rank() == 0 ? q.every : 0.0, [&](double s) {
-    err << "hapmoe plan: " << duration_text(s) << ": " << progress_text(progress) << "\n";
+    err << "hapmoe plan: " << duration_text(s) << ": " << progress_text(progress)
+        << silence_text(comm.waiting()) << "\n";
     err.flush();
   });
+  stop_if_injected(comm);
   BaselineRun ran;
   if (q.job.active()) {
     JobSearchResult job = run_job_search(q.in.workload, q.in.cluster, q.opt, q.job, comm, q.run);
@@ -351,7 +356,8 @@ int plan_exit_code(std::ostream& err, const PlanRequest& q, const SearchResult& 
 
 }  // namespace
 
-int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream& err, Comm& comm) {
+int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
+             std::ostream& alarm, Comm& comm) {
   cxxopts::Options o = plan_options();
   const Started started;
   const auto parsed = parse(o, argc, argv, out);
@@ -359,7 +365,7 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
   const auto& r = *parsed;
   PlanRequest q = read_plan_request(r, comm, started);
   std::optional<JobSearchResult> job;
-  const BaselineRun ran = search_with_progress(q, comm, err, job);
+  const BaselineRun ran = search_with_progress(q, comm, err, alarm, job);
   ProfileSources sources;
   const Scored scored =
       score(q.in.workload, q.in.cluster, ran.result, q.in.profile.get(), &sources);

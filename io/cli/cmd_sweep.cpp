@@ -15,7 +15,8 @@
 
 namespace hapmoe {
 
-int cmd_sweep(int argc, const char* const* argv, std::ostream& out, std::ostream& err, Comm& comm) {
+int cmd_sweep(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
+              std::ostream& alarm, Comm& comm) {
   cxxopts::Options o("hapmoe sweep",
                      "Runs every case of a sweep file (a list of cases and/or Cartesian products "
                      "of models, clusters and options) into one HDF5 archive, committing each "
@@ -72,6 +73,7 @@ int cmd_sweep(int argc, const char* const* argv, std::ostream& out, std::ostream
   }
   s.tty = &err == &std::cerr && ::isatty(STDERR_FILENO) == 1;
   s.command_line = hapmoe_command_line(argc, argv);
+  s.alarm = &alarm;
   return run_sweep(s, out, err, comm);
 }
 

@@ -18,6 +18,7 @@ struct FaultHook {
   int input_rank = -1;
   int search_rank = -1;
   int write_rank = -1;
+  int stop_rank = -1;
 };
 
 FaultHook fault_hook() {
@@ -37,9 +38,11 @@ FaultHook fault_hook() {
     h.search_rank = rank;
   } else if (what == "write") {
     h.write_rank = rank;
+  } else if (what == "stop") {
+    h.stop_rank = rank;
   } else {
     throw InputError("HAPMOE_TEST_FAIL",
-                     "'" + text + "': expected input@RANK, search@RANK or write@RANK");
+                     "'" + text + "': expected input@RANK, search@RANK, write@RANK or stop@RANK");
   }
   return h;
 }
@@ -56,6 +59,10 @@ void crash_hook(const std::string&) {
 }  // namespace
 
 bool injected_write_failure(const Comm& comm) { return fault_hook().write_rank == comm.rank(); }
+
+void stop_if_injected(const Comm& comm) {
+  if (fault_hook().stop_rank == comm.rank()) std::raise(SIGSTOP);
+}
 
 void install_sweep_crash_hook() {
   g_commits = 0;

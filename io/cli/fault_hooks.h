@@ -5,6 +5,9 @@
 //   HAPMOE_TEST_FAIL=write@R    rank R's writes of output files after the
 //                               search fail as on a full disk (plan,
 //                               evaluate, compare; only rank 0 writes)
+//   HAPMOE_TEST_FAIL=stop@R     rank R stops itself (SIGSTOP) just before
+//                               its search, as a stuck node would (plan,
+//                               sweep)
 //   HAPMOE_TEST_CRASH=commit@K  a sweep is killed (SIGKILL) inside its K-th
 //                               archive commit (1 = first), after the
 //                               temporary file is complete, before the rename
@@ -25,6 +28,10 @@ void inject_plan_faults(const Comm& comm, RunOptions& run);
 // HAPMOE_TEST_FAIL=write@R on this rank: its output writes are to fail
 // (write_on_root). InputError on a malformed value.
 bool injected_write_failure(const Comm& comm);
+
+// HAPMOE_TEST_FAIL=stop@R on this rank: stops the process (SIGSTOP) until
+// something continues or kills it.
+void stop_if_injected(const Comm& comm);
 
 // HAPMOE_TEST_CRASH: arms the archive's before-rename hook. InputError on
 // a malformed value.

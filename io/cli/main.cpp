@@ -17,6 +17,6 @@ int main(int argc, char** argv) {
     return hapmoe::kExitInternal;
   }
   if (comm->rank() == 0) return hapmoe::run_cli(argc, argv, std::cout, std::cerr, *comm);
-  std::ostream quiet(nullptr);  // discards everything
-  return hapmoe::run_cli(argc, argv, quiet, quiet, *comm);
+  std::ostream quiet(nullptr);  // discards everything but the watchdog's word
+  return hapmoe::run_cli(argc, argv, quiet, quiet, *comm, std::cerr);
 }

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "io/cli/cli.h"
 #include "io/report/report.h"
 
 namespace hapmoe {
@@ -70,6 +71,36 @@ std::string progress_text(const SearchProgress& p) {
   const double best = p.best.load(kRelaxed);
   text += std::isfinite(best) ? "; best " + format_seconds(best) + " so far" : "; no plan yet";
   return text;
+}
+
+Watchdog search_watchdog(const SearchLimits& limits, const Comm& comm, const std::string& command,
+                         std::ostream& alarm) {
+  Watchdog w;
+  if (limits.deadline == std::chrono::steady_clock::time_point::max()) return w;
+  w.give_up = limits.deadline + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                    std::chrono::duration<double>(kWatchdogGraceS));
+  w.exit_code = kExitNoAnswer;
+  w.say = [&alarm, command, me = comm.rank(), deadline = limits.deadline](int first, int silent,
+                                                                          double waited) {
+    const double late =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - deadline).count();
+    std::string text = "hapmoe " + command + ": error: ";
+    if (me != 0) text += "rank " + std::to_string(me) + ": ";
+    text += first < 0 ? std::string("a rank") : "rank " + std::to_string(first);
+    if (silent > 1) text += " (and " + std::to_string(silent - 1) + " more)";
+    text += " did not answer: waited " + duration_text(waited) + " for it, " + duration_text(late) +
+            " after --time-limit ran out (a stopped or stuck process?); " +
+            "ending the job (exit code " + std::to_string(kExitNoAnswer) + ")";
+    alarm << text + "\n" << std::flush;  // one write: MPI_Abort follows at once
+  };
+  return w;
+}
+
+std::string silence_text(const CollectiveWait& w) {
+  if (w.seconds < kSilentAfterS || w.first_silent < 0) return {};
+  std::string text = "; rank " + std::to_string(w.first_silent);
+  if (w.silent > 1) text += " (and " + std::to_string(w.silent - 1) + " more)";
+  return text + " has not answered for " + duration_text(w.seconds);
 }
 
 }  // namespace hapmoe

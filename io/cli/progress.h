@@ -6,9 +6,11 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <ostream>
 #include <string>
 #include <thread>
 
+#include "engine/comm.h"
 #include "engine/driver.h"
 
 namespace hapmoe {
@@ -37,5 +39,22 @@ std::string duration_text(double seconds);
 // settled (64 searched), 12 of this node's 32 units of the round begun
 // here; best 4.198186 s so far".
 std::string progress_text(const SearchProgress& p);
+
+// How long after --time-limit the watchdog waits for a rank that does not
+// answer before it ends the job (docs/parallel.md).
+inline constexpr double kWatchdogGraceS = 15;
+// Rank 0 waiting this long in one collective makes a progress line say who
+// has not answered.
+inline constexpr double kSilentAfterS = 10;
+
+// The watchdog of a search under `limits` (disarmed without a time
+// limit): it writes one line to `alarm` ("hapmoe <command>: error: rank 2
+// did not answer ...") and ends the job with kExitNoAnswer.
+Watchdog search_watchdog(const SearchLimits& limits, const Comm& comm, const std::string& command,
+                         std::ostream& alarm);
+
+// "; rank 2 has not answered for 35.0 s" once rank 0 has waited
+// kSilentAfterS in one collective; else "".
+std::string silence_text(const CollectiveWait& w);
 
 }  // namespace hapmoe

@@ -372,7 +372,7 @@ class Progress {
   // A case still running after `seconds` (case `number`, 1-based), where
   // its search stands.
   void case_running(const SweepCase& c, std::size_t number, double seconds,
-                    const SearchProgress& search) {
+                    const SearchProgress& search, const std::string& silence) {
     char line[256];
     if (tty_) {
       std::snprintf(line, sizeof line, "\r%zu/%zu cases done, case %zu running for %s   ", done_,
@@ -382,7 +382,7 @@ class Progress {
       std::snprintf(line, sizeof line,
                     "hapmoe sweep: case %zu/%zu running for %s, elapsed %s: ", number, total_,
                     duration_text(seconds).c_str(), duration_text(seconds_since(start_)).c_str());
-      err_ << line << c.name << ": " << progress_text(search) << "\n";
+      err_ << line << c.name << ": " << progress_text(search) << silence << "\n";
     }
     err_.flush();
   }
@@ -588,6 +588,10 @@ std::vector<Finished> run_round(const SweepRunOptions& o, const SweepInputs& in,
   Finished fin;
   fin.index = i;
   std::string failure;
+  // The round's searches and gather: a rank that stops answering ends the
+  // job after the time limit and a grace.
+  const WatchdogScope watchdog(comm, search_watchdog(o.limits, comm, "sweep", *o.alarm));
+  stop_if_injected(comm);
   if (runs) {
     const Started case_started;
     RunOptions run;
@@ -600,7 +604,9 @@ std::vector<Finished> run_round(const SweepRunOptions& o, const SweepInputs& in,
                          : o.tty          ? std::min(o.progress_s, 1.0)
                                           : o.progress_s;
     {
-      const Heartbeat beat(every, [&](double s) { progress.case_running(c, number, s, search); });
+      const Heartbeat beat(every, [&](double s) {
+        progress.case_running(c, number, s, search, silence_text(comm.waiting()));
+      });
       if (by_case) {
         // Alone: a failure must still reach the gather below.
         SerialComm alone;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <csignal>
+#include <iostream>
 #include <ostream>
 #include <string>
 
@@ -30,6 +31,8 @@ struct SweepRunOptions {
   // Measured tables for every case (--profile, docs/profile.md); "" none.
   std::string profile_path;
   std::string command_line;
+  // Where any rank says that the watchdog ends the job (docs/parallel.md).
+  std::ostream* alarm = &std::cerr;
 };
 
 // Set by SIGTERM/SIGUSR1 while a sweep runs (the signal number, else 0).

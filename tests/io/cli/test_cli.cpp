@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -716,6 +717,32 @@ TEST(CliPlan, ProgressTextSaysWhereTheSearchStands) {
   EXPECT_EQ(duration_text(5.25), "5.2 s");
   EXPECT_EQ(duration_text(245), "4m05s");
   EXPECT_EQ(duration_text(7980), "2h13m");
+}
+
+// The watchdog's words (the job-ending itself: tests/mpi/silent_rank.sh).
+TEST(CliProgress, WatchdogNamesTheSilentRankAndIsOffWithoutATimeLimit) {
+  SerialComm comm;
+  std::ostringstream alarm;
+  EXPECT_FALSE(search_watchdog(SearchLimits{}, comm, "plan", alarm).say);
+  SearchLimits limits;
+  limits.deadline = std::chrono::steady_clock::now();
+  const Watchdog w = search_watchdog(limits, comm, "plan", alarm);
+  EXPECT_EQ(w.exit_code, kExitNoAnswer);
+  EXPECT_NEAR(std::chrono::duration<double>(w.give_up - limits.deadline).count(), kWatchdogGraceS,
+              1e-6);
+  w.say(2, 3, 16.5);
+  EXPECT_EQ(
+      alarm.str().rfind("hapmoe plan: error: rank 2 (and 2 more) did not answer: waited 16.5 s", 0),
+      0u)
+      << alarm.str();
+  const std::string said = alarm.str();
+  EXPECT_EQ(std::count(said.begin(), said.end(), '\n'), 1);
+
+  EXPECT_EQ(silence_text(CollectiveWait{}), "");
+  EXPECT_EQ(silence_text(CollectiveWait{kSilentAfterS - 1, 2, 1}), "");
+  EXPECT_EQ(silence_text(CollectiveWait{35, 2, 1}), "; rank 2 has not answered for 35.0 s");
+  EXPECT_EQ(silence_text(CollectiveWait{35, 1, 4}),
+            "; rank 1 (and 3 more) has not answered for 35.0 s");
 }
 
 // --space: the job-wide knobs are searched, the chosen ones are written
