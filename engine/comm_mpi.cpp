@@ -301,6 +301,9 @@ class MpiComm final : public Comm {
         }
         if (watchdog_.say) {
           watchdog_.say(first, silent, std::chrono::duration<double>(now - since).count());
+          // The launcher forwards output through pipes and stops reading
+          // them when it ends the job: give it the line first.
+          std::this_thread::sleep_for(std::chrono::milliseconds(500));
         }
         abort(watchdog_.exit_code);
       }

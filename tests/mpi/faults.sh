@@ -19,6 +19,9 @@
 #      and rank 1 in write_out's allgather (Hardening II, item 1).
 #   faults.sh MPIEXEC HAPMOE
 set -uo pipefail
+# mpiexec forwards its stdin to rank 0; under a loaded CTest an inherited
+# stdin once broke Hydra ("process reading stdin too slowly"). Nothing to read.
+exec </dev/null
 mpiexec=$1
 hapmoe=$2
 work=$(mktemp -d)

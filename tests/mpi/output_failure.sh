@@ -12,6 +12,9 @@
 #      one error line, no archive.
 #   output_failure.sh MPIEXEC HAPMOE
 set -uo pipefail
+# mpiexec forwards its stdin to rank 0; under a loaded CTest an inherited
+# stdin once broke Hydra ("process reading stdin too slowly"). Nothing to read.
+exec </dev/null
 mpiexec=$1
 hapmoe=$2
 work=$(mktemp -d)

@@ -4,6 +4,9 @@
 # falls as the message grows within one (primitive, link, types, world).
 # usage: profile_comm.sh MPIEXEC HAPMOE MODE   (MODE: same-type | cross-type)
 set -euo pipefail
+# mpiexec forwards its stdin to rank 0; under a loaded CTest an inherited
+# stdin once broke Hydra ("process reading stdin too slowly"). Nothing to read.
+exec </dev/null
 mpiexec=$1
 hapmoe=$2
 mode=$3

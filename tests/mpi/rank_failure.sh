@@ -4,6 +4,9 @@
 # the time; a hang fails the test.
 #   rank_failure.sh MPIEXEC HAPMOE FAULT EXPECTED_EXIT -- <hapmoe plan arguments>
 set -uo pipefail
+# mpiexec forwards its stdin to rank 0; under a loaded CTest an inherited
+# stdin once broke Hydra ("process reading stdin too slowly"). Nothing to read.
+exec </dev/null
 mpiexec=$1
 hapmoe=$2
 fault=$3

@@ -4,6 +4,9 @@
 # timing and run-layout fields are removed.
 #   same_plan.sh MPIEXEC HAPMOE -- <hapmoe plan arguments>
 set -euo pipefail
+# mpiexec forwards its stdin to rank 0; under a loaded CTest an inherited
+# stdin once broke Hydra ("process reading stdin too slowly"). Nothing to read.
+exec </dev/null
 mpiexec=$1
 hapmoe=$2
 shift 3
