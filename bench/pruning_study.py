@@ -283,7 +283,11 @@ def main():
             ("paper, plain DP", False, "Pruning sets, plain DP (bound off), Mixtral-S",
              lambda r: r["cluster"].startswith("paper:")),
             ("large, bound on", True, "Pruning sets on the large clusters (branch and bound on)",
-             lambda r: not r["cluster"].startswith("paper:"))]:
+             lambda r: not r["cluster"].startswith("paper:") and "slow-link" not in r["cluster"]),
+            ("slow links, bound on", True,
+             "Pruning sets over slow cross-type links (bench/clusters/slow-link-*.json: "
+             "paper:32-1's devices, 20, 4 and 1 Gbit/s between the types)",
+             lambda r: "slow-link" in r["cluster"])]:
         summary = subset_table([r for r in rows if pick(r)], bound, title, out)
         if summary:
             subsets[label] = summary

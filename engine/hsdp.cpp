@@ -67,6 +67,7 @@ SearchStats& SearchStats::operator+=(const SearchStats& o) {
   pruned_bound += o.pruned_bound;
   configs_bounded += o.configs_bounded;
   feasible += o.feasible;
+  hetero_comm_ratio = std::max(hetero_comm_ratio, o.hetero_comm_ratio);
   seconds += o.seconds;
   return *this;
 }
@@ -269,9 +270,14 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
           out.stats.pruned_load_balance += (max_n - min_n + 1) - std::max(0, hi - lo + 1);
         }
         const CostModel::Boundary& b = ev.boundary(hp, h);
-        if (opt.prune.hetero_comm && hp >= 0 && hp != h && b.fwd_s + b.bwd_s > comp_threshold) {
-          out.stats.pruned_hetero_comm += std::max(0, hi - lo + 1);
-          continue;
+        if (hp >= 0 && hp != h && comp_threshold > 0) {
+          const double t_comm = b.fwd_s + b.bwd_s;
+          out.stats.hetero_comm_ratio =
+              std::max(out.stats.hetero_comm_ratio, t_comm * opt.eta / comp_threshold);
+          if (opt.prune.hetero_comm && t_comm > comp_threshold) {
+            out.stats.pruned_hetero_comm += std::max(0, hi - lo + 1);
+            continue;
+          }
         }
         const std::uint64_t next_code = code + stride[static_cast<std::size_t>(h)];
         // The stages still to place: speed_left, the sum of 1 / (cheapest

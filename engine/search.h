@@ -61,7 +61,12 @@ struct SearchStats {
   std::int64_t pruned_bound = 0;     // partial plans dropped by the bound
   std::int64_t configs_bounded = 0;  // configurations skipped by their bound
   std::int64_t feasible = 0;         // complete plans that fit, reached
-  double seconds = 0;                // wall time
+  // The largest cross-type boundary transfer (forward + backward per step)
+  // over the mean stage step T_comp among the moves considered: pruning
+  // (3) cuts above eta, so this says how near it came (docs/search.md).
+  // The maximum over configurations, not a sum; 0 without cross-type moves.
+  double hetero_comm_ratio = 0;
+  double seconds = 0;  // wall time
   SearchStats& operator+=(const SearchStats& o);
 };
 

@@ -227,7 +227,16 @@ void print_search_statistics(std::ostream& out, const PlanRequest& q, const Sear
   out << "  configurations " << s.configs << ", evaluated " << s.configs_evaluated << "\n";
   out << "  DP states " << s.states << ", transitions " << s.transitions << "\n";
   out << "  pruned: load balance " << s.pruned_load_balance << ", memory " << s.pruned_memory
-      << ", hetero comm " << s.pruned_hetero_comm << "\n";
+      << ", hetero comm " << s.pruned_hetero_comm;
+  if (s.hetero_comm_ratio > 0) {
+    // What the count means: how near the cross-type transfers came to the
+    // cut (pruning 3, docs/search.md).
+    char ratio[96];
+    std::snprintf(ratio, sizeof ratio, " (largest cross-type transfer %.3g x T_comp, cut above %g)",
+                  s.hetero_comm_ratio, q.opt.eta);
+    out << ratio;
+  }
+  out << "\n";
   if (q.opt.bound && !q.brute) {
     out << "  branch and bound: " << s.configs_bounded << " configurations skipped, "
         << s.pruned_bound << " partial plans dropped\n";
@@ -274,6 +283,7 @@ nlohmann::ordered_json plan_document(const PlanRequest& q, const BaselineRun& ra
                     {{"load_balance", s.pruned_load_balance},
                      {"memory", s.pruned_memory},
                      {"hetero_comm", s.pruned_hetero_comm},
+                     {"hetero_comm_ratio", s.hetero_comm_ratio},
                      {"bound", s.pruned_bound},
                      {"configs_bound", s.configs_bounded}}},
                    {"feasible", s.feasible},

@@ -625,6 +625,36 @@ TEST(Search, DeterministicAcrossRuns) {
   }
 }
 
+// Pruning (3) compares each cross-type boundary with eta x the mean stage
+// step. On the paper's clusters the largest cross-type transfer is a few
+// percent of a stage's step, so it never cuts at eta = 2 (and the
+// statistics say how near it came); over a slow link between the types it
+// cuts, and never beats the unpruned optimum.
+TEST(Search, HeteroCommPruningCutsOnlyOverSlowCrossTypeLinks) {
+  const Workload w = load_workload("mixtral-l");
+  const ClusterSpec fast = load_cluster("paper:32-1");  // H800 2x8 + 910B 2x8
+  ASSERT_EQ(fast.num_types(), 2);
+  SearchOptions all;
+  const SearchResult on_fast = run_search(w, fast, all);
+  EXPECT_EQ(on_fast.stats.pruned_hetero_comm, 0);
+  EXPECT_GT(on_fast.stats.hetero_comm_ratio, 0.0);
+  EXPECT_LT(on_fast.stats.hetero_comm_ratio, 0.1);
+
+  ClusterSpec slow = fast;  // 2 Gbit/s between the types
+  slow.cross_links.push_back({0, 1, 0.25e9, 50e-6});
+  const SearchResult on_slow = run_search(w, slow, all);
+  EXPECT_GT(on_slow.stats.pruned_hetero_comm, 0);
+  EXPECT_GT(on_slow.stats.hetero_comm_ratio, all.eta);
+  SearchOptions none = all;
+  none.prune = {false, false, false};
+  const SearchResult unpruned = run_search(w, slow, none);
+  EXPECT_EQ(unpruned.stats.pruned_hetero_comm, 0);
+  EXPECT_GT(unpruned.stats.hetero_comm_ratio, all.eta);
+  ASSERT_FALSE(on_slow.top.empty());
+  ASSERT_FALSE(unpruned.top.empty());
+  EXPECT_GE(on_slow.top.front().latency_s, unpruned.top.front().latency_s * (1 - 1e-12));
+}
+
 TEST(Search, PruneSetParsing) {
   EXPECT_EQ(parse_prune_set("all", "--prune"), (PruneSet{true, true, true}));
   EXPECT_EQ(parse_prune_set("none", "--prune"), (PruneSet{false, false, false}));
