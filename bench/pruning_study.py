@@ -243,18 +243,18 @@ def figures(directory, subsets, curves, ratios):
         plt.close(fig)
     if ratios:
         # Cases where neither fits are left out; where only the non-uniform
-        # plan fits, a red bar marks "uniform: nothing fits".
+        # plan fits there is no ratio: no bar, a red label "uniform: no fit"
+        # (never a value on the axis).
         shown = [(m, c, r) for m, c, r in ratios if not math.isnan(r)]
         top = max([r for _, _, r in shown if math.isfinite(r)] + [1.0]) * 1.1
         fig, ax = plt.subplots(figsize=(10, 4))
         labels = [f"{m}\n{c.replace('paper:', '')}" for m, c, _ in shown]
-        heights = [r if math.isfinite(r) else top for _, _, r in shown]
-        colors = ["tab:blue" if math.isfinite(r) else "tab:red" for _, _, r in shown]
-        ax.bar(range(len(shown)), heights, color=colors)
+        heights = [r if math.isfinite(r) else 0.0 for _, _, r in shown]
+        ax.bar(range(len(shown)), heights, color="tab:blue")
         for k, (_, _, r) in enumerate(shown):
             if not math.isfinite(r):
-                ax.text(k, top * 0.5, "uniform:\nno fit", rotation=90, ha="center", va="center",
-                        fontsize=7, color="white")
+                ax.text(k, top * 0.03, "uniform: no fit", rotation=90, ha="center", va="bottom",
+                        fontsize=8, color="tab:red")
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_ylim(0, top * 1.02)
         ax.set_xticks(range(len(shown)))

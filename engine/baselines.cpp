@@ -306,18 +306,38 @@ std::optional<PlanCandidate> mi_plan_with_cp(const Workload& w, const ClusterSpe
 
 }  // namespace
 
+SearchResult uniform_ablation(const Workload& w, const ClusterSpec& cluster,
+                              const SearchOptions& options, bool bruteforce, Comm& comm,
+                              const RunOptions& run) {
+  SearchOptions free = options;
+  free.uniform = false;
+  free.top_k = 1;
+  const SearchResult best = run_search(w, cluster, free, false, comm, run);
+  SearchOptions even = options;
+  even.uniform = true;
+  if (!best.top.empty()) {
+    const Plan& plan = best.top.front().plan;
+    even.devices_per_type.assign(static_cast<std::size_t>(cluster.num_types()), 0);
+    for (const StagePlan& s : plan.stages) {
+      even.devices_per_type[static_cast<std::size_t>(s.device_type)] +=
+          plan.parallel.stage_devices();
+    }
+  }
+  return run_search(w, cluster, even, bruteforce, comm, run);
+}
+
 BaselineRun run_baseline(Baseline baseline, const Workload& w, const ClusterSpec& cluster,
                          const SearchOptions& options, Comm& comm, const RunOptions& run) {
   BaselineRun out;
   SearchOptions opt = options;
   switch (baseline) {
     case Baseline::kNone:
-      out.result = run_search(w, cluster, opt, false, comm, run);
+      out.result = opt.uniform ? uniform_ablation(w, cluster, opt, false, comm, run)
+                               : run_search(w, cluster, opt, false, comm, run);
       break;
     case Baseline::kUniform:
-      opt.uniform = true;
-      out.result = run_search(w, cluster, opt, false, comm, run);
-      out.rule = "layers split evenly over the stages";
+      out.result = uniform_ablation(w, cluster, opt, false, comm, run);
+      out.rule = "layers split evenly (N/PP) on the devices of hapmoe's best plan";
       break;
     case Baseline::kHomogeneousOnly:
       out.result = homogeneous_only(w, cluster, opt, comm, run);

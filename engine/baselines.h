@@ -49,7 +49,17 @@ struct BaselineRun {
   std::string rule;
 };
 
-// Runs `baseline` (kNone: run_search). Collective over `comm`.
+// The uniform ablation (docs/baselines.md, "Uniform"): hapmoe's search,
+// then the even split (N/PP layers per stage) on the same devices of each
+// type as its best plan, searched (or, with `bruteforce`, enumerated
+// without DP); without a best plan, the even split on any devices. The
+// result is the second search's. Collective over `comm`.
+SearchResult uniform_ablation(const Workload& workload, const ClusterSpec& cluster,
+                              const SearchOptions& options, bool bruteforce, Comm& comm,
+                              const RunOptions& run);
+
+// Runs `baseline` (kNone: run_search, or uniform_ablation with
+// SearchOptions::uniform). Collective over `comm`.
 BaselineRun run_baseline(Baseline baseline, const Workload& workload, const ClusterSpec& cluster,
                          const SearchOptions& options, Comm& comm, const RunOptions& run);
 

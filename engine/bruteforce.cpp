@@ -1,7 +1,8 @@
 // Brute force (engine/search.h): every plan of one configuration without
 // DP, the prunings ignored -- every sequence of stage device types within
 // the stage capacities and every composition of the N layers (or the even
-// split with --uniform), each stage with its least recomputation. The
+// split with --uniform, on SearchOptions::devices_per_type when given),
+// each stage with its least recomputation. The
 // reference the DP is tested against (tests/engine: DP == brute force):
 // it costs stages through the same stage memo (stage_memo.h) and sums them
 // with the same label arithmetic (labels.h: extend, offer), so equal plans
@@ -52,11 +53,24 @@ ConfigOutcome bruteforce_config(const CostModel& model, const ParallelConfig& pi
   const int pp = pi.pp;
   const int n = ev.layers();
   std::vector<int> used(static_cast<std::size_t>(ev.types()), 0);
+  if (opt.uniform && n % pp != 0) return out;  // no even split
+  // The plan's devices of each type, as devices_per_type asks.
+  const auto on_the_devices = [&] {
+    if (!opt.uniform || opt.devices_per_type.empty()) return true;
+    for (int h = 0; h < ev.types(); ++h) {
+      if (used[static_cast<std::size_t>(h)] * pi.stage_devices() !=
+          opt.devices_per_type[static_cast<std::size_t>(h)]) {
+        return false;
+      }
+    }
+    return true;
+  };
   std::vector<Label> arena;  // the current path only, root first
   arena.reserve(static_cast<std::size_t>(pp) + 1);
   arena.push_back(Label{});
   std::function<void(int, int, int)> place = [&](int i, int j, int hp) {
     if (i == pp) {
+      if (!on_the_devices()) return;
       ++out.stats.transitions;
       offer(out, arena, static_cast<std::int32_t>(arena.size() - 1), ev);
       return;
@@ -67,7 +81,7 @@ ConfigOutcome bruteforce_config(const CostModel& model, const ParallelConfig& pi
       const int max_n = n - j - remaining_after;
       for (int layers = 1; layers <= max_n; ++layers) {
         if (remaining_after == 0 && layers != max_n) continue;
-        if (opt.uniform && layers != n / pp + (i < n % pp ? 1 : 0)) continue;
+        if (opt.uniform && layers != n / pp) continue;
         const StageEval& e = ev.stage(h, i, j, layers);
         note_shortfall(out, e, pi, i, h, layers);
         const auto parent = static_cast<std::int32_t>(arena.size() - 1);

@@ -428,16 +428,32 @@ Windows full_windows(const Evaluator& ev) {
 }
 
 // n_i = N/PP, the remainder spread over the first stages.
+// N/PP layers at every stage (PP divides N: the caller checks).
 void apply_uniform(const Evaluator& ev, Windows& w) {
   const int pp = ev.pi().pp;
-  const int n = ev.layers();
+  const int layers = ev.layers() / pp;
   for (int i = 0; i < pp; ++i) {
-    const int layers = n / pp + (i < n % pp ? 1 : 0);
     for (int h = 0; h < ev.types(); ++h) {
       w.lo[static_cast<std::size_t>(i * ev.types() + h)] = layers;
       w.hi[static_cast<std::size_t>(i * ev.types() + h)] = layers;
     }
   }
+}
+
+// The stages per type that use exactly `devices` (per type) under pi, in
+// `mix`; false when pi cannot (a count not a multiple of a stage's
+// devices, more stages than the type holds, or not PP stages in all).
+bool uniform_mix(const Evaluator& ev, const std::vector<int>& devices, std::vector<int>& mix) {
+  const int size = ev.pi().stage_devices();
+  if (static_cast<int>(devices.size()) != ev.types()) return false;
+  int stages = 0;
+  for (int h = 0; h < ev.types(); ++h) {
+    const int d = devices[static_cast<std::size_t>(h)];
+    if (d % size != 0 || d / size > ev.cap(h)) return false;
+    mix[static_cast<std::size_t>(h)] = d / size;
+    stages += d / size;
+  }
+  return stages == ev.pi().pp;
 }
 
 // The load-balance windows of a stage mix c (docs/search.md, pruning 1):
@@ -653,9 +669,19 @@ ConfigOutcome search_once(Evaluator& ev, const ParallelConfig& pi, const SearchO
       std::vector<int> limit(static_cast<std::size_t>(types));
       for (int h = 0; h < types; ++h) limit[static_cast<std::size_t>(h)] = ev.cap(h);
       Windows w = full_windows(ev);
-      if (opt.uniform) apply_uniform(ev, w);
-      run_dp(ev, limit, /*exact_mix=*/false, w, opt, comp_threshold, incumbent, value_only, cancel,
-             out);
+      bool exact_mix = false;
+      bool possible = true;
+      if (opt.uniform) {
+        apply_uniform(ev, w);
+        possible = n % pi.pp == 0;
+        if (!opt.devices_per_type.empty()) {
+          possible = possible && uniform_mix(ev, opt.devices_per_type, limit);
+          exact_mix = true;
+        }
+      }
+      if (possible) {
+        run_dp(ev, limit, exact_mix, w, opt, comp_threshold, incumbent, value_only, cancel, out);
+      }
     }
   }
   out.stats.seconds =

@@ -34,9 +34,16 @@ std::string to_string(const PruneSet& p);
 
 struct SearchOptions {
   PruneSet prune;
-  double delta = 0.2;    // load-balance tolerance
-  double eta = 2.0;      // cross-type communication threshold
-  bool uniform = false;  // n_i = N/PP, remainder to the first stages
+  double delta = 0.2;  // load-balance tolerance
+  double eta = 2.0;    // cross-type communication threshold
+  // Every stage holds N/PP layers; configurations whose PP does not divide
+  // N have no plan (Megatron's even split; docs/baselines.md, "Uniform").
+  bool uniform = false;
+  // When not empty: every plan uses exactly this many devices of each
+  // type (the cluster's pool order); configurations that cannot have no
+  // plan. The uniform ablation gives it the devices of hapmoe's best plan.
+  // Only with `uniform` (its DP enumerates no stage mixes).
+  std::vector<int> devices_per_type;
   int top_k = 5;
   // Branch and bound (exact, on by default): configurations whose lower
   // bound exceeds the K-th best latency found are skipped, and partial

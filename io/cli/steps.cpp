@@ -115,7 +115,9 @@ BaselineRun run_one_search(Baseline baseline, bool bruteforce, const Workload& w
                            const ClusterSpec& cluster, const SearchOptions& options, Comm& comm,
                            const RunOptions& run) {
   if (baseline == Baseline::kNone && bruteforce) {
-    return {run_search(workload, cluster, options, true, comm, run), ""};
+    return {options.uniform ? uniform_ablation(workload, cluster, options, true, comm, run)
+                            : run_search(workload, cluster, options, true, comm, run),
+            ""};
   }
   return run_baseline(baseline, workload, cluster, options, comm, run);
 }

@@ -67,9 +67,20 @@ TEST(Baselines, HapmoeIsNeverWorseAndEachBaselineKeepsItsRule) {
         least = std::min(least, s.layers);
       }
       switch (b) {
-        case Baseline::kUniform:
-          EXPECT_LE(most - least, 1) << who;
+        case Baseline::kUniform: {
+          // N/PP layers everywhere, on the devices of hapmoe's best plan.
+          EXPECT_EQ(most, least) << who;
+          EXPECT_EQ(most * pi.pp, w.model.num_layers) << who;
+          const auto devices = [&](const Plan& p) {
+            std::vector<int> d(static_cast<std::size_t>(cl.num_types()), 0);
+            for (const StagePlan& s : p.stages) {
+              d[static_cast<std::size_t>(s.device_type)] += p.parallel.stage_devices();
+            }
+            return d;
+          };
+          EXPECT_EQ(devices(top.plan), devices(best.top.front().plan)) << who;
           break;
+        }
         case Baseline::kHomogeneousOnly:
           EXPECT_EQ(types.size(), 1u) << who;
           break;

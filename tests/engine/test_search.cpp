@@ -352,13 +352,63 @@ TEST(SearchOracle, UniformForcesEvenLayers) {
     for (const PlanCandidate& c : r.top) {
       const int n = in.workload.model.num_layers;
       const int pp = c.plan.parallel.pp;
+      EXPECT_EQ(n % pp, 0) << "an even split needs PP | N";
       for (int i = 0; i < pp; ++i) {
-        EXPECT_EQ(c.plan.stages[static_cast<std::size_t>(i)].layers, n / pp + (i < n % pp ? 1 : 0));
+        EXPECT_EQ(c.plan.stages[static_cast<std::size_t>(i)].layers, n / pp);
       }
       ++checked;
     }
   }
   EXPECT_GE(checked, 30);
+}
+
+// The uniform ablation's space (docs/baselines.md): the even split on
+// given devices per type, DP == brute force per configuration, and every
+// plan on exactly those devices.
+TEST(SearchOracle, UniformOnGivenDevicesEqualsBruteForce) {
+  std::mt19937 rng(2611);
+  int instances = 0;
+  int with_plan = 0;
+  for (int trial = 0; instances < 40 && trial < 2000; ++trial) {
+    const Instance in = random_instance(rng);
+    if (!in.valid()) continue;
+    SearchOptions free;
+    free.prune = {false, false, false};
+    free.space.max_pp = 4;
+    free.space.vpp = in.vpp;
+    const SearchResult best = run_search(in.workload, in.cluster, free);
+    if (best.top.empty()) continue;
+    SearchOptions o = free;
+    o.uniform = true;
+    o.devices_per_type.assign(static_cast<std::size_t>(in.cluster.num_types()), 0);
+    const Plan& plan = best.top.front().plan;
+    for (const StagePlan& st : plan.stages) {
+      o.devices_per_type[static_cast<std::size_t>(st.device_type)] += plan.parallel.stage_devices();
+    }
+    const auto pis = enumerate_configs(in.workload, in.cluster, o.space);
+    const ProfileTables tables = tables_for(in.workload, in.cluster, pis);
+    const CostModel model(in.workload, in.cluster, tables);
+    double size = 0;
+    for (const auto& pi : pis) size += bruteforce_size(model, pi, o);
+    if (size > 2e5) continue;
+    ++instances;
+    for (const auto& pi : pis) {
+      const ConfigOutcome dp = search_config(model, pi, o);
+      const ConfigOutcome bf = bruteforce_config(model, pi, o);
+      expect_same(dp, bf, in.describe());
+      if (!bf.best) continue;
+      ++with_plan;
+      const int n = in.workload.model.num_layers;
+      std::vector<int> devices(o.devices_per_type.size(), 0);
+      for (const StagePlan& st : bf.best->plan.stages) {
+        EXPECT_EQ(st.layers * pi.pp, n) << in.describe();
+        devices[static_cast<std::size_t>(st.device_type)] += pi.stage_devices();
+      }
+      EXPECT_EQ(devices, o.devices_per_type) << in.describe();
+    }
+  }
+  EXPECT_GE(instances, 40);
+  EXPECT_GE(with_plan, 20);
 }
 
 TEST(SearchOracle, BranchAndBoundChangesNothing) {
