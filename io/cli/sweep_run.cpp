@@ -743,6 +743,13 @@ void print_sweep_end(std::ostream& out, std::ostream& err, const SweepRunOptions
 int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Comm& comm) {
   const Started started;
   StopSignals signals;
+  if (comm.rank() == 0) {
+    set_stop_line(
+        "hapmoe sweep: stopped by a second SIGTERM/SIGUSR1 while reading its inputs: "
+        "nothing searched, " +
+        o.out + " not written; run again with --resume to start (exit code " +
+        std::to_string(kExitStopped) + ")\n");
+  }
   SweepInputs in = read_sweep_inputs(o, comm);
   const std::vector<bool> done = cases_done(comm, in);
   const std::size_t total = in.def.cases.size();
