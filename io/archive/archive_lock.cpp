@@ -45,9 +45,13 @@ ArchiveLock::ArchiveLock(const std::string& path, const std::string& option)
   // The holder removes its lock file when it ends: a run that opened the
   // file just before may then lock a file that is no longer there, so the
   // lock counts only when the name still leads to the locked file.
+  constexpr int kFlags = O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
   for (int attempt = 0; attempt < 100; ++attempt) {
-    const int fd =
-        ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+    int fd = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | kFlags, 0666);
+    // Another user's lock file (left behind, or held): flock needs no
+    // write access. Ours is then made afresh once the lock shows it stale.
+    const bool read_only = fd < 0 && errno == EACCES;
+    if (read_only) fd = ::open(lock_path_.c_str(), O_RDONLY | kFlags);
     if (fd < 0) {
       const int e = errno;
       throw InputError(where,
@@ -79,6 +83,10 @@ ArchiveLock::ArchiveLock(const std::string& path, const std::string& option)
     if (::stat(lock_path_.c_str(), &now) != 0 || now.st_ino != mine.st_ino ||
         now.st_dev != mine.st_dev) {
       ::close(fd);  // removed by the run that held it: lock the new one
+      continue;
+    }
+    if (read_only && ::unlink(lock_path_.c_str()) == 0) {
+      ::close(fd);  // stale and not ours to write: make our own
       continue;
     }
     const std::string who = "pid " + std::to_string(::getpid()) + " on host " + host_name() +

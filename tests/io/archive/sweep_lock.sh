@@ -6,7 +6,8 @@
 # then ends with all its cases. Before the fix both sweeps ran and exited 0,
 # and the file held what the last commit wrote. A lock file left behind
 # (by a SIGKILL, or planted with a dead holder's text) does not block the
-# next run, and a FIFO at the lock file's name is refused, not waited on.
+# next run, nor does another user's (as root, run as nobody), and a FIFO
+# at the lock file's name is refused, not waited on.
 #   sweep_lock.sh HAPMOE SLOW_SWEEP OTHER_SWEEP [MPIEXEC]
 # No timing bounds: the first sweep's lines are waited for (up to 120 s).
 set -uo pipefail
@@ -90,3 +91,18 @@ code=$?
 grep -qF "f.h5.lock is not a regular file" "$work/f.err" || fail "the FIFO: $(cat "$work/f.err")"
 [[ ! -e $work/f.h5 ]] || fail "an archive was written beside the FIFO"
 echo "ok: $(cat "$work/f.err")"
+
+# 4. Another user's lock file left behind (here root's, mode 0644: this
+# user cannot open it for writing) blocks nothing either. Only as root,
+# with setpriv to run as nobody.
+if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null && id nobody >/dev/null 2>&1; then
+  chmod 0711 "$work"
+  mkdir -m 0777 "$work/shared"
+  echo "pid 1 on host elsewhere since 2026-01-01T00:00:00.000Z" >"$work/shared/u.h5.lock"
+  chmod 0644 "$work/shared/u.h5.lock"
+  setpriv --reuid=nobody --regid=nogroup --clear-groups "$hapmoe" plan --model mixtral-s \
+    --cluster paper:16-1 --threads 1 --out "$work/shared/u.h5" >/dev/null 2>"$work/u.err" ||
+    fail "another user's lock file left behind blocks the run: $(cat "$work/u.err")"
+  [[ -e $work/shared/u.h5.lock ]] && fail "the stale lock file of another user is left"
+  echo "ok: another user's lock file left behind blocks no run"
+fi
