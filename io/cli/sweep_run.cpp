@@ -571,13 +571,16 @@ std::string stop_line(const SweepRunOptions& o, const SweepInputs& in, std::size
 
 // 3a. Rank 0 rewrites the archive with the committed cases and `pending`
 // (docs/archive.md, "Sweeps"); every rank agrees on the outcome. A second
-// signal during the write exits after it.
+// signal during the commit exits after it, on every rank: the other ranks
+// wait for rank 0's write here, and one that left at once would have the
+// launcher (mpiexec) kill rank 0 in the middle of it, losing the commit and
+// the line.
 void commit(const SweepRunOptions& o, SweepInputs& in, std::vector<Finished>& pending,
             const Provenance& run, std::size_t done_count, Comm& comm) {
   std::string bad;
   const std::size_t total = in.def.cases.size();
+  g_committing = 1;
   if (comm.rank() == 0 && !pending.empty()) {
-    g_committing = 1;
     try {
       write_archive_atomic(o.out, [&](h5::File& f) {
         write_header(f, "sweep");
@@ -612,11 +615,12 @@ void commit(const SweepRunOptions& o, SweepInputs& in, std::vector<Finished>& pe
     } catch (const std::exception& e) {  // any: the other ranks are waiting below
       bad = "--out " + o.out + ": " + e.what();
     }
-    g_committing = 0;
-    if (g_exit_after_commit != 0) exit_stopped_now();
   }
   pending.clear();
-  agree(comm, bad);
+  const std::string first = first_error(comm, bad);
+  g_committing = 0;
+  if (!first.empty()) throw InputError("", first);
+  if (g_exit_after_commit != 0) exit_stopped_now();
 }
 
 // 3b. One round of cases: case `i` over all ranks, or (by_case) each rank
