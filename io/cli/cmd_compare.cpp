@@ -175,12 +175,14 @@ int cmd_compare(int argc, const char* const* argv, std::ostream& out, std::ostre
   Inputs in;
   SearchOptions opt;
   RunOptions run;
+  std::optional<ArchiveLock> lock;  // rank 0: --out's, held to the end
   read_on_every_rank(comm, [&] {
-    check_outputs_on_root(comm, r);
+    lock = check_outputs_on_root(comm, r);
     in = read_inputs(r);
     refuse_precision_auto(in, "compare");
     read_search_options(r, in, comm, opt, run);
   });
+  warn_if_unlocked(err, lock, "compare");
   const std::vector<Row> rows = run_every_baseline(in, opt, run, comm);
   const PlanReport* norm = normaliser(rows);
   print_comparison(out, in, rows, norm, run, comm);

@@ -105,13 +105,15 @@ int cmd_evaluate(int argc, const char* const* argv, std::ostream& out, std::ostr
   Inputs in;
   HostsByDevice hosts;
   PlanInput given;
+  std::optional<ArchiveLock> lock;  // rank 0: --out's, held to the end
   read_on_every_rank(comm, [&] {
-    check_outputs_on_root(comm, r);
+    lock = check_outputs_on_root(comm, r);
     in = read_inputs(r);
     hosts = read_launcher_options(r, in.cluster, in.megatron.get());
     refuse_precision_auto(in, "evaluate");
     given = read_plan_input(r, in);
   });
+  warn_if_unlocked(err, lock, "evaluate");
   const Plan& plan = given.plan;
   ProfileSources sources;
   const ProfileTables tables =

@@ -59,9 +59,10 @@ struct PlanRequest {
   RunOptions run;
   Baseline baseline = Baseline::kNone;
   bool brute = false;
-  double every = 60.0;  // --progress-every
-  JobSpace job;         // --space (and --precision auto)
-  HostsByDevice hosts;  // --launcher-hosts
+  double every = 60.0;              // --progress-every
+  JobSpace job;                     // --space (and --precision auto)
+  HostsByDevice hosts;              // --launcher-hosts
+  std::optional<ArchiveLock> lock;  // rank 0: --out's, held to the end
 };
 
 // Inputs are read on every rank; a failure on some ranks only (a file
@@ -71,7 +72,7 @@ PlanRequest read_plan_request(const cxxopts::ParseResult& r, Comm& comm, const S
   PlanRequest q;
   read_on_every_rank(comm, [&] {
     inject_plan_faults(comm, q.run);
-    check_outputs_on_root(comm, r);
+    q.lock = check_outputs_on_root(comm, r);
     q.in = read_inputs(r);
     q.hosts = read_launcher_options(r, q.in.cluster, q.in.megatron.get());
     read_search_options(r, q.in, comm, q.opt, q.run);
@@ -374,6 +375,7 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
   if (!parsed) return kExitOk;
   const auto& r = *parsed;
   PlanRequest q = read_plan_request(r, comm, started);
+  warn_if_unlocked(err, q.lock, "plan");
   std::optional<JobSearchResult> job;
   const BaselineRun ran = search_with_progress(q, comm, err, alarm, job);
   ProfileSources sources;

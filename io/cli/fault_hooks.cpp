@@ -49,11 +49,16 @@ FaultHook fault_hook() {
 
 // Test hook (tests/io/archive/sweep_kill.sh): HAPMOE_TEST_CRASH=commit@K kills the
 // process with SIGKILL inside its K-th commit (1 = first), after the
-// temporary file is complete and before the rename.
+// temporary file is complete and before the rename; signals@K
+// (tests/io/archive/sweep_signals.sh) raises SIGTERM twice there instead.
 int g_crash_at_commit = 0;
 int g_commits = 0;
+bool g_crash_by_signals = false;
 void crash_hook(const std::string&) {
-  if (++g_commits == g_crash_at_commit) std::raise(SIGKILL);
+  if (++g_commits != g_crash_at_commit) return;
+  if (!g_crash_by_signals) std::raise(SIGKILL);
+  std::raise(SIGTERM);
+  std::raise(SIGTERM);
 }
 
 }  // namespace
@@ -67,14 +72,18 @@ void stop_if_injected(const Comm& comm) {
 void install_sweep_crash_hook() {
   g_commits = 0;
   g_crash_at_commit = 0;
+  g_crash_by_signals = false;
   const char* v = std::getenv("HAPMOE_TEST_CRASH");
   if (v == nullptr) return;
   const std::string t = v;
-  if (t.rfind("commit@", 0) != 0) {
-    throw InputError("HAPMOE_TEST_CRASH", "'" + t + "': expected commit@K");
+  const auto at = t.find('@');
+  const std::string what = t.substr(0, at);
+  if (at == std::string::npos || (what != "commit" && what != "signals")) {
+    throw InputError("HAPMOE_TEST_CRASH", "'" + t + "': expected commit@K or signals@K");
   }
+  g_crash_by_signals = what == "signals";
   g_crash_at_commit =
-      static_cast<int>(parse_int_text(t.substr(7), 1, 1 << 20, "HAPMOE_TEST_CRASH"));
+      static_cast<int>(parse_int_text(t.substr(at + 1), 1, 1 << 20, "HAPMOE_TEST_CRASH"));
   g_archive_before_rename = crash_hook;
 }
 

@@ -11,6 +11,9 @@
 //   HAPMOE_TEST_CRASH=commit@K  a sweep is killed (SIGKILL) inside its K-th
 //                               archive commit (1 = first), after the
 //                               temporary file is complete, before the rename
+//   HAPMOE_TEST_CRASH=signals@K a sweep raises SIGTERM twice at that point
+//                               of its K-th commit (a second signal during
+//                               a commit)
 // The engine's own hooks (RunOptions::fail_round, HAPMOE_RANKS_PER_NODE)
 // are described in docs/testing.md too; the commands reach them only
 // through these.

@@ -47,9 +47,9 @@ std::vector<NamedPath> given_paths(const cxxopts::ParseResult& r,
   return paths;
 }
 
-void check_outputs_on_root(const Comm& comm, const cxxopts::ParseResult& r,
-                           const std::vector<NamedPath>& more_inputs) {
-  if (comm.rank() != 0) return;
+std::optional<ArchiveLock> check_outputs_on_root(const Comm& comm, const cxxopts::ParseResult& r,
+                                                 const std::vector<NamedPath>& more_inputs) {
+  if (comm.rank() != 0) return std::nullopt;
   const std::vector<NamedPath> outputs = given_paths(r, {"out", "plan-json", "launcher"});
   std::vector<NamedPath> inputs =
       given_paths(r, {"model", "cluster", "plan", "profile", "launcher-hosts", "megatron-script"});
@@ -62,6 +62,15 @@ void check_outputs_on_root(const Comm& comm, const cxxopts::ParseResult& r,
       check_file_writable(o.path, o.option);
     }
   }
+  if (r.count("out") == 0) return std::nullopt;
+  return std::optional<ArchiveLock>(std::in_place, r["out"].as<std::string>());
+}
+
+void warn_if_unlocked(std::ostream& err, const std::optional<ArchiveLock>& lock,
+                      const std::string& command) {
+  if (!lock || lock->unsupported().empty()) return;
+  err << "hapmoe " << command << ": warning: " << lock->unsupported()
+      << "; running unlocked: let no other run write --out meanwhile\n";
 }
 
 void write_on_root(Comm& comm, const std::string& option, const std::string& path,

@@ -8,6 +8,8 @@
 #include <cxxopts.hpp>
 #include <functional>
 #include <initializer_list>
+#include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,7 @@
 #include "engine/comm.h"
 #include "engine/driver.h"
 #include "io/archive/archive.h"
+#include "io/archive/archive_lock.h"
 #include "io/cli/options.h"
 #include "io/inputs/files.h"
 
@@ -51,11 +54,19 @@ std::vector<NamedPath> given_paths(const cxxopts::ParseResult& r,
 // rank 0 before any search: none is one of the run's input files
 // (--model, --cluster, --plan, --profile, --launcher-hosts,
 // --megatron-script, and `more_inputs`) or another output
-// (refuse_outputs_over_inputs), and each can be written. Throws
-// InputError on rank 0; call it inside read_on_every_rank, which agrees on
-// it.
-void check_outputs_on_root(const Comm& comm, const cxxopts::ParseResult& r,
-                           const std::vector<NamedPath>& more_inputs = {});
+// (refuse_outputs_over_inputs), and each can be written; then --out's lock
+// is taken (ArchiveLock: another run writing it is refused), returned to
+// be held to the end of the command. Throws InputError on rank 0; call it
+// inside read_on_every_rank, which agrees on it.
+[[nodiscard]] std::optional<ArchiveLock> check_outputs_on_root(
+    const Comm& comm, const cxxopts::ParseResult& r,
+    const std::vector<NamedPath>& more_inputs = {});
+
+// Rank 0 warns on `err` when `lock` could not be taken because the file
+// system has no locks (ArchiveLock::unsupported); `command` names the
+// command ("plan").
+void warn_if_unlocked(std::ostream& err, const std::optional<ArchiveLock>& lock,
+                      const std::string& command);
 
 // Rank 0 runs `write`, the writing of the output file `path` of `option`
 // after the search; a failure there (a full disk, say) is agreed on, so

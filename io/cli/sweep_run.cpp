@@ -26,7 +26,12 @@
 // - Signals: SIGTERM or SIGUSR1 set a flag; the case in flight finishes, is
 //   committed, and the sweep exits with kExitStopped (4). A second signal
 //   abandons the case in flight at once (after a commit in progress, if
-//   any), leaving the last committed archive.
+//   any), leaving the last committed archive, and says so: rank 0 keeps
+//   the line to print ready (stop_line), since a signal handler may only
+//   write(2) it.
+// - One run per archive: rank 0 holds the archive's lock (ArchiveLock)
+//   from before the first search to the end, so a second sweep on the same
+//   --out refuses at once instead of both rewriting it.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -48,6 +53,7 @@
 #include "costmodel/errors.h"
 #include "engine/driver.h"
 #include "io/archive/archive.h"
+#include "io/archive/archive_lock.h"
 #include "io/archive/sweep.h"
 #include "io/cli/cli.h"
 #include "io/cli/fault_hooks.h"
@@ -79,6 +85,27 @@ SearchResult search_case(const SweepCase& c, const Workload& w, const ClusterSpe
 volatile std::sig_atomic_t g_committing = 0;
 volatile std::sig_atomic_t g_exit_after_commit = 0;
 
+// The line a second signal prints (rank 0; none elsewhere): the main
+// thread writes it into the buffer not published, then publishes it, so a
+// handler (on any thread) reads a whole line.
+char g_stop_line[2][4400];
+volatile std::sig_atomic_t g_stop_line_at = -1;  // -1: none
+
+void set_stop_line(const std::string& line) {
+  const int next = g_stop_line_at == 0 ? 1 : 0;
+  std::snprintf(g_stop_line[next], sizeof g_stop_line[next], "%s", line.c_str());
+  g_stop_line_at = next;
+}
+
+// Prints the stop line and exits with kExitStopped; async-signal-safe.
+[[noreturn]] void exit_stopped_now() {
+  if (const int at = g_stop_line_at; at >= 0) {
+    [[maybe_unused]] const ssize_t n =
+        ::write(STDERR_FILENO, g_stop_line[at], std::strlen(g_stop_line[at]));
+  }
+  _exit(kExitStopped);
+}
+
 extern "C" void on_stop_signal(int sig) {
   if (g_sweep_stop_signal != 0) {
     // The second signal: abandon now, unless a commit is being written.
@@ -86,7 +113,7 @@ extern "C" void on_stop_signal(int sig) {
       g_exit_after_commit = 1;
       return;
     }
-    _exit(kExitStopped);
+    exit_stopped_now();
   }
   g_sweep_stop_signal = sig;
 }
@@ -97,6 +124,7 @@ class StopSignals {
   StopSignals() {
     g_sweep_stop_signal = 0;
     g_exit_after_commit = 0;
+    g_stop_line_at = -1;
     struct sigaction sa {};
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
@@ -410,6 +438,7 @@ struct SweepInputs {
   std::shared_ptr<const MeasuredProfile> profile;  // --profile
   Existing existing;
   bool archive_exists = false;
+  std::optional<ArchiveLock> lock;  // rank 0: held to the end of the sweep
   // What reading each model file approximated (docs/models.md), by model.
   std::map<std::string, std::vector<std::string>> model_notes;
 };
@@ -437,6 +466,7 @@ SweepInputs read_sweep_inputs(const SweepRunOptions& o, Comm& comm) {
       refuse_outputs_over_inputs({{"--out", o.out}}, inputs);
       std::error_code ec;
       check_archive_path(o.out);
+      in.lock.emplace(o.out);
       in.archive_exists = std::filesystem::exists(o.out, ec);
       if (in.archive_exists && !o.resume) {
         throw InputError("--out " + o.out,
@@ -524,15 +554,33 @@ void write_case(const h5::Group& cases, const SweepRunOptions& o, const SweepInp
   write_run(g, ai, fin.reports, &fin.result);
 }
 
+// What a second signal prints: how many cases the archive holds (or that
+// there is none yet) and how to go on.
+std::string stop_line(const SweepRunOptions& o, const SweepInputs& in, std::size_t committed) {
+  std::string s = o.tty ? "\n" : "";
+  s += "hapmoe sweep: stopped by a second SIGTERM/SIGUSR1, the case in flight abandoned: ";
+  if (in.archive_exists) {
+    s += std::to_string(committed) + " of " + std::to_string(in.def.cases.size()) +
+         " cases committed to " + o.out + "; run again with --resume to finish";
+  } else {
+    s += "no case committed yet, no archive written (" + o.out +
+         "); run again with --resume to start";
+  }
+  return s + " (exit code " + std::to_string(kExitStopped) + ")\n";
+}
+
 // 3a. Rank 0 rewrites the archive with the committed cases and `pending`
 // (docs/archive.md, "Sweeps"); every rank agrees on the outcome. A second
-// signal during the write exits after it.
+// signal during the commit exits after it, on every rank: the other ranks
+// wait for rank 0's write here, and one that left at once would have the
+// launcher (mpiexec) kill rank 0 in the middle of it, losing the commit and
+// the line.
 void commit(const SweepRunOptions& o, SweepInputs& in, std::vector<Finished>& pending,
             const Provenance& run, std::size_t done_count, Comm& comm) {
   std::string bad;
   const std::size_t total = in.def.cases.size();
+  g_committing = 1;
   if (comm.rank() == 0 && !pending.empty()) {
-    g_committing = 1;
     try {
       write_archive_atomic(o.out, [&](h5::File& f) {
         write_header(f, "sweep");
@@ -561,16 +609,18 @@ void commit(const SweepRunOptions& o, SweepInputs& in, std::vector<Finished>& pe
         for (const Finished& fin : pending) write_case(cases, o, in, fin);
       });
       in.archive_exists = true;
+      set_stop_line(stop_line(o, in, done_count));
     } catch (const InputError& e) {
       bad = e.what();
     } catch (const std::exception& e) {  // any: the other ranks are waiting below
       bad = "--out " + o.out + ": " + e.what();
     }
-    g_committing = 0;
-    if (g_exit_after_commit != 0) _exit(kExitStopped);
   }
   pending.clear();
-  agree(comm, bad);
+  const std::string first = first_error(comm, bad);
+  g_committing = 0;
+  if (!first.empty()) throw InputError("", first);
+  if (g_exit_after_commit != 0) exit_stopped_now();
 }
 
 // 3b. One round of cases: case `i` over all ranks, or (by_case) each rank
@@ -703,6 +753,13 @@ void print_sweep_end(std::ostream& out, std::ostream& err, const SweepRunOptions
 int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Comm& comm) {
   const Started started;
   StopSignals signals;
+  if (comm.rank() == 0) {
+    set_stop_line(
+        "hapmoe sweep: stopped by a second SIGTERM/SIGUSR1 while reading its inputs: "
+        "nothing searched, " +
+        o.out + " not written; run again with --resume to start (exit code " +
+        std::to_string(kExitStopped) + ")\n");
+  }
   SweepInputs in = read_sweep_inputs(o, comm);
   const std::vector<bool> done = cases_done(comm, in);
   const std::size_t total = in.def.cases.size();
@@ -713,6 +770,10 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
     }
     if (!in.model_notes.empty()) out << "\n";
     out.flush();
+  }
+  if (comm.rank() == 0) {
+    set_stop_line(stop_line(o, in, done_count));
+    warn_if_unlocked(err, in.lock, "sweep");
   }
   if (comm.rank() == 0 && done_count > 0) {
     err << "hapmoe sweep: resuming " << o.out << ": " << done_count << " of " << total

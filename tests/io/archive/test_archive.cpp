@@ -21,6 +21,7 @@
 
 #include "costmodel/errors.h"
 #include "io/archive/archive.h"
+#include "io/archive/archive_lock.h"
 #include "io/archive/h5.h"
 #include "io/archive/sweep.h"
 #include "io/cli/cli.h"
@@ -227,6 +228,66 @@ TEST(Archive, StaleTemporariesInTheNewFormAreRemoved) {
   ASSERT_EQ(run(plan_to(d / "run.h5")).code, kExitOk);
   EXPECT_FALSE(fs::exists(d / ".run.h5.tmp.999999999.a1B2c3"));
   EXPECT_TRUE(fs::exists(d / ".run.h5.tmp.1.a1B2c3"));
+}
+
+// Issue 21: one run per archive. A second lock of the same archive (here
+// in the same process: flock is per open file) is refused with the
+// holder's pid, host and start, and so is a command given that --out;
+// released, the lock file is gone and the next run goes ahead.
+TEST(ArchiveLock, ExclusiveAndSaysWhoHoldsIt) {
+  const fs::path d = scratch_dir("lock");
+  const std::string out = (d / "run.h5").string();
+  const std::string holder = "pid " + std::to_string(::getpid()) + " on host " + host_name();
+  {
+    const ArchiveLock lock(out);
+    EXPECT_TRUE(lock.unsupported().empty());
+    EXPECT_EQ(lock.lock_path(), out + ".lock");
+    EXPECT_EQ(slurp(lock.lock_path()).rfind(holder + " since 20", 0), 0u);
+    try {
+      const ArchiveLock second(out);
+      ADD_FAILURE() << "a second lock was taken";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("is being written by another run (" + holder),
+                std::string::npos)
+          << e.what();
+    }
+    const CliRun r = run(plan_to(d / "run.h5"));
+    EXPECT_EQ(r.code, kExitInput);
+    EXPECT_NE(r.err.find(holder), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(out));
+    const ArchiveLock moved = [&] {
+      ArchiveLock other((d / "other.h5").string());
+      return other;
+    }();
+    EXPECT_THROW(ArchiveLock((d / "other.h5").string()), InputError);
+  }
+  EXPECT_FALSE(fs::exists(out + ".lock"));
+  EXPECT_FALSE(fs::exists(d / "other.h5.lock"));
+  EXPECT_EQ(run(plan_to(d / "run.h5")).code, kExitOk);
+}
+
+// A lock file nobody holds (left by a killed run) blocks nothing; one that
+// is a directory, a symlink or a FIFO is refused, never followed or waited
+// on; the lock file of a 255-byte name still fits NAME_MAX.
+TEST(ArchiveLock, LeftBehindAndHostileLockFiles) {
+  const fs::path d = scratch_dir("lock_hostile");
+  spit(d / "left.h5.lock", "pid 1 on host elsewhere since 2026-01-01T00:00:00.000Z\n");
+  {
+    const ArchiveLock lock((d / "left.h5").string());
+    EXPECT_EQ(slurp(d / "left.h5.lock").find("elsewhere"), std::string::npos);
+  }
+  fs::create_directory(d / "dir.h5.lock");
+  EXPECT_THROW(ArchiveLock((d / "dir.h5").string()), InputError);
+  spit(d / "victim.txt", "precious");
+  fs::create_symlink(d / "victim.txt", d / "link.h5.lock");
+  EXPECT_THROW(ArchiveLock((d / "link.h5").string()), InputError);
+  EXPECT_EQ(slurp(d / "victim.txt"), "precious");
+  ASSERT_EQ(::mkfifo((d / "fifo.h5.lock").c_str(), 0644), 0);
+  EXPECT_THROW(ArchiveLock((d / "fifo.h5").string()), InputError);
+  const std::string longest = (d / std::string(255, 'r')).string();
+  EXPECT_EQ(fs::path(archive_lock_path(longest)).filename().string().size(), 255u);
+  const ArchiveLock lock(longest);
+  EXPECT_TRUE(fs::exists(archive_lock_path(longest)));
 }
 
 // Hardening II, item 13: `show` of a FIFO with no writer fails at once
