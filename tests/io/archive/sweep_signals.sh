@@ -24,15 +24,8 @@ mpiexec=${3:-}
 work=$(mktemp -d)
 pid=
 trap '[[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null; rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-wait_for() {  # FILE PATTERN: until a line of FILE matches, or 120 s
-  for _ in $(seq 2400); do
-    grep -q "$2" "$1" 2>/dev/null && return 0
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  fail "no line '$2' in $1: $(cat "$1")"
-}
+# shellcheck source=background.sh
+source "$(dirname "$0")/background.sh"
 # check LABEL CODE OUT ERR: the documented state after a stop
 check() {
   local label=$1 code=$2 out=$3 err=$4
