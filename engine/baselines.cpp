@@ -16,7 +16,8 @@ Baseline parse_baseline(const std::string& text, const std::string& where) {
     if (text == to_string(b)) return b;
   }
   throw InputError(where, "unknown baseline '" + text +
-                              "' (hapmoe, uniform, mi, metis-style or homogeneous-only)");
+                              "' (hapmoe, uniform, mi, hetermoe-style, metis-style or "
+                              "homogeneous-only)");
 }
 
 std::string to_string(Baseline b) {
@@ -27,6 +28,8 @@ std::string to_string(Baseline b) {
       return "uniform";
     case Baseline::kMi:
       return "mi";
+    case Baseline::kHeterMoeStyle:
+      return "hetermoe-style";
     case Baseline::kMetisStyle:
       return "metis-style";
     case Baseline::kHomogeneousOnly:
@@ -36,8 +39,8 @@ std::string to_string(Baseline b) {
 }
 
 std::vector<Baseline> all_baselines() {
-  return {Baseline::kNone, Baseline::kUniform, Baseline::kMi, Baseline::kMetisStyle,
-          Baseline::kHomogeneousOnly};
+  return {Baseline::kNone,          Baseline::kUniform,    Baseline::kMi,
+          Baseline::kHeterMoeStyle, Baseline::kMetisStyle, Baseline::kHomogeneousOnly};
 }
 
 ClusterSpec single_type(const ClusterSpec& cluster, int type) {
@@ -179,16 +182,23 @@ SearchResult homogeneous_only(const Workload& w, const ClusterSpec& cluster,
   return all;
 }
 
-// The MI rule for one TP and CP: the smallest PP whose plan fits.
-std::optional<PlanCandidate> mi_plan_with_cp(const Workload& w, const ClusterSpec& cluster,
-                                             const ConstraintOptions& constraints,
-                                             const CostModel& model, const ParallelConfig& base,
-                                             const std::vector<int>& dps, int usable);
+// The two fixed rules (docs/baselines.md): MI's, and HeterMoE-style's,
+// which is MI's parallel configuration with the layers split by each
+// type's speed and selective recomputation tried before full.
+enum class Rule { kMi, kHeterMoeStyle };
 
-// The MI rule on every device type of `cluster`.
-std::optional<PlanCandidate> mi_plan_all_types(const Workload& w, const ClusterSpec& cluster,
+// A rule for one TP and CP: the smallest PP whose plan fits.
+std::optional<PlanCandidate> rule_plan_with_cp(Rule rule, const Workload& w,
+                                               const ClusterSpec& cluster,
                                                const ConstraintOptions& constraints,
-                                               const MeasuredProfile* profile) {
+                                               const CostModel& model, const ParallelConfig& base,
+                                               const std::vector<int>& dps, int usable);
+
+// A rule on every device type of `cluster`.
+std::optional<PlanCandidate> rule_plan_all_types(Rule rule, const Workload& w,
+                                                 const ClusterSpec& cluster,
+                                                 const ConstraintOptions& constraints,
+                                                 const MeasuredProfile* profile) {
   const ModelSpec& m = w.model;
   const TrainingSpec& t = w.training;
   if (t.global_batch % t.micro_batch != 0) return std::nullopt;
@@ -211,17 +221,19 @@ std::optional<PlanCandidate> mi_plan_all_types(const Workload& w, const ClusterS
   for (const DevicePool& p : cluster.pools) usable += p.devices() >= tp ? 1 : 0;
   for (const ParallelConfig& base : bases) {
     if (base.tp * base.cp > cluster.total_devices()) break;
-    if (auto plan = mi_plan_with_cp(w, cluster, constraints, model, base, dps, usable)) return plan;
+    if (auto plan = rule_plan_with_cp(rule, w, cluster, constraints, model, base, dps, usable)) {
+      return plan;
+    }
   }
   return std::nullopt;
 }
 
-}  // namespace
-
-std::optional<PlanCandidate> mi_plan(const Workload& w, const ClusterSpec& cluster,
-                                     const ConstraintOptions& constraints,
-                                     const MeasuredProfile* profile) {
-  if (auto plan = mi_plan_all_types(w, cluster, constraints, profile)) return plan;
+// A rule's plan on every type, else without the types with the least
+// memory (as mi_plan says).
+std::optional<PlanCandidate> rule_plan(Rule rule, const Workload& w, const ClusterSpec& cluster,
+                                       const ConstraintOptions& constraints,
+                                       const MeasuredProfile* profile) {
+  if (auto plan = rule_plan_all_types(rule, w, cluster, constraints, profile)) return plan;
   // What a practitioner does when the small devices cannot hold their
   // share: leave them out, the device types with the least memory first.
   std::vector<int> by_memory(static_cast<std::size_t>(cluster.num_types()));
@@ -244,7 +256,7 @@ std::optional<PlanCandidate> mi_plan(const Workload& w, const ClusterSpec& clust
       sub.cross_links.push_back({static_cast<int>(a - kept.begin()),
                                  static_cast<int>(b - kept.begin()), l.bandwidth, l.latency});
     }
-    std::optional<PlanCandidate> plan = mi_plan_all_types(w, sub, constraints, profile);
+    std::optional<PlanCandidate> plan = rule_plan_all_types(rule, w, sub, constraints, profile);
     if (!plan) continue;
     for (StagePlan& st : plan->plan.stages) {
       st.device_type = kept[static_cast<std::size_t>(st.device_type)];
@@ -257,13 +269,73 @@ std::optional<PlanCandidate> mi_plan(const Workload& w, const ClusterSpec& clust
   return std::nullopt;
 }
 
-namespace {
+// HeterMoE-style's asymmetric assignment: the N layers over the stages in
+// proportion to each stage's speed on a layer (1 / its type's step of a
+// MoE layer, of a dense one for a dense model), largest remainder first
+// (ties: the earlier stage), at least one each.
+void split_by_speed(const CostModel& model, Plan& plan) {
+  const int n = model.workload().model.num_layers;
+  const bool moe = model.workload().model.is_moe();
+  std::vector<double> share;
+  double total = 0.0;
+  for (const StagePlan& s : plan.stages) {
+    const TypeCosts tc = model.type_costs(plan.parallel, s.device_type);
+    const LayerCost& layer = moe ? tc.moe : tc.dense;
+    share.push_back(1.0 / (layer.fwd_s + layer.bwd_s));
+    total += share.back();
+  }
+  std::vector<std::pair<double, std::size_t>> remainders;  // (-fraction, stage)
+  int given = 0;
+  for (std::size_t i = 0; i < plan.stages.size(); ++i) {
+    const double exact = n * share[i] / total;
+    plan.stages[i].layers = std::max(1, static_cast<int>(exact));
+    given += plan.stages[i].layers;
+    remainders.emplace_back(-(exact - static_cast<int>(exact)), i);
+  }
+  std::sort(remainders.begin(), remainders.end());
+  for (std::size_t k = 0; given < n; k = (k + 1) % remainders.size(), ++given) {
+    ++plan.stages[remainders[k].second].layers;
+  }
+  // Stages raised to one layer are paid back by the largest ones.
+  while (given > n) {
+    auto most = std::max_element(
+        plan.stages.begin(), plan.stages.end(),
+        [](const StagePlan& a, const StagePlan& b) { return a.layers < b.layers; });
+    --most->layers;
+    --given;
+  }
+}
 
-std::optional<PlanCandidate> mi_plan_with_cp(const Workload& w, const ClusterSpec& cluster,
-                                             const ConstraintOptions& constraints,
-                                             const CostModel& model, const ParallelConfig& base,
-                                             const std::vector<int>& dps, int usable) {
+// Each stage that does not fit recomputes more (none, selective, full)
+// until it fits or recomputes everything; the plan's report.
+PlanReport fit_stage_by_stage(const CostModel& model, Plan& plan) {
+  PlanReport report = model.evaluate(plan);
+  for (bool raised = true; !report.fits && raised;) {
+    raised = false;
+    for (std::size_t i = 0; i < plan.stages.size(); ++i) {
+      if (report.stages[i].cost.fits()) continue;
+      StagePlan& s = plan.stages[i];
+      if (s.recompute.kind == RecomputeKind::kNone) {
+        s.recompute = {RecomputeKind::kSelective};
+      } else if (s.recompute.kind == RecomputeKind::kSelective) {
+        s.recompute = {RecomputeKind::kFull, s.layers};
+      } else {
+        continue;
+      }
+      raised = true;
+    }
+    if (raised) report = model.evaluate(plan);
+  }
+  return report;
+}
+
+std::optional<PlanCandidate> rule_plan_with_cp(Rule rule, const Workload& w,
+                                               const ClusterSpec& cluster,
+                                               const ConstraintOptions& constraints,
+                                               const CostModel& model, const ParallelConfig& base,
+                                               const std::vector<int>& dps, int usable) {
   const ModelSpec& m = w.model;
+  std::optional<PlanCandidate> best;
   for (int pp = std::max(1, usable); pp <= m.num_layers; ++pp) {
     for (std::size_t d = dps.size(); d-- > 0;) {  // the largest DP first
       ParallelConfig pi = base;
@@ -292,19 +364,43 @@ std::optional<PlanCandidate> mi_plan_with_cp(const Workload& w, const ClusterSpe
           plan.stages.push_back({h, m.num_layers / pp + (i < m.num_layers % pp ? 1 : 0), {}});
         }
       }
-      PlanReport report = model.evaluate(plan);
-      if (!report.fits) {
-        for (StagePlan& s : plan.stages) s.recompute = {RecomputeKind::kFull, s.layers};
+      PlanReport report;
+      if (rule == Rule::kMi) {
+        // One recomputation for every stage: none, else full.
         report = model.evaluate(plan);
+        if (!report.fits) {
+          for (StagePlan& s : plan.stages) s.recompute = {RecomputeKind::kFull, s.layers};
+          report = model.evaluate(plan);
+        }
+      } else {
+        split_by_speed(model, plan);
+        report = fit_stage_by_stage(model, plan);
       }
-      if (report.fits) return PlanCandidate{report.latency_s, plan};
+      if (report.fits) {
+        // MI takes the smallest PP that fits; HeterMoE-style, scheduling
+        // its layers itself, the fastest of every PP's plan.
+        if (rule == Rule::kMi) return PlanCandidate{report.latency_s, plan};
+        if (!best || report.latency_s < best->latency_s) best = {report.latency_s, plan};
+      }
       break;  // next PP
     }
   }
-  return std::nullopt;
+  return best;
 }
 
 }  // namespace
+
+std::optional<PlanCandidate> mi_plan(const Workload& w, const ClusterSpec& cluster,
+                                     const ConstraintOptions& constraints,
+                                     const MeasuredProfile* profile) {
+  return rule_plan(Rule::kMi, w, cluster, constraints, profile);
+}
+
+std::optional<PlanCandidate> hetermoe_style_plan(const Workload& w, const ClusterSpec& cluster,
+                                                 const ConstraintOptions& constraints,
+                                                 const MeasuredProfile* profile) {
+  return rule_plan(Rule::kHeterMoeStyle, w, cluster, constraints, profile);
+}
 
 SearchResult uniform_ablation(const Workload& w, const ClusterSpec& cluster,
                               const SearchOptions& options, bool bruteforce, Comm& comm,
@@ -372,13 +468,18 @@ BaselineRun run_baseline(Baseline baseline, const Workload& w, const ClusterSpec
                  " TPE=" + std::to_string(opt.space.fixed_tpe) + " fixed from " + from;
       break;
     }
-    case Baseline::kMi: {
+    case Baseline::kMi:
+    case Baseline::kHeterMoeStyle: {
+      const bool mi = baseline == Baseline::kMi;
       const std::optional<PlanCandidate> plan =
-          mi_plan(w, cluster, opt.space.constraints, opt.profile.get());
+          mi ? mi_plan(w, cluster, opt.space.constraints, opt.profile.get())
+             : hetermoe_style_plan(w, cluster, opt.space.constraints, opt.profile.get());
       SearchResult& r = out.result;
       r.stats.configs = 1;
       for (int k = 0; k < comm.size(); ++k) r.ranks.push_back({k, run.threads});
-      out.rule = "Megatron-LM set by hand (docs/baselines.md)";
+      out.rule = mi ? "Megatron-LM set by hand (docs/baselines.md)"
+                    : "MI's configuration, layers split by each type's speed on a layer "
+                      "(docs/baselines.md)";
       if (!plan) {
         out.rule += ": no PP fits in memory";
         break;

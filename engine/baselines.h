@@ -4,6 +4,10 @@
 //                     (the paper's "disable non-uniform PP/DP" ablation);
 //   mi                what a practitioner configures by hand in Megatron-LM:
 //                     a fixed rule, not a search (mi_plan);
+//   hetermoe-style    MI's configuration with MoE-layer-level scheduling:
+//                     the layers split by each type's speed on a layer, a
+//                     fixed rule without the global 6D search
+//                     (hetermoe_style_plan);
 //   metis-style       the heterogeneous search of PP/DP/TP/CP, placement and
 //                     non-uniform layers with EP and TPE fixed to the best
 //                     homogeneous choice;
@@ -22,10 +26,10 @@
 
 namespace hapmoe {
 
-enum class Baseline { kNone, kUniform, kMi, kMetisStyle, kHomogeneousOnly };
+enum class Baseline { kNone, kUniform, kMi, kHeterMoeStyle, kMetisStyle, kHomogeneousOnly };
 
-// "hapmoe" (kNone: the search itself), "uniform", "mi", "metis-style",
-// "homogeneous-only"; InputError naming `where` otherwise.
+// "hapmoe" (kNone: the search itself), "uniform", "mi", "hetermoe-style",
+// "metis-style", "homogeneous-only"; InputError naming `where` otherwise.
 Baseline parse_baseline(const std::string& text, const std::string& where);
 std::string to_string(Baseline b);
 // Every baseline, in the order `compare` prints them (hapmoe first).
@@ -42,6 +46,18 @@ std::vector<Baseline> all_baselines();
 std::optional<PlanCandidate> mi_plan(const Workload& workload, const ClusterSpec& cluster,
                                      const ConstraintOptions& constraints,
                                      const MeasuredProfile* profile = nullptr);
+
+// The HeterMoE-style rule (docs/baselines.md): MI's TP, CP, PP, DP, EP and
+// stages per device type, but each stage's layers in proportion to its
+// speed on a layer (asymmetric assignment: a faster type's stages take
+// more), each stage with the least of none, selective and full
+// recomputation that fits; of the PPs, the fastest plan (not the
+// smallest PP that fits, as MI). The plan with its latency; nullopt when no PP
+// fits.
+std::optional<PlanCandidate> hetermoe_style_plan(const Workload& workload,
+                                                 const ClusterSpec& cluster,
+                                                 const ConstraintOptions& constraints,
+                                                 const MeasuredProfile* profile = nullptr);
 
 struct BaselineRun {
   SearchResult result;

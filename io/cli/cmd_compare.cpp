@@ -20,10 +20,11 @@ namespace hapmoe {
 namespace {
 
 cxxopts::Options compare_options() {
-  cxxopts::Options o("hapmoe compare",
-                     "Runs hapmoe's search and every baseline (uniform, mi, metis-style, "
-                     "homogeneous-only; docs/baselines.md) on one model and cluster and prints "
-                     "latency, tokens/s, TFLOP/s per device and MFU, normalised to MI.");
+  cxxopts::Options o(
+      "hapmoe compare",
+      "Runs hapmoe's search and every baseline (uniform, mi, hetermoe-style, "
+      "metis-style, homogeneous-only; docs/baselines.md) on one model and cluster and prints "
+      "latency, tokens/s, TFLOP/s per device and MFU, normalised to MI.");
   add_workload_options(o);
   add_search_options(o);
   o.add_options("Output")("plan-json",

@@ -36,7 +36,8 @@ cxxopts::Options plan_options() {
   add_search_options(o);
   o.add_options("Search")("bruteforce", "enumerate every plan without DP (small instances only)")(
       "baseline",
-      "run a baseline instead of hapmoe's search: uniform, mi, metis-style or homogeneous-only "
+      "run a baseline instead of hapmoe's search: uniform, mi, hetermoe-style, metis-style or "
+      "homogeneous-only "
       "(docs/baselines.md); the output is the same as the search's",
       cxxopts::value<std::string>())("plan-json",
                                      "write the plans and search statistics as JSON to this file",

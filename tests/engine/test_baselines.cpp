@@ -123,6 +123,34 @@ TEST(Baselines, HapmoeIsNeverWorseAndEachBaselineKeepsItsRule) {
           EXPECT_EQ(pi.stage_devices() % pi.ep, 0) << who;
           break;
         }
+        case Baseline::kHeterMoeStyle: {
+          // MI's TP, CP and TPE, one plan; stages grouped by type in pool
+          // order; the stages of one type hold the same layers (up to the
+          // remainder), a faster type's stages no fewer (docs/baselines.md).
+          EXPECT_EQ(run.result.top.size(), 1u) << who;
+          EXPECT_EQ(pi.cp, 1) << who;
+          EXPECT_EQ(pi.tpe, 1) << who;
+          if (const auto& mi = runs[Baseline::kMi].result; !mi.top.empty()) {
+            EXPECT_EQ(pi.tp, mi.top.front().plan.parallel.tp) << who;
+          }
+          EXPECT_TRUE(std::is_sorted(
+              top.plan.stages.begin(), top.plan.stages.end(),
+              [](const StagePlan& a, const StagePlan& x) { return a.device_type < x.device_type; }))
+              << who;
+          std::map<int, std::pair<int, int>> layers_of;  // type: (least, most)
+          int sum = 0;
+          for (const StagePlan& s : top.plan.stages) {
+            auto [it, fresh] = layers_of.try_emplace(s.device_type, s.layers, s.layers);
+            it->second.first = std::min(it->second.first, s.layers);
+            it->second.second = std::max(it->second.second, s.layers);
+            EXPECT_GE(s.layers, 1) << who;
+            sum += s.layers;
+          }
+          EXPECT_EQ(sum, w.model.num_layers) << who;
+          for (const auto& [type, range] : layers_of)
+            EXPECT_LE(range.second - range.first, 1) << who;
+          break;
+        }
         case Baseline::kNone:
           break;
       }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/baselines.h"
 #include "io/cli/cli.h"
 #include "io/cli/progress.h"
 #include "io/inputs/json_strict.h"
@@ -925,7 +926,7 @@ namespace {
 
 TEST(CliBaselines, EveryBaselineWritesThePlanSchemaAndEvaluatesBack) {
   const fs::path d = scratch_dir("baselines");
-  for (const char* name : {"uniform", "mi", "metis-style", "homogeneous-only"}) {
+  for (const char* name : {"uniform", "mi", "hetermoe-style", "metis-style", "homogeneous-only"}) {
     const std::string out = (d / (std::string(name) + ".json")).string();
     const CliRun r = run({"plan", "--model", "mixtral-s", "--cluster", "paper:32-2", "--baseline",
                           name, "--plan-json", out});
@@ -958,7 +959,7 @@ TEST(CliBaselines, CompareNormalisesToMiAndArchivesEveryBaseline) {
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_NE(r.out.find("normalised to mi"), std::string::npos) << r.out;
   const Json doc = parse_json(slurp(json), json);
-  ASSERT_EQ(doc.at("baselines").size(), 5u);
+  ASSERT_EQ(doc.at("baselines").size(), all_baselines().size());
   std::map<std::string, double> tokens;
   for (const Json& b : doc.at("baselines")) {
     ASSERT_FALSE(b.at("plans").empty()) << b.at("name");
@@ -974,7 +975,8 @@ TEST(CliBaselines, CompareNormalisesToMiAndArchivesEveryBaseline) {
   // The archive holds one case per baseline; show lists them.
   const CliRun s = run({"show", h5});
   ASSERT_EQ(s.code, kExitOk) << s.err;
-  for (const char* name : {"hapmoe", "uniform", "mi", "metis-style", "homogeneous-only"}) {
+  for (const char* name :
+       {"hapmoe", "uniform", "mi", "hetermoe-style", "metis-style", "homogeneous-only"}) {
     EXPECT_NE(s.out.find(name), std::string::npos) << name << "\n" << s.out;
   }
   const CliRun one = run({"show", h5, "--case", "mi"});
