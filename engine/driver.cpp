@@ -413,8 +413,8 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     std::atomic<StopReason> stop{StopReason::kNone};  // a limit this rank reached
     // A unit in progress stops too when a limit passes (between its stage
     // mixes and DP levels); without limits nothing is asked.
-    const CancelCheck cancel = [&] {
-      const StopReason why = watch.check(false);
+    const CancelCheck cancel = [&](std::int64_t grow_bytes) {
+      const StopReason why = watch.check(false, grow_bytes);
       if (why == StopReason::kNone) return false;
       stop.store(why, std::memory_order_relaxed);
       return true;

@@ -222,8 +222,13 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
     }
   }
   std::vector<int> used(static_cast<std::size_t>(types), 0);
+  // Labels extended since the last ask of `cancel`: a level of a model
+  // with thousands of layers can take seconds, so the search asks inside
+  // it too, every kCancelEvery labels (one add and compare per
+  // transition).
+  std::int64_t extended = 0;
   for (int i = 0; i < pp && !current.empty(); ++i) {
-    if (cancel != nullptr && (*cancel)()) {
+    if (cancel != nullptr && (*cancel)(0)) {
       out.cancelled = true;
       return;
     }
@@ -317,6 +322,13 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
             }
           }
           ++out.stats.transitions;
+          if (cancel != nullptr && (extended += state.end - state.begin) >= kCancelEvery) {
+            extended = 0;
+            if ((*cancel)(0)) {
+              out.cancelled = true;
+              return;
+            }
+          }
           const double floor = opt.bound ? rem_floor[j + layers] + fixed_left : 0.0;
           // The slowest stage is at least the balanced split of the layers
           // left over the stages left.
@@ -385,6 +397,23 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
     const auto level_begin = static_cast<std::int32_t>(arena.size());
     const std::int32_t parents = level_begin - current.front().begin;
     key_order(store, order);
+    // The survivors enter the arena: when it must grow, the limits are
+    // asked first with the bytes of its new block (the old one is still
+    // held while copied), so a memory limit stops the search before the
+    // allocation that would pass it rather than after.
+    if (cancel != nullptr) {
+      std::size_t survivors = 0;
+      for (const auto& entry : order) survivors += store.front(entry.second).size();
+      const std::size_t need = arena.size() + survivors;
+      if (need > arena.capacity()) {
+        const std::size_t grown = std::max(need, 2 * arena.capacity());
+        if ((*cancel)(static_cast<std::int64_t>(grown * sizeof(Label)))) {
+          out.cancelled = true;
+          return;
+        }
+        arena.reserve(grown);
+      }
+    }
     upcoming.clear();
     for (const auto& [state_key, k] : order) {
       std::vector<Entry>& front = store.front(k);

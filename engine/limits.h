@@ -45,8 +45,10 @@ class LimitWatch {
 
   // The first limit reached now (time, then memory), or kNone. `unit`:
   // the check before a unit of the search (what the test hook counts),
-  // not one of the set-up's.
-  StopReason check(bool unit);
+  // not one of the set-up's. `grow_bytes` > 0: the caller is about to
+  // allocate that much at once, so the resident set is read now and the
+  // memory limit is reached if the two together pass it.
+  StopReason check(bool unit, std::int64_t grow_bytes = 0);
 
  private:
   SearchLimits limits_;

@@ -92,7 +92,7 @@ TEST(Limits, ACancelledConfigurationKeepsTheBestOfWhatItSearched) {
   EXPECT_FALSE(whole.cancelled);
   int calls = 0;
   int limit = 0;
-  const CancelCheck cancel = [&] { return ++calls > limit; };
+  const CancelCheck cancel = [&](std::int64_t) { return ++calls > limit; };
   const ConfigOutcome none = search_config(model, pi, opt, kInf, {}, &cancel);
   EXPECT_TRUE(none.cancelled);
   EXPECT_FALSE(none.best);
