@@ -91,8 +91,11 @@ std::int64_t default_memory_budget(int local_ranks) {
   return total / (local_ranks > 0 ? local_ranks : 1);
 }
 
-std::int64_t estimate_search_bytes(std::int64_t configs) {
-  return kBaseBytes + configs * kBytesPerConfig;
+std::int64_t estimate_search_bytes(const SearchSize& size) {
+  const std::int64_t span = std::int64_t{size.layers} + 1;
+  const std::int64_t states = size.configs > 0 ? span * size.max_pp * size.types : 0;
+  return kBaseBytes + size.configs * kBytesPerConfig + states * kBytesPerLabel +
+         (size.configs > 0 ? span * size.types * kBytesPerLayer : 0);
 }
 
 }  // namespace hapmoe
