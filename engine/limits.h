@@ -87,10 +87,13 @@ struct SearchSize {
 // (SearchLimits::max_memory_bytes; the kernel asks before its arena grows),
 // as is the scratch of each further thread.
 // Measured (bench/README.md, "Limits"): 153 MiB peak for the large case's
-// 603,873 configurations on one thread (this estimate: 156 MiB); the
-// 1,000-layer model on paper:16-1 (412 configurations, PP up to 16, two
-// types) peaks near 16 MiB before its first DP level and then grows with
-// its fronts, about 60 MiB a second on two threads.
+// 603,873 configurations on one thread (this estimate: 156 MiB). 4,000
+// layers on paper:16-1 (394 configurations, PP up to 16, two types): 87 MiB
+// (the old estimate, configurations only: 64 MiB). The 1,000-layer model
+// on paper:16-1 grows with its fronts past 600 MiB within 20 s; under
+// --max-memory 200M and 400M the run-time checks held its peak under the
+// limit (194 and 323 MiB; 345 and 662 MiB before they asked inside a level
+// and before the arena grows).
 inline constexpr std::int64_t kBaseBytes = std::int64_t{64} << 20;
 inline constexpr std::int64_t kBytesPerConfig = 160;
 inline constexpr std::int64_t kBytesPerLabel = 184;
