@@ -106,7 +106,7 @@ Evaluator::Evaluator(const CostModel& model, const ParallelConfig& pi, const Sea
   thread_local MemoMap map;
   thread_local std::uint32_t generation = 0;
   const std::size_t size = static_cast<std::size_t>(types_) * pi.pp * (n_ + 1) * (n_ + 1);
-  bool flat = size <= kFlatMemoBytes / (sizeof(StageEval) + sizeof(std::uint32_t));
+  bool flat = size <= flat_memo_bytes / (sizeof(StageEval) + sizeof(std::uint32_t));
   if (flat && memo.size < size && !(memo.grow(size) && stamps.grow(size))) {
     memo.data.reset();  // refused: the map, and a flat table again when one fits
     memo.size = 0;

@@ -115,6 +115,9 @@ class MemoMap {
 // refuses what the machine could never hold). A smaller flat table that
 // calloc refuses falls back to the map too.
 inline constexpr std::size_t kFlatMemoBytes = std::size_t{4} << 30;
+// Test hook: the limit the evaluators apply (tests set 0 to run the map
+// everywhere, and set it back); written only while no search runs.
+inline std::size_t flat_memo_bytes = kFlatMemoBytes;
 
 // Per-configuration evaluation context: type costs, boundaries, capacities,
 // and a memo of stage evaluations.
