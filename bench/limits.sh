@@ -23,7 +23,7 @@ run_case() {  # NAME TIME_LIMIT MEMORY_MiB
   for _ in $(seq 1 "$runs"); do
     local code=0
     /usr/bin/time -f '%e %M' -o "$tmp/t" "$hapmoe" "${args[@]}" >/dev/null 2>&1 || code=$?
-    read -r w m <"$tmp/t"
+    read -r w m < <(tail -n 1 "$tmp/t")
     walls+=("$w")
     peaks+=("$((m / 1024))")
     codes+=("$code")

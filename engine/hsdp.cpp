@@ -406,6 +406,9 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
       for (const auto& entry : order) survivors += store.front(entry.second).size();
       const std::size_t need = arena.size() + survivors;
       if (need > arena.capacity()) {
+        // The vector's doubling (exactly `need` or 1.5x stopped the
+        // 1,000-layer model at the same peak, bench/README.md "Limits":
+        // growing a contiguous arena needs its old and new blocks at once).
         const std::size_t grown = std::max(need, 2 * arena.capacity());
         if ((*cancel)(static_cast<std::int64_t>(grown * sizeof(Label)))) {
           out.cancelled = true;
