@@ -79,6 +79,7 @@ using hsdp::Evaluator;
 using hsdp::FrontStore;
 using hsdp::key_order;
 using hsdp::Label;
+using hsdp::low_key;
 using hsdp::merge;
 using hsdp::note_shortfall;
 using hsdp::offer;
@@ -337,7 +338,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
           // What the stage adds, with the arithmetic of extend().
           const double step = (e.fwd + b.fwd_s) + (e.bwd + b.bwd_s);
           const double stage_tail = e.sync + e.opt;
-          const std::int64_t low_key = (static_cast<std::int64_t>(h) << 16) | layers;
+          const std::int64_t stage_key = low_key(h, layers);
           if (low.usable) {
             // The bound below, from the front's least values: + and max are
             // monotone in floating point too, so this is at most every
@@ -378,7 +379,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
                 continue;
               }
             }
-            cand.key = (static_cast<std::int64_t>(f.rank) << 32) | low_key;
+            cand.key = (static_cast<std::int64_t>(f.rank) << 32) | stage_key;
             cand.parent = from;
             cand.seq = seq++;
             // Feasible and infeasible labels never dominate each other (an

@@ -325,6 +325,35 @@ TEST(SearchOracle, TheMemoMapGivesTheFlatTablesResults) {
   EXPECT_GT(with_plan, 20);
 }
 
+// A stage of more than 32,767 layers (models go to 100,000): the labels
+// kept a stage's layers in 16 bits, and the plan came back without it.
+TEST(Search, AStageOfFortyThousandLayers) {
+  Workload w = load_workload(std::string(HAPMOE_TEST_DATA) + "/models/tiny-moe-4000.json");
+  w.model.num_layers = 40000;  // narrow, short sequences: it fits on one stage
+  w.model.hidden = 64;
+  w.model.num_heads = 1;
+  w.model.num_kv_heads = 1;
+  w.model.head_dim = 64;
+  w.model.ffn_hidden = 64;
+  w.model.expert_ffn_hidden = 64;
+  w.model.vocab = 1000;
+  w.training.seq_len = 128;
+  w.model.moe_layers.assign(40000, 1);
+  w.model.moe_layers[0] = 0;
+  const ClusterSpec cl = load_cluster("H200:8");
+  ParallelConfig pi;
+  pi.pp = 1;
+  pi.dp = 8;
+  pi.ep = 4;
+  const ProfileTables tables = tables_for(w, cl, {pi});
+  const CostModel model(w, cl, tables);
+  const ConfigOutcome out = search_config(model, pi, {});
+  ASSERT_TRUE(out.best.has_value());
+  ASSERT_EQ(out.best->plan.stages.size(), 1u);
+  EXPECT_EQ(out.best->plan.stages[0].layers, 40000);
+  EXPECT_EQ(model.evaluate(out.best->plan).latency_s, out.best->latency_s);
+}
+
 TEST(SearchOracle, PruningsNeverBeatTheUnprunedOptimum) {
   std::mt19937 rng(7);
   SearchOptions none;
