@@ -41,7 +41,7 @@ struct Label {
   double tail_opt = 0;
   std::int32_t parent = -1;  // arena index of the previous label
   std::int16_t type = 0;
-  std::int32_t layers = 0;  // up to kMaxKeyLayers (a stage of 100,000 layers)
+  std::int32_t layers = 0;  // up to kKeyLayersMask (a stage of 100,000 layers)
   bool feasible = true;
   // Canonical order of partial plans of one level (all have i stages):
   // (rank of the parent in its level, type, layers). `rank` is this label's

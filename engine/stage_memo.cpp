@@ -15,7 +15,14 @@
 #include <optional>
 #include <vector>
 
+#include "costmodel/errors.h"
+
 namespace hapmoe::hsdp {
+
+namespace {
+// The generation of this thread's newest evaluator (its memo's stamps).
+thread_local std::uint32_t thread_generation = 0;
+}  // namespace
 
 Evaluator::Evaluator(const CostModel& model, const ParallelConfig& pi, const SearchOptions& options)
     : model_(model),
@@ -104,7 +111,7 @@ Evaluator::Evaluator(const CostModel& model, const ParallelConfig& pi, const Sea
   thread_local MemoBlock<StageEval> memo;
   thread_local MemoBlock<std::uint32_t> stamps;
   thread_local MemoMap map;
-  thread_local std::uint32_t generation = 0;
+  std::uint32_t& generation = thread_generation;
   const std::size_t size = static_cast<std::size_t>(types_) * pi.pp * (n_ + 1) * (n_ + 1);
   bool flat = size <= flat_memo_bytes / (sizeof(StageEval) + sizeof(std::uint32_t));
   if (flat && memo.size < size && !(memo.grow(size) && stamps.grow(size))) {
@@ -258,6 +265,11 @@ const StageEval& Evaluator::evaluate(std::size_t key, int h, int i, int j, int n
     slot = &memo_[key];
     stamps_[key] = generation_;
   } else {
+    // The map reuses its entries from one generation to the next: only
+    // the thread's newest evaluator may fill it (search_config and
+    // bruteforce_config build one at a time; the const ones never fill).
+    HAPMOE_REQUIRE(generation_ == thread_generation,
+                   "Evaluator: an older evaluator of this thread filled the memo map");
     slot = &map_->insert(key, generation_);
   }
   StageEval& e = *slot;
