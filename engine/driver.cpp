@@ -277,7 +277,9 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   HAPMOE_REQUIRE(n <= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()),
                  "run_search: more configurations than an int32 index reaches");
   if (const std::int64_t budget = run.limits.max_memory_bytes; budget > 0) {
-    const std::int64_t need = estimate_search_bytes(static_cast<std::int64_t>(n));
+    SearchSize size{static_cast<std::int64_t>(n), w.model.num_layers, 0, cluster.num_types()};
+    for (const ParallelConfig& pi : r.configs) size.max_pp = std::max(size.max_pp, pi.pp);
+    const std::int64_t need = estimate_search_bytes(size);
     if (need > budget) {
       std::ostringstream msg;
       if (run.limits.memory_given) {
@@ -286,7 +288,8 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
         msg << "this rank's share of the node's memory (" << (budget >> 20) << " MiB)";
       }
       msg << " is less than the search needs: at least " << (need >> 20) << " MiB for " << n
-          << " configurations (docs/testing.md, \"Faults and limits\"); "
+          << " configurations of " << size.layers << " layers, PP up to " << size.max_pp
+          << " (docs/testing.md, \"Faults and limits\"); "
           << (run.limits.memory_given ? "raise it, or make" : "use fewer ranks per node, or make")
           << " the space smaller (--max-pp, a smaller cluster)";
       throw InputError(run.limits.memory_given ? "--max-memory" : "memory", msg.str());
@@ -413,8 +416,8 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     std::atomic<StopReason> stop{StopReason::kNone};  // a limit this rank reached
     // A unit in progress stops too when a limit passes (between its stage
     // mixes and DP levels); without limits nothing is asked.
-    const CancelCheck cancel = [&] {
-      const StopReason why = watch.check(false);
+    const CancelCheck cancel = [&](std::int64_t grow_bytes) {
+      const StopReason why = watch.check(false, grow_bytes);
       if (why == StopReason::kNone) return false;
       stop.store(why, std::memory_order_relaxed);
       return true;

@@ -80,6 +80,7 @@ using hsdp::Evaluator;
 using hsdp::FrontStore;
 using hsdp::key_order;
 using hsdp::Label;
+using hsdp::low_key;
 using hsdp::merge;
 using hsdp::note_shortfall;
 using hsdp::offer;
@@ -223,8 +224,13 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
     }
   }
   std::vector<int> used(static_cast<std::size_t>(types), 0);
+  // Labels extended since the last ask of `cancel`: a level of a model
+  // with thousands of layers can take seconds, so the search asks inside
+  // it too, every kCancelEvery labels (one add and compare per
+  // transition).
+  std::int64_t extended = 0;
   for (int i = 0; i < pp && !current.empty(); ++i) {
-    if (cancel != nullptr && (*cancel)()) {
+    if (cancel != nullptr && (*cancel)(0)) {
       out.cancelled = true;
       return;
     }
@@ -323,6 +329,13 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
             }
           }
           ++out.stats.transitions;
+          if (cancel != nullptr && (extended += state.end - state.begin) >= kCancelEvery) {
+            extended = 0;
+            if ((*cancel)(0)) {
+              out.cancelled = true;
+              return;
+            }
+          }
           const double floor = opt.bound ? rem_floor[j + layers] + fixed_left : 0.0;
           // The slowest stage is at least the balanced split of the layers
           // left over the stages left.
@@ -331,7 +344,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
           // What the stage adds, with the arithmetic of extend().
           const double step = (e.fwd + b.fwd_s) + (e.bwd + b.bwd_s);
           const double stage_tail = e.sync + e.opt;
-          const std::int64_t low_key = (static_cast<std::int64_t>(h) << 16) | layers;
+          const std::int64_t stage_key = low_key(h, layers);
           if (low.usable) {
             // The bound below, from the front's least values: + and max are
             // monotone in floating point too, so this is at most every
@@ -372,7 +385,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
                 continue;
               }
             }
-            cand.key = (static_cast<std::int64_t>(f.rank) << 32) | low_key;
+            cand.key = (static_cast<std::int64_t>(f.rank) << 32) | stage_key;
             cand.parent = from;
             cand.seq = seq++;
             // Feasible and infeasible labels never dominate each other (an
@@ -391,6 +404,26 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
     const auto level_begin = static_cast<std::int32_t>(arena.size());
     const std::int32_t parents = level_begin - current.front().begin;
     key_order(store, order);
+    // The survivors enter the arena: when it must grow, the limits are
+    // asked first with the bytes of its new block (the old one is still
+    // held while copied), so a memory limit stops the search before the
+    // allocation that would pass it rather than after.
+    if (cancel != nullptr) {
+      std::size_t survivors = 0;
+      for (const auto& entry : order) survivors += store.front(entry.second).size();
+      const std::size_t need = arena.size() + survivors;
+      if (need > arena.capacity()) {
+        // The vector's doubling (exactly `need` or 1.5x stopped the
+        // 1,000-layer model at the same peak, bench/README.md "Limits":
+        // growing a contiguous arena needs its old and new blocks at once).
+        const std::size_t grown = std::max(need, 2 * arena.capacity());
+        if ((*cancel)(static_cast<std::int64_t>(grown * sizeof(Label)))) {
+          out.cancelled = true;
+          return;
+        }
+        arena.reserve(grown);
+      }
+    }
     upcoming.clear();
     for (const auto& [state_key, k] : order) {
       std::vector<Entry>& front = store.front(k);

@@ -41,7 +41,7 @@ struct Label {
   double tail_opt = 0;
   std::int32_t parent = -1;  // arena index of the previous label
   std::int16_t type = 0;
-  std::int16_t layers = 0;
+  std::int32_t layers = 0;  // up to kKeyLayersMask (a stage of 100,000 layers)
   bool feasible = true;
   // Canonical order of partial plans of one level (all have i stages):
   // (rank of the parent in its level, type, layers). `rank` is this label's
@@ -49,6 +49,15 @@ struct Label {
   std::int64_t key = 0;
   std::int32_t rank = 0;
 };
+
+// The low 32 bits of Label::key: (type, layers), 12 and 20 bits (a stage
+// of up to 2^20 - 1 layers; 16 bits each held at most 32,767 layers,
+// below the models' 100,000).
+inline constexpr int kKeyTypeShift = 20;
+inline constexpr std::int64_t kKeyLayersMask = (std::int64_t{1} << kKeyTypeShift) - 1;
+inline std::int64_t low_key(int h, int n) {
+  return (static_cast<std::int64_t>(h) << kKeyTypeShift) | n;
+}
 
 // Appending a stage to a label, with the arithmetic of iteration_latency.
 inline Label extend(const Label& from, std::int32_t parent, int h, int n, const StageEval& e,
@@ -70,9 +79,9 @@ inline Label extend(const Label& from, std::int32_t parent, int h, int n, const 
   }
   l.parent = parent;
   l.type = static_cast<std::int16_t>(h);
-  l.layers = static_cast<std::int16_t>(n);
+  l.layers = n;
   l.feasible = from.feasible && e.feasible;
-  l.key = (static_cast<std::int64_t>(from.rank) << 32) | (static_cast<std::int64_t>(h) << 16) | n;
+  l.key = (static_cast<std::int64_t>(from.rank) << 32) | low_key(h, n);
   return l;
 }
 
@@ -230,8 +239,8 @@ inline Label to_label(const Entry& c) {
   l.tail_sync = c.tail_sync;
   l.tail_opt = c.tail_opt;
   l.parent = c.parent;
-  l.type = static_cast<std::int16_t>((c.key >> 16) & 0xffff);
-  l.layers = static_cast<std::int16_t>(c.key & 0xffff);
+  l.type = static_cast<std::int16_t>((c.key >> kKeyTypeShift) & 0xfff);
+  l.layers = static_cast<std::int32_t>(c.key & kKeyLayersMask);
   l.feasible = c.feasible;
   l.key = c.key;
   return l;
@@ -347,7 +356,8 @@ inline void rank_level(std::vector<Label>& arena, std::int32_t parents, std::int
   if (level_end == level_begin) return;
   const auto low = [&](std::int32_t k) {
     const std::int64_t key = arena[static_cast<std::size_t>(k)].key;
-    return static_cast<std::size_t>(((key >> 16) & 0xffff) * (n + 1) + (key & 0xffff));
+    return static_cast<std::size_t>(((key >> kKeyTypeShift) & 0xfff) * (n + 1) +
+                                    (key & kKeyLayersMask));
   };
   const auto high = [&](std::int32_t k) {
     return static_cast<std::size_t>(arena[static_cast<std::size_t>(k)].key >> 32);

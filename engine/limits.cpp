@@ -20,7 +20,7 @@ const char* to_string(StopReason reason) {
   return "";
 }
 
-StopReason LimitWatch::check(bool unit) {
+StopReason LimitWatch::check(bool unit, std::int64_t grow_bytes) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point now = Clock::now();
   if (limits_.deadline != Clock::time_point::max() && now >= limits_.deadline) {
@@ -31,6 +31,10 @@ StopReason LimitWatch::check(bool unit) {
     return StopReason::kTimeLimit;
   }
   if (limits_.max_memory_bytes <= 0) return StopReason::kNone;
+  if (grow_bytes > 0) {  // read now, whenever the last read was
+    return resident_bytes() + grow_bytes > limits_.max_memory_bytes ? StopReason::kMemoryLimit
+                                                                    : StopReason::kNone;
+  }
   const std::int64_t ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
   std::int64_t due = next_memory_check_ns_.load(std::memory_order_relaxed);
@@ -87,8 +91,11 @@ std::int64_t default_memory_budget(int local_ranks) {
   return total / (local_ranks > 0 ? local_ranks : 1);
 }
 
-std::int64_t estimate_search_bytes(std::int64_t configs) {
-  return kBaseBytes + configs * kBytesPerConfig;
+std::int64_t estimate_search_bytes(const SearchSize& size) {
+  const std::int64_t span = std::int64_t{size.layers} + 1;
+  const std::int64_t states = size.configs > 0 ? span * size.max_pp * size.types : 0;
+  return kBaseBytes + size.configs * kBytesPerConfig + states * kBytesPerLabel +
+         (size.configs > 0 ? span * size.types * kBytesPerLayer : 0);
 }
 
 }  // namespace hapmoe

@@ -45,8 +45,10 @@ class LimitWatch {
 
   // The first limit reached now (time, then memory), or kNone. `unit`:
   // the check before a unit of the search (what the test hook counts),
-  // not one of the set-up's.
-  StopReason check(bool unit);
+  // not one of the set-up's. `grow_bytes` > 0: the caller is about to
+  // allocate that much at once, so the resident set is read now and the
+  // memory limit is reached if the two together pass it.
+  StopReason check(bool unit, std::int64_t grow_bytes = 0);
 
  private:
   SearchLimits limits_;
@@ -63,14 +65,39 @@ std::int64_t resident_bytes();
 // `local_ranks` processes of the node; 0 if neither can be read.
 std::int64_t default_memory_budget(int local_ranks);
 
-// The up-front estimate (the same on every rank, so every rank refuses
-// alike): kBaseBytes for the process, its libraries and the tables, plus
-// kBytesPerConfig for each configuration of the space (its record, bound,
-// estimate, order and the gathered copies). The search's own scratch comes
-// on top, and is watched while it runs (SearchLimits::max_memory_bytes).
-// Measured: 153 MiB peak for 603,873 configurations (bench/README.md).
+// What the up-front estimate reads: the same on every rank (so every rank
+// refuses alike), known before anything large is allocated.
+struct SearchSize {
+  std::int64_t configs = 0;  // configurations of the space
+  int layers = 0;            // the model's layers N
+  int max_pp = 0;            // the deepest pipeline among the configurations
+  int types = 0;             // the cluster's device types
+};
+
+// The up-front estimate: kBaseBytes for the process, its libraries and the
+// tables; kBytesPerConfig for each configuration of the space (its record,
+// bound, estimate, order and the gathered copies); and the kernel's floor
+// for the deepest configuration, kBytesPerLabel for each of its
+// (N + 1) x PP x types DP states holding a front of one label (a label in
+// the arena and in the level's front, its slot in the fronts' map, its
+// entry in the level's order and ranks; larger fronts multiply it), plus
+// the per-layer arrays of its evaluator. The fronts' real sizes are not
+// known before the search (hundreds of labels on heterogeneous clusters at
+// hundreds of layers): the search's own growth is watched while it runs
+// (SearchLimits::max_memory_bytes; the kernel asks before its arena grows),
+// as is the scratch of each further thread.
+// Measured (bench/README.md, "Limits"): 153 MiB peak for the large case's
+// 603,873 configurations on one thread (this estimate: 156 MiB). 4,000
+// layers on paper:16-1 (394 configurations, PP up to 16, two types): 87 MiB
+// (the old estimate, configurations only: 64 MiB). The 1,000-layer model
+// on paper:16-1 grows with its fronts past 600 MiB within 20 s; under
+// --max-memory 200M and 400M the run-time checks held its peak under the
+// limit (194 and 323 MiB; 345 and 662 MiB before they asked inside a level
+// and before the arena grows).
 inline constexpr std::int64_t kBaseBytes = std::int64_t{64} << 20;
 inline constexpr std::int64_t kBytesPerConfig = 160;
-std::int64_t estimate_search_bytes(std::int64_t configs);
+inline constexpr std::int64_t kBytesPerLabel = 184;
+inline constexpr std::int64_t kBytesPerLayer = 64;
+std::int64_t estimate_search_bytes(const SearchSize& size);
 
 }  // namespace hapmoe

@@ -107,10 +107,14 @@ struct ConfigOutcome {
   bool cancelled = false;
 };
 
-// Asked by the search of a configuration between stage mixes and DP levels
-// (a few thousand times a second at most): true stops it early
-// (ConfigOutcome::cancelled). The driver's limits (engine/limits.h).
-using CancelCheck = std::function<bool()>;
+// Asked by the search of a configuration between stage mixes and DP levels,
+// and inside a level every kCancelEvery labels it extends (about every
+// millisecond at most): true stops it early (ConfigOutcome::cancelled).
+// The argument is 0, or the bytes the search is about to allocate at once
+// (its arena of labels growing), which the answer must allow for: the
+// driver's limits (engine/limits.h, LimitWatch::check).
+using CancelCheck = std::function<bool(std::int64_t grow_bytes)>;
+inline constexpr std::int64_t kCancelEvery = std::int64_t{1} << 16;
 
 // One part of a configuration's search, so that a configuration too large
 // for one worker can be spread over several. Under the load-balance pruning

@@ -15,7 +15,14 @@
 #include <optional>
 #include <vector>
 
+#include "costmodel/errors.h"
+
 namespace hapmoe::hsdp {
+
+namespace {
+// The generation of this thread's newest evaluator (its memo's stamps).
+thread_local std::uint32_t thread_generation = 0;
+}  // namespace
 
 Evaluator::Evaluator(const CostModel& model, const ParallelConfig& pi, const SearchOptions& options)
     : model_(model),
@@ -99,20 +106,32 @@ Evaluator::Evaluator(const CostModel& model, const ParallelConfig& pi, const Sea
   // about 26 MB, whose zeroing by std::vector made the first work
   // estimate at that depth take 86 ms instead of 2); a larger block
   // needs no copy, its stamps are all 0, i.e. stale.
+  // Thousands of layers make the flat table too large even as address
+  // space: the memo is then a map of the entries touched (MemoMap).
   thread_local MemoBlock<StageEval> memo;
   thread_local MemoBlock<std::uint32_t> stamps;
-  thread_local std::uint32_t generation = 0;
+  thread_local MemoMap map;
+  std::uint32_t& generation = thread_generation;
   const std::size_t size = static_cast<std::size_t>(types_) * pi.pp * (n_ + 1) * (n_ + 1);
-  if (memo.size < size) {
-    memo.grow(size);
-    stamps.grow(size);
+  bool flat = size <= flat_memo_bytes / (sizeof(StageEval) + sizeof(std::uint32_t));
+  if (flat && memo.size < size && !(memo.grow(size) && stamps.grow(size))) {
+    memo.data.reset();  // refused: the map, and a flat table again when one fits
+    memo.size = 0;
+    stamps.data.reset();
+    stamps.size = 0;
+    flat = false;
   }
   if (++generation == 0) {  // wrapped: stale stamps could look valid
-    std::fill(stamps.data.get(), stamps.data.get() + stamps.size, 0);
+    if (stamps.data) std::fill(stamps.data.get(), stamps.data.get() + stamps.size, 0);
+    map.reset();
     generation = 1;
   }
-  memo_ = memo.data.get();
-  stamps_ = stamps.data.get();
+  if (flat) {
+    memo_ = memo.data.get();
+    stamps_ = stamps.data.get();
+  } else {
+    map_ = &map;
+  }
   generation_ = generation;
 }
 
@@ -203,9 +222,57 @@ double Evaluator::mix_lower_bound(const std::vector<int>& c) const {
          tail_floor(n_ - moe_total_, moe_total_, dense_tail, moe_tail, pi_.pp);
 }
 
+StageEval& MemoMap::insert(std::uint64_t key, std::uint32_t gen) {
+  if (gen != gen_) {
+    gen_ = gen;
+    count_ = 0;
+  }
+  if ((static_cast<std::size_t>(count_) + 1) * 2 > slots_.size()) {
+    rehash(std::max<std::size_t>(1024, slots_.size() * 2));
+  }
+  const std::uint32_t index = count_++;
+  if (index / kChunk == chunks_.size()) chunks_.push_back(std::make_unique<StageEval[]>(kChunk));
+  const std::size_t mask = slots_.size() - 1;
+  std::size_t s = hash(key) & mask;
+  while (slots_[s].gen == gen) s = (s + 1) & mask;
+  slots_[s] = {key, gen, index};
+  StageEval& e = chunk_entry(index);
+  e = StageEval{};
+  return e;
+}
+
+void MemoMap::rehash(std::size_t size) {
+  std::vector<Slot> old = std::move(slots_);
+  slots_.assign(size, Slot{});
+  const std::size_t mask = size - 1;
+  for (const Slot& slot : old) {
+    if (slot.gen != gen_) continue;  // empty or stale
+    std::size_t s = hash(slot.key) & mask;
+    while (slots_[s].gen == gen_) s = (s + 1) & mask;
+    slots_[s] = slot;
+  }
+}
+
+void MemoMap::reset() {
+  std::fill(slots_.begin(), slots_.end(), Slot{});
+  gen_ = 0;
+  count_ = 0;
+}
+
 const StageEval& Evaluator::evaluate(std::size_t key, int h, int i, int j, int n) {
-  StageEval& e = memo_[key];
-  stamps_[key] = generation_;
+  StageEval* slot = nullptr;
+  if (stamps_ != nullptr) {
+    slot = &memo_[key];
+    stamps_[key] = generation_;
+  } else {
+    // The map reuses its entries from one generation to the next: only
+    // the thread's newest evaluator may fill it (search_config and
+    // bruteforce_config build one at a time; the const ones never fill).
+    HAPMOE_REQUIRE(generation_ == thread_generation,
+                   "Evaluator: an older evaluator of this thread filled the memo map");
+    slot = &map_->insert(key, generation_);
+  }
+  StageEval& e = *slot;
   e = StageEval{};
   const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
   StageShape shape;

@@ -51,15 +51,73 @@ struct MemoBlock {
   };
   std::unique_ptr<T, Free> data;
   std::size_t size = 0;
-  void grow(std::size_t n) {
+  // False (and empty) when calloc refuses.
+  bool grow(std::size_t n) {
     static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
     data.reset();
     size = 0;
     data.reset(static_cast<T*>(std::calloc(n, sizeof(T))));
-    if (!data) throw std::bad_alloc();
+    if (!data) return false;
     size = n;
+    return true;
   }
 };
+
+// The memo when a flat table of every (type, position, first layer, layers)
+// would take more than kFlatMemoBytes of address space (thousands of
+// layers: types x PP x (N+1)^2 entries, 70 GB at 4,000 layers and PP 64,
+// which calloc refuses): open addressing over the entries a search
+// touches, each entry in a chunk that never moves (references stay valid
+// while the map grows). An entry is valid in the generation that wrote it;
+// a slot of an older one counts as empty, so nothing is cleared between
+// configurations.
+class MemoMap {
+ public:
+  const StageEval* find(std::uint64_t key, std::uint32_t gen) const {
+    if (slots_.empty()) return nullptr;
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t s = hash(key) & mask;; s = (s + 1) & mask) {
+      const Slot& slot = slots_[s];
+      if (slot.gen != gen) return nullptr;
+      if (slot.key == key) return &chunk_entry(slot.index);
+    }
+  }
+  // A new entry for `key` (not present), zeroed.
+  StageEval& insert(std::uint64_t key, std::uint32_t gen);
+  // Forgets every entry (a wrapped generation).
+  void reset();
+
+ private:
+  static constexpr std::size_t kChunk = 4096;
+  struct Slot {
+    std::uint64_t key = 0;
+    std::uint32_t gen = 0;  // 0: never written
+    std::uint32_t index = 0;
+  };
+  static std::size_t hash(std::uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return static_cast<std::size_t>(k);
+  }
+  const StageEval& chunk_entry(std::uint32_t i) const { return chunks_[i / kChunk][i % kChunk]; }
+  StageEval& chunk_entry(std::uint32_t i) { return chunks_[i / kChunk][i % kChunk]; }
+  void rehash(std::size_t size);
+
+  std::vector<Slot> slots_;
+  std::vector<std::unique_ptr<StageEval[]>> chunks_;
+  std::uint32_t gen_ = 0;    // the generation `count_` counts
+  std::uint32_t count_ = 0;  // entries of generation gen_
+};
+
+// Address space above which the memo is a MemoMap instead of a flat table
+// (per thread; the flat table's untouched pages cost nothing, but calloc
+// refuses what the machine could never hold). A smaller flat table that
+// calloc refuses falls back to the map too.
+inline constexpr std::size_t kFlatMemoBytes = std::size_t{4} << 30;
+// Test hook: the limit the evaluators apply (tests set 0 to run the map
+// everywhere, and set it back); written only while no search runs.
+inline std::size_t flat_memo_bytes = kFlatMemoBytes;
 
 // Per-configuration evaluation context: type costs, boundaries, capacities,
 // and a memo of stage evaluations.
@@ -97,7 +155,11 @@ class Evaluator {
   const StageEval& stage(const Row& r, int n) {
     const int j = (n >= 1 && n <= r.run) ? r.first[n] : r.j;
     const std::size_t key = (r.base + j) * (n_ + 1) + n;
-    if (stamps_[key] == generation_) return memo_[key];
+    if (stamps_ != nullptr) {
+      if (stamps_[key] == generation_) return memo_[key];
+    } else if (const StageEval* e = map_->find(key, generation_)) {
+      return *e;
+    }
     return evaluate(key, r.h, r.i, j, n);
   }
   const StageEval& stage(int h, int i, int j, int n) { return stage(row(h, i, j), n); }
@@ -193,12 +255,13 @@ class Evaluator {
   // A memo miss: the stage with its least recomputation.
   [[gnu::noinline]] const StageEval& evaluate(std::size_t key, int h, int i, int j, int n);
 
-  std::vector<double> rem_floor_;  // remaining_floors()
-  std::vector<int> kind_;          // per layer: 1 if MoE
-  std::vector<int> run_;           // per layer: the run of its kind from it on
-  std::vector<int> first_run_;     // (kind, length): the first such run
-  StageEval* memo_ = nullptr;
-  std::uint32_t* stamps_ = nullptr;
+  std::vector<double> rem_floor_;    // remaining_floors()
+  std::vector<int> kind_;            // per layer: 1 if MoE
+  std::vector<int> run_;             // per layer: the run of its kind from it on
+  std::vector<int> first_run_;       // (kind, length): the first such run
+  StageEval* memo_ = nullptr;        // the flat table, or
+  std::uint32_t* stamps_ = nullptr;  // (its stamps; nullptr with map_)
+  MemoMap* map_ = nullptr;           // the map (thousands of layers)
   std::uint32_t generation_ = 0;
 };
 

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "costmodel/cost.h"
@@ -92,7 +93,7 @@ TEST(Limits, ACancelledConfigurationKeepsTheBestOfWhatItSearched) {
   EXPECT_FALSE(whole.cancelled);
   int calls = 0;
   int limit = 0;
-  const CancelCheck cancel = [&] { return ++calls > limit; };
+  const CancelCheck cancel = [&](std::int64_t) { return ++calls > limit; };
   const ConfigOutcome none = search_config(model, pi, opt, kInf, {}, &cancel);
   EXPECT_TRUE(none.cancelled);
   EXPECT_FALSE(none.best);
@@ -153,6 +154,117 @@ TEST(Limits, GrowingPastTheMemoryLimitStopsTheSearch) {
   EXPECT_EQ(r.stats.configs_evaluated, 0);
   expect_accounted(r);
   EXPECT_EQ(ballast[ballast.size() / 2], 1);
+}
+
+// tests/data/models/small-moe.json with `layers` layers (the first dense,
+// as in the file).
+Workload small_moe(int layers) {
+  Workload w = load_workload(std::string(HAPMOE_TEST_DATA) + "/models/small-moe.json");
+  w.model.num_layers = layers;
+  w.model.moe_layers.assign(static_cast<std::size_t>(layers), 1);
+  w.model.moe_layers[0] = 0;
+  return w;
+}
+
+// Issue 21, item 5: the up-front estimate grows with the layers and the
+// deepest pipeline (the DP's states), not only with the configurations.
+TEST(Limits, TheEstimateGrowsWithTheLayersAndTheDepth) {
+  const SearchSize base{412, 1000, 16, 2};
+  SearchSize more_layers = base;
+  more_layers.layers = 4000;
+  SearchSize deeper = base;
+  deeper.max_pp = 32;
+  EXPECT_GT(estimate_search_bytes(more_layers), estimate_search_bytes(base));
+  EXPECT_GT(estimate_search_bytes(deeper), estimate_search_bytes(base));
+  // Each DP state of the deepest configuration holds at least one label.
+  EXPECT_GE(estimate_search_bytes(more_layers) - estimate_search_bytes(base),
+            std::int64_t{3000} * 16 * 2 * kBytesPerLabel);
+  EXPECT_EQ(estimate_search_bytes({}), kBaseBytes);
+}
+
+// Issue 21, item 5: 4,000 layers (inside the documented 1 ... 100000) on a
+// two-type cluster failed with "internal error: out of memory" (the flat
+// stage memo, types x PP x (N+1)^2 entries, refused by calloc). Under a
+// budget below the estimate it is refused up front, naming the layers;
+// under one above it, it searches (the memo is a map) and stops cleanly.
+TEST(Limits, FourThousandLayersAreRefusedUpFrontOrSearched) {
+  const Workload w = small_moe(4000);
+  const ClusterSpec cl = load_cluster("paper:16-1");
+  SerialComm comm;
+  RunOptions run;
+  run.limits.max_memory_bytes = std::int64_t{80} << 20;  // above the old estimate (64 MiB)
+  run.limits.memory_given = true;
+  try {
+    run_search(w, cl, {}, false, comm, run);
+    FAIL() << "not refused";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--max-memory"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("4000 layers"), std::string::npos) << e.what();
+  }
+  run.limits = {};
+  run.limits.checks_before_deadline = 3;  // three units, then the deadline
+  const SearchResult r = run_search(w, cl, {}, false, comm, run);
+  EXPECT_EQ(r.stopped, StopReason::kTimeLimit);
+  EXPECT_LE(r.stats.configs_evaluated, 3);
+  expect_accounted(r);
+}
+
+// Issue 21, item 5: a 10 s limit ended at 13.3 s on a 1,000-layer model:
+// the kernel asked only between DP levels, and a level of 1,000 layers
+// took seconds. It now asks every kCancelEvery labels inside a level too:
+// stopped at its K-th ask, a configuration has done at most about K x
+// kCancelEvery transitions (each extends at least one label).
+TEST(Limits, AManyLayerSearchAsksInsideItsLevels) {
+  const Workload w = small_moe(1000);
+  const ClusterSpec cl = load_cluster("paper:16-1");
+  ParallelConfig pi;
+  pi.pp = 4;
+  pi.tp = 4;
+  pi.ep = 4;
+  const ProfileTables tables = tables_for(w, cl, {pi});
+  const CostModel model(w, cl, tables);
+  const SearchOptions opt;
+  for (const int k : {2, 3, 5, 8}) {
+    int calls = 0;
+    const CancelCheck cancel = [&](std::int64_t) { return ++calls >= k; };
+    const ConfigOutcome out = search_config(model, pi, opt, kInf, {}, &cancel);
+    EXPECT_TRUE(out.cancelled) << k;
+    EXPECT_EQ(calls, k);
+    EXPECT_LE(out.stats.transitions, std::int64_t{k} * 2 * kCancelEvery) << k;
+    if (out.best) EXPECT_EQ(model.evaluate(out.best->plan).latency_s, out.best->latency_s);
+  }
+}
+
+// The kernel asks before its arena of labels grows, with the bytes of the
+// new block: refused, the configuration stops there.
+TEST(Limits, TheKernelAsksBeforeItsArenaGrows) {
+  const Workload w = small_moe(1000);
+  const ClusterSpec cl = load_cluster("paper:16-1");
+  ParallelConfig pi;
+  pi.pp = 4;
+  pi.tp = 4;
+  pi.ep = 4;
+  const ProfileTables tables = tables_for(w, cl, {pi});
+  const CostModel model(w, cl, tables);
+  std::int64_t asked_bytes = 0;
+  const CancelCheck cancel = [&](std::int64_t grow) {
+    asked_bytes = std::max(asked_bytes, grow);
+    return grow > (std::int64_t{1} << 20);  // no block over 1 MiB
+  };
+  const ConfigOutcome out = search_config(model, pi, {}, kInf, {}, &cancel);
+  EXPECT_TRUE(out.cancelled);
+  EXPECT_GT(asked_bytes, std::int64_t{1} << 20);
+}
+
+// LimitWatch::check with the bytes about to be allocated: the memory limit
+// counts them, read at once.
+TEST(Limits, TheWatchCountsTheBytesAboutToBeAllocated) {
+  SearchLimits limits;
+  limits.max_memory_bytes = resident_bytes() + (std::int64_t{64} << 20);
+  LimitWatch watch(limits);
+  EXPECT_EQ(watch.check(false), StopReason::kNone);
+  EXPECT_EQ(watch.check(false, std::int64_t{1} << 20), StopReason::kNone);
+  EXPECT_EQ(watch.check(false, std::int64_t{128} << 20), StopReason::kMemoryLimit);
 }
 
 TEST(Limits, DefaultBudgetIsPositiveAndSharedByTheNodesRanks) {

@@ -14,6 +14,7 @@
 #include "costmodel/errors.h"
 #include "engine/driver.h"
 #include "engine/search.h"
+#include "engine/stage_memo.h"
 #include "io/inputs/cluster_io.h"
 #include "io/inputs/model_io.h"
 #include "partition/config_space.h"
@@ -273,6 +274,84 @@ TEST(SearchOracle, DpEqualsBruteForceWithPruningsOff) {
   EXPECT_GT(with_act_offload, 5);
   EXPECT_GT(with_vpp, 20);
   EXPECT_GT(with_job, 20);
+}
+
+// The stage memo as a map (MemoMap, used above kFlatMemoBytes of flat
+// table: thousands of layers, issue 21 item 5) gives what the flat table
+// gives: the same plans, latencies and counters, with the prunings and
+// the bound on and off, and brute force's optimum.
+TEST(SearchOracle, TheMemoMapGivesTheFlatTablesResults) {
+  std::mt19937 rng(20261124);
+  int instances = 0;
+  int with_plan = 0;
+  while (instances < 60) {
+    const Instance in = random_instance(rng);
+    if (!in.valid()) continue;
+    SearchOptions opt;
+    opt.space.max_pp = 4;
+    opt.space.vpp = in.vpp;
+    const auto pis = enumerate_configs(in.workload, in.cluster, opt.space);
+    if (pis.empty()) continue;
+    const ProfileTables tables = tables_for(in.workload, in.cluster, pis);
+    const CostModel model(in.workload, in.cluster, tables);
+    ++instances;
+    for (const auto& pi : pis) {
+      for (const bool pruned : {true, false}) {
+        SearchOptions o = opt;
+        if (!pruned) {
+          o.prune = {false, false, false};
+          o.bound = false;
+        }
+        const ConfigOutcome flat = search_config(model, pi, o);
+        hsdp::flat_memo_bytes = 0;
+        const ConfigOutcome map = search_config(model, pi, o);
+        hsdp::flat_memo_bytes = hsdp::kFlatMemoBytes;
+        ASSERT_EQ(flat.best.has_value(), map.best.has_value()) << in.describe();
+        EXPECT_EQ(flat.stats.transitions, map.stats.transitions) << in.describe();
+        EXPECT_EQ(flat.stats.states, map.stats.states) << in.describe();
+        if (!flat.best) continue;
+        ++with_plan;
+        EXPECT_EQ(flat.best->latency_s, map.best->latency_s) << in.describe();
+        EXPECT_EQ(flat.best->plan, map.best->plan) << in.describe();
+        if (!pruned && bruteforce_size(model, pi, o) < 2e4) {
+          hsdp::flat_memo_bytes = 0;
+          const ConfigOutcome bf = bruteforce_config(model, pi, o);
+          hsdp::flat_memo_bytes = hsdp::kFlatMemoBytes;
+          expect_same(map, bf, in.describe() + " (map)");
+        }
+      }
+    }
+  }
+  EXPECT_GT(with_plan, 20);
+}
+
+// A stage of more than 32,767 layers (models go to 100,000): the labels
+// kept a stage's layers in 16 bits, and the plan came back without it.
+TEST(Search, AStageOfFortyThousandLayers) {
+  Workload w = load_workload(std::string(HAPMOE_TEST_DATA) + "/models/tiny-moe-4000.json");
+  w.model.num_layers = 40000;  // narrow, short sequences: it fits on one stage
+  w.model.hidden = 64;
+  w.model.num_heads = 1;
+  w.model.num_kv_heads = 1;
+  w.model.head_dim = 64;
+  w.model.ffn_hidden = 64;
+  w.model.expert_ffn_hidden = 64;
+  w.model.vocab = 1000;
+  w.training.seq_len = 128;
+  w.model.moe_layers.assign(40000, 1);
+  w.model.moe_layers[0] = 0;
+  const ClusterSpec cl = load_cluster("H200:8");
+  ParallelConfig pi;
+  pi.pp = 1;
+  pi.dp = 8;
+  pi.ep = 4;
+  const ProfileTables tables = tables_for(w, cl, {pi});
+  const CostModel model(w, cl, tables);
+  const ConfigOutcome out = search_config(model, pi, {});
+  ASSERT_TRUE(out.best.has_value());
+  ASSERT_EQ(out.best->plan.stages.size(), 1u);
+  EXPECT_EQ(out.best->plan.stages[0].layers, 40000);
+  EXPECT_EQ(model.evaluate(out.best->plan).latency_s, out.best->latency_s);
 }
 
 TEST(SearchOracle, PruningsNeverBeatTheUnprunedOptimum) {

@@ -371,6 +371,28 @@ TEST(Cli, ExecutableExitCodes) {
   fs::remove_all(d);
 }
 
+// Issue 21, item 5: 4,000 layers (inside the documented 1 ... 100000) on
+// paper:16-1 exited 1, "internal error: out of memory" (the flat stage
+// memo, types x PP x (N+1)^2 entries, 35 GB at PP 16, refused by calloc).
+// Now the search runs: stopped by the limit (exit 5) or done (exit 0); with
+// the pipeline at most 2 deep it proves its plan.
+TEST(Cli, FourThousandLayersAreSearched) {
+  const std::string bin = HAPMOE_BINARY;
+  const fs::path d = scratch_dir("layers4000");
+  const std::string model = std::string(HAPMOE_TEST_DATA) + "/models/tiny-moe-4000.json";
+  const std::string io = " >" + (d / "o").string() + " 2>" + (d / "e").string();
+  int status = std::system(
+      (bin + " plan --model " + model + " --cluster paper:16-1 --time-limit 2" + io).c_str());
+  EXPECT_TRUE(WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == kExitLimit)
+      << WEXITSTATUS(status) << ": " << slurp(d / "e");
+  EXPECT_EQ(slurp(d / "e").find("internal error"), std::string::npos) << slurp(d / "e");
+  status = std::system(
+      (bin + " plan --model " + model + " --cluster paper:16-1 --max-pp 2" + io).c_str());
+  EXPECT_EQ(WEXITSTATUS(status), 0) << slurp(d / "e");
+  EXPECT_NE(slurp(d / "o").find("plan     PP="), std::string::npos) << slurp(d / "o");
+  fs::remove_all(d);
+}
+
 // --overlap-moe-expert-parallel-comm through the real executable: the
 // report names the overlap and prints what it hid per stage, and the plan
 // JSON says which overlaps were on.
