@@ -211,32 +211,40 @@ def figures(directory, subsets, curves, ratios):
             ax.set_xticks(np.arange(len(names)) + width * (len(subsets) - 1) / 2)
             ax.set_xticklabels(names, rotation=30)
             ax.set_xlabel("prunings on")
-            ax.legend(fontsize=8)
         for ax in axes:
             ax.set_yscale("log")
-        axes[0].set_ylabel("search time / unpruned (geometric mean)")
-        axes[1].set_ylabel("DP transitions / unpruned (geometric mean)")
+        # One legend, below the panels, clear of the bars.
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8)
+        axes[0].set_ylabel("search time / unpruned (geo. mean)")
+        axes[1].set_ylabel("transitions / unpruned (geo. mean)")
         worst = max(s["max_gap"] for summary in subsets.values() for s in summary.values())
         lost = sum(s["lost"] for summary in subsets.values() for s in summary.values())
         fig.suptitle("Pruning sets: search time and size. Largest optimality gap over every set "
                      f"and case: {100 * worst:.3f} %" + (f", {lost} lost every plan" if lost else ""))
-        fig.tight_layout()
+        fig.tight_layout(rect=(0, 0.07, 1, 0.95))
         for ext in ("png", "svg"):
             fig.savefig(os.path.join(directory, f"pruning_sets.{ext}"), dpi=110)
         plt.close(fig)
     if curves:
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for key, curve in curves.items():
-            if not curve:
-                continue
-            ax.plot([1 - c[1] for c in curve], [100 * c[3] for c in curve], "o-", label=f"{key}")
-            for v, r, _, worst in curve:
-                ax.annotate(f"{v:g}", (1 - r, 100 * worst), fontsize=7,
-                            xytext=(3, 3), textcoords="offset points")
-        ax.set_xlabel("search time saved vs unpruned (1 - geometric mean ratio)")
-        ax.set_ylabel("max optimality gap (%)")
-        ax.set_title("Trade-off of delta and eta (prune all)")
-        ax.legend()
+        # One panel per parameter, its values on the x axis (evenly spaced,
+        # labelled), the time ratio and the largest gap on two y axes: no
+        # labels at the points to overlap.
+        shown = [(k, c) for k, c in curves.items() if c]
+        fig, axes = plt.subplots(1, len(shown), figsize=(5.5 * len(shown), 3.8), squeeze=False)
+        for ax, (key, curve) in zip(axes[0], shown):
+            xs = range(len(curve))
+            ax.plot(xs, [c[1] for c in curve], "o-", color="tab:blue", label="search time / unpruned")
+            ax.set_ylim(0, max(c[1] for c in curve) * 1.15)
+            ax.set_ylabel("search time / unpruned (geo. mean)", color="tab:blue")
+            gap = ax.twinx()
+            gap.plot(xs, [100 * c[3] for c in curve], "s--", color="tab:red", label="max gap")
+            gap.set_ylim(0, max(1.0, max(100 * c[3] for c in curve)) * 1.15)
+            gap.set_ylabel("max optimality gap (%)", color="tab:red")
+            ax.set_xticks(list(xs))
+            ax.set_xticklabels([f"{c[0]:g}" for c in curve])
+            ax.set_xlabel(key)
+            ax.set_title(f"{key} (prune all, bound on, 24 paper cases)", fontsize=10)
         fig.tight_layout()
         for ext in ("png", "svg"):
             fig.savefig(os.path.join(directory, f"pruning_tradeoff.{ext}"), dpi=110)

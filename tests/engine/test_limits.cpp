@@ -231,7 +231,9 @@ TEST(Limits, AManyLayerSearchAsksInsideItsLevels) {
     EXPECT_TRUE(out.cancelled) << k;
     EXPECT_EQ(calls, k);
     EXPECT_LE(out.stats.transitions, std::int64_t{k} * 2 * kCancelEvery) << k;
-    if (out.best) EXPECT_EQ(model.evaluate(out.best->plan).latency_s, out.best->latency_s);
+    if (out.best) {
+      EXPECT_EQ(model.evaluate(out.best->plan).latency_s, out.best->latency_s);
+    }
   }
 }
 
