@@ -2,6 +2,7 @@
 // prunings against the unpruned DP, and determinism.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <limits>
 #include <optional>
 #include <random>
@@ -582,7 +583,7 @@ TEST(Search, StagesTheMemoSharesCostTheSame) {
     Instance in = random_instance(rng);
     ModelSpec& m = in.workload.model;
     if (m.num_experts > 0) {  // a random pattern, at least one MoE layer
-      for (auto& l : m.moe_layers) l = static_cast<int>(rng() % 2);
+      for (auto& l : m.moe_layers) l = static_cast<std::uint8_t>(rng() % 2);
       m.moe_layers[rng() % m.moe_layers.size()] = 1;
     }
     if (!in.valid()) continue;
