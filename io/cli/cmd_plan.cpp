@@ -21,6 +21,7 @@
 #include "io/cli/steps.h"
 #include "io/inputs/json_strict.h"
 #include "io/inputs/plan_io.h"
+#include "io/megatron/megatron_launcher.h"
 #include "io/report/report.h"
 
 namespace hapmoe {
@@ -64,6 +65,9 @@ struct PlanRequest {
   JobSpace job;                     // --space (and --precision auto)
   HostsByDevice hosts;              // --launcher-hosts
   std::optional<ArchiveLock> lock;  // rank 0: --out's, held to the end
+  // --launcher: what the pinned Megatron-LM cannot run was left out of the
+  // space (a line for the output; "" when nothing was).
+  std::string launcher_space;
 };
 
 // Inputs are read on every rank; a failure on some ranks only (a file
@@ -77,6 +81,17 @@ PlanRequest read_plan_request(const cxxopts::ParseResult& r, Comm& comm, const S
     q.in = read_inputs(r);
     q.hosts = read_launcher_options(r, q.in.cluster, q.in.megatron.get());
     read_search_options(r, q.in, comm, q.opt, q.run);
+    // The launcher must run what is predicted: the plans the pinned
+    // Megatron-LM cannot run for this script are not searched, so the
+    // launcher never refuses the plan after the search.
+    if (r.count("launcher")) {
+      if (const int etp = launcher_expert_tp(q.in.megatron.get(), q.in.workload); etp != 0) {
+        q.opt.space.fixed_tpe = etp;
+        q.launcher_space =
+            "expert tensor parallelism 1 only (--launcher: the script's linear layers have "
+            "biases, no --disable-bias-linear, and Megatron-LM then requires it)";
+      }
+    }
     q.run.limits = read_limit_options(r, comm, started.at);
     if (r.count("progress-every")) {
       q.every =
@@ -195,6 +210,7 @@ void print_job_space(std::ostream& out, const PlanRequest& q, const JobSearchRes
 void print_plans(std::ostream& out, const PlanRequest& q, const BaselineRun& ran,
                  const std::vector<PlanReport>& reports, const PlanSources& plan_src) {
   print_input_notes(out, q.in);
+  if (!q.launcher_space.empty()) out << "space    " << q.launcher_space << "\n";
   if (!reports.empty()) {
     print_plan_report(out, reports.front(), q.in.workload, q.in.cluster);
     if (q.in.profile) print_plan_sources(out, plan_src, q.in.profile_path);

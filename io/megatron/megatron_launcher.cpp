@@ -287,11 +287,7 @@ HostsByDevice parse_launcher_hosts(const std::string& text, const std::string& o
       throw InputError(origin + ":" + std::to_string(n), "host " + host + " is listed twice");
     }
     const DeviceSpec* known = find_device(device);
-    std::string key;
-    for (char c : known ? known->name : device) {
-      key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    }
-    out[key].push_back(host);
+    out[to_lower(known ? known->name : device)].push_back(host);
   }
   return out;
 }
@@ -300,17 +296,31 @@ void check_launcher_hosts(const HostsByDevice& hosts, const ClusterSpec& cluster
   for (const auto& entry : hosts) {
     const std::string& device = entry.first;
     const std::vector<std::string>& names = entry.second;
-    const bool in_cluster = std::any_of(cluster.pools.begin(), cluster.pools.end(), [&](auto& p) {
-      std::string key;
-      for (char c : p.device.name)
-        key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      return key == device;
-    });
+    const bool in_cluster = std::any_of(cluster.pools.begin(), cluster.pools.end(),
+                                        [&](auto& p) { return to_lower(p.device.name) == device; });
     if (!in_cluster) {
       throw InputError("--launcher-hosts", "host " + names.front() + " has device type \"" +
                                                device + "\", which is not in the cluster");
     }
   }
+  if (hosts.empty()) return;
+  for (const DevicePool& pool : cluster.pools) {
+    const auto named = hosts.find(to_lower(pool.device.name));
+    const std::size_t listed = named == hosts.end() ? 0 : named->second.size();
+    if (listed < static_cast<std::size_t>(pool.nodes)) {
+      throw InputError("--launcher-hosts",
+                       "lists " + std::to_string(listed) + " " + pool.device.name +
+                           " host(s), but the cluster has " + std::to_string(pool.nodes) + " " +
+                           pool.device.name +
+                           " nodes and a plan may use each: list one host per node, or give a "
+                           "smaller --cluster");
+    }
+  }
+}
+
+int launcher_expert_tp(const MegatronScript* script, const Workload& w) {
+  const bool biased = script != nullptr && !script->has("--disable-bias-linear");
+  return w.model.is_moe() && biased ? 1 : 0;
 }
 
 Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model,
@@ -363,7 +373,7 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
     out.notes.emplace_back(
         "--overlap-moe-expert-parallel-comm is dropped: the plan has no expert parallelism");
   }
-  if (w.model.is_moe() && s.bias_linear && pi.tpe != 1) {
+  if (launcher_expert_tp(script, w) == 1 && pi.tpe != 1) {
     throw InputError("--launcher",
                      "the plan uses expert tensor parallelism " + std::to_string(pi.tpe) +
                          " but the script's linear layers have biases (no --disable-bias-linear), "
@@ -506,11 +516,7 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
                                "ranks of one stage type (torchrun numbers ranks node by node); "
                                "the stage order of this plan cannot be placed");
         }
-        std::string key;
-        for (char c : pool.device.name) {
-          key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        }
-        const auto named = hosts.find(key);
+        const auto named = hosts.find(to_lower(pool.device.name));
         if (!hosts.empty() &&
             (named == hosts.end() || k >= static_cast<int>(named->second.size()))) {
           throw InputError("--launcher-hosts",

@@ -82,7 +82,16 @@ void check_launcher_flags(const MegatronScript& script);
 HostsByDevice parse_launcher_hosts(const std::string& text, const std::string& origin);
 
 // Throws InputError("--launcher-hosts", ...) naming a host whose device
-// type is not in `cluster`.
+// type is not in `cluster`, or a device type of `cluster` with fewer hosts
+// listed than it has nodes (a plan may use every node): checked before the
+// search, so the launcher never refuses a plan for want of hosts.
 void check_launcher_hosts(const HostsByDevice& hosts, const ClusterSpec& cluster);
+
+// The expert tensor parallelism the pinned Megatron-LM can run for
+// `script` and the model of `w`, known before any plan: 1 when the MoE
+// model's linear layers have biases (no --disable-bias-linear; REFERENCE.md
+// §3.2.13), else 0 (any). `plan --launcher` searches only such plans
+// (SpaceOptions::fixed_tpe), and the launcher refuses the others.
+int launcher_expert_tp(const MegatronScript* script, const Workload& w);
 
 }  // namespace hapmoe

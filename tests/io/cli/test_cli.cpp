@@ -833,12 +833,52 @@ TEST(CliPlan, LauncherOptionsAreCheckedBeforeTheSearch) {
     EXPECT_FALSE(fs::exists(plan_json)) << c.what;
     EXPECT_FALSE(fs::exists(d / "l.sh")) << c.what;
   }
+  // Too few hosts for a device type's nodes (paper:32-1 has 2 H800 nodes):
+  // a plan may need both, so before the search, not after it.
+  const std::string few = (d / "few").string();
+  std::ofstream(few) << "a1 H800\nb1 910B\nb2 910B\n";
+  const CliRun hosts_short =
+      run({"plan", "--model", "mixtral-s", "--cluster", "paper:32-1", "--plan-json", plan_json,
+           "--launcher", (d / "l.sh").string(), "--launcher-hosts", few});
+  EXPECT_EQ(hosts_short.code, kExitInput) << hosts_short.out << hosts_short.err;
+  EXPECT_NE(hosts_short.err.find("lists 1 H800 host(s), but the cluster has 2 H800 nodes"),
+            std::string::npos)
+      << hosts_short.err;
+  EXPECT_EQ(hosts_short.out.find("iteration latency"), std::string::npos);
+  EXPECT_FALSE(fs::exists(d / "l.sh"));
   // --plan-json into a missing directory, before the search too.
   const CliRun bad = run({"plan", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan-json",
                           (d / "missing" / "p.json").string()});
   EXPECT_EQ(bad.code, kExitInput) << bad.out << bad.err;
   EXPECT_NE(bad.err.find("--plan-json"), std::string::npos) << bad.err;
   EXPECT_EQ(bad.out.find("iteration latency"), std::string::npos);
+  fs::remove_all(d);
+}
+
+// A MoE script whose linear layers have biases runs only with expert TP 1
+// in Megatron-LM: with --launcher the search leaves the other plans out
+// (before, the best plan here had TPE 2 and the launcher refused it after
+// the search, exit 2).
+TEST(CliPlan, LauncherSearchesOnlyWhatMegatronCanRun) {
+  const fs::path d = scratch_dir("launcher_space");
+  const std::string script = (d / "biased.sh").string();
+  {
+    std::ifstream in(std::string(HAPMOE_SOURCE_DIR) + "/tests/data/megatron/mixtral_s.sh");
+    std::ofstream out(script);
+    for (std::string line; std::getline(in, line);) {
+      if (line.find("--disable-bias-linear") == std::string::npos) out << line << "\n";
+    }
+  }
+  const std::string launcher = (d / "launch.sh").string();
+  const CliRun free = run({"plan", "--megatron-script", script, "--cluster", "H100:64"});
+  ASSERT_EQ(free.code, kExitOk) << free.err;
+  EXPECT_NE(free.out.find("TPE=2"), std::string::npos) << free.out;  // what it would pick
+  const CliRun r =
+      run({"plan", "--megatron-script", script, "--cluster", "H100:64", "--launcher", launcher});
+  ASSERT_EQ(r.code, kExitOk) << r.out << r.err;
+  EXPECT_NE(r.out.find("expert tensor parallelism 1 only"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("TPE=1 "), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(launcher));
   fs::remove_all(d);
 }
 
