@@ -19,9 +19,12 @@
 #      and rank 1 in write_out's allgather (Hardening II, item 1).
 #   faults.sh MPIEXEC HAPMOE
 set -uo pipefail
-# mpiexec forwards its stdin to rank 0; under a loaded CTest an inherited
-# stdin once broke Hydra ("process reading stdin too slowly"). Nothing to read.
-exec </dev/null
+# mpiexec forwards its stdin to rank 0. Under load, Hydra 4.0.2 fails
+# forwarding even /dev/null ("process reading stdin too slowly; can't keep
+# up", exit 141: 5 of 5 runs with both cores busy, 0 of 5 with stdin
+# closed). Nothing to read, so stdin is closed (and again on each command
+# run with `&`, whose stdin bash otherwise sets to /dev/null).
+exec <&-
 mpiexec=$1
 hapmoe=$2
 work=$(mktemp -d)
@@ -93,7 +96,7 @@ kill_rank_after() {  # kill_rank_after SECONDS: SIGKILL to rank 1 once it runs t
 
 # 2.
 "$mpiexec" -n 2 "$hapmoe" plan "${big[@]}" --threads 1 --plan-json "$work/killed.json" \
-  >"$work/out2.txt" 2>"$work/err2.txt" &
+  >"$work/out2.txt" 2>"$work/err2.txt" <&- &
 job=$!
 kill_rank_after 2
 start=$(date +%s.%N)
@@ -113,7 +116,7 @@ cat >"$work/sweep.json" <<'JSON'
             "global_batch": 12288, "top_k": 30}]}
 JSON
 "$mpiexec" -n 2 "$hapmoe" sweep "$work/sweep.json" --out "$work/sweep.h5" --threads 1 \
-  >"$work/out3.txt" 2>"$work/err3.txt" &
+  >"$work/out3.txt" 2>"$work/err3.txt" <&- &
 job=$!
 for ((i = 0; i < 600; i++)); do  # until the quick cases are committed
   grep -q "2/3 cases" "$work/err3.txt" 2>/dev/null && break
@@ -177,7 +180,7 @@ ls -a "$work" | grep -q "\.tmp\." && fail "a temporary file was left"
 if command -v prlimit >/dev/null; then
   "$mpiexec" -n 2 bash -c 'trap "" XFSZ; exec "$0" "$@"' "$hapmoe" plan "${big[@]}" --threads 1 \
     --progress-every 1 --plan-json "$work/full.json" --out "$work/full.h5" \
-    >"$work/out6.txt" 2>"$work/err6.txt" &
+    >"$work/out6.txt" 2>"$work/err6.txt" <&- &
   job=$!
   for ((i = 0; i < 600; i++)); do  # until the search runs (its first progress line)
     grep -q "hapmoe plan: " "$work/err6.txt" 2>/dev/null && break

@@ -4,9 +4,11 @@
 # timing and run-layout fields are removed.
 #   same_plan.sh MPIEXEC HAPMOE -- <hapmoe plan arguments>
 set -euo pipefail
-# mpiexec forwards its stdin to rank 0; under a loaded CTest an inherited
-# stdin once broke Hydra ("process reading stdin too slowly"). Nothing to read.
-exec </dev/null
+# mpiexec forwards its stdin to rank 0. Under load, Hydra 4.0.2 fails
+# forwarding even /dev/null ("process reading stdin too slowly; can't keep
+# up", exit 141: 5 of 5 runs with both cores busy, 0 of 5 with stdin
+# closed). Nothing to read, so stdin is closed.
+exec <&-
 mpiexec=$1
 hapmoe=$2
 shift 3

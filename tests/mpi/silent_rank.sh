@@ -36,7 +36,7 @@ esac
 # The watchdog gives up 15 s after the limit (rank 0) or up to 30 s after
 # (the others); a job still running at 90 s hangs.
 HAPMOE_TEST_FAIL=stop@$stop timeout -s KILL 90 "$mpiexec" -n "$ranks" "$hapmoe" "${args[@]}" \
-  >"$work/stdout" 2>"$work/stderr" </dev/null
+  >"$work/stdout" 2>"$work/stderr" <&-
 code=$?
 [[ $code != 137 ]] || fail "$case: still running after 90 s: $(tail -3 "$work/stderr")"
 [[ $code == 6 ]] || fail "$case: exit $code, expected 6: $(cat "$work/stderr")"

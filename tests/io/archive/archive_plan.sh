@@ -6,6 +6,11 @@
 # results (issue 5).
 #   archive_plan.sh HAPMOE MPIEXEC -- <hapmoe plan arguments>
 set -uo pipefail
+# mpiexec forwards its stdin to rank 0. Under load, Hydra 4.0.2 fails
+# forwarding even /dev/null ("process reading stdin too slowly; can't keep
+# up", exit 141: 5 of 5 runs with both cores busy, 0 of 5 with stdin
+# closed). Nothing to read, so stdin is closed.
+exec <&-
 hapmoe=$1
 mpiexec=$2
 shift 3

@@ -4,6 +4,11 @@
 # nothing is searched.
 #   bad_out_mpi.sh MPIEXEC HAPMOE SWEEP
 set -uo pipefail
+# mpiexec forwards its stdin to rank 0. Under load, Hydra 4.0.2 fails
+# forwarding even /dev/null ("process reading stdin too slowly; can't keep
+# up", exit 141: 5 of 5 runs with both cores busy, 0 of 5 with stdin
+# closed). Nothing to read, so stdin is closed.
+exec <&-
 mpiexec=$1
 hapmoe=$2
 sweep=$3

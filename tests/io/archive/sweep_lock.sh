@@ -11,6 +11,12 @@
 #   sweep_lock.sh HAPMOE SLOW_SWEEP OTHER_SWEEP [MPIEXEC]
 # No timing bounds: the first sweep's lines are waited for (up to 120 s).
 set -uo pipefail
+# mpiexec forwards its stdin to rank 0. Under load, Hydra 4.0.2 fails
+# forwarding even /dev/null ("process reading stdin too slowly; can't keep
+# up", exit 141: 5 of 5 runs with both cores busy, 0 of 5 with stdin
+# closed). Nothing to read, so stdin is closed (and again on each command
+# run with `&`, whose stdin bash otherwise sets to /dev/null).
+exec <&-
 hapmoe=$1
 slow=$2
 other=$3
@@ -24,7 +30,7 @@ out=$work/run.h5
 
 # 1. A sweep holds run.h5 while the others try.
 "$hapmoe" sweep "$slow" --out "$out" --threads 1 --progress-every 0.5 >"$work/a.out" \
-  2>"$work/a.err" &
+  2>"$work/a.err" <&- &
 pid=$!
 wait_for "$work/a.err" "running for"
 refused() {  # LABEL COMMAND...: exit 2, one line naming the holder, nothing run
@@ -63,7 +69,7 @@ echo "pid 1 on host elsewhere since 2026-01-01T00:00:00.000Z" >"$out.lock"
   fail "plan next to an unrelated lock file"
 "$hapmoe" sweep "$slow" --out "$out" --resume --threads 1 >/dev/null 2>"$work/c.err" ||
   fail "a lock file nobody holds blocks the next run: $(cat "$work/c.err")"
-"$hapmoe" sweep "$other" --out "$work/k.h5" --threads 1 >/dev/null 2>&1 &
+"$hapmoe" sweep "$other" --out "$work/k.h5" --threads 1 >/dev/null 2>&1 <&- &
 pid=$!
 for _ in $(seq 2400); do [[ -s $work/k.h5.lock ]] && break; sleep 0.05; done
 [[ -s $work/k.h5.lock ]] || fail "no lock file while a sweep runs"

@@ -18,6 +18,12 @@
 #   sweep_signals.sh HAPMOE SWEEP [MPIEXEC]
 # No timing bounds: each point waits (up to 120 s) for a line of the sweep.
 set -uo pipefail
+# mpiexec forwards its stdin to rank 0. Under load, Hydra 4.0.2 fails
+# forwarding even /dev/null ("process reading stdin too slowly; can't keep
+# up", exit 141: 5 of 5 runs with both cores busy, 0 of 5 with stdin
+# closed). Nothing to read, so stdin is closed (and again on each command
+# run with `&`, whose stdin bash otherwise sets to /dev/null).
+exec <&-
 hapmoe=$1
 sweep=$2
 mpiexec=${3:-}
@@ -59,7 +65,7 @@ in_first_case() {
   local suffix=$1 label=$2 every=$3
   shift 3
   "$@" "$hapmoe" sweep "$sweep" --out "$work/p1$suffix.h5" --threads 1 --progress-every "$every" \
-    >/dev/null 2>"$work/p1$suffix.err" &
+    >/dev/null 2>"$work/p1$suffix.err" <&- &
   pid=$!
   wait_for "$work/p1$suffix.err" "running for"
   kill -TERM "$pid"
@@ -88,7 +94,7 @@ after_first_case() {
   local suffix=$1 label=$2
   shift 2
   "$@" "$hapmoe" sweep "$sweep" --out "$work/p3$suffix.h5" --threads 1 >/dev/null \
-    2>"$work/p3$suffix.err" &
+    2>"$work/p3$suffix.err" <&- &
   pid=$!
   wait_for "$work/p3$suffix.err" "cases,"
   kill -TERM "$pid"
