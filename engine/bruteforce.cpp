@@ -1,7 +1,9 @@
 // Brute force (engine/search.h): every plan of one configuration without
 // DP, the prunings ignored -- every sequence of stage device types within
 // the stage capacities and every composition of the N layers (or the even
-// split with --uniform, on SearchOptions::devices_per_type when given),
+// split with --uniform, on SearchOptions::devices_per_type when given;
+// with ConstraintOptions::launcher_placement, the orders place_stages
+// places),
 // each stage with its least recomputation. The
 // reference the DP is tested against (tests/engine: DP == brute force):
 // it costs stages through the same stage memo (stage_memo.h) and sums them
@@ -18,6 +20,7 @@
 #include "engine/labels.h"
 #include "engine/search.h"
 #include "engine/stage_memo.h"
+#include "partition/constraints.h"
 
 namespace hapmoe {
 
@@ -65,12 +68,18 @@ ConfigOutcome bruteforce_config(const CostModel& model, const ParallelConfig& pi
     }
     return true;
   };
+  // With the launcher's placement, the stage orders place_stages places.
+  std::vector<int> order;
+  const auto placeable = [&] {
+    return !opt.space.constraints.launcher_placement ||
+           place_stages(model.cluster(), pi.stage_devices(), order).ok();
+  };
   std::vector<Label> arena;  // the current path only, root first
   arena.reserve(static_cast<std::size_t>(pp) + 1);
   arena.push_back(Label{});
   std::function<void(int, int, int)> place = [&](int i, int j, int hp) {
     if (i == pp) {
-      if (!on_the_devices()) return;
+      if (!on_the_devices() || !placeable()) return;
       ++out.stats.transitions;
       offer(out, arena, static_cast<std::int32_t>(arena.size() - 1), ev);
       return;
@@ -87,7 +96,9 @@ ConfigOutcome bruteforce_config(const CostModel& model, const ParallelConfig& pi
         const auto parent = static_cast<std::int32_t>(arena.size() - 1);
         arena.push_back(extend(arena.back(), parent, h, layers, e, ev.boundary(hp, h)));
         ++used[static_cast<std::size_t>(h)];
+        order.push_back(h);
         place(i + 1, j + layers, h);
+        order.pop_back();
         --used[static_cast<std::size_t>(h)];
         arena.pop_back();
       }

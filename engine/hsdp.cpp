@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -147,6 +148,56 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
   };
   const std::uint64_t jspan = static_cast<std::uint64_t>(n + 1);
   const std::uint64_t hspan = static_cast<std::uint64_t>(types + 1);
+  // With the launcher's placement (partition/constraints.h, place_stages):
+  // a run of stages of one type starts on a fresh node, so a stage of
+  // another type closes the run before it and the devices left on the
+  // run's last node stay idle. The state then also holds idle_h, the idle
+  // devices of type h so far, in units of unit_h = gcd(S, node size):
+  // u_h S + idle_h unit_h devices of h are taken, and a plan that takes
+  // more than the type has cannot be launched. Types whose stages fill
+  // whole nodes never leave any idle. The code is u's + ucount * idle's.
+  const bool placing = opt.space.constraints.launcher_placement;
+  const int per_stage = ev.pi().stage_devices();
+  const std::uint64_t ucount = full + 1;
+  std::vector<int> unit(static_cast<std::size_t>(types), 1);
+  std::vector<int> node_of(static_cast<std::size_t>(types), 0);
+  std::vector<int> devices_of(static_cast<std::size_t>(types), 0);
+  std::vector<int> idle_cap(static_cast<std::size_t>(types), 0);
+  std::vector<std::uint64_t> idle_stride(static_cast<std::size_t>(types), 0);
+  {
+    long double span = static_cast<long double>(ucount) * jspan * hspan;
+    std::uint64_t st = ucount;
+    for (int h = 0; h < types && placing; ++h) {
+      const auto u = static_cast<std::size_t>(h);
+      const DevicePool& pool = ev.cluster().pools[u];
+      if (limit[u] == 0 || per_stage % pool.devices_per_node == 0) continue;
+      unit[u] = std::gcd(per_stage, pool.devices_per_node);
+      node_of[u] = pool.devices_per_node;
+      devices_of[u] = pool.devices();
+      // With an exact mix the stages still to place must fit too. Each
+      // closed run leaves less than a node idle, and there are fewer
+      // closed runs than stages.
+      const int slack = pool.devices() - (exact_mix ? limit[u] * per_stage : 0);
+      idle_cap[u] = std::min(slack / unit[u], limit[u] * (node_of[u] / unit[u] - 1));
+      idle_stride[u] = st;
+      st *= static_cast<std::uint64_t>(idle_cap[u] + 1);
+      span *= idle_cap[u] + 1;
+    }
+    if (span >= 1.8e19L) {
+      throw InputError("--launcher",
+                       "the stage orders the launcher can place are too many to search for PP=" +
+                           std::to_string(ev.pi().pp) + " with stages of " +
+                           std::to_string(per_stage) +
+                           " devices; run without --launcher and write the launcher with "
+                           "`evaluate --launcher`");
+    }
+  }
+  const auto idle_of = [&](std::uint64_t code, int h) {
+    const auto u = static_cast<std::size_t>(h);
+    return idle_stride[u] == 0 ? 0
+                               : static_cast<int>(code / idle_stride[u] %
+                                                  static_cast<std::uint64_t>(idle_cap[u] + 1));
+  };
   const auto make_key = [&](std::uint64_t code, int j, int hp) {
     return (code * jspan + static_cast<std::uint64_t>(j)) * hspan +
            static_cast<std::uint64_t>(hp + 1);
@@ -285,7 +336,25 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
             continue;
           }
         }
-        const std::uint64_t next_code = code + stride[static_cast<std::size_t>(h)];
+        std::uint64_t next_code = code + stride[static_cast<std::size_t>(h)];
+        if (placing) {
+          // A stage of h must find devices of h beside the idle ones; one
+          // after a run of hp closes that run at a node boundary.
+          const auto uh = static_cast<std::size_t>(h);
+          if (idle_stride[uh] != 0 && !exact_mix &&
+              (used[uh] + 1) * per_stage + idle_of(code, h) * unit[uh] > devices_of[uh]) {
+            continue;
+          }
+          const auto up = static_cast<std::size_t>(hp);
+          if (hp >= 0 && hp != h && idle_stride[up] != 0) {
+            const int idle = idle_of(code, hp);
+            const int taken = used[up] * per_stage + idle * unit[up];
+            const int rounded = (taken + node_of[up] - 1) / node_of[up] * node_of[up];
+            const int closed = idle + (rounded - taken) / unit[up];
+            if (closed > idle_cap[up]) continue;
+            next_code += static_cast<std::uint64_t>(closed - idle) * idle_stride[up];
+          }
+        }
         // The stages still to place: speed_left, the sum of 1 / (cheapest
         // layer step of their type), and what their fixed steps add to the
         // sum (fixed_left) and to the layers the balanced split must hold
@@ -445,7 +514,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
   for (const StateRange& state : current) {
     const std::uint64_t key = state.key;
     if (static_cast<int>(key / hspan % jspan) != n) continue;
-    if (exact_mix && key / hspan / jspan != full) continue;
+    if (exact_mix && key / hspan / jspan % ucount != full) continue;
     ++out.stats.states;
     for (std::int32_t idx = state.begin; idx < state.end; ++idx) offer(out, arena, idx, ev);
   }

@@ -129,6 +129,7 @@ class Evaluator {
   int layers() const { return n_; }
   int microbatches() const { return m_; }
   int cap(int h) const { return caps_[static_cast<std::size_t>(h)]; }
+  const ClusterSpec& cluster() const { return model_.cluster(); }
   const ParallelConfig& pi() const { return pi_; }
 
   // The stages of type h at position i from layer j, for the DP's loop

@@ -1,5 +1,6 @@
 #include "partition/constraints.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace hapmoe {
@@ -111,6 +112,35 @@ std::string check_offload(const Workload& w, const ClusterSpec& cluster) {
   return "";
 }
 
+Placement place_stages(const ClusterSpec& cluster, int stage_devices,
+                       const std::vector<int>& stage_types) {
+  Placement out;
+  out.stages.resize(stage_types.size());
+  std::vector<int> next(static_cast<std::size_t>(cluster.num_types()), 0);
+  for (std::size_t i = 0; i < stage_types.size(); ++i) {
+    const int h = stage_types[i];
+    const DevicePool& pool = cluster.pools[static_cast<std::size_t>(h)];
+    for (int need = stage_devices; need > 0;) {
+      const bool reuse = !out.nodes.empty() && out.nodes.back().type == h &&
+                         out.nodes.back().procs < pool.devices_per_node;
+      if (!reuse) {
+        int& k = next[static_cast<std::size_t>(h)];
+        if (k >= pool.nodes) {
+          out.failed_stage = static_cast<int>(i);
+          return out;
+        }
+        out.nodes.push_back({h, k++, 0});
+      }
+      Placement::Node& node = out.nodes.back();
+      const int take = std::min(need, pool.devices_per_node - node.procs);
+      node.procs += take;
+      need -= take;
+      out.stages[i].push_back(static_cast<int>(out.nodes.size()) - 1);
+    }
+  }
+  return out;
+}
+
 std::string check_plan(const Plan& plan, const Workload& w, const ClusterSpec& cluster,
                        const ConstraintOptions& options) {
   const ParallelConfig& pi = plan.parallel;
@@ -176,6 +206,19 @@ std::string check_plan(const Plan& plan, const Workload& w, const ClusterSpec& c
       return deg("tp", pi.tp) + " does not fit inside a " + pool.device.name + " node of " +
              std::to_string(pool.devices_per_node) +
              " devices (TP stays inside a node unless cross-node TP is allowed)";
+    }
+  }
+  if (options.launcher_placement) {
+    std::vector<int> types;
+    for (const StagePlan& s : plan.stages) types.push_back(s.device_type);
+    const Placement placed = place_stages(cluster, pi.stage_devices(), types);
+    if (!placed.ok()) {
+      const DevicePool& pool = cluster.pools[static_cast<std::size_t>(
+          types[static_cast<std::size_t>(placed.failed_stage)])];
+      return "stage " + std::to_string(placed.failed_stage) + " needs more " + pool.device.name +
+             " nodes than the cluster has when every node holds consecutive ranks of one "
+             "device type (torchrun numbers ranks node by node, and a run of stages of one type "
+             "starts on a fresh node): this stage order cannot be launched";
     }
   }
   return "";

@@ -85,6 +85,7 @@ PlanRequest read_plan_request(const cxxopts::ParseResult& r, Comm& comm, const S
     // Megatron-LM cannot run for this script are not searched, so the
     // launcher never refuses the plan after the search.
     if (r.count("launcher")) {
+      q.opt.space.constraints.launcher_placement = true;
       if (const int etp = launcher_expert_tp(q.in.megatron.get(), q.in.workload); etp != 0) {
         q.opt.space.fixed_tpe = etp;
         q.launcher_space =

@@ -57,7 +57,9 @@ void add_launcher_options(cxxopts::Options& o) {
       "launcher",
       std::string("write a Megatron-LM (") + kMegatronVersion +
           ") launcher for the plan to this file: the script's flags with the parallel ones "
-          "replaced, and the node order that puts each stage on its device type",
+          "replaced, and the node order that puts each stage on its device type (plan then "
+          "searches only plans that launcher runs as predicted: stage orders its node order "
+          "can place, the expert TP Megatron-LM accepts, one recompute setting for the job)",
       cxxopts::value<std::string>())(
       "launcher-hosts",
       "host list for the launcher's node table: one \"HOST DEVICE\" per line (device names "

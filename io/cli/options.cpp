@@ -293,6 +293,7 @@ nlohmann::ordered_json resolved_search_options(const SearchOptions& opt, const R
           {"bound", opt.bound},
           {"max_pp", opt.space.max_pp},
           {"allow_cross_node_tp", opt.space.constraints.allow_cross_node_tp},
+          {"launcher_placement", opt.space.constraints.launcher_placement},
           {"round", run.round},
           {"parts_per_round", run.parts_per_round},
           {"threads", run.threads}};

@@ -18,6 +18,7 @@
 #include "io/inputs/json_strict.h"
 #include "io/megatron/megatron_flags.h"
 #include "io/report/report.h"
+#include "partition/constraints.h"
 
 namespace hapmoe {
 
@@ -490,52 +491,35 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
         "launched plan (a bug in hapmoe)");
   }
 
-  // 3. Placement: stage i holds ranks [i*S, (i+1)*S) (Megatron's default
-  //    order tp-cp-ep-dp-pp has PP outermost); torchrun numbers ranks node
-  //    by node, so nodes are listed in stage order, each node holding ranks
-  //    of one device type only.
+  // 3. Placement (partition/constraints.h, place_stages): nodes in stage
+  //    order, each holding ranks of one device type only.
   check_launcher_hosts(hosts, cluster);
+  std::vector<int> stage_types;
+  for (const StagePlan& st : plan.stages) stage_types.push_back(st.device_type);
+  const Placement placed = place_stages(cluster, pi.stage_devices(), stage_types);
+  if (!placed.ok()) {
+    const ConstraintOptions placing{.launcher_placement = true};
+    throw InputError("--launcher", check_plan(plan, w, cluster, placing));
+  }
+  for (const Placement::Node& node : placed.nodes) {
+    const DevicePool& pool = cluster.pools[static_cast<std::size_t>(node.type)];
+    const auto named = hosts.find(to_lower(pool.device.name));
+    if (!hosts.empty() &&
+        (named == hosts.end() || node.index >= static_cast<int>(named->second.size()))) {
+      throw InputError("--launcher-hosts",
+                       "lists " + std::to_string(named == hosts.end() ? 0 : named->second.size()) +
+                           " " + pool.device.name + " hosts; the plan needs " +
+                           std::to_string(node.index + 1) + " or more");
+    }
+    out.nodes.push_back(hosts.empty() ? node_name(pool.device.name, node.index)
+                                      : named->second[static_cast<std::size_t>(node.index)]);
+    out.node_procs.push_back(node.procs);
+  }
   const int per_stage = pi.stage_devices();
-  std::vector<int> node_pool;
-  std::vector<int> next_node(static_cast<std::size_t>(cluster.num_types()), 0);
   std::vector<std::string> stage_nodes(plan.stages.size());
   for (std::size_t i = 0; i < plan.stages.size(); ++i) {
-    const int h = plan.stages[i].device_type;
-    const DevicePool& pool = cluster.pools[static_cast<std::size_t>(h)];
-    int need = per_stage;
     std::set<std::string> used;
-    while (need > 0) {
-      const bool reuse = !out.nodes.empty() && node_pool.back() == h &&
-                         out.node_procs.back() < pool.devices_per_node;
-      if (!reuse) {
-        int& k = next_node[static_cast<std::size_t>(h)];
-        if (k >= pool.nodes) {
-          throw InputError("--launcher",
-                           "stage " + std::to_string(i) + " needs more " + pool.device.name +
-                               " nodes than the cluster has when every node holds consecutive "
-                               "ranks of one stage type (torchrun numbers ranks node by node); "
-                               "the stage order of this plan cannot be placed");
-        }
-        const auto named = hosts.find(to_lower(pool.device.name));
-        if (!hosts.empty() &&
-            (named == hosts.end() || k >= static_cast<int>(named->second.size()))) {
-          throw InputError("--launcher-hosts",
-                           "lists " +
-                               std::to_string(named == hosts.end() ? 0 : named->second.size()) +
-                               " " + pool.device.name + " hosts; the plan needs more (stage " +
-                               std::to_string(i) + ")");
-        }
-        out.nodes.push_back(hosts.empty() ? node_name(pool.device.name, k)
-                                          : named->second[static_cast<std::size_t>(k)]);
-        ++k;
-        out.node_procs.push_back(0);
-        node_pool.push_back(h);
-      }
-      const int take = std::min(need, pool.devices_per_node - out.node_procs.back());
-      out.node_procs.back() += take;
-      need -= take;
-      used.insert(out.nodes.back());
-    }
+    for (const int k : placed.stages[i]) used.insert(out.nodes[static_cast<std::size_t>(k)]);
     stage_nodes[i] = join({used.begin(), used.end()}, " ");
   }
 

@@ -19,6 +19,7 @@
 #include "io/inputs/cluster_io.h"
 #include "io/inputs/model_io.h"
 #include "partition/config_space.h"
+#include "partition/constraints.h"
 
 namespace hapmoe {
 namespace {
@@ -489,6 +490,76 @@ TEST(SearchOracle, UniformOnGivenDevicesEqualsBruteForce) {
   }
   EXPECT_GE(instances, 40);
   EXPECT_GE(with_plan, 20);
+}
+
+// `plan --launcher` searches only the stage orders the launcher can place
+// (partition/constraints.h, place_stages): DP == brute force under that
+// rule, with at most the devices of each type (prunings off) and with
+// exactly given devices per type (the uniform ablation's path, a fixed
+// stage mix, like the load-balance pruning's), and every plan found is
+// placeable. Some instances must have an unconstrained optimum that
+// cannot be placed, or the rule is untried.
+TEST(SearchOracle, LauncherPlacementEqualsBruteForce) {
+  std::mt19937 rng(20261124);
+  int instances = 0;
+  int with_plan = 0;
+  int with_mix_plan = 0;
+  int constrained = 0;  // the unconstrained best plan cannot be placed
+  const auto placeable = [](const ClusterSpec& cluster, const PlanCandidate& c) {
+    std::vector<int> order;
+    for (const StagePlan& st : c.plan.stages) order.push_back(st.device_type);
+    return place_stages(cluster, c.plan.parallel.stage_devices(), order).ok();
+  };
+  while (instances < 120) {
+    const Instance in = random_instance(rng);
+    if (!in.valid()) continue;
+    SearchOptions free;
+    free.prune = {false, false, false};
+    free.space.max_pp = 4;
+    free.space.vpp = in.vpp;
+    const auto pis = enumerate_configs(in.workload, in.cluster, free.space);
+    if (pis.empty()) continue;
+    const ProfileTables tables = tables_for(in.workload, in.cluster, pis);
+    const CostModel model(in.workload, in.cluster, tables);
+    double size = 0;
+    for (const auto& pi : pis) size += bruteforce_size(model, pi, free);
+    if (size > 1e5) continue;
+    ++instances;
+    SearchOptions placed = free;
+    placed.space.constraints.launcher_placement = true;
+    // The devices of the best unconstrained plan, for the exact mixes.
+    const SearchResult best = run_search(in.workload, in.cluster, free);
+    SearchOptions mix = placed;
+    mix.uniform = true;
+    mix.devices_per_type.assign(static_cast<std::size_t>(in.cluster.num_types()), 0);
+    if (!best.top.empty()) {
+      const Plan& plan = best.top.front().plan;
+      for (const StagePlan& st : plan.stages) {
+        mix.devices_per_type[static_cast<std::size_t>(st.device_type)] +=
+            plan.parallel.stage_devices();
+      }
+    }
+    for (const auto& pi : pis) {
+      const ConfigOutcome bf = bruteforce_config(model, pi, placed);
+      expect_same(search_config(model, pi, placed), bf, in.describe());
+      const ConfigOutcome any = bruteforce_config(model, pi, free);
+      if (bf.best) {
+        ++with_plan;
+        EXPECT_TRUE(placeable(in.cluster, *bf.best)) << in.describe();
+      }
+      if (any.best && (!bf.best || any.best->latency_s < bf.best->latency_s)) ++constrained;
+      if (best.top.empty()) continue;
+      const ConfigOutcome bf_mix = bruteforce_config(model, pi, mix);
+      expect_same(search_config(model, pi, mix), bf_mix, in.describe() + " (exact mix)");
+      if (bf_mix.best) {
+        ++with_mix_plan;
+        EXPECT_TRUE(placeable(in.cluster, *bf_mix.best)) << in.describe();
+      }
+    }
+  }
+  EXPECT_GE(with_plan, 100);
+  EXPECT_GE(with_mix_plan, 20);
+  EXPECT_GE(constrained, 10);
 }
 
 TEST(SearchOracle, BranchAndBoundChangesNothing) {

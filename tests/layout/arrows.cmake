@@ -18,7 +18,7 @@ set(HAPMOE_LAYOUT
     "report|io/report|costmodel inputs|"
     "archive|io/archive|costmodel engine inputs report|hdf5 nlohmann"
     "profile|io/profile|costmodel archive|"
-    "megatron|io/megatron|costmodel inputs report|"
+    "megatron|io/megatron|costmodel partition inputs report|"
     "cli|io/cli|costmodel partition engine inputs report archive profile megatron|cxxopts nlohmann")
 
 # Splits one entry into <prefix>_NAME, _FOLDER, _DEPS (list), _EXT (list).

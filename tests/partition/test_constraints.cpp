@@ -8,6 +8,8 @@
 
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "costmodel/cluster.h"
 #include "costmodel/model.h"
@@ -197,6 +199,54 @@ TEST(ConstraintsFp8, EveryStageTypeOfAHeterogeneousPlanIsChecked) {
   // Both stages on H100 (16 devices: two nodes of 8).
   c.pools[0].nodes = 2;
   plan.stages = {{0, 4, {}}, {0, 4, {}}};
+  EXPECT_EQ(check_plan(plan, w, c), "");
+}
+
+// The launcher's placement (place_stages): nodes in stage order, a stage
+// continuing on the previous node while it has room and is of its type,
+// spanning nodes when larger than one, and a run of another type opening
+// a fresh node; what finds no node left fails at that stage.
+TEST(Placement, RunsOfOneTypeStartOnFreshNodes) {
+  ClusterSpec c;
+  DevicePool a;
+  a.device.name = "A";
+  a.nodes = 3;
+  a.devices_per_node = 8;
+  DevicePool b = a;
+  b.device.name = "B";
+  b.nodes = 1;
+  b.devices_per_node = 16;
+  c.pools = {a, b};
+  using Node = Placement::Node;
+  const auto nodes = [](const Placement& p) {
+    std::vector<std::tuple<int, int, int>> out;
+    for (const Node& n : p.nodes) out.emplace_back(n.type, n.index, n.procs);
+    return out;
+  };
+  // S = 4: two A stages share node A0, the B stages node B0, the last A
+  // stage opens A1.
+  const Placement p = place_stages(c, 4, {0, 0, 1, 1, 0});
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(nodes(p), (std::vector<std::tuple<int, int, int>>{{0, 0, 8}, {1, 0, 8}, {0, 1, 4}}));
+  EXPECT_EQ(p.stages, (std::vector<std::vector<int>>{{0}, {0}, {1}, {1}, {2}}));
+  // S = 12: a stage spans 1.5 A nodes, the next continues on the half.
+  const Placement q = place_stages(c, 12, {0, 0});
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(nodes(q), (std::vector<std::tuple<int, int, int>>{{0, 0, 8}, {0, 1, 8}, {0, 2, 8}}));
+  EXPECT_EQ(q.stages, (std::vector<std::vector<int>>{{0, 1}, {1, 2}}));
+  // B | A | B with S = 8: the second run of B needs a second B node.
+  const Placement r = place_stages(c, 8, {1, 0, 1});
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.failed_stage, 2);
+  // check_plan says so only when asked (plan --launcher, the launcher).
+  Plan plan;
+  plan.parallel.pp = 3;
+  plan.parallel.dp = 8;
+  for (const int h : {1, 0, 1}) plan.stages.push_back({h, h == 0 ? 2 : 3, {}});
+  Workload w = workload();
+  w.model.num_heads = w.model.num_kv_heads = 8;
+  const std::string e = check_plan(plan, w, c, {.launcher_placement = true});
+  EXPECT_NE(e.find("stage 2 needs more B nodes"), std::string::npos) << e;
   EXPECT_EQ(check_plan(plan, w, c), "");
 }
 

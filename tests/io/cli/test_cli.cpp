@@ -882,6 +882,32 @@ TEST(CliPlan, LauncherSearchesOnlyWhatMegatronCanRun) {
   fs::remove_all(d);
 }
 
+// torchrun numbers ranks node by node, so the launcher opens a fresh node
+// for each run of stages of one type: on one 16-device 910B node, the
+// plan 910B | H800 | H800 | 910B (stages of 8 devices) needs a second 910B
+// node. With --launcher the search leaves such orders out (before, it
+// found this plan and the launcher refused it after the search, exit 2).
+TEST(CliPlan, LauncherSearchesOnlyStageOrdersItCanPlace) {
+  const fs::path d = scratch_dir("launcher_placement");
+  const std::string cluster = (d / "cluster.json").string();
+  std::ofstream(cluster) << R"({"name": "one-big-node", "pools": [
+    {"device": "H800", "nodes": 2, "devices_per_node": 8},
+    {"device": "910B", "nodes": 1, "devices_per_node": 16}]})";
+  const std::string launcher = (d / "launch.sh").string();
+  const CliRun free = run({"plan", "--model", "mixtral-s", "--cluster", cluster});
+  ASSERT_EQ(free.code, kExitOk) << free.err;
+  EXPECT_NE(free.out.find("910B x3 | H800 x9 selective | H800 x9 | 910B x3"), std::string::npos)
+      << free.out;  // what it would pick
+  const CliRun r = run({"plan", "--model", "mixtral-s", "--cluster", cluster, "--launcher",
+                        launcher, "--recompute-scope", "stage"});
+  ASSERT_EQ(r.code, kExitOk) << r.out << r.err;
+  EXPECT_NE(r.out.find("[910B x3] *2 | [H800 x9] *2"), std::string::npos) << r.out;
+  const std::string text = slurp(launcher);
+  EXPECT_NE(text.find("NODE_HOSTS=(910b-node-000 h800-node-000 h800-node-001)"), std::string::npos)
+      << text;
+  fs::remove_all(d);
+}
+
 // Mixtral-L on paper:16-1 fits only by offloading the optimizer: --space
 // offload finds the fastest share (here all of it: the plans that fit
 // with less are slower), and the launcher writes the share it chose.
