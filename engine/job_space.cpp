@@ -499,13 +499,14 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     for (auto& [res, index] : found.results) merged.add(std::move(res), index);
     if (away == 0) base_kth = merged.kth();
   }
-  // Offload only when no plan fits without it: per combination, branch and
-  // bound over ranges of fractions k / steps (k = lo..hi). A range is
-  // searched at once, as a bound (per stage: it bounds every recompute
-  // setting too), against the K-th best so far; if it holds a plan under
-  // that, it is halved, the lower half (the faster steps) first; a single
-  // fraction is searched as the combination.
-  const bool offload = space.has(JobDim::kOffload) && base.offload == 0 && !merged.any_plan();
+  // Offload, as a dimension (it can pay where plans fit without it, by
+  // saving recomputation): per combination, branch and bound over ranges
+  // of fractions k / steps (k = lo..hi). A range is searched at once, as a
+  // bound (per stage: it bounds every recompute setting too), against the
+  // K-th best so far; if it holds a plan under that, it is halved, the
+  // lower half (the faster steps) first; a single fraction is searched as
+  // the combination.
+  const bool offload = space.has(JobDim::kOffload) && base.offload == 0;
   const int steps = std::max(1, static_cast<int>(std::lround(1.0 / space.offload_step)));
   for (std::size_t c = 0; offload && c < combos.size(); ++c) {
     std::vector<std::pair<int, int>> ranges = {{1, steps}};

@@ -303,8 +303,9 @@ void add_job_space_options(cxxopts::Options& o) {
   o.add_options("Job-wide knobs (docs/search.md, \"Job-wide knobs\")")(
       "space",
       "also search these knobs of the whole job: a comma list of micro-batch, vpp, sharding "
-      "(ZeRO-1, ZeRO-2, FSDP), offload (optimizer CPU offload, the least share that fits, only "
-      "when nothing fits without it), dispatcher (alltoall, allgather, flex where DeepEP runs), "
+      "(ZeRO-1, ZeRO-2, FSDP), offload (optimizer CPU offload: off and the multiples of 0.05, "
+      "each plan at the least share that fits it), dispatcher (alltoall, allgather, flex where "
+      "DeepEP runs), "
       "fp8; all; or none (default: the values given or the model's)",
       cxxopts::value<std::string>())(
       "max-micro-batch", "largest micro-batch the micro-batch dimension tries (default 8)",

@@ -58,17 +58,19 @@ TEST(JobSpace, BestIsTheBestOfEveryVariantAndEachDimensionsGainIsExact) {
     double best = std::numeric_limits<double>::infinity();
     double dim_best[kNumJobDims];
     std::fill(dim_best, dim_best + kNumJobDims, std::numeric_limits<double>::infinity());
-    std::set<std::tuple<int, int, int, int, int, int>> seen;
+    std::set<std::tuple<int, int, int, int, int, int, double, double>> seen;
     std::set<int> dims_used;
     Plan best_plan;
     for (const VariantOutcome& o : job.variants) {
       const JobVariant& v = o.variant;
       EXPECT_TRUE(seen.insert({v.micro_batch, v.vpp, static_cast<int>(v.fsdp),
                                static_cast<int>(v.dispatcher), static_cast<int>(v.precision),
-                               v.distributed_optimizer})
+                               v.distributed_optimizer, v.offload, v.offload_to})
                       .second)
           << name << ": a variant twice: " << to_string(v, true);
-      if (!o.refused.empty()) continue;
+      // A range of offload fractions is searched as a bound, its plans
+      // never kept (docs/search.md).
+      if (!o.refused.empty() || v.offload_to > 0) continue;
       const SearchResult r = alone(w, c, v, opt);
       const double b =
           r.top.empty() ? std::numeric_limits<double>::infinity() : r.top.front().latency_s;
@@ -182,11 +184,44 @@ TEST(JobSpace, OffloadIsTheFastestStepWhereNothingElseFits) {
     }
   }
   EXPECT_GT(ranges, 2);
-  // With the plans fitting without offload (Mixtral-S), offload is not tried.
-  const JobSearchResult fits =
-      run_job_search(load_workload("mixtral-s"), c, opt, space, comm, RunOptions{});
-  EXPECT_EQ(fits.variants.size(), 1u);
+  // With the plans fitting without offload (Mixtral-S), offload is tried
+  // too (its ranges as bounds), and does not beat them there.
+  const Workload small = load_workload("mixtral-s");
+  const JobSearchResult fits = run_job_search(small, c, opt, space, comm, RunOptions{});
+  EXPECT_GT(fits.variants.size(), 1u);
   EXPECT_EQ(fits.best.offload, 0.0);
+  EXPECT_EQ(fits.best_s, run_search(small, c, opt).top.front().latency_s);
+}
+
+// Offload is a dimension, not a fallback: where plans fit without it, the
+// memory it frees can still buy a faster plan (less recomputation, another
+// configuration). Mixtral-L on paper:32-1: 65.5 s without offload; when
+// offload was tried only where nothing fit, the search stopped there,
+// while the Metis-style baseline, which had to offload, found 50 s
+// (bench/paper/README.md).
+TEST(JobSpace, OffloadIsSearchedWherePlansFitWithoutIt) {
+  const Workload w = load_workload("mixtral-l");
+  const ClusterSpec c = load_cluster("paper:32-1");
+  SearchOptions opt;
+  SerialComm comm;
+  const SearchResult plain = run_search(w, c, opt);
+  ASSERT_FALSE(plain.top.empty());
+  JobSpace space;
+  space.dims = job_dim_bit(JobDim::kOffload);
+  const JobSearchResult job = run_job_search(w, c, opt, space, comm, RunOptions{});
+  ASSERT_FALSE(job.result.top.empty());
+  EXPECT_GT(job.best.offload, 0.0);
+  EXPECT_LT(job.best_s, plain.top.front().latency_s);
+  // The best over every step, each searched alone.
+  const int steps = static_cast<int>(std::lround(1.0 / space.offload_step));
+  double best = plain.top.front().latency_s;
+  for (int k = 1; k <= steps; ++k) {
+    JobVariant v = base_variant(w);
+    v.offload = static_cast<double>(k) / steps;
+    const SearchResult r = alone(w, c, v, opt);
+    if (!r.top.empty()) best = std::min(best, r.top.front().latency_s);
+  }
+  EXPECT_EQ(job.best_s, best);
 }
 
 TEST(JobSpace, ParsingNamesEveryDimension) {
