@@ -227,7 +227,7 @@ def table2(res, out, flags, variant=False):
           "Geometric mean of the per-cluster ratio to MI over the clusters where both have a "
           "plan (column `cases`). `**` marks a difference over 10 % from the paper.\n", file=out)
     print("| model | method | thpt. paper | thpt. ours | diff | MFU paper | MFU ours | diff | "
-          "lat. paper | lat. ours | diff | cases | no plan on |", file=out)
+          "lat. paper | lat. ours | diff | cases | no plan on (or not run) |", file=out)
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|", file=out)
     means = {}
     for model in MOE_MODELS:
@@ -237,7 +237,8 @@ def table2(res, out, flags, variant=False):
             for c in HETERO:
                 p, mi = res.plan(model, c, method), res.plan(model, c, "mi")
                 if p is None:
-                    missing.append(short(c))
+                    absent = res.pick(model, c, method)[1]
+                    missing.append(short(c) + (" (not run)" if absent else ""))
                 if p is None or mi is None:
                     continue
                 n += 1
@@ -253,12 +254,13 @@ def table2(res, out, flags, variant=False):
                     flags.append(f"Table 2 {NAME[model]} {method} "
                                  f"{ {'tflops': 'throughput', 'mfu': 'MFU', 'latency': 'latency'}[k] }"
                                  f": ours {g[k]:.2f}x, paper {pv:.2f}x")
-                cells += [f"{pv:.2f}x", f"{g[k]:.2f}x" if math.isfinite(g[k]) else "no plan", d]
+                cells += [f"{pv:.2f}x", f"{g[k]:.2f}x" if math.isfinite(g[k]) else "-", d]
             print(f"| {NAME[model]} | {method} | " + " | ".join(cells) +
                   f" | {n}/{len(HETERO)} | {', '.join(missing) or '-'} |", file=out)
     if variant:
         return means
-    mi_missing = {m: [short(c) for c in HETERO if res.plan(m, c, "mi") is None] for m in MOE_MODELS}
+    mi_missing = {m: [short(c) for c in HETERO if res.plan(m, c, "mi") is None
+                      and not res.pick(m, c, "mi")[1]] for m in MOE_MODELS}
     for m, miss in mi_missing.items():
         if miss:
             print(f"\nMI has no plan for {NAME[m]} on {', '.join(miss)}: those clusters are "
@@ -327,10 +329,16 @@ def table3(res, out, flags):
             lp, tp = PAPER_T3[c]
             if pair is None:
                 a = res.exact(model, c, "hapmoe", 0.0)
-                what = "no plan" if a is None or a["plan"] is None else "uniform: no fit"
+                runs = [res.exact(model, c, m, 0.0) for m in ("hapmoe", "uniform")]
+                if None in runs:
+                    what = "not run"
+                elif a["plan"] is None:
+                    what = "no plan"
+                else:
+                    what = "uniform: no fit"
                 print(f"| {NAME[model]} | {short(c)} | | | {lp:.2f}x | {what} | | {tp:.2f}x | | |",
                       file=out)
-                ratios[(model, c)] = None
+                ratios[(model, c)] = what
                 continue
             a, b, off = pair
             lr = b["plan"]["latency"] / a["plan"]["latency"]
@@ -449,26 +457,31 @@ def plans_section(res, out):
 # ---------------------------------------------------------------- figures
 
 
-def grouped_bars(ax, labels, series, ylabel, log=False):
-    """series: [(name, [value or None], [marked?])]; None = no plan: an empty
-    hatched slot with the words, never a bar of some height."""
+COLORS = ["tab:grey", "tab:orange", "tab:green", "tab:blue", "tab:purple", "tab:brown"]
+NOT_RUN = "not run"
+
+
+def grouped_bars(ax, labels, series, ylabel):
+    """series: [(name, [value, None (no plan) or NOT_RUN], [mark text])]. No plan
+    is an empty hatched slot with the words, never a bar of some height; a case
+    missing from the archive is the words "not run" alone."""
     n = len(series)
     width = 0.8 / n
-    finite = [v for _, vals, _ in series for v in vals if v is not None]
+    finite = [v for _, vals, _ in series for v in vals if isinstance(v, float)]
     top = max(finite) if finite else 1.0
-    colors = ["tab:grey", "tab:orange", "tab:green", "tab:blue", "tab:purple", "tab:brown"]
     for k, (name, values, marks) in enumerate(series):
         x = np.arange(len(labels)) - 0.4 + width * (k + 0.5)
-        labelled = False
         for xi, v, m in zip(x, values, marks):
-            if v is None:
-                ax.bar(xi, top * 0.35, width, fill=False, hatch="///", edgecolor="red", lw=0.6)
-                ax.text(xi, top * 0.02, "no plan", rotation=90, ha="center", va="bottom",
-                        fontsize=6.5, color="red")
+            if v is None or v == NOT_RUN:
+                y = top * 0.02
+                if v is None:
+                    ax.bar(xi, top * 0.25, width, fill=False, hatch="///", edgecolor="red", lw=0.6)
+                    y = top * 0.27
+                ax.text(xi, y, "no plan" if v is None else NOT_RUN, rotation=90,
+                        ha="center", va="bottom", fontsize=7,
+                        color="red" if v is None else "dimgrey")
                 continue
-            ax.bar(xi, v, width, color=colors[k % len(colors)],
-                   label=None if labelled else name)
-            labelled = True
+            ax.bar(xi, v, width, color=COLORS[k % len(COLORS)])
             if m:
                 ax.text(xi, v, m, ha="center", va="bottom", fontsize=7)
     ax.set_xticks(np.arange(len(labels)))
@@ -478,14 +491,10 @@ def grouped_bars(ax, labels, series, ylabel, log=False):
     ax.tick_params(axis="y", labelsize=8)
 
 
-def dedup_legend(fig, axes):
-    handles, labels = [], []
-    for ax in np.ravel(axes):
-        for h, l in zip(*ax.get_legend_handles_labels()):
-            if l not in labels:
-                handles.append(h)
-                labels.append(l)
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
+def method_legend(fig, names):
+    from matplotlib.patches import Patch
+    handles = [Patch(color=COLORS[k % len(COLORS)]) for k in range(len(names))]
+    fig.legend(handles, names, loc="lower center", ncol=len(names), fontsize=8, frameon=False)
 
 
 def mark(res, model, cluster, method):
@@ -496,13 +505,19 @@ def mark(res, model, cluster, method):
     return ("o" if r["offload"] > 0 else "") + ("i" if idle_text(r) else "")
 
 
-def series_for(res, model, clusters, methods, key, scale=1.0):
+def series_for(res, model, clusters, methods, key, scale=1.0, dense=False):
+    """Per method, per cluster (or, dense=True, per dense model on paper:dense)."""
     out = []
+    pairs = ([(d, DENSE_CLUSTER) for d in DENSE_MODELS] if dense
+             else [(model, c) for c in clusters])
     for m in methods:
         vals, marks = [], []
-        for c in clusters:
+        for model, c in pairs:
             p = res.plan(model, c, m)
-            vals.append(None if p is None else p[key] * scale)
+            if res.pick(model, c, m)[1]:
+                vals.append(NOT_RUN)
+            else:
+                vals.append(None if p is None else float(p[key] * scale))
             marks.append(mark(res, model, c, m))
         out.append((m, vals, marks))
     return out
@@ -538,7 +553,7 @@ def figures(directory, res, means, ratios, search_rows):
             ax = axes[row][col]
             grouped_bars(ax, labels, series_for(res, model, HETERO, T2_METHODS, key, scale), ylabel)
             ax.set_title(f"{NAME[model]}: {ylabel}", fontsize=10)
-    dedup_legend(fig, axes)
+    method_legend(fig, T2_METHODS)
     fig.suptitle("MoE models on the heterogeneous clusters (predicted by hapmoe's cost model)",
                  fontsize=11)
     fig.text(0.5, 0.045, foot, ha="center", fontsize=8)
@@ -555,12 +570,11 @@ def figures(directory, res, means, ratios, search_rows):
             x = np.arange(len(T2_METHODS))
             paper = [PAPER_T2[model][m][k] for m in T2_METHODS]
             ours = [means[(model, m)][key] for m in T2_METHODS]
-            ax.bar(x - 0.2, paper, 0.4, color="tab:grey", label="paper")
-            ax.bar(x + 0.2, [v if math.isfinite(v) else 0 for v in ours], 0.4, color="tab:blue",
-                   label="hapmoe's cost model")
+            ax.bar(x - 0.2, paper, 0.4, color="tab:grey")
+            ax.bar(x + 0.2, [v if math.isfinite(v) else 0 for v in ours], 0.4, color="tab:blue")
             for xi, v in zip(x, ours):
                 ax.text(xi + 0.2, v if math.isfinite(v) else 0,
-                        f"{v:.2f}" if math.isfinite(v) else "no plan", ha="center",
+                        f"{v:.2f}" if math.isfinite(v) else "no case", ha="center",
                         va="bottom", fontsize=7)
             for xi, v in zip(x, paper):
                 ax.text(xi - 0.2, v, f"{v:.2f}", ha="center", va="bottom", fontsize=7)
@@ -570,7 +584,10 @@ def figures(directory, res, means, ratios, search_rows):
             ax.set_title(f"{NAME[model]}: {title} (geo. mean)", fontsize=10)
             top = max([v for v in ours + paper if math.isfinite(v)])
             ax.set_ylim(0, top * 1.15)
-    dedup_legend(fig, axes)
+    from matplotlib.patches import Patch
+    fig.legend([Patch(color="tab:grey"), Patch(color="tab:blue")],
+               ["paper (measured)", "hapmoe's cost model (predicted)"], loc="lower center",
+               ncol=2, fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     save(fig, "table2.png")
 
@@ -584,7 +601,7 @@ def figures(directory, res, means, ratios, search_rows):
             ax = axes[row][col]
             grouped_bars(ax, labels, series_for(res, model, HOMO, homo_methods, key, scale), ylabel)
             ax.set_title(f"{NAME[model]}: {ylabel}", fontsize=10)
-    dedup_legend(fig, axes)
+    method_legend(fig, homo_methods)
     fig.suptitle("MoE models on the homogeneous clusters", fontsize=11)
     fig.text(0.5, 0.05, foot, ha="center", fontsize=8)
     fig.tight_layout(rect=(0, 0.08, 1, 0.96))
@@ -592,6 +609,9 @@ def figures(directory, res, means, ratios, search_rows):
 
     # Dense models on paper:dense.
     dense_methods = ["mi", "uniform", "metis-style", "homogeneous-only", "hapmoe"]
+    dense_names = {"mi": "mi (MI)", "uniform": "uniform (Alpa)",
+                   "metis-style": "metis-style (Metis)", "homogeneous-only": "homogeneous-only",
+                   "hapmoe": "hapmoe"}
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     labels = [NAME[m] for m in DENSE_MODELS]
     for col, (key, scale, ylabel) in enumerate([("tflops", 1, "TFLOP/s per device"),
@@ -599,14 +619,12 @@ def figures(directory, res, means, ratios, search_rows):
         ax = axes[col]
         series = []
         for m in dense_methods:
-            vals = [None if res.plan(d, DENSE_CLUSTER, m) is None
-                    else res.plan(d, DENSE_CLUSTER, m)[key] * scale for d in DENSE_MODELS]
-            name = {"mi": "mi (MI)", "uniform": "uniform (Alpa)",
-                    "metis-style": "metis-style (Metis)"}.get(m, m)
+            name = dense_names[m]
+            vals = series_for(res, None, None, [m], key, scale, dense=True)[0][1]
             series.append((name, vals, [mark(res, d, DENSE_CLUSTER, m) for d in DENSE_MODELS]))
         grouped_bars(ax, labels, series, ylabel)
         ax.set_title(f"2x8 A100 + 2x8 910B: {ylabel}", fontsize=10)
-    dedup_legend(fig, axes)
+    method_legend(fig, [dense_names[m] for m in dense_methods])
     fig.text(0.5, 0.065, foot, ha="center", fontsize=8)
     fig.tight_layout(rect=(0, 0.11, 1, 1))
     save(fig, "dense.png")
@@ -614,18 +632,20 @@ def figures(directory, res, means, ratios, search_rows):
     # Table 3: latency ratio, paper against ours, both models.
     fig, ax = plt.subplots(figsize=(10, 4.2))
     x = np.arange(len(T3_CLUSTERS))
-    ax.bar(x - 0.27, [PAPER_T3[c][0] for c in T3_CLUSTERS], 0.27, color="tab:grey",
-           label="paper (model not named)")
+    ax.bar(x - 0.27, [PAPER_T3[c][0] for c in T3_CLUSTERS], 0.27, color="tab:grey")
     for k, (model, color) in enumerate([("mixtral-s", "tab:blue"), ("mixtral-l", "tab:green")]):
         for xi, c in zip(x, T3_CLUSTERS):
             r = ratios.get((model, c))
             xo = xi + 0.27 * k
-            if r is None:
-                ax.bar(xo, 1.0, 0.27, fill=False, hatch="///", edgecolor="red", lw=0.6)
-                ax.text(xo, 0.05, "no fit", rotation=90, ha="center", va="bottom", fontsize=7,
-                        color="red")
+            if isinstance(r, str):  # no ratio: "uniform: no fit", "no plan" or "not run"
+                y = 0.05
+                if r != "not run":
+                    ax.bar(xo, 0.5, 0.27, fill=False, hatch="///", edgecolor="red", lw=0.6)
+                    y = 0.55
+                ax.text(xo, y, r, rotation=90, ha="center", va="bottom", fontsize=7,
+                        color="dimgrey" if r == "not run" else "red")
                 continue
-            ax.bar(xo, r[0], 0.27, color=color, label=NAME[model] if xi == 0 else None)
+            ax.bar(xo, r[0], 0.27, color=color)
             if r[2]:
                 ax.text(xo, r[0], "o", ha="center", va="bottom", fontsize=7)
     ax.axhline(1.0, color="black", lw=0.6)
@@ -634,7 +654,10 @@ def figures(directory, res, means, ratios, search_rows):
     ax.set_ylabel("latency uniform / hapmoe", fontsize=9)
     ax.set_title("Disabling non-uniform PP/DP: latency ratio (o = both at optimizer offload)",
                  fontsize=10)
-    ax.legend(fontsize=8)
+    from matplotlib.patches import Patch
+    ax.legend([Patch(color=c) for c in ("tab:grey", "tab:blue", "tab:green")],
+              ["paper (model not named)", "Mixtral-S (predicted)", "Mixtral-L (predicted)"],
+              fontsize=8, loc="upper left")
     fig.tight_layout()
     save(fig, "ablation.png")
 
