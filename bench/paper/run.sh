@@ -16,5 +16,6 @@ if [[ ! -d $(dirname "$archive") ]]; then
   echo "bench/paper/run.sh: $archive: its directory does not exist" >&2
   exit 2
 fi
-"$hapmoe" sweep "$here/paper.json" --out "$archive" --resume --checkpoint-every 30 --threads 1
+# The sweep's own summary (one line per case) goes to stderr, the tables to stdout.
+"$hapmoe" sweep "$here/paper.json" --out "$archive" --resume --checkpoint-every 30 --threads 1 >&2
 /usr/bin/python3 "$here/report.py" "$archive" --figures "$here/figures"
