@@ -703,6 +703,11 @@ def main():
         sys.exit(f"report.py: {args.archive}: the archive holds no case")
     res = Results(cases)
     out = sys.stdout
+    stopped = [f"{r['model']} {short(r['cluster'])} {r['method']}" for r in cases.values()
+               if r["status"] == "stopped"]
+    if stopped:
+        print(f"report.py: {args.archive}: {len(stopped)} case(s) stopped by a time or memory "
+              f"limit, their plans are not proven optimal: {', '.join(stopped)}", file=sys.stderr)
     print(f"# The paper's evaluation from {args.archive} ({len(cases)} cases"
           f"{', INCOMPLETE sweep: run bench/paper/run.sh again' if incomplete else ''})", file=out)
     flags = []
