@@ -340,7 +340,7 @@ def table3(res, out, flags):
           "hapmoe's search on the devices of hapmoe's best plan with N/PP layers on every stage "
           "(docs/baselines.md). Each side at the faster of no optimizer offload and the whole "
           "FP32 optimizer state on the host, as in Table 2 (`off` marks a side that offloads), "
-          "so the ratio is that of two searches with offload as a dimension, one of them "
+          "so the ratio is that of two searches over no offload and offload, one of them "
           "restricted to even layers. Throughput ratio = TFLOP/s per device in use (1 / the "
           "latency ratio when both use the same devices). `**`: over 10 % from the paper.\n",
           file=out)
