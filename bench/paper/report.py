@@ -10,10 +10,14 @@ Uses Debian's python3-h5py and python3-numpy; the figures need
 python3-matplotlib (without it the tables still print and a line says the
 figures were skipped).
 
-Which plan stands for a method on a cluster: its plan without optimizer
-offload when it has one, else its plan with the FP32 optimizer state on the
-host (optimizer_offload_fraction 1, the paper's Appendix A; marked `off`),
-else "no plan". A geometric mean is taken over the clusters where both the
+Which plan stands for a method on a cluster (rule "best", every table and
+figure): the faster of its plan without optimizer offload and its plan with
+the whole FP32 optimizer state on the host (optimizer_offload_fraction 1,
+the paper's Appendix A; marked `off`), else "no plan". That is what
+`plan --space offload` does for hapmoe (docs/search.md, "Job-wide knobs"),
+except that it also tries the fractions 0.05 ... 0.95, so it can be a little
+faster still. The variant of Table 2 uses rule "fallback": a method
+offloads only where it has no plan without it. A geometric mean is taken over the clusters where both the
 method and MI have a plan, and says over how many; a method with no plan on
 a cluster is listed, never dropped silently.
 """
@@ -132,11 +136,12 @@ def read_case(g):
 
 
 class Results:
-    """rule "fallback": a method's plan without offload when it has one, else
-    with offload (what `plan --space offload` does, docs/search.md); rule
-    "best": the faster of the two."""
+    """rule "best": the faster of a method's plan without offload and its plan
+    with offload (what `plan --space offload` does, at fraction 1 only;
+    docs/search.md); rule "fallback": its plan without offload when it has
+    one, else with offload."""
 
-    def __init__(self, cases, rule="fallback"):
+    def __init__(self, cases, rule="best"):
         self.cases = cases
         self.rule = rule
 
@@ -160,6 +165,11 @@ class Results:
     def offload(self, model, cluster, method):
         r, _ = self.pick(model, cluster, method)
         return r is not None and r["plan"] is not None and r["offload"] > 0
+
+    def forced(self, model, cluster, method):
+        """Offloaded because the method has no plan without offload."""
+        r = self.exact(model, cluster, method, 0.0)
+        return self.offload(model, cluster, method) and (r is None or r["plan"] is None)
 
     def exact(self, model, cluster, method, offload):
         return self.cases.get((model, cluster, method, offload))
@@ -211,17 +221,23 @@ def idle_text(r):
 
 def table2(res, out, flags, variant=False):
     if variant:
-        print("\n### Table 2, variant: each method at the faster of no offload and offload\n",
+        print("\n### Table 2, variant: each method offloads only where nothing fits without it\n",
               file=out)
-        print("The same, but each method's plan on a cluster is the faster of its plan without "
-              "optimizer offload and its plan with the whole FP32 optimizer state on the host, "
-              "where the table above offloads only when nothing fits without it. Shown because "
-              "offload is faster than recomputation in some cases of this cost model "
-              "(README).\n", file=out)
+        print("The same, but each method's plan on a cluster is its plan without optimizer "
+              "offload when it has one, and its plan with the whole FP32 optimizer state on the "
+              "host only where it has none (the paper's wording: \"for Mixtral-L on the smallest "
+              "clusters, the FP32 optimizer states are offloaded\"), where the table above takes "
+              "the faster of the two. Not what `plan --space offload` does since it searches "
+              "offload as a dimension; its differences from the paper are not in the list "
+              "below.\n", file=out)
         flags = []
     else:
         print("\n## Table 2: geometric means on the 9 heterogeneous clusters, normalised to MI\n",
               file=out)
+        print("Each method's plan on a cluster is the faster of its plan without optimizer "
+              "offload and its plan with the whole FP32 optimizer state on the host (`plan "
+              "--space offload` searches the fractions 0.05 ... 1 too, so it can be a little "
+              "faster still).\n", file=out)
     print("Throughput = TFLOP/s per device in use, MFU weighted by each device's peak (both as "
           "the archive's `tflops_per_device` and `mfu`), latency = predicted iteration time. "
           "Geometric mean of the per-cluster ratio to MI over the clusters where both have a "
@@ -272,13 +288,17 @@ def table2(res, out, flags, variant=False):
         if miss:
             print(f"\nMI has no plan for {NAME[m]} on {', '.join(miss)}: those clusters are "
                   "outside every mean of that model.", file=out)
-    offl = {m: [f"{short(c)} ({', '.join(k for k in T2_METHODS if res.offload(m, c, k))})"
-                for c in HETERO if any(res.offload(m, c, k) for k in T2_METHODS)]
-            for m in MOE_MODELS}
-    for m, cs in offl.items():
-        if cs:
-            print(f"\n{NAME[m]} with the optimizer state offloaded (no plan without it): "
-                  f"{'; '.join(cs)}.", file=out)
+    for forced, why in ((True, "no plan without it"), (False, "faster than its plan without it")):
+        for m in MOE_MODELS:
+            cs = []
+            for c in HETERO:
+                ks = [k for k in T2_METHODS
+                      if res.offload(m, c, k) and res.forced(m, c, k) == forced]
+                if ks:
+                    cs.append(f"{short(c)} ({', '.join(ks)})")
+            if cs:
+                print(f"\n{NAME[m]} with the optimizer state offloaded ({why}): "
+                      f"{'; '.join(cs)}.", file=out)
     return means
 
 
@@ -286,7 +306,8 @@ def per_cluster(res, out, clusters, models, methods, title, note=""):
     print(f"\n## {title}\n", file=out)
     if note:
         print(note + "\n", file=out)
-    print("`off`: with the FP32 optimizer state on the host (no plan without it). TFLOP/s/dev: "
+    print("`off`: with the FP32 optimizer state on the host (faster than that method's plan "
+          "without it, or it has none without it: the list of plans shows both). TFLOP/s/dev: "
           "per device in use (the archive's, as in Table 2); `/cluster dev`: the same FLOPs over "
           "every device of the cluster, idle ones included; `in use` counts the devices the plan "
           "puts to work.\n", file=out)
@@ -317,27 +338,23 @@ def table3(res, out, flags):
     print("\n## Table 3: disabling non-uniform PP/DP (uniform relative to hapmoe)\n", file=out)
     print("The paper does not say which model its table is for: both are shown. `uniform` is "
           "hapmoe's search on the devices of hapmoe's best plan with N/PP layers on every stage "
-          "(docs/baselines.md). Both sides at the same optimizer offload: none when both fit "
-          "without it, else both at fraction 1 (`off`). Throughput ratio = TFLOP/s per device "
-          "(the same devices on both sides, so it is 1 / the latency ratio). `**`: over 10 % "
-          "from the paper.\n", file=out)
+          "(docs/baselines.md). Each side at the faster of no optimizer offload and the whole "
+          "FP32 optimizer state on the host, as in Table 2 (`off` marks a side that offloads), "
+          "so the ratio is that of two searches over no offload and offload, one of them "
+          "restricted to even layers. Throughput ratio = TFLOP/s per device in use (1 / the "
+          "latency ratio when both use the same devices). `**`: over 10 % from the paper.\n",
+          file=out)
     print("| model | cluster | hapmoe s | uniform s | lat. paper | lat. ours | diff | "
           "thpt. paper | thpt. ours | diff |", file=out)
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|", file=out)
     ratios = {}
     for model in MOE_MODELS:
         for c in T3_CLUSTERS:
-            pair = None
-            for off in (0.0, 1.0):
-                a, b = res.exact(model, c, "hapmoe", off), res.exact(model, c, "uniform", off)
-                if a and b and a["plan"] and b["plan"]:
-                    pair = (a, b, off)
-                    break
+            (a, a_absent), (b, b_absent) = (res.pick(model, c, "hapmoe"),
+                                            res.pick(model, c, "uniform"))
             lp, tp = PAPER_T3[c]
-            if pair is None:
-                a = res.exact(model, c, "hapmoe", 0.0)
-                runs = [res.exact(model, c, m, 0.0) for m in ("hapmoe", "uniform")]
-                if None in runs:
+            if a_absent or b_absent or a["plan"] is None or b["plan"] is None:
+                if a_absent or b_absent:
                     what = "not run"
                 elif a["plan"] is None:
                     what = "no plan"
@@ -347,19 +364,19 @@ def table3(res, out, flags):
                       file=out)
                 ratios[(model, c)] = what
                 continue
-            a, b, off = pair
             lr = b["plan"]["latency"] / a["plan"]["latency"]
             tr = b["plan"]["tflops"] / a["plan"]["tflops"]
-            ratios[(model, c)] = (lr, tr, off)
+            ratios[(model, c)] = (lr, tr, a["offload"] > 0, b["offload"] > 0)
             dl, bl = diff(lr, lp)
             dt, bt = diff(tr, tp)
             for big, what, ours, paper in ((bl, "latency", lr, lp), (bt, "throughput", tr, tp)):
                 if big:
                     flags.append(f"Table 3 {NAME[model]} {short(c)} {what}: ours {ours:.2f}x, "
                                  f"paper {paper:.2f}x")
-            o = " off" if off else ""
-            print(f"| {NAME[model]} | {short(c)} | {a['plan']['latency']:.2f}{o} | "
-                  f"{b['plan']['latency']:.2f}{o} | {lp:.2f}x | {lr:.2f}x | {dl} | {tp:.2f}x | "
+            ao = " off" if a["offload"] > 0 else ""
+            bo = " off" if b["offload"] > 0 else ""
+            print(f"| {NAME[model]} | {short(c)} | {a['plan']['latency']:.2f}{ao} | "
+                  f"{b['plan']['latency']:.2f}{bo} | {lp:.2f}x | {lr:.2f}x | {dl} | {tp:.2f}x | "
                   f"{tr:.2f}x | {dt} |", file=out)
     return ratios
 
@@ -540,9 +557,9 @@ def figures(directory, res, means, ratios, search_rows):
         return []
     os.makedirs(directory, exist_ok=True)
     written = []
-    foot = ("o = optimizer state offloaded to the host (no plan without it); i = the plan leaves "
-            "devices idle (TFLOP/s and MFU are per device in use); hatched 'no plan' = no plan "
-            "fits (no value)")
+    foot = ("o = optimizer state offloaded to the host (faster, or no plan without it); i = the "
+            "plan leaves devices idle (TFLOP/s and MFU are per device in use); hatched 'no plan' "
+            "= no plan fits (no value)")
 
     def save(fig, name):
         path = os.path.join(directory, name)
@@ -595,7 +612,9 @@ def figures(directory, res, means, ratios, search_rows):
     fig.legend([Patch(color="tab:grey"), Patch(color="tab:blue")],
                ["paper (measured)", "hapmoe's cost model (predicted)"], loc="lower center",
                ncol=2, fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.suptitle("Table 2: geometric means over the 9 heterogeneous clusters, normalised to MI "
+                 "(each method at the faster of no optimizer offload and offload)", fontsize=11)
+    fig.tight_layout(rect=(0, 0.05, 1, 0.96))
     save(fig, "table2.png")
 
     # MoE on the homogeneous clusters.
@@ -653,14 +672,16 @@ def figures(directory, res, means, ratios, search_rows):
                         color="dimgrey" if r == "not run" else "red")
                 continue
             ax.bar(xo, r[0], 0.27, color=color)
-            if r[2]:
-                ax.text(xo, r[0], "o", ha="center", va="bottom", fontsize=7)
+            m = {(True, True): "o", (True, False): "h", (False, True): "u"}.get((r[2], r[3]))
+            if m:
+                ax.text(xo, r[0], m, ha="center", va="bottom", fontsize=7)
     ax.axhline(1.0, color="black", lw=0.6)
     ax.set_xticks(x)
     ax.set_xticklabels([short(c) for c in T3_CLUSTERS], fontsize=8)
     ax.set_ylabel("latency uniform / hapmoe", fontsize=9)
-    ax.set_title("Disabling non-uniform PP/DP: latency ratio (o = both at optimizer offload)",
-                 fontsize=10)
+    ax.set_title("Disabling non-uniform PP/DP: latency ratio, each side at its faster offload "
+                 "setting\n(o = both offload the optimizer state, u = only uniform, h = only "
+                 "hapmoe)", fontsize=10)
     from matplotlib.patches import Patch
     ax.legend([Patch(color=c) for c in ("tab:grey", "tab:blue", "tab:green")],
               ["paper (model not named)", "Mixtral-S (predicted)", "Mixtral-L (predicted)"],
@@ -701,7 +722,7 @@ def main():
         sys.exit(f"report.py: {e}")
     if not cases:
         sys.exit(f"report.py: {args.archive}: the archive holds no case")
-    res = Results(cases)
+    res = Results(cases, rule="best")
     out = sys.stdout
     stopped = [f"{r['model']} {short(r['cluster'])} {r['method']}" for r in cases.values()
                if r["status"] == "stopped"]
@@ -712,7 +733,7 @@ def main():
           f"{', INCOMPLETE sweep: run bench/paper/run.sh again' if incomplete else ''})", file=out)
     flags = []
     means = table2(res, out, flags)
-    table2(Results(cases, rule="best"), out, flags, variant=True)
+    table2(Results(cases, rule="fallback"), out, flags, variant=True)
     per_cluster(res, out, HETERO, MOE_MODELS, T2_METHODS,
                 "Per cluster: MoE on the heterogeneous clusters",
                 "The paper gives a figure only (no numbers).")
