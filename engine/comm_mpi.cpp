@@ -255,7 +255,6 @@ class MpiComm final : public Comm {
   // has arrived, so rank 0 knows who has not (waiting()) and the watchdog
   // can name a rank that never comes.
   void arrive() {
-    if (std::getenv("X_NOARRIVE")) return;
     constexpr int kTag = 1;
     const auto others = static_cast<std::size_t>(rank_ == 0 ? size_ - 1 : 1);
     std::vector<MPI_Request> notes(others, MPI_REQUEST_NULL);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <limits>
 #include <new>
@@ -250,6 +251,48 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   return run_search(w, cluster, opt, bruteforce, serial, RunOptions{});
 }
 
+namespace {
+
+// A small search, whole on every rank: the same result everywhere (the
+// search is deterministic for any ranks x threads), then one collective
+// that gathers every rank's figures and agrees on failures, as the split
+// search's collectives do.
+SearchResult whole_on_every_rank(const Workload& w, const ClusterSpec& cluster,
+                                 const SearchOptions& opt, bool bruteforce, Comm& comm,
+                                 const RunOptions& run) {
+  const auto start = Clock::now();
+  SerialComm alone;
+  SearchResult r;
+  std::exception_ptr failed;
+  std::string error;
+  try {
+    r = run_search(w, cluster, opt, bruteforce, alone, run);
+  } catch (const std::exception& e) {
+    failed = std::current_exception();
+    error = on_rank(comm, e.what());
+  }
+  RankFigures mine = failed ? RankFigures{} : r.ranks.front();
+  mine.rank = comm.rank();
+  Writer out;
+  out.put_string(error);
+  out.put(mine);
+  const auto wait = Clock::now();
+  const std::vector<std::string> all = comm.allgather(out.take());
+  if (failed) std::rethrow_exception(failed);
+  r.ranks.clear();
+  for (const std::string& bytes : all) {
+    Reader in(bytes);
+    if (std::string e = in.get_string(); !e.empty()) throw SearchFailure(e);
+    r.ranks.push_back(in.get<RankFigures>());
+  }
+  r.ranks[static_cast<std::size_t>(comm.rank())].idle_s += since(wait);
+  r.whole_on_every_rank = true;
+  r.stats.seconds = since(start);
+  return r;
+}
+
+}  // namespace
+
 SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const SearchOptions& opt,
                         bool bruteforce, Comm& comm, const RunOptions& run) {
   HAPMOE_REQUIRE(run.threads >= 1 && run.round >= 1, "run_search: threads and round must be >= 1");
@@ -269,6 +312,9 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     field.store(value, std::memory_order_relaxed);
   };
   r.configs = enumerate_configs(w, cluster, opt.space);
+  if (ranks > 1 && static_cast<double>(r.configs.size()) * w.model.num_layers <= run.split_above) {
+    return whole_on_every_rank(w, cluster, opt, bruteforce, comm, run);
+  }
   report(progress.configs, static_cast<std::int64_t>(r.configs.size()));
   progress.phase.store(SearchProgress::kBounds, std::memory_order_relaxed);
   const ProfileTables tables = tables_for(w, cluster, r.configs, opt.profile.get());

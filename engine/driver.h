@@ -35,6 +35,12 @@ struct SearchProgress {
 };
 
 // How one process runs its share of the search.
+// RunOptions::split_above's default: the paper's cases run whole (Mixtral-S
+// on paper:32-2, 1,248 configurations of 24 layers, 4-8 ms on one core:
+// over 3 ranks on 2 cores a median of 65 ms split, 32 ms whole;
+// docs/parallel.md, "Small searches").
+inline constexpr double kSplitAbove = 65536;
+
 struct RunOptions {
   int threads = 1;  // OpenMP threads of this rank
   // Branch and bound runs in rounds of this many configurations (those
@@ -63,6 +69,12 @@ struct RunOptions {
   // job (the job search's earlier variants, engine/job_space.h): the
   // bound skips what cannot beat it from the start. +inf: none.
   double incumbent = std::numeric_limits<double>::infinity();
+  // A search of more than this many configuration-layers (configurations
+  // x the model's layers) is split over the ranks; a smaller one runs
+  // whole on every rank, with one collective at the end: its rounds'
+  // collectives would cost more than its work (docs/parallel.md, "Small
+  // searches"). 0: every search is split.
+  double split_above = kSplitAbove;
   // Test hook (tests, docs/parallel.md): this rank fails in round
   // fail_round (0 = the first) before claiming any work, so the failure
   // happens however the work is handed out; -1 never.
@@ -118,6 +130,9 @@ struct SearchResult {
   std::vector<RankFigures> ranks;  // per rank
   std::vector<UnitFigures> units;  // per unit searched: by round, parts of a config together
   int rounds = 0;                  // branch-and-bound rounds
+  // Every rank searched the whole space (RunOptions::split_above): the
+  // figures of `ranks` are each the whole search's.
+  bool whole_on_every_rank = false;
   // kNone when the search ran to its end: the top plans are then the
   // optimum under the cost model. Otherwise the limit that stopped it: the
   // plans are the best found, not proven optimal, and `not_searched`

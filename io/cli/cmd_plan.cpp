@@ -268,6 +268,7 @@ void print_search_statistics(std::ostream& out, const PlanRequest& q, const Sear
       << (comm.size() == 1 ? " rank" : " ranks") << " x " << q.run.threads
       << (q.run.threads == 1 ? " thread" : " threads");
   if (comm.nodes() > 1) out << " (" << comm.nodes() << " nodes)";
+  if (result.whole_on_every_rank) out << ", each rank searching the whole space (--split-above)";
   out << "\n";
 }
 
@@ -329,6 +330,7 @@ nlohmann::ordered_json plan_document(const PlanRequest& q, const BaselineRun& ra
                 {"nodes", comm.nodes()},
                 {"threads", q.run.threads},
                 {"rounds", result.rounds},
+                {"whole_on_every_rank", result.whole_on_every_rank},
                 {"per_rank", per_rank}};
   return doc;
 }

@@ -251,6 +251,12 @@ void add_search_options(cxxopts::Options& o) {
       "cut a configuration whose estimated work exceeds 1/N of its round's into parts (its "
       "stage mixes) that several workers search apart (default 0: never); like --round it "
       "changes the statistics, not the plans",
+      cxxopts::value<std::string>())(
+      "split-above",
+      "split a search over the ranks when it has more than N configuration-layers "
+      "(configurations x layers); a smaller one runs whole on every rank, as its collectives "
+      "would cost more than its work (default 65536; 0: split every search); the plans and "
+      "statistics never depend on it",
       cxxopts::value<std::string>());
 }
 
@@ -281,6 +287,10 @@ void read_search_options(const cxxopts::ParseResult& r, const Inputs& in, Comm& 
     run.parts_per_round = static_cast<int>(
         parse_int_text(r["parts-per-round"].as<std::string>(), 0, 1 << 20, "--parts-per-round"));
   }
+  if (r.count("split-above")) {
+    run.split_above =
+        parse_number_text(r["split-above"].as<std::string>(), 0.0, 1e18, "--split-above");
+  }
 }
 
 // The search options with their values after defaults, for the archive.
@@ -296,6 +306,7 @@ nlohmann::ordered_json resolved_search_options(const SearchOptions& opt, const R
           {"launcher_placement", opt.space.constraints.launcher_placement},
           {"round", run.round},
           {"parts_per_round", run.parts_per_round},
+          {"split_above", run.split_above},
           {"threads", run.threads}};
 }
 

@@ -2,7 +2,7 @@
 # The same best plan, top K and statistics for R in {1,2,3} ranks x T in
 # {1,2} threads (issue 4): text and --plan-json byte-identical once the
 # timing and run-layout fields are removed.
-#   same_plan.sh MPIEXEC HAPMOE -- <hapmoe plan arguments>
+#   [WHOLE=yes|no] same_plan.sh MPIEXEC HAPMOE -- <hapmoe plan arguments>
 set -euo pipefail
 # mpiexec forwards its stdin to rank 0. Under load, Hydra 4.0.2 fails
 # forwarding even /dev/null ("process reading stdin too slowly; can't keep
@@ -32,6 +32,13 @@ for ranks in 1 2 3; do
     normalize_json "$work/$tag.json" > "$work/$tag.norm"
     grep -q "on $ranks rank.* x $threads thread" "$work/$tag.txt" ||
       { echo "FAIL: $tag does not report $ranks ranks x $threads threads"; exit 1; }
+    # WHOLE=yes|no (optional): whether a search over several ranks ran
+    # whole on every rank (--split-above), as the wall time line says.
+    if [[ $ranks -gt 1 && -n ${WHOLE:-} ]]; then
+      said=no
+      grep -q "each rank searching the whole space" "$work/$tag.txt" && said=yes
+      [[ $said == "$WHOLE" ]] || { echo "FAIL: $tag: whole on every rank: $said, expected $WHOLE"; exit 1; }
+    fi
     if [[ $tag != r1t1 ]]; then
       cmp -s "$work/r1t1.cmp" "$work/$tag.cmp" ||
         { echo "FAIL: text differs for $tag"; diff "$work/r1t1.cmp" "$work/$tag.cmp"; exit 1; }
