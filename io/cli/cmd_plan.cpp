@@ -2,6 +2,7 @@
 // baseline), score the plans, print them, write what was asked for.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cxxopts.hpp>
 #include <optional>
 #include <string>
@@ -331,6 +332,8 @@ nlohmann::ordered_json plan_document(const PlanRequest& q, const BaselineRun& ra
                 {"threads", q.run.threads},
                 {"rounds", result.rounds},
                 {"whole_on_every_rank", result.whole_on_every_rank},
+                {"omp_wait_policy",
+                 std::getenv("OMP_WAIT_POLICY") != nullptr ? std::getenv("OMP_WAIT_POLICY") : ""},
                 {"per_rank", per_rank}};
   return doc;
 }

@@ -1,0 +1,20 @@
+#!/bin/bash
+# hapmoe runs its OpenMP threads with OMP_WAIT_POLICY=passive unless the
+# user set a policy (io/cli/main.cpp, docs/parallel.md "Threads"): the
+# plan file's run.omp_wait_policy says which policy the search ran with.
+#   wait_policy.sh HAPMOE
+set -euo pipefail
+hapmoe=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+policy() {  # ENV... : the policy the search ran with
+  env "$@" "$hapmoe" plan --model mixtral-s --cluster paper:16-1 --threads 2 \
+    --plan-json "$work/p.json" >/dev/null
+  /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run"]["omp_wait_policy"])' \
+    "$work/p.json"
+}
+got=$(policy -u OMP_WAIT_POLICY)
+[[ $got == passive ]] || { echo "FAIL: unset gave '$got', expected passive"; exit 1; }
+got=$(policy OMP_WAIT_POLICY=active)
+[[ $got == active ]] || { echo "FAIL: active gave '$got'"; exit 1; }
+echo ok
