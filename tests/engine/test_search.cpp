@@ -166,6 +166,31 @@ void expect_same(const ConfigOutcome& a, const ConfigOutcome& b, const std::stri
       << what << "\n dp: " << show(a.best->plan) << "\n bf: " << show(b.best->plan);
 }
 
+// When brute force over `in`'s configurations under `opt` stays at most
+// `max_plans` plans, calls each(model, configurations, tables) and returns
+// true.
+template <class F>
+bool with_small_space(const Instance& in, const SearchOptions& opt, double max_plans, F&& each) {
+  const auto pis = enumerate_configs(in.workload, in.cluster, opt.space);
+  if (pis.empty()) return false;
+  const ProfileTables tables = tables_for(in.workload, in.cluster, pis);
+  const CostModel model(in.workload, in.cluster, tables);
+  double size = 0;
+  for (const auto& pi : pis) size += bruteforce_size(model, pi, opt);
+  if (size > max_plans) return false;
+  each(model, pis, tables);
+  return true;
+}
+
+// The devices of each type a plan uses.
+std::vector<int> devices_of(const Plan& plan, int types) {
+  std::vector<int> devices(static_cast<std::size_t>(types), 0);
+  for (const StagePlan& st : plan.stages) {
+    devices[static_cast<std::size_t>(st.device_type)] += plan.parallel.stage_devices();
+  }
+  return devices;
+}
+
 // Pi comes in canonical order (pp, tp, cp, ep, tpe, dp), without
 // repeats: the enumerator sorts only within each (pp, tp, cp, ep) group.
 TEST(ConfigSpace, CanonicalOrderWithoutRepeats) {
@@ -212,59 +237,54 @@ TEST(SearchOracle, DpEqualsBruteForceWithPruningsOff) {
     const Instance in = random_instance(rng);
     if (!in.valid()) continue;
     opt.space.vpp = in.vpp;
-    const auto pis = enumerate_configs(in.workload, in.cluster, opt.space);
-    if (pis.empty()) continue;
-    const ProfileTables tables = tables_for(in.workload, in.cluster, pis);
-    const CostModel model(in.workload, in.cluster, tables);
-    double size = 0;
-    for (const auto& pi : pis) size += bruteforce_size(model, pi, opt);
-    if (size > 2e5) continue;
-    ++instances;
-    for (const auto& pi : pis) {
-      ++configs;
-      const ConfigOutcome dp = search_config(model, pi, opt);
-      const ConfigOutcome bf = bruteforce_config(model, pi, opt);
-      expect_same(dp, bf, in.describe());
-      if (bf.best) {
-        ++with_plan;
-        if (in.workload.training.fsdp != Fsdp::kOff) ++with_fsdp;
-        if (in.workload.training.optimizer_offload_fraction > 0) ++with_offload;
-        if (in.workload.training.activation_offload_layers > 0) ++with_act_offload;
-        if (pi.vpp > 1) ++with_vpp;
-        if (const auto& setting = in.workload.training.recompute) {
-          ++with_job;
-          // Every stage takes the setting, and per-stage recompute is a
-          // lower bound on it (CostModel::least_recompute).
-          for (const StagePlan& st : bf.best->plan.stages) {
-            EXPECT_EQ(st.recompute, stage_recompute(*setting, st.layers)) << in.describe();
+    instances += with_small_space(
+        in, opt, 2e5, [&](const CostModel& model, const auto& pis, const ProfileTables& tables) {
+          for (const auto& pi : pis) {
+            ++configs;
+            const ConfigOutcome dp = search_config(model, pi, opt);
+            const ConfigOutcome bf = bruteforce_config(model, pi, opt);
+            expect_same(dp, bf, in.describe());
+            if (bf.best) {
+              ++with_plan;
+              if (in.workload.training.fsdp != Fsdp::kOff) ++with_fsdp;
+              if (in.workload.training.optimizer_offload_fraction > 0) ++with_offload;
+              if (in.workload.training.activation_offload_layers > 0) ++with_act_offload;
+              if (pi.vpp > 1) ++with_vpp;
+              if (const auto& setting = in.workload.training.recompute) {
+                ++with_job;
+                // Every stage takes the setting, and per-stage recompute is a
+                // lower bound on it (CostModel::least_recompute).
+                for (const StagePlan& st : bf.best->plan.stages) {
+                  EXPECT_EQ(st.recompute, stage_recompute(*setting, st.layers)) << in.describe();
+                }
+                Workload per_stage = in.workload;
+                per_stage.training.recompute.reset();
+                const CostModel relaxed(per_stage, in.cluster, tables);
+                const ConfigOutcome lb = search_config(relaxed, pi, opt);
+                ASSERT_TRUE(lb.best.has_value()) << in.describe();
+                // (up to rounding: the same stage sums in another order)
+                EXPECT_LE(lb.best->latency_s, bf.best->latency_s * (1 + 1e-12)) << in.describe();
+              }
+              for (const StagePlan& s : bf.best->plan.stages) {
+                if (s.recompute.kind != RecomputeKind::kNone) {
+                  ++with_recompute;
+                  break;
+                }
+              }
+              // Bit-identical latency, and the same figure as evaluate().
+              EXPECT_EQ(dp.best->latency_s, bf.best->latency_s);
+              EXPECT_EQ(model.evaluate(dp.best->plan).latency_s, dp.best->latency_s);
+              // With an incumbent (the tight optimum, or a looser one) partial
+              // plans ahead in the sum by more than the tie margin drop the
+              // others regardless of their key: still the same plan.
+              for (const double slack : {1.0, 1.5}) {
+                const double incumbent = bf.best->latency_s * slack;
+                expect_same(search_config(model, pi, opt, incumbent), bf,
+                            in.describe() + " incumbent x" + std::to_string(slack));
+              }
+            }
           }
-          Workload per_stage = in.workload;
-          per_stage.training.recompute.reset();
-          const CostModel relaxed(per_stage, in.cluster, tables);
-          const ConfigOutcome lb = search_config(relaxed, pi, opt);
-          ASSERT_TRUE(lb.best.has_value()) << in.describe();
-          // (up to rounding: the same stage sums in another order)
-          EXPECT_LE(lb.best->latency_s, bf.best->latency_s * (1 + 1e-12)) << in.describe();
-        }
-        for (const StagePlan& s : bf.best->plan.stages) {
-          if (s.recompute.kind != RecomputeKind::kNone) {
-            ++with_recompute;
-            break;
-          }
-        }
-        // Bit-identical latency, and the same figure as evaluate().
-        EXPECT_EQ(dp.best->latency_s, bf.best->latency_s);
-        EXPECT_EQ(model.evaluate(dp.best->plan).latency_s, dp.best->latency_s);
-        // With an incumbent (the tight optimum, or a looser one) partial
-        // plans ahead in the sum by more than the tie margin drop the
-        // others regardless of their key: still the same plan.
-        for (const double slack : {1.0, 1.5}) {
-          const double incumbent = bf.best->latency_s * slack;
-          expect_same(search_config(model, pi, opt, incumbent), bf,
-                      in.describe() + " incumbent x" + std::to_string(slack));
-        }
-      }
-    }
+        });
   }
   // The instances exercise what they should: plans that fit, plans that
   // need recomputation, configurations where nothing fits.
@@ -461,32 +481,23 @@ TEST(SearchOracle, UniformOnGivenDevicesEqualsBruteForce) {
     if (best.top.empty()) continue;
     SearchOptions o = free;
     o.uniform = true;
-    o.devices_per_type.assign(static_cast<std::size_t>(in.cluster.num_types()), 0);
-    const Plan& plan = best.top.front().plan;
-    for (const StagePlan& st : plan.stages) {
-      o.devices_per_type[static_cast<std::size_t>(st.device_type)] += plan.parallel.stage_devices();
-    }
-    const auto pis = enumerate_configs(in.workload, in.cluster, o.space);
-    const ProfileTables tables = tables_for(in.workload, in.cluster, pis);
-    const CostModel model(in.workload, in.cluster, tables);
-    double size = 0;
-    for (const auto& pi : pis) size += bruteforce_size(model, pi, o);
-    if (size > 2e5) continue;
-    ++instances;
-    for (const auto& pi : pis) {
-      const ConfigOutcome dp = search_config(model, pi, o);
-      const ConfigOutcome bf = bruteforce_config(model, pi, o);
-      expect_same(dp, bf, in.describe());
-      if (!bf.best) continue;
-      ++with_plan;
-      const int n = in.workload.model.num_layers;
-      std::vector<int> devices(o.devices_per_type.size(), 0);
-      for (const StagePlan& st : bf.best->plan.stages) {
-        EXPECT_EQ(st.layers * pi.pp, n) << in.describe();
-        devices[static_cast<std::size_t>(st.device_type)] += pi.stage_devices();
-      }
-      EXPECT_EQ(devices, o.devices_per_type) << in.describe();
-    }
+    o.devices_per_type = devices_of(best.top.front().plan, in.cluster.num_types());
+    instances += with_small_space(
+        in, o, 2e5, [&](const CostModel& model, const auto& pis, const ProfileTables&) {
+          for (const auto& pi : pis) {
+            const ConfigOutcome dp = search_config(model, pi, o);
+            const ConfigOutcome bf = bruteforce_config(model, pi, o);
+            expect_same(dp, bf, in.describe());
+            if (!bf.best) continue;
+            ++with_plan;
+            const int n = in.workload.model.num_layers;
+            for (const StagePlan& st : bf.best->plan.stages) {
+              EXPECT_EQ(st.layers * pi.pp, n) << in.describe();
+            }
+            EXPECT_EQ(devices_of(bf.best->plan, in.cluster.num_types()), o.devices_per_type)
+                << in.describe();
+          }
+        });
   }
   EXPECT_GE(instances, 40);
   EXPECT_GE(with_plan, 20);
@@ -517,45 +528,34 @@ TEST(SearchOracle, LauncherPlacementEqualsBruteForce) {
     free.prune = {false, false, false};
     free.space.max_pp = 4;
     free.space.vpp = in.vpp;
-    const auto pis = enumerate_configs(in.workload, in.cluster, free.space);
-    if (pis.empty()) continue;
-    const ProfileTables tables = tables_for(in.workload, in.cluster, pis);
-    const CostModel model(in.workload, in.cluster, tables);
-    double size = 0;
-    for (const auto& pi : pis) size += bruteforce_size(model, pi, free);
-    if (size > 1e5) continue;
-    ++instances;
     SearchOptions placed = free;
     placed.space.constraints.launcher_placement = true;
     // The devices of the best unconstrained plan, for the exact mixes.
     const SearchResult best = run_search(in.workload, in.cluster, free);
     SearchOptions mix = placed;
     mix.uniform = true;
-    mix.devices_per_type.assign(static_cast<std::size_t>(in.cluster.num_types()), 0);
-    if (!best.top.empty()) {
-      const Plan& plan = best.top.front().plan;
-      for (const StagePlan& st : plan.stages) {
-        mix.devices_per_type[static_cast<std::size_t>(st.device_type)] +=
-            plan.parallel.stage_devices();
-      }
-    }
-    for (const auto& pi : pis) {
-      const ConfigOutcome bf = bruteforce_config(model, pi, placed);
-      expect_same(search_config(model, pi, placed), bf, in.describe());
-      const ConfigOutcome any = bruteforce_config(model, pi, free);
-      if (bf.best) {
-        ++with_plan;
-        EXPECT_TRUE(placeable(in.cluster, *bf.best)) << in.describe();
-      }
-      if (any.best && (!bf.best || any.best->latency_s < bf.best->latency_s)) ++constrained;
-      if (best.top.empty()) continue;
-      const ConfigOutcome bf_mix = bruteforce_config(model, pi, mix);
-      expect_same(search_config(model, pi, mix), bf_mix, in.describe() + " (exact mix)");
-      if (bf_mix.best) {
-        ++with_mix_plan;
-        EXPECT_TRUE(placeable(in.cluster, *bf_mix.best)) << in.describe();
-      }
-    }
+    if (!best.top.empty())
+      mix.devices_per_type = devices_of(best.top.front().plan, in.cluster.num_types());
+    instances += with_small_space(
+        in, free, 1e5, [&](const CostModel& model, const auto& pis, const ProfileTables&) {
+          for (const auto& pi : pis) {
+            const ConfigOutcome bf = bruteforce_config(model, pi, placed);
+            expect_same(search_config(model, pi, placed), bf, in.describe());
+            const ConfigOutcome any = bruteforce_config(model, pi, free);
+            if (bf.best) {
+              ++with_plan;
+              EXPECT_TRUE(placeable(in.cluster, *bf.best)) << in.describe();
+            }
+            if (any.best && (!bf.best || any.best->latency_s < bf.best->latency_s)) ++constrained;
+            if (best.top.empty()) continue;
+            const ConfigOutcome bf_mix = bruteforce_config(model, pi, mix);
+            expect_same(search_config(model, pi, mix), bf_mix, in.describe() + " (exact mix)");
+            if (bf_mix.best) {
+              ++with_mix_plan;
+              EXPECT_TRUE(placeable(in.cluster, *bf_mix.best)) << in.describe();
+            }
+          }
+        });
   }
   EXPECT_GE(with_plan, 100);
   EXPECT_GE(with_mix_plan, 20);
