@@ -79,61 +79,136 @@ struct Shape {
   const Windows* win = nullptr;
 };
 
-// The DP's states of one level, or of every level at once: per group
-// (u code, h_prev + 1), the bitset of the layer counts j reached.
-class Groups {
- public:
-  // `codes` > 0: one flat table for every level when it is small (codes
-  // only grow along a move, so increasing code order is a topological
-  // order); otherwise (or 0) a map, one level at a time.
-  Groups(std::uint64_t codes, int hspan, int words) : hspan_(hspan), words_(words) {
-    const std::uint64_t flat = codes * static_cast<std::uint64_t>(hspan) * words;
-    dense_ = codes > 0 && flat <= (std::uint64_t{1} << 23);
-    if (dense_) bits_.assign(static_cast<std::size_t>(flat), 0);
+// Positions of a word's bits, bit b of the position: sum of the positions
+// of a word's set bits = sum over b of 2^b x popcount(word & kPosBit[b]).
+constexpr std::uint64_t kPosBit[6] = {0xAAAAAAAAAAAAAAAAULL, 0xCCCCCCCCCCCCCCCCULL,
+                                      0xF0F0F0F0F0F0F0F0ULL, 0xFF00FF00FF00FF00ULL,
+                                      0xFFFF0000FFFF0000ULL, 0xFFFFFFFF00000000ULL};
+
+// The bits of `s` in [a, b]: how many, and the sum of their positions.
+void range_stats(const std::uint64_t* s, int a, int b, std::int64_t& count, std::int64_t& sum) {
+  count = 0;
+  sum = 0;
+  if (a > b) return;
+  for (int w = a >> 6; w <= b >> 6; ++w) {
+    std::uint64_t m = s[w];
+    if (w == a >> 6) m &= ~std::uint64_t{0} << (a & 63);
+    if (w == b >> 6) m &= ~std::uint64_t{0} >> (63 - (b & 63));
+    if (m == 0) continue;
+    const int pop = std::popcount(m);
+    count += pop;
+    std::int64_t within = 0;
+    for (int k = 0; k < 6; ++k) within += std::int64_t{std::popcount(m & kPosBit[k])} << k;
+    sum += std::int64_t{w} * 64 * pop + within;
   }
-  bool dense() const { return dense_; }
-  std::uint64_t* at(std::uint64_t code, int hp1) {
-    const std::uint64_t key = code * static_cast<std::uint64_t>(hspan_) + hp1;
-    if (dense_) return bits_.data() + key * static_cast<std::uint64_t>(words_);
-    auto [it, created] = index_.try_emplace(key, static_cast<std::uint32_t>(keys_.size()));
-    if (created) {
-      keys_.push_back(key);
-      bits_.resize(bits_.size() + static_cast<std::size_t>(words_), 0);
+}
+
+std::int64_t range_count(const std::uint64_t* s, int a, int b) {
+  std::int64_t count = 0;
+  std::int64_t sum = 0;
+  range_stats(s, a, b, count, sum);
+  return count;
+}
+
+// acc |= acc << by, in place (words from the top down).
+void shift_or(std::uint64_t* acc, int words, int by) {
+  const int ws = by >> 6;
+  const int bs = by & 63;
+  for (int w = words - 1; w >= ws; --w) {
+    std::uint64_t v = acc[w - ws] << bs;
+    if (bs != 0 && w - ws - 1 >= 0) v |= acc[w - ws - 1] >> (64 - bs);
+    acc[w] |= v;
+  }
+}
+
+// out = s << by (out zeroed first).
+void shift_to(const std::uint64_t* s, std::uint64_t* out, int words, int by) {
+  const int ws = by >> 6;
+  const int bs = by & 63;
+  for (int w = 0; w < words; ++w) {
+    std::uint64_t v = 0;
+    if (w - ws >= 0) {
+      v = s[w - ws] << bs;
+      if (bs != 0 && w - ws - 1 >= 0) v |= s[w - ws - 1] >> (64 - bs);
     }
-    return bits_.data() + static_cast<std::size_t>(it->second) * static_cast<std::size_t>(words_);
+    out[w] = v;
   }
-  // Sparse only: the groups in order of creation.
+}
+
+// The groups of one DP level: per (u code, h_prev + 1), the bitset of the
+// layer counts j reached, in order of creation. A key belongs to one level
+// (the code fixes the stages placed), so one index serves every level of
+// a run: a flat table of the thread's, reset after use, when the keys are
+// few enough, else a map.
+class Level {
+ public:
+  Level(std::vector<std::int32_t>* flat, int words) : flat_(flat), words_(words) {}
+  std::uint64_t* at(std::uint64_t key) {
+    std::size_t g = 0;
+    if (flat_ != nullptr) {
+      std::int32_t& slot = (*flat_)[static_cast<std::size_t>(key)];
+      if (slot < 0) {
+        slot = static_cast<std::int32_t>(keys_.size());
+        add(key);
+      }
+      g = static_cast<std::size_t>(slot);
+    } else {
+      auto [it, created] = map_.try_emplace(key, static_cast<std::uint32_t>(keys_.size()));
+      if (created) add(key);
+      g = it->second;
+    }
+    return bits_.data() + g * static_cast<std::size_t>(words_);
+  }
   std::size_t size() const { return keys_.size(); }
   std::uint64_t key(std::size_t g) const { return keys_[g]; }
   const std::uint64_t* bits(std::size_t g) const {
     return bits_.data() + g * static_cast<std::size_t>(words_);
   }
   void clear() {
+    if (flat_ != nullptr) {
+      for (const std::uint64_t k : keys_) (*flat_)[static_cast<std::size_t>(k)] = -1;
+    }
     keys_.clear();
     bits_.clear();
-    index_.clear();
+    map_.clear();
   }
 
  private:
-  int hspan_;
+  void add(std::uint64_t key) {
+    keys_.push_back(key);
+    bits_.resize(bits_.size() + static_cast<std::size_t>(words_), 0);
+  }
+  std::vector<std::int32_t>* flat_;
   int words_;
-  bool dense_ = false;
   std::vector<std::uint64_t> bits_;
   std::vector<std::uint64_t> keys_;
-  std::unordered_map<std::uint64_t, std::uint32_t> index_;
+  std::unordered_map<std::uint64_t, std::uint32_t> map_;
 };
 
+// Keys of a run up to this many get the flat index (16 MiB per thread).
+constexpr std::uint64_t kFlatIndex = std::uint64_t{1} << 22;
+
 // Counts one run. `fitting(h, i, j, max_n)`: the most layers (at most
-// max_n) a stage of type h at position i from layer j fits with (only
-// with pruning 2).
-template <class Fit>
-RunCounts count_run(const Shape& sh, Fit&& fitting) {
+// max_n) a stage of type h at position i from layer j fits with;
+// `position_fit(h, i)`: the same for every j when it does not depend on j
+// (up to N - PP + 1, the most a stage takes), else -1. Both only with
+// pruning 2.
+//
+// A group's moves are counted per state (a loop over its bits) or, when
+// the window and the fit do not depend on j, for all its states at once:
+// a state j of level i with L = max(1, lo) and C = N - stages left takes
+// between L and min(A, C - j) layers for a top A, so the moves sum to
+// (A - L + 1) x #{j <= C - A} + sum over C - A < j <= C - L of
+// (C - L + 1 - j), and the states reached are the bits dilated by [L, A]
+// below C (the last stage: j = N - layers).
+template <class Fit, class PositionFit>
+RunCounts count_run(const Shape& sh, Fit&& fitting, PositionFit&& position_fit) {
   const int pp = sh.pp;
   const int n = sh.n;
   const int types = sh.types;
   const std::vector<int>& limit = *sh.limit;
   const int words = (n + 1 + 63) / 64;
-  const int hspan = types + 1;
+  const auto hspan = static_cast<std::uint64_t>(types + 1);
   std::vector<std::uint64_t> stride(static_cast<std::size_t>(types));
   std::uint64_t full = 0;  // code of u = limit
   std::uint64_t codes = 1;
@@ -145,18 +220,29 @@ RunCounts count_run(const Shape& sh, Fit&& fitting) {
   RunCounts rc;
   rc.considered.assign(static_cast<std::size_t>(types * types), 0);
   std::vector<int> used(static_cast<std::size_t>(types), 0);
+  std::vector<std::uint64_t> clipped(static_cast<std::size_t>(words));
+  std::vector<std::uint64_t> reach(static_cast<std::size_t>(words));
 
   // Expands the states `set` of group (code, hp) at level i into `next`.
-  const auto expand = [&](Groups& next, std::uint64_t code, int hp, int i,
+  const auto expand = [&](Level& next, std::uint64_t code, int hp, int i,
                           const std::uint64_t* set) {
     for (int w = 0; w < words; ++w) rc.states += std::popcount(set[w]);
-    const int left = pp - i - 1;  // stages after this one
-    const int j_top = n - left - 1;  // the states that can still place a stage
-    int j_low = -1;
-    for (int w = 0; w < words && j_low < 0; ++w) {
-      if (set[w] != 0) j_low = w * 64 + std::countr_zero(set[w]);
+    const int left = pp - i - 1;     // stages after this one
+    const int cap = n - left;        // the most layers covered after it
+    const int j_top = cap - 1;       // the states that can still place a stage
+    // The states that can, and their count and sum of j.
+    std::int64_t count = 0;
+    std::int64_t sum = 0;
+    range_stats(set, 0, j_top, count, sum);
+    if (count == 0) return;
+    for (int w = 0; w < words; ++w) {
+      const int from = w * 64;
+      clipped[static_cast<std::size_t>(w)] =
+          from > j_top ? 0
+          : from + 63 <= j_top ? set[w]
+                               : set[w] & (~std::uint64_t{0} >> (63 - (j_top - from)));
     }
-    if (j_low < 0 || j_low > j_top) return;
+    const std::uint64_t* s = clipped.data();
     for (int h = 0; h < types; ++h) {
       if (used[static_cast<std::size_t>(h)] >= limit[static_cast<std::size_t>(h)]) continue;
       bool cut = false;
@@ -166,85 +252,110 @@ RunCounts count_run(const Shape& sh, Fit&& fitting) {
       }
       const int wlo = sh.win->lo_at(i, h);
       const int whi = sh.win->hi_at(i, h);
-      std::uint64_t* dest = nullptr;  // looked up at the first move
-      for (int w = 0; w < words && w * 64 <= j_top; ++w) {
-        std::uint64_t word = set[w];
-        while (word != 0) {
-          const int j = w * 64 + std::countr_zero(word);
-          word &= word - 1;
-          if (j > j_top) break;
-          const int max_n = n - j - left;
-          const int min_n = left == 0 ? max_n : 1;
-          const int lo = std::max(min_n, wlo);
-          const int hi = std::min(max_n, whi);
-          const int width = std::max(0, hi - lo + 1);
-          if (!sh.uniform) rc.load_balance += (max_n - min_n + 1) - width;
-          if (cut) {
-            rc.hetero_comm += width;
-            continue;
-          }
-          if (width == 0) continue;
-          int top = hi;
-          if (sh.prune_memory) {
-            top = std::min(hi, fitting(h, i, j, max_n));
+      const std::uint64_t next_key = (code + stride[static_cast<std::size_t>(h)]) * hspan +
+                                     static_cast<std::uint64_t>(h + 1);
+      const int fit = sh.prune_memory ? position_fit(h, i) : cap;
+      if (fit < 0) {  // the fit depends on j: state by state
+        std::uint64_t* dest = nullptr;  // looked up at the first move
+        for (int w = 0; w < words && w * 64 <= j_top; ++w) {
+          std::uint64_t word = s[w];
+          while (word != 0) {
+            const int j = w * 64 + std::countr_zero(word);
+            word &= word - 1;
+            const int max_n = n - j - left;
+            const int min_n = left == 0 ? max_n : 1;
+            const int lo = std::max(min_n, wlo);
+            const int hi = std::min(max_n, whi);
+            const int width = std::max(0, hi - lo + 1);
+            if (!sh.uniform) rc.load_balance += (max_n - min_n + 1) - width;
+            if (cut) {
+              rc.hetero_comm += width;
+              continue;
+            }
+            if (width == 0) continue;
+            const int top = std::min(hi, fitting(h, i, j, max_n));
             rc.memory += hi - std::max(top, lo - 1);
+            if (top < lo) continue;
+            rc.transitions += top - lo + 1;
+            if (dest == nullptr) dest = next.at(next_key);
+            set_range(dest, j + lo, j + top);
           }
-          if (top < lo) continue;
-          rc.transitions += top - lo + 1;
-          if (dest == nullptr) dest = next.at(code + stride[static_cast<std::size_t>(h)], h + 1);
-          set_range(dest, j + lo, j + top);
         }
+        continue;
       }
-    }
-  };
-  const auto complete = [&](std::uint64_t code, const std::uint64_t* set) {
-    // Complete plans: all PP stages, all N layers, the mix if required.
-    if (!sh.exact_mix || code == full) {
-      rc.states += static_cast<std::int64_t>((set[n >> 6] >> (n & 63)) & 1U);
+      if (left == 0) {
+        // The last stage takes the N - j layers left: a move when they
+        // are within the window (and fit), every other one cut by it.
+        const std::int64_t in_window = range_count(s, std::max(0, n - whi), n - wlo);
+        if (!sh.uniform) rc.load_balance += count - in_window;
+        if (cut) {
+          rc.hetero_comm += in_window;
+          continue;
+        }
+        const std::int64_t moves =
+            fit >= cap ? in_window : range_count(s, std::max(0, n - std::min(whi, fit)), n - wlo);
+        rc.memory += in_window - moves;
+        rc.transitions += moves;
+        if (moves > 0) {
+          std::uint64_t* dest = next.at(next_key);
+          dest[n >> 6] |= std::uint64_t{1} << (n & 63);
+        }
+        continue;
+      }
+      const int low = std::max(1, wlo);
+      // Moves from the states with top a: sum of max(0, min(a, cap - j) - low + 1).
+      const auto moves_up_to = [&](int a) -> std::int64_t {
+        if (a < low) return 0;
+        std::int64_t c1 = 0;
+        std::int64_t s1 = 0;
+        std::int64_t c2 = 0;
+        std::int64_t s2 = 0;
+        range_stats(s, 0, std::min(j_top, cap - a), c1, s1);
+        range_stats(s, std::max(0, cap - a + 1), std::min(j_top, cap - low), c2, s2);
+        return c1 * (a - low + 1) + c2 * (cap - low + 1) - s2;
+      };
+      const std::int64_t in_window = moves_up_to(whi);
+      if (!sh.uniform) rc.load_balance += count * cap - sum - in_window;
+      if (cut) {
+        rc.hetero_comm += in_window;
+        continue;
+      }
+      const int top = sh.prune_memory ? std::min(whi, fit) : whi;
+      const std::int64_t moves = top >= whi ? in_window : moves_up_to(top);
+      rc.memory += in_window - moves;
+      rc.transitions += moves;
+      if (moves == 0) continue;
+      // The states reached: j + low .. min(j + top, cap).
+      shift_to(s, reach.data(), words, low);
+      for (int covered = 1; covered < top - low + 1;) {
+        const int by = std::min(covered, top - low + 1 - covered);
+        shift_or(reach.data(), words, by);
+        covered += by;
+      }
+      std::uint64_t* dest = next.at(next_key);
+      for (int w = 0; w < words; ++w) {
+        const int from = w * 64;
+        if (from > cap) break;
+        const std::uint64_t r = reach[static_cast<std::size_t>(w)];
+        dest[w] |= from + 63 <= cap ? r : r & (~std::uint64_t{0} >> (63 - (cap - from)));
+      }
     }
   };
 
-  Groups all(codes, hspan, words);
-  if (all.dense()) {
-    all.at(0, 0)[0] = 1;  // the root: u = 0, j = 0, no previous type
-    int level = 0;        // sum of used
-    for (std::uint64_t code = 0; code < codes; ++code) {
-      if (code > 0) {  // the next usage vector in mixed radix
-        for (int h = 0; h < types; ++h) {
-          auto& u = used[static_cast<std::size_t>(h)];
-          if (u < limit[static_cast<std::size_t>(h)]) {
-            ++u;
-            ++level;
-            break;
-          }
-          level -= u;
-          u = 0;
-        }
-      }
-      if (level > pp) continue;
-      for (int hp1 = code == 0 ? 0 : 1; hp1 <= (code == 0 ? 0 : types); ++hp1) {
-        const std::uint64_t* set = all.at(code, hp1);
-        bool any = false;
-        for (int w = 0; w < words; ++w) any = any || set[w] != 0;
-        if (!any) continue;
-        if (level == pp) {
-          complete(code, set);
-        } else {
-          expand(all, code, hp1 - 1, level, set);
-        }
-      }
-    }
-    return rc;
+  thread_local std::vector<std::int32_t> flat;
+  const std::uint64_t keys = codes * hspan;
+  std::vector<std::int32_t>* index = nullptr;
+  if (keys <= kFlatIndex) {
+    if (flat.size() < keys) flat.resize(static_cast<std::size_t>(keys), -1);
+    index = &flat;
   }
-  // Level by level, each level's groups in a map.
-  Groups current(0, hspan, words);
-  Groups upcoming(0, hspan, words);
-  current.at(0, 0)[0] = 1;
+  Level current(index, words);
+  Level upcoming(index, words);
+  current.at(0)[0] = 1;  // the root: u = 0, j = 0, no previous type
   for (int i = 0; i < pp && current.size() > 0; ++i) {
-    upcoming.clear();
     for (std::size_t g = 0; g < current.size(); ++g) {
-      const std::uint64_t code = current.key(g) / static_cast<std::uint64_t>(hspan);
-      const int hp = static_cast<int>(current.key(g) % static_cast<std::uint64_t>(hspan)) - 1;
+      const std::uint64_t code = current.key(g) / hspan;
+      const int hp = static_cast<int>(current.key(g) % hspan) - 1;
       for (int h = 0; h < types; ++h) {
         used[static_cast<std::size_t>(h)] = static_cast<int>(
             code / stride[static_cast<std::size_t>(h)] %
@@ -252,11 +363,15 @@ RunCounts count_run(const Shape& sh, Fit&& fitting) {
       }
       expand(upcoming, code, hp, i, current.bits(g));
     }
+    current.clear();
     std::swap(current, upcoming);
   }
+  // Complete plans: all PP stages, all N layers, the mix if required.
   for (std::size_t g = 0; g < current.size(); ++g) {
-    complete(current.key(g) / static_cast<std::uint64_t>(hspan), current.bits(g));
+    if (sh.exact_mix && current.key(g) / hspan != full) continue;
+    rc.states += static_cast<std::int64_t>((current.bits(g)[n >> 6] >> (n & 63)) & 1U);
   }
+  current.clear();
   return rc;
 }
 
@@ -418,6 +533,7 @@ void count_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, cons
   const auto fitting = [&](int h, int i, int j, int max_n) {
     return fits.at(ev, h, i, j, max_n);
   };
+  const auto position_fit = [&](int h, int i) { return fits.one_kind ? fits.at(ev, h, i) : -1; };
   // With pruning 2 the key holds where memory binds: per (type, position)
   // of the mix, the most layers that fit when fewer than the window's
   // top and the most a stage takes (N - PP + 1). Not for layers of
@@ -446,7 +562,7 @@ void count_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, cons
     if (auto it = shapes.find(key); it != shapes.end()) rc = &it->second;
   }
   if (rc == nullptr) {
-    fresh = count_run(sh, fitting);
+    fresh = count_run(sh, fitting, position_fit);
     rc = &fresh;
     if (keyed) {
       if (shapes.size() >= kMaxShapes) shapes.clear();
