@@ -30,6 +30,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -39,7 +40,7 @@ namespace hapmoe::hsdp {
 namespace {
 
 // Bits [a, b] of a bitset of words (a <= b).
-void set_range(std::uint64_t* w, int a, int b) {
+[[gnu::always_inline]] inline void set_range(std::uint64_t* w, int a, int b) {
   int wa = a >> 6;
   const int wb = b >> 6;
   const std::uint64_t first = ~std::uint64_t{0} << (a & 63);
@@ -86,7 +87,8 @@ constexpr std::uint64_t kPosBit[6] = {0xAAAAAAAAAAAAAAAAULL, 0xCCCCCCCCCCCCCCCCU
                                       0xFFFF0000FFFF0000ULL, 0xFFFFFFFF00000000ULL};
 
 // The bits of `s` in [a, b]: how many, and the sum of their positions.
-void range_stats(const std::uint64_t* s, int a, int b, std::int64_t& count, std::int64_t& sum) {
+[[gnu::always_inline]] inline void range_stats(const std::uint64_t* s, int a, int b,
+                                               std::int64_t& count, std::int64_t& sum) {
   count = 0;
   sum = 0;
   if (a > b) return;
@@ -103,7 +105,7 @@ void range_stats(const std::uint64_t* s, int a, int b, std::int64_t& count, std:
   }
 }
 
-std::int64_t range_count(const std::uint64_t* s, int a, int b) {
+[[gnu::always_inline]] inline std::int64_t range_count(const std::uint64_t* s, int a, int b) {
   std::int64_t count = 0;
   std::int64_t sum = 0;
   range_stats(s, a, b, count, sum);
@@ -111,7 +113,7 @@ std::int64_t range_count(const std::uint64_t* s, int a, int b) {
 }
 
 // acc |= acc << by, in place (words from the top down).
-void shift_or(std::uint64_t* acc, int words, int by) {
+[[gnu::always_inline]] inline void shift_or(std::uint64_t* acc, int words, int by) {
   const int ws = by >> 6;
   const int bs = by & 63;
   for (int w = words - 1; w >= ws; --w) {
@@ -122,7 +124,8 @@ void shift_or(std::uint64_t* acc, int words, int by) {
 }
 
 // out = s << by (out zeroed first).
-void shift_to(const std::uint64_t* s, std::uint64_t* out, int words, int by) {
+[[gnu::always_inline]] inline void shift_to(const std::uint64_t* s, std::uint64_t* out, int words,
+                                            int by) {
   const int ws = by >> 6;
   const int bs = by & 63;
   for (int w = 0; w < words; ++w) {
@@ -185,9 +188,6 @@ class Level {
   std::unordered_map<std::uint64_t, std::uint32_t> map_;
 };
 
-// Keys of a run up to this many get the flat index (16 MiB per thread).
-constexpr std::uint64_t kFlatIndex = std::uint64_t{1} << 22;
-
 // Counts one run. `fitting(h, i, j, max_n)`: the most layers (at most
 // max_n) a stage of type h at position i from layer j fits with;
 // `position_fit(h, i)`: the same for every j when it does not depend on j
@@ -201,8 +201,14 @@ constexpr std::uint64_t kFlatIndex = std::uint64_t{1} << 22;
 // (A - L + 1) x #{j <= C - A} + sum over C - A < j <= C - L of
 // (C - L + 1 - j), and the states reached are the bits dilated by [L, A]
 // below C (the last stage: j = N - layers).
-template <class Fit, class PositionFit>
-RunCounts count_run(const Shape& sh, Fit&& fitting, PositionFit&& position_fit) {
+//
+// Cloned for CPUs with and without POPCNT (chosen at run time): the
+// software popcount took a tenth of the time.
+using FitAt = std::function<int(int h, int i, int j, int max_n)>;
+using PositionFitAt = std::function<int(int h, int i)>;
+[[gnu::target_clones("popcnt", "default")]] RunCounts count_run(const Shape& sh,
+                                                                const FitAt& fitting,
+                                                                const PositionFitAt& position_fit) {
   const int pp = sh.pp;
   const int n = sh.n;
   const int types = sh.types;
@@ -224,12 +230,13 @@ RunCounts count_run(const Shape& sh, Fit&& fitting, PositionFit&& position_fit) 
   std::vector<std::uint64_t> reach(static_cast<std::size_t>(words));
 
   // Expands the states `set` of group (code, hp) at level i into `next`.
-  const auto expand = [&](Level& next, std::uint64_t code, int hp, int i,
-                          const std::uint64_t* set) {
+  // (Inlined: a lambda is not cloned with its caller.)
+  const auto expand = [&](Level & next, std::uint64_t code, int hp, int i, const std::uint64_t* set)
+      __attribute__((always_inline)) {
     for (int w = 0; w < words; ++w) rc.states += std::popcount(set[w]);
-    const int left = pp - i - 1;     // stages after this one
-    const int cap = n - left;        // the most layers covered after it
-    const int j_top = cap - 1;       // the states that can still place a stage
+    const int left = pp - i - 1;  // stages after this one
+    const int cap = n - left;     // the most layers covered after it
+    const int j_top = cap - 1;    // the states that can still place a stage
     // The states that can, and their count and sum of j.
     std::int64_t count = 0;
     std::int64_t sum = 0;
@@ -238,7 +245,7 @@ RunCounts count_run(const Shape& sh, Fit&& fitting, PositionFit&& position_fit) 
     for (int w = 0; w < words; ++w) {
       const int from = w * 64;
       clipped[static_cast<std::size_t>(w)] =
-          from > j_top ? 0
+          from > j_top         ? 0
           : from + 63 <= j_top ? set[w]
                                : set[w] & (~std::uint64_t{0} >> (63 - (j_top - from)));
     }
@@ -252,11 +259,11 @@ RunCounts count_run(const Shape& sh, Fit&& fitting, PositionFit&& position_fit) 
       }
       const int wlo = sh.win->lo_at(i, h);
       const int whi = sh.win->hi_at(i, h);
-      const std::uint64_t next_key = (code + stride[static_cast<std::size_t>(h)]) * hspan +
-                                     static_cast<std::uint64_t>(h + 1);
+      const std::uint64_t next_key =
+          (code + stride[static_cast<std::size_t>(h)]) * hspan + static_cast<std::uint64_t>(h + 1);
       const int fit = sh.prune_memory ? position_fit(h, i) : cap;
-      if (fit < 0) {  // the fit depends on j: state by state
-        std::uint64_t* dest = nullptr;  // looked up at the first move
+      if (fit < 0 || count_state_by_state) {  // the fit depends on j: state by state
+        std::uint64_t* dest = nullptr;        // looked up at the first move
         for (int w = 0; w < words && w * 64 <= j_top; ++w) {
           std::uint64_t word = s[w];
           while (word != 0) {
@@ -273,8 +280,11 @@ RunCounts count_run(const Shape& sh, Fit&& fitting, PositionFit&& position_fit) 
               continue;
             }
             if (width == 0) continue;
-            const int top = std::min(hi, fitting(h, i, j, max_n));
-            rc.memory += hi - std::max(top, lo - 1);
+            int top = hi;
+            if (sh.prune_memory) {
+              top = std::min(hi, fitting(h, i, j, max_n));
+              rc.memory += hi - std::max(top, lo - 1);
+            }
             if (top < lo) continue;
             rc.transitions += top - lo + 1;
             if (dest == nullptr) dest = next.at(next_key);
@@ -345,7 +355,7 @@ RunCounts count_run(const Shape& sh, Fit&& fitting, PositionFit&& position_fit) 
   thread_local std::vector<std::int32_t> flat;
   const std::uint64_t keys = codes * hspan;
   std::vector<std::int32_t>* index = nullptr;
-  if (keys <= kFlatIndex) {
+  if (keys <= count_flat_keys) {  // (16 MiB per thread at most)
     if (flat.size() < keys) flat.resize(static_cast<std::size_t>(keys), -1);
     index = &flat;
   }
@@ -357,9 +367,9 @@ RunCounts count_run(const Shape& sh, Fit&& fitting, PositionFit&& position_fit) 
       const std::uint64_t code = current.key(g) / hspan;
       const int hp = static_cast<int>(current.key(g) % hspan) - 1;
       for (int h = 0; h < types; ++h) {
-        used[static_cast<std::size_t>(h)] = static_cast<int>(
-            code / stride[static_cast<std::size_t>(h)] %
-            static_cast<std::uint64_t>(limit[static_cast<std::size_t>(h)] + 1));
+        used[static_cast<std::size_t>(h)] =
+            static_cast<int>(code / stride[static_cast<std::size_t>(h)] %
+                             static_cast<std::uint64_t>(limit[static_cast<std::size_t>(h)] + 1));
       }
       expand(upcoming, code, hp, i, current.bits(g));
     }
@@ -381,12 +391,11 @@ void append(std::string& key, std::int32_t v) {
   key.append(reinterpret_cast<const char*>(&v), sizeof v);
 }
 
-std::string shape_key(const Shape& sh, const std::vector<std::int32_t>& binding) {
-  std::string key;
-  key.reserve(64);
-  for (const int v : {sh.pp, sh.n, sh.types, static_cast<int>(sh.exact_mix),
-                      static_cast<int>(sh.uniform), static_cast<int>(sh.prune_memory),
-                      static_cast<int>(sh.consider)}) {
+void shape_key(const Shape& sh, const std::vector<std::int32_t>& binding, std::string& key) {
+  key.clear();
+  for (const int v :
+       {sh.pp, sh.n, sh.types, static_cast<int>(sh.exact_mix), static_cast<int>(sh.uniform),
+        static_cast<int>(sh.prune_memory), static_cast<int>(sh.consider)}) {
     append(key, v);
   }
   for (const int v : *sh.limit) append(key, v);
@@ -398,8 +407,8 @@ std::string shape_key(const Shape& sh, const std::vector<std::int32_t>& binding)
     if ((*sh.limit)[static_cast<std::size_t>(h)] == 0) continue;
     bool classes = true;
     for (int i = 2; i < sh.pp - 1 && classes; ++i) {
-      classes = sh.win->lo_at(i, h) == sh.win->lo_at(1, h) &&
-                sh.win->hi_at(i, h) == sh.win->hi_at(1, h);
+      classes =
+          sh.win->lo_at(i, h) == sh.win->lo_at(1, h) && sh.win->hi_at(i, h) == sh.win->hi_at(1, h);
     }
     append(key, classes ? -1 : -2);
     for (int i = 0; i < sh.pp; ++i) {
@@ -410,7 +419,6 @@ std::string shape_key(const Shape& sh, const std::vector<std::int32_t>& binding)
   }
   append(key, -3);
   for (const std::int32_t v : binding) append(key, v);
-  return key;
 }
 
 // The memory verdicts of the thread's current configuration (its
@@ -502,7 +510,7 @@ void count_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, cons
   const int types = ev.types();
   const int pp = ev.pi().pp;
   const int n = ev.layers();
-  Shape sh;
+  thread_local Shape sh;  // (its vector reused)
   sh.pp = pp;
   sh.n = n;
   sh.types = types;
@@ -513,7 +521,8 @@ void count_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, cons
   sh.consider = comp_threshold > 0;
   sh.win = &win;
   // The boundary transfers per (h_prev, h), as run_dp compares them.
-  std::vector<double> t_comm(static_cast<std::size_t>(types * types), 0.0);
+  thread_local std::vector<double> t_comm;
+  t_comm.assign(static_cast<std::size_t>(types * types), 0.0);
   sh.cut.assign(t_comm.size(), 0);
   for (int hp = 0; hp < types; ++hp) {
     for (int h = 0; h < types; ++h) {
@@ -530,18 +539,17 @@ void count_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, cons
   thread_local FitCache fits;
   thread_local std::unordered_map<std::string, RunCounts> shapes;
   if (sh.prune_memory) fits.reset(ev);
-  const auto fitting = [&](int h, int i, int j, int max_n) {
-    return fits.at(ev, h, i, j, max_n);
-  };
+  const auto fitting = [&](int h, int i, int j, int max_n) { return fits.at(ev, h, i, j, max_n); };
   const auto position_fit = [&](int h, int i) { return fits.one_kind ? fits.at(ev, h, i) : -1; };
   // With pruning 2 the key holds where memory binds: per (type, position)
   // of the mix, the most layers that fit when fewer than the window's
   // top and the most a stage takes (N - PP + 1). Not for layers of
   // several kinds (a verdict per first layer): those are counted anew.
-  std::vector<std::int32_t> binding;
-  bool keyed = true;
+  thread_local std::vector<std::int32_t> binding;
+  binding.clear();
+  bool keyed = count_flat_keys == kCountFlatKeys && !count_state_by_state;
   if (sh.prune_memory) {
-    keyed = fits.one_kind;
+    keyed = keyed && fits.one_kind;
     for (int h = 0; h < types && keyed; ++h) {
       if (limit[static_cast<std::size_t>(h)] == 0) continue;
       for (int i = 0; i < pp; ++i) {
@@ -556,9 +564,9 @@ void count_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, cons
   }
   const RunCounts* rc = nullptr;
   RunCounts fresh;
-  std::string key;
+  thread_local std::string key;
   if (keyed) {
-    key = shape_key(sh, binding);
+    shape_key(sh, binding, key);
     if (auto it = shapes.find(key); it != shapes.end()) rc = &it->second;
   }
   if (rc == nullptr) {
@@ -566,7 +574,7 @@ void count_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, cons
     rc = &fresh;
     if (keyed) {
       if (shapes.size() >= kMaxShapes) shapes.clear();
-      rc = &shapes.emplace(std::move(key), std::move(fresh)).first->second;
+      rc = &shapes.emplace(key, std::move(fresh)).first->second;
     }
   }
   SearchStats& s = out.stats;

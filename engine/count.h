@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "engine/search.h"
@@ -35,6 +36,16 @@ struct Windows {
 // max_fitting(h, i, j) layers (the stage memo's own verdict, found by
 // bisection; fitting is monotone in the layer count,
 // Count.FittingIsMonotoneInTheLayerCount). Asks `cancel` between levels.
+// Test hooks (tests/engine/test_count.cpp), written only while no search
+// runs: runs of more (u code, previous type) keys than count_flat_keys
+// index their groups with a map instead of a flat table; with
+// count_state_by_state every group is counted one state at a time, as
+// when a stage's fit depends on its first layer. With either changed,
+// nothing is looked up in or added to the thread's counted shapes.
+inline constexpr std::uint64_t kCountFlatKeys = std::uint64_t{1} << 22;
+inline std::uint64_t count_flat_keys = kCountFlatKeys;
+inline bool count_state_by_state = false;
+
 void count_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const Windows& win,
               const SearchOptions& opt, double comp_threshold, const CancelCheck* cancel,
               ConfigOutcome& out);
