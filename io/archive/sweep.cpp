@@ -64,12 +64,13 @@ void check_fields(const Json& object, const std::string& origin, const std::stri
   }
   for (const auto& item : object.items()) {
     if (!is_case_field(item.key())) {
-      throw InputError(origin + ":" + pointer + "/" + item.key(),
-                       "unknown field (a case has: model, cluster, name, top_k, prune, delta, "
-                       "eta, uniform, bound, count_only, bruteforce, max_pp, allow_cross_node_tp, round, "
-                       "seq_len, global_batch, micro_batch, precision, dispatcher, imbalance, "
-                       "gamma, distributed_optimizer, baseline, fp8_recipe, fsdp, "
-                       "optimizer_offload_fraction, activation_offload_layers)");
+      throw InputError(
+          origin + ":" + pointer + "/" + item.key(),
+          "unknown field (a case has: model, cluster, name, top_k, prune, delta, "
+          "eta, uniform, bound, count_only, bruteforce, max_pp, allow_cross_node_tp, round, "
+          "seq_len, global_batch, micro_batch, precision, dispatcher, imbalance, "
+          "gamma, distributed_optimizer, baseline, fp8_recipe, fsdp, "
+          "optimizer_offload_fraction, activation_offload_layers)");
     }
     if (!allow_name && item.key() == "name") {
       throw InputError(origin + ":" + pointer + "/name",

@@ -270,8 +270,8 @@ TEST(Cli, CountOnlyPrintsThePlainDpsCountersAndNoPlan) {
   EXPECT_EQ(none.code, kExitOk) << none.err;
   EXPECT_EQ(none.err.find("no plan fits"), std::string::npos) << none.err;
   for (const char* other : {"--bruteforce", "--uniform"}) {
-    const CliRun r = run({"plan", "--model", "mixtral-s", "--cluster", "paper:16-1",
-                          "--count-only", other, "--threads", "1"});
+    const CliRun r = run({"plan", "--model", "mixtral-s", "--cluster", "paper:16-1", "--count-only",
+                          other, "--threads", "1"});
     if (std::string(other) == "--bruteforce") {
       EXPECT_EQ(r.code, kExitInput) << r.out;
       EXPECT_NE(r.err.find("--count-only"), std::string::npos) << r.err;
