@@ -39,7 +39,7 @@ cxxopts::Options plan_options() {
       "count-only",
       "find no plan: count the DP states, transitions and pruning cuts of the plain DP (as "
       "with --no-bound) without costing any stage (docs/search.md, \"Counting the plain DP\"); "
-      "exact, and seconds where running the plain DP would take years")(
+      "exact; seconds to minutes where running the plain DP would take months")(
       "baseline",
       "run a baseline instead of hapmoe's search: uniform, mi, hetermoe-style, metis-style or "
       "homogeneous-only "
