@@ -3,7 +3,13 @@
 `hapmoe sweep bench/pruning_study.json`, prints the tables of bench/README.md
 ("Pruning study") and draws the figures next to it.
 
-    /usr/bin/python3 bench/pruning_study.py ARCHIVE.h5 [--figures DIR] [--csv FILE]
+    /usr/bin/python3 bench/pruning_study.py ARCHIVE.h5 [REPEAT.h5 ...] [--count COUNT.h5]
+                                              [--figures DIR] [--csv FILE]
+
+Several archives of the same sweep are repeats: each case's time is the
+median over them (its counters are the same in each, which is checked).
+--count names the archive of bench/pruning_count.json: the plain DP's states
+and transitions at scale, counted without costing (`count_only`).
 
 Uses Debian's python3-h5py, python3-numpy and (for the figures)
 python3-matplotlib. Each case's search counters come from /cases/N/search/totals
@@ -37,6 +43,34 @@ def canonical_prune(text):
     return ",".join(parts) if len(parts) < 3 else "all"
 
 
+COUNTERS = ("configs", "evaluated", "states", "transitions", "pruned_lb", "pruned_mem",
+            "pruned_comm")
+
+
+def read_repeats(paths):
+    """The cases of several runs of one sweep: counters from the first (equal in
+    all), latency likewise, seconds the median over the runs."""
+    runs = [read_cases(p) for p in paths]
+    rows = runs[0]
+    for other, path in zip(runs[1:], paths[1:]):
+        by_name = {r["name"]: r for r in other}
+        for r in rows:
+            o = by_name.get(r["name"])
+            if o is None:
+                sys.exit(f"{path}: case {r['name']!r} missing (not a repeat of {paths[0]})")
+            for k in COUNTERS:
+                if o[k] != r[k]:
+                    sys.exit(f"{path}: case {r['name']!r}: {k} {o[k]} != {r[k]} in {paths[0]}")
+            if o["latency"] != r["latency"]:
+                sys.exit(f"{path}: case {r['name']!r}: another best latency")
+            r.setdefault("all_seconds", [r["seconds"]]).append(o["seconds"])
+    for r in rows:
+        r["all_seconds"] = r.get("all_seconds", [r["seconds"]])
+        r["seconds"] = float(np.median(r["all_seconds"]))
+        r["repeats"] = len(r["all_seconds"])
+    return rows
+
+
 def read_cases(path):
     rows = []
     with h5py.File(path, "r") as f:
@@ -48,6 +82,7 @@ def read_cases(path):
             totals = g["search/totals"][()][0]
             plans = g["plans/plans"][()]
             row = {k: case.get(k, v) for k, v in DEFAULTS.items()}
+            row["count_only"] = bool(case.get("count_only", False))
             row["prune"] = canonical_prune(str(row["prune"]))
             row.update(
                 name=g.attrs["name"],
@@ -190,7 +225,64 @@ def uniform_table(rows, out):
     return ratios
 
 
-def figures(directory, subsets, curves, ratios):
+def scale_key(cluster):
+    return sum(int(part.split(":")[1]) for part in cluster.split(","))
+
+
+def scale_table(rows, counted, out):
+    """Per large cluster: the exact unpruned optimum (branch and bound, prune none),
+    each pruning set's optimum and gap and its search time (median of the repeats),
+    and the plain DP's states and transitions, counted."""
+    searched = collections.defaultdict(dict)
+    for r in rows:
+        if r["bound"] and is_default(r, "prune", "bound") and not r["cluster"].startswith("paper:") \
+                and "slow-link" not in r["cluster"]:
+            searched[(r["model"], r["cluster"])][r["prune"]] = r
+    count = collections.defaultdict(dict)
+    for r in counted:
+        count[(r["model"], r["cluster"])][r["prune"]] = r
+    keys = sorted(set(searched) & set(count), key=lambda k: scale_key(k[1]))
+    if not keys:
+        return []
+    print("\n### Pruning sets at scale: the exact optimum and the plain DP counted\n", file=out)
+    shown = []
+    for model, cluster in keys:
+        s, c = searched[(model, cluster)], count[(model, cluster)]
+        if "none" not in s or "none" not in c:
+            continue
+        best = s["none"]["latency"]
+        reps = s["none"]["repeats"]
+        print(f"**{model} on {cluster}** ({scale_key(cluster):,} devices, "
+              f"{c['none']['configs']:,} configurations). Unpruned optimum (branch and bound, "
+              f"prune none, exact): " + (f"{best:.4f} s" if math.isfinite(best) else "no fit") +
+              f". Search times: median of {reps} runs, one thread; plain DP: counted "
+              "(`count_only`), two threads.\n", file=out)
+        print("| prune | best (s) | gap | B&B search s | plain DP states | plain DP transitions | "
+              "transitions vs none | cut by lb | cut by mem | cut by comm | count s |", file=out)
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|", file=out)
+        for p in PRUNE_ORDER:
+            if p not in s or p not in c:
+                continue
+            g = gap(s[p]["latency"], best)
+            lat = s[p]["latency"]
+            gap_text = ("lost every plan" if math.isinf(g) and g > 0 else
+                        "-" if math.isnan(g) else f"{100 * g:.2f} %")
+            ratio = c[p]["transitions"] / max(c["none"]["transitions"], 1)
+            print(f"| {p} | {lat:.4f} | {gap_text} | {s[p]['seconds']:.2f} | "
+                  f"{c[p]['states']:,} | {c[p]['transitions']:,} | {ratio:.3g} | "
+                  f"{c[p]['pruned_lb']:,} | {c[p]['pruned_mem']:,} | {c[p]['pruned_comm']:,} | "
+                  f"{c[p]['seconds']:.1f} |" if math.isfinite(lat) else
+                  f"| {p} | no fit | {gap_text} | {s[p]['seconds']:.2f} | {c[p]['states']:,} | "
+                  f"{c[p]['transitions']:,} | {ratio:.3g} | {c[p]['pruned_lb']:,} | "
+                  f"{c[p]['pruned_mem']:,} | {c[p]['pruned_comm']:,} | {c[p]['seconds']:.1f} |",
+                  file=out)
+        print("", file=out)
+        shown.append((model, cluster, {p: c[p]["transitions"] for p in PRUNE_ORDER if p in c},
+                      {p: c[p]["states"] for p in PRUNE_ORDER if p in c}))
+    return shown
+
+
+def figures(directory, subsets, curves, ratios, scales=()):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -249,6 +341,30 @@ def figures(directory, subsets, curves, ratios):
         for ext in ("png", "svg"):
             fig.savefig(os.path.join(directory, f"pruning_tradeoff.{ext}"), dpi=110)
         plt.close(fig)
+    if scales:
+        # The plain DP's transitions and states per pruning set, counted, one
+        # group of bars per scale (log axis: they span orders of magnitude).
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.4))
+        width = 0.8 / len(scales)
+        for k, (model, cluster, trans, states) in enumerate(scales):
+            names = [p for p in PRUNE_ORDER if p in trans]
+            x = np.arange(len(names)) + k * width
+            label = f"{scale_key(cluster):,} devices ({model})"
+            axes[0].bar(x, [trans[p] for p in names], width, label=label)
+            axes[1].bar(x, [states[p] for p in names], width, label=label)
+        for ax, what in zip(axes, ("transitions", "states")):
+            ax.set_yscale("log")
+            ax.set_xticks(np.arange(len(names)) + width * (len(scales) - 1) / 2)
+            ax.set_xticklabels(names, rotation=30)
+            ax.set_xlabel("prunings on")
+            ax.set_ylabel(f"plain DP {what} (counted)")
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9)
+        fig.suptitle("Plain DP (bound off) at scale, counted exactly without costing")
+        fig.tight_layout(rect=(0, 0.08, 1, 0.95))
+        for ext in ("png", "svg"):
+            fig.savefig(os.path.join(directory, f"pruning_scale.{ext}"), dpi=110)
+        plt.close(fig)
     if ratios:
         # Cases where neither fits are left out; where only the non-uniform
         # plan fits there is no ratio: no bar, a red label "uniform: no fit"
@@ -257,8 +373,8 @@ def figures(directory, subsets, curves, ratios):
         top = max([r for _, _, r in shown if math.isfinite(r)] + [1.0]) * 1.1
         fig, ax = plt.subplots(figsize=(10, 4))
         labels = [f"{m}\n{c.replace('paper:', '')}" for m, c, _ in shown]
-        heights = [r if math.isfinite(r) else 0.0 for _, _, r in shown]
-        ax.bar(range(len(shown)), heights, color="tab:blue")
+        fits = [k for k, (_, _, r) in enumerate(shown) if math.isfinite(r)]
+        ax.bar(fits, [shown[k][2] for k in fits], color="tab:blue")
         for k, (_, _, r) in enumerate(shown):
             if not math.isfinite(r):
                 ax.text(k, top * 0.03, "uniform: no fit", rotation=90, ha="center", va="bottom",
@@ -277,13 +393,15 @@ def figures(directory, subsets, curves, ratios):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("archive")
+    ap.add_argument("archives", nargs="+", help="the sweep's archive, then its repeats")
+    ap.add_argument("--count", help="the archive of bench/pruning_count.json (count_only)")
     ap.add_argument("--figures", help="directory for the PNG/SVG figures")
     ap.add_argument("--csv", help="write one row per case to this CSV file")
     args = ap.parse_args()
-    rows = read_cases(args.archive)
+    rows = read_repeats(args.archives)
     out = sys.stdout
-    print(f"{len(rows)} cases from {args.archive}", file=out)
+    print(f"{len(rows)} cases from {', '.join(args.archives)} (times: median of "
+          f"{len(args.archives)} runs)", file=out)
     subsets = {}
     for label, bound, title, pick in [
             ("paper, bound on", True, "Pruning sets on the paper's 24 cases (branch and bound on)",
@@ -299,15 +417,24 @@ def main():
         summary = subset_table([r for r in rows if pick(r)], bound, title, out)
         if summary:
             subsets[label] = summary
+    scales = []
+    counted = []
+    if args.count:
+        counted = read_cases(args.count)
+        if not all(r["count_only"] for r in counted):
+            sys.exit(f"{args.count}: not every case is count_only")
+        scales = scale_table(rows, counted, out)
     curves = {k: tradeoff_table(rows, k, out) for k in ("delta", "eta")}
     ratios = uniform_table(rows, out)
     if args.figures:
-        figures(args.figures, subsets, curves, ratios)
+        figures(args.figures, subsets, curves, ratios, scales)
     if args.csv:
         with open(args.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+            fields = list(rows[0].keys())
+            w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
             w.writeheader()
-            w.writerows(rows)
+            for r in rows + counted:
+                w.writerow({k: r.get(k) for k in fields})
 
 
 if __name__ == "__main__":

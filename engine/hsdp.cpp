@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "costmodel/errors.h"
+#include "engine/count.h"
 #include "engine/labels.h"
 #include "engine/search.h"
 #include "engine/stage_memo.h"
@@ -90,14 +91,7 @@ using hsdp::StageEval;
 using hsdp::tie_gap;
 using hsdp::to_label;
 
-// Layer windows per (stage position, type): [lo, hi].
-struct Windows {
-  std::vector<int> lo;
-  std::vector<int> hi;
-  int types = 0;
-  int lo_at(int i, int h) const { return lo[static_cast<std::size_t>(i * types + h)]; }
-  int hi_at(int i, int h) const { return hi[static_cast<std::size_t>(i * types + h)]; }
-};
+using hsdp::Windows;  // layer windows per (stage position, type): [lo, hi] (count.h)
 
 // The least sum, max and tail terms over a front (for the bound).
 struct FrontFloor {
@@ -129,6 +123,10 @@ struct StateRange {
 void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const Windows& win,
             const SearchOptions& opt, double comp_threshold, double incumbent, bool value_only,
             const CancelCheck* cancel, ConfigOutcome& out) {
+  if (opt.count_only) {  // the same DP counted, not costed (count.cpp)
+    hsdp::count_dp(ev, limit, exact_mix, win, opt, comp_threshold, cancel, out);
+    return;
+  }
   const int pp = ev.pi().pp;
   const int n = ev.layers();
   const int types = ev.types();
@@ -656,11 +654,10 @@ Windows balanced_windows(const Evaluator& ev, const std::vector<int>& c,
   };
   for (int t = 0; t < types; ++t) {
     if (c[static_cast<std::size_t>(t)] == 0) continue;
-    for (int i = 0; i < pp; ++i) {
-      const bool first = i == 0;
-      const bool last = i == pp - 1;
-      int lo = 0;
-      int hi = 0;
+    // A position's window depends on it only through first and last, so
+    // the middle positions' is computed once (counting the plain DP
+    // builds the windows of millions of mixes, docs/search.md).
+    const auto position_window = [&](bool first, bool last, int& lo, int& hi) {
       double share = (t_star - ev.fixed_step(t, first, last)) / tau[static_cast<std::size_t>(t)];
       if (binding)
         share = std::min(share, static_cast<double>(fit_max[static_cast<std::size_t>(t)]));
@@ -675,6 +672,16 @@ Windows balanced_windows(const Evaluator& ev, const std::vector<int>& c,
         lo = std::min(lo, tlo);
         hi = std::max(hi, thi);
       }
+    };
+    int mid_lo = 0;
+    int mid_hi = 0;
+    if (pp > 2) position_window(false, false, mid_lo, mid_hi);
+    for (int i = 0; i < pp; ++i) {
+      const bool first = i == 0;
+      const bool last = i == pp - 1;
+      int lo = mid_lo;
+      int hi = mid_hi;
+      if (first || last) position_window(first, last, lo, hi);
       w.lo[static_cast<std::size_t>(i * types + t)] = lo;
       w.hi[static_cast<std::size_t>(i * types + t)] = hi;
     }

@@ -50,6 +50,13 @@ struct SearchOptions {
   // plans that cannot beat the incumbent are dropped. Off gives the plain
   // DP baseline of the pruning study.
   bool bound = true;
+  // Count instead of search (`plan --count-only`, docs/search.md, "Counting
+  // the plain DP"): every configuration's DP is run on its states alone,
+  // no stage costed, no label built, no plan found; the statistics are
+  // those of the plain DP (bound off): states, transitions, the prunings'
+  // cuts and hetero_comm_ratio exactly, `feasible` not counted. The stage
+  // mixes, windows and thresholds are the search's (engine/count.h).
+  bool count_only = false;
   SpaceOptions space;
   // Measured tables (--profile, docs/profile.md) that replace the analytic
   // ones entry by entry; nullptr: the catalog alone.

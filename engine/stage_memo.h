@@ -165,6 +165,10 @@ class Evaluator {
   }
   const StageEval& stage(int h, int i, int j, int n) { return stage(row(h, i, j), n); }
 
+  // Unique among this thread's evaluators (while the counter does not
+  // wrap): what a per-configuration cache keys on (count.cpp).
+  std::uint32_t generation() const { return generation_; }
+
   const CostModel::Boundary& boundary(int hp, int h) const {
     return boundary_[static_cast<std::size_t>((hp + 1) * types_ + h)];
   }

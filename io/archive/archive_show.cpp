@@ -107,6 +107,7 @@ void print_provenance(std::ostream& out, const h5::Group& g, const std::string& 
 
 // One run (a plan, an evaluation, or a sweep's case).
 void print_run(std::ostream& out, const h5::Group& run) {
+  bool counted = false;
   if (run.has("inputs")) {
     const h5::Group inputs = run.open_group("inputs");
     const h5::Attributes in = inputs.attrs();
@@ -115,6 +116,8 @@ void print_run(std::ostream& out, const h5::Group& run) {
     out << "cluster  " << in.get_string("cluster_given") << " (" << in.get_int("devices")
         << " devices)\n";
     out << "options  " << in.get_string("options") << "\n";
+    // plan --count-only (sweep field count_only): no plan was looked for.
+    counted = in.get_string("options").find("\"count_only\":true") != std::string::npos;
   }
   const std::vector<PlanRow> plans = read_plans(run);
   const std::vector<Stage> stages = read_stages(run);
@@ -147,6 +150,8 @@ void print_run(std::ostream& out, const h5::Group& run) {
                  format_seconds(p.latency_s).c_str(), p.pp, p.tp, p.cp, p.ep, p.tpe, p.dp)
           << stages_line(p, stages) << "\n";
     }
+  } else if (counted) {
+    out << "\nno plan (counted, not searched: the plain DP's states and moves, no stage costed)\n";
   } else {
     out << "\nno plan (nothing fits in memory)\n";
   }
@@ -166,7 +171,11 @@ void print_run(std::ostream& out, const h5::Group& run) {
       out << "  DP states " << t.states << ", transitions " << t.transitions << "\n";
       out << "  pruned: load balance " << t.pruned_load_balance << ", memory " << t.pruned_memory
           << ", hetero comm " << t.pruned_hetero_comm << ", bound " << t.pruned_bound << "\n";
-      out << "  feasible plans " << t.feasible << "\n";
+      if (counted) {
+        out << "  feasible plans not counted\n";
+      } else {
+        out << "  feasible plans " << t.feasible << "\n";
+      }
       const h5::Attributes a = s.attrs();
       if (a.has("proven_optimal") && a.get_int("proven_optimal") == 0) {
         out << not_proven_line(a.get_string("stopped_by"), a.get_int("configs_not_searched"),

@@ -31,6 +31,7 @@ constexpr const char* kCaseFields[] = {"name",
                                        "eta",
                                        "uniform",
                                        "bound",
+                                       "count_only",
                                        "bruteforce",
                                        "max_pp",
                                        "allow_cross_node_tp",
@@ -63,12 +64,13 @@ void check_fields(const Json& object, const std::string& origin, const std::stri
   }
   for (const auto& item : object.items()) {
     if (!is_case_field(item.key())) {
-      throw InputError(origin + ":" + pointer + "/" + item.key(),
-                       "unknown field (a case has: model, cluster, name, top_k, prune, delta, "
-                       "eta, uniform, bound, bruteforce, max_pp, allow_cross_node_tp, round, "
-                       "seq_len, global_batch, micro_batch, precision, dispatcher, imbalance, "
-                       "gamma, distributed_optimizer, baseline, fp8_recipe, fsdp, "
-                       "optimizer_offload_fraction, activation_offload_layers)");
+      throw InputError(
+          origin + ":" + pointer + "/" + item.key(),
+          "unknown field (a case has: model, cluster, name, top_k, prune, delta, "
+          "eta, uniform, bound, count_only, bruteforce, max_pp, allow_cross_node_tp, round, "
+          "seq_len, global_batch, micro_batch, precision, dispatcher, imbalance, "
+          "gamma, distributed_optimizer, baseline, fp8_recipe, fsdp, "
+          "optimizer_offload_fraction, activation_offload_layers)");
     }
     if (!allow_name && item.key() == "name") {
       throw InputError(origin + ":" + pointer + "/name",
@@ -100,6 +102,10 @@ SweepCase resolve(const RawCase& raw, const std::string& origin) {
   if (auto v = r.opt_number("eta", 0.0, 1e6)) o.eta = *v;
   if (auto v = r.opt_bool("uniform")) o.uniform = *v;
   if (auto v = r.opt_bool("bound")) o.bound = *v;
+  // Counting the plain DP (docs/search.md, "Counting the plain DP"): the
+  // bound would be computed and never used.
+  if (auto v = r.opt_bool("count_only")) o.count_only = *v;
+  if (o.count_only) o.bound = false;
   if (auto v = r.opt_int("max_pp", 1, 100000)) o.space.max_pp = *v;
   if (auto v = r.opt_bool("allow_cross_node_tp")) o.space.constraints.allow_cross_node_tp = *v;
   c.bruteforce = r.opt_bool("bruteforce").value_or(false);
@@ -108,6 +114,9 @@ SweepCase resolve(const RawCase& raw, const std::string& origin) {
     if (c.bruteforce && c.baseline != Baseline::kNone) {
       r.fail("baseline", "does not go with bruteforce");
     }
+  }
+  if (o.count_only && (c.bruteforce || c.baseline != Baseline::kNone)) {
+    r.fail("count_only", "counts hapmoe's DP: not with bruteforce or a baseline");
   }
   c.round = r.opt_int("round", 1, 1 << 20).value_or(32);
   TrainingOverrides& t = c.overrides;
@@ -154,6 +163,9 @@ SweepCase resolve(const RawCase& raw, const std::string& origin) {
   j["eta"] = o.eta;
   j["uniform"] = o.uniform;
   j["bound"] = o.bound;
+  // Only when set: the resolved cases of sweeps written before the field
+  // existed stay the same (--resume compares them).
+  if (o.count_only) j["count_only"] = true;
   j["bruteforce"] = c.bruteforce;
   j["baseline"] = to_string(c.baseline);
   j["max_pp"] = o.space.max_pp;

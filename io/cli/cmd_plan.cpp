@@ -37,6 +37,10 @@ cxxopts::Options plan_options() {
   add_workload_options(o);
   add_search_options(o);
   o.add_options("Search")("bruteforce", "enumerate every plan without DP (small instances only)")(
+      "count-only",
+      "find no plan: count the DP states, transitions and pruning cuts of the plain DP (as "
+      "with --no-bound) without costing any stage (docs/search.md, \"Counting the plain DP\"); "
+      "exact; seconds to minutes where running the plain DP would take months")(
       "baseline",
       "run a baseline instead of hapmoe's search: uniform, mi, hetermoe-style, metis-style or "
       "homogeneous-only "
@@ -106,7 +110,23 @@ PlanRequest read_plan_request(const cxxopts::ParseResult& r, Comm& comm, const S
   });
   q.brute = r.count("bruteforce") > 0;
   read_on_every_rank(comm, [&] {
+    if (r.count("count-only")) {
+      // The plain DP is what is counted; its bound would be computed and
+      // never used (no plan is found to bound with).
+      q.opt.count_only = true;
+      q.opt.bound = false;
+      for (const char* other : {"bruteforce", "baseline", "space", "recompute-scope", "launcher"}) {
+        if (r.count(other)) {
+          throw InputError("--count-only", std::string("does not go with --") + other +
+                                               " (it counts hapmoe's DP and finds no plan)");
+        }
+      }
+    }
     q.job = read_job_space(r, q.in);
+    if (q.opt.count_only && q.job.active()) {
+      throw InputError("--count-only",
+                       "does not go with the job-wide knobs (--precision auto searches two)");
+    }
     if (q.brute || q.baseline != Baseline::kNone) {
       if (q.job.dims != 0 || r.count("recompute-scope") > 0) {
         throw InputError(r.count("space")             ? "--space"
@@ -243,7 +263,11 @@ void print_search_statistics(std::ostream& out, const PlanRequest& q, const Sear
   const SearchStats& s = result.stats;
   out << "search ("
       << (q.brute ? "brute force, prunings ignored" : "HS-DP, prune " + to_string(q.opt.prune))
-      << (q.opt.uniform ? ", uniform layers" : "") << ")\n";
+      << (q.opt.uniform ? ", uniform layers" : "")
+      << (q.opt.count_only ? "; counted, not searched: the plain DP's states and moves, no "
+                             "stage costed, no plan"
+                           : "")
+      << ")\n";
   out << "  configurations " << s.configs << ", evaluated " << s.configs_evaluated << "\n";
   out << "  DP states " << s.states << ", transitions " << s.transitions << "\n";
   out << "  pruned: load balance " << s.pruned_load_balance << ", memory " << s.pruned_memory
@@ -261,7 +285,11 @@ void print_search_statistics(std::ostream& out, const PlanRequest& q, const Sear
     out << "  branch and bound: " << s.configs_bounded << " configurations skipped, "
         << s.pruned_bound << " partial plans dropped\n";
   }
-  out << "  feasible plans " << s.feasible << "\n";
+  if (q.opt.count_only) {
+    out << "  feasible plans not counted (no plan is costed)\n";
+  } else {
+    out << "  feasible plans " << s.feasible << "\n";
+  }
   if (result.stopped != StopReason::kNone) {
     out << not_proven_line(to_string(result.stopped), result.not_searched, s.configs);
   }
@@ -296,7 +324,8 @@ nlohmann::ordered_json plan_document(const PlanRequest& q, const BaselineRun& ra
                   {"training", job_training_json(q.in.workload.training)}};
     if (job->best.recompute) doc["job"]["recompute"] = to_string(*job->best.recompute);
   }
-  doc["search"] = {{"configs", s.configs},
+  doc["search"] = {{"counted", q.opt.count_only},
+                   {"configs", s.configs},
                    {"configs_evaluated", s.configs_evaluated},
                    {"states", s.states},
                    {"transitions", s.transitions},
@@ -307,7 +336,8 @@ nlohmann::ordered_json plan_document(const PlanRequest& q, const BaselineRun& ra
                      {"hetero_comm_ratio", s.hetero_comm_ratio},
                      {"bound", s.pruned_bound},
                      {"configs_bound", s.configs_bounded}}},
-                   {"feasible", s.feasible},
+                   {"feasible", q.opt.count_only ? nlohmann::ordered_json(nullptr)
+                                                 : nlohmann::ordered_json(s.feasible)},
                    {"proven_optimal", result.stopped == StopReason::kNone},
                    {"stopped_by", result.stopped == StopReason::kNone
                                       ? nlohmann::ordered_json(nullptr)
@@ -369,6 +399,7 @@ int plan_exit_code(std::ostream& err, const PlanRequest& q, const SearchResult& 
         << " (exit code " << kExitLimit << ")\n";
     return kExitLimit;
   }
+  if (q.opt.count_only) return kExitOk;  // no plan was looked for
   if (reports.empty()) {
     err << "hapmoe plan: no plan fits in memory";
     if (result.closest.known()) {

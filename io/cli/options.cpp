@@ -301,6 +301,7 @@ nlohmann::ordered_json resolved_search_options(const SearchOptions& opt, const R
           {"eta", opt.eta},
           {"uniform", opt.uniform},
           {"bound", opt.bound},
+          {"count_only", opt.count_only},
           {"max_pp", opt.space.max_pp},
           {"allow_cross_node_tp", opt.space.constraints.allow_cross_node_tp},
           {"launcher_placement", opt.space.constraints.launcher_placement},

@@ -535,6 +535,7 @@ void write_case(const h5::Group& cases, const SweepRunOptions& o, const SweepInp
   a.set("index", static_cast<std::int64_t>(fin.index));
   a.set("case", c.resolved.dump());
   a.set("status", fin.result.stopped != StopReason::kNone ? "stopped"
+                  : c.options.count_only                  ? "counted"
                   : fin.reports.empty()                   ? "no_fit"
                                                           : "ok");
   a.set("ran_on_rank", fin.ran_on);
@@ -707,7 +708,10 @@ std::size_t score_round(const SweepInputs& in, std::vector<Finished>& round,
       f.tables = std::move(scored.tables);
       f.reports = std::move(scored.reports);
       std::string best =
-          f.reports.empty() ? "no plan fits" : format_seconds(f.reports.front().latency_s);
+          in.def.cases[k].options.count_only
+              ? "counted: " + std::to_string(f.result.stats.transitions) + " transitions"
+          : f.reports.empty() ? "no plan fits"
+                              : format_seconds(f.reports.front().latency_s);
       if (f.result.stopped != StopReason::kNone) {
         ++limited;
         best = (f.reports.empty() ? std::string("no plan found") : best) + ", stopped by the " +

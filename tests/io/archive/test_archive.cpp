@@ -520,6 +520,43 @@ TEST(Sweep, CheckpointEveryBatchesCommits) {
   EXPECT_NE(r.out.find("2 of 2 cases done (complete)"), std::string::npos) << r.out;
 }
 
+// count_only (plan --count-only): the plain DP counted, bound off, in the
+// resolved case only when set (older sweeps resume unchanged), refused
+// with a baseline; the case is written with status "counted" and the
+// plain DP's counters.
+TEST(Sweep, CountOnlyCasesAreCountedNotSearched) {
+  const SweepDefinition s = parse_sweep_json(R"({"cases": [
+      {"name": "counted", "model": "mixtral-s", "cluster": "paper:16-1", "count_only": true},
+      {"name": "searched", "model": "mixtral-s", "cluster": "paper:16-1"}]})",
+                                             "s.json");
+  ASSERT_EQ(s.cases.size(), 2u);
+  EXPECT_TRUE(s.cases[0].options.count_only);
+  EXPECT_FALSE(s.cases[0].options.bound);
+  EXPECT_TRUE(s.cases[0].resolved.at("count_only").get<bool>());
+  EXPECT_FALSE(s.cases[1].options.count_only);
+  EXPECT_FALSE(s.cases[1].resolved.contains("count_only"));
+  EXPECT_THROW(parse_sweep_json(R"({"cases": [{"model": "mixtral-s", "cluster": "paper:16-1",
+                                    "count_only": true, "baseline": "mi"}]})",
+                                "s.json"),
+               InputError);
+  const fs::path d = scratch_dir("sweep_count");
+  spit(d / "s.json", R"({"cases": [{"name": "counted", "model": "mixtral-s",
+                                    "cluster": "paper:16-1", "prune": "lb", "count_only": true}]})");
+  const std::string out = (d / "s.h5").string();
+  const CliRun r = run({"sweep", (d / "s.json").string(), "--out", out, "--threads", "1"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.err.find("counted: "), std::string::npos) << r.err;
+  const CliRun plain = run({"plan", "--model", "mixtral-s", "--cluster", "paper:16-1", "--prune",
+                            "lb", "--no-bound", "--threads", "1"});
+  const CliRun shown = run({"show", out, "--case", "counted"});
+  ASSERT_EQ(shown.code, kExitOk) << shown.err;
+  const auto at = plain.out.find("DP states");
+  ASSERT_NE(at, std::string::npos);
+  const std::string states = plain.out.substr(at, plain.out.find('\n', at) - at);
+  EXPECT_NE(shown.out.find("counted"), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find(states.substr(10)), std::string::npos) << states << "\n" << shown.out;
+}
+
 // A case that runs long gets progress lines while it runs (~0.2 s here,
 // a line every 0.02 s).
 TEST(Sweep, ProgressWhileACaseRuns) {

@@ -239,6 +239,49 @@ TEST(Cli, PlanThatDoesNotFitExitsThreeAndNamesTheStage) {
   fs::remove_all(d);
 }
 
+// --count-only: the plain DP's counters (equal to --no-bound's), flagged
+// as counted, no plan, exit 0 even where nothing fits; refused with a
+// search it cannot count.
+TEST(Cli, CountOnlyPrintsThePlainDpsCountersAndNoPlan) {
+  const fs::path d = scratch_dir("count");
+  const std::string json = (d / "count.json").string();
+  const CliRun plain = run({"plan", "--model", "mixtral-s", "--cluster", "paper:16-1", "--prune",
+                            "lb,mem", "--no-bound", "--threads", "1"});
+  const CliRun counted = run({"plan", "--model", "mixtral-s", "--cluster", "paper:16-1", "--prune",
+                              "lb,mem", "--count-only", "--threads", "1", "--plan-json", json});
+  ASSERT_EQ(plain.code, kExitOk) << plain.err;
+  ASSERT_EQ(counted.code, kExitOk) << counted.err;
+  const auto line = [](const std::string& text, const std::string& start) {
+    const std::size_t at = text.find(start);
+    return at == std::string::npos ? std::string() : text.substr(at, text.find('\n', at) - at);
+  };
+  EXPECT_FALSE(line(plain.out, "  DP states").empty());
+  EXPECT_EQ(line(counted.out, "  DP states"), line(plain.out, "  DP states"));
+  EXPECT_EQ(line(counted.out, "  pruned:"), line(plain.out, "  pruned:"));
+  EXPECT_NE(counted.out.find("counted, not searched"), std::string::npos) << counted.out;
+  EXPECT_EQ(counted.out.find("top "), std::string::npos) << counted.out;
+  const auto doc = nlohmann::json::parse(slurp(json));
+  EXPECT_TRUE(doc["search"]["counted"].get<bool>());
+  EXPECT_TRUE(doc["plans"].empty());
+  EXPECT_TRUE(doc["search"]["feasible"].is_null());
+  // Mixtral-L fits nowhere on paper:16-1: still counted, exit 0.
+  const CliRun none = run({"plan", "--model", "mixtral-l", "--cluster", "paper:16-1",
+                           "--count-only", "--max-pp", "4", "--threads", "1"});
+  EXPECT_EQ(none.code, kExitOk) << none.err;
+  EXPECT_EQ(none.err.find("no plan fits"), std::string::npos) << none.err;
+  for (const char* other : {"--bruteforce", "--uniform"}) {
+    const CliRun r = run({"plan", "--model", "mixtral-s", "--cluster", "paper:16-1", "--count-only",
+                          other, "--threads", "1"});
+    if (std::string(other) == "--bruteforce") {
+      EXPECT_EQ(r.code, kExitInput) << r.out;
+      EXPECT_NE(r.err.find("--count-only"), std::string::npos) << r.err;
+    } else {
+      EXPECT_EQ(r.code, kExitOk) << r.err;  // uniform layers are counted too
+    }
+  }
+  fs::remove_all(d);
+}
+
 TEST(Cli, BadInputsExitTwoWithOneMessageAndNoOutput) {
   const fs::path d = scratch_dir("bad");
   const std::string out = (d / "out.json").string();
