@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "costmodel/analytic.h"
@@ -125,6 +126,15 @@ void MeasuredProfile::merge(const MeasuredProfile& o) {
       set_if(it->imbalance, m.imbalance);
     }
   }
+  for (const ProfileRun& r : o.runs) {
+    auto it = std::find_if(runs.begin(), runs.end(),
+                           [&](const ProfileRun& x) { return x.name == r.name; });
+    if (it == runs.end()) {
+      runs.push_back(r);
+    } else {
+      *it = r;
+    }
+  }
 }
 
 namespace {
@@ -142,6 +152,11 @@ class ProfileChecker {
   ProfileIssue issue() const { return issue_; }
   void at(const char* table, std::size_t row) {
     prefix_ = std::string(table) + "[" + std::to_string(row) + "].";
+  }
+  // A row of a run's own list: "runs[2].peaks[0]."
+  void at(const char* table, std::size_t row, const char* list, std::size_t item) {
+    at(table, row);
+    prefix_ += std::string(list) + "[" + std::to_string(item) + "].";
   }
   void name(const char* field, const std::string& v) {
     if (!ok()) return;
@@ -216,6 +231,45 @@ ProfileIssue validate_profile(const MeasuredProfile& p) {
     c.name("model", m.model);
     if (c.ok() && !(std::isfinite(m.imbalance) && m.imbalance >= 1.0)) {
       c.fail("imbalance", "= " + shown(m.imbalance) + " must be finite and >= 1");
+    }
+  }
+  for (std::size_t i = 0; i < p.runs.size() && c.ok(); ++i) {
+    const ProfileRun& r = p.runs[i];
+    c.at("runs", i);
+    c.name("name", r.name);
+    for (std::size_t j = 0; j < i && c.ok(); ++j) {
+      if (p.runs[j].name == r.name)
+        c.fail("name",
+               "'" + r.name + "' is also runs[" + std::to_string(j) + "]'s: names are unique");
+    }
+    c.name("source", r.source);
+    for (const auto& [field, text] :
+         {std::pair<const char*, const std::string&>{"workload", r.workload},
+          {"cluster", r.cluster},
+          {"plan", r.plan}}) {
+      if (c.ok() && text.empty()) c.fail(field, "is empty");
+      if (c.ok() && text.size() > kMaxProfileRunText) {
+        c.fail(field, std::to_string(text.size()) + " bytes, more than a run's document holds (" +
+                          std::to_string(kMaxProfileRunText) + ")");
+      }
+    }
+    c.positive("latency_s", r.latency_s);
+    for (std::size_t j = 0; j < r.peaks.size() && c.ok(); ++j) {
+      const ProfileRun::StagePeak& k = r.peaks[j];
+      c.at("runs", i, "peaks", j);
+      if (c.ok() && (k.rank < 0 || k.rank >= kMaxProfileDegree)) {
+        c.fail("rank", "= " + std::to_string(k.rank) + " must be in [0, 2^24)");
+      }
+      if (c.ok() && (k.stage < 0 || k.stage > k.rank)) {
+        c.fail("stage", "= " + std::to_string(k.stage) + " must be in [0, its rank " +
+                            std::to_string(k.rank) + "]");
+      }
+      c.positive("max_allocated_bytes", k.max_allocated_bytes);
+    }
+    for (std::size_t j = 0; j < r.timers.size() && c.ok(); ++j) {
+      c.at("runs", i, "timers", j);
+      c.name("name", r.timers[j].name);
+      c.positive("seconds", r.timers[j].seconds, true);
     }
   }
   return c.issue();
@@ -522,6 +576,181 @@ std::vector<FitValue> fit_layers(const std::vector<LayerSample>& samples, const 
         fits.push_back(over);
       }
     }
+  }
+  return fits;
+}
+
+namespace {
+
+// A stored run priced with the tables of `profile` (its rho for the run's
+// model, when it holds one).
+struct PricedRun {
+  PlanReport report;
+  ProfileTables tables;
+};
+PricedRun price_run(const FitRun& r, const MeasuredProfile& profile) {
+  Workload w = r.workload;
+  if (const double rho = profile_imbalance(profile, w.model.name); is_set(rho)) {
+    w.training.imbalance = rho;
+  }
+  PricedRun p;
+  p.tables = plan_tables(w, r.cluster, r.plan.parallel, &profile);
+  p.report = CostModel(w, r.cluster, p.tables).evaluate(r.plan);
+  return p;
+}
+
+bool run_uses(const FitRun& r, const std::string& device) {
+  return std::any_of(r.plan.stages.begin(), r.plan.stages.end(), [&](const StagePlan& s) {
+    return same_name(r.cluster.pools[static_cast<std::size_t>(s.device_type)].device.name, device);
+  });
+}
+
+// The activation scale of `device` from the runs' per-stage max allocated.
+std::optional<FitValue> fit_run_memory(const std::vector<FitRun>& runs, const std::string& device,
+                                       MeasuredProfile& out) {
+  std::vector<double> x, y;
+  for (const FitRun& r : runs) {
+    if (r.peaks.empty() || !run_uses(r, device)) continue;
+    const PricedRun p = price_run(r, out);
+    for (const ProfileRun::StagePeak& k : r.peaks) {
+      if (k.stage >= static_cast<int>(p.report.stages.size())) continue;
+      const StageReport& st = p.report.stages[static_cast<std::size_t>(k.stage)];
+      const std::size_t h = static_cast<std::size_t>(st.device_type);
+      if (!same_name(r.cluster.pools[h].device.name, device)) continue;
+      const MemoryBreakdown& m = st.cost.memory;
+      x.push_back(m.activations / p.tables.devices[h].activation_scale);
+      y.push_back(k.max_allocated_bytes - (m.weights + m.gradients + m.optimizer + m.moe_buffers));
+    }
+  }
+  if (x.empty()) return std::nullopt;
+  FitValue f{"activation_scale", device, fit_origin(x, y), 0, 0, 0, "bytes", ""};
+  std::vector<double> pred;
+  pred.reserve(x.size());
+  for (double xi : x) pred.push_back(is_set(f.value) ? f.value * xi : 0.0);
+  residuals(f, y, pred);
+  if (is_set(f.value) && f.value > 0) {
+    calibration_for(out, device).activation_scale = f.value;
+  } else {
+    f.note = "not fitted: the parameter state alone exceeds the measured peaks";
+  }
+  return f;
+}
+
+constexpr double kEtaLo = 0.05, kEtaHi = 2.0;
+
+}  // namespace
+
+std::vector<FitValue> fit_runs(const std::vector<FitRun>& runs, MeasuredProfile& out) {
+  std::vector<std::string> devices;  // the types the runs use, first seen first
+  for (const FitRun& r : runs) {
+    for (const StagePlan& s : r.plan.stages) {
+      const std::string& name =
+          r.cluster.pools[static_cast<std::size_t>(s.device_type)].device.name;
+      if (std::none_of(devices.begin(), devices.end(),
+                       [&](const std::string& d) { return same_name(d, name); })) {
+        devices.push_back(name);
+      }
+    }
+  }
+  std::vector<FitValue> fits;
+  for (const std::string& d : devices) {
+    if (std::optional<FitValue> f = fit_run_memory(runs, d, out)) fits.push_back(*f);
+  }
+  // eta: one type at a time, the others held at their current values.
+  auto latency = [&](const FitRun& r) { return price_run(r, out).report.latency_s; };
+  auto set_eta = [&](const std::string& d, double eta) { calibration_for(out, d).eta = eta; };
+  auto eta_of = [&](const std::string& d) {
+    const double e = calibration_for(out, d).eta;
+    return is_set(e) ? e : AnalyticAssumptions{}.eta;
+  };
+  // Whether a run's time depends on d's eta at all (a dense model, or
+  // experts hidden behind another stage, do not).
+  auto sensitive = [&](const std::string& d) {
+    const double e = eta_of(d);
+    bool any = false;
+    for (const FitRun& r : runs) {
+      if (!run_uses(r, d)) continue;
+      set_eta(d, e);
+      const double a = latency(r);
+      set_eta(d, e * 1.01);
+      any = any || std::abs(latency(r) - a) > 1e-9 * a;
+    }
+    set_eta(d, e);
+    return any;
+  };
+  std::vector<std::string> fitted;
+  for (const std::string& d : devices) {
+    if (sensitive(d)) {
+      fitted.push_back(d);
+    } else {
+      fits.push_back({"eta", d, kUnset, 0, 0, 0, "s",
+                      "not fitted: no run's iteration time depends on its routed experts"});
+    }
+  }
+  auto objective = [&](const std::string& d, double u) {
+    set_eta(d, std::exp(u));
+    double sum = 0;
+    for (const FitRun& r : runs) {
+      if (!run_uses(r, d)) continue;
+      const double e = std::log(latency(r) / r.latency_s);
+      sum += e * e;
+    }
+    return sum;
+  };
+  const int sweeps = fitted.size() > 1 ? 3 : 1;
+  for (int sweep = 0; sweep < sweeps; ++sweep) {
+    for (const std::string& d : fitted) {
+      // Golden-section search over u = ln eta.
+      const double phi = 0.5 * (std::sqrt(5.0) - 1.0);
+      double a = std::log(kEtaLo), b = std::log(kEtaHi);
+      double c = b - phi * (b - a), e = a + phi * (b - a);
+      double fc = objective(d, c), fe = objective(d, e);
+      for (int it = 0; it < 48; ++it) {
+        if (fc <= fe) {
+          b = e;
+          e = c;
+          fe = fc;
+          c = b - phi * (b - a);
+          fc = objective(d, c);
+        } else {
+          a = c;
+          c = e;
+          fc = fe;
+          e = a + phi * (b - a);
+          fe = objective(d, e);
+        }
+      }
+      set_eta(d, std::exp(0.5 * (a + b)));
+    }
+  }
+  for (const std::string& d : fitted) {
+    const double eta = eta_of(d);
+    FitValue f{"eta", d, eta, 0, 0, 0, "s", ""};
+    std::vector<double> y, pred;
+    double lo = 1, hi = 0;  // the share of the iteration that scales with 1/eta
+    for (const FitRun& r : runs) {
+      if (!run_uses(r, d)) continue;
+      const double t = latency(r);
+      set_eta(d, eta / 1.01);
+      const double share = std::log(latency(r) / t) / std::log(1.01);
+      set_eta(d, eta);
+      lo = std::min(lo, share);
+      hi = std::max(hi, share);
+      y.push_back(r.latency_s);
+      pred.push_back(t);
+    }
+    residuals(f, y, pred);
+    char share[64];
+    if (hi - lo > 0.005) {
+      std::snprintf(share, sizeof share, "%.0f-%.0f%%", 100 * lo, 100 * hi);
+    } else {
+      std::snprintf(share, sizeof share, "%.0f%%", 100 * lo);
+    }
+    f.note = std::string(share) + " of the iteration scales with 1/eta";
+    if (eta <= kEtaLo * 1.001 || eta >= kEtaHi * 0.999) {
+      f.note += "; at the search's bound: eta alone cannot explain the measured time";
+    }
+    fits.push_back(f);
   }
   return fits;
 }

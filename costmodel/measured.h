@@ -8,6 +8,7 @@
 // catalog figure (or an extrapolation) as a measurement.
 #pragma once
 
+#include <cstddef>
 #include <limits>
 #include <string>
 #include <vector>
@@ -68,17 +69,50 @@ struct ModelCalibration {
   bool operator==(const ModelCalibration&) const = default;
 };
 
+// One training run measured on the user's cluster (`profile import
+// --megatron-log`, docs/profile.md): what ran, as hapmoe's own JSON
+// documents (so the run is priced again with any later profile), and what
+// was measured. The cost model never reads these; `profile fit` and
+// `profile check` do.
+struct ProfileRun {
+  struct StagePeak {
+    int rank = 0;   // the global rank that reported it
+    int stage = 0;  // its pipeline stage (Megatron's rank order: PP outermost)
+    double max_allocated_bytes = 0;
+    bool operator==(const StagePeak&) const = default;
+  };
+  struct Timer {
+    std::string name;    // Megatron's timer name ("forward-backward", ...)
+    double seconds = 0;  // median over the logged intervals of the max over ranks
+    bool operator==(const Timer&) const = default;
+  };
+  std::string name;      // unique in a profile
+  std::string source;    // the log it was read from
+  std::string workload;  // workload JSON (io/inputs/model_io.h, workload_to_json)
+  std::string cluster;   // cluster JSON
+  std::string plan;      // plan JSON: the plan the script ran
+  double latency_s = 0;  // measured iteration time
+  std::vector<StagePeak> peaks;
+  std::vector<Timer> timers;
+  bool operator==(const ProfileRun&) const = default;
+};
+
+// The largest JSON document of a stored run (far above a real model,
+// cluster or plan: a few kilobytes).
+inline constexpr std::size_t kMaxProfileRunText = 1u << 20;
+
 struct MeasuredProfile {
   std::vector<CommSample> comm;
   std::vector<ComputeSample> compute;
   std::vector<DeviceCalibration> devices;
   std::vector<ModelCalibration> models;
+  std::vector<ProfileRun> runs;
   bool empty() const {
-    return comm.empty() && compute.empty() && devices.empty() && models.empty();
+    return comm.empty() && compute.empty() && devices.empty() && models.empty() && runs.empty();
   }
   bool operator==(const MeasuredProfile&) const = default;
   // Adds `other`: its samples are appended, its calibrations replace the
-  // fields they set.
+  // fields they set, its runs replace the runs of the same name.
   void merge(const MeasuredProfile& other);
 };
 
@@ -191,6 +225,31 @@ struct FitValue {
 // any). Appends the fitted values to `out` and returns the fits.
 std::vector<FitValue> fit_layers(const std::vector<LayerSample>& samples, const Workload& workload,
                                  const ClusterSpec& cluster, MeasuredProfile& out);
+
+// A stored run with its documents read (io/ parses the JSON).
+struct FitRun {
+  std::string name;
+  Workload workload;
+  ClusterSpec cluster;
+  Plan plan;
+  double latency_s = 0;
+  std::vector<ProfileRun::StagePeak> peaks;
+};
+
+// Fits per device type from whole training runs (docs/profile.md, "Fit
+// from training runs"), with the tables of `out` (measured compute and
+// collectives apply):
+//  1. the activation scale: a stage's measured max allocated minus its
+//     predicted parameter state and buffers, against its predicted
+//     activations at scale 1, least squares through the origin (max
+//     allocated holds no runtime reserve, so the overhead is not fitted);
+//  2. eta: the value minimising the sum over runs of ln(predicted /
+//     measured)^2, one device type at a time (golden-section search over
+//     ln eta in [ln 0.05, ln 2], three sweeps), for the types whose
+//     routed experts a run's time depends on.
+// Stores the fitted values in `out` and returns the fits; `note` of an
+// eta fit says what share of the iteration scales with 1/eta.
+std::vector<FitValue> fit_runs(const std::vector<FitRun>& runs, MeasuredProfile& out);
 
 // rho = mean over (iteration, layer) of max/mean tokens per expert.
 FitValue fit_imbalance(const std::vector<RouterSample>& samples, const std::string& model,

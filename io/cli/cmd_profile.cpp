@@ -49,11 +49,13 @@ constexpr const char* kProfileUsage =
     "usage: hapmoe profile <subcommand> [options]   (docs/profile.md)\n"
     "\n"
     "subcommands:\n"
-    "  import   nccl-tests/rccl-tests logs and layer timings (CSV) into a profile file\n"
+    "  import   nccl-tests/rccl-tests logs, layer timings (CSV) and Megatron-LM training logs\n"
+    "           (as measured runs) into a profile file\n"
     "  comm     time all-reduce, all-gather, reduce-scatter, all-to-all and p2p with MPI\n"
     "           (run under mpiexec) into a profile file\n"
     "  fit      fit eta, the router coefficient, the memory calibration and rho by least\n"
-    "           squares from layer timings and router statistics; print the residuals\n"
+    "           squares from layer timings and router statistics, or eta and the activation\n"
+    "           scale from the stored training runs (--runs); print the residuals\n"
     "  check    predicted vs measured iteration latency and memory of measured runs\n"
     "  show     print the tables of a profile file\n"
     "\n"
@@ -69,7 +71,8 @@ MeasuredProfile base_profile(const cxxopts::ParseResult& r) {
 // profile in place (docs/profile.md), read whole before the atomic write.
 void check_out_over_inputs(const cxxopts::ParseResult& r) {
   refuse_outputs_over_inputs(given_paths(r, {"out"}),
-                             given_paths(r, {"nccl", "layers", "router", "model", "cluster"}));
+                             given_paths(r, {"nccl", "layers", "router", "model", "cluster",
+                                             "megatron-log", "megatron-script"}));
 }
 
 void add_out(cxxopts::Options& o) {
@@ -83,6 +86,237 @@ std::string g(double v, int digits = 4) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*g", digits, v);
   return buf;
+}
+
+// --- measured runs ----------------------------------------------------------------
+
+struct Predicted {
+  double latency_s = 0;
+  double peak_bytes = 0;       // the largest stage's memory
+  double allocated_bytes = 0;  // the same less the runtime reserve
+  PlanReport report;
+
+  double peak_as(const MeasuredRun& run) const {
+    return run.peak_is_allocated ? allocated_bytes : peak_bytes;
+  }
+};
+
+Predicted predict(const Workload& w, const ClusterSpec& c, const Plan& plan,
+                  const MeasuredProfile* profile) {
+  const ProfileTables t = plan_tables(w, c, plan.parallel, profile);
+  const PlanReport rep = CostModel(w, c, t).evaluate(plan);
+  Predicted p;
+  p.latency_s = rep.latency_s;
+  p.report = rep;
+  for (const StageReport& s : rep.stages) {
+    p.peak_bytes = std::max(p.peak_bytes, s.cost.memory.total());
+    p.allocated_bytes = std::max(p.allocated_bytes, s.cost.memory.total() - s.cost.memory.overhead);
+  }
+  return p;
+}
+
+std::string pct(double pred, double meas) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.1f%%", 100.0 * (pred - meas) / meas);
+  return buf;
+}
+
+// One measured run's inputs, resolved (files next to the CSV first).
+struct RunInputs {
+  Workload workload;
+  ClusterSpec cluster;
+  Plan plan;
+  std::string model;               // the model file or preset, resolved
+  std::vector<std::string> notes;  // what reading the model approximated
+};
+
+RunInputs read_run(const MeasuredRun& run, const std::string& csv) {
+  const fs::path dir = fs::path(csv).parent_path();
+  auto resolve = [&](const std::string& spec) {
+    // A file next to the CSV, else the spec as given (a preset).
+    const fs::path cand = dir / spec;
+    return !dir.empty() && fs::exists(cand) ? cand.string() : spec;
+  };
+  RunInputs in;
+  try {
+    in.model = resolve(run.model);
+    in.workload = load_workload(in.model, &in.notes);
+    TrainingOverrides ov;
+    if (run.global_batch > 0) ov.global_batch = run.global_batch;
+    if (run.seq_len > 0) ov.seq_len = run.seq_len;
+    apply_overrides(ov, in.workload);
+    in.cluster = load_cluster(resolve(run.cluster));
+    in.plan = load_plan(resolve(run.plan), in.cluster, in.workload.training.micro_batch, 0);
+    if (auto e = check_plan(in.plan, in.workload, in.cluster, ConstraintOptions{}); !e.empty())
+      throw InputError(run.plan, e);
+  } catch (const InputError& e) {
+    throw InputError(csv + ":" + std::to_string(run.line),
+                     std::string("run '") + run.name + "': " + e.what());
+  }
+  return in;
+}
+
+// A Megatron-LM training log with the script that ran it, as one measured
+// run: the script's model and plan on --cluster, the log's median
+// iteration time after the first interval and its highest "max
+// allocated". The timers the log holds are printed as measured.
+struct LogRun {
+  MeasuredRun run;
+  RunInputs in;
+  MegatronLog log;
+};
+
+LogRun read_log_run(const cxxopts::ParseResult& r) {
+  const std::string path = r["megatron-log"].as<std::string>();
+  if (r.count("measurements")) {
+    throw InputError("--megatron-log", "give either --measurements or --megatron-log");
+  }
+  std::shared_ptr<MegatronScript> script = read_megatron_input(r);
+  if (!script) {
+    throw InputError("--megatron-log",
+                     "needs --megatron-script, the script that ran it (its model and plan)");
+  }
+  LogRun out;
+  out.log = parse_megatron_log(read_regular_file(path), path);
+  out.in.workload = megatron_input_workload(r, *script);
+  out.in.cluster = load_cluster(required(r, "cluster"));
+  out.in.plan = megatron_plan(*script, out.in.workload, out.in.cluster);
+  out.in.model = script->origin();
+  out.in.notes = script->notes;
+  for (const MegatronLogInterval& iv : out.log.intervals) {
+    if (iv.global_batch && *iv.global_batch != out.in.workload.training.global_batch) {
+      throw InputError(path + ":" + std::to_string(iv.line),
+                       "global batch size " + std::to_string(*iv.global_batch) +
+                           " is not the script's " +
+                           std::to_string(out.in.workload.training.global_batch) + " (" +
+                           script->origin() + "): the log is of another run");
+    }
+  }
+  out.run.name = fs::path(path).filename().string();
+  out.run.latency_s = out.log.seconds_per_iteration();
+  if (out.log.peak_allocated_bytes() > 0) out.run.peak_bytes = out.log.peak_allocated_bytes();
+  out.run.peak_is_allocated = true;
+  return out;
+}
+
+// The timers of a run beside the cost model's term for each
+// (`predicted`, the plan as priced): measured is the median over the
+// logged intervals of each timer's max over ranks.
+void print_timers(std::ostream& out, const std::vector<ProfileRun::Timer>& timers,
+                  const PlanReport& predicted) {
+  if (!timers.empty()) {
+    out << "    timer (max over ranks, median)             measured   predicted    error\n";
+  }
+  for (const ProfileRun::Timer& t : timers) {
+    const std::optional<double> model = megatron_timer_term(t.name, predicted);
+    char line[200];
+    if (model) {
+      const std::string error = t.seconds > 0 ? pct(*model, t.seconds) : std::string("-");
+      std::snprintf(line, sizeof line, "    %-42s %10s  %10s  %7s\n", t.name.c_str(),
+                    format_seconds(t.seconds).c_str(), format_seconds(*model).c_str(),
+                    error.c_str());
+    } else {
+      std::snprintf(line, sizeof line, "    %-42s %10s  %10s\n", t.name.c_str(),
+                    format_seconds(t.seconds).c_str(), "(no term)");
+    }
+    out << line;
+  }
+}
+
+std::vector<ProfileRun::Timer> log_timers(const MegatronLog& log) {
+  std::vector<ProfileRun::Timer> timers;
+  for (const auto& [name, seconds] : log.timer_medians()) timers.push_back({name, seconds});
+  return timers;
+}
+
+// What the log measured besides the iteration time: the intervals used and
+// the timers, each beside the cost model's term for it.
+void print_log_summary(std::ostream& out, const LogRun& lr, const PlanReport& predicted) {
+  const std::vector<MegatronLogInterval>& iv = lr.log.intervals;
+  const std::size_t first = iv.size() > 1 ? 1 : 0;
+  out << "\n  " << lr.run.name << ": " << iv.size() << " logged intervals (iterations up to "
+      << iv.back().iteration << " of " << iv.back().train_iters << "); measured: the median of "
+      << (iv.size() - first) << (first ? " (the first, the warm-up, left out)" : "") << "\n";
+  print_timers(out, log_timers(lr.log), predicted);
+  if (lr.log.theoretical_total_mb) {
+    out << "    Megatron's theoretical memory: "
+        << format_bytes(*lr.log.theoretical_total_mb * 1024.0 * 1024.0) << "\n";
+  }
+}
+
+// The documents of a stored run read back; errors name the profile, the
+// run and the document.
+RunInputs stored_run_inputs(const ProfileRun& run, const std::string& profile) {
+  const std::string at = profile + ":/runs['" + run.name + "']";
+  RunInputs in;
+  in.workload = parse_workload_json(run.workload, at + ".workload", &in.notes);
+  in.cluster = parse_cluster_json(run.cluster, at + ".cluster");
+  in.plan = parse_plan_json(run.plan, at + ".plan", in.cluster, in.workload.training.micro_batch);
+  if (auto e = check_plan(in.plan, in.workload, in.cluster, ConstraintOptions{}); !e.empty()) {
+    throw InputError(at + ".plan", e);
+  }
+  in.model = in.workload.model.name;
+  return in;
+}
+
+// A logged run as the profile stores it (`profile import --megatron-log`):
+// the script's workload, the cluster and the plan as hapmoe's JSON, the
+// measured iteration time, each reporting rank's max allocated with its
+// pipeline stage (Megatron's default rank order puts PP outermost: stage =
+// rank / (TP x CP x DP)) and the timers. The documents are read back and
+// priced before anything is stored: they must give the script's figures.
+ProfileRun profile_run(const LogRun& lr, const std::string& name, const std::string& log_path) {
+  ProfileRun run;
+  run.name = name;
+  run.source = log_path;
+  run.workload = workload_to_json(lr.in.workload);
+  run.cluster = cluster_to_json(lr.in.cluster);
+  const Predicted direct = predict(lr.in.workload, lr.in.cluster, lr.in.plan, nullptr);
+  run.plan = plan_report_json(direct.report, lr.in.cluster).dump(2) + "\n";
+  run.latency_s = lr.run.latency_s;
+  const int world = lr.in.plan.parallel.devices();
+  const int per_stage = lr.in.plan.parallel.stage_devices();
+  for (const MegatronLogMemory& m : lr.log.memory) {
+    if (m.rank >= world) {
+      throw InputError(log_path + ":" + std::to_string(m.line),
+                       "rank " + std::to_string(m.rank) +
+                           " reports its memory, but the script's "
+                           "plan has " +
+                           std::to_string(world) + " ranks: the log is of another run");
+    }
+    const double bytes = m.max_allocated_mb * 1024.0 * 1024.0;
+    auto it = std::find_if(run.peaks.begin(), run.peaks.end(),
+                           [&](const ProfileRun::StagePeak& k) { return k.rank == m.rank; });
+    if (it == run.peaks.end()) {
+      run.peaks.push_back({m.rank, m.rank / per_stage, bytes});
+    } else {
+      it->max_allocated_bytes = std::max(it->max_allocated_bytes, bytes);
+    }
+  }
+  run.timers = log_timers(lr.log);
+  const RunInputs back = stored_run_inputs(run, "(stored run)");
+  const Predicted again = predict(back.workload, back.cluster, back.plan, nullptr);
+  if (std::abs(again.latency_s - direct.latency_s) > 1e-9 * direct.latency_s ||
+      std::abs(again.peak_bytes - direct.peak_bytes) > 1e-9 * direct.peak_bytes) {
+    throw InputError(log_path, "the run's documents price it at " +
+                                   format_seconds(again.latency_s) + ", the script at " +
+                                   format_seconds(direct.latency_s) +
+                                   ": not stored (a hapmoe bug: please report it)");
+  }
+  return run;
+}
+
+// A stored run as a measured run of `profile check`.
+MeasuredRun measured_run(const ProfileRun& r) {
+  MeasuredRun m;
+  m.name = r.name;
+  m.latency_s = r.latency_s;
+  m.peak_is_allocated = true;
+  for (const ProfileRun::StagePeak& k : r.peaks) {
+    m.peak_bytes = is_set(m.peak_bytes) ? std::max(m.peak_bytes, k.max_allocated_bytes)
+                                        : k.max_allocated_bytes;
+  }
+  return m;
 }
 
 // --- import --------------------------------------------------------------------
@@ -360,6 +594,34 @@ void import_nccl(const cxxopts::ParseResult& r, MeasuredProfile& add, std::ostre
   for (const Primitive p : prims) out << "note: " << primitive_plan_terms(p) << ".\n";
 }
 
+// Stores the --megatron-log run in `add`, saying what was measured and
+// whether it replaces a run of `base` of the same name.
+void import_megatron_log(const cxxopts::ParseResult& r, const MeasuredProfile& base,
+                         MeasuredProfile& add, std::ostream& out) {
+  const std::string path = r["megatron-log"].as<std::string>();
+  const LogRun lr = read_log_run(r);
+  const std::string name = r.count("name") ? r["name"].as<std::string>() : lr.run.name;
+  if (std::string e = check_name("--name", name); !e.empty()) throw InputError("--name", e);
+  const ProfileRun run = profile_run(lr, name, path);
+  const std::vector<MegatronLogInterval>& iv = lr.log.intervals;
+  const std::size_t first = iv.size() > 1 ? 1 : 0;
+  const ParallelConfig& pi = lr.in.plan.parallel;
+  out << "imported run '" << name << "' from " << path << ": the plan of " << lr.in.model << " (PP "
+      << pi.pp << " TP " << pi.tp << " CP " << pi.cp << " DP " << pi.dp << " EP " << pi.ep
+      << " micro-batch " << pi.micro_batch << ")\n";
+  out << "  iteration " << format_seconds(run.latency_s) << " (median of " << iv.size() - first
+      << " logged interval" << (iv.size() - first == 1 ? "" : "s")
+      << (first ? "; the first, the warm-up, left out" : "") << "), " << run.peaks.size() << " rank"
+      << (run.peaks.size() == 1 ? "" : "s") << " with memory reports, " << run.timers.size()
+      << " timer" << (run.timers.size() == 1 ? "" : "s") << "\n";
+  if (std::any_of(base.runs.begin(), base.runs.end(),
+                  [&](const ProfileRun& x) { return x.name == name; })) {
+    out << "note: replaces the profile's run '" << name << "'\n";
+  }
+  for (const std::string& n : lr.in.notes) out << "note: " << lr.in.model << ": " << n << "\n";
+  add.runs.push_back(run);
+}
+
 int cmd_import(int argc, const char* const* argv, std::ostream& out) {
   cxxopts::Options o(
       "hapmoe profile import",
@@ -393,18 +655,29 @@ int cmd_import(int argc, const char* const* argv, std::ostream& out) {
       "CSV: device,tp,cp,micro_batch,forward_ms,backward_ms[,ffn_forward_ms,...]; its dense "
       "layers fill the compute table (MoE layers are for `profile fit`)",
       cxxopts::value<std::string>());
+  o.add_options("Megatron-LM training log")(
+      "megatron-log",
+      "a training log of --megatron-script on --cluster (elapsed time per iteration, timers, "
+      "memory reports), stored as a measured run for `profile check` and `profile fit --runs`",
+      cxxopts::value<std::string>())("cluster", "the cluster the logged run ran on",
+                                     cxxopts::value<std::string>())(
+      "name",
+      "the stored run's name (default: the log's file name); a run of that name is replaced",
+      cxxopts::value<std::string>());
+  add_megatron_options(o);
   const auto parsed = parse(o, argc, argv, out);
   if (!parsed) return kExitOk;
   const auto& r = *parsed;
   const std::string target = required(r, "out");
   check_out_over_inputs(r);
   check_archive_path(target);
-  if (r.count("nccl") == 0 && r.count("layers") == 0) {
-    throw InputError("--nccl", "give --nccl LOG and/or --layers CSV");
+  if (r.count("nccl") == 0 && r.count("layers") == 0 && r.count("megatron-log") == 0) {
+    throw InputError("--nccl", "give --nccl LOG, --layers CSV and/or --megatron-log LOG");
   }
   MeasuredProfile p = base_profile(r);
   MeasuredProfile add;
   if (r.count("nccl")) import_nccl(r, add, out);
+  if (r.count("megatron-log")) import_megatron_log(r, p, add, out);
   if (r.count("layers")) {
     const std::string path = r["layers"].as<std::string>();
     const auto rows = parse_layer_csv(read_regular_file(path), path);
@@ -426,7 +699,8 @@ int cmd_import(int argc, const char* const* argv, std::ostream& out) {
   write_profile_file(target, p);
   out << "wrote " << target << ": " << p.comm.size() << " communication points, "
       << p.compute.size() << " compute entries, " << p.devices.size() << " device calibrations, "
-      << p.models.size() << " model calibrations\n";
+      << p.models.size() << " model calibrations, " << p.runs.size() << " measured run"
+      << (p.runs.size() == 1 ? "" : "s") << "\n";
   return kExitOk;
 }
 
@@ -726,6 +1000,58 @@ Workload fit_workload(const cxxopts::ParseResult& r, std::vector<std::string>& n
   return w;
 }
 
+// The fitted values with their residuals.
+void print_fits(std::ostream& out, const std::vector<FitValue>& fits) {
+  out << "fit (least squares; residual = measured - fitted)\n";
+  out << "  value             device/model        fitted   samples  rms residual   max |rel|\n";
+  for (const FitValue& f : fits) {
+    std::string v = is_set(f.value) ? g(f.value) : "-";
+    std::string rms = f.unit == "bytes" ? format_bytes(f.rms_residual)
+                      : f.unit == "s"   ? format_seconds(f.rms_residual)
+                                        : g(f.rms_residual, 3);
+    if (f.name == "overhead" && is_set(f.value)) v = format_bytes(f.value);
+    char line[200];
+    std::snprintf(line, sizeof line, "  %-17s %-18s %9s %9d %13s %10.1f%%", f.name.c_str(),
+                  f.device.c_str(), v.c_str(), f.samples, rms.c_str(), 100.0 * f.max_rel_residual);
+    out << line << (f.note.empty() ? "" : "  (" + f.note + ")") << "\n";
+  }
+}
+
+// `profile fit --runs`: the stored training runs of --profile.
+int fit_from_runs(const cxxopts::ParseResult& r, const std::string& target, std::ostream& out) {
+  for (const char* other :
+       {"layers", "router", "model", "cluster", "imbalance", "seq-len", "gamma"}) {
+    if (r.count(other)) {
+      throw InputError(std::string("--") + other,
+                       "not with --runs (each stored run carries its model, cluster and plan)");
+    }
+  }
+  if (r.count("profile") == 0) {
+    throw InputError("--runs", "needs --profile, the profile the runs are stored in");
+  }
+  const std::string source = r["profile"].as<std::string>();
+  MeasuredProfile p = read_profile(source);
+  if (p.runs.empty()) {
+    throw InputError("--profile " + source,
+                     "stores no training runs (profile import --megatron-log stores them)");
+  }
+  std::vector<FitRun> runs;
+  for (const ProfileRun& run : p.runs) {
+    RunInputs in = stored_run_inputs(run, source);
+    runs.push_back({run.name, std::move(in.workload), std::move(in.cluster), std::move(in.plan),
+                    run.latency_s, run.peaks});
+  }
+  const std::vector<FitValue> fits = fit_runs(runs, p);
+  check_profile_to_write(target, p);
+  out << "fit from " << runs.size() << " training run" << (runs.size() == 1 ? "" : "s") << " of "
+      << source << " (eta: residuals are iteration times; activation_scale: max "
+      << "allocated less the predicted parameter state)\n";
+  print_fits(out, fits);
+  write_profile_file(target, p);
+  out << "wrote " << target << "\n";
+  return kExitOk;
+}
+
 int cmd_fit(int argc, const char* const* argv, std::ostream& out) {
   cxxopts::Options o("hapmoe profile fit",
                      "Fits eta_h, the router coefficient, the memory calibration (activation "
@@ -744,12 +1070,18 @@ int cmd_fit(int argc, const char* const* argv, std::ostream& out) {
       "gamma", "gamma of the imbalance term (default the model's)", cxxopts::value<std::string>())(
       "imbalance", "rho during the layer measurements when no --router is given",
       cxxopts::value<std::string>());
+  o.add_options("Training runs")(
+      "runs",
+      "instead of --layers/--router: fit the activation scale and eta per device type from the "
+      "training runs stored in --profile (profile import --megatron-log); --model and --cluster "
+      "are not needed, each run carries its own");
   const auto parsed = parse(o, argc, argv, out);
   if (!parsed) return kExitOk;
   const auto& r = *parsed;
   const std::string target = required(r, "out");
   check_out_over_inputs(r);
   check_archive_path(target);
+  if (r.count("runs")) return fit_from_runs(r, target, out);
   std::vector<std::string> model_notes;
   Workload w = fit_workload(r, model_notes);
   const ClusterSpec cluster = load_cluster(required(r, "cluster"));
@@ -801,19 +1133,7 @@ int cmd_fit(int argc, const char* const* argv, std::ostream& out) {
   // before anything is printed.
   check_profile_to_write(target, p);
   print_model_notes(out, required(r, "model"), model_notes);
-  out << "fit (least squares; residual = measured - fitted)\n";
-  out << "  value             device/model        fitted   samples  rms residual   max |rel|\n";
-  for (const FitValue& f : fits) {
-    std::string v = is_set(f.value) ? g(f.value) : "-";
-    std::string rms = f.unit == "bytes" ? format_bytes(f.rms_residual)
-                      : f.unit == "s"   ? format_seconds(f.rms_residual)
-                                        : g(f.rms_residual, 3);
-    if (f.name == "overhead" && is_set(f.value)) v = format_bytes(f.value);
-    char line[200];
-    std::snprintf(line, sizeof line, "  %-17s %-18s %9s %9d %13s %10.1f%%", f.name.c_str(),
-                  f.device.c_str(), v.c_str(), f.samples, rms.c_str(), 100.0 * f.max_rel_residual);
-    out << line << (f.note.empty() ? "" : "  (" + f.note + ")") << "\n";
-  }
+  print_fits(out, fits);
   write_profile_file(target, p);
   out << "wrote " << target << "\n";
   return kExitOk;
@@ -821,70 +1141,12 @@ int cmd_fit(int argc, const char* const* argv, std::ostream& out) {
 
 // --- check ----------------------------------------------------------------------------
 
-struct Predicted {
-  double latency_s = 0;
-  double peak_bytes = 0;
-  PlanReport report;
-};
-
-Predicted predict(const Workload& w, const ClusterSpec& c, const Plan& plan,
-                  const MeasuredProfile* profile) {
-  const ProfileTables t = plan_tables(w, c, plan.parallel, profile);
-  const PlanReport rep = CostModel(w, c, t).evaluate(plan);
-  Predicted p;
-  p.latency_s = rep.latency_s;
-  p.report = rep;
-  for (const StageReport& s : rep.stages)
-    p.peak_bytes = std::max(p.peak_bytes, s.cost.memory.total());
-  return p;
-}
-
-std::string pct(double pred, double meas) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%+.1f%%", 100.0 * (pred - meas) / meas);
-  return buf;
-}
-
-// One measured run's inputs, resolved (files next to the CSV first).
-struct RunInputs {
-  Workload workload;
-  ClusterSpec cluster;
-  Plan plan;
-  std::string model;               // the model file or preset, resolved
-  std::vector<std::string> notes;  // what reading the model approximated
-};
-
-RunInputs read_run(const MeasuredRun& run, const std::string& csv) {
-  const fs::path dir = fs::path(csv).parent_path();
-  auto resolve = [&](const std::string& spec) {
-    // A file next to the CSV, else the spec as given (a preset).
-    const fs::path cand = dir / spec;
-    return !dir.empty() && fs::exists(cand) ? cand.string() : spec;
-  };
-  RunInputs in;
-  try {
-    in.model = resolve(run.model);
-    in.workload = load_workload(in.model, &in.notes);
-    TrainingOverrides ov;
-    if (run.global_batch > 0) ov.global_batch = run.global_batch;
-    if (run.seq_len > 0) ov.seq_len = run.seq_len;
-    apply_overrides(ov, in.workload);
-    in.cluster = load_cluster(resolve(run.cluster));
-    in.plan = load_plan(resolve(run.plan), in.cluster, in.workload.training.micro_batch, 0);
-    if (auto e = check_plan(in.plan, in.workload, in.cluster, ConstraintOptions{}); !e.empty())
-      throw InputError(run.plan, e);
-  } catch (const InputError& e) {
-    throw InputError(csv + ":" + std::to_string(run.line),
-                     std::string("run '") + run.name + "': " + e.what());
-  }
-  return in;
-}
-
 // The errors of `profile check`, summed over the runs.
 struct CheckTotals {
   double sum_c = 0, sum_p = 0, max_c = 0, max_p = 0;  // latency, catalog and profile
   double msum_c = 0, msum_p = 0;                      // memory
   int mem_runs = 0;
+  bool allocated = false;  // some run measured PyTorch's max allocated
 };
 
 // One run's line: measured, catalog and (with a profile) profile
@@ -908,16 +1170,17 @@ void print_check_row(std::ostream& out, const MeasuredRun& run, const Predicted&
     out << line;
   }
   if (is_set(run.peak_bytes)) {
+    const double pc = cat.peak_as(run), pp = pro.peak_as(run);
     ++t.mem_runs;
-    t.msum_c += std::abs(cat.peak_bytes - run.peak_bytes) / run.peak_bytes;
-    t.msum_p += std::abs(pro.peak_bytes - run.peak_bytes) / run.peak_bytes;
+    t.allocated = t.allocated || run.peak_is_allocated;
+    t.msum_c += std::abs(pc - run.peak_bytes) / run.peak_bytes;
+    t.msum_p += std::abs(pp - run.peak_bytes) / run.peak_bytes;
     std::snprintf(line, sizeof line, "   | %11s %9s %7s", format_bytes(run.peak_bytes).c_str(),
-                  format_bytes(cat.peak_bytes).c_str(),
-                  pct(cat.peak_bytes, run.peak_bytes).c_str());
+                  format_bytes(pc).c_str(), pct(pc, run.peak_bytes).c_str());
     out << line;
     if (with_profile) {
-      std::snprintf(line, sizeof line, " %8s %7s", format_bytes(pro.peak_bytes).c_str(),
-                    pct(pro.peak_bytes, run.peak_bytes).c_str());
+      std::snprintf(line, sizeof line, " %8s %7s", format_bytes(pp).c_str(),
+                    pct(pp, run.peak_bytes).c_str());
       out << line;
     }
   }
@@ -946,91 +1209,10 @@ void print_check_totals(std::ostream& out, const CheckTotals& t, std::size_t run
       out << line;
     }
     out << "\n";
-  }
-}
-
-// A Megatron-LM training log with the script that ran it, as one measured
-// run: the script's model and plan on --cluster, the log's median
-// iteration time after the first interval and its highest "max
-// allocated". The timers the log holds are printed as measured.
-struct LogRun {
-  MeasuredRun run;
-  RunInputs in;
-  MegatronLog log;
-};
-
-LogRun read_log_run(const cxxopts::ParseResult& r) {
-  const std::string path = r["megatron-log"].as<std::string>();
-  if (r.count("measurements")) {
-    throw InputError("--megatron-log", "give either --measurements or --megatron-log");
-  }
-  std::shared_ptr<MegatronScript> script = read_megatron_input(r);
-  if (!script) {
-    throw InputError("--megatron-log",
-                     "needs --megatron-script, the script that ran it (its model and plan)");
-  }
-  LogRun out;
-  out.log = parse_megatron_log(read_regular_file(path), path);
-  out.in.workload = megatron_input_workload(r, *script);
-  out.in.cluster = load_cluster(required(r, "cluster"));
-  out.in.plan = megatron_plan(*script, out.in.workload, out.in.cluster);
-  out.in.model = script->origin();
-  out.in.notes = script->notes;
-  for (const MegatronLogInterval& iv : out.log.intervals) {
-    if (iv.global_batch && *iv.global_batch != out.in.workload.training.global_batch) {
-      throw InputError(path + ":" + std::to_string(iv.line),
-                       "global batch size " + std::to_string(*iv.global_batch) +
-                           " is not the script's " +
-                           std::to_string(out.in.workload.training.global_batch) + " (" +
-                           script->origin() + "): the log is of another run");
+    if (t.allocated) {
+      out << "  (a Megatron log's memory is PyTorch's max allocated: it is compared with the "
+             "largest stage's predicted memory less the runtime reserve)\n";
     }
-  }
-  out.run.name = fs::path(path).filename().string();
-  out.run.latency_s = out.log.seconds_per_iteration();
-  if (out.log.peak_allocated_bytes() > 0) out.run.peak_bytes = out.log.peak_allocated_bytes();
-  return out;
-}
-
-// What the log measured besides the iteration time: the intervals used and
-// the timers' medians (max over ranks) over the same intervals, each beside
-// the cost model's term for it (`predicted`, the plan as priced).
-void print_log_summary(std::ostream& out, const LogRun& lr, const PlanReport& predicted) {
-  const std::vector<MegatronLogInterval>& iv = lr.log.intervals;
-  const std::size_t first = iv.size() > 1 ? 1 : 0;
-  out << "\n  " << lr.run.name << ": " << iv.size() << " logged intervals (iterations up to "
-      << iv.back().iteration << " of " << iv.back().train_iters << "); measured: the median of "
-      << (iv.size() - first) << (first ? " (the first, the warm-up, left out)" : "") << "\n";
-  std::map<std::string, std::vector<double>> timers;
-  std::vector<std::string> order;
-  for (std::size_t i = first; i < iv.size(); ++i) {
-    for (const MegatronLogInterval::Timer& t : iv[i].timers) {
-      if (!timers.count(t.name)) order.push_back(t.name);
-      timers[t.name].push_back(t.max_ms);
-    }
-  }
-  if (!order.empty()) {
-    out << "    timer (max over ranks, median)             measured   predicted    error\n";
-  }
-  for (const std::string& name : order) {
-    std::vector<double>& v = timers[name];
-    std::sort(v.begin(), v.end());
-    const double median =
-        (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2])) / 1000.0;
-    const std::optional<double> model = megatron_timer_term(name, predicted);
-    char line[200];
-    if (model) {
-      const std::string error = median > 0 ? pct(*model, median) : std::string("-");
-      std::snprintf(line, sizeof line, "    %-42s %10s  %10s  %7s\n", name.c_str(),
-                    format_seconds(median).c_str(), format_seconds(*model).c_str(), error.c_str());
-    } else {
-      std::snprintf(line, sizeof line, "    %-42s %10s  %10s\n", name.c_str(),
-                    format_seconds(median).c_str(), "(no term)");
-    }
-    out << line;
-  }
-  if (lr.log.theoretical_total_mb) {
-    out << "    Megatron's theoretical memory: "
-        << format_bytes(*lr.log.theoretical_total_mb * 1024.0 * 1024.0) << "\n";
   }
 }
 
@@ -1039,7 +1221,10 @@ int cmd_check(int argc, const char* const* argv, std::ostream& out) {
                      "Compares predicted and measured iteration latency (and peak memory) of "
                      "measured runs, with the catalog alone and with the profile, per run and "
                      "overall (like the paper's profile-scaling table, Appendix D).");
-  o.add_options()("profile", "the profile file", cxxopts::value<std::string>())(
+  o.add_options()("profile",
+                  "the profile file; without --measurements and --megatron-log, its stored runs "
+                  "(profile import --megatron-log) are the measured runs",
+                  cxxopts::value<std::string>())(
       "measurements",
       "CSV: name,model,cluster,plan,latency_ms[,peak_memory_gib,global_batch,seq_len]; paths "
       "relative to the CSV's folder",
@@ -1064,10 +1249,19 @@ int cmd_check(int argc, const char* const* argv, std::ostream& out) {
   if (r.count("megatron-log")) {
     logged = read_log_run(r);
     runs.push_back(logged->run);
-  } else {
-    csv = required(r, "measurements");
+  } else if (r.count("measurements")) {
+    csv = r["measurements"].as<std::string>();
     runs = parse_runs_csv(read_regular_file(csv), csv);
+  } else if (profile && !profile->runs.empty()) {
+    for (const ProfileRun& run : profile->runs) runs.push_back(measured_run(run));
+  } else {
+    throw InputError("--measurements",
+                     profile ? "give --measurements CSV or --megatron-log LOG (the profile "
+                               "stores no runs: profile import --megatron-log stores them)"
+                             : "give --measurements CSV, --megatron-log LOG, or a --profile with "
+                               "runs stored by profile import --megatron-log");
   }
+  const bool stored = !logged && csv.empty();
   out << "profile check: " << runs.size() << " measured runs"
       << (profile ? ", profile " + r["profile"].as<std::string>() : ", no profile (catalog only)")
       << "\n\n";
@@ -1075,10 +1269,14 @@ int cmd_check(int argc, const char* const* argv, std::ostream& out) {
       << (profile ? "    profile    error" : "") << "   | memory meas.  catalog   error"
       << (profile ? "  profile   error" : "") << "\n";
   CheckTotals totals;
-  PlanReport logged_report;  // the plan of --megatron-log, as priced
+  std::vector<PlanReport> reports;                              // each run's plan, as priced
   std::map<std::string, std::vector<std::string>> model_notes;  // printed after the table
-  for (const MeasuredRun& run : runs) {
-    const RunInputs in = logged ? logged->in : read_run(run, csv);
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    const MeasuredRun& run = runs[k];
+    const RunInputs in = logged ? logged->in
+                         : stored
+                             ? stored_run_inputs(profile->runs[k], r["profile"].as<std::string>())
+                             : read_run(run, csv);
     if (!in.notes.empty()) model_notes[in.model] = in.notes;
     const Predicted cat = predict(in.workload, in.cluster, in.plan, nullptr);
     Workload wp = in.workload;
@@ -1087,11 +1285,17 @@ int cmd_check(int argc, const char* const* argv, std::ostream& out) {
       if (is_set(rho)) wp.training.imbalance = rho;
     }
     const Predicted pro = profile ? predict(wp, in.cluster, in.plan, profile.get()) : cat;
-    logged_report = pro.report;
+    reports.push_back(pro.report);
     print_check_row(out, run, cat, pro, profile != nullptr, totals);
   }
   print_check_totals(out, totals, runs.size(), profile != nullptr);
-  if (logged) print_log_summary(out, *logged, logged_report);
+  if (logged) print_log_summary(out, *logged, reports.front());
+  for (std::size_t k = 0; stored && k < runs.size(); ++k) {
+    const ProfileRun& run = profile->runs[k];
+    if (run.timers.empty()) continue;
+    out << "\n  " << run.name << " (" << run.source << ")\n";
+    print_timers(out, run.timers, reports[k]);
+  }
   if (!model_notes.empty()) out << "\n";
   for (const auto& [model, notes] : model_notes) {
     for (const std::string& n : notes) out << "note: " << model << ": " << n << "\n";
@@ -1133,6 +1337,11 @@ int cmd_show(int argc, const char* const* argv, std::ostream& out) {
   out << "models (" << p.models.size() << "): model rho\n";
   for (const ModelCalibration& m : p.models)
     out << "  " << m.model << " " << g(m.imbalance) << "\n";
+  out << "runs (" << p.runs.size() << "): name latency_s ranks_with_memory timers source\n";
+  for (const ProfileRun& r : p.runs) {
+    out << "  " << r.name << " " << g(r.latency_s, 6) << " " << r.peaks.size() << " "
+        << r.timers.size() << " " << r.source << "\n";
+  }
   return kExitOk;
 }
 

@@ -53,6 +53,12 @@ bool timer_line(std::string_view line, std::string& name, std::string_view& valu
   return true;
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 }  // namespace
 
 double MegatronLog::seconds_per_iteration() const {
@@ -60,17 +66,29 @@ double MegatronLog::seconds_per_iteration() const {
   for (std::size_t i = intervals.size() > 1 ? 1 : 0; i < intervals.size(); ++i) {
     ms.push_back(intervals[i].ms_per_iteration);
   }
-  if (ms.empty()) return 0;
-  std::sort(ms.begin(), ms.end());
-  const std::size_t n = ms.size();
-  const double median = n % 2 == 1 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
-  return median / 1000.0;
+  return median(std::move(ms)) / 1000.0;
 }
 
 double MegatronLog::peak_allocated_bytes() const {
   double mb = 0;
   for (const MegatronLogMemory& m : memory) mb = std::max(mb, m.max_allocated_mb);
   return mb * 1024.0 * 1024.0;
+}
+
+std::vector<std::pair<std::string, double>> MegatronLog::timer_medians() const {
+  std::vector<std::pair<std::string, std::vector<double>>> seen;
+  for (std::size_t i = intervals.size() > 1 ? 1 : 0; i < intervals.size(); ++i) {
+    for (const MegatronLogInterval::Timer& t : intervals[i].timers) {
+      auto it =
+          std::find_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first == t.name; });
+      if (it == seen.end()) it = seen.insert(seen.end(), {t.name, {}});
+      it->second.push_back(t.max_ms / 1000.0);
+    }
+  }
+  std::vector<std::pair<std::string, double>> out;
+  out.reserve(seen.size());
+  for (auto& [name, v] : seen) out.emplace_back(name, median(std::move(v)));
+  return out;
 }
 
 MegatronLog parse_megatron_log(std::string_view text, const std::string& origin) {

@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "costmodel/cost.h"
@@ -68,6 +69,9 @@ struct MegatronLog {
   double seconds_per_iteration() const;
   // The highest "max allocated" over the ranks' reports, bytes (0: none).
   double peak_allocated_bytes() const;
+  // Each timer's median, over the intervals seconds_per_iteration uses, of
+  // its max over ranks, in seconds, in the order the log first prints them.
+  std::vector<std::pair<std::string, double>> timer_medians() const;
 };
 
 // Throws InputError("origin:LINE", ...) on an iteration line whose

@@ -92,6 +92,57 @@ h5::Compound<ModelRow> model_type() {
   return c;
 }
 
+// A stored training run; its per-stage peaks and timers are rows of
+// run_memory and run_timers naming it.
+struct RunRow {
+  const char* name = nullptr;
+  const char* source = nullptr;
+  const char* workload = nullptr;
+  const char* cluster = nullptr;
+  const char* plan = nullptr;
+  double latency_s = 0;
+};
+h5::Compound<RunRow> run_type() {
+  h5::Compound<RunRow> c;
+  HAPMOE_H5_FIELD(c, RunRow, name);
+  HAPMOE_H5_FIELD(c, RunRow, source);
+  HAPMOE_H5_FIELD(c, RunRow, workload);
+  HAPMOE_H5_FIELD(c, RunRow, cluster);
+  HAPMOE_H5_FIELD(c, RunRow, plan);
+  HAPMOE_H5_FIELD(c, RunRow, latency_s);
+  return c;
+}
+
+template <class Int>
+struct RunMemoryRow {
+  const char* run = nullptr;
+  Int rank = 0, stage = 0;
+  double max_allocated_bytes = 0;
+};
+template <class Int>
+h5::Compound<RunMemoryRow<Int>> run_memory_type() {
+  using Row = RunMemoryRow<Int>;
+  h5::Compound<Row> c;
+  HAPMOE_H5_FIELD(c, Row, run);
+  HAPMOE_H5_FIELD(c, Row, rank);
+  HAPMOE_H5_FIELD(c, Row, stage);
+  HAPMOE_H5_FIELD(c, Row, max_allocated_bytes);
+  return c;
+}
+
+struct RunTimerRow {
+  const char* run = nullptr;
+  const char* timer = nullptr;
+  double seconds = 0;
+};
+h5::Compound<RunTimerRow> run_timer_type() {
+  h5::Compound<RunTimerRow> c;
+  HAPMOE_H5_FIELD(c, RunTimerRow, run);
+  HAPMOE_H5_FIELD(c, RunTimerRow, timer);
+  HAPMOE_H5_FIELD(c, RunTimerRow, seconds);
+  return c;
+}
+
 std::string str(const char* s) { return s == nullptr ? "" : s; }
 
 // An integer field read as a double: integral and within int's range
@@ -116,6 +167,56 @@ void check_table(const h5::File& f, const std::string& name, const h5::Compound<
     throw InputError(where, std::to_string(rows) +
                                 " rows, more than a profile table holds (at most " +
                                 std::to_string(kMaxProfileRows) + ")");
+  }
+}
+
+// The run a row of run_memory or run_timers names; InputError at `at`
+// when the profile stores no run of that name.
+ProfileRun& run_named(MeasuredProfile& p, const std::string& name, const std::string& at) {
+  for (ProfileRun& r : p.runs) {
+    if (r.name == name) return r;
+  }
+  throw InputError(at + ".run",
+                   "'" + escape_control_characters(name.substr(0, 64)) + "' is not a run of /runs");
+}
+
+void read_runs(const h5::File& f, const std::string& path, std::string& where, MeasuredProfile& p) {
+  std::size_t row = 0;
+  if (f.has("runs")) {
+    where = path + ":/runs";
+    const auto type = run_type();
+    check_table(f, "runs", type, where);
+    f.read_table<RunRow>("runs", type, [&](const RunRow& r) {
+      ProfileRun run;
+      run.name = str(r.name);
+      run.source = str(r.source);
+      run.workload = str(r.workload);
+      run.cluster = str(r.cluster);
+      run.plan = str(r.plan);
+      run.latency_s = r.latency_s;
+      p.runs.push_back(std::move(run));
+    });
+  }
+  if (f.has("run_memory")) {
+    where = path + ":/run_memory";
+    const auto type = run_memory_type<double>();
+    check_table(f, "run_memory", type, where);
+    f.read_table<RunMemoryRow<double>>("run_memory", type, [&](const RunMemoryRow<double>& r) {
+      const std::string at = where + "[" + std::to_string(row++) + "]";
+      ProfileRun& run = run_named(p, str(r.run), at);
+      run.peaks.push_back(
+          {integral(at, "rank", r.rank), integral(at, "stage", r.stage), r.max_allocated_bytes});
+    });
+  }
+  if (f.has("run_timers")) {
+    where = path + ":/run_timers";
+    row = 0;
+    const auto type = run_timer_type();
+    check_table(f, "run_timers", type, where);
+    f.read_table<RunTimerRow>("run_timers", type, [&](const RunTimerRow& r) {
+      const std::string at = where + "[" + std::to_string(row++) + "]";
+      run_named(p, str(r.run), at).timers.push_back({str(r.timer), r.seconds});
+    });
   }
 }
 
@@ -178,6 +279,7 @@ MeasuredProfile read_tables(const h5::File& f, const std::string& path, std::str
       p.models.push_back({str(r.model), r.imbalance});
     });
   }
+  read_runs(f, path, where, p);
   return p;
 }
 
@@ -222,10 +324,12 @@ MeasuredProfile read_profile(const std::string& path) {
                                  std::to_string(kVersion));
     }
     for (const std::string& child : f.children()) {
-      if (child != "comm" && child != "compute" && child != "devices" && child != "models") {
+      if (child != "comm" && child != "compute" && child != "devices" && child != "models" &&
+          child != "runs" && child != "run_memory" && child != "run_timers") {
         const std::string shown = escape_control_characters(child.substr(0, 64));
         throw InputError(path + ":/" + shown + (child.size() > 64 ? "..." : ""),
-                         "unknown dataset (a profile holds comm, compute, devices, models)");
+                         "unknown dataset (a profile holds comm, compute, devices, models, runs, "
+                         "run_memory, run_timers)");
       }
     }
     p = read_tables(f, path, where);
@@ -295,6 +399,22 @@ void write_profile_file(const std::string& path, const MeasuredProfile& p,
           std::vector<ModelRow> rows;
           for (const ModelCalibration& m : p.models) rows.push_back({m.model.c_str(), m.imbalance});
           f.write_table("models", model_type(), rows);
+        }
+        if (!p.runs.empty()) {
+          std::vector<RunRow> runs;
+          std::vector<RunMemoryRow<std::int32_t>> memory;
+          std::vector<RunTimerRow> timers;
+          for (const ProfileRun& r : p.runs) {
+            runs.push_back({r.name.c_str(), r.source.c_str(), r.workload.c_str(), r.cluster.c_str(),
+                            r.plan.c_str(), r.latency_s});
+            for (const ProfileRun::StagePeak& k : r.peaks)
+              memory.push_back({r.name.c_str(), k.rank, k.stage, k.max_allocated_bytes});
+            for (const ProfileRun::Timer& t : r.timers)
+              timers.push_back({r.name.c_str(), t.name.c_str(), t.seconds});
+          }
+          f.write_table("runs", run_type(), runs);
+          if (!memory.empty()) f.write_table("run_memory", run_memory_type<std::int32_t>(), memory);
+          if (!timers.empty()) f.write_table("run_timers", run_timer_type(), timers);
         }
       },
       option);

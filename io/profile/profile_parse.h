@@ -106,6 +106,9 @@ struct MeasuredRun {
   std::string plan;
   double latency_s = 0;
   double peak_bytes = kUnset;
+  // peak_bytes is PyTorch's max allocated (a Megatron log's memory report):
+  // it holds no runtime reserve (context, NCCL buffers, fragmentation).
+  bool peak_is_allocated = false;
   int global_batch = 0;  // 0: the model's
   int seq_len = 0;       // 0: the model's
   int line = 0;

@@ -8,6 +8,7 @@
 
 #include "costmodel/errors.h"
 #include "io/profile/megatron_log.h"
+#include "io/profile/profile_h5.h"
 #include "tests/io/cli_run.h"
 
 namespace hapmoe {
@@ -166,6 +167,108 @@ TEST(MegatronLog, ProfileCheckComparesTheLogWithTheScriptsPlan) {
                            "--megatron-script", script, "--cluster", "paper:32-2"});
   EXPECT_EQ(both.code, 2);
   std::filesystem::remove_all(d);
+}
+
+// `profile import --megatron-log` stores the logged run in a profile; its
+// stored runs are the measured runs of `profile check --profile` and the
+// observations of `profile fit --runs`.
+TEST(MegatronLog, ImportStoresTheRunForCheckAndFit) {
+  using test::CliRun;
+  using test::run;
+  namespace fs = std::filesystem;
+  const std::string data = std::string(HAPMOE_TEST_DATA);
+  const std::string log = data + "/profile/megatron_train.log";
+  const std::string script = data + "/megatron/mixtral_s.sh";
+  const fs::path d = test::scratch_dir("megatron_log_import");
+  const std::string p = (d / "p.h5").string();
+  const CliRun imp = run({"profile", "import", "--megatron-log", log, "--megatron-script", script,
+                          "--cluster", "paper:32-2", "--out", p});
+  ASSERT_EQ(imp.code, 0) << imp.err;
+  EXPECT_NE(imp.out.find("imported run 'megatron_train.log'"), std::string::npos) << imp.out;
+  EXPECT_NE(imp.out.find("1 measured run"), std::string::npos) << imp.out;
+  MeasuredProfile prof = read_profile(p);
+  ASSERT_EQ(prof.runs.size(), 1u);
+  const ProfileRun& stored = prof.runs[0];
+  EXPECT_DOUBLE_EQ(stored.latency_s, 12.55);
+  // Mixtral-S on paper:32-2 runs PP 2 x (TP 2, DP 4): rank 8 is stage 1.
+  ASSERT_EQ(stored.peaks.size(), 2u);
+  EXPECT_EQ(stored.peaks[0].rank, 0);
+  EXPECT_EQ(stored.peaks[0].stage, 0);
+  EXPECT_EQ(stored.peaks[1].rank, 8);
+  EXPECT_EQ(stored.peaks[1].stage, 1);
+  EXPECT_DOUBLE_EQ(stored.peaks[1].max_allocated_bytes, 52345.5 * 1024 * 1024);
+  ASSERT_EQ(stored.timers.size(), 2u);
+  EXPECT_EQ(stored.timers[0].name, "forward-backward");
+  EXPECT_DOUBLE_EQ(stored.timers[0].seconds, 12.35);
+
+  // The stored run is checked as the log itself is.
+  const CliRun direct = run({"profile", "check", "--megatron-log", log, "--megatron-script", script,
+                             "--cluster", "paper:32-2"});
+  const CliRun from_profile = run({"profile", "check", "--profile", p});
+  ASSERT_EQ(direct.code, 0) << direct.err;
+  ASSERT_EQ(from_profile.code, 0) << from_profile.err;
+  const auto row = [](const std::string& out) {
+    const std::size_t at = out.find("  megatron_train.log");
+    return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
+  };
+  ASSERT_FALSE(row(direct.out).empty()) << direct.out;
+  EXPECT_EQ(row(from_profile.out).substr(0, 50), row(direct.out).substr(0, 50)) << from_profile.out;
+  EXPECT_NE(from_profile.out.find("    forward-backward "), std::string::npos) << from_profile.out;
+
+  // A second run under another name; the same name again replaces.
+  ASSERT_EQ(run({"profile", "import", "--megatron-log", log, "--megatron-script", script,
+                 "--cluster", "paper:32-2", "--name", "second", "--profile", p, "--out", p})
+                .code,
+            0);
+  const CliRun again = run({"profile", "import", "--megatron-log", log, "--megatron-script", script,
+                            "--cluster", "paper:32-2", "--profile", p, "--out", p});
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_NE(again.out.find("replaces the profile's run 'megatron_train.log'"), std::string::npos)
+      << again.out;
+  EXPECT_EQ(read_profile(p).runs.size(), 2u);
+
+  // Fit from the runs: both measured 12.55 s, so eta makes the profile's
+  // prediction exact.
+  const std::string f = (d / "f.h5").string();
+  const CliRun fit = run({"profile", "fit", "--runs", "--profile", p, "--out", f});
+  ASSERT_EQ(fit.code, 0) << fit.err;
+  EXPECT_NE(fit.out.find("fit from 2 training runs"), std::string::npos) << fit.out;
+  EXPECT_NE(fit.out.find("activation_scale  H800"), std::string::npos) << fit.out;
+  EXPECT_NE(fit.out.find("eta               H800"), std::string::npos) << fit.out;
+  prof = read_profile(f);
+  ASSERT_EQ(prof.devices.size(), 1u);
+  EXPECT_GT(prof.devices[0].eta, 0.05);
+  EXPECT_LT(prof.devices[0].eta, 2.0);
+  EXPECT_EQ(prof.runs.size(), 2u);  // the runs stay
+  const CliRun fitted = run({"profile", "check", "--profile", f});
+  ASSERT_EQ(fitted.code, 0) << fitted.err;
+  EXPECT_NE(fitted.out.find("profile 0.0% (max 0.0%)"), std::string::npos) << fitted.out;
+
+  // Refused: --runs without a profile, with a profile of no runs, with
+  // layer inputs; a memory report of a rank the plan does not have.
+  EXPECT_EQ(run({"profile", "fit", "--runs", "--out", f}).code, 2);
+  const std::string empty = (d / "empty.h5").string();
+  ASSERT_EQ(
+      run({"profile", "import", "--layers", data + "/profile/layers.csv", "--out", empty}).code, 0);
+  const CliRun none = run({"profile", "fit", "--runs", "--profile", empty, "--out", f});
+  EXPECT_EQ(none.code, 2);
+  EXPECT_NE(none.err.find("stores no training runs"), std::string::npos) << none.err;
+  const CliRun mixed = run({"profile", "fit", "--runs", "--profile", p, "--layers",
+                            data + "/profile/layers.csv", "--out", f});
+  EXPECT_EQ(mixed.code, 2);
+  EXPECT_NE(mixed.err.find("--layers"), std::string::npos) << mixed.err;
+  std::ofstream(d / "far.log")
+      << " iteration 10/ 50 | elapsed time per iteration (ms): 5000.0 |\n"
+      << "[Rank 40] (after 10 iterations) memory (MB) | allocated: 1.0 | max allocated: 2.0 | "
+         "reserved: 3.0 | max reserved: 3.0\n";
+  const std::string q = (d / "q.h5").string();
+  const CliRun far = run({"profile", "import", "--megatron-log", (d / "far.log").string(),
+                          "--megatron-script", script, "--cluster", "paper:32-2", "--out", q});
+  EXPECT_EQ(far.code, 2);
+  EXPECT_NE(far.err.find("far.log:2"), std::string::npos) << far.err;
+  EXPECT_NE(far.err.find("rank 40"), std::string::npos) << far.err;
+  EXPECT_FALSE(fs::exists(q));
+  fs::remove_all(d);
 }
 
 }  // namespace

@@ -468,8 +468,19 @@ TEST(ProfileFile, RoundTripsAndRejectsOtherLayouts) {
   dc.eta = 0.8;
   p.devices.push_back(dc);
   p.models.push_back({"mixtral-s", 1.3});
+  ProfileRun stored;
+  stored.name = "run a";
+  stored.source = "train.log";
+  stored.workload = "{\"w\": 1}";
+  stored.cluster = "{\"c\": 1}";
+  stored.plan = "{\"p\": 1}";
+  stored.latency_s = 12.5;
+  stored.peaks = {{0, 0, 5e10}, {8, 1, 5.2e10}};
+  stored.timers = {{"forward-backward", 12.3}, {"optimizer", 0.17}};
+  p.runs.push_back(stored);
   write_profile_file((d / "p.h5").string(), p);
   const MeasuredProfile back = read_profile((d / "p.h5").string());
+  EXPECT_EQ(back.runs, p.runs);  // (the whole profile holds NaN, never equal)
   ASSERT_EQ(back.comm.size(), 1u);
   EXPECT_EQ(back.comm[0], p.comm[0]);
   EXPECT_EQ(back.compute[0].dense_fwd_s, 1e-3);
@@ -602,6 +613,74 @@ TEST(ProfileFit, RecoversKnownCoefficients) {
   EXPECT_DOUBLE_EQ(f.value, 2.0);
   EXPECT_DOUBLE_EQ(f.rms_residual, 0.5);
   EXPECT_DOUBLE_EQ(profile_imbalance(p, "mixtral-s"), 2.0);
+}
+
+// Whole training runs (profile import --megatron-log) made from known
+// coefficients with the cost model's own terms: fit_runs recovers eta and
+// the activation scale per device type, exactly without noise and close
+// with it. The runs are the catalog search's top plans on each pool alone
+// and on both (so one device type's eta is fitted with the other's held).
+TEST(ProfileFit, RecoversKnownCoefficientsFromTrainingRuns) {
+  const Workload w = load_workload("mixtral-s");
+  MeasuredProfile truth;
+  truth.devices = {{"H800", 0.7, kUnset, 1.2, kUnset}, {"MI300X", 0.55, kUnset, 1.1, kUnset}};
+  for (const double noise : {0.0, 0.02}) {
+    std::vector<FitRun> runs;
+    int k = 0;
+    for (const char* cluster : {"H800:8", "MI300X:8", "H800:8,MI300X:8"}) {
+      const ClusterSpec c = load_cluster(cluster);
+      SearchOptions opt;
+      opt.top_k = 3;
+      const SearchResult sr = run_search(w, c, opt);
+      ASSERT_GE(sr.top.size(), 2u) << cluster;
+      for (const PlanCandidate& cand : sr.top) {
+        const double sgn = (k++ % 2 == 0 ? 1.0 : -1.0) * noise;
+        const ProfileTables t = plan_tables(w, c, cand.plan.parallel, &truth);
+        const PlanReport rep = CostModel(w, c, t).evaluate(cand.plan);
+        FitRun r{"run" + std::to_string(k), w, c, cand.plan, rep.latency_s * (1 + sgn), {}};
+        for (std::size_t s = 0; s < rep.stages.size(); ++s) {
+          const MemoryBreakdown& m = rep.stages[s].cost.memory;
+          const int rank = static_cast<int>(s) * cand.plan.parallel.stage_devices();
+          r.peaks.push_back({rank, static_cast<int>(s), (m.total() - m.overhead) * (1 - sgn)});
+        }
+        runs.push_back(r);
+      }
+    }
+    MeasuredProfile p;
+    const std::vector<FitValue> fits = fit_runs(runs, p);
+    ASSERT_EQ(fits.size(), 4u);  // activation_scale, then eta, per device
+    const double tol = noise == 0 ? 1e-6 : 0.08;
+    for (const DeviceCalibration& truth_d : truth.devices) {
+      const auto it = std::find_if(p.devices.begin(), p.devices.end(),
+                                   [&](const auto& d) { return d.device == truth_d.device; });
+      ASSERT_NE(it, p.devices.end()) << truth_d.device;
+      EXPECT_NEAR(it->eta / truth_d.eta, 1, tol) << truth_d.device << " noise " << noise;
+      EXPECT_NEAR(it->activation_scale / truth_d.activation_scale, 1, noise == 0 ? 1e-6 : 0.1)
+          << truth_d.device << " noise " << noise;
+      EXPECT_TRUE(std::isnan(it->overhead_bytes));  // max allocated holds no reserve
+    }
+    for (const FitValue& f : fits) {
+      if (noise == 0) {
+        EXPECT_LT(f.max_rel_residual, 1e-6) << f.name << " " << f.device;
+      }
+      if (f.name == "eta") {
+        EXPECT_NE(f.note.find("of the iteration scales with 1/eta"), std::string::npos) << f.note;
+      }
+    }
+  }
+  // A dense model's runs have no routed experts: eta is not fitted.
+  const Workload dense = load_workload("llama2-7b");
+  const ClusterSpec c = load_cluster("H800:8");
+  SearchOptions opt;
+  opt.top_k = 1;
+  const SearchResult sr = run_search(dense, c, opt);
+  ASSERT_EQ(sr.top.size(), 1u);
+  MeasuredProfile p;
+  const auto fits = fit_runs({{"dense", dense, c, sr.top[0].plan, 1.0, {}}}, p);
+  ASSERT_EQ(fits.size(), 1u);
+  EXPECT_EQ(fits[0].name, "eta");
+  EXPECT_TRUE(std::isnan(fits[0].value));
+  EXPECT_NE(fits[0].note.find("not fitted"), std::string::npos) << fits[0].note;
 }
 
 // --- A measured slow cross-type link changes the plan --------------------------

@@ -257,6 +257,74 @@ TEST(ProfileFileHostile, TheWriterRefusesWhatTheReaderWould) {
   fs::remove_all(d);
 }
 
+// Stored training runs: names unique, their rows naming a stored run,
+// and their figures valid, on writing and on reading.
+struct MemoryRow {
+  const char* run;
+  double rank, stage, max_allocated_bytes;
+};
+h5::Compound<MemoryRow> memory_row_type() {
+  h5::Compound<MemoryRow> c;
+  HAPMOE_H5_FIELD(c, MemoryRow, run);
+  HAPMOE_H5_FIELD(c, MemoryRow, rank);
+  HAPMOE_H5_FIELD(c, MemoryRow, stage);
+  HAPMOE_H5_FIELD(c, MemoryRow, max_allocated_bytes);
+  return c;
+}
+
+TEST(ProfileFileHostile, RefusesBadStoredRuns) {
+  const fs::path d = scratch_dir("runs");
+  const std::string p = (d / "p.h5").string();
+  ProfileRun run;
+  run.name = "a";
+  run.source = "train.log";
+  run.workload = run.cluster = run.plan = "{}";
+  run.latency_s = 1.0;
+  const auto write_error = [&](const MeasuredProfile& prof) {
+    try {
+      write_profile_file(p, prof);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  MeasuredProfile bad;
+  bad.runs = {run, run};
+  std::string e = write_error(bad);
+  EXPECT_NE(e.find("runs[1].name"), std::string::npos) << e;
+  EXPECT_NE(e.find("unique"), std::string::npos) << e;
+  bad.runs = {run};
+  bad.runs[0].latency_s = 0;
+  e = write_error(bad);
+  EXPECT_NE(e.find("runs[0].latency_s"), std::string::npos) << e;
+  bad.runs = {run};
+  bad.runs[0].peaks = {{3, 4, 1e9}};
+  e = write_error(bad);
+  EXPECT_NE(e.find("runs[0].peaks[0].stage"), std::string::npos) << e;
+  bad.runs = {run};
+  bad.runs[0].plan.clear();
+  e = write_error(bad);
+  EXPECT_NE(e.find("runs[0].plan"), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(p));
+  // merge replaces a run of the same name.
+  MeasuredProfile a, b;
+  a.runs = {run};
+  run.latency_s = 2.0;
+  b.runs = {run};
+  a.merge(b);
+  ASSERT_EQ(a.runs.size(), 1u);
+  EXPECT_EQ(a.runs[0].latency_s, 2.0);
+  // A memory row of a run the file does not store.
+  write_hostile(p, [&](h5::File& f) {
+    const MemoryRow r{"ghost", 0, 0, 1e9};
+    f.write_table("run_memory", memory_row_type(), std::vector<MemoryRow>{r});
+  });
+  e = read_error(p);
+  EXPECT_NE(e.find("run_memory[0].run"), std::string::npos) << e;
+  EXPECT_NE(e.find("ghost"), std::string::npos) << e;
+  fs::remove_all(d);
+}
+
 TEST(ProfileFileHostile, ImportWithAnEmptyDeviceWritesNothing) {
   const fs::path d = scratch_dir("import");
   const std::string out = (d / "p.h5").string();
