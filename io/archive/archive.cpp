@@ -162,6 +162,7 @@ RowIssue check_row(const PlanRow& r) {
                                  {"dp", r.dp},
                                  {"micro_batch", r.micro_batch},
                                  {"num_microbatches", r.num_microbatches},
+                                 {"vpp", r.vpp},
                                  {"devices", r.devices}}) {
     c.count(field, v, 1);
   }
@@ -359,6 +360,7 @@ void write_plans(const h5::Group& group, const std::vector<PlanReport>& reports,
     p.dp = pi.dp;
     p.micro_batch = pi.micro_batch;
     p.num_microbatches = r.num_microbatches;
+    p.vpp = pi.vpp;
     p.devices = pi.devices();
     p.bottleneck_stage = r.bottleneck_stage;
     p.edge_s = r.breakdown.edge_s;

@@ -24,7 +24,11 @@ struct PlanRow {
   std::int32_t pp = 0, tp = 0, cp = 0, ep = 0, tpe = 0, dp = 0;
   std::int32_t micro_batch = 0;       // samples per micro-batch
   std::int32_t num_microbatches = 0;  // M
-  std::int32_t devices = 0;           // devices in use
+  // Virtual pipeline stages per rank (interleaved 1F1B). 1 when read from
+  // an archive written before the field (HDF5 leaves a member the file
+  // lacks as initialised here).
+  std::int32_t vpp = 1;
+  std::int32_t devices = 0;  // devices in use
   std::int32_t bottleneck_stage = 0;
   double edge_s = 0;             // breakdown: sum of stage fwd+bwd
   double middle_s = 0;           // (M-1) x bottleneck stage
@@ -50,6 +54,7 @@ inline h5::Compound<PlanRow> plan_row_type() {
   HAPMOE_H5_FIELD(c, PlanRow, dp);
   HAPMOE_H5_FIELD(c, PlanRow, micro_batch);
   HAPMOE_H5_FIELD(c, PlanRow, num_microbatches);
+  HAPMOE_H5_FIELD(c, PlanRow, vpp);
   HAPMOE_H5_FIELD(c, PlanRow, devices);
   HAPMOE_H5_FIELD(c, PlanRow, bottleneck_stage);
   HAPMOE_H5_FIELD(c, PlanRow, edge_s);

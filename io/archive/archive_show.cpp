@@ -71,8 +71,10 @@ std::vector<Stage> read_stages(const h5::Group& run) {
 }
 
 std::string plan_line(const PlanRow& p) {
-  return fmt("PP=%d TP=%d CP=%d EP=%d TPE=%d DP=%d, micro-batch %d, %d micro-batches, %d devices",
-             p.pp, p.tp, p.cp, p.ep, p.tpe, p.dp, p.micro_batch, p.num_microbatches, p.devices);
+  return fmt("PP=%d TP=%d CP=%d EP=%d TPE=%d DP=%d, ", p.pp, p.tp, p.cp, p.ep, p.tpe, p.dp) +
+         (p.vpp > 1 ? fmt("VPP=%d (interleaved 1F1B), ", p.vpp) : std::string()) +
+         fmt("micro-batch %d, %d micro-batches, %d devices", p.micro_batch, p.num_microbatches,
+             p.devices);
 }
 
 std::string stages_line(const PlanRow& p, const std::vector<Stage>& stages) {

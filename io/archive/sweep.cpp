@@ -48,7 +48,11 @@ constexpr const char* kCaseFields[] = {"name",
                                        "fp8_recipe",
                                        "fsdp",
                                        "optimizer_offload_fraction",
-                                       "activation_offload_layers"};
+                                       "activation_offload_layers",
+                                       "space",
+                                       "recompute_scope",
+                                       "max_micro_batch",
+                                       "max_vpp"};
 
 bool is_case_field(const std::string& key) {
   for (const char* f : kCaseFields) {
@@ -70,7 +74,8 @@ void check_fields(const Json& object, const std::string& origin, const std::stri
           "eta, uniform, bound, count_only, bruteforce, max_pp, allow_cross_node_tp, round, "
           "seq_len, global_batch, micro_batch, precision, dispatcher, imbalance, "
           "gamma, distributed_optimizer, baseline, fp8_recipe, fsdp, "
-          "optimizer_offload_fraction, activation_offload_layers)");
+          "optimizer_offload_fraction, activation_offload_layers, space, recompute_scope, "
+          "max_micro_batch, max_vpp)");
     }
     if (!allow_name && item.key() == "name") {
       throw InputError(origin + ":" + pointer + "/name",
@@ -119,6 +124,23 @@ SweepCase resolve(const RawCase& raw, const std::string& origin) {
     r.fail("count_only", "counts hapmoe's DP: not with bruteforce or a baseline");
   }
   c.round = r.opt_int("round", 1, 1 << 20).value_or(32);
+  // The job-wide knobs (plan's --space, --max-micro-batch, --max-vpp,
+  // --recompute-scope): searched by hapmoe's search only.
+  if (auto v = r.opt_string("space"))
+    c.job = parse_job_space(*v, origin + ":" + r.pointer("space"));
+  if (auto v = r.opt_int("max_micro_batch", 1, 1 << 20)) c.job.max_micro_batch = *v;
+  if (auto v = r.opt_int("max_vpp", 1, 1024)) c.job.max_vpp = *v;
+  if (auto v = r.opt_string("recompute_scope")) {
+    if (*v != "stage" && *v != "job") {
+      r.fail("recompute_scope", "expected stage or job, got \"" + *v + "\"");
+    }
+    c.job.job_recompute = *v == "job";
+  }
+  if (c.job.active() && (c.bruteforce || c.baseline != Baseline::kNone || o.count_only)) {
+    r.fail(c.job.dims != 0 ? "space" : "recompute_scope",
+           "the job-wide knobs are searched by hapmoe's search only: not with bruteforce, a "
+           "baseline or count_only");
+  }
   TrainingOverrides& t = c.overrides;
   t.seq_len = r.opt_int("seq_len", 1, 1 << 22);
   t.global_batch = r.opt_int("global_batch", 1, 1 << 30);
@@ -183,6 +205,13 @@ SweepCase resolve(const RawCase& raw, const std::string& origin) {
   j["fsdp"] = t.fsdp ? Json(to_string(*t.fsdp)) : Json(nullptr);
   j["optimizer_offload_fraction"] = opt(t.optimizer_offload_fraction);
   j["activation_offload_layers"] = opt(t.activation_offload_layers);
+  // Only when searched: the resolved cases of earlier sweeps stay the same.
+  if (c.job.active()) {
+    j["space"] = to_string(c.job);
+    j["recompute_scope"] = c.job.job_recompute ? "job" : "stage";
+    j["max_micro_batch"] = c.job.max_micro_batch;
+    j["max_vpp"] = c.job.max_vpp;
+  }
   c.resolved = j;
   return c;
 }

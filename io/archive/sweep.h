@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/baselines.h"
+#include "engine/job_space.h"
 #include "engine/search.h"
 #include "io/inputs/model_io.h"
 
@@ -25,6 +26,7 @@ struct SweepCase {
   bool bruteforce = false;
   Baseline baseline = Baseline::kNone;  // a baseline instead of the search (docs/baselines.md)
   int round = 32;  // RunOptions::round (changes the statistics, never the plans)
+  JobSpace job;    // the job-wide knobs searched (plan's --space, --recompute-scope)
   // The case as canonical JSON (every field, sorted keys): what --resume
   // compares.
   nlohmann::ordered_json resolved;

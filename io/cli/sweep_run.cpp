@@ -52,6 +52,7 @@
 
 #include "costmodel/errors.h"
 #include "engine/driver.h"
+#include "engine/job_space.h"
 #include "io/archive/archive.h"
 #include "io/archive/archive_lock.h"
 #include "io/archive/sweep.h"
@@ -73,13 +74,26 @@ volatile std::sig_atomic_t g_sweep_stop_signal = 0;
 
 namespace {
 
-// One case's search: hapmoe's, brute force, or a baseline's.
-SearchResult search_case(const SweepCase& c, const Workload& w, const ClusterSpec& cluster,
-                         const std::shared_ptr<const MeasuredProfile>& profile, Comm& comm,
-                         const RunOptions& run) {
+// One case's search: hapmoe's (over the job-wide knobs too when the case
+// searches them), brute force, or a baseline's.
+struct CaseSearch {
+  SearchResult result;
+  std::optional<JobVariant> variant;  // the job-wide knobs of the best plan
+};
+CaseSearch search_case(const SweepCase& c, const Workload& w, const ClusterSpec& cluster,
+                       const std::shared_ptr<const MeasuredProfile>& profile, Comm& comm,
+                       const RunOptions& run) {
   SearchOptions opt = c.options;
   opt.profile = profile;
-  return run_one_search(c.baseline, c.bruteforce, w, cluster, opt, comm, run).result;
+  CaseSearch out;
+  if (c.job.active()) {
+    JobSearchResult job = run_job_search(w, cluster, opt, c.job, comm, run);
+    out.result = std::move(job.result);
+    out.variant = job.best;
+  } else {
+    out.result = run_one_search(c.baseline, c.bruteforce, w, cluster, opt, comm, run).result;
+  }
+  return out;
 }
 
 volatile std::sig_atomic_t g_committing = 0;
@@ -153,6 +167,8 @@ struct Finished {
   std::size_t index = 0;
   int ran_on = -1;  // the world rank that ran it alone (--spread cases); -1: all ranks
   SearchResult result;
+  std::optional<JobVariant> variant;  // a case that searched the job-wide knobs: the best's
+  Workload workload;                  // the case's, with `variant`'s knobs (rank 0, scored)
   ProfileTables tables;
   std::vector<PlanReport> reports;
   Provenance provenance;
@@ -273,6 +289,9 @@ std::string encode(const Finished& f) {
   b.put(r.rounds);
   b.put(r.stopped);
   b.put(r.not_searched);
+  static_assert(std::is_trivially_copyable_v<JobVariant>);
+  b.put(f.variant.has_value());
+  if (f.variant) b.put(*f.variant);
   const Provenance& p = f.provenance;
   b.put(p.command_line);
   b.put(p.ranks);
@@ -304,6 +323,9 @@ Finished decode(const std::string& data) {
   b.get(r.rounds);
   b.get(r.stopped);
   b.get(r.not_searched);
+  bool has_variant = false;
+  b.get(has_variant);
+  if (has_variant) b.get(f.variant.emplace());
   Provenance& p = f.provenance;
   b.get(p.command_line);
   b.get(p.ranks);
@@ -549,7 +571,7 @@ void write_case(const h5::Group& cases, const SweepRunOptions& o, const SweepInp
   ai.options_resolved = c.resolved;
   ai.options_resolved["threads"] = o.threads;
   if (in.profile) ai.options_resolved["profile"] = o.profile_path;
-  ai.workload = &in.workloads[fin.index];
+  ai.workload = &fin.workload;
   ai.cluster = &in.clusters[fin.index];
   ai.tables = &fin.tables;
   write_run(g, ai, fin.reports, &fin.result);
@@ -662,14 +684,19 @@ std::vector<Finished> run_round(const SweepRunOptions& o, const SweepInputs& in,
         // Alone: a failure must still reach the gather below.
         SerialComm alone;
         try {
-          fin.result = search_case(c, in.workloads[i], in.clusters[i], in.profile, alone, run);
+          CaseSearch found =
+              search_case(c, in.workloads[i], in.clusters[i], in.profile, alone, run);
+          fin.result = std::move(found.result);
+          fin.variant = found.variant;
         } catch (const std::exception& e) {
           failure = "rank " + std::to_string(me) + ": case " + std::to_string(i) + " (" + c.name +
                     "): " + e.what();
         }
         fin.ran_on = comm.rank();
       } else {
-        fin.result = search_case(c, in.workloads[i], in.clusters[i], in.profile, comm, run);
+        CaseSearch found = search_case(c, in.workloads[i], in.clusters[i], in.profile, comm, run);
+        fin.result = std::move(found.result);
+        fin.variant = found.variant;
       }
     }
     fin.provenance =
@@ -704,7 +731,8 @@ std::size_t score_round(const SweepInputs& in, std::vector<Finished>& round,
   try {
     for (Finished& f : round) {  // rank 0 only
       const std::size_t k = f.index;
-      Scored scored = score(in.workloads[k], in.clusters[k], f.result, in.profile.get());
+      f.workload = f.variant ? apply(in.workloads[k], *f.variant) : in.workloads[k];
+      Scored scored = score(f.workload, in.clusters[k], f.result, in.profile.get());
       f.tables = std::move(scored.tables);
       f.reports = std::move(scored.reports);
       std::string best =
@@ -712,6 +740,9 @@ std::size_t score_round(const SweepInputs& in, std::vector<Finished>& round,
               ? "counted: " + std::to_string(f.result.stats.transitions) + " transitions"
           : f.reports.empty() ? "no plan fits"
                               : format_seconds(f.reports.front().latency_s);
+      if (f.variant && !f.reports.empty()) {
+        best += " (" + to_string(*f.variant, f.workload.model.is_moe()) + ")";
+      }
       if (f.result.stopped != StopReason::kNone) {
         ++limited;
         best = (f.reports.empty() ? std::string("no plan found") : best) + ", stopped by the " +

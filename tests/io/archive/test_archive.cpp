@@ -557,6 +557,52 @@ TEST(Sweep, CountOnlyCasesAreCountedNotSearched) {
   EXPECT_NE(shown.out.find(states.substr(10)), std::string::npos) << states << "\n" << shown.out;
 }
 
+// A case may search the job-wide knobs as `plan --space` does; its archive
+// holds the best plan with its knobs (VPP in the plan row, the others in
+// the workload), the same plan as `plan --space` finds. (Over 2 ranks with
+// --spread cases, where the knobs travel with the result:
+// tests/data/sweeps/small.json's last case in archive.sweep_kill_resume_mpi*.)
+TEST(Sweep, SpaceCasesSearchTheJobWideKnobsAsPlanDoes) {
+  const SweepDefinition s = parse_sweep_json(R"({"cases": [
+      {"name": "job", "model": "mixtral-s", "cluster": "paper:32-2", "space": "micro-batch,vpp",
+       "max_vpp": 3},
+      {"name": "plain", "model": "mixtral-s", "cluster": "paper:32-2"}]})",
+                                             "s.json");
+  ASSERT_EQ(s.cases.size(), 2u);
+  EXPECT_TRUE(s.cases[0].job.has(JobDim::kVpp));
+  EXPECT_EQ(s.cases[0].job.max_vpp, 3);
+  EXPECT_EQ(s.cases[0].resolved.at("space"), "micro-batch,vpp");
+  EXPECT_FALSE(s.cases[1].resolved.contains("space"));  // earlier sweeps resolve the same
+  expect_sweep_error(R"({"cases": [{"model": "mixtral-s", "cluster": "paper:16-1",
+                                    "space": "vpp", "baseline": "mi"}]})",
+                     "/cases/0/space");
+  expect_sweep_error(R"({"cases": [{"model": "mixtral-s", "cluster": "paper:16-1",
+                                    "recompute_scope": "all"}]})",
+                     "/cases/0/recompute_scope");
+  expect_sweep_error(R"({"cases": [{"model": "mixtral-s", "cluster": "paper:16-1",
+                                    "space": "warp"}]})",
+                     "/cases/0/space");
+  const fs::path d = scratch_dir("sweep_space");
+  spit(d / "s.json", R"({"cases": [{"name": "job", "model": "mixtral-s",
+                                    "cluster": "paper:32-2", "space": "micro-batch,vpp"}]})");
+  const CliRun plan = run({"plan", "--model", "mixtral-s", "--cluster", "paper:32-2", "--space",
+                           "micro-batch,vpp", "--threads", "1"});
+  ASSERT_EQ(plan.code, kExitOk) << plan.err;
+  const auto at = plan.out.find("plan     PP=");
+  ASSERT_NE(at, std::string::npos) << plan.out;
+  const std::string line = plan.out.substr(at + 9, plan.out.find(", 32 devices", at) - at - 9);
+  ASSERT_NE(line.find("VPP="), std::string::npos) << line;  // the case exercises VPP
+  const std::string latency = plan.out.substr(plan.out.find("iteration latency"), 30);
+  const std::string out = (d / "s.h5").string();
+  const CliRun r = run({"sweep", (d / "s.json").string(), "--out", out, "--threads", "1"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.err.find("vpp="), std::string::npos) << r.err;  // the knobs in the progress line
+  const CliRun shown = run({"show", out, "--case", "job"});
+  ASSERT_EQ(shown.code, kExitOk) << shown.err;
+  EXPECT_NE(shown.out.find("best plan  " + line), std::string::npos) << line << "\n" << shown.out;
+  EXPECT_NE(shown.out.find(latency), std::string::npos) << latency << "\n" << shown.out;
+}
+
 // A case that runs long gets progress lines while it runs (~0.2 s here,
 // a line every 0.02 s).
 TEST(Sweep, ProgressWhileACaseRuns) {
