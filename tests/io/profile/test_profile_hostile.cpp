@@ -80,6 +80,16 @@ std::string read_error(const std::string& path) {
   return "(no error)";
 }
 
+// What writing `prof` to `path` throws ("(no error)" when it is written).
+std::string write_error(const std::string& path, const MeasuredProfile& prof) {
+  try {
+    write_profile_file(path, prof);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
 MeasuredProfile small_profile() {
   MeasuredProfile p;
   p.comm.push_back({Primitive::kAllReduce, LinkKind::kIntraNode, "H800", "H800", 8, 1e6, 1e-3});
@@ -230,27 +240,19 @@ TEST(ProfileFileHostile, RefusesATableAboveTheRowLimit) {
 TEST(ProfileFileHostile, TheWriterRefusesWhatTheReaderWould) {
   const fs::path d = scratch_dir("writer");
   const std::string p = (d / "p.h5").string();
-  const auto write_error = [&](const MeasuredProfile& prof) {
-    try {
-      write_profile_file(p, prof);
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("(no error)");
-  };
   MeasuredProfile bad = small_profile();
   bad.comm[0].type_a = "";
-  std::string e = write_error(bad);
+  std::string e = write_error(p, bad);
   EXPECT_NE(e.find("comm[0].type_a"), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(p));
   bad = small_profile();
   bad.models[0].imbalance = 0;
-  e = write_error(bad);
+  e = write_error(p, bad);
   EXPECT_NE(e.find("models[0].imbalance"), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(p));
   bad = small_profile();
   bad.comm[0].seconds = std::nan("");
-  e = write_error(bad);
+  e = write_error(p, bad);
   EXPECT_NE(e.find("comm[0].seconds"), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(p));
   EXPECT_TRUE(fs::is_empty(d));
@@ -280,30 +282,22 @@ TEST(ProfileFileHostile, RefusesBadStoredRuns) {
   run.source = "train.log";
   run.workload = run.cluster = run.plan = "{}";
   run.latency_s = 1.0;
-  const auto write_error = [&](const MeasuredProfile& prof) {
-    try {
-      write_profile_file(p, prof);
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("(no error)");
-  };
   MeasuredProfile bad;
   bad.runs = {run, run};
-  std::string e = write_error(bad);
+  std::string e = write_error(p, bad);
   EXPECT_NE(e.find("runs[1].name"), std::string::npos) << e;
   EXPECT_NE(e.find("unique"), std::string::npos) << e;
   bad.runs = {run};
   bad.runs[0].latency_s = 0;
-  e = write_error(bad);
+  e = write_error(p, bad);
   EXPECT_NE(e.find("runs[0].latency_s"), std::string::npos) << e;
   bad.runs = {run};
   bad.runs[0].peaks = {{3, 4, 1e9}};
-  e = write_error(bad);
+  e = write_error(p, bad);
   EXPECT_NE(e.find("runs[0].peaks[0].stage"), std::string::npos) << e;
   bad.runs = {run};
   bad.runs[0].plan.clear();
-  e = write_error(bad);
+  e = write_error(p, bad);
   EXPECT_NE(e.find("runs[0].plan"), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(p));
   // merge replaces a run of the same name.
