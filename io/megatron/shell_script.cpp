@@ -113,7 +113,7 @@ struct Token {
   Word word;
   int line = 0;
   // A separator's kind: '\n', ';', '&', '|', '(', ')', or 'a' (&&),
-  // 'o' (||), 'c' (;;).
+  // 'o' (||), 'c' (;;), 'f' (;&), 'C' (;;&).
   char sep = 0;
 };
 
@@ -143,6 +143,13 @@ class Lexer {
         }
         if ((c == '&' || c == '|' || c == ';') && pos_ < s_.size() && s_[pos_] == c) {
           out.back().sep = c == '&' ? 'a' : c == '|' ? 'o' : 'c';
+          ++pos_;
+        }
+        // The ends of a case branch: ";&" falls through, ";;&" tests the
+        // next patterns.
+        if ((out.back().sep == ';' || out.back().sep == 'c') && pos_ < s_.size() &&
+            s_[pos_] == '&') {
+          out.back().sep = out.back().sep == ';' ? 'f' : 'C';
           ++pos_;
         }
       } else if (c == '<' || c == '>') {
@@ -587,6 +594,9 @@ struct Piece {
 // gives --lr, <$1>, --layers, 4).
 struct Val : ShellWord {
   std::vector<Piece> pieces;  // only when !known
+  // launcher_only: the serial of the if / case frame whose branch (not
+  // taken) added it, so that the taken branch's NAME=(...) keeps it.
+  int frame = 0;
 };
 
 Val make_val(std::string text, std::string source, int line) {
@@ -717,6 +727,7 @@ class Interpreter {
   // case ... esac being read.
   struct Frame {
     enum Kind { kIf, kLoop, kCase } kind = kIf;
+    int serial = 0;              // of this frame among all frames read
     bool outer = true;           // the statements around it run
     bool in_condition = false;   // reading the condition (if, elif, while)
     bool taken = false;          // kIf: a branch whose condition is true ran
@@ -729,7 +740,18 @@ class Interpreter {
     int line = 0;                        // of the if / elif / loop
     std::string condition;               // kIf: the condition being read, as written
     std::string guard;                   // kIf: when the branch read now runs (bash), if undecided
-    std::vector<std::string> undecided;  // kIf: earlier conditions hapmoe could not decide
+    std::vector<std::string> undecided;  // kIf, kCase: earlier conditions hapmoe could not decide
+    // kCase: in_condition is "reading a pattern list". The word tested
+    // (as written, and its value), whether an assumption decided it, how
+    // the previous branch ended (0 for none, else the separator 'c' ;;,
+    // 'f' ;&, 'C' ;;&), and the frame as the branch being read found it
+    // (for ;;&, which tests the next patterns as if it had not run).
+    std::string word_source;
+    std::optional<std::string> word;  // nullopt: unknown
+    bool word_assumed = false;
+    char branch_end = 0;
+    bool entry_taken = false, entry_taken_assumed = false;
+    std::size_t entry_undecided = 0;
 
     std::string not_before() const {
       std::string out;
@@ -808,7 +830,9 @@ class Interpreter {
       for (const Word& e : w.elements) {
         for (Val& v : expand_word(e, true)) {
           v.guard = g;
+          charge(g.size(), w.line);
           v.launcher_only = true;
+          v.frame = frames_.back().serial;
           target.push_back(std::move(v));
           if (target.size() > limits_.max_words) fail(w.line, "an array has too many elements");
         }
@@ -826,12 +850,13 @@ class Interpreter {
 
   // The condition (bash) under which what is read now runs, as far as
   // hapmoe could not decide it; empty when it surely runs.
-  std::string guard() const {
+  std::string guard() {
     std::string out;
     for (const Frame& f : frames_) {
       if (!f.guard.empty()) out += (out.empty() ? "" : " && ") + f.guard;
     }
     if (!chain_guard_.empty()) out += (out.empty() ? "" : " && ") + chain_guard_;
+    charge(out.size(), frames_.empty() ? 0 : frames_.back().line);
     return out;
   }
 
@@ -854,39 +879,11 @@ class Interpreter {
       status_ = Tri::kTrue;
     } else if (k == "then" && top && top->kind == Frame::kIf && top->in_condition) {
       top->in_condition = false;
-      if (!top->outer || (top->taken && !top->taken_assumed)) {
-        top->active = false;  // not reached, or an earlier branch surely ran
-        return;
-      }
-      // The branch runs if no earlier undecided condition held and (when
-      // undecided) its own does.
-      top->guard = top->not_before();
-      const bool assumed = assumed_count_ > top->assumed_mark;
-      const Tri status = top->taken ? Tri::kUnknown : status_;  // not evaluated after a take
-      if (status == Tri::kUnknown && !top->taken) add_line(unknown_conditions_, top->line);
-      if (status == Tri::kUnknown || assumed) {
-        const std::string own = grouped(top->condition);
-        top->guard += (top->guard.empty() ? "" : " && ") + own;
-        top->undecided.push_back(own);
-      }
-      if (top->taken) {
-        // After a branch taken on a variable assumed unset: kept for the
-        // launcher only.
-        top->active = false;
-        top->shadow = true;
-      } else {
-        top->active = status != Tri::kFalse;
-        top->shadow = status == Tri::kFalse && assumed;
-        if (status == Tri::kTrue) {
-          top->taken = true;
-          top->taken_assumed = assumed;
-        }
+      if (enter_branch(*top, status_, assumed_count_ > top->assumed_mark, top->condition)) {
+        add_line(unknown_conditions_, top->line);
       }
     } else if (k == "else" && top && top->kind == Frame::kIf) {
-      const bool dead = !top->outer || (top->taken && !top->taken_assumed);
-      top->active = !dead && !top->taken;
-      top->shadow = !dead && top->taken;
-      top->guard = top->not_before();
+      (void)enter_branch(*top, Tri::kTrue, false, "");
     } else if (k == "fi" && top && top->kind == Frame::kIf) {
       frames_.pop_back();
     } else if (k == "while" || k == "until") {
@@ -905,6 +902,45 @@ class Interpreter {
     }
   }
 
+  // Enters the next branch of an if (then, else) or a case in `f`: its
+  // condition has exit status `status`, decided only by an assumption (a
+  // variable taken as unset, a default) when `assumed`, and is written
+  // `own` in bash (empty: always true, as else and *)). The branch runs if
+  // no earlier branch surely ran, no earlier undecided condition held
+  // and, when undecided, its own holds (Frame::guard). A branch not taken
+  // only because of an assumption is a shadow: its array words are kept
+  // for a launcher. True if the condition was evaluated and is unknown.
+  bool enter_branch(Frame& f, Tri status, bool assumed, const std::string& own) {
+    f.shadow = false;
+    f.guard.clear();
+    if (!f.outer || (f.taken && !f.taken_assumed)) {
+      f.active = false;  // not reached, or an earlier branch surely ran
+      return false;
+    }
+    f.guard = f.not_before();
+    const bool unknown = !f.taken && status == Tri::kUnknown;
+    if (f.taken) status = Tri::kUnknown;  // not evaluated after a take
+    if ((status == Tri::kUnknown || assumed) && !own.empty()) {
+      const std::string g = grouped(own);
+      f.guard += (f.guard.empty() ? "" : " && ") + g;
+      f.undecided.push_back(g);
+    }
+    charge(f.guard.size(), f.line);
+    if (f.taken) {
+      // After a branch taken on an assumption: kept for the launcher only.
+      f.active = false;
+      f.shadow = true;
+      return unknown;
+    }
+    f.active = status != Tri::kFalse;
+    f.shadow = status == Tri::kFalse && assumed;
+    if (status == Tri::kTrue) {
+      f.taken = true;
+      f.taken_assumed = assumed;
+    }
+    return unknown;
+  }
+
   bool active() const { return frames_.empty() || frames_.back().active; }
 
   // A new if, loop or case frame, run if what surrounds it runs.
@@ -914,6 +950,7 @@ class Interpreter {
     f.outer = f.active = active();
     f.in_condition = in_condition;
     f.line = line;
+    f.serial = ++frame_serial_;
     frames_.push_back(std::move(f));
   }
 
@@ -929,11 +966,6 @@ class Interpreter {
     if (first == "for" || first == "select") {
       push_frame(Frame::kLoop, true, words[i]->line);
       add_line(loops_, words[i]->line);
-      return Tri::kTrue;
-    }
-    if (first == "case") {
-      push_frame(Frame::kCase, false, words[i]->line);
-      add_line(cases_, words[i]->line);
       return Tri::kTrue;
     }
     if (first == "function") return Tri::kTrue;
@@ -1087,6 +1119,19 @@ class Interpreter {
     std::vector<const Word*> redirects;
     char before = '\n';  // the separator before the statement
     for (std::size_t i = 0; i <= tokens.size(); ++i) {
+      if (i < tokens.size() && stmt.empty() && in_case_patterns()) {
+        i = case_patterns(tokens, i);
+        before = '\n';
+        continue;
+      }
+      if (i < tokens.size() && !tokens[i].separator && tokens[i].word.redirect.empty() &&
+          is_case(tokens[i].word) &&
+          std::all_of(stmt.begin(), stmt.end(), [](const Word* w) { return is_keyword(*w); })) {
+        if (!stmt.empty()) statement(stmt, before, script);  // then, do, ... before it
+        stmt.clear();
+        i = case_header(tokens, i, before);
+        continue;
+      }
       if (i < tokens.size() && tokens[i].separator && in_double_bracket(stmt) &&
           std::string_view("ao()").find(tokens[i].sep) != std::string_view::npos) {
         const char k = tokens[i].sep;
@@ -1104,12 +1149,216 @@ class Interpreter {
         stmt.clear();
         redirects.clear();
         if (i < tokens.size()) before = tokens[i].sep;
+        if (i < tokens.size() && (before == 'c' || before == 'f' || before == 'C') &&
+            !frames_.empty() && frames_.back().kind == Frame::kCase &&
+            !frames_.back().in_condition) {
+          // The end of a case branch: patterns follow.
+          frames_.back().in_condition = true;
+          frames_.back().branch_end = before;
+        }
       } else if (!tokens[i].word.redirect.empty()) {
         redirects.push_back(&tokens[i].word);
       } else {
         stmt.push_back(&tokens[i].word);
       }
     }
+  }
+
+  // -------------------------------------------------------------------------
+  // case WORD in PATTERN|PATTERN) ... ;; ... esac, evaluated as bash does:
+  // the branches are if / elif branches whose conditions are "WORD matches
+  // one of the patterns" (enter_branch), so a known word reads only the
+  // branch it selects, an unknown one reads every branch in order, and one
+  // decided only by an assumption keeps the other branches' array words
+  // for a launcher, under [[ WORD == PATTERN || ... ]].
+
+  static bool is_case(const Word& w) {
+    return w.assign_name.empty() && w.parts.size() == 1 && w.parts[0].kind == PartKind::kLiteral &&
+           !w.parts[0].quoted && w.parts[0].text == "case";
+  }
+
+  bool in_case_patterns() const {
+    return !frames_.empty() && frames_.back().kind == Frame::kCase && frames_.back().in_condition;
+  }
+
+  // `case WORD in` at tokens[i]: a new case frame, reading patterns next;
+  // returns the index of `in`. The word is expanded as a test's operand
+  // (a variable nothing sets is unset, a default is an assumption).
+  std::size_t case_header(const std::vector<Token>& tokens, std::size_t i, char before) {
+    const int line = tokens[i].line;
+    const auto is_word = [&](std::size_t k) {
+      return k < tokens.size() && !tokens[k].separator && tokens[k].word.redirect.empty();
+    };
+    if (!is_word(i + 1)) fail(line, "case without a word to test");
+    std::size_t in = i + 2;
+    while (in < tokens.size() && tokens[in].separator && tokens[in].sep == '\n') ++in;
+    if (!is_word(in) || literal_of(tokens[in].word) != "in") {
+      fail(line, "case " + tokens[i + 1].word.source + " without 'in'");
+    }
+    push_frame(Frame::kCase, true, line);
+    Frame& f = frames_.back();
+    // After && / || whose status decides, the case does not run.
+    if (((before == 'a' && status_ == Tri::kFalse) || (before == 'o' && status_ == Tri::kTrue))) {
+      f.outer = f.active = false;
+    }
+    const Word& w = tokens[i + 1].word;
+    f.word_source = w.source;
+    if (!f.outer) return in;
+    const std::size_t mark = assumed_count_;
+    testing_ = true;
+    Val v;
+    try {
+      v = expand_joined(word_parts_with_assignment(w), w.line, w.source);
+    } catch (...) {
+      testing_ = false;
+      throw;
+    }
+    testing_ = false;
+    if (v.known) f.word = v.text;
+    if (v.defaulted) add_line(defaulted_tests_, line);
+    f.word_assumed = assumed_count_ > mark || v.defaulted;
+    status_ = Tri::kTrue;  // bash: 0 when no pattern matches
+    return in;
+  }
+
+  // A case's pattern list from tokens[i] (or its esac): `(`? PATTERN
+  // (`|` PATTERN)* `)`, then the branch is entered; returns the index of
+  // the last token read.
+  std::size_t case_patterns(const std::vector<Token>& tokens, std::size_t i) {
+    const int line = frames_.back().line;
+    std::vector<const Word*> patterns;
+    bool open = false;
+    bool want = true;  // a pattern is expected next
+    for (; i < tokens.size(); ++i) {
+      const Token& t = tokens[i];
+      if (t.separator) {
+        if (t.sep == '\n' && patterns.empty() && !open) continue;
+        if (t.sep == '(' && patterns.empty() && !open) {
+          open = true;
+        } else if (t.sep == '|' && !want) {
+          want = true;
+        } else if (t.sep == ')' && !want) {
+          case_branch(patterns);
+          return i;
+        } else {
+          fail(t.line, "the case on line " + std::to_string(line) +
+                           ": a pattern and ')' expected, not '" + separator_text(t.sep) + "'");
+        }
+        continue;
+      }
+      if (!t.word.redirect.empty() || !want) {
+        fail(t.line, "the case on line " + std::to_string(line) +
+                         ": '|' or ')' expected after a pattern, not " +
+                         (t.word.redirect.empty() ? t.word.source : t.word.redirect));
+      }
+      if (patterns.empty() && !open && literal_of(t.word) == "esac") {
+        frames_.pop_back();
+        return i;
+      }
+      if (patterns.size() >= limits_.max_words) fail(t.line, "a case has too many patterns");
+      patterns.push_back(&t.word);
+      want = false;
+    }
+    return i;
+  }
+
+  static std::string separator_text(char sep) {
+    switch (sep) {
+      case '\n':
+        return "a new line";
+      case 'a':
+        return "&&";
+      case 'o':
+        return "||";
+      case 'c':
+        return ";;";
+      case 'f':
+        return ";&";
+      case 'C':
+        return ";;&";
+      default:
+        return std::string(1, sep);
+    }
+  }
+
+  // Enters the branch of the case on top whose patterns are `patterns`.
+  void case_branch(const std::vector<const Word*>& patterns) {
+    Frame& f = frames_.back();
+    f.in_condition = false;
+    const char end = f.branch_end;
+    if (end == 'C') {
+      // ;;& : the next patterns are tested as if the branch had not run.
+      f.taken = f.entry_taken;
+      f.taken_assumed = f.entry_taken_assumed;
+      f.undecided.resize(f.entry_undecided);
+    }
+    const bool prev_active = f.active, prev_shadow = f.shadow;
+    const std::string prev_guard = f.guard;
+    f.entry_taken = f.taken;
+    f.entry_taken_assumed = f.taken_assumed;
+    f.entry_undecided = f.undecided.size();
+    if (end == 'f' && f.outer && prev_active && prev_guard.empty()) return;  // ;& after a run
+    // The condition: does the word match one of the patterns?
+    Tri status = Tri::kFalse;
+    bool assumed = f.word_assumed;
+    std::string own;
+    bool always = false;
+    if (f.outer) {
+      const std::size_t mark = assumed_count_;
+      for (const Word* p : patterns) {
+        const std::optional<std::string> glob = case_pattern(*p);
+        if (glob && *glob == "*") always = true;
+        Tri m = Tri::kUnknown;
+        if (glob && f.word) m = tri(fnmatch(glob->c_str(), f.word->c_str(), 0) == 0);
+        status = tri_or(status, m);
+        own += (own.empty() ? "[[ " : " || ") + f.word_source + " == " + p->source;
+      }
+      own += " ]]";
+      assumed = assumed || assumed_count_ > mark;
+    }
+    if (always) {
+      status = Tri::kTrue;  // * matches whatever the word is
+      assumed = false;
+      own.clear();
+    }
+    if (enter_branch(f, status, assumed, own)) add_line(cases_, f.line);
+    if (end != 'f' || !(prev_active || prev_shadow)) return;
+    // ;& after a branch that may run: this one runs when that one did too.
+    if (f.active && f.guard.empty()) return;
+    if (!f.active && !f.shadow) {
+      f.active = prev_active;
+      f.shadow = prev_shadow;
+      f.guard = prev_guard;
+      return;
+    }
+    f.guard = "{ " + grouped(prev_guard) + " || " + grouped(f.guard) + "; }";
+    charge(f.guard.size(), f.line);
+    f.active = f.active || prev_active;
+    f.shadow = !f.active;
+  }
+
+  // A case pattern as an fnmatch pattern (its quoted parts literal), or
+  // nullopt if it is not known.
+  std::optional<std::string> case_pattern(const Word& p) {
+    std::string glob;
+    testing_ = true;
+    struct Reset {
+      bool& flag;
+      ~Reset() { flag = false; }
+    } reset{testing_};
+    for (const Part& part : word_parts_with_assignment(p)) {
+      for (const Val& v : expand_part(part, p.line, 1)) {
+        if (!v.known) return std::nullopt;
+        for (char c : v.text) {
+          if (part.quoted && std::string_view("\\*?[]").find(c) != std::string_view::npos) {
+            glob += '\\';
+          }
+          glob += c;
+        }
+        check_size(glob, p.line);
+      }
+    }
+    return glob;
   }
 
   // eval WORDS: the words expanded, joined by blanks and read again as
@@ -1379,8 +1628,12 @@ class Interpreter {
                              "are not repeated");
     }
     if (!cases_.empty()) {
-      script.notes.push_back("case statements (line " + lines(cases_) +
-                             ") are not evaluated: every branch is read, in order");
+      script.notes.push_back(
+          std::string(cases_.size() > 1 ? "the case statements" : "the case statement") +
+          " on line " + lines(cases_) + (cases_.size() > 1 ? " test" : " tests") +
+          " a word unknown before the script runs (--megatron-env or "
+          "--megatron-script-args may give it): each branch is read, in order, so flags set in "
+          "any of them are kept");
     }
   }
 
@@ -1502,6 +1755,7 @@ class Interpreter {
       for (const Word& e : w.elements) {
         for (Val& sw : expand_word(e, true)) {
           if (!g.empty()) sw.guard = sw.guard.empty() ? g : g + " && " + sw.guard;
+          charge(sw.guard.size(), w.line);
           elements.push_back(std::move(sw));
           if (elements.size() > limits_.max_words) fail(w.line, "an array has too many elements");
         }
@@ -1511,7 +1765,14 @@ class Interpreter {
         fail(w.line, "an array has too many elements");
       }
       if (old == nullptr) {
-        vars_[w.assign_name] = std::move(elements);
+        std::vector<Val>& target = vars_[w.assign_name];
+        // The words a branch of this if / case not taken added for a
+        // launcher stay (each under its own condition): NAME=(...) in the
+        // branch taken replaces only what the reading uses.
+        const int frame = frames_.empty() || g.empty() ? -1 : frames_.back().serial;
+        std::erase_if(target, [&](const Val& e) { return !e.launcher_only || e.frame != frame; });
+        target.insert(target.end(), std::make_move_iterator(elements.begin()),
+                      std::make_move_iterator(elements.end()));
       } else {
         std::vector<Val>& target = vars_[w.assign_name];
         if (&target != old) target = *old;  // NAME+=() of a --megatron-env value
@@ -1596,9 +1857,16 @@ class Interpreter {
   // Counts what expansions copy, so a script that copies a large value
   // many times fails in bounded time.
   void charge(const std::vector<Val>& words, int line) {
-    for (const Val& w : words) {
-      expanded_ += w.text.size() + pieces_size(w.pieces) + 1;
-    }
+    std::size_t n = 0;
+    for (const Val& w : words) n += w.text.size() + pieces_size(w.pieces) + w.guard.size() + 1;
+    charge(n, line);
+  }
+
+  // The same for `n` bytes of conditions (Frame::guard, ShellWord::guard),
+  // which grow with every undecided branch before them: a chain of
+  // thousands of undecided elif or case branches fails in bounded time.
+  void charge(std::size_t n, int line) {
+    expanded_ += n;
     if (expanded_ > limits_.max_expanded) {
       fail(line, "the script's expansions copy more than " + std::to_string(limits_.max_expanded) +
                      " bytes (runaway variable expansion?)");
@@ -2710,6 +2978,7 @@ class Interpreter {
   std::set<std::string> arith_noted_;
   int arith_notes_ = 0;
   int eval_depth_ = 0;
+  int frame_serial_ = 0;  // frames pushed so far
 };
 
 }  // namespace

@@ -399,6 +399,16 @@ TEST(ShellScript, HostileScriptsFailCleanlyInBoundedTime) {
   for (int i = 0; i < 100000; ++i) elements += "B=${A[1]}$((A[2]))\n";
   std::string appends;
   for (int i = 0; i < 100000; ++i) appends += "A+=(x)\n";
+  // Thousands of undecided branches: each one's condition names all those
+  // before it (quadratic; these took gigabytes before their conditions
+  // were charged to the copy budget).
+  std::string elifs = "if [ $(x) = 0 ]; then :\n";
+  for (int i = 0; i < 20000; ++i)
+    elifs += "elif [ $(x) = " + std::to_string(i) + " ]; then A+=(x)\n";
+  elifs += "fi\n";
+  std::string case_chain = "case $(x) in\n";
+  for (int i = 0; i < 20000; ++i) case_chain += "a" + std::to_string(i) + ") A+=(x);;\n";
+  case_chain += "esac\n";
   const std::vector<Case> cases = {
       {"python a.py --a 'open\n", "t.sh:1: unterminated single quote"},
       {"python a.py \\\n --a \"open\n", "t.sh:2: unterminated double quote"},
@@ -428,6 +438,11 @@ TEST(ShellScript, HostileScriptsFailCleanlyInBoundedTime) {
       {copies, "copy more than"},
       {elements, "no Megatron-LM launch command"},
       {appends, "no Megatron-LM launch command"},
+      {elifs, "copy more than"},
+      {case_chain, "copy more than"},
+      {repeat("case a in a)\n", 100000) + repeat(";; esac\n", 100000), "no Megatron-LM launch"},
+      {"case x in " + repeat("a|", 100000) + "x) ;; esac\n", "no Megatron-LM launch command"},
+      {"case x in x) " + repeat("case ", 10) + "\n", "t.sh:1: case case without 'in'"},
       {"A=1\nB=$A\nA=$B$B\npython a.py --a $A\n", ""},  // no recursion: eager values
   };
   for (const Case& c : cases) {
@@ -711,6 +726,152 @@ TEST(ShellScript, TestsDecidedByADefaultStayTestsForTheLauncher) {
   EXPECT_EQ(texts(given.launch.args), (V{"--data-path", "/data/x"}));
   EXPECT_EQ(given.launch.args[0].guard, "");
   EXPECT_TRUE(given.notes.empty());
+}
+
+// What a word's launcher view is: its text (or <source>), its condition
+// and whether it is kept for a launcher only.
+std::vector<std::string> guarded(const std::vector<ShellWord>& words) {
+  std::vector<std::string> out;
+  for (const ShellWord& w : words) {
+    out.push_back((w.known ? w.text : "<" + w.source + ">") +
+                  (w.guard.empty() ? "" : " if " + w.guard) +
+                  (w.launcher_only ? " (launcher)" : ""));
+  }
+  return out;
+}
+
+// case is evaluated as bash does (it used to read every branch, with a
+// note): a known word reads only the branch its patterns select, with
+// glob patterns (quoted parts literal), alternatives, ;; ;& and ;;&
+// (Pai-Megatron-Patch's `case $MODEL_SIZE in A3B) ...`).
+TEST(ShellScript, CaseReadsTheBranchAKnownWordSelects) {
+  const std::string text =
+      "MODEL_SIZE=$1\n"
+      "PR=$2\n"
+      "case $MODEL_SIZE in\n"
+      "  A3B|a3b)\n"
+      "    NUM_LAYERS=48\n"
+      "    HIDDEN=2048 ;;\n"
+      "  30B) NUM_LAYERS=64; HIDDEN=5120;;\n"
+      "  (*)\n"
+      "    NUM_LAYERS=0\n"
+      "    python oops.py --size $MODEL_SIZE\n"
+      "    ;;\n"
+      "esac\n"
+      "case \"${PR}\" in fp16) P=(--fp16);; bf16) P=(--bf16) ;; esac\n"
+      "python a.py --l $NUM_LAYERS --h ${HIDDEN:-none} ${P[@]}\n";
+  const ShellScript a3b = read_shell_script(text, "t.sh", {.args = V{"a3b", "bf16"}});
+  EXPECT_EQ(texts(a3b.launch.args), (V{"--l", "48", "--h", "2048", "--bf16"}));
+  EXPECT_TRUE(a3b.notes.empty()) << a3b.notes[0];
+  const ShellScript b30 = read_shell_script(text, "t.sh", {.args = V{"30B", "fp16"}});
+  EXPECT_EQ(texts(b30.launch.args), (V{"--l", "64", "--h", "5120", "--fp16"}));
+  // * takes what no other pattern does: its launch command is the launch.
+  const ShellScript other = read_shell_script(text, "t.sh", {.args = V{"7B", "fp32"}});
+  EXPECT_EQ(other.launch.entry.text, "oops.py");
+
+  auto read = [](const std::string& script) {
+    return texts(
+        read_shell_script(script + "python a.py ${X:-} ${Y:-} ${Z:-}\n", "t.sh").launch.args);
+  };
+  // Globs: * ? [...] [!...]; quoted parts, escapes and quoted expansions
+  // are literal text, an unquoted expansion is a pattern.
+  EXPECT_EQ(read("case 7B in [0-9]B) X=digit;; *) X=other;; esac\n"), V{"digit"});
+  EXPECT_EQ(read("case 7B in [!0-9]B) X=digit;; ?B) X=any;; esac\n"), V{"any"});
+  EXPECT_EQ(read("case ab in \"a\"?) X=q;; esac\n"), V{"q"});
+  EXPECT_EQ(read("case ab in \"a?\") X=q;; *) X=lit;; esac\n"), V{"lit"});
+  EXPECT_EQ(read("case '*' in a) X=a;; \"*\") X=star;; esac\n"), V{"star"});
+  EXPECT_EQ(read("case 'a*' in a\\*) X=esc;; esac\n"), V{"esc"});
+  EXPECT_EQ(read("G='b*'; case bc in $G) X=glob;; esac\n"), V{"glob"});
+  EXPECT_EQ(read("G='b*'; case bc in \"$G\") X=glob;; *) X=literal;; esac\n"), V{"literal"});
+  EXPECT_EQ(read("case x in\n  # a comment\n  y) X=y ;;\nesac\nZ=z\n"), V{"z"});
+  EXPECT_EQ(read("case x\nin x) X=x\nesac\n"), V{"x"});
+  // ;& runs the next branch without testing it; ;;& tests the next
+  // patterns too.
+  EXPECT_EQ(read("case a in a) X=1 ;& b) Y=2 ;; *) Z=3 ;; esac\n"), (V{"1", "2"}));
+  EXPECT_EQ(read("case ab in a*) X=1 ;;& *b) Y=2 ;;& c) Z=3 ;; esac\n"), (V{"1", "2"}));
+  EXPECT_EQ(read("case ab in c) X=1 ;& *b) Y=2 ;; esac\n"), V{"2"});
+  // Nested, and inside an if not taken.
+  EXPECT_EQ(read("case a in a) case b in b) X=ab;; esac; Y=a ;; b) Y=b;; esac\n"), (V{"ab", "a"}));
+  EXPECT_EQ(read("if false; then case a in a) X=1;; esac; fi\nY=2\n"), V{"2"});
+  // Malformed: bash would not run it either.
+  EXPECT_THROW(read_shell_script("case a b) X=1;; esac\n", "t.sh"), InputError);
+  EXPECT_THROW(read_shell_script("case a in ;; esac\n", "t.sh"), InputError);
+  EXPECT_THROW(read_shell_script("case a in a b) X=1;; esac\n", "t.sh"), InputError);
+}
+
+// A case whose word is unknown (a command's output, an argument not
+// given) reads every branch in order, as before, with a note naming it;
+// the words each branch adds carry its condition for a launcher.
+TEST(ShellScript, CaseOfAnUnknownWordReadsEveryBranch) {
+  const ShellScript s = read_shell_script(
+      "A=(--always)\n"
+      "case $(hostname) in\n"
+      "  n1) N=1; A+=(--n1) ;;\n"
+      "  n2|n3) N=2; A+=(--n2) ;;\n"
+      "  *) A+=(--other) ;;\n"
+      "esac\n"
+      "python a.py ${A[@]} --n $N\n",
+      "t.sh");
+  EXPECT_EQ(guarded(s.launch.args),
+            (V{"--always", "--n1 if [[ $(hostname) == n1 ]]",
+               "--n2 if ! [[ $(hostname) == n1 ]] && { [[ $(hostname) == n2 || $(hostname) == n3 "
+               "]]; }",
+               "--other if ! [[ $(hostname) == n1 ]] && ! { [[ $(hostname) == n2 || "
+               "$(hostname) == n3 ]]; }",
+               "--n", "2"}));
+  ASSERT_EQ(s.notes.size(), 1u);
+  EXPECT_EQ(s.notes[0],
+            "the case statement on line 2 tests a word unknown before the script runs "
+            "(--megatron-env or --megatron-script-args may give it): each branch is read, in "
+            "order, so flags set in any of them are kept");
+}
+
+// A case decided only by an assumption (a variable nothing sets taken as
+// unset, a ${VAR:-default}) is read like an if decided that way: the
+// branch selected is read, its words carry its condition, and the array
+// words of the others are kept for a launcher only, under theirs.
+TEST(ShellScript, CaseDecidedByAnAssumptionKeepsTheOtherBranches) {
+  const ShellScript d = read_shell_script(
+      "case ${PR:-bf16} in\n"
+      "  fp16) P=(--fp16) ;;\n"
+      "  bf16) P=(--bf16) ;;\n"
+      "esac\n"
+      "python a.py ${P[@]}\n",
+      "t.sh");
+  EXPECT_EQ(guarded(d.launch.args),
+            (V{"--fp16 if [[ ${PR:-bf16} == fp16 ]] (launcher)",
+               "--bf16 if ! [[ ${PR:-bf16} == fp16 ]] && [[ ${PR:-bf16} == bf16 ]]"}));
+  ASSERT_EQ(d.notes.size(), 1u);
+  EXPECT_NE(d.notes[0].find("the test on line 1 read a default"), std::string::npos) << d.notes[0];
+  // Unset: neither pattern matches the empty word; both kept for a launcher.
+  const ShellScript u = read_shell_script(
+      "P=(--x)\ncase \"$PR\" in fp16) P+=(--fp16);; bf16) P+=(--bf16);; esac\n"
+      "python a.py ${P[@]}\n",
+      "t.sh");
+  EXPECT_EQ(guarded(u.launch.args),
+            (V{"--x", "--fp16 if [[ \"$PR\" == fp16 ]] (launcher)",
+               "--bf16 if ! [[ \"$PR\" == fp16 ]] && [[ \"$PR\" == bf16 ]] (launcher)"}));
+  EXPECT_NE(u.notes[0].find("PR (line 2)"), std::string::npos) << u.notes[0];
+  // Given, the word is known: no conditions, nothing kept.
+  const ShellScript g = read_shell_script(
+      "case ${PR:-bf16} in fp16) P=(--fp16) ;; bf16) P=(--bf16) ;; esac\npython a.py ${P[@]}\n",
+      "t.sh", {.env = {{"PR", "fp16"}}});
+  EXPECT_EQ(guarded(g.launch.args), V{"--fp16"});
+  EXPECT_TRUE(g.notes.empty());
+}
+
+// NAME=(...) in the branch taken keeps the launcher words a branch not
+// taken (only by an assumption) of the same if added before it: the order
+// of the branches does not matter (the else's words used to be lost when
+// the branch taken came second).
+TEST(ShellScript, BranchTakenSecondKeepsTheOtherBranchsWords) {
+  const ShellScript s = read_shell_script(
+      "if [ -n \"$DATA\" ]; then D=(--data-path \"$DATA\"); else D=(--mock-data); fi\n"
+      "python a.py \"${D[@]}\"\n",
+      "t.sh");
+  EXPECT_EQ(guarded(s.launch.args),
+            (V{"--data-path if [ -n \"$DATA\" ] (launcher)",
+               "<\"$DATA\"> if [ -n \"$DATA\" ] (launcher)", "--mock-data if ! [ -n \"$DATA\" ]"}));
 }
 
 }  // namespace
