@@ -692,6 +692,9 @@ class Interpreter {
     for (const auto& [name, words] : vars_) {
       script.variables[name].assign(words.begin(), words.end());
     }
+    for (const auto& [name, alts] : alternatives_) {
+      for (const Alt& a : alts) script.alternatives[name].push_back(a.value);
+    }
     script.exported = exported_;
     return script;
   }
@@ -728,6 +731,7 @@ class Interpreter {
   struct Frame {
     enum Kind { kIf, kLoop, kCase } kind = kIf;
     int serial = 0;              // of this frame among all frames read
+    int branch = 0;              // kIf, kCase: which branch is read (counts them)
     bool outer = true;           // the statements around it run
     bool in_condition = false;   // reading the condition (if, elif, while)
     bool taken = false;          // kIf: a branch whose condition is true ran
@@ -823,12 +827,24 @@ class Interpreter {
     const std::string g = guard();
     for (; i < words.size() && !words[i]->assign_name.empty(); ++i) {
       const Word& w = *words[i];
+      if (overrides_.count(w.assign_name)) continue;
+      if (!w.is_array) {
+        // NAME=value: a value a launcher keeps, under the condition.
+        // (NAME+=value is not kept.)
+        if (w.append) continue;
+        const std::string source = w.source.substr(w.source.find('=') + 1);
+        Val v = expand_joined(w.parts, w.line, source);
+        v.guard = and_guards(g, v.guard);
+        v.launcher_only = true;
+        add_alternatives(w.assign_name, std::move(v),
+                         joined_alternatives(w.parts, w.line, source, g), g, w.line);
+        continue;
+      }
       // NAME=(...) too: the launcher keeps both branches' words, each under
       // its condition, so appending is what it needs.
-      if (!w.is_array || overrides_.count(w.assign_name)) continue;
       std::vector<Val>& target = vars_[w.assign_name];
       for (const Word& e : w.elements) {
-        for (Val& v : expand_word(e, true)) {
+        for (Val& v : expand_command_word(e)) {
           v.guard = g;
           charge(g.size(), w.line);
           v.launcher_only = true;
@@ -911,6 +927,7 @@ class Interpreter {
   // only because of an assumption is a shadow: its array words are kept
   // for a launcher. True if the condition was evaluated and is unknown.
   bool enter_branch(Frame& f, Tri status, bool assumed, const std::string& own) {
+    ++f.branch;
     f.shadow = false;
     f.guard.clear();
     if (!f.outer || (f.taken && !f.taken_assumed)) {
@@ -1043,7 +1060,7 @@ class Interpreter {
     // and do not change the script's variables).
     std::vector<ShellWord> expanded;
     for (std::size_t j = i; j < words.size(); ++j) {
-      for (Val& w : expand_word(*words[j], true)) {
+      for (Val& w : expand_command_word(*words[j])) {
         expanded.push_back(std::move(static_cast<ShellWord&>(w)));
         if (expanded.size() > limits_.max_words) fail(words[i]->line, "a command is too long");
       }
@@ -1287,7 +1304,9 @@ class Interpreter {
     f.in_condition = false;
     const char end = f.branch_end;
     if (end == 'C') {
-      // ;;& : the next patterns are tested as if the branch had not run.
+      // ;;& : the next patterns are tested as if the branch had not run
+      // (so its values are not exclusive with theirs: a new serial).
+      f.serial = ++frame_serial_;
       f.taken = f.entry_taken;
       f.taken_assumed = f.entry_taken_assumed;
       f.undecided.resize(f.entry_undecided);
@@ -1321,9 +1340,12 @@ class Interpreter {
       assumed = false;
       own.clear();
     }
+    const int prev_branch = f.branch;
     if (enter_branch(f, status, assumed, own)) add_line(cases_, f.line);
     if (end != 'f' || !(prev_active || prev_shadow)) return;
-    // ;& after a branch that may run: this one runs when that one did too.
+    // ;& after a branch that may run: this one runs when that one did too
+    // (what that one set, this one replaces: the same branch).
+    f.branch = prev_branch;
     if (f.active && f.guard.empty()) return;
     if (!f.active && !f.shadow) {
       f.active = prev_active;
@@ -1369,6 +1391,7 @@ class Interpreter {
     std::string text;
     for (std::size_t j = from; j < words.size(); ++j) {
       for (const Val& w : expand_word(*words[j], true)) {
+        if (w.launcher_only) continue;  // not what the script runs with the reading's values
         if (!text.empty()) text += ' ';
         text += w.known ? w.text : w.source;
         check_size(text, line);
@@ -1642,7 +1665,13 @@ class Interpreter {
     return slash == std::string::npos ? s : s.substr(slash + 1);
   }
 
-  void launch_candidate(const std::vector<ShellWord>& w, ShellScript& script) {
+  void launch_candidate(const std::vector<ShellWord>& all, ShellScript& script) {
+    // Words a launcher keeps from other branches are not what runs.
+    std::vector<ShellWord> w;
+    for (const ShellWord& x : all) {
+      if (!x.launcher_only || !w.empty()) w.push_back(x);
+    }
+    if (w.empty()) return;
     const ShellWord& first = w.front();
     if (first.known) {
       static const std::set<std::string> kLaunchers = {"torchrun",  "srun", "mpirun",  "mpiexec",
@@ -1653,7 +1682,7 @@ class Interpreter {
     }
     std::size_t entry = 0;
     for (std::size_t j = 1; j < w.size(); ++j) {
-      if (w[j].known && w[j].text.size() > 3 &&
+      if (w[j].known && !w[j].launcher_only && w[j].text.size() > 3 &&
           w[j].text.compare(w[j].text.size() - 3, 3, ".py") == 0) {
         entry = j;
         break;
@@ -1668,6 +1697,7 @@ class Interpreter {
     }
     script.has_command = true;
     script.launch.prefix.assign(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(entry));
+    std::erase_if(script.launch.prefix, [](const ShellWord& x) { return x.launcher_only; });
     script.launch.entry = w[entry];
     script.launch.args.assign(w.begin() + static_cast<std::ptrdiff_t>(entry) + 1, w.end());
     script.launch.line = first.line;
@@ -1753,7 +1783,7 @@ class Interpreter {
       std::vector<Val> elements;
       const std::string g = guard();
       for (const Word& e : w.elements) {
-        for (Val& sw : expand_word(e, true)) {
+        for (Val& sw : expand_command_word(e)) {
           if (!g.empty()) sw.guard = sw.guard.empty() ? g : g + " && " + sw.guard;
           charge(sw.guard.size(), w.line);
           elements.push_back(std::move(sw));
@@ -1780,31 +1810,282 @@ class Interpreter {
                       std::make_move_iterator(elements.end()));
       }
     } else {
-      script_->assignments[w.assign_name] = {w.source.substr(w.source.find('=') + 1), w.line};
-      Val v = expand_joined(w.parts, w.line, w.source.substr(w.source.find('=') + 1));
+      const std::string source = w.source.substr(w.source.find('=') + 1);
+      script_->assignments[w.assign_name] = {source, w.line};
+      const std::string g = guard();
+      Val v = expand_joined(w.parts, w.line, source);
       const auto it = vars_.find(w.assign_name);
-      // A value set only under an undecided condition carries it (a value
-      // that replaces or extends another cannot be told apart from it).
-      if (it == vars_.end() && !env_.count(w.assign_name)) v.guard = guard();
       if (w.append && it != vars_.end() && !it->second.empty()) {
-        Val& old = it->second.front();
-        if (!old.known || !v.known) {
-          std::vector<Piece> pieces;
-          append_pieces(pieces, old);
-          append_pieces(pieces, v);
-          check_size(pieces, w.line);
-          old.pieces = std::move(pieces);
+        // NAME+=value extends the value, and every value a launcher keeps
+        // (also under a condition: an approximation).
+        append_to(it->second.front(), v, w.line);
+        if (const auto a = alternatives_.find(w.assign_name); a != alternatives_.end()) {
+          for (Alt& alt : a->second) append_to(alt.value, v, w.line);
         }
-        old.known = old.known && v.known;
-        old.text += v.text;
-        old.source += v.source;
-        check_size(old.text, w.line);
       } else {
-        std::vector<Val>& target = vars_[w.assign_name];
-        target.clear();
-        target.push_back(std::move(v));
+        // A value set under an undecided condition carries it.
+        v.guard = and_guards(g, v.guard);
+        set_value(w.assign_name, std::move(v), joined_alternatives(w.parts, w.line, source, g), g,
+                  w.line);
       }
     }
+  }
+
+  void append_to(Val& old, const Val& v, int line) const {
+    if (!old.known || !v.known) {
+      std::vector<Piece> pieces;
+      append_pieces(pieces, old);
+      append_pieces(pieces, v);
+      check_size(pieces, line);
+      old.pieces = std::move(pieces);
+    }
+    old.known = old.known && v.known;
+    old.text += v.text;
+    old.source += v.source;
+    check_size(old.text, line);
+  }
+
+  // -------------------------------------------------------------------------
+  // Values a launcher keeps. A scalar assigned in a branch hapmoe did not
+  // decide, or decided only by an assumption, has one value the reading
+  // uses (vars_) and others a launcher writes (alternatives_), each under
+  // the condition (bash) that sets it. Where a value is assigned is a path:
+  // the frames with a condition around it and their branches. A new value
+  // under condition g replaces the earlier ones it surely overwrites (same
+  // branch, or g empty), leaves those of another branch of a frame around
+  // both as they are (the branches exclude each other), and keeps the rest
+  // under "! g".
+
+  using Path = std::vector<std::pair<int, int>>;  // (Frame::serial, Frame::branch)
+  struct Alt {
+    Val value;  // launcher_only, its guard the condition
+    Path path;
+  };
+  static constexpr std::size_t kMaxAlternatives = 16;
+
+  static std::string and_guards(const std::string& a, const std::string& b) {
+    if (a.empty()) return b;
+    if (b.empty()) return a;
+    return a + " && " + b;
+  }
+
+  Path path_now(int line) {
+    Path p;
+    for (const Frame& f : frames_) {
+      if (!f.guard.empty()) p.emplace_back(f.serial, f.branch);
+    }
+    charge(p.size() * sizeof(p[0]), line);
+    return p;
+  }
+
+  // Whether a value assigned at `old` is still there after one assigned
+  // at `p` under `g`; if so, `guard` is its condition then.
+  bool survives(const Path& old, std::string& guard, const std::string& g, const Path& p,
+                int line) {
+    if (g.empty()) return false;
+    if (p.size() <= old.size() && std::equal(p.begin(), p.end(), old.begin())) return false;
+    for (const auto& [serial, branch] : p) {
+      for (const auto& [old_serial, old_branch] : old) {
+        if (serial == old_serial && branch != old_branch) return true;  // exclusive
+      }
+    }
+    guard = and_guards(guard, negated(g));
+    charge(guard.size(), line);
+    return true;
+  }
+
+  // ! condition, without a double negation.
+  static std::string negated(const std::string& condition) {
+    if (condition.starts_with("! ") && grouped(condition.substr(2)) == condition.substr(2)) {
+      return condition.substr(2);
+    }
+    return "! " + grouped(condition);
+  }
+
+  // NAME = v (the reading's value) under `g`, with `alts` (the values of
+  // other branches its expansion reads, for a launcher).
+  void set_value(const std::string& name, Val v, std::vector<Alt> alts, const std::string& g,
+                 int line) {
+    std::vector<Val>& target = vars_[name];
+    const auto a = alternatives_.find(name);
+    if (g.empty() && alts.empty()) {  // surely runs: no other value is left
+      if (a != alternatives_.end()) alternatives_.erase(a);
+      primary_path_.erase(name);
+      target.clear();
+      target.push_back(std::move(v));
+      return;
+    }
+    const Path p = path_now(line);
+    std::vector<Alt> kept;
+    if (a != alternatives_.end()) {
+      for (Alt& old : a->second) {
+        if (survives(old.path, old.value.guard, g, p, line)) kept.push_back(std::move(old));
+      }
+    }
+    if (!target.empty()) {
+      Alt old{std::move(target.front()), primary_path_[name]};
+      if (survives(old.path, old.value.guard, g, p, line)) {
+        old.value.launcher_only = true;
+        kept.push_back(std::move(old));
+      }
+    }
+    for (Alt& x : alts) {
+      x.path = p;
+      kept.push_back(std::move(x));
+    }
+    target.clear();
+    target.push_back(std::move(v));
+    primary_path_[name] = p;
+    store_alternatives(name, std::move(kept), line);
+  }
+
+  // A value of NAME a launcher keeps, set in a branch not taken only by an
+  // assumption (under `g`), with `alts` as set_value.
+  void add_alternatives(const std::string& name, Val v, std::vector<Alt> alts, const std::string& g,
+                        int line) {
+    const Path p = path_now(line);
+    std::vector<Alt> kept;
+    if (const auto a = alternatives_.find(name); a != alternatives_.end()) {
+      for (Alt& old : a->second) {
+        if (survives(old.path, old.value.guard, g, p, line)) kept.push_back(std::move(old));
+      }
+    }
+    // The reading's value stays; it holds only when this one is not set.
+    if (const auto it = vars_.find(name); it != vars_.end() && it->second.size() == 1) {
+      Path& old = primary_path_[name];
+      (void)survives(old, it->second.front().guard, g, p, line);
+    }
+    kept.push_back({std::move(v), p});
+    for (Alt& x : alts) {
+      x.path = p;
+      kept.push_back(std::move(x));
+    }
+    store_alternatives(name, std::move(kept), line);
+  }
+
+  void store_alternatives(const std::string& name, std::vector<Alt> kept, int line) {
+    if (kept.empty()) {
+      alternatives_.erase(name);
+      return;
+    }
+    if (kept.size() > kMaxAlternatives) {
+      if (alternatives_noted_.insert(name).second) {
+        script_->notes.push_back("line " + std::to_string(line) + ": " + name + " has more than " +
+                                 std::to_string(kMaxAlternatives) +
+                                 " values under conditions hapmoe does not decide; a launcher "
+                                 "keeps the last " +
+                                 std::to_string(kMaxAlternatives));
+      }
+      kept.erase(kept.begin(), kept.end() - static_cast<long>(kMaxAlternatives));
+    }
+    alternatives_[name] = std::move(kept);
+  }
+
+  // The variable a ${...} or $NAME part reads, if it is a scalar (not an
+  // array element, a length or a special parameter); else "".
+  static std::string scalar_name(const Part& p) {
+    if (p.kind != PartKind::kParam || p.text.empty() || !is_name_start(p.text[0])) return "";
+    std::size_t i = 0;
+    while (i < p.text.size() && is_name_char(p.text[i])) ++i;
+    if (i < p.text.size() && p.text[i] == '[') return "";
+    return p.text.substr(0, i);
+  }
+
+  // f() with NAME's value replaced by `value` (and no alternatives).
+  template <class F>
+  auto with_value(const std::string& name, const Val& value, F f) {
+    const auto it = vars_.find(name);
+    const bool had = it != vars_.end();
+    std::vector<Val> saved;
+    if (had) saved = std::move(it->second);
+    Val v = value;
+    v.launcher_only = false;
+    v.guard.clear();
+    vars_[name] = {std::move(v)};
+    ++swapping_;
+    auto restore = [&]() {
+      --swapping_;
+      if (had) {
+        vars_[name] = std::move(saved);
+      } else {
+        vars_.erase(name);
+      }
+    };
+    try {
+      auto r = f();
+      restore();
+      return r;
+    } catch (...) {
+      restore();
+      throw;
+    }
+  }
+
+  // The values a launcher keeps for an assignment NAME=parts under `g`:
+  // the value again with each other value of each variable it reads.
+  std::vector<Alt> joined_alternatives(const std::vector<Part>& parts, int line,
+                                       const std::string& source, const std::string& g) {
+    std::vector<Alt> out;
+    if (swapping_ > 0 || alternatives_.empty()) return out;
+    std::set<std::string> seen;
+    for (const Part& p : parts) {
+      const std::string name = scalar_name(p);
+      const auto a = name.empty() ? alternatives_.end() : alternatives_.find(name);
+      if (a == alternatives_.end() || !seen.insert(name).second) continue;
+      const std::vector<Alt> alts = a->second;
+      for (const Alt& alt : alts) {
+        Val x = with_value(name, alt.value, [&] { return expand_joined(parts, line, source); });
+        x.guard = and_guards(g, and_guards(alt.value.guard, x.guard));
+        x.launcher_only = true;
+        charge({x}, line);
+        out.push_back({std::move(x), {}});
+      }
+    }
+    return out;
+  }
+
+  // A word of a command or an array element: expand_word, and the words a
+  // launcher keeps from the other values of the variables it reads. A
+  // word that is one variable, a value rather than flags in all of them,
+  // stays one word that `varies`: a launcher writes the variable and
+  // defines it as the script does.
+  std::vector<Val> expand_command_word(const Word& w) {
+    std::vector<Val> out = expand_word(w, true);
+    if (swapping_ > 0 || alternatives_.empty()) return out;
+    const std::vector<Part> parts = word_parts_with_assignment(w);
+    std::vector<Val> extra;
+    std::set<std::string> seen;
+    for (const Part& p : parts) {
+      const std::string name = scalar_name(p);
+      const auto a = name.empty() ? alternatives_.end() : alternatives_.find(name);
+      if (a == alternatives_.end() || !seen.insert(name).second) continue;
+      const std::vector<Alt> alts = a->second;
+      for (const Alt& alt : alts) {
+        for (Val& f : with_value(name, alt.value, [&] { return expand_word(w, true); })) {
+          if (f.launcher_only) continue;
+          f.launcher_only = true;
+          f.guard = and_guards(alt.value.guard, f.guard);
+          extra.push_back(std::move(f));
+        }
+      }
+    }
+    if (seen.empty()) return out;
+    charge(extra, w.line);
+    const bool single =
+        parts.size() == 1 || (parts.size() == 2 && parts[0].kind == PartKind::kLiteral &&
+                              parts[0].quoted && parts[0].text.empty());
+    const auto is_flag = [](const Val& f) { return f.known && f.text.rfind("--", 0) == 0; };
+    if (single && out.size() == 1 && !is_flag(out[0]) &&
+        std::none_of(extra.begin(), extra.end(), is_flag)) {
+      out[0].varies = true;
+      out[0].source = w.source;
+      out[0].guard.clear();
+      return out;
+    }
+    if (out.size() + extra.size() > limits_.max_words) fail(w.line, "a command is too long");
+    out.insert(out.end(), std::make_move_iterator(extra.begin()),
+               std::make_move_iterator(extra.end()));
+    return out;
   }
 
   // The words of NAME (a scalar or an array), or null if it is unset;
@@ -2978,7 +3259,11 @@ class Interpreter {
   std::set<std::string> arith_noted_;
   int arith_notes_ = 0;
   int eval_depth_ = 0;
-  int frame_serial_ = 0;  // frames pushed so far
+  int frame_serial_ = 0;                                  // frames pushed so far
+  std::map<std::string, std::vector<Alt>> alternatives_;  // values a launcher keeps
+  std::map<std::string, Path> primary_path_;              // where vars_'s value was set
+  std::set<std::string> alternatives_noted_;
+  int swapping_ = 0;  // > 0: expanding with a value of alternatives_
 };
 
 }  // namespace

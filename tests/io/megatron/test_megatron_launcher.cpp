@@ -1332,5 +1332,61 @@ TEST(MegatronLauncher, PaiEntryPointsKeepTheirOwnFlags) {
   EXPECT_THROW(launch(wg, cluster, megatron_plan(gpt, wg, cluster), &gpt), InputError);
 }
 
+// A plain variable set in a branch the reading decided only by an
+// assumption (MODE=${MODE:-mock}) reaches the launcher under its condition
+// (it used to be dropped: the launcher passed --mock-data and --lr 1e-4
+// whatever MODE was at run time): flags it holds are appended under the
+// branch's condition, a value it holds is written as the variable, defined
+// as the script does. Run under bash, the launcher passes what the script
+// would for each MODE.
+TEST(MegatronLauncher, PlainVariablesOfOtherBranchesAreLaunchedUnderTheirConditions) {
+  const std::string text =
+      "MODE=${MODE:-mock}\n"
+      "LR=1e-4\n"
+      "if [ \"$MODE\" = mock ]; then\n"
+      "  DATA=\"--mock-data\"\n"
+      "else\n"
+      "  DATA=\"--data-path ${DATA_PATH} --split 99,1,0\"\n"
+      "  LR=3e-4\n"
+      "fi\n"
+      "torchrun --nnodes 1 --nproc_per_node 8 pretrain_gpt.py --num-layers 2 --hidden-size 256 "
+      "--num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 "
+      "--micro-batch-size 1 --global-batch-size 8 --bf16 --tokenizer-type NullTokenizer "
+      "--vocab-size 1000 $DATA --lr $LR\n";
+  MegatronScript script = parse_megatron_script(text, "modes.sh");
+  ASSERT_NE(script.find("--mock-data"), nullptr);
+  EXPECT_EQ(script.find("--data-path"), nullptr);  // read: the branch selected
+  EXPECT_EQ(script.find("--lr")->values[0].text, "1e-4");
+  const Workload w = megatron_workload(script);
+  const ClusterSpec cluster = load_cluster("H800:8");
+  const Launched r = launch(w, cluster, megatron_plan(script, w, cluster), &script);
+  const std::string& l = r.launcher.text;
+  EXPECT_NE(l.find("MODE=${MODE:-mock}\n"), std::string::npos) << l;
+  EXPECT_NE(l.find("if [ \"$MODE\" = mock ]; then LR=1e-4; fi\n"
+                   "if ! [ \"$MODE\" = mock ]; then LR=3e-4; fi\n"),
+            std::string::npos)
+      << l;
+  EXPECT_NE(l.find("    --lr $LR\n"), std::string::npos) << l;
+  EXPECT_NE(l.find("if [ \"$MODE\" = mock ]; then\n    MEGATRON_ARGS+=(\n        --mock-data\n"
+                   "    )\nfi\n"
+                   "if ! [ \"$MODE\" = mock ]; then\n    MEGATRON_ARGS+=(\n"
+                   "        --data-path ${DATA_PATH}\n        --split 99,1,0\n    )\nfi\n"),
+            std::string::npos)
+      << l;
+  // Read back: the same model and plan, the same reading.
+  EXPECT_EQ(r.workload2, w);
+
+  const std::string mock = run_launcher(l, "", "");
+  if (mock.empty()) GTEST_SKIP() << "no bash";
+  EXPECT_EQ(flag_value(mock, "--lr"), "1e-4") << mock;
+  EXPECT_EQ(flag_value(mock, "--mock-data"), "") << mock;
+  EXPECT_EQ(flag_value(mock, "--data-path"), "(absent)") << mock;
+  const std::string real = run_launcher(l, "MODE=real DATA_PATH=/d", "");
+  EXPECT_EQ(flag_value(real, "--lr"), "3e-4") << real;
+  EXPECT_EQ(flag_value(real, "--mock-data"), "(absent)") << real;
+  EXPECT_EQ(flag_value(real, "--data-path"), "/d") << real;
+  EXPECT_EQ(flag_value(real, "--split"), "99,1,0") << real;
+}
+
 }  // namespace
 }  // namespace hapmoe

@@ -692,8 +692,12 @@ TEST(ShellScript, TestsOfUnsetVariablesTakeThemAsUnset) {
                   (w.guard.empty() ? "" : " if " + w.guard) +
                   (w.launcher_only ? " (launcher)" : ""));
   }
+  // vp="--vpp ${MP_VP}" of the else reaches a launcher too, under its
+  // condition (it used to be dropped: only the selected vp="" was kept).
   EXPECT_EQ(got, (V{"--x", "1", "--key if [ -n \"$KEY\" ] (launcher)",
-                    "<\"$KEY\"> if [ -n \"$KEY\" ] (launcher)", "--nokey if ! [ -n \"$KEY\" ]"}));
+                    "<\"$KEY\"> if [ -n \"$KEY\" ] (launcher)", "--nokey if ! [ -n \"$KEY\" ]",
+                    "--vpp if ! [ -z ${MP_VP} ] (launcher)",
+                    "<${MP_VP}> if ! [ -z ${MP_VP} ] (launcher)"}));
   ASSERT_EQ(s.notes.size(), 1u);
   EXPECT_NE(s.notes[0].find("KEY (line 3), MP_VP (line 1)"), std::string::npos) << s.notes[0];
   // Given a value, the variable is tested as given.
@@ -872,6 +876,70 @@ TEST(ShellScript, BranchTakenSecondKeepsTheOtherBranchsWords) {
   EXPECT_EQ(guarded(s.launch.args),
             (V{"--data-path if [ -n \"$DATA\" ] (launcher)",
                "<\"$DATA\"> if [ -n \"$DATA\" ] (launcher)", "--mock-data if ! [ -n \"$DATA\" ]"}));
+}
+
+// A plain variable set in a branch not taken only by an assumption (here
+// a default) reaches a launcher under its condition, as the branch's array
+// words do (it used to be dropped): flags it holds are words kept for a
+// launcher; a value it holds makes the word vary (the launcher writes the
+// variable and defines it under the conditions). The value the reading
+// uses carries the condition it holds under. Through another variable
+// too.
+TEST(ShellScript, PlainVariablesOfOtherBranchesReachTheLauncher) {
+  const std::string text =
+      "MODE=${MODE:-mock}\n"
+      "LR=1e-4\n"
+      "if [ \"$MODE\" = mock ]; then\n"
+      "  D=\"--mock-data\"\n"
+      "else\n"
+      "  D=\"--data-path ${DATA_PATH}\"\n"
+      "  LR=3e-4\n"
+      "fi\n"
+      "OPTS=\"--split 99,1,0 $D\"\n"
+      "python a.py $OPTS --lr $LR\n";
+  const ShellScript s = read_shell_script(text, "t.sh");
+  EXPECT_EQ(
+      guarded(s.launch.args),
+      (V{"--split if [ \"$MODE\" = mock ]", "99,1,0 if [ \"$MODE\" = mock ]",
+         "--mock-data if [ \"$MODE\" = mock ]", "--split if ! [ \"$MODE\" = mock ] (launcher)",
+         "99,1,0 if ! [ \"$MODE\" = mock ] (launcher)",
+         "--data-path if ! [ \"$MODE\" = mock ] (launcher)",
+         "<${DATA_PATH}> if ! [ \"$MODE\" = mock ] (launcher)", "--lr", "1e-4"}));
+  const ShellWord& lr = s.launch.args.back();
+  EXPECT_TRUE(lr.varies);
+  EXPECT_EQ(lr.source, "$LR");
+  EXPECT_EQ(s.variables.at("LR").front().guard, "[ \"$MODE\" = mock ]");
+  ASSERT_EQ(s.alternatives.count("LR"), 1u);
+  ASSERT_EQ(s.alternatives.at("LR").size(), 1u);
+  EXPECT_EQ(s.alternatives.at("LR")[0].text, "3e-4");
+  EXPECT_EQ(s.alternatives.at("LR")[0].guard, "! [ \"$MODE\" = mock ]");
+
+  // Given the variable, nothing is assumed: no conditions, no other values.
+  const ShellScript given =
+      read_shell_script(text, "t.sh", {.env = {{"MODE", "real"}, {"DATA_PATH", "/d"}}});
+  EXPECT_EQ(guarded(given.launch.args),
+            (V{"--split", "99,1,0", "--data-path", "/d", "--lr", "3e-4"}));
+  EXPECT_TRUE(given.alternatives.empty());
+
+  // A value set again where it surely runs replaces the others; one set
+  // again in the same branch replaces the earlier; branches of one if
+  // exclude each other (no condition is added to theirs).
+  const ShellScript again = read_shell_script(
+      "if [ -z \"$U\" ]; then X=a; X=b; else X=c; fi\nY=$X\nX=d\npython a.py --x $X --y $Y\n",
+      "t.sh");
+  EXPECT_EQ(guarded(again.launch.args), (V{"--x", "d", "--y", "b"}));
+  EXPECT_EQ(again.alternatives.count("X"), 0u);
+  ASSERT_EQ(again.alternatives.count("Y"), 1u);
+  EXPECT_EQ(again.variables.at("Y").front().guard, "[ -z \"$U\" ]");
+  EXPECT_EQ(again.alternatives.at("Y")[0].text, "c");
+  EXPECT_EQ(again.alternatives.at("Y")[0].guard, "! [ -z \"$U\" ]");
+  // An undecided condition: both values are kept the same way.
+  const ShellScript undecided = read_shell_script(
+      "X=0\nif [ \"$(cat f)\" = 1 ]; then X=1; fi\npython a.py --x \"$X\"\n", "t.sh");
+  EXPECT_EQ(undecided.launch.args[1].text, "1");
+  EXPECT_TRUE(undecided.launch.args[1].varies);
+  EXPECT_EQ(undecided.variables.at("X").front().guard, "[ \"$(cat f)\" = 1 ]");
+  EXPECT_EQ(undecided.alternatives.at("X")[0].guard, "! [ \"$(cat f)\" = 1 ]");
 }
 
 }  // namespace
