@@ -439,6 +439,10 @@ TEST(ShellScript, HostileScriptsFailCleanlyInBoundedTime) {
       {elements, "no Megatron-LM launch command"},
       {appends, "no Megatron-LM launch command"},
       {elifs, "copy more than"},
+      // Values under thousands of conditions: at most 16 are kept, and their
+      // conditions are charged to the copy budget.
+      {"D=1\n" + repeat("if [ -z \"$U\" ]; then :; else D=\"-$D\"; fi\n", 20000), "copy more than"},
+      {"D=1\n" + repeat("if [ $(x) = 1 ]; then D=$D; fi\n", 20000), "copy more than"},
       {case_chain, "copy more than"},
       {repeat("case a in a)\n", 100000) + repeat(";; esac\n", 100000), "no Megatron-LM launch"},
       {"case x in " + repeat("a|", 100000) + "x) ;; esac\n", "no Megatron-LM launch command"},
