@@ -594,9 +594,11 @@ struct Piece {
 // gives --lr, <$1>, --layers, 4).
 struct Val : ShellWord {
   std::vector<Piece> pieces;  // only when !known
-  // launcher_only: the serial of the if / case frame whose branch (not
-  // taken) added it, so that the taken branch's NAME=(...) keeps it.
+  // An array element added under a condition: the serial of the if / case
+  // frame and the branch that added it, so that NAME=(...) in another
+  // branch of it keeps it for a launcher (the branches exclude each other).
   int frame = 0;
+  int branch = 0;
 };
 
 Val make_val(std::string text, std::string source, int line) {
@@ -849,6 +851,7 @@ class Interpreter {
           charge(g.size(), w.line);
           v.launcher_only = true;
           v.frame = frames_.back().serial;
+          v.branch = frames_.back().branch;
           target.push_back(std::move(v));
           if (target.size() > limits_.max_words) fail(w.line, "an array has too many elements");
         }
@@ -1782,9 +1785,14 @@ class Interpreter {
       // place: NAME+=(x) repeated stays linear.
       std::vector<Val> elements;
       const std::string g = guard();
+      const Frame* in = frames_.empty() || g.empty() ? nullptr : &frames_.back();
       for (const Word& e : w.elements) {
         for (Val& sw : expand_command_word(e)) {
           if (!g.empty()) sw.guard = sw.guard.empty() ? g : g + " && " + sw.guard;
+          if (in != nullptr) {
+            sw.frame = in->serial;
+            sw.branch = in->branch;
+          }
           charge(sw.guard.size(), w.line);
           elements.push_back(std::move(sw));
           if (elements.size() > limits_.max_words) fail(w.line, "an array has too many elements");
@@ -1796,11 +1804,14 @@ class Interpreter {
       }
       if (old == nullptr) {
         std::vector<Val>& target = vars_[w.assign_name];
-        // The words a branch of this if / case not taken added for a
-        // launcher stay (each under its own condition): NAME=(...) in the
-        // branch taken replaces only what the reading uses.
-        const int frame = frames_.empty() || g.empty() ? -1 : frames_.back().serial;
-        std::erase_if(target, [&](const Val& e) { return !e.launcher_only || e.frame != frame; });
+        // The words another branch of this if / case added (each under its
+        // own condition) stay for a launcher: the branches exclude each
+        // other, so NAME=(...) here replaces only what the reading uses.
+        std::erase_if(target, [&](const Val& e) {
+          return in == nullptr || e.frame != in->serial ||
+                 (e.branch == in->branch && !e.launcher_only);
+        });
+        for (Val& e : target) e.launcher_only = true;
         target.insert(target.end(), std::make_move_iterator(elements.begin()),
                       std::make_move_iterator(elements.end()));
       } else {

@@ -832,6 +832,17 @@ TEST(ShellScript, CaseOfAnUnknownWordReadsEveryBranch) {
             "the case statement on line 2 tests a word unknown before the script runs "
             "(--megatron-env or --megatron-script-args may give it): each branch is read, in "
             "order, so flags set in any of them are kept");
+  // NAME=(...) in each branch: the reading uses the last, a launcher keeps
+  // each under its condition (the earlier branches' words used to be lost).
+  const ShellScript e = read_shell_script(
+      "case $(x) in a) E=(--a 1);; *) E=(--other); E=(--last);; esac\n"
+      "if [ \"$(y)\" = 1 ]; then F=(--y); else F=(--not-y); fi\n"
+      "python a.py ${E[@]} ${F[@]}\n",
+      "t.sh");
+  EXPECT_EQ(guarded(e.launch.args),
+            (V{"--a if [[ $(x) == a ]] (launcher)", "1 if [[ $(x) == a ]] (launcher)",
+               "--last if ! [[ $(x) == a ]]", "--y if [ \"$(y)\" = 1 ] (launcher)",
+               "--not-y if ! [ \"$(y)\" = 1 ]"}));
 }
 
 // A case decided only by an assumption (a variable nothing sets taken as
