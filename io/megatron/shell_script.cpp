@@ -1055,7 +1055,10 @@ class Interpreter {
     if (cmd == "unset") {
       for (std::size_t j = i + 1; j < words.size(); ++j) {
         const std::string name = literal_of(*words[j]);
-        if (may_assign(name, words[j]->line)) vars_.erase(name);
+        if (may_assign(name, words[j]->line)) {
+          vars_.erase(name);
+          forget_alternatives(name);
+        }
       }
       return;
     }
@@ -1798,6 +1801,7 @@ class Interpreter {
           if (elements.size() > limits_.max_words) fail(w.line, "an array has too many elements");
         }
       }
+      forget_alternatives(w.assign_name);  // an array now
       const std::vector<Val>* old = w.append ? stored(w.assign_name, w.line) : nullptr;
       if (old != nullptr && old->size() + elements.size() > limits_.max_words) {
         fail(w.line, "an array has too many elements");
@@ -1972,6 +1976,16 @@ class Interpreter {
       kept.push_back(std::move(x));
     }
     store_alternatives(name, std::move(kept), line);
+  }
+
+  // NAME was set another way (unset, an array, arithmetic, ${NAME:=d}):
+  // its other values are no longer known to the launcher. (Under a
+  // condition this drops them: the launcher then writes the value read, as
+  // it did before values of other branches were kept.)
+  void forget_alternatives(const std::string& name) {
+    if (swapping_ > 0) return;  // expanding with one of them
+    alternatives_.erase(name);
+    primary_path_.erase(name);
   }
 
   void store_alternatives(const std::string& name, std::vector<Alt> kept, int line) {
@@ -2304,7 +2318,10 @@ class Interpreter {
       if (all == nullptr && (!special || !positional_)) {
         for (Val& x : out.words) x.defaulted = true;
       }
-      if (kind == '=' && !special && may_assign(name, line)) vars_[name] = out.words;
+      if (kind == '=' && !special && may_assign(name, line)) {
+        vars_[name] = out.words;
+        forget_alternatives(name);
+      }
       return out;
     }
     if (kind == '?') {
@@ -2630,6 +2647,7 @@ class Interpreter {
   // NAME = v (unknown: its value reads back as $((rhs))).
   void arith_store(Arith& a, const std::string& name, const Num& v, const std::string& rhs) {
     if (a.skip > 0 || !may_assign(name, a.line)) return;
+    forget_alternatives(name);
     if (!v.known || a.uncertain > 0) {
       Val u = unknown("$((" + rhs + "))", a.line);
       vars_[name] = {u};

@@ -955,6 +955,16 @@ TEST(ShellScript, PlainVariablesOfOtherBranchesReachTheLauncher) {
   EXPECT_TRUE(undecided.launch.args[1].varies);
   EXPECT_EQ(undecided.variables.at("X").front().guard, "[ \"$(cat f)\" = 1 ]");
   EXPECT_EQ(undecided.alternatives.at("X")[0].guard, "! [ \"$(cat f)\" = 1 ]");
+  // Set another way afterwards (an array, unset, arithmetic): the
+  // other values are gone.
+  for (const char* after : {"X=(--arr)", "unset X", "(( X = 7 ))"}) {
+    const ShellScript gone =
+        read_shell_script(std::string("if [ -z \"$U\" ]; then X=--a; else X=--b; fi\n") + after +
+                              "\npython a.py $X\n",
+                          "t.sh");
+    EXPECT_EQ(gone.alternatives.count("X"), 0u) << after;
+    for (const ShellWord& w : gone.launch.args) EXPECT_FALSE(w.launcher_only) << after;
+  }
 }
 
 }  // namespace
