@@ -2318,7 +2318,7 @@ class Interpreter {
       if (all == nullptr && (!special || !positional_)) {
         for (Val& x : out.words) x.defaulted = true;
       }
-      if (kind == '=' && !special && may_assign(name, line)) {
+      if (kind == '=' && !special && swapping_ == 0 && may_assign(name, line)) {
         vars_[name] = out.words;
         forget_alternatives(name);
       }
@@ -2646,7 +2646,9 @@ class Interpreter {
 
   // NAME = v (unknown: its value reads back as $((rhs))).
   void arith_store(Arith& a, const std::string& name, const Num& v, const std::string& rhs) {
-    if (a.skip > 0 || !may_assign(name, a.line)) return;
+    // Not again while a word is expanded with another value of a variable
+    // (expand_command_word): the script assigns once.
+    if (a.skip > 0 || swapping_ > 0 || !may_assign(name, a.line)) return;
     forget_alternatives(name);
     if (!v.known || a.uncertain > 0) {
       Val u = unknown("$((" + rhs + "))", a.line);

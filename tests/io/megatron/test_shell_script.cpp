@@ -957,6 +957,16 @@ TEST(ShellScript, PlainVariablesOfOtherBranchesReachTheLauncher) {
   EXPECT_EQ(undecided.alternatives.at("X")[0].guard, "! [ \"$(cat f)\" = 1 ]");
   // Set another way afterwards (an array, unset, arithmetic): the
   // other values are gone.
+  // A word expanded again with each other value assigns nothing again.
+  const ShellScript once = read_shell_script(
+      "N=0\nif [ -z \"$U\" ]; then X=--a; else X=--b; fi\n"
+      "python a.py $X,$((N += 1)),${M:=5}\nM=$((M + 1))\n",
+      "t.sh");
+  ASSERT_EQ(once.launch.args.size(), 2u);
+  EXPECT_EQ(once.launch.args[0].text, "--a,1,5");
+  EXPECT_TRUE(once.launch.args[1].launcher_only);
+  EXPECT_EQ(once.find("N")->text, "1");
+  EXPECT_EQ(once.find("M")->text, "6");
   for (const char* after : {"X=(--arr)", "unset X", "(( X = 7 ))"}) {
     const ShellScript gone =
         read_shell_script(std::string("if [ -z \"$U\" ]; then X=--a; else X=--b; fi\n") + after +
