@@ -14,6 +14,7 @@
 #include <deque>
 #include <optional>
 #include <set>
+#include <type_traits>
 #include <utility>
 
 #include "costmodel/errors.h"
@@ -1394,6 +1395,18 @@ class Interpreter {
   // unknown word is read again from its source, so it stays unknown.
   void eval(const std::vector<const Word*>& words, std::size_t from, ShellScript& script) {
     const int line = words[from - 1]->line;
+    const std::string text = eval_text(words, from, line);
+    if (eval_depth_ >= limits_.max_nesting) fail(line, "eval is nested too deeply");
+    Lexer lexer(text, origin_, limits_, line);
+    const std::vector<Token> tokens = lexer.run();
+    const bool had_command = script.has_command;
+    ++eval_depth_;
+    run_tokens(tokens, script);
+    --eval_depth_;
+    if (!had_command && script.has_command) eval_alternatives(words, from, line, script);
+  }
+
+  std::string eval_text(const std::vector<const Word*>& words, std::size_t from, int line) {
     std::string text;
     for (std::size_t j = from; j < words.size(); ++j) {
       for (const Val& w : expand_word(*words[j], true)) {
@@ -1403,12 +1416,143 @@ class Interpreter {
         check_size(text, line);
       }
     }
-    if (eval_depth_ >= limits_.max_nesting) fail(line, "eval is nested too deeply");
-    Lexer lexer(text, origin_, limits_, line);
-    const std::vector<Token> tokens = lexer.run();
-    ++eval_depth_;
-    run_tokens(tokens, script);
-    --eval_depth_;
+    return text;
+  }
+
+  // After `eval WORDS` ran the launch command: the command each other value
+  // of a variable WORDS read would run (Pai-Megatron-Patch's
+  // eval ${run_cmd}, run_cmd built from options set in branches), compared
+  // flag by flag with the launch read. A flag (with its values) only the
+  // other value passes is kept for a launcher under its condition; one it
+  // does not pass carries "! its condition". Only a simple command with the
+  // same entry point is compared.
+  void eval_alternatives(const std::vector<const Word*>& words, std::size_t from, int line,
+                         ShellScript& script) {
+    if (alternatives_.empty() || swapping_ > 0) return;
+    std::set<std::string> seen;
+    for (std::size_t j = from; j < words.size(); ++j) {
+      for (const Part& p : word_parts_with_assignment(*words[j])) {
+        const std::string name = scalar_name(p);
+        const auto a = name.empty() ? alternatives_.end() : alternatives_.find(name);
+        if (a == alternatives_.end() || !seen.insert(name).second) continue;
+        const std::vector<Alt> alts = a->second;
+        for (const Alt& alt : alts) {
+          std::vector<ShellWord> args;
+          const bool same = with_value(name, alt.value, [&] {
+            return eval_launch_args(eval_text(words, from, line), line, script, args);
+          });
+          if (same) merge_launch(script.launch.args, args, alt.value.guard, line);
+        }
+      }
+    }
+  }
+
+  // The words after the entry point of `text`'s first simple command, if
+  // it runs the launch's entry point.
+  bool eval_launch_args(const std::string& text, int line, const ShellScript& script,
+                        std::vector<ShellWord>& out) {
+    std::vector<Token> tokens;
+    try {
+      Lexer lexer(text, origin_, limits_, line);
+      tokens = lexer.run();
+    } catch (const InputError&) {
+      return false;  // bash would fail there too
+    }
+    std::vector<ShellWord> w;
+    for (const Token& t : tokens) {
+      if (t.separator) {
+        if (t.sep == '\n' && w.empty()) continue;
+        break;
+      }
+      if (!t.word.redirect.empty() || (w.empty() && !t.word.assign_name.empty())) continue;
+      for (Val& v : expand_word(t.word, true)) {
+        if (!v.launcher_only) w.push_back(std::move(static_cast<ShellWord&>(v)));
+      }
+      if (w.size() > limits_.max_words) fail(line, "a command is too long");
+    }
+    for (std::size_t j = 1; j < w.size(); ++j) {
+      if (w[j].known && w[j].text == script.launch.entry.text) {
+        out.assign(w.begin() + static_cast<std::ptrdiff_t>(j) + 1, w.end());
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // The flags of `args` as groups [begin, end): a --flag and the words up
+  // to the next one; a word kept for a launcher only is a group of its own.
+  template <class W>
+  static std::vector<std::pair<std::size_t, std::size_t>> flag_groups(const std::vector<W>& args) {
+    std::vector<std::pair<std::size_t, std::size_t>> out;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const bool starts = args[i].launcher_only || out.empty() ||
+                          args[out.back().first].launcher_only ||
+                          (args[i].known && args[i].text.rfind("--", 0) == 0);
+      if (starts) {
+        out.emplace_back(i, i + 1);
+      } else {
+        out.back().second = i + 1;
+      }
+    }
+    return out;
+  }
+
+  template <class W>
+  static std::string group_key(const std::vector<W>& args, std::pair<std::size_t, std::size_t> g) {
+    std::string key;
+    for (std::size_t i = g.first; i < g.second; ++i) {
+      key += (args[i].known ? args[i].text : "\x01" + args[i].source) + '\x02';
+    }
+    return key;
+  }
+
+  // `launch` (the words read) and `other` (the words another value gives,
+  // under `g`), flag by flag: a flag (with its values) only `other` has is
+  // added, kept for a launcher under `g`; one only `launch` has gets
+  // "! g".
+  template <class W>
+  void merge_launch(std::vector<W>& launch, const std::vector<W>& other, const std::string& g,
+                    int line) {
+    std::map<std::string, std::vector<std::size_t>> unmatched;  // key -> groups of `launch`
+    const auto groups = flag_groups(launch);
+    for (std::size_t k = groups.size(); k-- > 0;) {
+      if (!launch[groups[k].first].launcher_only) {
+        unmatched[group_key(launch, groups[k])].push_back(k);
+      }
+    }
+    std::vector<W> added;
+    for (const auto& og : flag_groups(other)) {
+      const auto it = unmatched.find(group_key(other, og));
+      if (it != unmatched.end() && !it->second.empty()) {
+        // In both: passed when either value is.
+        const std::size_t k = it->second.back();
+        it->second.pop_back();
+        const std::string both = and_guards(g, other[og.first].guard);
+        for (std::size_t i = groups[k].first; i < groups[k].second; ++i) {
+          launch[i].guard = or_guards(launch[i].guard, both);
+          charge(launch[i].guard.size(), line);
+        }
+        continue;
+      }
+      for (std::size_t i = og.first; i < og.second; ++i) {
+        W w = other[i];
+        w.launcher_only = true;
+        w.guard = and_guards(g, w.guard);
+        charge(w.guard.size(), line);
+        added.push_back(std::move(w));
+      }
+    }
+    for (const auto& [key, left] : unmatched) {
+      for (const std::size_t k : left) {
+        for (std::size_t i = groups[k].first; i < groups[k].second; ++i) {
+          launch[i].guard = and_guards(launch[i].guard, negated(g));
+          charge(launch[i].guard.size(), line);
+        }
+      }
+    }
+    if (launch.size() + added.size() > limits_.max_words) fail(line, "a command is too long");
+    launch.insert(launch.end(), std::make_move_iterator(added.begin()),
+                  std::make_move_iterator(added.end()));
   }
 
   // [ ... ], test ... and [[ ... ]] (words from `i`): their status, unknown
@@ -1880,7 +2024,7 @@ class Interpreter {
 
   static std::string and_guards(const std::string& a, const std::string& b) {
     if (a.empty()) return b;
-    if (b.empty()) return a;
+    if (b.empty() || a == b || a.starts_with(b + " && ") || a.ends_with(" && " + b)) return a;
     return a + " && " + b;
   }
 
@@ -1907,6 +2051,14 @@ class Interpreter {
     guard = and_guards(guard, negated(g));
     charge(guard.size(), line);
     return true;
+  }
+
+  // a || b (empty: always), without the obvious "c || ! c".
+  static std::string or_guards(const std::string& a, const std::string& b) {
+    if (a.empty() || b.empty()) return "";
+    if (a == b) return a;
+    if (negated(a) == b || negated(b) == a) return "";
+    return "{ " + grouped(a) + " || " + grouped(b) + "; }";
   }
 
   // ! condition, without a double negation.
@@ -2018,7 +2170,7 @@ class Interpreter {
 
   // f() with NAME's value replaced by `value` (and no alternatives).
   template <class F>
-  auto with_value(const std::string& name, const Val& value, F f) {
+  std::invoke_result_t<F> with_value(const std::string& name, const Val& value, F f) {
     const auto it = vars_.find(name);
     const bool had = it != vars_.end();
     std::vector<Val> saved;
@@ -2059,8 +2211,11 @@ class Interpreter {
       if (a == alternatives_.end() || !seen.insert(name).second) continue;
       const std::vector<Alt> alts = a->second;
       for (const Alt& alt : alts) {
+        // NAME's other value with the other variables' values read: under
+        // NAME's condition only (what differs from the value read is
+        // NAME's doing).
         Val x = with_value(name, alt.value, [&] { return expand_joined(parts, line, source); });
-        x.guard = and_guards(g, and_guards(alt.value.guard, x.guard));
+        x.guard = and_guards(g, alt.value.guard);
         x.launcher_only = true;
         charge({x}, line);
         out.push_back({std::move(x), {}});
@@ -2078,7 +2233,7 @@ class Interpreter {
     std::vector<Val> out = expand_word(w, true);
     if (swapping_ > 0 || alternatives_.empty()) return out;
     const std::vector<Part> parts = word_parts_with_assignment(w);
-    std::vector<Val> extra;
+    std::vector<std::pair<std::vector<Val>, std::string>> others;  // words, condition
     std::set<std::string> seen;
     for (const Part& p : parts) {
       const std::string name = scalar_name(p);
@@ -2086,30 +2241,28 @@ class Interpreter {
       if (a == alternatives_.end() || !seen.insert(name).second) continue;
       const std::vector<Alt> alts = a->second;
       for (const Alt& alt : alts) {
-        for (Val& f : with_value(name, alt.value, [&] { return expand_word(w, true); })) {
-          if (f.launcher_only) continue;
-          f.launcher_only = true;
-          f.guard = and_guards(alt.value.guard, f.guard);
-          extra.push_back(std::move(f));
-        }
+        std::vector<Val> fields = with_value(name, alt.value, [&] { return expand_word(w, true); });
+        std::erase_if(fields, [](const Val& f) { return f.launcher_only; });
+        charge(fields, w.line);
+        others.emplace_back(std::move(fields), alt.value.guard);
       }
     }
     if (seen.empty()) return out;
-    charge(extra, w.line);
     const bool single =
         parts.size() == 1 || (parts.size() == 2 && parts[0].kind == PartKind::kLiteral &&
                               parts[0].quoted && parts[0].text.empty());
     const auto is_flag = [](const Val& f) { return f.known && f.text.rfind("--", 0) == 0; };
     if (single && out.size() == 1 && !is_flag(out[0]) &&
-        std::none_of(extra.begin(), extra.end(), is_flag)) {
+        std::all_of(others.begin(), others.end(), [&](const auto& o) {
+          return std::none_of(o.first.begin(), o.first.end(), is_flag);
+        })) {
       out[0].varies = true;
       out[0].source = w.source;
       out[0].guard.clear();
       return out;
     }
-    if (out.size() + extra.size() > limits_.max_words) fail(w.line, "a command is too long");
-    out.insert(out.end(), std::make_move_iterator(extra.begin()),
-               std::make_move_iterator(extra.end()));
+    // Flags: what each other value adds or leaves out, under its condition.
+    for (const auto& [fields, g] : others) merge_launch(out, fields, g, w.line);
     return out;
   }
 

@@ -8,7 +8,8 @@
 #   - case on the model size (case $MODEL_SIZE in A3B) ...;; 30B) ...;; *) exit;; esac)
 #     and on the precision (case "${PR}" in fp16) ...;; bf16) ...;; esac);
 #   - ternary arithmetic: $(( ($TP > 1) ? 1 : 0 )), $(( (EP > 1) ? 1 : TP ));
-#   - a test of a variable nothing sets: if [ -z ${MP_VP} ] (Pai's virtual pipeline option);
+#   - tests of variables nothing sets: if [ -z ${MP_VP} ] (Pai's virtual pipeline option),
+#     if [ -z ${PRETRAIN_CHECKPOINT_PATH} ] (its --load option);
 #   - flags built in strings and arrays, the command in a string run with eval ${run_cmd}.
 set -e
 ENV=${1:-dsw}
@@ -86,6 +87,12 @@ else
     sp_options=""
 fi
 
+if [ -z ${PRETRAIN_CHECKPOINT_PATH} ]; then
+    load_options=""
+else
+    load_options="--load ${PRETRAIN_CHECKPOINT_PATH}"
+fi
+
 if [ -z ${MP_VP} ]; then
     vp_options=""
 else
@@ -134,7 +141,8 @@ megatron_options="  \
         --extra-vocab-size 293"
 
 run_cmd="torchrun $DISTRIBUTED_ARGS pretrain_qwen.py
- ${megatron_options} ${pr_options} ${sp_options} ${vp_options} ${ac_options} ${moe_options[@]}"
+ ${megatron_options} ${pr_options} ${sp_options} ${vp_options} ${load_options} ${ac_options} \
+ ${moe_options[@]}"
 
 echo ${run_cmd}
 eval ${run_cmd}

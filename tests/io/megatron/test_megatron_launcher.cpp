@@ -1549,7 +1549,7 @@ TEST(MegatronFamilies, PaiStyleScriptEvaluatesPlansAndLaunches) {
   EXPECT_EQ(d.find("--lr")->values[0].source, "$5");
   EXPECT_NE(std::find_if(d.notes.begin(), d.notes.end(),
                          [](const std::string& n) {
-                           return n.starts_with("the tests on line 18, 44, 71, 95 read a default");
+                           return n.starts_with("the tests on line 19, 45, 72, 102 read a default");
                          }),
             d.notes.end());
   // An unknown size: the case's *) branch, which sets no size, is the one
@@ -1571,6 +1571,19 @@ TEST(MegatronFamilies, PaiStyleScriptEvaluatesPlansAndLaunches) {
   // is the plan's), so only the plan's is written.
   EXPECT_EQ(r.launcher.find("--num-layers-per-virtual-pipeline-stage ${MP_VP}"), std::string::npos)
       << r.launcher;
+  // The --load option of the branch not taken (PRETRAIN_CHECKPOINT_PATH
+  // taken as unset) reaches the launcher through eval ${run_cmd}, under
+  // its test.
+  EXPECT_NE(r.launcher.find("if ! [ -z ${PRETRAIN_CHECKPOINT_PATH} ]; then\n"
+                            "    MEGATRON_ARGS+=(\n"
+                            "        --load ${PRETRAIN_CHECKPOINT_PATH}\n"),
+            std::string::npos)
+      << r.launcher;
+  const std::string plain = run_launcher(r.launcher, "", "");
+  if (plain.empty()) GTEST_SKIP() << "no bash";
+  EXPECT_EQ(flag_value(plain, "--load"), "(absent)") << plain;
+  const std::string loaded = run_launcher(r.launcher, "PRETRAIN_CHECKPOINT_PATH=/ck", "");
+  EXPECT_EQ(flag_value(loaded, "--load"), "/ck") << loaded;
 }
 
 }  // namespace

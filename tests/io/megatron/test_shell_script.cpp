@@ -913,13 +913,10 @@ TEST(ShellScript, PlainVariablesOfOtherBranchesReachTheLauncher) {
       "OPTS=\"--split 99,1,0 $D\"\n"
       "python a.py $OPTS --lr $LR\n";
   const ShellScript s = read_shell_script(text, "t.sh");
-  EXPECT_EQ(
-      guarded(s.launch.args),
-      (V{"--split if [ \"$MODE\" = mock ]", "99,1,0 if [ \"$MODE\" = mock ]",
-         "--mock-data if [ \"$MODE\" = mock ]", "--split if ! [ \"$MODE\" = mock ] (launcher)",
-         "99,1,0 if ! [ \"$MODE\" = mock ] (launcher)",
-         "--data-path if ! [ \"$MODE\" = mock ] (launcher)",
-         "<${DATA_PATH}> if ! [ \"$MODE\" = mock ] (launcher)", "--lr", "1e-4"}));
+  EXPECT_EQ(guarded(s.launch.args),
+            (V{"--split", "99,1,0", "--mock-data if [ \"$MODE\" = mock ]",
+               "--data-path if ! [ \"$MODE\" = mock ] (launcher)",
+               "<${DATA_PATH}> if ! [ \"$MODE\" = mock ] (launcher)", "--lr", "1e-4"}));
   const ShellWord& lr = s.launch.args.back();
   EXPECT_TRUE(lr.varies);
   EXPECT_EQ(lr.source, "$LR");
@@ -957,6 +954,17 @@ TEST(ShellScript, PlainVariablesOfOtherBranchesReachTheLauncher) {
   EXPECT_EQ(undecided.alternatives.at("X")[0].guard, "! [ \"$(cat f)\" = 1 ]");
   // Set another way afterwards (an array, unset, arithmetic): the
   // other values are gone.
+  // Through eval (Pai-Megatron-Patch's eval ${run_cmd}): the command each
+  // other value runs is compared flag by flag with the one read.
+  const ShellScript evaluated = read_shell_script(
+      "if [ -z \"$U\" ]; then o=\"--lr 1\"; else o=\"--lr 2 --x\"; fi\n"
+      "run_cmd=\"torchrun pretrain_gpt.py --a 1 ${o} --b\"\n"
+      "eval ${run_cmd}\n",
+      "t.sh");
+  EXPECT_EQ(guarded(evaluated.launch.args),
+            (V{"--a", "1", "--lr if [ -z \"$U\" ]", "1 if [ -z \"$U\" ]", "--b",
+               "--lr if ! [ -z \"$U\" ] (launcher)", "2 if ! [ -z \"$U\" ] (launcher)",
+               "--x if ! [ -z \"$U\" ] (launcher)"}));
   // A word expanded again with each other value assigns nothing again.
   const ShellScript once = read_shell_script(
       "N=0\nif [ -z \"$U\" ]; then X=--a; else X=--b; fi\n"
