@@ -737,8 +737,8 @@ class Interpreter {
     int branch = 0;              // kIf, kCase: which branch is read (counts them)
     bool outer = true;           // the statements around it run
     bool in_condition = false;   // reading the condition (if, elif, while)
-    bool taken = false;          // kIf: a branch whose condition is true ran
-    bool taken_assumed = false;  // kIf: ... true only with a variable assumed unset
+    bool taken = false;          // kIf, kCase: a branch whose condition is true ran
+    bool taken_assumed = false;  // ... true only with a variable assumed unset
     // kIf: the branch read now is not taken, but only because a variable
     // was assumed unset: its array appends are kept for the launcher.
     bool shadow = false;
@@ -1194,7 +1194,7 @@ class Interpreter {
   // one of the patterns" (enter_branch), so a known word reads only the
   // branch it selects, an unknown one reads every branch in order, and one
   // decided only by an assumption keeps the other branches' array words
-  // for a launcher, under [[ WORD == PATTERN || ... ]].
+  // and values for a launcher, under [[ WORD == PATTERN || ... ]].
 
   static bool is_case(const Word& w) {
     return w.assign_name.empty() && w.parts.size() == 1 && w.parts[0].kind == PartKind::kLiteral &&
