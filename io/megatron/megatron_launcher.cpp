@@ -87,9 +87,11 @@ std::string comment_safe(const std::string& s) { return escape_control_character
 
 // A word of the script as the launcher writes it: its value, or its source
 // where the value is known only at run time or is a default the
-// environment may replace (${VAR:-default} stays a default).
+// environment may replace (${VAR:-default} stays a default) or a variable
+// whose value depends on a branch (ShellWord::varies: the launcher defines
+// it as the script does).
 std::string word_text(const ShellWord& w) {
-  return w.known && !w.defaulted ? shell_quote(w.text) : w.source;
+  return w.known && !w.defaulted && !w.varies ? shell_quote(w.text) : w.source;
 }
 
 // Flags whose values hapmoe sets from the plan and the training settings.
@@ -658,7 +660,7 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
     for (const MegatronFlag& f : script->flags) {
       sources += f.guard + " ";
       for (const ShellWord& v : f.values) {
-        if (!v.known || v.defaulted) sources += v.source + " ";
+        if (!v.known || v.defaulted || v.varies) sources += v.source + " ";
       }
     }
     auto used = [&](const std::string& name) {
@@ -679,7 +681,25 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
       for (const auto& [name, value] : script->shell.variables) {
         if (kOwn.count(name) || done.count(name) || value.size() != 1 || !used(name)) continue;
         done.insert(name);
-        defs.push_back(name + "=" + word_text(value.front()));
+        const auto alts = script->shell.alternatives.find(name);
+        if (alts == script->shell.alternatives.end()) {
+          defs.push_back(name + "=" + word_text(value.front()));
+        } else {
+          // Set under conditions: each value under its own, as the script
+          // sets them.
+          std::string def;
+          std::vector<const ShellWord*> all = {&value.front()};
+          for (const ShellWord& a : alts->second) all.push_back(&a);
+          for (const ShellWord* v : all) {
+            const std::string set = name + "=" + word_text(*v);
+            def += (def.empty() ? "" : "\n") +
+                   (v->guard.empty() ? set : "if " + v->guard + "; then " + set + "; fi");
+            sources += v->guard + " ";
+            if (!v->known || v->defaulted) sources += v->source + " ";
+          }
+          defs.push_back(def);
+          continue;
+        }
         if (!value.front().known || value.front().defaulted) sources += value.front().source + " ";
       }
     }

@@ -668,6 +668,7 @@ MegatronScript parse_megatron_script(const std::string& text, const std::string&
       v.text = w.text.substr(eq + 1);
       v.source = shell_quote(v.text);
       v.defaulted = false;  // --flag=${X:-d}: the value is written as read
+      v.varies = false;
       f.values.push_back(v);
     } else {
       f.name = w.text;

@@ -14,6 +14,7 @@
 #include <deque>
 #include <optional>
 #include <set>
+#include <type_traits>
 #include <utility>
 
 #include "costmodel/errors.h"
@@ -113,7 +114,7 @@ struct Token {
   Word word;
   int line = 0;
   // A separator's kind: '\n', ';', '&', '|', '(', ')', or 'a' (&&),
-  // 'o' (||), 'c' (;;).
+  // 'o' (||), 'c' (;;), 'f' (;&), 'C' (;;&).
   char sep = 0;
 };
 
@@ -143,6 +144,13 @@ class Lexer {
         }
         if ((c == '&' || c == '|' || c == ';') && pos_ < s_.size() && s_[pos_] == c) {
           out.back().sep = c == '&' ? 'a' : c == '|' ? 'o' : 'c';
+          ++pos_;
+        }
+        // The ends of a case branch: ";&" falls through, ";;&" tests the
+        // next patterns.
+        if ((out.back().sep == ';' || out.back().sep == 'c') && pos_ < s_.size() &&
+            s_[pos_] == '&') {
+          out.back().sep = out.back().sep == ';' ? 'f' : 'C';
           ++pos_;
         }
       } else if (c == '<' || c == '>') {
@@ -587,6 +595,11 @@ struct Piece {
 // gives --lr, <$1>, --layers, 4).
 struct Val : ShellWord {
   std::vector<Piece> pieces;  // only when !known
+  // An array element added under a condition: the serial of the if / case
+  // frame and the branch that added it, so that NAME=(...) in another
+  // branch of it keeps it for a launcher (the branches exclude each other).
+  int frame = 0;
+  int branch = 0;
 };
 
 Val make_val(std::string text, std::string source, int line) {
@@ -682,6 +695,9 @@ class Interpreter {
     for (const auto& [name, words] : vars_) {
       script.variables[name].assign(words.begin(), words.end());
     }
+    for (const auto& [name, alts] : alternatives_) {
+      for (const Alt& a : alts) script.alternatives[name].push_back(a.value);
+    }
     script.exported = exported_;
     return script;
   }
@@ -717,10 +733,12 @@ class Interpreter {
   // case ... esac being read.
   struct Frame {
     enum Kind { kIf, kLoop, kCase } kind = kIf;
+    int serial = 0;              // of this frame among all frames read
+    int branch = 0;              // kIf, kCase: which branch is read (counts them)
     bool outer = true;           // the statements around it run
     bool in_condition = false;   // reading the condition (if, elif, while)
-    bool taken = false;          // kIf: a branch whose condition is true ran
-    bool taken_assumed = false;  // kIf: ... true only with a variable assumed unset
+    bool taken = false;          // kIf, kCase: a branch whose condition is true ran
+    bool taken_assumed = false;  // ... true only with a variable assumed unset
     // kIf: the branch read now is not taken, but only because a variable
     // was assumed unset: its array appends are kept for the launcher.
     bool shadow = false;
@@ -729,7 +747,18 @@ class Interpreter {
     int line = 0;                        // of the if / elif / loop
     std::string condition;               // kIf: the condition being read, as written
     std::string guard;                   // kIf: when the branch read now runs (bash), if undecided
-    std::vector<std::string> undecided;  // kIf: earlier conditions hapmoe could not decide
+    std::vector<std::string> undecided;  // kIf, kCase: earlier conditions hapmoe could not decide
+    // kCase: in_condition is "reading a pattern list". The word tested
+    // (as written, and its value), whether an assumption decided it, how
+    // the previous branch ended (0 for none, else the separator 'c' ;;,
+    // 'f' ;&, 'C' ;;&), and the frame as the branch being read found it
+    // (for ;;&, which tests the next patterns as if it had not run).
+    std::string word_source;
+    std::optional<std::string> word;  // nullopt: unknown
+    bool word_assumed = false;
+    char branch_end = 0;
+    bool entry_taken = false, entry_taken_assumed = false;
+    std::size_t entry_undecided = 0;
 
     std::string not_before() const {
       std::string out;
@@ -801,14 +830,29 @@ class Interpreter {
     const std::string g = guard();
     for (; i < words.size() && !words[i]->assign_name.empty(); ++i) {
       const Word& w = *words[i];
+      if (overrides_.count(w.assign_name)) continue;
+      if (!w.is_array) {
+        // NAME=value: a value a launcher keeps, under the condition.
+        // (NAME+=value is not kept.)
+        if (w.append) continue;
+        const std::string source = w.source.substr(w.source.find('=') + 1);
+        Val v = expand_joined(w.parts, w.line, source);
+        v.guard = and_guards(g, v.guard);
+        v.launcher_only = true;
+        add_alternatives(w.assign_name, std::move(v),
+                         joined_alternatives(w.parts, w.line, source, g), g, w.line);
+        continue;
+      }
       // NAME=(...) too: the launcher keeps both branches' words, each under
       // its condition, so appending is what it needs.
-      if (!w.is_array || overrides_.count(w.assign_name)) continue;
       std::vector<Val>& target = vars_[w.assign_name];
       for (const Word& e : w.elements) {
-        for (Val& v : expand_word(e, true)) {
+        for (Val& v : expand_command_word(e)) {
           v.guard = g;
+          charge(g.size(), w.line);
           v.launcher_only = true;
+          v.frame = frames_.back().serial;
+          v.branch = frames_.back().branch;
           target.push_back(std::move(v));
           if (target.size() > limits_.max_words) fail(w.line, "an array has too many elements");
         }
@@ -826,12 +870,13 @@ class Interpreter {
 
   // The condition (bash) under which what is read now runs, as far as
   // hapmoe could not decide it; empty when it surely runs.
-  std::string guard() const {
+  std::string guard() {
     std::string out;
     for (const Frame& f : frames_) {
       if (!f.guard.empty()) out += (out.empty() ? "" : " && ") + f.guard;
     }
     if (!chain_guard_.empty()) out += (out.empty() ? "" : " && ") + chain_guard_;
+    charge(out.size(), frames_.empty() ? 0 : frames_.back().line);
     return out;
   }
 
@@ -854,39 +899,11 @@ class Interpreter {
       status_ = Tri::kTrue;
     } else if (k == "then" && top && top->kind == Frame::kIf && top->in_condition) {
       top->in_condition = false;
-      if (!top->outer || (top->taken && !top->taken_assumed)) {
-        top->active = false;  // not reached, or an earlier branch surely ran
-        return;
-      }
-      // The branch runs if no earlier undecided condition held and (when
-      // undecided) its own does.
-      top->guard = top->not_before();
-      const bool assumed = assumed_count_ > top->assumed_mark;
-      const Tri status = top->taken ? Tri::kUnknown : status_;  // not evaluated after a take
-      if (status == Tri::kUnknown && !top->taken) add_line(unknown_conditions_, top->line);
-      if (status == Tri::kUnknown || assumed) {
-        const std::string own = grouped(top->condition);
-        top->guard += (top->guard.empty() ? "" : " && ") + own;
-        top->undecided.push_back(own);
-      }
-      if (top->taken) {
-        // After a branch taken on a variable assumed unset: kept for the
-        // launcher only.
-        top->active = false;
-        top->shadow = true;
-      } else {
-        top->active = status != Tri::kFalse;
-        top->shadow = status == Tri::kFalse && assumed;
-        if (status == Tri::kTrue) {
-          top->taken = true;
-          top->taken_assumed = assumed;
-        }
+      if (enter_branch(*top, status_, assumed_count_ > top->assumed_mark, top->condition)) {
+        add_line(unknown_conditions_, top->line);
       }
     } else if (k == "else" && top && top->kind == Frame::kIf) {
-      const bool dead = !top->outer || (top->taken && !top->taken_assumed);
-      top->active = !dead && !top->taken;
-      top->shadow = !dead && top->taken;
-      top->guard = top->not_before();
+      (void)enter_branch(*top, Tri::kTrue, false, "");
     } else if (k == "fi" && top && top->kind == Frame::kIf) {
       frames_.pop_back();
     } else if (k == "while" || k == "until") {
@@ -905,6 +922,46 @@ class Interpreter {
     }
   }
 
+  // Enters the next branch of an if (then, else) or a case in `f`: its
+  // condition has exit status `status`, decided only by an assumption (a
+  // variable taken as unset, a default) when `assumed`, and is written
+  // `own` in bash (empty: always true, as else and *)). The branch runs if
+  // no earlier branch surely ran, no earlier undecided condition held
+  // and, when undecided, its own holds (Frame::guard). A branch not taken
+  // only because of an assumption is a shadow: its array words are kept
+  // for a launcher. True if the condition was evaluated and is unknown.
+  bool enter_branch(Frame& f, Tri status, bool assumed, const std::string& own) {
+    ++f.branch;
+    f.shadow = false;
+    f.guard.clear();
+    if (!f.outer || (f.taken && !f.taken_assumed)) {
+      f.active = false;  // not reached, or an earlier branch surely ran
+      return false;
+    }
+    f.guard = f.not_before();
+    const bool unknown = !f.taken && status == Tri::kUnknown;
+    if (f.taken) status = Tri::kUnknown;  // not evaluated after a take
+    if ((status == Tri::kUnknown || assumed) && !own.empty()) {
+      const std::string g = grouped(own);
+      f.guard += (f.guard.empty() ? "" : " && ") + g;
+      f.undecided.push_back(g);
+    }
+    charge(f.guard.size(), f.line);
+    if (f.taken) {
+      // After a branch taken on an assumption: kept for the launcher only.
+      f.active = false;
+      f.shadow = true;
+      return unknown;
+    }
+    f.active = status != Tri::kFalse;
+    f.shadow = status == Tri::kFalse && assumed;
+    if (status == Tri::kTrue) {
+      f.taken = true;
+      f.taken_assumed = assumed;
+    }
+    return unknown;
+  }
+
   bool active() const { return frames_.empty() || frames_.back().active; }
 
   // A new if, loop or case frame, run if what surrounds it runs.
@@ -914,6 +971,7 @@ class Interpreter {
     f.outer = f.active = active();
     f.in_condition = in_condition;
     f.line = line;
+    f.serial = ++frame_serial_;
     frames_.push_back(std::move(f));
   }
 
@@ -929,11 +987,6 @@ class Interpreter {
     if (first == "for" || first == "select") {
       push_frame(Frame::kLoop, true, words[i]->line);
       add_line(loops_, words[i]->line);
-      return Tri::kTrue;
-    }
-    if (first == "case") {
-      push_frame(Frame::kCase, false, words[i]->line);
-      add_line(cases_, words[i]->line);
       return Tri::kTrue;
     }
     if (first == "function") return Tri::kTrue;
@@ -1003,7 +1056,10 @@ class Interpreter {
     if (cmd == "unset") {
       for (std::size_t j = i + 1; j < words.size(); ++j) {
         const std::string name = literal_of(*words[j]);
-        if (may_assign(name, words[j]->line)) vars_.erase(name);
+        if (may_assign(name, words[j]->line)) {
+          vars_.erase(name);
+          forget_alternatives(name);
+        }
       }
       return;
     }
@@ -1011,7 +1067,7 @@ class Interpreter {
     // and do not change the script's variables).
     std::vector<ShellWord> expanded;
     for (std::size_t j = i; j < words.size(); ++j) {
-      for (Val& w : expand_word(*words[j], true)) {
+      for (Val& w : expand_command_word(*words[j])) {
         expanded.push_back(std::move(static_cast<ShellWord&>(w)));
         if (expanded.size() > limits_.max_words) fail(words[i]->line, "a command is too long");
       }
@@ -1087,6 +1143,19 @@ class Interpreter {
     std::vector<const Word*> redirects;
     char before = '\n';  // the separator before the statement
     for (std::size_t i = 0; i <= tokens.size(); ++i) {
+      if (i < tokens.size() && stmt.empty() && in_case_patterns()) {
+        i = case_patterns(tokens, i);
+        before = '\n';
+        continue;
+      }
+      if (i < tokens.size() && !tokens[i].separator && tokens[i].word.redirect.empty() &&
+          is_case(tokens[i].word) &&
+          std::all_of(stmt.begin(), stmt.end(), [](const Word* w) { return is_keyword(*w); })) {
+        if (!stmt.empty()) statement(stmt, before, script);  // then, do, ... before it
+        stmt.clear();
+        i = case_header(tokens, i, before);
+        continue;
+      }
       if (i < tokens.size() && tokens[i].separator && in_double_bracket(stmt) &&
           std::string_view("ao()").find(tokens[i].sep) != std::string_view::npos) {
         const char k = tokens[i].sep;
@@ -1104,6 +1173,13 @@ class Interpreter {
         stmt.clear();
         redirects.clear();
         if (i < tokens.size()) before = tokens[i].sep;
+        if (i < tokens.size() && (before == 'c' || before == 'f' || before == 'C') &&
+            !frames_.empty() && frames_.back().kind == Frame::kCase &&
+            !frames_.back().in_condition) {
+          // The end of a case branch: patterns follow.
+          frames_.back().in_condition = true;
+          frames_.back().branch_end = before;
+        }
       } else if (!tokens[i].word.redirect.empty()) {
         redirects.push_back(&tokens[i].word);
       } else {
@@ -1112,25 +1188,371 @@ class Interpreter {
     }
   }
 
+  // -------------------------------------------------------------------------
+  // case WORD in PATTERN|PATTERN) ... ;; ... esac, evaluated as bash does:
+  // the branches are if / elif branches whose conditions are "WORD matches
+  // one of the patterns" (enter_branch), so a known word reads only the
+  // branch it selects, an unknown one reads every branch in order, and one
+  // decided only by an assumption keeps the other branches' array words
+  // and values for a launcher, under [[ WORD == PATTERN || ... ]].
+
+  static bool is_case(const Word& w) {
+    return w.assign_name.empty() && w.parts.size() == 1 && w.parts[0].kind == PartKind::kLiteral &&
+           !w.parts[0].quoted && w.parts[0].text == "case";
+  }
+
+  bool in_case_patterns() const {
+    return !frames_.empty() && frames_.back().kind == Frame::kCase && frames_.back().in_condition;
+  }
+
+  // `case WORD in` at tokens[i]: a new case frame, reading patterns next;
+  // returns the index of `in`. The word is expanded as a test's operand
+  // (a variable nothing sets is unset, a default is an assumption).
+  std::size_t case_header(const std::vector<Token>& tokens, std::size_t i, char before) {
+    const int line = tokens[i].line;
+    const auto is_word = [&](std::size_t k) {
+      return k < tokens.size() && !tokens[k].separator && tokens[k].word.redirect.empty();
+    };
+    if (!is_word(i + 1)) fail(line, "case without a word to test");
+    std::size_t in = i + 2;
+    while (in < tokens.size() && tokens[in].separator && tokens[in].sep == '\n') ++in;
+    if (!is_word(in) || literal_of(tokens[in].word) != "in") {
+      fail(line, "case " + tokens[i + 1].word.source + " without 'in'");
+    }
+    push_frame(Frame::kCase, true, line);
+    Frame& f = frames_.back();
+    // After && / || whose status decides, the case does not run.
+    if (((before == 'a' && status_ == Tri::kFalse) || (before == 'o' && status_ == Tri::kTrue))) {
+      f.outer = f.active = false;
+    }
+    const Word& w = tokens[i + 1].word;
+    f.word_source = w.source;
+    if (!f.outer) return in;
+    const std::size_t mark = assumed_count_;
+    testing_ = true;
+    Val v;
+    try {
+      v = expand_joined(word_parts_with_assignment(w), w.line, w.source);
+    } catch (...) {
+      testing_ = false;
+      throw;
+    }
+    testing_ = false;
+    if (v.known) f.word = v.text;
+    if (v.defaulted) add_line(defaulted_tests_, line);
+    f.word_assumed = assumed_count_ > mark || v.defaulted;
+    status_ = Tri::kTrue;  // bash: 0 when no pattern matches
+    return in;
+  }
+
+  // A case's pattern list from tokens[i] (or its esac): `(`? PATTERN
+  // (`|` PATTERN)* `)`, then the branch is entered; returns the index of
+  // the last token read.
+  std::size_t case_patterns(const std::vector<Token>& tokens, std::size_t i) {
+    const int line = frames_.back().line;
+    std::vector<const Word*> patterns;
+    bool open = false;
+    bool want = true;  // a pattern is expected next
+    for (; i < tokens.size(); ++i) {
+      const Token& t = tokens[i];
+      if (t.separator) {
+        if (t.sep == '\n' && patterns.empty() && !open) continue;
+        if (t.sep == '(' && patterns.empty() && !open) {
+          open = true;
+        } else if (t.sep == '|' && !want) {
+          want = true;
+        } else if (t.sep == ')' && !want) {
+          case_branch(patterns);
+          return i;
+        } else {
+          fail(t.line, "the case on line " + std::to_string(line) +
+                           ": a pattern and ')' expected, not '" + separator_text(t.sep) + "'");
+        }
+        continue;
+      }
+      if (!t.word.redirect.empty() || !want) {
+        fail(t.line, "the case on line " + std::to_string(line) +
+                         ": '|' or ')' expected after a pattern, not " +
+                         (t.word.redirect.empty() ? t.word.source : t.word.redirect));
+      }
+      if (patterns.empty() && !open && literal_of(t.word) == "esac") {
+        frames_.pop_back();
+        return i;
+      }
+      if (patterns.size() >= limits_.max_words) fail(t.line, "a case has too many patterns");
+      patterns.push_back(&t.word);
+      want = false;
+    }
+    return i;
+  }
+
+  static std::string separator_text(char sep) {
+    switch (sep) {
+      case '\n':
+        return "a new line";
+      case 'a':
+        return "&&";
+      case 'o':
+        return "||";
+      case 'c':
+        return ";;";
+      case 'f':
+        return ";&";
+      case 'C':
+        return ";;&";
+      default:
+        return std::string(1, sep);
+    }
+  }
+
+  // Enters the branch of the case on top whose patterns are `patterns`.
+  void case_branch(const std::vector<const Word*>& patterns) {
+    Frame& f = frames_.back();
+    f.in_condition = false;
+    const char end = f.branch_end;
+    if (end == 'C') {
+      // ;;& : the next patterns are tested as if the branch had not run
+      // (so its values are not exclusive with theirs: a new serial).
+      f.serial = ++frame_serial_;
+      f.taken = f.entry_taken;
+      f.taken_assumed = f.entry_taken_assumed;
+      f.undecided.resize(f.entry_undecided);
+    }
+    const bool prev_active = f.active, prev_shadow = f.shadow;
+    const std::string prev_guard = f.guard;
+    f.entry_taken = f.taken;
+    f.entry_taken_assumed = f.taken_assumed;
+    f.entry_undecided = f.undecided.size();
+    if (end == 'f' && f.outer && prev_active && prev_guard.empty()) return;  // ;& after a run
+    // The condition: does the word match one of the patterns?
+    Tri status = Tri::kFalse;
+    bool assumed = f.word_assumed;
+    std::string own;
+    bool always = false;
+    if (f.outer) {
+      const std::size_t mark = assumed_count_;
+      for (const Word* p : patterns) {
+        const std::optional<std::string> glob = case_pattern(*p);
+        if (glob && *glob == "*") always = true;
+        Tri m = Tri::kUnknown;
+        if (glob && f.word) m = tri(fnmatch(glob->c_str(), f.word->c_str(), 0) == 0);
+        status = tri_or(status, m);
+        own += (own.empty() ? "[[ " : " || ") + f.word_source + " == " + p->source;
+      }
+      own += " ]]";
+      assumed = assumed || assumed_count_ > mark;
+    }
+    if (always) {
+      status = Tri::kTrue;  // * matches whatever the word is
+      assumed = false;
+      own.clear();
+    }
+    const int prev_branch = f.branch;
+    if (enter_branch(f, status, assumed, own)) add_line(cases_, f.line);
+    if (end != 'f' || !(prev_active || prev_shadow)) return;
+    // ;& after a branch that may run: this one runs when that one did too
+    // (what that one set, this one replaces: the same branch).
+    f.branch = prev_branch;
+    if (f.active && f.guard.empty()) return;
+    if (!f.active && !f.shadow) {
+      f.active = prev_active;
+      f.shadow = prev_shadow;
+      f.guard = prev_guard;
+      return;
+    }
+    f.guard = "{ " + grouped(prev_guard) + " || " + grouped(f.guard) + "; }";
+    charge(f.guard.size(), f.line);
+    f.active = f.active || prev_active;
+    f.shadow = !f.active;
+  }
+
+  // A case pattern as an fnmatch pattern (its quoted parts literal), or
+  // nullopt if it is not known.
+  std::optional<std::string> case_pattern(const Word& p) {
+    std::string glob;
+    testing_ = true;
+    struct Reset {
+      bool& flag;
+      ~Reset() { flag = false; }
+    } reset{testing_};
+    for (const Part& part : word_parts_with_assignment(p)) {
+      for (const Val& v : expand_part(part, p.line, 1)) {
+        if (!v.known) return std::nullopt;
+        for (char c : v.text) {
+          if (part.quoted && std::string_view("\\*?[]").find(c) != std::string_view::npos) {
+            glob += '\\';
+          }
+          glob += c;
+        }
+        check_size(glob, p.line);
+      }
+    }
+    return glob;
+  }
+
   // eval WORDS: the words expanded, joined by blanks and read again as
   // commands, as bash does (run_cmd="torchrun ..."; eval ${run_cmd}). An
   // unknown word is read again from its source, so it stays unknown.
   void eval(const std::vector<const Word*>& words, std::size_t from, ShellScript& script) {
     const int line = words[from - 1]->line;
+    const std::string text = eval_text(words, from, line);
+    if (eval_depth_ >= limits_.max_nesting) fail(line, "eval is nested too deeply");
+    Lexer lexer(text, origin_, limits_, line);
+    const std::vector<Token> tokens = lexer.run();
+    const bool had_command = script.has_command;
+    ++eval_depth_;
+    run_tokens(tokens, script);
+    --eval_depth_;
+    if (!had_command && script.has_command) eval_alternatives(words, from, line, script);
+  }
+
+  std::string eval_text(const std::vector<const Word*>& words, std::size_t from, int line) {
     std::string text;
     for (std::size_t j = from; j < words.size(); ++j) {
       for (const Val& w : expand_word(*words[j], true)) {
+        if (w.launcher_only) continue;  // not what the script runs with the reading's values
         if (!text.empty()) text += ' ';
         text += w.known ? w.text : w.source;
         check_size(text, line);
       }
     }
-    if (eval_depth_ >= limits_.max_nesting) fail(line, "eval is nested too deeply");
-    Lexer lexer(text, origin_, limits_, line);
-    const std::vector<Token> tokens = lexer.run();
-    ++eval_depth_;
-    run_tokens(tokens, script);
-    --eval_depth_;
+    return text;
+  }
+
+  // After `eval WORDS` ran the launch command: the command each other value
+  // of a variable WORDS read would run (Pai-Megatron-Patch's
+  // eval ${run_cmd}, run_cmd built from options set in branches), compared
+  // flag by flag with the launch read. A flag (with its values) only the
+  // other value passes is kept for a launcher under its condition; one it
+  // does not pass carries "! its condition". Only a simple command with the
+  // same entry point is compared.
+  void eval_alternatives(const std::vector<const Word*>& words, std::size_t from, int line,
+                         ShellScript& script) {
+    if (alternatives_.empty() || swapping_ > 0) return;
+    std::set<std::string> seen;
+    for (std::size_t j = from; j < words.size(); ++j) {
+      for (const Part& p : word_parts_with_assignment(*words[j])) {
+        const std::string name = scalar_name(p);
+        const auto a = name.empty() ? alternatives_.end() : alternatives_.find(name);
+        if (a == alternatives_.end() || !seen.insert(name).second) continue;
+        const std::vector<Alt> alts = a->second;
+        for (const Alt& alt : alts) {
+          std::vector<ShellWord> args;
+          const bool same = with_value(name, alt.value, [&] {
+            return eval_launch_args(eval_text(words, from, line), line, script, args);
+          });
+          if (same) merge_launch(script.launch.args, args, alt.value.guard, line);
+        }
+      }
+    }
+  }
+
+  // The words after the entry point of `text`'s first simple command, if
+  // it runs the launch's entry point.
+  bool eval_launch_args(const std::string& text, int line, const ShellScript& script,
+                        std::vector<ShellWord>& out) {
+    std::vector<Token> tokens;
+    try {
+      Lexer lexer(text, origin_, limits_, line);
+      tokens = lexer.run();
+    } catch (const InputError&) {
+      return false;  // bash would fail there too
+    }
+    std::vector<ShellWord> w;
+    for (const Token& t : tokens) {
+      if (t.separator) {
+        if (t.sep == '\n' && w.empty()) continue;
+        break;
+      }
+      if (!t.word.redirect.empty() || (w.empty() && !t.word.assign_name.empty())) continue;
+      for (Val& v : expand_word(t.word, true)) {
+        if (!v.launcher_only) w.push_back(std::move(static_cast<ShellWord&>(v)));
+      }
+      if (w.size() > limits_.max_words) fail(line, "a command is too long");
+    }
+    for (std::size_t j = 1; j < w.size(); ++j) {
+      if (w[j].known && w[j].text == script.launch.entry.text) {
+        out.assign(w.begin() + static_cast<std::ptrdiff_t>(j) + 1, w.end());
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // The flags of `args` as groups [begin, end): a --flag and the words up
+  // to the next one; a word kept for a launcher only is a group of its own.
+  template <class W>
+  static std::vector<std::pair<std::size_t, std::size_t>> flag_groups(const std::vector<W>& args) {
+    std::vector<std::pair<std::size_t, std::size_t>> out;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const bool starts = args[i].launcher_only || out.empty() ||
+                          args[out.back().first].launcher_only ||
+                          (args[i].known && args[i].text.rfind("--", 0) == 0);
+      if (starts) {
+        out.emplace_back(i, i + 1);
+      } else {
+        out.back().second = i + 1;
+      }
+    }
+    return out;
+  }
+
+  template <class W>
+  static std::string group_key(const std::vector<W>& args, std::pair<std::size_t, std::size_t> g) {
+    std::string key;
+    for (std::size_t i = g.first; i < g.second; ++i) {
+      key += (args[i].known ? args[i].text : "\x01" + args[i].source) + '\x02';
+    }
+    return key;
+  }
+
+  // `launch` (the words read) and `other` (the words another value gives,
+  // under `g`), flag by flag: a flag (with its values) only `other` has is
+  // added, kept for a launcher under `g`; one only `launch` has gets
+  // "! g".
+  template <class W>
+  void merge_launch(std::vector<W>& launch, const std::vector<W>& other, const std::string& g,
+                    int line) {
+    std::map<std::string, std::vector<std::size_t>> unmatched;  // key -> groups of `launch`
+    const auto groups = flag_groups(launch);
+    for (std::size_t k = groups.size(); k-- > 0;) {
+      if (!launch[groups[k].first].launcher_only) {
+        unmatched[group_key(launch, groups[k])].push_back(k);
+      }
+    }
+    std::vector<W> added;
+    for (const auto& og : flag_groups(other)) {
+      const auto it = unmatched.find(group_key(other, og));
+      if (it != unmatched.end() && !it->second.empty()) {
+        // In both: passed when either value is.
+        const std::size_t k = it->second.back();
+        it->second.pop_back();
+        const std::string both = and_guards(g, other[og.first].guard);
+        for (std::size_t i = groups[k].first; i < groups[k].second; ++i) {
+          launch[i].guard = or_guards(launch[i].guard, both);
+          charge(launch[i].guard.size(), line);
+        }
+        continue;
+      }
+      for (std::size_t i = og.first; i < og.second; ++i) {
+        W w = other[i];
+        w.launcher_only = true;
+        w.guard = and_guards(g, w.guard);
+        charge(w.guard.size(), line);
+        added.push_back(std::move(w));
+      }
+    }
+    for (const auto& [key, left] : unmatched) {
+      for (const std::size_t k : left) {
+        for (std::size_t i = groups[k].first; i < groups[k].second; ++i) {
+          launch[i].guard = and_guards(launch[i].guard, negated(g));
+          charge(launch[i].guard.size(), line);
+        }
+      }
+    }
+    if (launch.size() + added.size() > limits_.max_words) fail(line, "a command is too long");
+    launch.insert(launch.end(), std::make_move_iterator(added.begin()),
+                  std::make_move_iterator(added.end()));
   }
 
   // [ ... ], test ... and [[ ... ]] (words from `i`): their status, unknown
@@ -1379,8 +1801,12 @@ class Interpreter {
                              "are not repeated");
     }
     if (!cases_.empty()) {
-      script.notes.push_back("case statements (line " + lines(cases_) +
-                             ") are not evaluated: every branch is read, in order");
+      script.notes.push_back(
+          std::string(cases_.size() > 1 ? "the case statements" : "the case statement") +
+          " on line " + lines(cases_) + (cases_.size() > 1 ? " test" : " tests") +
+          " a word unknown before the script runs (--megatron-env or "
+          "--megatron-script-args may give it): each branch is read, in order, so flags set in "
+          "any of them are kept");
     }
   }
 
@@ -1389,7 +1815,13 @@ class Interpreter {
     return slash == std::string::npos ? s : s.substr(slash + 1);
   }
 
-  void launch_candidate(const std::vector<ShellWord>& w, ShellScript& script) {
+  void launch_candidate(const std::vector<ShellWord>& all, ShellScript& script) {
+    // Words a launcher keeps from other branches are not what runs.
+    std::vector<ShellWord> w;
+    for (const ShellWord& x : all) {
+      if (!x.launcher_only || !w.empty()) w.push_back(x);
+    }
+    if (w.empty()) return;
     const ShellWord& first = w.front();
     if (first.known) {
       static const std::set<std::string> kLaunchers = {"torchrun",  "srun", "mpirun",  "mpiexec",
@@ -1400,7 +1832,7 @@ class Interpreter {
     }
     std::size_t entry = 0;
     for (std::size_t j = 1; j < w.size(); ++j) {
-      if (w[j].known && w[j].text.size() > 3 &&
+      if (w[j].known && !w[j].launcher_only && w[j].text.size() > 3 &&
           w[j].text.compare(w[j].text.size() - 3, 3, ".py") == 0) {
         entry = j;
         break;
@@ -1415,6 +1847,7 @@ class Interpreter {
     }
     script.has_command = true;
     script.launch.prefix.assign(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(entry));
+    std::erase_if(script.launch.prefix, [](const ShellWord& x) { return x.launcher_only; });
     script.launch.entry = w[entry];
     script.launch.args.assign(w.begin() + static_cast<std::ptrdiff_t>(entry) + 1, w.end());
     script.launch.line = first.line;
@@ -1499,19 +1932,36 @@ class Interpreter {
       // place: NAME+=(x) repeated stays linear.
       std::vector<Val> elements;
       const std::string g = guard();
+      const Frame* in = frames_.empty() || g.empty() ? nullptr : &frames_.back();
       for (const Word& e : w.elements) {
-        for (Val& sw : expand_word(e, true)) {
+        for (Val& sw : expand_command_word(e)) {
           if (!g.empty()) sw.guard = sw.guard.empty() ? g : g + " && " + sw.guard;
+          if (in != nullptr) {
+            sw.frame = in->serial;
+            sw.branch = in->branch;
+          }
+          charge(sw.guard.size(), w.line);
           elements.push_back(std::move(sw));
           if (elements.size() > limits_.max_words) fail(w.line, "an array has too many elements");
         }
       }
+      forget_alternatives(w.assign_name);  // an array now
       const std::vector<Val>* old = w.append ? stored(w.assign_name, w.line) : nullptr;
       if (old != nullptr && old->size() + elements.size() > limits_.max_words) {
         fail(w.line, "an array has too many elements");
       }
       if (old == nullptr) {
-        vars_[w.assign_name] = std::move(elements);
+        std::vector<Val>& target = vars_[w.assign_name];
+        // The words another branch of this if / case added (each under its
+        // own condition) stay for a launcher: the branches exclude each
+        // other, so NAME=(...) here replaces only what the reading uses.
+        std::erase_if(target, [&](const Val& e) {
+          return in == nullptr || e.frame != in->serial ||
+                 (e.branch == in->branch && !e.launcher_only);
+        });
+        for (Val& e : target) e.launcher_only = true;
+        target.insert(target.end(), std::make_move_iterator(elements.begin()),
+                      std::make_move_iterator(elements.end()));
       } else {
         std::vector<Val>& target = vars_[w.assign_name];
         if (&target != old) target = *old;  // NAME+=() of a --megatron-env value
@@ -1519,31 +1969,301 @@ class Interpreter {
                       std::make_move_iterator(elements.end()));
       }
     } else {
-      script_->assignments[w.assign_name] = {w.source.substr(w.source.find('=') + 1), w.line};
-      Val v = expand_joined(w.parts, w.line, w.source.substr(w.source.find('=') + 1));
+      const std::string source = w.source.substr(w.source.find('=') + 1);
+      script_->assignments[w.assign_name] = {source, w.line};
+      const std::string g = guard();
+      Val v = expand_joined(w.parts, w.line, source);
       const auto it = vars_.find(w.assign_name);
-      // A value set only under an undecided condition carries it (a value
-      // that replaces or extends another cannot be told apart from it).
-      if (it == vars_.end() && !env_.count(w.assign_name)) v.guard = guard();
       if (w.append && it != vars_.end() && !it->second.empty()) {
-        Val& old = it->second.front();
-        if (!old.known || !v.known) {
-          std::vector<Piece> pieces;
-          append_pieces(pieces, old);
-          append_pieces(pieces, v);
-          check_size(pieces, w.line);
-          old.pieces = std::move(pieces);
+        // NAME+=value extends the value, and every value a launcher keeps
+        // (also under a condition: an approximation).
+        append_to(it->second.front(), v, w.line);
+        if (const auto a = alternatives_.find(w.assign_name); a != alternatives_.end()) {
+          for (Alt& alt : a->second) append_to(alt.value, v, w.line);
         }
-        old.known = old.known && v.known;
-        old.text += v.text;
-        old.source += v.source;
-        check_size(old.text, w.line);
       } else {
-        std::vector<Val>& target = vars_[w.assign_name];
-        target.clear();
-        target.push_back(std::move(v));
+        // A value set under an undecided condition carries it.
+        v.guard = and_guards(g, v.guard);
+        set_value(w.assign_name, std::move(v), joined_alternatives(w.parts, w.line, source, g), g,
+                  w.line);
       }
     }
+  }
+
+  void append_to(Val& old, const Val& v, int line) const {
+    if (!old.known || !v.known) {
+      std::vector<Piece> pieces;
+      append_pieces(pieces, old);
+      append_pieces(pieces, v);
+      check_size(pieces, line);
+      old.pieces = std::move(pieces);
+    }
+    old.known = old.known && v.known;
+    old.text += v.text;
+    old.source += v.source;
+    check_size(old.text, line);
+  }
+
+  // -------------------------------------------------------------------------
+  // Values a launcher keeps. A scalar assigned in a branch hapmoe did not
+  // decide, or decided only by an assumption, has one value the reading
+  // uses (vars_) and others a launcher writes (alternatives_), each under
+  // the condition (bash) that sets it. Where a value is assigned is a path:
+  // the frames with a condition around it and their branches. A new value
+  // under condition g replaces the earlier ones it surely overwrites (same
+  // branch, or g empty), leaves those of another branch of a frame around
+  // both as they are (the branches exclude each other), and keeps the rest
+  // under "! g".
+
+  using Path = std::vector<std::pair<int, int>>;  // (Frame::serial, Frame::branch)
+  struct Alt {
+    Val value;  // launcher_only, its guard the condition
+    Path path;
+  };
+  static constexpr std::size_t kMaxAlternatives = 16;
+
+  static std::string and_guards(const std::string& a, const std::string& b) {
+    if (a.empty()) return b;
+    if (b.empty() || a == b || a.starts_with(b + " && ") || a.ends_with(" && " + b)) return a;
+    return a + " && " + b;
+  }
+
+  Path path_now(int line) {
+    Path p;
+    for (const Frame& f : frames_) {
+      if (!f.guard.empty()) p.emplace_back(f.serial, f.branch);
+    }
+    charge(p.size() * sizeof(p[0]), line);
+    return p;
+  }
+
+  // Whether a value assigned at `old` is still there after one assigned
+  // at `p` under `g`; if so, `guard` is its condition then.
+  bool survives(const Path& old, std::string& guard, const std::string& g, const Path& p,
+                int line) {
+    if (g.empty()) return false;
+    if (p.size() <= old.size() && std::equal(p.begin(), p.end(), old.begin())) return false;
+    for (const auto& [serial, branch] : p) {
+      for (const auto& [old_serial, old_branch] : old) {
+        if (serial == old_serial && branch != old_branch) return true;  // exclusive
+      }
+    }
+    guard = and_guards(guard, negated(g));
+    charge(guard.size(), line);
+    return true;
+  }
+
+  // a || b (empty: always), without the obvious "c || ! c".
+  static std::string or_guards(const std::string& a, const std::string& b) {
+    if (a.empty() || b.empty()) return "";
+    if (a == b) return a;
+    if (negated(a) == b || negated(b) == a) return "";
+    return "{ " + grouped(a) + " || " + grouped(b) + "; }";
+  }
+
+  // ! condition, without a double negation.
+  static std::string negated(const std::string& condition) {
+    if (condition.starts_with("! ") && grouped(condition.substr(2)) == condition.substr(2)) {
+      return condition.substr(2);
+    }
+    return "! " + grouped(condition);
+  }
+
+  // NAME = v (the reading's value) under `g`, with `alts` (the values of
+  // other branches its expansion reads, for a launcher).
+  void set_value(const std::string& name, Val v, std::vector<Alt> alts, const std::string& g,
+                 int line) {
+    std::vector<Val>& target = vars_[name];
+    const auto a = alternatives_.find(name);
+    if (g.empty() && alts.empty()) {  // surely runs: no other value is left
+      if (a != alternatives_.end()) alternatives_.erase(a);
+      primary_path_.erase(name);
+      target.clear();
+      target.push_back(std::move(v));
+      return;
+    }
+    const Path p = path_now(line);
+    std::vector<Alt> kept;
+    if (a != alternatives_.end()) {
+      for (Alt& old : a->second) {
+        if (survives(old.path, old.value.guard, g, p, line)) kept.push_back(std::move(old));
+      }
+    }
+    if (!target.empty()) {
+      Alt old{std::move(target.front()), primary_path_[name]};
+      if (survives(old.path, old.value.guard, g, p, line)) {
+        old.value.launcher_only = true;
+        kept.push_back(std::move(old));
+      }
+    }
+    for (Alt& x : alts) {
+      x.path = p;
+      kept.push_back(std::move(x));
+    }
+    target.clear();
+    target.push_back(std::move(v));
+    primary_path_[name] = p;
+    store_alternatives(name, std::move(kept), line);
+  }
+
+  // A value of NAME a launcher keeps, set in a branch not taken only by an
+  // assumption (under `g`), with `alts` as set_value.
+  void add_alternatives(const std::string& name, Val v, std::vector<Alt> alts, const std::string& g,
+                        int line) {
+    const Path p = path_now(line);
+    std::vector<Alt> kept;
+    if (const auto a = alternatives_.find(name); a != alternatives_.end()) {
+      for (Alt& old : a->second) {
+        if (survives(old.path, old.value.guard, g, p, line)) kept.push_back(std::move(old));
+      }
+    }
+    // The reading's value stays; it holds only when this one is not set.
+    if (const auto it = vars_.find(name); it != vars_.end() && it->second.size() == 1) {
+      Path& old = primary_path_[name];
+      (void)survives(old, it->second.front().guard, g, p, line);
+    }
+    kept.push_back({std::move(v), p});
+    for (Alt& x : alts) {
+      x.path = p;
+      kept.push_back(std::move(x));
+    }
+    store_alternatives(name, std::move(kept), line);
+  }
+
+  // NAME was set another way (unset, an array, arithmetic, ${NAME:=d}):
+  // its other values are no longer known to the launcher. (Under a
+  // condition this drops them: the launcher then writes the value read, as
+  // it did before values of other branches were kept.)
+  void forget_alternatives(const std::string& name) {
+    if (swapping_ > 0) return;  // expanding with one of them
+    alternatives_.erase(name);
+    primary_path_.erase(name);
+  }
+
+  void store_alternatives(const std::string& name, std::vector<Alt> kept, int line) {
+    if (kept.empty()) {
+      alternatives_.erase(name);
+      return;
+    }
+    if (kept.size() > kMaxAlternatives) {
+      if (alternatives_noted_.insert(name).second) {
+        script_->notes.push_back("line " + std::to_string(line) + ": " + name + " has more than " +
+                                 std::to_string(kMaxAlternatives) +
+                                 " values under conditions hapmoe does not decide; a launcher "
+                                 "keeps the last " +
+                                 std::to_string(kMaxAlternatives));
+      }
+      kept.erase(kept.begin(), kept.end() - static_cast<long>(kMaxAlternatives));
+    }
+    alternatives_[name] = std::move(kept);
+  }
+
+  // The variable a ${...} or $NAME part reads, if it is a scalar (not an
+  // array element, a length or a special parameter); else "".
+  static std::string scalar_name(const Part& p) {
+    if (p.kind != PartKind::kParam || p.text.empty() || !is_name_start(p.text[0])) return "";
+    std::size_t i = 0;
+    while (i < p.text.size() && is_name_char(p.text[i])) ++i;
+    if (i < p.text.size() && p.text[i] == '[') return "";
+    return p.text.substr(0, i);
+  }
+
+  // f() with NAME's value replaced by `value` (and no alternatives).
+  template <class F>
+  std::invoke_result_t<F> with_value(const std::string& name, const Val& value, F f) {
+    const auto it = vars_.find(name);
+    const bool had = it != vars_.end();
+    std::vector<Val> saved;
+    if (had) saved = std::move(it->second);
+    Val v = value;
+    v.launcher_only = false;
+    v.guard.clear();
+    vars_[name] = {std::move(v)};
+    ++swapping_;
+    auto restore = [&]() {
+      --swapping_;
+      if (had) {
+        vars_[name] = std::move(saved);
+      } else {
+        vars_.erase(name);
+      }
+    };
+    try {
+      auto r = f();
+      restore();
+      return r;
+    } catch (...) {
+      restore();
+      throw;
+    }
+  }
+
+  // The values a launcher keeps for an assignment NAME=parts under `g`:
+  // the value again with each other value of each variable it reads.
+  std::vector<Alt> joined_alternatives(const std::vector<Part>& parts, int line,
+                                       const std::string& source, const std::string& g) {
+    std::vector<Alt> out;
+    if (swapping_ > 0 || alternatives_.empty()) return out;
+    std::set<std::string> seen;
+    for (const Part& p : parts) {
+      const std::string name = scalar_name(p);
+      const auto a = name.empty() ? alternatives_.end() : alternatives_.find(name);
+      if (a == alternatives_.end() || !seen.insert(name).second) continue;
+      const std::vector<Alt> alts = a->second;
+      for (const Alt& alt : alts) {
+        // NAME's other value with the other variables' values read: under
+        // NAME's condition only (what differs from the value read is
+        // NAME's doing).
+        Val x = with_value(name, alt.value, [&] { return expand_joined(parts, line, source); });
+        x.guard = and_guards(g, alt.value.guard);
+        x.launcher_only = true;
+        charge({x}, line);
+        out.push_back({std::move(x), {}});
+      }
+    }
+    return out;
+  }
+
+  // A word of a command or an array element: expand_word, and the words a
+  // launcher keeps from the other values of the variables it reads. A
+  // word that is one variable, a value rather than flags in all of them,
+  // stays one word that `varies`: a launcher writes the variable and
+  // defines it as the script does.
+  std::vector<Val> expand_command_word(const Word& w) {
+    std::vector<Val> out = expand_word(w, true);
+    if (swapping_ > 0 || alternatives_.empty()) return out;
+    const std::vector<Part> parts = word_parts_with_assignment(w);
+    std::vector<std::pair<std::vector<Val>, std::string>> others;  // words, condition
+    std::set<std::string> seen;
+    for (const Part& p : parts) {
+      const std::string name = scalar_name(p);
+      const auto a = name.empty() ? alternatives_.end() : alternatives_.find(name);
+      if (a == alternatives_.end() || !seen.insert(name).second) continue;
+      const std::vector<Alt> alts = a->second;
+      for (const Alt& alt : alts) {
+        std::vector<Val> fields = with_value(name, alt.value, [&] { return expand_word(w, true); });
+        std::erase_if(fields, [](const Val& f) { return f.launcher_only; });
+        charge(fields, w.line);
+        others.emplace_back(std::move(fields), alt.value.guard);
+      }
+    }
+    if (seen.empty()) return out;
+    const bool single =
+        parts.size() == 1 || (parts.size() == 2 && parts[0].kind == PartKind::kLiteral &&
+                              parts[0].quoted && parts[0].text.empty());
+    const auto is_flag = [](const Val& f) { return f.known && f.text.rfind("--", 0) == 0; };
+    if (single && out.size() == 1 && !is_flag(out[0]) &&
+        std::all_of(others.begin(), others.end(), [&](const auto& o) {
+          return std::none_of(o.first.begin(), o.first.end(), is_flag);
+        })) {
+      out[0].varies = true;
+      out[0].source = w.source;
+      out[0].guard.clear();
+      return out;
+    }
+    // Flags: what each other value adds or leaves out, under its condition.
+    for (const auto& [fields, g] : others) merge_launch(out, fields, g, w.line);
+    return out;
   }
 
   // The words of NAME (a scalar or an array), or null if it is unset;
@@ -1596,9 +2316,16 @@ class Interpreter {
   // Counts what expansions copy, so a script that copies a large value
   // many times fails in bounded time.
   void charge(const std::vector<Val>& words, int line) {
-    for (const Val& w : words) {
-      expanded_ += w.text.size() + pieces_size(w.pieces) + 1;
-    }
+    std::size_t n = 0;
+    for (const Val& w : words) n += w.text.size() + pieces_size(w.pieces) + w.guard.size() + 1;
+    charge(n, line);
+  }
+
+  // The same for `n` bytes of conditions (Frame::guard, ShellWord::guard),
+  // which grow with every undecided branch before them: a chain of
+  // thousands of undecided elif or case branches fails in bounded time.
+  void charge(std::size_t n, int line) {
+    expanded_ += n;
     if (expanded_ > limits_.max_expanded) {
       fail(line, "the script's expansions copy more than " + std::to_string(limits_.max_expanded) +
                      " bytes (runaway variable expansion?)");
@@ -1744,7 +2471,10 @@ class Interpreter {
       if (all == nullptr && (!special || !positional_)) {
         for (Val& x : out.words) x.defaulted = true;
       }
-      if (kind == '=' && !special && may_assign(name, line)) vars_[name] = out.words;
+      if (kind == '=' && !special && swapping_ == 0 && may_assign(name, line)) {
+        vars_[name] = out.words;
+        forget_alternatives(name);
+      }
       return out;
     }
     if (kind == '?') {
@@ -2069,7 +2799,10 @@ class Interpreter {
 
   // NAME = v (unknown: its value reads back as $((rhs))).
   void arith_store(Arith& a, const std::string& name, const Num& v, const std::string& rhs) {
-    if (a.skip > 0 || !may_assign(name, a.line)) return;
+    // Not again while a word is expanded with another value of a variable
+    // (expand_command_word): the script assigns once.
+    if (a.skip > 0 || swapping_ > 0 || !may_assign(name, a.line)) return;
+    forget_alternatives(name);
     if (!v.known || a.uncertain > 0) {
       Val u = unknown("$((" + rhs + "))", a.line);
       vars_[name] = {u};
@@ -2710,6 +3443,11 @@ class Interpreter {
   std::set<std::string> arith_noted_;
   int arith_notes_ = 0;
   int eval_depth_ = 0;
+  int frame_serial_ = 0;                                  // frames pushed so far
+  std::map<std::string, std::vector<Alt>> alternatives_;  // values a launcher keeps
+  std::map<std::string, Path> primary_path_;              // where vars_'s value was set
+  std::set<std::string> alternatives_noted_;
+  int swapping_ = 0;  // > 0: expanding with a value of alternatives_
 };
 
 }  // namespace

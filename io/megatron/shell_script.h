@@ -16,7 +16,10 @@
 // are evaluated where the tests they run ([ ], test, [[ ]], ((...))) are
 // known, and only the branch taken is read; an unknown condition reads
 // every branch in order (later assignments win), with a note naming its
-// line. Loop bodies are read once and every branch of `case` is read.
+// line. `case` is evaluated like an if / elif chain. A scalar variable set
+// in branches hapmoe did not decide (or decided by an assumption) keeps the
+// values of the others for a launcher (ShellScript::alternatives). Loop
+// bodies are read once.
 //
 // A value the script does not define (an environment variable, a positional
 // parameter, a command substitution) is *unknown*: the word keeps its source
@@ -56,6 +59,12 @@ struct ShellWord {
   // `guard`, so the branch still runs when the variable is set at run
   // time; not read as the script's settings.
   bool launcher_only = false;
+  // The word is a variable's value (`source` is the variable as written,
+  // e.g. $LR) and the variable has other values under conditions hapmoe
+  // did not decide or decided only by an assumption
+  // (ShellScript::alternatives): a launcher writes `source` and defines
+  // the variable as the script did.
+  bool varies = false;
   bool operator==(const ShellWord&) const = default;
 };
 
@@ -81,6 +90,12 @@ struct ShellScript {
     int line = 0;
   };
   std::map<std::string, Assignment> assignments;
+  // Scalar variables whose value depends on a branch hapmoe did not
+  // decide, or decided only by an assumption (a variable taken as unset, a
+  // default): the values the reading did not use, each with the condition
+  // (`guard`) under which the script sets it, for a launcher. The value in
+  // `variables` carries its own condition.
+  std::map<std::string, std::vector<ShellWord>> alternatives;
   std::vector<std::string> exported;  // names exported, in order, no repeats
   std::vector<std::string> notes;     // what was approximated (second launch, ...)
 

@@ -399,6 +399,16 @@ TEST(ShellScript, HostileScriptsFailCleanlyInBoundedTime) {
   for (int i = 0; i < 100000; ++i) elements += "B=${A[1]}$((A[2]))\n";
   std::string appends;
   for (int i = 0; i < 100000; ++i) appends += "A+=(x)\n";
+  // Thousands of undecided branches: each one's condition names all those
+  // before it (quadratic; these took gigabytes before their conditions
+  // were charged to the copy budget).
+  std::string elifs = "if [ $(x) = 0 ]; then :\n";
+  for (int i = 0; i < 20000; ++i)
+    elifs += "elif [ $(x) = " + std::to_string(i) + " ]; then A+=(x)\n";
+  elifs += "fi\n";
+  std::string case_chain = "case $(x) in\n";
+  for (int i = 0; i < 20000; ++i) case_chain += "a" + std::to_string(i) + ") A+=(x);;\n";
+  case_chain += "esac\n";
   const std::vector<Case> cases = {
       {"python a.py --a 'open\n", "t.sh:1: unterminated single quote"},
       {"python a.py \\\n --a \"open\n", "t.sh:2: unterminated double quote"},
@@ -428,6 +438,15 @@ TEST(ShellScript, HostileScriptsFailCleanlyInBoundedTime) {
       {copies, "copy more than"},
       {elements, "no Megatron-LM launch command"},
       {appends, "no Megatron-LM launch command"},
+      {elifs, "copy more than"},
+      // Values under thousands of conditions: at most 16 are kept, and their
+      // conditions are charged to the copy budget.
+      {"D=1\n" + repeat("if [ -z \"$U\" ]; then :; else D=\"-$D\"; fi\n", 20000), "copy more than"},
+      {"D=1\n" + repeat("if [ $(x) = 1 ]; then D=$D; fi\n", 20000), "copy more than"},
+      {case_chain, "copy more than"},
+      {repeat("case a in a)\n", 100000) + repeat(";; esac\n", 100000), "no Megatron-LM launch"},
+      {"case x in " + repeat("a|", 100000) + "x) ;; esac\n", "no Megatron-LM launch command"},
+      {"case x in x) " + repeat("case ", 10) + "\n", "t.sh:1: case case without 'in'"},
       {"A=1\nB=$A\nA=$B$B\npython a.py --a $A\n", ""},  // no recursion: eager values
   };
   for (const Case& c : cases) {
@@ -677,8 +696,12 @@ TEST(ShellScript, TestsOfUnsetVariablesTakeThemAsUnset) {
                   (w.guard.empty() ? "" : " if " + w.guard) +
                   (w.launcher_only ? " (launcher)" : ""));
   }
+  // vp="--vpp ${MP_VP}" of the else reaches a launcher too, under its
+  // condition (it used to be dropped: only the selected vp="" was kept).
   EXPECT_EQ(got, (V{"--x", "1", "--key if [ -n \"$KEY\" ] (launcher)",
-                    "<\"$KEY\"> if [ -n \"$KEY\" ] (launcher)", "--nokey if ! [ -n \"$KEY\" ]"}));
+                    "<\"$KEY\"> if [ -n \"$KEY\" ] (launcher)", "--nokey if ! [ -n \"$KEY\" ]",
+                    "--vpp if ! [ -z ${MP_VP} ] (launcher)",
+                    "<${MP_VP}> if ! [ -z ${MP_VP} ] (launcher)"}));
   ASSERT_EQ(s.notes.size(), 1u);
   EXPECT_NE(s.notes[0].find("KEY (line 3), MP_VP (line 1)"), std::string::npos) << s.notes[0];
   // Given a value, the variable is tested as given.
@@ -711,6 +734,255 @@ TEST(ShellScript, TestsDecidedByADefaultStayTestsForTheLauncher) {
   EXPECT_EQ(texts(given.launch.args), (V{"--data-path", "/data/x"}));
   EXPECT_EQ(given.launch.args[0].guard, "");
   EXPECT_TRUE(given.notes.empty());
+}
+
+// What a word's launcher view is: its text (or <source>), its condition
+// and whether it is kept for a launcher only.
+std::vector<std::string> guarded(const std::vector<ShellWord>& words) {
+  std::vector<std::string> out;
+  for (const ShellWord& w : words) {
+    out.push_back((w.known ? w.text : "<" + w.source + ">") +
+                  (w.guard.empty() ? "" : " if " + w.guard) +
+                  (w.launcher_only ? " (launcher)" : ""));
+  }
+  return out;
+}
+
+// case is evaluated as bash does (it used to read every branch, with a
+// note): a known word reads only the branch its patterns select, with
+// glob patterns (quoted parts literal), alternatives, ;; ;& and ;;&
+// (Pai-Megatron-Patch's `case $MODEL_SIZE in A3B) ...`).
+TEST(ShellScript, CaseReadsTheBranchAKnownWordSelects) {
+  const std::string text =
+      "MODEL_SIZE=$1\n"
+      "PR=$2\n"
+      "case $MODEL_SIZE in\n"
+      "  A3B|a3b)\n"
+      "    NUM_LAYERS=48\n"
+      "    HIDDEN=2048 ;;\n"
+      "  30B) NUM_LAYERS=64; HIDDEN=5120;;\n"
+      "  (*)\n"
+      "    NUM_LAYERS=0\n"
+      "    python oops.py --size $MODEL_SIZE\n"
+      "    ;;\n"
+      "esac\n"
+      "case \"${PR}\" in fp16) P=(--fp16);; bf16) P=(--bf16) ;; esac\n"
+      "python a.py --l $NUM_LAYERS --h ${HIDDEN:-none} ${P[@]}\n";
+  const ShellScript a3b = read_shell_script(text, "t.sh", {.args = V{"a3b", "bf16"}});
+  EXPECT_EQ(texts(a3b.launch.args), (V{"--l", "48", "--h", "2048", "--bf16"}));
+  EXPECT_TRUE(a3b.notes.empty()) << a3b.notes[0];
+  const ShellScript b30 = read_shell_script(text, "t.sh", {.args = V{"30B", "fp16"}});
+  EXPECT_EQ(texts(b30.launch.args), (V{"--l", "64", "--h", "5120", "--fp16"}));
+  // * takes what no other pattern does: its launch command is the launch.
+  const ShellScript other = read_shell_script(text, "t.sh", {.args = V{"7B", "fp32"}});
+  EXPECT_EQ(other.launch.entry.text, "oops.py");
+
+  auto read = [](const std::string& script) {
+    return texts(
+        read_shell_script(script + "python a.py ${X:-} ${Y:-} ${Z:-}\n", "t.sh").launch.args);
+  };
+  // Globs: * ? [...] [!...]; quoted parts, escapes and quoted expansions
+  // are literal text, an unquoted expansion is a pattern.
+  EXPECT_EQ(read("case 7B in [0-9]B) X=digit;; *) X=other;; esac\n"), V{"digit"});
+  EXPECT_EQ(read("case 7B in [!0-9]B) X=digit;; ?B) X=any;; esac\n"), V{"any"});
+  EXPECT_EQ(read("case ab in \"a\"?) X=q;; esac\n"), V{"q"});
+  EXPECT_EQ(read("case ab in \"a?\") X=q;; *) X=lit;; esac\n"), V{"lit"});
+  EXPECT_EQ(read("case '*' in a) X=a;; \"*\") X=star;; esac\n"), V{"star"});
+  EXPECT_EQ(read("case 'a*' in a\\*) X=esc;; esac\n"), V{"esc"});
+  EXPECT_EQ(read("G='b*'; case bc in $G) X=glob;; esac\n"), V{"glob"});
+  EXPECT_EQ(read("G='b*'; case bc in \"$G\") X=glob;; *) X=literal;; esac\n"), V{"literal"});
+  EXPECT_EQ(read("case x in\n  # a comment\n  y) X=y ;;\nesac\nZ=z\n"), V{"z"});
+  EXPECT_EQ(read("case x\nin x) X=x\nesac\n"), V{"x"});
+  // ;& runs the next branch without testing it; ;;& tests the next
+  // patterns too.
+  EXPECT_EQ(read("case a in a) X=1 ;& b) Y=2 ;; *) Z=3 ;; esac\n"), (V{"1", "2"}));
+  EXPECT_EQ(read("case ab in a*) X=1 ;;& *b) Y=2 ;;& c) Z=3 ;; esac\n"), (V{"1", "2"}));
+  EXPECT_EQ(read("case ab in c) X=1 ;& *b) Y=2 ;; esac\n"), V{"2"});
+  // Nested, and inside an if not taken.
+  EXPECT_EQ(read("case a in a) case b in b) X=ab;; esac; Y=a ;; b) Y=b;; esac\n"), (V{"ab", "a"}));
+  EXPECT_EQ(read("if false; then case a in a) X=1;; esac; fi\nY=2\n"), V{"2"});
+  // Malformed: bash would not run it either.
+  EXPECT_THROW(read_shell_script("case a b) X=1;; esac\n", "t.sh"), InputError);
+  EXPECT_THROW(read_shell_script("case a in ;; esac\n", "t.sh"), InputError);
+  EXPECT_THROW(read_shell_script("case a in a b) X=1;; esac\n", "t.sh"), InputError);
+}
+
+// A case whose word is unknown (a command's output, an argument not
+// given) reads every branch in order, as before, with a note naming it;
+// the words each branch adds carry its condition for a launcher.
+TEST(ShellScript, CaseOfAnUnknownWordReadsEveryBranch) {
+  const ShellScript s = read_shell_script(
+      "A=(--always)\n"
+      "case $(hostname) in\n"
+      "  n1) N=1; A+=(--n1) ;;\n"
+      "  n2|n3) N=2; A+=(--n2) ;;\n"
+      "  *) A+=(--other) ;;\n"
+      "esac\n"
+      "python a.py ${A[@]} --n $N\n",
+      "t.sh");
+  EXPECT_EQ(guarded(s.launch.args),
+            (V{"--always", "--n1 if [[ $(hostname) == n1 ]]",
+               "--n2 if ! [[ $(hostname) == n1 ]] && { [[ $(hostname) == n2 || $(hostname) == n3 "
+               "]]; }",
+               "--other if ! [[ $(hostname) == n1 ]] && ! { [[ $(hostname) == n2 || "
+               "$(hostname) == n3 ]]; }",
+               "--n", "2"}));
+  ASSERT_EQ(s.notes.size(), 1u);
+  EXPECT_EQ(s.notes[0],
+            "the case statement on line 2 tests a word unknown before the script runs "
+            "(--megatron-env or --megatron-script-args may give it): each branch is read, in "
+            "order, so flags set in any of them are kept");
+  // NAME=(...) in each branch: the reading uses the last, a launcher keeps
+  // each under its condition (the earlier branches' words used to be lost).
+  const ShellScript e = read_shell_script(
+      "case $(x) in a) E=(--a 1);; *) E=(--other); E=(--last);; esac\n"
+      "if [ \"$(y)\" = 1 ]; then F=(--y); else F=(--not-y); fi\n"
+      "python a.py ${E[@]} ${F[@]}\n",
+      "t.sh");
+  EXPECT_EQ(guarded(e.launch.args),
+            (V{"--a if [[ $(x) == a ]] (launcher)", "1 if [[ $(x) == a ]] (launcher)",
+               "--last if ! [[ $(x) == a ]]", "--y if [ \"$(y)\" = 1 ] (launcher)",
+               "--not-y if ! [ \"$(y)\" = 1 ]"}));
+}
+
+// A case decided only by an assumption (a variable nothing sets taken as
+// unset, a ${VAR:-default}) is read like an if decided that way: the
+// branch selected is read, its words carry its condition, and the array
+// words of the others are kept for a launcher only, under theirs.
+TEST(ShellScript, CaseDecidedByAnAssumptionKeepsTheOtherBranches) {
+  const ShellScript d = read_shell_script(
+      "case ${PR:-bf16} in\n"
+      "  fp16) P=(--fp16) ;;\n"
+      "  bf16) P=(--bf16) ;;\n"
+      "esac\n"
+      "python a.py ${P[@]}\n",
+      "t.sh");
+  EXPECT_EQ(guarded(d.launch.args),
+            (V{"--fp16 if [[ ${PR:-bf16} == fp16 ]] (launcher)",
+               "--bf16 if ! [[ ${PR:-bf16} == fp16 ]] && [[ ${PR:-bf16} == bf16 ]]"}));
+  ASSERT_EQ(d.notes.size(), 1u);
+  EXPECT_NE(d.notes[0].find("the test on line 1 read a default"), std::string::npos) << d.notes[0];
+  // Unset: neither pattern matches the empty word; both kept for a launcher.
+  const ShellScript u = read_shell_script(
+      "P=(--x)\ncase \"$PR\" in fp16) P+=(--fp16);; bf16) P+=(--bf16);; esac\n"
+      "python a.py ${P[@]}\n",
+      "t.sh");
+  EXPECT_EQ(guarded(u.launch.args),
+            (V{"--x", "--fp16 if [[ \"$PR\" == fp16 ]] (launcher)",
+               "--bf16 if ! [[ \"$PR\" == fp16 ]] && [[ \"$PR\" == bf16 ]] (launcher)"}));
+  EXPECT_NE(u.notes[0].find("PR (line 2)"), std::string::npos) << u.notes[0];
+  // Given, the word is known: no conditions, nothing kept.
+  const ShellScript g = read_shell_script(
+      "case ${PR:-bf16} in fp16) P=(--fp16) ;; bf16) P=(--bf16) ;; esac\npython a.py ${P[@]}\n",
+      "t.sh", {.env = {{"PR", "fp16"}}});
+  EXPECT_EQ(guarded(g.launch.args), V{"--fp16"});
+  EXPECT_TRUE(g.notes.empty());
+}
+
+// NAME=(...) in the branch taken keeps the launcher words a branch not
+// taken (only by an assumption) of the same if added before it: the order
+// of the branches does not matter (the else's words used to be lost when
+// the branch taken came second).
+TEST(ShellScript, BranchTakenSecondKeepsTheOtherBranchsWords) {
+  const ShellScript s = read_shell_script(
+      "if [ -n \"$DATA\" ]; then D=(--data-path \"$DATA\"); else D=(--mock-data); fi\n"
+      "python a.py \"${D[@]}\"\n",
+      "t.sh");
+  EXPECT_EQ(guarded(s.launch.args),
+            (V{"--data-path if [ -n \"$DATA\" ] (launcher)",
+               "<\"$DATA\"> if [ -n \"$DATA\" ] (launcher)", "--mock-data if ! [ -n \"$DATA\" ]"}));
+}
+
+// A plain variable set in a branch not taken only by an assumption (here
+// a default) reaches a launcher under its condition, as the branch's array
+// words do (it used to be dropped): flags it holds are words kept for a
+// launcher; a value it holds makes the word vary (the launcher writes the
+// variable and defines it under the conditions). The value the reading
+// uses carries the condition it holds under. Through another variable
+// too.
+TEST(ShellScript, PlainVariablesOfOtherBranchesReachTheLauncher) {
+  const std::string text =
+      "MODE=${MODE:-mock}\n"
+      "LR=1e-4\n"
+      "if [ \"$MODE\" = mock ]; then\n"
+      "  D=\"--mock-data\"\n"
+      "else\n"
+      "  D=\"--data-path ${DATA_PATH}\"\n"
+      "  LR=3e-4\n"
+      "fi\n"
+      "OPTS=\"--split 99,1,0 $D\"\n"
+      "python a.py $OPTS --lr $LR\n";
+  const ShellScript s = read_shell_script(text, "t.sh");
+  EXPECT_EQ(guarded(s.launch.args),
+            (V{"--split", "99,1,0", "--mock-data if [ \"$MODE\" = mock ]",
+               "--data-path if ! [ \"$MODE\" = mock ] (launcher)",
+               "<${DATA_PATH}> if ! [ \"$MODE\" = mock ] (launcher)", "--lr", "1e-4"}));
+  const ShellWord& lr = s.launch.args.back();
+  EXPECT_TRUE(lr.varies);
+  EXPECT_EQ(lr.source, "$LR");
+  EXPECT_EQ(s.variables.at("LR").front().guard, "[ \"$MODE\" = mock ]");
+  ASSERT_EQ(s.alternatives.count("LR"), 1u);
+  ASSERT_EQ(s.alternatives.at("LR").size(), 1u);
+  EXPECT_EQ(s.alternatives.at("LR")[0].text, "3e-4");
+  EXPECT_EQ(s.alternatives.at("LR")[0].guard, "! [ \"$MODE\" = mock ]");
+
+  // Given the variable, nothing is assumed: no conditions, no other values.
+  const ShellScript given =
+      read_shell_script(text, "t.sh", {.env = {{"MODE", "real"}, {"DATA_PATH", "/d"}}});
+  EXPECT_EQ(guarded(given.launch.args),
+            (V{"--split", "99,1,0", "--data-path", "/d", "--lr", "3e-4"}));
+  EXPECT_TRUE(given.alternatives.empty());
+
+  // A value set again where it surely runs replaces the others; one set
+  // again in the same branch replaces the earlier; branches of one if
+  // exclude each other (no condition is added to theirs).
+  const ShellScript again = read_shell_script(
+      "if [ -z \"$U\" ]; then X=a; X=b; else X=c; fi\nY=$X\nX=d\npython a.py --x $X --y $Y\n",
+      "t.sh");
+  EXPECT_EQ(guarded(again.launch.args), (V{"--x", "d", "--y", "b"}));
+  EXPECT_EQ(again.alternatives.count("X"), 0u);
+  ASSERT_EQ(again.alternatives.count("Y"), 1u);
+  EXPECT_EQ(again.variables.at("Y").front().guard, "[ -z \"$U\" ]");
+  EXPECT_EQ(again.alternatives.at("Y")[0].text, "c");
+  EXPECT_EQ(again.alternatives.at("Y")[0].guard, "! [ -z \"$U\" ]");
+  // An undecided condition: both values are kept the same way.
+  const ShellScript undecided = read_shell_script(
+      "X=0\nif [ \"$(cat f)\" = 1 ]; then X=1; fi\npython a.py --x \"$X\"\n", "t.sh");
+  EXPECT_EQ(undecided.launch.args[1].text, "1");
+  EXPECT_TRUE(undecided.launch.args[1].varies);
+  EXPECT_EQ(undecided.variables.at("X").front().guard, "[ \"$(cat f)\" = 1 ]");
+  EXPECT_EQ(undecided.alternatives.at("X")[0].guard, "! [ \"$(cat f)\" = 1 ]");
+  // Set another way afterwards (an array, unset, arithmetic): the
+  // other values are gone.
+  // Through eval (Pai-Megatron-Patch's eval ${run_cmd}): the command each
+  // other value runs is compared flag by flag with the one read.
+  const ShellScript evaluated = read_shell_script(
+      "if [ -z \"$U\" ]; then o=\"--lr 1\"; else o=\"--lr 2 --x\"; fi\n"
+      "run_cmd=\"torchrun pretrain_gpt.py --a 1 ${o} --b\"\n"
+      "eval ${run_cmd}\n",
+      "t.sh");
+  EXPECT_EQ(guarded(evaluated.launch.args),
+            (V{"--a", "1", "--lr if [ -z \"$U\" ]", "1 if [ -z \"$U\" ]", "--b",
+               "--lr if ! [ -z \"$U\" ] (launcher)", "2 if ! [ -z \"$U\" ] (launcher)",
+               "--x if ! [ -z \"$U\" ] (launcher)"}));
+  // A word expanded again with each other value assigns nothing again.
+  const ShellScript once = read_shell_script(
+      "N=0\nif [ -z \"$U\" ]; then X=--a; else X=--b; fi\n"
+      "python a.py $X,$((N += 1)),${M:=5}\nM=$((M + 1))\n",
+      "t.sh");
+  ASSERT_EQ(once.launch.args.size(), 2u);
+  EXPECT_EQ(once.launch.args[0].text, "--a,1,5");
+  EXPECT_TRUE(once.launch.args[1].launcher_only);
+  EXPECT_EQ(once.find("N")->text, "1");
+  EXPECT_EQ(once.find("M")->text, "6");
+  for (const char* after : {"X=(--arr)", "unset X", "(( X = 7 ))"}) {
+    const ShellScript gone =
+        read_shell_script(std::string("if [ -z \"$U\" ]; then X=--a; else X=--b; fi\n") + after +
+                              "\npython a.py $X\n",
+                          "t.sh");
+    EXPECT_EQ(gone.alternatives.count("X"), 0u) << after;
+    for (const ShellWord& w : gone.launch.args) EXPECT_FALSE(w.launcher_only) << after;
+  }
 }
 
 }  // namespace
