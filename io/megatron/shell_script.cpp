@@ -2204,24 +2204,32 @@ class Interpreter {
                                        const std::string& source, const std::string& g) {
     std::vector<Alt> out;
     if (swapping_ > 0 || alternatives_.empty()) return out;
+    for_each_alternative(parts, [&](const std::string& name, const Alt& alt) {
+      // NAME's other value with the other variables' values read: under
+      // NAME's condition only (what differs from the value read is
+      // NAME's doing).
+      Val x = with_value(name, alt.value, [&] { return expand_joined(parts, line, source); });
+      x.guard = and_guards(g, alt.value.guard);
+      x.launcher_only = true;
+      charge({x}, line);
+      out.push_back({std::move(x), {}});
+    });
+    return out;
+  }
+
+  // f(name, alternative) for each other value of each variable `parts`
+  // read (each variable once); true when any variable read has some.
+  template <class F>
+  bool for_each_alternative(const std::vector<Part>& parts, F f) {
     std::set<std::string> seen;
     for (const Part& p : parts) {
       const std::string name = scalar_name(p);
       const auto a = name.empty() ? alternatives_.end() : alternatives_.find(name);
       if (a == alternatives_.end() || !seen.insert(name).second) continue;
-      const std::vector<Alt> alts = a->second;
-      for (const Alt& alt : alts) {
-        // NAME's other value with the other variables' values read: under
-        // NAME's condition only (what differs from the value read is
-        // NAME's doing).
-        Val x = with_value(name, alt.value, [&] { return expand_joined(parts, line, source); });
-        x.guard = and_guards(g, alt.value.guard);
-        x.launcher_only = true;
-        charge({x}, line);
-        out.push_back({std::move(x), {}});
-      }
+      const std::vector<Alt> alts = a->second;  // f may change alternatives_
+      for (const Alt& alt : alts) f(name, alt);
     }
-    return out;
+    return !seen.empty();
   }
 
   // A word of a command or an array element: expand_word, and the words a
@@ -2234,20 +2242,13 @@ class Interpreter {
     if (swapping_ > 0 || alternatives_.empty()) return out;
     const std::vector<Part> parts = word_parts_with_assignment(w);
     std::vector<std::pair<std::vector<Val>, std::string>> others;  // words, condition
-    std::set<std::string> seen;
-    for (const Part& p : parts) {
-      const std::string name = scalar_name(p);
-      const auto a = name.empty() ? alternatives_.end() : alternatives_.find(name);
-      if (a == alternatives_.end() || !seen.insert(name).second) continue;
-      const std::vector<Alt> alts = a->second;
-      for (const Alt& alt : alts) {
-        std::vector<Val> fields = with_value(name, alt.value, [&] { return expand_word(w, true); });
-        std::erase_if(fields, [](const Val& f) { return f.launcher_only; });
-        charge(fields, w.line);
-        others.emplace_back(std::move(fields), alt.value.guard);
-      }
-    }
-    if (seen.empty()) return out;
+    const bool any = for_each_alternative(parts, [&](const std::string& name, const Alt& alt) {
+      std::vector<Val> fields = with_value(name, alt.value, [&] { return expand_word(w, true); });
+      std::erase_if(fields, [](const Val& f) { return f.launcher_only; });
+      charge(fields, w.line);
+      others.emplace_back(std::move(fields), alt.value.guard);
+    });
+    if (!any) return out;
     const bool single =
         parts.size() == 1 || (parts.size() == 2 && parts[0].kind == PartKind::kLiteral &&
                               parts[0].quoted && parts[0].text.empty());
