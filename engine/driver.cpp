@@ -240,6 +240,20 @@ std::vector<T> computed_by_all(Comm& comm, int threads, std::size_t n, std::size
 
 }  // namespace
 
+SearchResume resume_point(const SearchResult& result) {
+  SearchResume s;
+  s.configs = static_cast<std::int64_t>(result.configs.size());
+  s.rounds = result.rounds;
+  for (std::size_t c = 0; c < result.configs.size(); ++c) {
+    if (result.outcome_of[c] == SearchResult::kSkippedByBound) s.skipped.push_back(c);
+    const ConfigOutcome* o = result.outcome(c);
+    if (o == nullptr) continue;
+    s.searched.push_back({c, *o, result.ran_on[c], result.round_of[c], std::max(1, result.parts[c]),
+                          result.estimates[c]});
+  }
+  return s;
+}
+
 int default_threads(const Comm& comm) {
   if (std::getenv("OMP_NUM_THREADS") != nullptr) return std::max(1, omp_get_max_threads());
   return std::max(1, omp_get_num_procs() / std::max(1, comm.local_size()));

@@ -226,6 +226,15 @@ SearchResult run_search(const Workload& workload, const ClusterSpec& cluster,
                         const SearchOptions& options, bool bruteforce, Comm& comm,
                         const RunOptions& run);
 
+// What `result` commits, to resume its search from (RunOptions::resume):
+// every configuration it searched or skipped by its bound, with its
+// outcome, and its rounds. A result the search returned commits whole
+// rounds only (RunOptions::stop_requested), so this is exact for a
+// result stopped by a signal, a snapshot, or a finished one; not for one
+// a limit stopped (its last units were cut short). The archive stores the
+// same (io/archive/resume.h).
+SearchResume resume_point(const SearchResult& result);
+
 // The threads a rank uses by default: OMP_NUM_THREADS when set, otherwise
 // the cores of the node shared by its ranks (at least 1).
 int default_threads(const Comm& comm);
