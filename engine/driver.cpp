@@ -837,6 +837,9 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   r.rounds = std::max(r.rounds, resumed_rounds);
   progress.phase.store(SearchProgress::kDone, std::memory_order_relaxed);
   if (r.stopped != StopReason::kNone) r.not_searched += static_cast<std::int64_t>(n - taken);
+  // A stop asked for once nothing was left (a rank that saw it had no unit
+  // to start, the others searched the rest): the search is whole.
+  if (r.stopped == StopReason::kSignal && r.not_searched == 0) r.stopped = StopReason::kNone;
 
   finish_result(r, std::move(searched), skipped, opt.top_k);
 

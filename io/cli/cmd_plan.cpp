@@ -69,7 +69,8 @@ cxxopts::Options plan_options() {
   o.add_options("Archive")(
       "checkpoint-every",
       "with --out: commit the configurations searched so far to --out at most every this many "
-      "seconds while the search runs (default 60; 0: at every segment or round); SIGTERM or "
+      "seconds while the search runs (default 60; 0: after every round, or without the bound "
+      "every 0.1 s of work); SIGTERM or "
       "SIGUSR1 then finishes the units in flight, commits them and exits with code 4 "
       "(docs/archive.md, \"Checkpoints of one search\")",
       cxxopts::value<std::string>())(
@@ -269,6 +270,9 @@ PlanRequest read_plan_request(const cxxopts::ParseResult& r, Comm& comm, const S
       }
     }
     q.checkpoints = own && r.count("out") > 0;
+    // HAPMOE_TEST_CRASH=commit@K / signals@K: a kill or two signals inside
+    // the K-th commit (tests/io/archive/plan_resume.sh), as for sweep.
+    if (q.checkpoints) install_sweep_crash_hook();
     if (comm.rank() == 0 && q.resume) {
       std::error_code ec;
       if (std::filesystem::exists(r["out"].as<std::string>(), ec)) {
@@ -296,9 +300,9 @@ BaselineRun search_with_progress(
   q.run.progress = &progress;
   if (checkpoint) q.run.checkpoint = checkpoint;
   if (q.checkpoints) {
-    // Segments as long as the commits are apart (at least a second), so
-    // a commit is due at most one segment late.
-    q.run.segment_s = std::max(q.checkpoint_s, 1.0);
+    // Segments as long as the commits are apart (--checkpoint-every 0:
+    // 0.1 s, each committed), so a commit is due at most one segment late.
+    q.run.segment_s = std::max(q.checkpoint_s, 0.1);
     q.run.stop_requested = [&comm, asked = std::make_shared<std::atomic<std::int64_t>>(0),
                             at = injected_signal_unit(comm)] {
       // Test hook: SIGTERM to itself before the at-th unit.

@@ -167,7 +167,7 @@ TEST(Resume, SegmentsChangeNothing) {
   const SearchResult one = run_search(w, cl, opt, false, comm, RunOptions{});
   RunOptions run;
   run.threads = 2;
-  run.segment_s = 1e-4;
+  run.segment_s = 2e-3;
   int checkpoints = 0;
   run.checkpoint = [&](const std::function<SearchResult()>&) { ++checkpoints; };
   expect_same_search(one, run_search(w, cl, opt, false, comm, run), "segments");
