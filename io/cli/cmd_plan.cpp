@@ -44,7 +44,13 @@ cxxopts::Options plan_options() {
   cxxopts::Options o("hapmoe plan",
                      "Searches the 6-D space (PP, TP, CP, EP, TPE, DP) with non-uniform layer "
                      "partitions, per-stage device types and recomputation for the fastest plan "
-                     "that fits in memory (HS-DP with three prunings, docs/search.md).");
+                     "that fits in memory (HS-DP with three prunings, docs/search.md). With "
+                     "--out, the search is committed to the archive as it goes (every "
+                     "--checkpoint-every seconds); SIGTERM or SIGUSR1 finishes the units in "
+                     "flight, commits them and exits with code 4 (a second signal exits at "
+                     "once, the last commit kept), and --resume continues from there with the "
+                     "result of an uninterrupted run (docs/archive.md, \"Checkpoints of one "
+                     "search\"). Without --out, SIGTERM ends the process as usual.");
   add_workload_options(o);
   add_search_options(o);
   o.add_options("Search")("bruteforce", "enumerate every plan without DP (small instances only)")(
@@ -463,6 +469,9 @@ void print_search_statistics(std::ostream& out, const PlanRequest& q, const Sear
       << (q.run.threads == 1 ? " thread" : " threads");
   if (comm.nodes() > 1) out << " (" << comm.nodes() << " nodes)";
   if (result.whole_on_every_rank) out << ", each rank searching the whole space (--split-above)";
+  if (result.resumed > 0) {
+    out << "; " << result.resumed << " configurations committed by earlier runs (--resume)";
+  }
   out << "\n";
 }
 
@@ -527,6 +536,7 @@ nlohmann::ordered_json plan_document(const PlanRequest& q, const BaselineRun& ra
                 {"threads", q.run.threads},
                 {"rounds", result.rounds},
                 {"whole_on_every_rank", result.whole_on_every_rank},
+                {"resumed_configs", result.resumed},
                 {"omp_wait_policy",
                  std::getenv("OMP_WAIT_POLICY") != nullptr ? std::getenv("OMP_WAIT_POLICY") : ""},
                 {"per_rank", per_rank}};
