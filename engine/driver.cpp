@@ -545,7 +545,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   // timing: every unit is searched against the same incumbent. Returns
   // the longest time a rank computed.
   const auto run_units = [&](const std::vector<Unit>& units, const std::vector<std::size_t>& seg,
-                             double incumbent) {
+                             double incumbent, bool first_of_round) {
     std::vector<double> work(seg.size());
     for (std::size_t k = 0; k < seg.size(); ++k) work[k] = units[seg[k]].work;
     const Shard shard = lpt_split(work, comm.nodes());
@@ -570,8 +570,14 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     const std::int64_t base = claimed;
     const std::int64_t limit = base + static_cast<std::int64_t>(local.size());
     claimed = limit;
-    report(progress.round_claimed, 0);
-    report(progress.round_units, static_cast<std::int64_t>(local.size()));
+    // The progress line counts the units of the round (the segments of a
+    // round add up).
+    if (first_of_round) {
+      report(progress.round_claimed, 0);
+      report(progress.round_units, 0);
+    }
+    progress.round_units.fetch_add(static_cast<std::int64_t>(local.size()),
+                                   std::memory_order_relaxed);
     const auto t = Clock::now();
     // The test hook fails this rank in a given round, whether or not it
     // would have claimed work there (it claims none; the others do it all).
@@ -714,7 +720,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     if (rounds || run.segment_s <= 0) {
       std::vector<std::size_t> all(units.size());
       std::iota(all.begin(), all.end(), std::size_t{0});
-      run_units(units, all, incumbent);
+      run_units(units, all, incumbent, true);
       return;
     }
     std::vector<std::size_t> order(batch.size());
@@ -728,15 +734,20 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     for (std::size_t k = 0; k < order.size() && r.stopped == StopReason::kNone;) {
       std::vector<std::size_t> seg;
       double work = 0;
+      std::size_t configs_in_seg = 0;
       while (k < order.size() && (seg.empty() || work < target)) {
+        ++configs_in_seg;
         for (std::size_t u = first_unit[order[k]]; u < first_unit[order[k] + 1]; ++u) {
           seg.push_back(u);
         }
         work += r.estimates[batch[order[k]]];
         ++k;
       }
-      done_s += run_units(units, seg, incumbent);
+      done_s += run_units(units, seg, incumbent, k == configs_in_seg);
       done_work += work;
+      progress.settled.fetch_add(static_cast<std::int64_t>(configs_in_seg),
+                                 std::memory_order_relaxed);
+      report(progress.searched, static_cast<std::int64_t>(searched.size()));
       if (r.stopped != StopReason::kNone || k == order.size()) break;
       if (run.checkpoint) run.checkpoint(snapshot);
       const double rate = done_s > 0 ? done_work / done_s : 0.0;
