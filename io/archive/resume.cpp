@@ -57,6 +57,7 @@ ResumeArchive read_resume_archive(const std::string& path, const std::string& wh
     a.model_json = inputs.attrs().get_string("model_json");
     a.cluster_json = inputs.attrs().get_string("cluster_json");
     a.options = inputs.attrs().get_string("options");
+    a.options_given = inputs.attrs().get_string("options_given");
     const h5::Group search = f.open_group("search");
     a.stopped_by = search.attrs().get_string("stopped_by");
     if (a.stopped_by == to_string(StopReason::kTimeLimit) ||

@@ -151,6 +151,16 @@ SearchResume read_resume_on_root(const cxxopts::ParseResult& r, const PlanReques
                                   value.dump() + " here); --resume needs the same options");
     }
   }
+  // Measured tables: compared by the path given (their text is not kept).
+  const nlohmann::json given = nlohmann::json::parse(a.options_given, nullptr, false);
+  const std::string was = given.is_object() && given.contains("profile")
+                              ? given["profile"].get<std::string>()
+                              : std::string("none");
+  const std::string now = r.count("profile") ? r["profile"].as<std::string>() : "none";
+  if (was != now) {
+    throw InputError(where, "was searched with another --profile (" + was + " there, " + now +
+                                " here); --resume needs the same options");
+  }
   return std::move(a.resume);
 }
 
