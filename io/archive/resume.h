@@ -19,9 +19,10 @@ struct ResumeArchive {
   // (inputs@model_json, inputs@cluster_json, inputs@options).
   std::string model_json;
   std::string cluster_json;
-  std::string options;       // JSON object text
-  std::string stopped_by;    // search@stopped_by: "", "signal", "checkpoint", ...
-  std::int64_t configs = 0;  // |Pi|
+  std::string options;        // JSON object text
+  std::string options_given;  // inputs@options_given: JSON object text
+  std::string stopped_by;     // search@stopped_by: "", "signal", "checkpoint", ...
+  std::int64_t configs = 0;   // |Pi|
 };
 
 // Reads the search of the plan archive at `path`. Throws InputError naming

@@ -699,7 +699,9 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
       set_stop_line(second_signal_line(out_path, held, configs));
       err << "hapmoe plan: stopped by SIGTERM/SIGUSR1: " << held << " of " << configs
           << " configurations committed to " << out_path << " ("
-          << fmt("%.0f %%", configs > 0 ? 100.0 * static_cast<double>(held) / configs : 100.0)
+          << fmt("%.0f %%", configs > 0
+                                ? 100.0 * static_cast<double>(held) / static_cast<double>(configs)
+                                : 100.0)
           << "); run again with --resume to finish (exit code " << kExitStopped << ")\n";
       err.flush();
     }
