@@ -10,7 +10,7 @@
 # (tests/io/archive/plan_resume.sh, a hook at a known unit) the kills come
 # at wall-clock instants, as a scheduler's would.
 #   bench/plan_resume.sh HAPMOE [REPEATS] [-- PLAN ARGS...]
-# Default search: Mixtral-S on H800:48,910B:48 (96 devices), no pruning,
+# Default search: Mixtral-S on H800:80,910B:80 (160 devices), no pruning,
 # no bound, one thread. Prints one line per repeat and the medians.
 set -uo pipefail
 exec <&-
@@ -19,7 +19,7 @@ repeats=${2:-3}
 shift $(($# >= 2 ? 2 : 1))
 [[ ${1:-} == -- ]] && shift
 args=("$@")
-((${#args[@]})) || args=(--model mixtral-s --cluster H800:48,910B:48 --prune none --no-bound --threads 1)
+((${#args[@]})) || args=(--model mixtral-s --cluster H800:80,910B:80 --prune none --no-bound --threads 1)
 work=$(mktemp -d)
 pid=
 trap '[[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null; rm -rf "$work"' EXIT
