@@ -729,6 +729,11 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
   if (r.count("out")) {
     const Provenance p =
         provenance_since(started, hapmoe_command_line(argc, argv), comm.size(), q.run.threads);
+    // What a second signal during this commit says once it is written.
+    if (q.checkpoints && comm.rank() == 0) {
+      set_stop_line(second_signal_line(out_path, settled(ran.result),
+                                       static_cast<std::int64_t>(ran.result.configs.size())));
+    }
     CommitScope committing;
     write_plan_archive(r, comm, q, ran, scored, plan_src, p);
     committing.done();
