@@ -240,6 +240,20 @@ std::vector<T> computed_by_all(Comm& comm, int threads, std::size_t n, std::size
 
 }  // namespace
 
+SearchResume resume_point(const SearchResult& result) {
+  SearchResume s;
+  s.configs = static_cast<std::int64_t>(result.configs.size());
+  s.rounds = result.rounds;
+  for (std::size_t c = 0; c < result.configs.size(); ++c) {
+    if (result.outcome_of[c] == SearchResult::kSkippedByBound) s.skipped.push_back(c);
+    const ConfigOutcome* o = result.outcome(c);
+    if (o == nullptr) continue;
+    s.searched.push_back({c, *o, result.ran_on[c], result.round_of[c], std::max(1, result.parts[c]),
+                          result.estimates[c]});
+  }
+  return s;
+}
+
 int default_threads(const Comm& comm) {
   if (std::getenv("OMP_NUM_THREADS") != nullptr) return std::max(1, omp_get_max_threads());
   return std::max(1, omp_get_num_procs() / std::max(1, comm.local_size()));
@@ -265,8 +279,15 @@ SearchResult whole_on_every_rank(const Workload& w, const ClusterSpec& cluster,
   SearchResult r;
   std::exception_ptr failed;
   std::string error;
+  // Each rank alone: no collective may happen inside, and a stop request
+  // reaching some ranks only would make their results differ. The search
+  // is small (RunOptions::split_above): it runs to its end.
+  RunOptions inner = run;
+  inner.stop_requested = nullptr;
+  inner.checkpoint = nullptr;
+  inner.segment_s = 0;
   try {
-    r = run_search(w, cluster, opt, bruteforce, alone, run);
+    r = run_search(w, cluster, opt, bruteforce, alone, inner);
   } catch (const std::exception& e) {
     failed = std::current_exception();
     error = on_rank(comm, e.what());
@@ -289,6 +310,33 @@ SearchResult whole_on_every_rank(const Workload& w, const ClusterSpec& cluster,
   r.whole_on_every_rank = true;
   r.stats.seconds = since(start);
   return r;
+}
+
+// The result's outcomes in the order of the configurations, its
+// statistics (sums over the outcomes, plus the configurations skipped by
+// their bound), its closest miss and its top K, from the outcomes in the
+// order searched.
+void finish_result(SearchResult& r, std::vector<ConfigOutcome>&& searched, std::int64_t skipped,
+                   int top_k) {
+  r.outcomes.clear();
+  r.outcomes.reserve(searched.size());
+  for (std::size_t c = 0; c < r.outcome_of.size(); ++c) {
+    std::int32_t& k = r.outcome_of[c];
+    if (k < 0) continue;
+    r.outcomes.push_back(std::move(searched[static_cast<std::size_t>(k)]));
+    k = static_cast<std::int32_t>(r.outcomes.size() - 1);
+  }
+  std::vector<PlanCandidate> all;
+  for (const ConfigOutcome& o : r.outcomes) {
+    r.stats += o.stats;
+    if (o.best) all.push_back(*o.best);
+    if (o.closest.bytes < r.closest.bytes) r.closest = o.closest;
+  }
+  r.stats.configs_bounded += skipped;
+  std::sort(all.begin(), all.end(), candidate_less);
+  if (static_cast<int>(all.size()) > top_k) all.resize(static_cast<std::size_t>(top_k));
+  r.top = std::move(all);
+  r.stats.configs = static_cast<std::int64_t>(r.configs.size());
 }
 
 }  // namespace
@@ -401,16 +449,83 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     return static_cast<int>(top.size()) < opt.top_k ? run.incumbent
                                                     : std::min(run.incumbent, top.back().latency_s);
   };
+  const auto enter_top = [&](const PlanCandidate& best) {
+    top.insert(std::upper_bound(top.begin(), top.end(), best, candidate_less), best);
+    if (static_cast<int>(top.size()) > opt.top_k) top.pop_back();
+  };
+  const bool rounds = !bruteforce && opt.bound;
 
-  // One round: `batch` searched against `incumbent`. A configuration whose
-  // estimate is a large share of the round's is cut into parts
-  // (SearchPart; the rule depends on the estimates only, never on R or T).
-  // The units (configuration, part) are split over the nodes by estimated
-  // work (LPT), handed out dynamically to the node's ranks and their
-  // threads (the node's claim counter), largest estimate first; the
-  // outcomes gathered on every rank and the parts merged in order. Which
-  // worker runs a unit changes nothing but the timing: every unit is
-  // searched against the same incumbent.
+  // The committed units of an earlier run (RunOptions::resume) take the
+  // place of their searches: their outcomes, the configurations their
+  // rounds skipped, and the top K they leave, from which the next round's
+  // incumbent follows exactly as it did in that run.
+  int resumed_rounds = 0;
+  if (run.resume != nullptr) {
+    const SearchResume& from = *run.resume;
+    if (from.configs != static_cast<std::int64_t>(n)) {
+      throw InputError("--resume", "the archive's search has " + std::to_string(from.configs) +
+                                       " configurations, this one " + std::to_string(n) +
+                                       " (another version of hapmoe, or other inputs)");
+    }
+    for (const CommittedConfig& k : from.searched) {
+      HAPMOE_REQUIRE(k.config < n && r.outcome_of[k.config] == SearchResult::kNotSearched,
+                     "run_search: a committed configuration out of range, or twice");
+      r.outcome_of[k.config] = static_cast<std::int32_t>(searched.size());
+      searched.push_back(k.outcome);
+      ConfigOutcome& o = searched.back();
+      if (o.best) {
+        o.best->plan.parallel = r.configs[k.config];
+        enter_top(*o.best);
+      }
+      r.ran_on[k.config] = k.rank;
+      r.round_of[k.config] = k.round;
+      r.parts[k.config] = k.parts;
+      r.estimates[k.config] = k.estimate;
+    }
+    for (const std::size_t c : from.skipped) {
+      HAPMOE_REQUIRE(c < n && r.outcome_of[c] == SearchResult::kNotSearched,
+                     "run_search: a committed configuration out of range, or twice");
+      r.outcome_of[c] = SearchResult::kSkippedByBound;
+      ++skipped;
+    }
+    for (const PlanCandidate& c : top) {
+      HAPMOE_REQUIRE(static_cast<int>(c.plan.stages.size()) == c.plan.parallel.pp,
+                     "run_search: a committed plan of the top K without its stages");
+    }
+    r.resumed = static_cast<std::int64_t>(from.searched.size());
+    resumed_rounds = from.rounds;
+    // Without the bound all of Pi is round 0, continued here.
+    r.rounds = rounds ? from.rounds : 0;
+  }
+
+  // A snapshot of the result so far, for RunOptions::checkpoint: what is
+  // searched, as the end of the search would give it.
+  const auto snapshot = [&] {
+    SearchResult s;
+    s.configs = r.configs;
+    s.outcome_of = r.outcome_of;
+    s.lower_bounds = r.lower_bounds;
+    s.estimates = r.estimates;
+    s.ran_on = r.ran_on;
+    s.round_of = r.round_of;
+    s.parts = r.parts;
+    s.units = r.units;
+    s.rounds = std::max(r.rounds, resumed_rounds);
+    s.resumed = r.resumed;
+    for (std::size_t c = 0; c < n; ++c) {
+      if (s.outcome_of[c] != SearchResult::kNotSearched) continue;
+      s.round_of[c] = -1;
+      ++s.not_searched;
+    }
+    std::vector<ConfigOutcome> copy = searched;
+    finish_result(s, std::move(copy), skipped, opt.top_k);
+    s.stopped = StopReason::kCheckpoint;
+    s.stats.seconds = since(start);
+    return s;
+  };
+
+  // The units of a round: a configuration, or (a large share of the
+  // round's estimate) its parts, consecutive.
   struct Unit {
     std::size_t config = 0;
     SearchPart part;
@@ -421,39 +536,22 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   // this Comm left it (read by every rank of the node before the bounds'
   // allgather, so before any rank claims).
   std::int64_t claimed = claimed_at_start;
-  const auto run_round = [&](const std::vector<std::size_t>& batch, double incumbent) {
-    // Bounded rounds get the finer estimate (the mixes the bound keeps),
-    // computed over the job like the bounds; a limit reached there ends
-    // the search before the round.
-    if (!bruteforce && opt.bound) {
-      const std::vector<double> estimates = computed_by_all<double>(
-          comm, run.threads, batch.size(), 1, watch, r.stopped, mine,
-          [&](std::size_t k) { return work_estimate(model, r.configs[batch[k]], opt, incumbent); });
-      if (r.stopped != StopReason::kNone) return;
-      for (std::size_t k = 0; k < batch.size(); ++k) r.estimates[batch[k]] = estimates[k];
-    }
-    double total = 0.0;
-    for (const std::size_t c : batch) total += r.estimates[c];
-    std::vector<Unit> units;
-    for (const std::size_t c : batch) {
-      int parts = 1;
-      if (!bruteforce && run.parts_per_round > 0 && total > 0.0 && std::isfinite(incumbent)) {
-        const double share = r.estimates[c] / total * run.parts_per_round;
-        if (share > 1.0) {
-          parts = std::min(max_parts(model, r.configs[c], opt),
-                           static_cast<int>(std::min(std::ceil(share), 1e6)));
-        }
-      }
-      for (int p = 0; p < parts; ++p) {
-        units.push_back({c, SearchPart{p, parts}, r.estimates[c] / parts});
-      }
-    }
-    std::vector<double> work(units.size());
-    for (std::size_t u = 0; u < units.size(); ++u) work[u] = units[u].work;
+  // Searches `seg` (indices into `units`, the parts of a configuration
+  // together and in order) against `incumbent`. The units are split over
+  // the nodes by estimated work (LPT), handed out dynamically to the
+  // node's ranks and their threads (the node's claim counter), largest
+  // estimate first; the outcomes gathered on every rank and the parts
+  // merged in order. Which worker runs a unit changes nothing but the
+  // timing: every unit is searched against the same incumbent. Returns
+  // the longest time a rank computed.
+  const auto run_units = [&](const std::vector<Unit>& units, const std::vector<std::size_t>& seg,
+                             double incumbent, bool first_of_round) {
+    std::vector<double> work(seg.size());
+    for (std::size_t k = 0; k < seg.size(); ++k) work[k] = units[seg[k]].work;
     const Shard shard = lpt_split(work, comm.nodes());
-    std::vector<std::size_t> local;  // units of this node, largest estimate first
-    for (std::size_t u = 0; u < units.size(); ++u) {
-      if (shard.owner[u] == comm.node()) local.push_back(u);
+    std::vector<std::size_t> local;  // positions in seg of this node's units, largest first
+    for (std::size_t k = 0; k < seg.size(); ++k) {
+      if (shard.owner[k] == comm.node()) local.push_back(k);
     }
     std::stable_sort(local.begin(), local.end(),
                      [&](std::size_t a, std::size_t b) { return work[a] > work[b]; });
@@ -472,8 +570,14 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     const std::int64_t base = claimed;
     const std::int64_t limit = base + static_cast<std::int64_t>(local.size());
     claimed = limit;
-    report(progress.round_claimed, 0);
-    report(progress.round_units, static_cast<std::int64_t>(local.size()));
+    // The progress line counts the units of the round (the segments of a
+    // round add up).
+    if (first_of_round) {
+      report(progress.round_claimed, 0);
+      report(progress.round_units, 0);
+    }
+    progress.round_units.fetch_add(static_cast<std::int64_t>(local.size()),
+                                   std::memory_order_relaxed);
     const auto t = Clock::now();
     // The test hook fails this rank in a given round, whether or not it
     // would have claimed work there (it claims none; the others do it all).
@@ -489,11 +593,17 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
                          stop.store(why, std::memory_order_relaxed);
                          return std::int64_t{-1};
                        }
+                       // A stop asked for (a signal): start nothing more;
+                       // the units in flight finish.
+                       if (run.stop_requested && run.stop_requested()) {
+                         stop.store(StopReason::kSignal, std::memory_order_relaxed);
+                         return std::int64_t{-1};
+                       }
                        const std::int64_t v = comm.claim(limit);
                        return v < 0 ? v : v - base;
                      },
                      [&](std::size_t i) {
-                       const Unit& unit = units[local[i]];
+                       const Unit& unit = units[seg[local[i]]];
                        ran[i] = 1;
                        if (started.fetch_add(1) == run.fail_search) {
                          throw std::runtime_error("injected failure (test hook) in configuration " +
@@ -505,35 +615,40 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
                                                : search_config(model, pi, opt, incumbent, unit.part,
                                                                cancel_ptr);
                      });
-    mine.busy_s += since(t);
+    const double busy = since(t);
+    mine.busy_s += busy;
     Writer out;
     out.put_string(on_rank(comm, error));
     out.put(stop.load());
+    out.put(busy);
     if (error.empty()) {
       for (std::size_t i = 0; i < local.size(); ++i) {
         if (!ran[i]) continue;
+        const Unit& unit = units[seg[local[i]]];
         out.put(static_cast<std::uint64_t>(local[i]));
         put_outcome(out, results[i]);
-        mine.configs += units[local[i]].part.index == 0 ? 1 : 0;
+        mine.configs += unit.part.index == 0 ? 1 : 0;
         mine.parts += 1;
         mine.transitions += results[i].stats.transitions;
-        mine.estimate += work[local[i]];
+        mine.estimate += unit.work;
       }
     }
     const auto wait = Clock::now();
     const std::vector<std::string> all = comm.allgather(out.take());
     mine.idle_s += since(wait);
     std::string first;
-    std::vector<std::optional<ConfigOutcome>> got(units.size());
-    std::vector<int> by(units.size(), -1);
+    double longest = 0;
+    std::vector<std::optional<ConfigOutcome>> got(seg.size());
+    std::vector<int> by(seg.size(), -1);
     for (int k = 0; k < ranks && first.empty(); ++k) {
       Reader in(all[static_cast<std::size_t>(k)]);
       first = in.get_string();
       // The same on every rank: the largest reason any rank gave.
       r.stopped = std::max(r.stopped, in.get<StopReason>());
+      longest = std::max(longest, in.get<double>());
       while (first.empty() && !in.done()) {
         const auto u = static_cast<std::size_t>(in.get<std::uint64_t>());
-        HAPMOE_REQUIRE(u < units.size() && !got[u],
+        HAPMOE_REQUIRE(u < seg.size() && !got[u],
                        "run_search: a rank sent a unit not in the round, or twice");
         got[u] = get_outcome(in);
         by[u] = k;
@@ -541,23 +656,102 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     }
     if (!first.empty()) throw SearchFailure(first);
     // Parts of a configuration are consecutive units: merged in order. A
-    // unit no rank ran (a limit was reached) is left out; a configuration
-    // none of whose units ran is not searched.
-    for (std::size_t u = 0; u < units.size(); ++u) {
-      if (!got[u]) {
+    // unit no rank ran (a limit was reached, or a stop asked for) is left
+    // out; a configuration none of whose units ran is not searched.
+    for (std::size_t k = 0; k < seg.size(); ++k) {
+      const Unit& unit = units[seg[k]];
+      if (!got[k]) {
         HAPMOE_REQUIRE(r.stopped != StopReason::kNone, "run_search: a unit of the round was lost");
         continue;
       }
-      const std::size_t c = units[u].config;
+      const std::size_t c = unit.config;
       if (r.outcome_of[c] < 0) {
         r.outcome_of[c] = static_cast<std::int32_t>(searched.size());
         searched.emplace_back();
-        r.ran_on[c] = by[u];
-        r.parts[c] = units[u].part.count;
+        r.ran_on[c] = by[k];
+        r.parts[c] = unit.part.count;
       }
-      merge_part(searched[static_cast<std::size_t>(r.outcome_of[c])], *got[u]);
-      r.units.push_back({c, units[u].part, r.rounds - 1, by[u], units[u].work,
-                         got[u]->stats.seconds, got[u]->stats.transitions});
+      merge_part(searched[static_cast<std::size_t>(r.outcome_of[c])], *got[k]);
+      r.units.push_back({c, unit.part, r.rounds - 1, by[k], unit.work, got[k]->stats.seconds,
+                         got[k]->stats.transitions});
+    }
+    return longest;
+  };
+
+  // One round: `batch` searched against `incumbent`. A configuration whose
+  // estimate is a large share of the round's is cut into parts
+  // (SearchPart; the rule depends on the estimates only, never on R or T).
+  // With RunOptions::segment_s (and no bound: the round is all of Pi) the
+  // round is run in segments with a checkpoint between them: the
+  // configurations largest estimate first, the first segment 1/1024 of the
+  // round's estimate, each next one the estimate the segments so far did
+  // in segment_s seconds (at most 8 times the last). The sizes come from
+  // the times gathered from every rank, so every rank cuts alike.
+  const auto run_round = [&](const std::vector<std::size_t>& batch, double incumbent) {
+    // Bounded rounds get the finer estimate (the mixes the bound keeps),
+    // computed over the job like the bounds; a limit reached there ends
+    // the search before the round.
+    if (rounds) {
+      const std::vector<double> estimates = computed_by_all<double>(
+          comm, run.threads, batch.size(), 1, watch, r.stopped, mine,
+          [&](std::size_t k) { return work_estimate(model, r.configs[batch[k]], opt, incumbent); });
+      if (r.stopped != StopReason::kNone) return;
+      for (std::size_t k = 0; k < batch.size(); ++k) r.estimates[batch[k]] = estimates[k];
+    }
+    double total = 0.0;
+    for (const std::size_t c : batch) total += r.estimates[c];
+    std::vector<Unit> units;
+    std::vector<std::size_t> first_unit;  // per batch position
+    for (const std::size_t c : batch) {
+      int parts = 1;
+      if (!bruteforce && run.parts_per_round > 0 && total > 0.0 && std::isfinite(incumbent)) {
+        const double share = r.estimates[c] / total * run.parts_per_round;
+        if (share > 1.0) {
+          parts = std::min(max_parts(model, r.configs[c], opt),
+                           static_cast<int>(std::min(std::ceil(share), 1e6)));
+        }
+      }
+      first_unit.push_back(units.size());
+      for (int p = 0; p < parts; ++p) {
+        units.push_back({c, SearchPart{p, parts}, r.estimates[c] / parts});
+      }
+    }
+    first_unit.push_back(units.size());
+    if (rounds || run.segment_s <= 0) {
+      std::vector<std::size_t> all(units.size());
+      std::iota(all.begin(), all.end(), std::size_t{0});
+      run_units(units, all, incumbent, true);
+      return;
+    }
+    std::vector<std::size_t> order(batch.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return r.estimates[batch[a]] > r.estimates[batch[b]];
+    });
+    double target = total / 1024;
+    double done_work = 0;
+    double done_s = 0;
+    for (std::size_t k = 0; k < order.size() && r.stopped == StopReason::kNone;) {
+      std::vector<std::size_t> seg;
+      double work = 0;
+      std::size_t configs_in_seg = 0;
+      while (k < order.size() && (seg.empty() || work < target)) {
+        ++configs_in_seg;
+        for (std::size_t u = first_unit[order[k]]; u < first_unit[order[k] + 1]; ++u) {
+          seg.push_back(u);
+        }
+        work += r.estimates[batch[order[k]]];
+        ++k;
+      }
+      done_s += run_units(units, seg, incumbent, k == configs_in_seg);
+      done_work += work;
+      progress.settled.fetch_add(static_cast<std::int64_t>(configs_in_seg),
+                                 std::memory_order_relaxed);
+      report(progress.searched, static_cast<std::int64_t>(searched.size()));
+      if (r.stopped != StopReason::kNone || k == order.size()) break;
+      if (run.checkpoint) run.checkpoint(snapshot);
+      const double rate = done_s > 0 ? done_work / done_s : 0.0;
+      target = rate > 0 ? std::min(8 * target, rate * run.segment_s) : 8 * target;
     }
   };
 
@@ -573,18 +767,23 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   // configuration left is skipped (a full bound is never below its
   // steps), so most of Pi is never sorted (on the 604 k of the large
   // case: under 0.01 s, against 0.06 s for a stable sort of all).
-  const bool rounds = !bruteforce && opt.bound;
+  // Committed configurations (RunOptions::resume) are left out: taken.
   progress.phase.store(SearchProgress::kSearching, std::memory_order_relaxed);
   std::vector<std::pair<double, std::size_t>> heap;  // least first
   if (rounds) {
-    heap.resize(n);
-    for (std::size_t c = 0; c < n; ++c) heap[c] = {bounds[c].steps, c};
+    heap.reserve(n);
+    for (std::size_t c = 0; c < n; ++c) {
+      if (r.outcome_of[c] == SearchResult::kNotSearched) heap.push_back({bounds[c].steps, c});
+    }
     std::make_heap(heap.begin(), heap.end(), std::greater<>{});
   }
-  std::size_t taken = 0;  // configurations taken from the order
+  std::size_t taken = rounds ? n - heap.size() : 0;  // configurations taken from the order
   const auto round_size = static_cast<std::size_t>(run.round);
   while (taken < n && r.stopped == StopReason::kNone) {
-    const double incumbent = kth();
+    // Without the bound, the one round's incumbent is the caller's, also
+    // when committed plans were restored (as in the run that committed
+    // them).
+    const double incumbent = rounds ? kth() : run.incumbent;
     const double cut = incumbent * (1.0 + 1e-12);
     std::vector<std::size_t> batch;
     while (taken < n && (!rounds || batch.size() < round_size)) {
@@ -601,6 +800,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
         heap.pop_back();
       }
       ++taken;
+      if (r.outcome_of[c] != SearchResult::kNotSearched) continue;  // committed
       if (rounds && bounds[c].latency > cut) {
         r.outcome_of[c] = SearchResult::kSkippedByBound;
         ++skipped;
@@ -613,7 +813,22 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     ++r.rounds;
     report(progress.settled, static_cast<std::int64_t>(taken - batch.size()));
     report(progress.rounds, r.rounds);
+    const std::size_t searched_before = searched.size();
+    const std::size_t units_before = r.units.size();
     run_round(batch, incumbent);
+    if (rounds && r.stopped == StopReason::kSignal) {
+      // A stop asked for in a bounded round: the round is dropped, so the
+      // result holds whole rounds only (RunOptions::stop_requested).
+      searched.resize(searched_before);
+      r.units.resize(units_before);
+      for (const std::size_t c : batch) {
+        r.outcome_of[c] = SearchResult::kNotSearched;
+        r.ran_on[c] = -1;
+        r.parts[c] = 0;
+        r.estimates[c] = 0;
+      }
+      --r.rounds;
+    }
     for (const std::size_t c : batch) {
       if (r.outcome_of[c] < 0) {  // stopped before it
         r.round_of[c] = -1;
@@ -621,35 +836,23 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
         continue;
       }
       const ConfigOutcome& o = searched[static_cast<std::size_t>(r.outcome_of[c])];
-      if (!o.best) continue;
-      top.insert(std::upper_bound(top.begin(), top.end(), *o.best, candidate_less), *o.best);
-      if (static_cast<int>(top.size()) > opt.top_k) top.pop_back();
+      if (o.best) enter_top(*o.best);
     }
     report(progress.settled, static_cast<std::int64_t>(taken));
     report(progress.searched, static_cast<std::int64_t>(searched.size()));
     if (!top.empty()) progress.best.store(top.front().latency_s, std::memory_order_relaxed);
+    if (rounds && taken < n && r.stopped == StopReason::kNone && run.checkpoint) {
+      run.checkpoint(snapshot);
+    }
   }
+  r.rounds = std::max(r.rounds, resumed_rounds);
   progress.phase.store(SearchProgress::kDone, std::memory_order_relaxed);
   if (r.stopped != StopReason::kNone) r.not_searched += static_cast<std::int64_t>(n - taken);
+  // A stop asked for once nothing was left (a rank that saw it had no unit
+  // to start, the others searched the rest): the search is whole.
+  if (r.stopped == StopReason::kSignal && r.not_searched == 0) r.stopped = StopReason::kNone;
 
-  r.outcomes.reserve(searched.size());
-  for (std::size_t c = 0; c < n; ++c) {
-    std::int32_t& k = r.outcome_of[c];
-    if (k < 0) continue;
-    r.outcomes.push_back(std::move(searched[static_cast<std::size_t>(k)]));
-    k = static_cast<std::int32_t>(r.outcomes.size() - 1);
-  }
-  std::vector<PlanCandidate> all;
-  for (const ConfigOutcome& o : r.outcomes) {
-    r.stats += o.stats;
-    if (o.best) all.push_back(*o.best);
-    if (o.closest.bytes < r.closest.bytes) r.closest = o.closest;
-  }
-  r.stats.configs_bounded += skipped;
-  std::sort(all.begin(), all.end(), candidate_less);
-  if (static_cast<int>(all.size()) > opt.top_k) all.resize(static_cast<std::size_t>(opt.top_k));
-  r.top = std::move(all);
-  r.stats.configs = static_cast<std::int64_t>(n);
+  finish_result(r, std::move(searched), skipped, opt.top_k);
 
   // Per-rank figures, on every rank.
   {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -40,6 +41,35 @@ struct SearchProgress {
 // over 3 ranks on 2 cores a median of 65 ms split, 32 ms whole;
 // docs/parallel.md, "Small searches").
 inline constexpr double kSplitAbove = 65536;
+
+struct SearchResult;
+
+// A configuration whose search is committed (a checkpoint of an earlier
+// run, RunOptions::resume): its outcome as that run merged it.
+struct CommittedConfig {
+  std::size_t config = 0;  // index in Pi
+  // Its counters, closest miss and best plan. A best plan outside the
+  // committed top K may come with its latency only (plan.stages empty):
+  // it can never enter the top K again (K committed plans beat it), and
+  // the engine fills in plan.parallel.
+  ConfigOutcome outcome;
+  int rank = -1;        // the rank that searched it (in that run)
+  int round = 0;        // its round
+  int parts = 1;        // the parts it was searched in
+  double estimate = 0;  // its work estimate (bounded rounds: against their incumbent)
+};
+
+// What a search resumes from (plan --resume; docs/archive.md,
+// "Checkpoints of one search"): the committed units of an earlier run of
+// the same search. Every configuration of a committed round is committed
+// (the bounded search commits whole rounds); without the bound all of Pi
+// is one round, committed configuration by configuration.
+struct SearchResume {
+  std::int64_t configs = 0;  // |Pi| of that run: must be this search's
+  std::vector<CommittedConfig> searched;
+  std::vector<std::size_t> skipped;  // skipped by their bound
+  int rounds = 0;                    // rounds of that run (all committed)
+};
 
 struct RunOptions {
   int threads = 1;  // OpenMP threads of this rank
@@ -82,6 +112,33 @@ struct RunOptions {
   // Test hook: this rank throws inside the parallel loop when it starts its
   // search number fail_search (0 = its first); -1 never.
   std::int64_t fail_search = -1;
+
+  // Checkpoints and resume (plan --out / --resume; docs/archive.md,
+  // "Checkpoints of one search"). None of them changes a result or a
+  // counter; none applies to a search run whole on every rank.
+  //
+  // Asked before each unit this rank would start: true makes it start no
+  // more (units in flight finish). The ranks agree at the end of the
+  // segment or round: the search then ends with StopReason::kSignal. In
+  // the bounded search the unfinished round is dropped (its
+  // configurations are not searched), so what the result holds is whole
+  // rounds, each searched against the incumbent its predecessors left.
+  std::function<bool()> stop_requested;
+  // > 0: the one round of a search without the bound (all of Pi) is run
+  // in segments, each about this many seconds of work (sized from the work
+  // estimates and the rate of the segments before), so that `checkpoint`
+  // can be called between them. A segment's configurations are searched
+  // exactly as in one round (same incumbent), so the segments change
+  // nothing but the waits at their ends.
+  double segment_s = 0;
+  // Called on every rank after each segment (without the bound) and each
+  // round (with it) unless the search stopped there; `snapshot()` makes the
+  // result so far (StopReason::kCheckpoint, no per-rank figures), e.g. for
+  // rank 0 to write it. Every rank calls it at the same points, so it may
+  // use the Comm for collectives.
+  std::function<void(const std::function<SearchResult()>& snapshot)> checkpoint;
+  // Committed units to restore instead of searching them (nullptr: none).
+  const SearchResume* resume = nullptr;
 };
 
 // What one rank did.
@@ -118,7 +175,8 @@ struct SearchResult {
   // outcomes cost 224 bytes each). outcome(c) finds configuration c's.
   std::vector<ConfigOutcome> outcomes;
   // Per config: index in outcomes, or kSkippedByBound, or kNotSearched (a
-  // limit stopped the search before it).
+  // limit stopped the search before it, or it was not reached before
+  // a checkpoint).
   std::vector<std::int32_t> outcome_of;
   static constexpr std::int32_t kSkippedByBound = -1;
   static constexpr std::int32_t kNotSearched = -2;
@@ -139,6 +197,9 @@ struct SearchResult {
   // configurations were neither searched nor skipped by their bound.
   StopReason stopped = StopReason::kNone;
   std::int64_t not_searched = 0;
+  // Configurations restored from RunOptions::resume, not searched by this
+  // run (their outcomes are those of the run that committed them).
+  std::int64_t resumed = 0;
 
   // Configuration c's outcome, or null if it was not searched.
   const ConfigOutcome* outcome(std::size_t c) const {
@@ -164,6 +225,15 @@ inline constexpr double kBruteForceLimit = 2e7;
 SearchResult run_search(const Workload& workload, const ClusterSpec& cluster,
                         const SearchOptions& options, bool bruteforce, Comm& comm,
                         const RunOptions& run);
+
+// What `result` commits, to resume its search from (RunOptions::resume):
+// every configuration it searched or skipped by its bound, with its
+// outcome, and its rounds. A result the search returned commits whole
+// rounds only (RunOptions::stop_requested), so this is exact for a
+// result stopped by a signal, a snapshot, or a finished one; not for one
+// a limit stopped (its last units were cut short). The archive stores the
+// same (io/archive/resume.h).
+SearchResume resume_point(const SearchResult& result);
 
 // The threads a rank uses by default: OMP_NUM_THREADS when set, otherwise
 // the cores of the node shared by its ranks (at least 1).

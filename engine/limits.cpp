@@ -16,6 +16,10 @@ const char* to_string(StopReason reason) {
       return "time limit";
     case StopReason::kMemoryLimit:
       return "memory limit";
+    case StopReason::kSignal:
+      return "signal";
+    case StopReason::kCheckpoint:
+      return "checkpoint";
   }
   return "";
 }

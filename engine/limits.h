@@ -11,9 +11,19 @@
 
 namespace hapmoe {
 
-enum class StopReason : std::uint8_t { kNone = 0, kTimeLimit = 1, kMemoryLimit = 2 };
+// Why a search ended before its end. kSignal: the caller asked it to stop
+// (RunOptions::stop_requested: plan's SIGTERM/SIGUSR1), units in flight
+// finished, not cut short. kCheckpoint marks a snapshot taken while the
+// search went on (RunOptions::checkpoint), never a finished search.
+enum class StopReason : std::uint8_t {
+  kNone = 0,
+  kTimeLimit = 1,
+  kMemoryLimit = 2,
+  kSignal = 3,
+  kCheckpoint = 4,
+};
 
-// "time limit", "memory limit" ("" for kNone).
+// "time limit", "memory limit", "signal", "checkpoint" ("" for kNone).
 const char* to_string(StopReason reason);
 
 struct SearchLimits {

@@ -415,6 +415,50 @@ void write_plans(const h5::Group& group, const std::vector<PlanReport>& reports,
   g.write_array("stage_offsets", offsets);
 }
 
+// search/resume: what plan --resume needs beyond the tables above, exact
+// (io/archive/resume.h): the top K plans as the engine holds them, and
+// the closest miss with the configuration it came from.
+void write_resume_group(const h5::Group& search, const SearchResult& s) {
+  const h5::Group g = search.create_group("resume");
+  g.attrs().set("rounds", s.rounds);
+  std::vector<archive::ResumePlanRow> plans;
+  std::vector<archive::ResumeStageRow> stages;
+  for (const PlanCandidate& c : s.top) {
+    archive::ResumePlanRow p;
+    p.config = -1;  // not in Pi (a baseline's plan): never resumed from
+    for (std::size_t i = 0; i < s.configs.size(); ++i) {
+      if (s.configs[i] == c.plan.parallel) {
+        p.config = static_cast<std::int64_t>(i);
+        break;
+      }
+    }
+    p.latency_s = c.latency_s;
+    p.first_stage = static_cast<std::int64_t>(stages.size());
+    p.num_stages = static_cast<std::int32_t>(c.plan.stages.size());
+    plans.push_back(p);
+    for (const StagePlan& st : c.plan.stages) {
+      stages.push_back({st.device_type, st.layers, static_cast<std::int32_t>(st.recompute.kind),
+                        st.recompute.layers, static_cast<std::int32_t>(st.recompute.modules)});
+    }
+  }
+  g.write_table("plans", archive::resume_plan_row_type(), plans);
+  g.write_table("stages", archive::resume_stage_row_type(), stages);
+  // The closest miss: the first configuration (in Pi's order) with the
+  // least shortfall, as the engine picks it.
+  std::vector<archive::ResumeClosestRow> closest;
+  double least = std::numeric_limits<double>::infinity();
+  for (std::size_t i = 0; i < s.configs.size() && i < s.outcome_of.size(); ++i) {
+    const ConfigOutcome* o = s.outcome(i);
+    if (o == nullptr || !(o->closest.bytes < least)) continue;
+    least = o->closest.bytes;
+    const Shortfall& f = o->closest;
+    const ParallelConfig& pi = f.parallel;
+    closest.assign(1, {static_cast<std::int64_t>(i), f.bytes, pi.pp, pi.tp, pi.cp, pi.ep, pi.tpe,
+                       pi.dp, pi.micro_batch, pi.vpp, f.stage, f.device_type, f.layers});
+  }
+  g.write_table("closest", archive::resume_closest_row_type(), closest);
+}
+
 void write_search(const h5::Group& group, const SearchResult& s) {
   const h5::Group g = group.create_group("search");
   std::vector<ConfigRow> configs;
@@ -449,10 +493,13 @@ void write_search(const h5::Group& group, const SearchResult& s) {
       r.pruned_bound = o.stats.pruned_bound;
       r.feasible = o.stats.feasible;
       r.seconds = o.stats.seconds;
+      r.hetero_comm_ratio = o.stats.hetero_comm_ratio;
+      r.parts = i < s.parts.size() ? s.parts[i] : 1;
     }
     configs.push_back(r);
   }
   g.write_table("configs", archive::config_row_type(), configs);
+  write_resume_group(g, s);
 
   std::vector<RankRow> ranks;
   for (const RankFigures& f : s.ranks) {

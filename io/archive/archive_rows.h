@@ -145,7 +145,9 @@ struct ConfigRow {
   std::int64_t pruned_hetero_comm = 0;
   std::int64_t pruned_bound = 0;
   std::int64_t feasible = 0;
-  double seconds = 0;  // wall time of its search
+  double seconds = 0;            // wall time of its search
+  double hetero_comm_ratio = 0;  // largest cross-type transfer over T_comp (SearchStats)
+  std::int32_t parts = 0;        // the parts it was searched in, 0 if not searched
 };
 
 inline h5::Compound<ConfigRow> config_row_type() {
@@ -173,6 +175,74 @@ inline h5::Compound<ConfigRow> config_row_type() {
   HAPMOE_H5_FIELD(c, ConfigRow, pruned_bound);
   HAPMOE_H5_FIELD(c, ConfigRow, feasible);
   HAPMOE_H5_FIELD(c, ConfigRow, seconds);
+  HAPMOE_H5_FIELD(c, ConfigRow, hetero_comm_ratio);
+  HAPMOE_H5_FIELD(c, ConfigRow, parts);
+  return c;
+}
+
+// search/resume/plans and search/resume/stages: the top K plans exactly as
+// the engine holds them (its recompute choice as numbers, no text to
+// parse back), for plan --resume (io/archive/resume.h).
+struct ResumePlanRow {
+  std::int64_t config = 0;       // its configuration's index in Pi
+  double latency_s = 0;          // the search's latency, bit for bit
+  std::int64_t first_stage = 0;  // its rows in search/resume/stages
+  std::int32_t num_stages = 0;
+};
+
+inline h5::Compound<ResumePlanRow> resume_plan_row_type() {
+  h5::Compound<ResumePlanRow> c;
+  HAPMOE_H5_FIELD(c, ResumePlanRow, config);
+  HAPMOE_H5_FIELD(c, ResumePlanRow, latency_s);
+  HAPMOE_H5_FIELD(c, ResumePlanRow, first_stage);
+  HAPMOE_H5_FIELD(c, ResumePlanRow, num_stages);
+  return c;
+}
+
+struct ResumeStageRow {
+  std::int32_t device_type = 0;
+  std::int32_t layers = 0;
+  std::int32_t recompute_kind = 0;     // RecomputeKind: 0 none, 1 selective, 2 full
+  std::int32_t recompute_layers = 0;   // Recompute::layers
+  std::int32_t recompute_modules = 0;  // Recompute::modules (module bits)
+};
+
+inline h5::Compound<ResumeStageRow> resume_stage_row_type() {
+  h5::Compound<ResumeStageRow> c;
+  HAPMOE_H5_FIELD(c, ResumeStageRow, device_type);
+  HAPMOE_H5_FIELD(c, ResumeStageRow, layers);
+  HAPMOE_H5_FIELD(c, ResumeStageRow, recompute_kind);
+  HAPMOE_H5_FIELD(c, ResumeStageRow, recompute_layers);
+  HAPMOE_H5_FIELD(c, ResumeStageRow, recompute_modules);
+  return c;
+}
+
+// search/resume/closest: the closest miss of the search (one row, or none
+// when nothing was short of memory), and the configuration it belongs to.
+struct ResumeClosestRow {
+  std::int64_t config = 0;
+  double bytes = 0;
+  std::int32_t pp = 0, tp = 0, cp = 0, ep = 0, tpe = 0, dp = 0, micro_batch = 0, vpp = 0;
+  std::int32_t stage = 0;
+  std::int32_t device_type = 0;
+  std::int32_t layers = 0;
+};
+
+inline h5::Compound<ResumeClosestRow> resume_closest_row_type() {
+  h5::Compound<ResumeClosestRow> c;
+  HAPMOE_H5_FIELD(c, ResumeClosestRow, config);
+  HAPMOE_H5_FIELD(c, ResumeClosestRow, bytes);
+  HAPMOE_H5_FIELD(c, ResumeClosestRow, pp);
+  HAPMOE_H5_FIELD(c, ResumeClosestRow, tp);
+  HAPMOE_H5_FIELD(c, ResumeClosestRow, cp);
+  HAPMOE_H5_FIELD(c, ResumeClosestRow, ep);
+  HAPMOE_H5_FIELD(c, ResumeClosestRow, tpe);
+  HAPMOE_H5_FIELD(c, ResumeClosestRow, dp);
+  HAPMOE_H5_FIELD(c, ResumeClosestRow, micro_batch);
+  HAPMOE_H5_FIELD(c, ResumeClosestRow, vpp);
+  HAPMOE_H5_FIELD(c, ResumeClosestRow, stage);
+  HAPMOE_H5_FIELD(c, ResumeClosestRow, device_type);
+  HAPMOE_H5_FIELD(c, ResumeClosestRow, layers);
   return c;
 }
 

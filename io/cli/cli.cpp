@@ -32,8 +32,9 @@ constexpr const char* kUsage =
     "             collectives (comm), fit the calibration (fit), check predictions (check)\n"
     "\n"
     "`hapmoe <command> --help` shows the options of a command; `hapmoe --version` the version.\n"
-    "Exit codes: 0 ok, 2 bad input, 3 the plan does not fit in memory, 4 sweep stopped by a\n"
-    "signal (resume it with --resume), 5 a --time-limit or --max-memory stopped the search (the\n"
+    "Exit codes: 0 ok, 2 bad input, 3 the plan does not fit in memory, 4 a sweep, or a plan\n"
+    "with --out, stopped by SIGTERM/SIGUSR1 (what is done is committed to --out: run it again\n"
+    "with --resume), 5 a --time-limit or --max-memory stopped the search (the\n"
     "plans are the best found, not proven optimal), 6 a rank stopped answering and the watchdog\n"
     "ended the job (--time-limit plus a grace), 1 internal error.\n";
 

@@ -2,8 +2,8 @@
 // set-up, so tests can call it in-process.
 //
 // Exit codes: 0 success; 2 bad input or usage; 3 the plan does not fit in
-// memory (outputs are still written); 4 a sweep stopped by SIGTERM/SIGUSR1
-// with a valid archive (run it again with --resume); 5 --time-limit or
+// memory (outputs are still written); 4 a sweep or a `plan --out` stopped
+// by SIGTERM/SIGUSR1 with a valid archive (run it again with --resume); 5 --time-limit or
 // --max-memory stopped the search (the plans printed and written are the
 // best found, not proven optimal); 1 internal error.
 #pragma once

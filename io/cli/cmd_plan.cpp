@@ -1,9 +1,15 @@
 // `hapmoe plan`: read the inputs on every rank, search (or run a
 // baseline), score the plans, print them, write what was asked for.
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cxxopts.hpp>
+#include <filesystem>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +18,8 @@
 #include "engine/baselines.h"
 #include "engine/driver.h"
 #include "engine/job_space.h"
+#include "io/archive/resume.h"
+#include "io/cli/bytes.h"
 #include "io/cli/cli.h"
 #include "io/cli/commands.h"
 #include "io/cli/fault_hooks.h"
@@ -20,7 +28,10 @@
 #include "io/cli/plan_sources.h"
 #include "io/cli/progress.h"
 #include "io/cli/steps.h"
+#include "io/cli/stop_signals.h"
+#include "io/inputs/cluster_io.h"
 #include "io/inputs/json_strict.h"
+#include "io/inputs/model_io.h"
 #include "io/inputs/plan_io.h"
 #include "io/megatron/megatron_launcher.h"
 #include "io/report/report.h"
@@ -33,7 +44,14 @@ cxxopts::Options plan_options() {
   cxxopts::Options o("hapmoe plan",
                      "Searches the 6-D space (PP, TP, CP, EP, TPE, DP) with non-uniform layer "
                      "partitions, per-stage device types and recomputation for the fastest plan "
-                     "that fits in memory (HS-DP with three prunings, docs/search.md).");
+                     "that fits in memory (HS-DP with three prunings, docs/search.md). With "
+                     "--out (hapmoe's own search: not with --baseline, --bruteforce or the "
+                     "job-wide knobs), the search is committed to the archive as it goes (every "
+                     "--checkpoint-every seconds); SIGTERM or SIGUSR1 finishes the units in "
+                     "flight, commits them and exits with code 4 (a second signal exits at "
+                     "once, the last commit kept), and --resume continues from there with the "
+                     "result of an uninterrupted run (docs/archive.md, \"Checkpoints of one "
+                     "search\"). Without --out, SIGTERM ends the process as usual.");
   add_workload_options(o);
   add_search_options(o);
   o.add_options("Search")("bruteforce", "enumerate every plan without DP (small instances only)")(
@@ -55,6 +73,19 @@ cxxopts::Options plan_options() {
   add_job_space_options(o);
   add_launcher_options(o);
   add_out_option(o);
+  o.add_options("Archive")(
+      "checkpoint-every",
+      "with --out: commit the configurations searched so far to --out at most every this many "
+      "seconds while the search runs (default 60; 0: after every round, or without the bound "
+      "every 0.1 s of work); SIGTERM or "
+      "SIGUSR1 then finishes the units in flight, commits them and exits with code 4 "
+      "(docs/archive.md, \"Checkpoints of one search\")",
+      cxxopts::value<std::string>())(
+      "resume",
+      "with --out: continue the search that --out holds (a run stopped by a signal or killed): "
+      "the committed configurations are not searched again, and the plans and statistics are "
+      "those of an uninterrupted run; the inputs and search options must be the same (exit 2 "
+      "otherwise); without the file, start afresh");
   add_limit_options(o);
   return o;
 }
@@ -73,7 +104,104 @@ struct PlanRequest {
   // --launcher: what the pinned Megatron-LM cannot run was left out of the
   // space (a line for the output; "" when nothing was).
   std::string launcher_space;
+  // --out with hapmoe's own search: commits while it runs (0: none),
+  // --checkpoint-every, and what --resume restored (on every rank).
+  bool checkpoints = false;
+  double checkpoint_s = 60.0;
+  bool resume = false;
+  std::optional<SearchResume> resumed;
 };
+
+// The resolved options an archive records (inputs@options), for --out and
+// for comparing with an archive to resume.
+nlohmann::ordered_json archive_options(const PlanRequest& q) {
+  nlohmann::ordered_json o = resolved_search_options(q.opt, q.run);
+  o["bruteforce"] = q.brute;
+  o["baseline"] = to_string(q.baseline);
+  o["space"] = to_string(q.job);
+  o["recompute_scope"] = q.job.job_recompute ? "job" : "stage";
+  return o;
+}
+
+// Rank 0: the archive to resume, checked against this run's inputs and
+// options; throws InputError naming the first difference. Options that
+// change how the run is spread, never its results (threads,
+// --split-above), may differ.
+SearchResume read_resume_on_root(const cxxopts::ParseResult& r, const PlanRequest& q) {
+  const std::string path = r["out"].as<std::string>();
+  const std::string where = "--resume: " + path;
+  ResumeArchive a = read_resume_archive(path, where);
+  if (a.model_json != workload_to_json(q.in.workload)) {
+    throw InputError(where,
+                     "is the search of another model or training settings (its "
+                     "/inputs@model_json differs from --model and the overrides given)");
+  }
+  if (a.cluster_json != cluster_to_json(q.in.cluster)) {
+    throw InputError(where,
+                     "is the search of another cluster (its /inputs@cluster_json differs "
+                     "from --cluster)");
+  }
+  const nlohmann::json theirs = nlohmann::json::parse(a.options, nullptr, false);
+  const nlohmann::json ours = archive_options(q);
+  if (!theirs.is_object()) throw InputError(where, "its /inputs@options is not a JSON object");
+  for (const auto& [key, value] : ours.items()) {
+    if (key == "threads" || key == "split_above") continue;
+    const std::string was = theirs.contains(key) ? theirs[key].dump() : "absent";
+    if (was != value.dump()) {
+      throw InputError(where, "was searched with another " + key + " (" + was + " there, " +
+                                  value.dump() + " here); --resume needs the same options");
+    }
+  }
+  // Measured tables: compared by the path given (their text is not kept).
+  const nlohmann::json given = nlohmann::json::parse(a.options_given, nullptr, false);
+  const std::string was = given.is_object() && given.contains("profile")
+                              ? given["profile"].get<std::string>()
+                              : std::string("none");
+  const std::string now = r.count("profile") ? r["profile"].as<std::string>() : "none";
+  if (was != now) {
+    throw InputError(where, "was searched with another --profile (" + was + " there, " + now +
+                                " here); --resume needs the same options");
+  }
+  return std::move(a.resume);
+}
+
+std::string encode_resume(const SearchResume& s) {
+  Bytes b;
+  b.put(s.configs);
+  b.put(s.rounds);
+  b.put(s.skipped);
+  b.put(s.searched.size());
+  for (const CommittedConfig& c : s.searched) {
+    b.put(c.config);
+    b.put(c.outcome);
+    b.put(c.rank);
+    b.put(c.round);
+    b.put(c.parts);
+    b.put(c.estimate);
+  }
+  return b.data();
+}
+
+SearchResume decode_resume(const std::string& data) {
+  SearchResume s;
+  Unbytes b(data);
+  b.get(s.configs);
+  b.get(s.rounds);
+  b.get(s.skipped);
+  std::size_t n = 0;
+  b.get(n);
+  if (n > data.size()) throw std::runtime_error("truncated data from another rank");
+  s.searched.resize(n);
+  for (CommittedConfig& c : s.searched) {
+    b.get(c.config);
+    b.get(c.outcome);
+    b.get(c.rank);
+    b.get(c.round);
+    b.get(c.parts);
+    b.get(c.estimate);
+  }
+  return s;
+}
 
 // Inputs are read on every rank; a failure on some ranks only (a file
 // missing on one node) is agreed on before the search starts, so no rank
@@ -138,6 +266,42 @@ PlanRequest read_plan_request(const cxxopts::ParseResult& r, Comm& comm, const S
       q.job.job_recompute = false;  // a baseline's launcher says what it collapses
     }
   });
+  // Checkpoints and --resume: hapmoe's own search into --out (a baseline,
+  // brute force and the job-wide knobs run several searches or none).
+  std::string resume_bytes;
+  read_on_every_rank(comm, [&] {
+    q.resume = r.count("resume") > 0;
+    if (r.count("checkpoint-every")) {
+      q.checkpoint_s = parse_number_text(r["checkpoint-every"].as<std::string>(), 0.0, 1e7,
+                                         "--checkpoint-every");
+    }
+    const bool own = q.baseline == Baseline::kNone && !q.brute && !q.job.active();
+    for (const char* o : {"resume", "checkpoint-every"}) {
+      if (r.count(o) == 0) continue;
+      if (r.count("out") == 0) throw InputError(std::string("--") + o, "needs --out");
+      if (!own) {
+        throw InputError(std::string("--") + o,
+                         "works for hapmoe's own search only, not with --baseline, --bruteforce "
+                         "or the job-wide knobs (--space, --recompute-scope job, --precision "
+                         "auto; --launcher implies --recompute-scope job)");
+      }
+    }
+    q.checkpoints = own && r.count("out") > 0;
+    // HAPMOE_TEST_CRASH=commit@K / signals@K: a kill or two signals inside
+    // the K-th commit (tests/io/archive/plan_resume.sh), as for sweep.
+    if (q.checkpoints) install_sweep_crash_hook();
+    if (comm.rank() == 0 && q.resume) {
+      std::error_code ec;
+      if (std::filesystem::exists(r["out"].as<std::string>(), ec)) {
+        resume_bytes = "R" + encode_resume(read_resume_on_root(r, q));
+      }
+    }
+  });
+  if (q.resume) {
+    // Rank 0's reading, on every rank.
+    const std::string got = comm.allgather(comm.rank() == 0 ? resume_bytes : "").front();
+    if (!got.empty()) q.resumed = decode_resume(got.substr(1));
+  }
   return q;
 }
 
@@ -145,10 +309,25 @@ PlanRequest read_plan_request(const cxxopts::ParseResult& r, Comm& comm, const S
 // with job-wide knobs, their search in `job_out`. A rank that stops
 // answering ends the job after the time limit and a grace (the watchdog
 // writes to `alarm`), and the progress lines name it.
-BaselineRun search_with_progress(PlanRequest& q, Comm& comm, std::ostream& err, std::ostream& alarm,
-                                 std::optional<JobSearchResult>& job_out) {
+BaselineRun search_with_progress(
+    PlanRequest& q, Comm& comm, std::ostream& err, std::ostream& alarm,
+    std::optional<JobSearchResult>& job_out,
+    const std::function<void(const std::function<SearchResult()>&)>& checkpoint) {
   SearchProgress progress;
   q.run.progress = &progress;
+  if (checkpoint) q.run.checkpoint = checkpoint;
+  if (q.checkpoints) {
+    // Segments as long as the commits are apart (--checkpoint-every 0:
+    // 0.1 s, each committed), so a commit is due at most one segment late.
+    q.run.segment_s = std::max(q.checkpoint_s, 0.1);
+    q.run.stop_requested = [&comm, asked = std::make_shared<std::atomic<std::int64_t>>(0),
+                            at = injected_signal_unit(comm)] {
+      // Test hook: SIGTERM to itself before the at-th unit.
+      if (at > 0 && asked->fetch_add(1) + 1 == at) std::raise(SIGTERM);
+      return g_stop_signal != 0;
+    };
+    if (q.resumed) q.run.resume = &*q.resumed;
+  }
   const WatchdogScope watchdog(comm, search_watchdog(q.run.limits, comm, "plan", alarm));
   const Heartbeat beat(comm.rank() == 0 ? q.every : 0.0, [&](double s) {
     err << "hapmoe plan: " << duration_text(s) << ": " << progress_text(progress)
@@ -168,6 +347,9 @@ BaselineRun search_with_progress(PlanRequest& q, Comm& comm, std::ostream& err, 
     ran = run_one_search(q.baseline, q.brute, q.in.workload, q.in.cluster, q.opt, comm, q.run);
   }
   q.run.progress = nullptr;
+  q.run.checkpoint = nullptr;
+  q.run.stop_requested = nullptr;
+  q.run.resume = nullptr;
   return ran;
 }
 
@@ -298,6 +480,9 @@ void print_search_statistics(std::ostream& out, const PlanRequest& q, const Sear
       << (q.run.threads == 1 ? " thread" : " threads");
   if (comm.nodes() > 1) out << " (" << comm.nodes() << " nodes)";
   if (result.whole_on_every_rank) out << ", each rank searching the whole space (--split-above)";
+  if (result.resumed > 0) {
+    out << "; " << result.resumed << " configurations committed by earlier runs (--resume)";
+  }
   out << "\n";
 }
 
@@ -362,30 +547,53 @@ nlohmann::ordered_json plan_document(const PlanRequest& q, const BaselineRun& ra
                 {"threads", q.run.threads},
                 {"rounds", result.rounds},
                 {"whole_on_every_rank", result.whole_on_every_rank},
+                {"resumed_configs", result.resumed},
                 {"omp_wait_policy",
                  std::getenv("OMP_WAIT_POLICY") != nullptr ? std::getenv("OMP_WAIT_POLICY") : ""},
                 {"per_rank", per_rank}};
   return doc;
 }
 
-// --out: the archive of the run (docs/archive.md).
+// The archive of the run (docs/archive.md), or of the search so far.
+void fill_plan_archive(h5::File& f, const cxxopts::ParseResult& r, const PlanRequest& q,
+                       const BaselineRun& ran, const Scored& scored, const PlanSources& plan_src,
+                       const Provenance& p) {
+  ArchiveInputs a = given_inputs(r, q.in);
+  a.options_resolved = archive_options(q);
+  a.options_resolved["baseline_rule"] = ran.rule;
+  if (q.in.profile) a.options_resolved["profile"] = plan_sources_json(plan_src, q.in.profile_path);
+  a.tables = &scored.tables;
+  write_header(f, "plan");
+  write_provenance(f, p);
+  write_run(f, a, scored.reports, &ran.result);
+}
+
+// --out: the archive of the run, written by rank 0 (collective).
 void write_plan_archive(const cxxopts::ParseResult& r, Comm& comm, const PlanRequest& q,
                         const BaselineRun& ran, const Scored& scored, const PlanSources& plan_src,
                         const Provenance& p) {
-  ArchiveInputs a = given_inputs(r, q.in);
-  a.options_resolved = resolved_search_options(q.opt, q.run);
-  a.options_resolved["bruteforce"] = q.brute;
-  a.options_resolved["baseline"] = to_string(q.baseline);
-  a.options_resolved["baseline_rule"] = ran.rule;
-  a.options_resolved["space"] = to_string(q.job);
-  a.options_resolved["recompute_scope"] = q.job.job_recompute ? "job" : "stage";
-  if (q.in.profile) a.options_resolved["profile"] = plan_sources_json(plan_src, q.in.profile_path);
-  a.tables = &scored.tables;
-  write_out(comm, r["out"].as<std::string>(), [&](h5::File& f) {
-    write_header(f, "plan");
-    write_provenance(f, p);
-    write_run(f, a, scored.reports, &ran.result);
-  });
+  write_out(comm, r["out"].as<std::string>(),
+            [&](h5::File& f) { fill_plan_archive(f, r, q, ran, scored, plan_src, p); });
+}
+
+// What a second SIGTERM/SIGUSR1 prints: what the archive on disk holds.
+// `committed` < 0: no checkpoint written by this run or an earlier one.
+std::string second_signal_line(const std::string& path, std::int64_t committed,
+                               std::int64_t configs) {
+  std::string s =
+      "hapmoe plan: stopped by a second SIGTERM/SIGUSR1, the units in flight abandoned: ";
+  if (committed >= 0) {
+    s += std::to_string(committed) + " of " + std::to_string(configs) +
+         " configurations committed to " + path + "; run again with --resume to finish";
+  } else {
+    s += "no checkpoint written yet, no archive (" + path + "); run again with --resume to start";
+  }
+  return s + " (exit code " + std::to_string(kExitStopped) + ")\n";
+}
+
+// Configurations a result settles: searched, or skipped by their bound.
+std::int64_t settled(const SearchResult& s) {
+  return static_cast<std::int64_t>(s.configs.size()) - s.not_searched;
 }
 
 // The exit code, with a line on `err` for a search a limit stopped or one
@@ -430,8 +638,77 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
   const auto& r = *parsed;
   PlanRequest q = read_plan_request(r, comm, started);
   warn_if_unlocked(err, q.lock, "plan");
+  // With --out: SIGTERM/SIGUSR1 finish the units in flight, commit and
+  // exit 4; the search so far is committed every --checkpoint-every
+  // seconds (docs/archive.md, "Checkpoints of one search").
+  std::optional<StopSignals> signals;
+  std::function<void(const std::function<SearchResult()>&)> checkpoint;
+  auto last_commit = std::chrono::steady_clock::now();
+  const std::string out_path = r.count("out") ? r["out"].as<std::string>() : "";
+  if (q.checkpoints) {
+    signals.emplace();
+    if (comm.rank() == 0) {
+      if (q.resumed) {
+        const auto held =
+            static_cast<std::int64_t>(q.resumed->searched.size() + q.resumed->skipped.size());
+        err << "hapmoe plan: resuming " << out_path << ": " << held << " of " << q.resumed->configs
+            << " configurations committed (searched, or skipped by their bound); searching the "
+               "rest\n";
+        set_stop_line(second_signal_line(out_path, held, q.resumed->configs));
+      } else {
+        if (q.resume) {
+          err << "hapmoe plan: --resume: " << out_path << " does not exist: starting afresh\n";
+        }
+        set_stop_line(second_signal_line(out_path, -1, 0));
+      }
+      err.flush();
+    }
+    checkpoint = [&](const std::function<SearchResult()>& snapshot) {
+      // Rank 0's clock decides, for every rank.
+      const bool due =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - last_commit).count() >=
+          q.checkpoint_s;
+      if (comm.allgather(comm.rank() == 0 && due ? "1" : "").front().empty()) return;
+      CommitScope committing;
+      write_out(comm, out_path, [&](h5::File& f) {
+        const BaselineRun so_far{snapshot(), ""};
+        const Scored scored =
+            score(q.in.workload, q.in.cluster, so_far.result, q.in.profile.get(), nullptr);
+        fill_plan_archive(
+            f, r, q, so_far, scored, PlanSources{},
+            provenance_since(started, hapmoe_command_line(argc, argv), comm.size(), q.run.threads));
+        set_stop_line(second_signal_line(out_path, settled(so_far.result),
+                                         static_cast<std::int64_t>(so_far.result.configs.size())));
+      });
+      committing.done();
+      last_commit = std::chrono::steady_clock::now();
+    };
+  }
   std::optional<JobSearchResult> job;
-  const BaselineRun ran = search_with_progress(q, comm, err, alarm, job);
+  const BaselineRun ran = search_with_progress(q, comm, err, alarm, job, checkpoint);
+  if (ran.result.stopped == StopReason::kSignal) {
+    // Stopped by SIGTERM/SIGUSR1: the units in flight are done; commit
+    // what is searched and say how to go on.
+    const Scored scored = score(q.in.workload, q.in.cluster, ran.result, q.in.profile.get());
+    CommitScope committing;
+    write_plan_archive(
+        r, comm, q, ran, scored, PlanSources{},
+        provenance_since(started, hapmoe_command_line(argc, argv), comm.size(), q.run.threads));
+    const std::int64_t held = settled(ran.result);
+    const auto configs = static_cast<std::int64_t>(ran.result.configs.size());
+    if (comm.rank() == 0) {
+      set_stop_line(second_signal_line(out_path, held, configs));
+      err << "hapmoe plan: stopped by SIGTERM/SIGUSR1: " << held << " of " << configs
+          << " configurations committed to " << out_path << " ("
+          << fmt("%.0f %%", configs > 0
+                                ? 100.0 * static_cast<double>(held) / static_cast<double>(configs)
+                                : 100.0)
+          << "); run again with --resume to finish (exit code " << kExitStopped << ")\n";
+      err.flush();
+    }
+    committing.done();
+    return kExitStopped;
+  }
   ProfileSources sources;
   const Scored scored =
       score(q.in.workload, q.in.cluster, ran.result, q.in.profile.get(), &sources);
@@ -453,7 +730,14 @@ int cmd_plan(int argc, const char* const* argv, std::ostream& out, std::ostream&
   if (r.count("out")) {
     const Provenance p =
         provenance_since(started, hapmoe_command_line(argc, argv), comm.size(), q.run.threads);
+    // What a second signal during this commit says once it is written.
+    if (q.checkpoints && comm.rank() == 0) {
+      set_stop_line(second_signal_line(out_path, settled(ran.result),
+                                       static_cast<std::int64_t>(ran.result.configs.size())));
+    }
+    CommitScope committing;
     write_plan_archive(r, comm, q, ran, scored, plan_src, p);
+    committing.done();
   }
   return plan_exit_code(err, q, ran.result, reports);
 }

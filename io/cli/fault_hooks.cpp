@@ -69,6 +69,20 @@ void stop_if_injected(const Comm& comm) {
   if (fault_hook().stop_rank == comm.rank()) std::raise(SIGSTOP);
 }
 
+std::int64_t injected_signal_unit(const Comm& comm) {
+  const char* v = std::getenv("HAPMOE_TEST_SIGNAL");
+  if (v == nullptr) return 0;
+  const std::string t = v;
+  const auto at = t.find('@');
+  const std::int64_t unit =
+      parse_int_text(t.substr(0, at), 1, std::int64_t{1} << 40, "HAPMOE_TEST_SIGNAL");
+  const int rank =
+      at == std::string::npos
+          ? 0
+          : static_cast<int>(parse_int_text(t.substr(at + 1), 0, 1 << 20, "HAPMOE_TEST_SIGNAL"));
+  return rank == comm.rank() ? unit : 0;
+}
+
 void install_sweep_crash_hook() {
   g_commits = 0;
   g_crash_at_commit = 0;

@@ -14,10 +14,17 @@
 //   HAPMOE_TEST_CRASH=signals@K a sweep raises SIGTERM twice at that point
 //                               of its K-th commit (a second signal during
 //                               a commit)
+//   HAPMOE_TEST_SIGNAL=K[@R]    plan --out: rank R (default 0) sends
+//                               itself SIGTERM when it is about to start
+//                               its K-th unit of work (1 = first), a
+//                               deterministic point for the checkpoint
+//                               tests (tests/io/archive/plan_resume.sh)
 // The engine's own hooks (RunOptions::fail_round, HAPMOE_RANKS_PER_NODE)
 // are described in docs/testing.md too; the commands reach them only
 // through these.
 #pragma once
+
+#include <cstdint>
 
 #include "engine/comm.h"
 #include "engine/driver.h"
@@ -31,6 +38,11 @@ void inject_plan_faults(const Comm& comm, RunOptions& run);
 // HAPMOE_TEST_FAIL=write@R on this rank: its output writes are to fail
 // (write_on_root). InputError on a malformed value.
 bool injected_write_failure(const Comm& comm);
+
+// HAPMOE_TEST_SIGNAL on this rank: K, the unit before which it sends
+// itself SIGTERM; 0 when unset or for another rank. InputError on a
+// malformed value.
+std::int64_t injected_signal_unit(const Comm& comm);
 
 // HAPMOE_TEST_FAIL=stop@R on this rank: stops the process (SIGSTOP) until
 // something continues or kills it.

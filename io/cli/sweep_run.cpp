@@ -56,10 +56,12 @@
 #include "io/archive/archive.h"
 #include "io/archive/archive_lock.h"
 #include "io/archive/sweep.h"
+#include "io/cli/bytes.h"
 #include "io/cli/cli.h"
 #include "io/cli/fault_hooks.h"
 #include "io/cli/progress.h"
 #include "io/cli/steps.h"
+#include "io/cli/stop_signals.h"
 #include "io/cli/sweep_run.h"
 #include "io/inputs/cluster_io.h"
 #include "io/inputs/files.h"
@@ -69,8 +71,6 @@
 #include "partition/constraints.h"
 
 namespace hapmoe {
-
-volatile std::sig_atomic_t g_sweep_stop_signal = 0;
 
 namespace {
 
@@ -96,68 +96,6 @@ CaseSearch search_case(const SweepCase& c, const Workload& w, const ClusterSpec&
   return out;
 }
 
-volatile std::sig_atomic_t g_committing = 0;
-volatile std::sig_atomic_t g_exit_after_commit = 0;
-
-// The line a second signal prints (rank 0; none elsewhere): the main
-// thread writes it into the buffer not published, then publishes it, so a
-// handler (on any thread) reads a whole line.
-char g_stop_line[2][4400];
-volatile std::sig_atomic_t g_stop_line_at = -1;  // -1: none
-
-void set_stop_line(const std::string& line) {
-  const int next = g_stop_line_at == 0 ? 1 : 0;
-  std::snprintf(g_stop_line[next], sizeof g_stop_line[next], "%s", line.c_str());
-  g_stop_line_at = next;
-}
-
-// Prints the stop line and exits with kExitStopped; async-signal-safe.
-[[noreturn]] void exit_stopped_now() {
-  if (const int at = g_stop_line_at; at >= 0) {
-    [[maybe_unused]] const ssize_t n =
-        ::write(STDERR_FILENO, g_stop_line[at], std::strlen(g_stop_line[at]));
-  }
-  _exit(kExitStopped);
-}
-
-extern "C" void on_stop_signal(int sig) {
-  if (g_sweep_stop_signal != 0) {
-    // The second signal: abandon now, unless a commit is being written.
-    if (g_committing != 0) {
-      g_exit_after_commit = 1;
-      return;
-    }
-    exit_stopped_now();
-  }
-  g_sweep_stop_signal = sig;
-}
-
-// Installs the handlers for the sweep's lifetime, restores the old ones.
-class StopSignals {
- public:
-  StopSignals() {
-    g_sweep_stop_signal = 0;
-    g_exit_after_commit = 0;
-    g_stop_line_at = -1;
-    struct sigaction sa {};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGTERM, &sa, &old_term_);
-    sigaction(SIGUSR1, &sa, &old_usr1_);
-  }
-  ~StopSignals() {
-    sigaction(SIGTERM, &old_term_, nullptr);
-    sigaction(SIGUSR1, &old_usr1_, nullptr);
-  }
-  StopSignals(const StopSignals&) = delete;
-  StopSignals& operator=(const StopSignals&) = delete;
-
- private:
-  struct sigaction old_term_ {};
-  struct sigaction old_usr1_ {};
-};
-
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -179,96 +117,6 @@ struct Finished {
 // travels as its bytes; what holds vectors or strings is written field by
 // field. The profile tables and reports are not sent: rank 0 rebuilds them
 // from the inputs and the plans (the same pure functions, the same figures).
-
-class Bytes {
- public:
-  template <class T>
-  void put(const T& v) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    data_.append(reinterpret_cast<const char*>(&v), sizeof v);
-  }
-  void put(const std::string& s) {
-    put(s.size());
-    data_ += s;
-  }
-  template <class T>
-  void put(const std::vector<T>& v) {
-    put(v.size());
-    for (const T& x : v) put(x);
-  }
-  void put(const Plan& p) {
-    put(p.parallel);
-    put(p.stages);
-  }
-  void put(const PlanCandidate& c) {
-    put(c.latency_s);
-    put(c.plan);
-  }
-  void put(const ConfigOutcome& o) {
-    put(o.best.has_value());
-    if (o.best) put(*o.best);
-    put(o.stats);
-    put(o.closest);
-    put(o.cancelled);
-  }
-  const std::string& data() const { return data_; }
-
- private:
-  std::string data_;
-};
-
-class Unbytes {
- public:
-  explicit Unbytes(const std::string& data) : data_(data) {}
-  template <class T>
-  void get(T& v) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    take(&v, sizeof v);
-  }
-  void get(std::string& s) {
-    std::size_t n = 0;
-    get(n);
-    if (n > data_.size() - at_) throw std::runtime_error("sweep: truncated case data");
-    s.assign(data_, at_, n);
-    at_ += n;
-  }
-  template <class T>
-  void get(std::vector<T>& v) {
-    std::size_t n = 0;
-    get(n);
-    if (n > data_.size() - at_) throw std::runtime_error("sweep: truncated case data");
-    v.resize(n);
-    for (T& x : v) get(x);
-  }
-  void get(Plan& p) {
-    get(p.parallel);
-    get(p.stages);
-  }
-  void get(PlanCandidate& c) {
-    get(c.latency_s);
-    get(c.plan);
-  }
-  void get(ConfigOutcome& o) {
-    bool has = false;
-    get(has);
-    if (has) {
-      o.best.emplace();
-      get(*o.best);
-    }
-    get(o.stats);
-    get(o.closest);
-    get(o.cancelled);
-  }
-
- private:
-  void take(void* out, std::size_t n) {
-    if (n > data_.size() - at_) throw std::runtime_error("sweep: truncated case data");
-    std::memcpy(out, data_.data() + at_, n);
-    at_ += n;
-  }
-  const std::string& data_;
-  std::size_t at_ = 0;
-};
 
 std::string encode(const Finished& f) {
   Bytes b;
@@ -602,7 +450,7 @@ void commit(const SweepRunOptions& o, SweepInputs& in, std::vector<Finished>& pe
             const Provenance& run, std::size_t done_count, Comm& comm) {
   std::string bad;
   const std::size_t total = in.def.cases.size();
-  g_committing = 1;
+  CommitScope committing;
   if (comm.rank() == 0 && !pending.empty()) {
     try {
       write_archive_atomic(o.out, [&](h5::File& f) {
@@ -641,9 +489,8 @@ void commit(const SweepRunOptions& o, SweepInputs& in, std::vector<Finished>& pe
   }
   pending.clear();
   const std::string first = first_error(comm, bad);
-  g_committing = 0;
   if (!first.empty()) throw InputError("", first);
-  if (g_exit_after_commit != 0) exit_stopped_now();
+  committing.done();
 }
 
 // 3b. One round of cases: case `i` over all ranks, or (by_case) each rank
@@ -855,7 +702,7 @@ int run_sweep(const SweepRunOptions& o, std::ostream& out, std::ostream& err, Co
       limit_hit = true;
       break;
     }
-    stopped = !first_error(comm, g_sweep_stop_signal != 0 ? "stop" : "").empty();
+    stopped = !first_error(comm, g_stop_signal != 0 ? "stop" : "").empty();
     if (stopped) commit_now();  // what --checkpoint-every held back
     if (stopped) break;
   }

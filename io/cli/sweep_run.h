@@ -3,7 +3,6 @@
 // resumable after a kill. The sweep file itself is io/archive/sweep.h.
 #pragma once
 
-#include <csignal>
 #include <iostream>
 #include <ostream>
 #include <string>
@@ -34,9 +33,6 @@ struct SweepRunOptions {
   // Where any rank says that the watchdog ends the job (docs/parallel.md).
   std::ostream* alarm = &std::cerr;
 };
-
-// Set by SIGTERM/SIGUSR1 while a sweep runs (the signal number, else 0).
-extern volatile std::sig_atomic_t g_sweep_stop_signal;
 
 // Runs the sweep on every rank of `comm` (each case with the whole
 // communicator: the engine splits its configurations over all ranks).

@@ -218,9 +218,22 @@ void print_catalog(std::ostream& out) {
 
 std::string not_proven_line(const std::string& reason, std::int64_t not_searched,
                             std::int64_t configs) {
-  return "  NOT PROVEN OPTIMAL: the " + reason + " stopped the search; " +
-         std::to_string(not_searched) + " of " + std::to_string(configs) +
-         " configurations were not searched; the plans are the best found\n";
+  const std::string left = std::to_string(not_searched) + " of " + std::to_string(configs) +
+                           " configurations were not searched";
+  // A search plan --resume can finish (docs/archive.md, "Checkpoints of
+  // one search").
+  const std::string resume = " yet (plan --resume with the same options finishes it)";
+  if (reason == "signal") {
+    return "  NOT PROVEN OPTIMAL: SIGTERM/SIGUSR1 stopped the search; " + left + resume +
+           "; the plans are the best found\n";
+  }
+  if (reason == "checkpoint") {
+    return "  NOT PROVEN OPTIMAL: a checkpoint, written while the search ran (it went on, or "
+           "was killed); " +
+           left + resume + "; the plans are the best found so far\n";
+  }
+  return "  NOT PROVEN OPTIMAL: the " + reason + " stopped the search; " + left +
+         "; the plans are the best found\n";
 }
 
 }  // namespace hapmoe
