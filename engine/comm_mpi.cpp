@@ -36,14 +36,31 @@ Clock::duration backup_delay(int rank) {
   return milliseconds(5000) + milliseconds(500) * std::min(rank - 1, 20);
 }
 
-// Between polls of a collective that is not complete: none for its first
-// millisecond (a search round's usually completes within microseconds),
-// then sleeps growing to 1 ms, so a rank that waits long costs no CPU.
+// Between polls of a collective that is not complete: a yield for its
+// first millisecond (a search round's usually completes within
+// microseconds; where ranks outnumber cores, the yield hands the core to
+// a rank that has work, where spinning held it for a scheduler's time
+// slice), then sleeps growing to 1 ms, so a rank that waits long costs no
+// CPU.
 void pause(Clock::duration waited) {
   using std::chrono::microseconds;
-  if (waited < std::chrono::milliseconds(1)) return;
+  if (waited < std::chrono::milliseconds(1)) {
+    std::this_thread::yield();
+    return;
+  }
   std::this_thread::sleep_for(std::min<Clock::duration>(
       microseconds(1000), std::max<Clock::duration>(microseconds(50), waited / 16)));
+}
+
+// Waits for `request` polling with pause(): MPI's blocking calls spin.
+void wait_politely(MPI_Request& request, const char* what) {
+  const Clock::time_point since = Clock::now();
+  for (;;) {
+    int done = 0;
+    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
+    if (done != 0) return;
+    pause(Clock::now() - since);
+  }
 }
 
 class MpiComm final : public Comm {
@@ -125,8 +142,10 @@ class MpiComm final : public Comm {
     const int mine = static_cast<int>(bytes.size());
     arrive();
     std::vector<int> sizes(static_cast<std::size_t>(size_));
-    check(MPI_Allgather(&mine, 1, MPI_INT, sizes.data(), 1, MPI_INT, MPI_COMM_WORLD),
-          "MPI_Allgather");
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Iallgather(&mine, 1, MPI_INT, sizes.data(), 1, MPI_INT, MPI_COMM_WORLD, &request),
+          "MPI_Iallgather");
+    wait_politely(request, "MPI_Iallgather");
     std::vector<int> offsets(sizes.size());
     long long total = 0;
     for (std::size_t r = 0; r < sizes.size(); ++r) {
@@ -136,9 +155,10 @@ class MpiComm final : public Comm {
     }
     if (total > INT32_MAX) throw std::length_error("MpiComm::allgather: more than 2 GiB");
     std::string all(static_cast<std::size_t>(total), '\0');
-    check(MPI_Allgatherv(bytes.data(), mine, MPI_BYTE, all.data(), sizes.data(), offsets.data(),
-                         MPI_BYTE, MPI_COMM_WORLD),
-          "MPI_Allgatherv");
+    check(MPI_Iallgatherv(bytes.data(), mine, MPI_BYTE, all.data(), sizes.data(), offsets.data(),
+                          MPI_BYTE, MPI_COMM_WORLD, &request),
+          "MPI_Iallgatherv");
+    wait_politely(request, "MPI_Iallgatherv");
     std::vector<std::string> out(sizes.size());
     for (std::size_t r = 0; r < sizes.size(); ++r) {
       out[r] = all.substr(static_cast<std::size_t>(offsets[r]), static_cast<std::size_t>(sizes[r]));

@@ -21,6 +21,7 @@
 
 #include "costmodel/analytic.h"
 #include "costmodel/errors.h"
+#include "engine/bytes.h"
 #include "partition/shard.h"
 
 namespace hapmoe {
@@ -101,81 +102,6 @@ std::string parallel_for(int threads, std::size_t n, Body&& body) {
       std::forward<Body>(body));
 }
 
-// Bytes for Comm::allgather: trivially copyable values in order.
-class Writer {
- public:
-  Writer() = default;
-  explicit Writer(std::size_t capacity) { buf_.reserve(capacity); }
-  template <class T>
-  void put(const T& v) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    buf_.append(reinterpret_cast<const char*>(&v), sizeof v);
-  }
-  void put_string(const std::string& s) {
-    put(static_cast<std::uint64_t>(s.size()));
-    buf_ += s;
-  }
-  std::string take() { return std::move(buf_); }
-
- private:
-  std::string buf_;
-};
-
-class Reader {
- public:
-  explicit Reader(const std::string& s) : s_(s) {}
-  template <class T>
-  T get() {
-    static_assert(std::is_trivially_copyable_v<T>);
-    HAPMOE_REQUIRE(pos_ + sizeof(T) <= s_.size(), "run_search: truncated message from a rank");
-    T v;
-    std::memcpy(&v, s_.data() + pos_, sizeof v);
-    pos_ += sizeof v;
-    return v;
-  }
-  std::string get_string() {
-    const auto n = static_cast<std::size_t>(get<std::uint64_t>());
-    HAPMOE_REQUIRE(pos_ + n <= s_.size(), "run_search: truncated message from a rank");
-    std::string v = s_.substr(pos_, n);
-    pos_ += n;
-    return v;
-  }
-  bool done() const { return pos_ == s_.size(); }
-
- private:
-  const std::string& s_;
-  std::size_t pos_ = 0;
-};
-
-void put_outcome(Writer& w, const ConfigOutcome& o) {
-  w.put(o.stats);
-  w.put(o.closest);
-  w.put(o.cancelled);
-  w.put(o.best.has_value());
-  if (o.best) {
-    w.put(o.best->latency_s);
-    w.put(o.best->plan.parallel);
-    w.put(static_cast<std::uint32_t>(o.best->plan.stages.size()));
-    for (const StagePlan& s : o.best->plan.stages) w.put(s);
-  }
-}
-
-ConfigOutcome get_outcome(Reader& r) {
-  ConfigOutcome o;
-  o.stats = r.get<SearchStats>();
-  o.closest = r.get<Shortfall>();
-  o.cancelled = r.get<bool>();
-  if (r.get<bool>()) {
-    PlanCandidate c;
-    c.latency_s = r.get<double>();
-    c.plan.parallel = r.get<ParallelConfig>();
-    c.plan.stages.resize(r.get<std::uint32_t>());
-    for (StagePlan& s : c.plan.stages) s = r.get<StagePlan>();
-    o.best = std::move(c);
-  }
-  return o;
-}
-
 std::string on_rank(const Comm& comm, const std::string& error) {
   if (error.empty() || comm.size() == 1) return error;
   return "rank " + std::to_string(comm.rank()) + ": " + error;
@@ -212,8 +138,8 @@ std::vector<T> computed_by_all(Comm& comm, int threads, std::size_t n, std::size
     for (std::size_t i = first; i < end; ++i) values[i] = f(i);
   });
   mine.busy_s += since(t);
-  Writer out(mine_count * chunk * sizeof(T) + error.size() + 64);
-  out.put_string(on_rank(comm, error));
+  Bytes out(mine_count * chunk * sizeof(T) + error.size() + 64);
+  out.put(on_rank(comm, error));
   out.put(stop.load());
   for (std::size_t c = me; c < chunks; c += ranks) {
     for (std::size_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i) out.put(values[i]);
@@ -223,8 +149,8 @@ std::vector<T> computed_by_all(Comm& comm, int threads, std::size_t n, std::size
   mine.idle_s += since(wait);
   std::string first;
   for (std::size_t k = 0; k < ranks; ++k) {
-    Reader in(all[k]);
-    std::string e = in.get_string();
+    Unbytes in(all[k]);
+    std::string e = in.get<std::string>();
     if (first.empty()) first = std::move(e);
     stopped = std::max(stopped, in.get<StopReason>());
     if (k == me) continue;  // its values are in place
@@ -239,6 +165,54 @@ std::vector<T> computed_by_all(Comm& comm, int threads, std::size_t n, std::size
 }
 
 }  // namespace
+
+std::string encode_result(const SearchResult& r) {
+  Bytes b;
+  b.put(r.top);
+  b.put(r.stats);
+  b.put(r.closest);
+  b.put(r.configs);
+  b.put(r.outcomes);
+  b.put(r.outcome_of);
+  b.put(r.lower_bounds);
+  b.put(r.estimates);
+  b.put(r.ran_on);
+  b.put(r.round_of);
+  b.put(r.parts);
+  b.put(r.ranks);
+  b.put(r.units);
+  b.put(r.rounds);
+  b.put(r.whole_on_rank0);
+  b.put(r.stopped);
+  b.put(r.not_searched);
+  b.put(r.resumed);
+  return b.take();
+}
+
+SearchResult decode_result(const std::string& bytes) {
+  SearchResult r;
+  Unbytes b(bytes);
+  b.get(r.top);
+  b.get(r.stats);
+  b.get(r.closest);
+  b.get(r.configs);
+  b.get(r.outcomes);
+  b.get(r.outcome_of);
+  b.get(r.lower_bounds);
+  b.get(r.estimates);
+  b.get(r.ran_on);
+  b.get(r.round_of);
+  b.get(r.parts);
+  b.get(r.ranks);
+  b.get(r.units);
+  b.get(r.rounds);
+  b.get(r.whole_on_rank0);
+  b.get(r.stopped);
+  b.get(r.not_searched);
+  b.get(r.resumed);
+  HAPMOE_REQUIRE(b.done(), "decode_result: bytes left over");
+  return r;
+}
 
 SearchResume resume_point(const SearchResult& result) {
   SearchResume s;
@@ -267,47 +241,64 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
 
 namespace {
 
-// A small search, whole on every rank: the same result everywhere (the
-// search is deterministic for any ranks x threads), then one collective
-// that gathers every rank's figures and agrees on failures, as the split
-// search's collectives do.
-SearchResult whole_on_every_rank(const Workload& w, const ClusterSpec& cluster,
-                                 const SearchOptions& opt, bool bruteforce, Comm& comm,
-                                 const RunOptions& run) {
+// A small search (RunOptions::split_above), whole on rank 0 alone: the
+// others wait in the one collective without spinning (Comm::allgather
+// sleeps once a wait passes a millisecond), so extra ranks and cores
+// cost it nothing. The collective brings every rank rank 0's result,
+// every rank's figures and any failure, as the split search's do.
+SearchResult whole_on_rank0(const Workload& w, const ClusterSpec& cluster, const SearchOptions& opt,
+                            bool bruteforce, Comm& comm, const RunOptions& run) {
   const auto start = Clock::now();
-  SerialComm alone;
+  const bool searches = comm.rank() == 0;
   SearchResult r;
   std::exception_ptr failed;
   std::string error;
-  // Each rank alone: no collective may happen inside, and a stop request
-  // reaching some ranks only would make their results differ. The search
-  // is small (RunOptions::split_above): it runs to its end.
-  RunOptions inner = run;
-  inner.stop_requested = nullptr;
-  inner.checkpoint = nullptr;
-  inner.segment_s = 0;
-  try {
-    r = run_search(w, cluster, opt, bruteforce, alone, inner);
-  } catch (const std::exception& e) {
-    failed = std::current_exception();
-    error = on_rank(comm, e.what());
+  if (searches) {
+    SerialComm alone;
+    // Alone: no collective may happen inside. The search is small
+    // (RunOptions::split_above): it runs to its end, without segments,
+    // checkpoints or a stop request.
+    RunOptions inner = run;
+    inner.stop_requested = nullptr;
+    inner.checkpoint = nullptr;
+    inner.segment_s = 0;
+    try {
+      r = run_search(w, cluster, opt, bruteforce, alone, inner);
+    } catch (const std::exception& e) {
+      failed = std::current_exception();
+      error = on_rank(comm, e.what());
+    }
   }
-  RankFigures mine = failed ? RankFigures{} : r.ranks.front();
+  RankFigures mine = searches && !failed ? r.ranks.front() : RankFigures{};
   mine.rank = comm.rank();
-  Writer out;
-  out.put_string(error);
+  mine.threads = run.threads;
+  Bytes out;
+  out.put(error);
   out.put(mine);
+  if (searches && !failed) out.put(encode_result(r));
   const auto wait = Clock::now();
   const std::vector<std::string> all = comm.allgather(out.take());
-  if (failed) std::rethrow_exception(failed);
-  r.ranks.clear();
-  for (const std::string& bytes : all) {
-    Reader in(bytes);
-    if (std::string e = in.get_string(); !e.empty()) throw SearchFailure(e);
-    r.ranks.push_back(in.get<RankFigures>());
+  if (failed) {
+    // Named as the other ranks see it; an input error keeps its type (its
+    // exit code).
+    try {
+      std::rethrow_exception(failed);
+    } catch (const InputError&) {
+      throw;
+    } catch (...) {
+      throw SearchFailure(error);
+    }
   }
+  std::vector<RankFigures> ranks;
+  for (std::size_t k = 0; k < all.size(); ++k) {
+    Unbytes in(all[k]);
+    if (std::string e = in.get<std::string>(); !e.empty()) throw SearchFailure(e);
+    ranks.push_back(in.get<RankFigures>());
+    if (k == 0 && !searches) r = decode_result(in.get<std::string>());
+  }
+  r.ranks = std::move(ranks);
   r.ranks[static_cast<std::size_t>(comm.rank())].idle_s += since(wait);
-  r.whole_on_every_rank = true;
+  r.whole_on_rank0 = true;
   r.stats.seconds = since(start);
   return r;
 }
@@ -361,7 +352,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   };
   r.configs = enumerate_configs(w, cluster, opt.space);
   if (ranks > 1 && static_cast<double>(r.configs.size()) * w.model.num_layers <= run.split_above) {
-    return whole_on_every_rank(w, cluster, opt, bruteforce, comm, run);
+    return whole_on_rank0(w, cluster, opt, bruteforce, comm, run);
   }
   report(progress.configs, static_cast<std::int64_t>(r.configs.size()));
   progress.phase.store(SearchProgress::kBounds, std::memory_order_relaxed);
@@ -617,8 +608,8 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
                      });
     const double busy = since(t);
     mine.busy_s += busy;
-    Writer out;
-    out.put_string(on_rank(comm, error));
+    Bytes out;
+    out.put(on_rank(comm, error));
     out.put(stop.load());
     out.put(busy);
     if (error.empty()) {
@@ -626,7 +617,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
         if (!ran[i]) continue;
         const Unit& unit = units[seg[local[i]]];
         out.put(static_cast<std::uint64_t>(local[i]));
-        put_outcome(out, results[i]);
+        out.put(results[i]);
         mine.configs += unit.part.index == 0 ? 1 : 0;
         mine.parts += 1;
         mine.transitions += results[i].stats.transitions;
@@ -641,8 +632,8 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     std::vector<std::optional<ConfigOutcome>> got(seg.size());
     std::vector<int> by(seg.size(), -1);
     for (int k = 0; k < ranks && first.empty(); ++k) {
-      Reader in(all[static_cast<std::size_t>(k)]);
-      first = in.get_string();
+      Unbytes in(all[static_cast<std::size_t>(k)]);
+      first = in.get<std::string>();
       // The same on every rank: the largest reason any rank gave.
       r.stopped = std::max(r.stopped, in.get<StopReason>());
       longest = std::max(longest, in.get<double>());
@@ -650,7 +641,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
         const auto u = static_cast<std::size_t>(in.get<std::uint64_t>());
         HAPMOE_REQUIRE(u < seg.size() && !got[u],
                        "run_search: a rank sent a unit not in the round, or twice");
-        got[u] = get_outcome(in);
+        got[u] = in.get<ConfigOutcome>();
         by[u] = k;
       }
     }
@@ -856,11 +847,11 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
 
   // Per-rank figures, on every rank.
   {
-    Writer out;
+    Bytes out;
     out.put(mine);
     const std::vector<std::string> figures = comm.allgather(out.take());
     for (const std::string& f : figures) {
-      Reader in(f);
+      Unbytes in(f);
       r.ranks.push_back(in.get<RankFigures>());
     }
   }

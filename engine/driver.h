@@ -188,9 +188,10 @@ struct SearchResult {
   std::vector<RankFigures> ranks;  // per rank
   std::vector<UnitFigures> units;  // per unit searched: by round, parts of a config together
   int rounds = 0;                  // branch-and-bound rounds
-  // Every rank searched the whole space (RunOptions::split_above): the
-  // figures of `ranks` are each the whole search's.
-  bool whole_on_every_rank = false;
+  // A small search (RunOptions::split_above): rank 0 searched the whole
+  // space alone and sent the result to the others (their figures show no
+  // work).
+  bool whole_on_rank0 = false;
   // kNone when the search ran to its end: the top plans are then the
   // optimum under the cost model. Otherwise the limit that stopped it: the
   // plans are the best found, not proven optimal, and `not_searched`
@@ -225,6 +226,12 @@ inline constexpr double kBruteForceLimit = 2e7;
 SearchResult run_search(const Workload& workload, const ClusterSpec& cluster,
                         const SearchOptions& options, bool bruteforce, Comm& comm,
                         const RunOptions& run);
+
+// The whole result as bytes and back, for a collective that moves it
+// between ranks (a small search run by rank 0 alone, a sweep's case run by
+// one rank): decode_result(encode_result(r)) equals r.
+std::string encode_result(const SearchResult& result);
+SearchResult decode_result(const std::string& bytes);
 
 // What `result` commits, to resume its search from (RunOptions::resume):
 // every configuration it searched or skipped by its bound, with its

@@ -16,10 +16,10 @@
 
 #include "costmodel/errors.h"
 #include "engine/baselines.h"
+#include "engine/bytes.h"
 #include "engine/driver.h"
 #include "engine/job_space.h"
 #include "io/archive/resume.h"
-#include "io/cli/bytes.h"
 #include "io/cli/cli.h"
 #include "io/cli/commands.h"
 #include "io/cli/fault_hooks.h"
@@ -479,7 +479,7 @@ void print_search_statistics(std::ostream& out, const PlanRequest& q, const Sear
       << (comm.size() == 1 ? " rank" : " ranks") << " x " << q.run.threads
       << (q.run.threads == 1 ? " thread" : " threads");
   if (comm.nodes() > 1) out << " (" << comm.nodes() << " nodes)";
-  if (result.whole_on_every_rank) out << ", each rank searching the whole space (--split-above)";
+  if (result.whole_on_rank0) out << ", rank 0 searching the whole space (--split-above)";
   if (result.resumed > 0) {
     out << "; " << result.resumed << " configurations committed by earlier runs (--resume)";
   }
@@ -546,7 +546,7 @@ nlohmann::ordered_json plan_document(const PlanRequest& q, const BaselineRun& ra
                 {"nodes", comm.nodes()},
                 {"threads", q.run.threads},
                 {"rounds", result.rounds},
-                {"whole_on_every_rank", result.whole_on_every_rank},
+                {"whole_on_rank0", result.whole_on_rank0},
                 {"resumed_configs", result.resumed},
                 {"omp_wait_policy",
                  std::getenv("OMP_WAIT_POLICY") != nullptr ? std::getenv("OMP_WAIT_POLICY") : ""},

@@ -254,8 +254,9 @@ void add_search_options(cxxopts::Options& o) {
       cxxopts::value<std::string>())(
       "split-above",
       "split a search over the ranks when it has more than N configuration-layers "
-      "(configurations x layers); a smaller one runs whole on every rank, as its collectives "
-      "would cost more than its work (default 65536; 0: split every search); the plans and "
+      "(configurations x layers); a smaller one runs whole on rank 0 and is sent to the "
+      "others, as the collectives of a split would cost more than its work (default 65536; 0: "
+      "split every search); the plans and "
       "statistics never depend on it",
       cxxopts::value<std::string>());
 }

@@ -51,12 +51,12 @@
 #include <utility>
 
 #include "costmodel/errors.h"
+#include "engine/bytes.h"
 #include "engine/driver.h"
 #include "engine/job_space.h"
 #include "io/archive/archive.h"
 #include "io/archive/archive_lock.h"
 #include "io/archive/sweep.h"
-#include "io/cli/bytes.h"
 #include "io/cli/cli.h"
 #include "io/cli/fault_hooks.h"
 #include "io/cli/progress.h"
@@ -122,21 +122,7 @@ std::string encode(const Finished& f) {
   Bytes b;
   b.put(f.index);
   b.put(f.ran_on);
-  const SearchResult& r = f.result;
-  b.put(r.top);
-  b.put(r.stats);
-  b.put(r.closest);
-  b.put(r.configs);
-  b.put(r.outcomes);
-  b.put(r.outcome_of);
-  b.put(r.lower_bounds);
-  b.put(r.estimates);
-  b.put(r.ran_on);
-  b.put(r.round_of);
-  b.put(r.ranks);
-  b.put(r.rounds);
-  b.put(r.stopped);
-  b.put(r.not_searched);
+  b.put(encode_result(f.result));
   static_assert(std::is_trivially_copyable_v<JobVariant>);
   b.put(f.variant.has_value());
   if (f.variant) b.put(*f.variant);
@@ -148,7 +134,7 @@ std::string encode(const Finished& f) {
   b.put(p.end_time);
   b.put(p.wall_seconds);
   b.put(p.host);
-  return b.data();
+  return b.take();
 }
 
 Finished decode(const std::string& data) {
@@ -156,21 +142,7 @@ Finished decode(const std::string& data) {
   Unbytes b(data);
   b.get(f.index);
   b.get(f.ran_on);
-  SearchResult& r = f.result;
-  b.get(r.top);
-  b.get(r.stats);
-  b.get(r.closest);
-  b.get(r.configs);
-  b.get(r.outcomes);
-  b.get(r.outcome_of);
-  b.get(r.lower_bounds);
-  b.get(r.estimates);
-  b.get(r.ran_on);
-  b.get(r.round_of);
-  b.get(r.ranks);
-  b.get(r.rounds);
-  b.get(r.stopped);
-  b.get(r.not_searched);
+  f.result = decode_result(b.get<std::string>());
   bool has_variant = false;
   b.get(has_variant);
   if (has_variant) b.get(f.variant.emplace());

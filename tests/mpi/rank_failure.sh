@@ -1,5 +1,5 @@
 #!/bin/bash
-# One rank fails alone (issue 4): the job ends, with one message and the
+# One rank fails alone (issue 4): the job ends, with one message naming it and the
 # documented exit code, and writes no output file. The CTest timeout bounds
 # the time; a hang fails the test.
 #   rank_failure.sh MPIEXEC HAPMOE FAULT EXPECTED_EXIT -- <hapmoe plan arguments>
@@ -25,6 +25,8 @@ cat "$work/err.txt"
 [[ $code == "$expected" ]] || { echo "FAIL: expected exit $expected"; exit 1; }
 lines=$(grep -c "hapmoe plan" "$work/err.txt")
 [[ $lines == 1 ]] || { echo "FAIL: $lines messages, expected one"; exit 1; }
-grep -q "rank 1" "$work/err.txt" || { echo "FAIL: the message does not name rank 1"; exit 1; }
+failing=${fault##*@}  # the rank the fault is injected on
+grep -q "rank $failing" "$work/err.txt" ||
+  { echo "FAIL: the message does not name rank $failing"; exit 1; }
 [[ ! -e $work/plan.json ]] || { echo "FAIL: an output file was written"; exit 1; }
 echo ok

@@ -1,14 +1,17 @@
-// Values as bytes, for a collective that moves them between ranks (a
-// sweep's finished cases, plan --resume's committed units): every rank
+// Values as bytes, for a collective that moves them between ranks (the
+// driver's bounds and figures, a search run on one rank, a sweep's
+// finished cases, plan --resume's committed units): every rank
 // runs the same binary on the same machine type, so plain data travels as
 // its bytes; what holds vectors or strings is written field by field.
 #pragma once
 
+#include <cstddef>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "engine/search.h"
@@ -17,6 +20,8 @@ namespace hapmoe {
 
 class Bytes {
  public:
+  Bytes() = default;
+  explicit Bytes(std::size_t capacity) { data_.reserve(capacity); }
   template <class T>
   void put(const T& v) {
     static_assert(std::is_trivially_copyable_v<T>);
@@ -47,6 +52,7 @@ class Bytes {
     put(o.cancelled);
   }
   const std::string& data() const { return data_; }
+  std::string take() { return std::move(data_); }
 
  private:
   std::string data_;
@@ -55,6 +61,13 @@ class Bytes {
 class Unbytes {
  public:
   explicit Unbytes(const std::string& data) : data_(data) {}
+  template <class T>
+  T get() {
+    T v{};
+    get(v);
+    return v;
+  }
+  bool done() const { return at_ == data_.size(); }
   template <class T>
   void get(T& v) {
     static_assert(std::is_trivially_copyable_v<T>);
