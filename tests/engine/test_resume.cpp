@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "costmodel/errors.h"
+#include "engine/comm.h"
 #include "engine/driver.h"
 #include "io/inputs/cluster_io.h"
 #include "io/inputs/model_io.h"
@@ -182,6 +183,31 @@ TEST(Resume, RefusesTheCheckpointOfAnotherSpace) {
   RunOptions run;
   run.resume = &from;
   EXPECT_THROW(run_search(w, load_cluster("paper:32-2"), {}, false, comm, run), InputError);
+}
+
+// A result travels between ranks as bytes (a small search run by rank 0
+// alone, a sweep's case run by one rank): every field comes back.
+TEST(ResultBytes, DecodeEncodeGivesTheResultBack) {
+  const Workload w = load_workload("mixtral-s");
+  const ClusterSpec c = load_cluster("paper:32-2");
+  SearchOptions opt;
+  opt.top_k = 3;
+  SerialComm comm;
+  RunOptions run;
+  run.parts_per_round = 4;  // parts and units
+  const SearchResult a = run_search(w, c, opt, false, comm, run);
+  const SearchResult b = decode_result(encode_result(a));
+  expect_same_search(a, b, "decoded");
+  EXPECT_EQ(a.configs, b.configs);
+  EXPECT_EQ(a.ran_on, b.ran_on);
+  EXPECT_EQ(a.parts, b.parts);
+  EXPECT_EQ(a.units.size(), b.units.size());
+  EXPECT_EQ(a.ranks.size(), b.ranks.size());
+  EXPECT_EQ(a.whole_on_rank0, b.whole_on_rank0);
+  EXPECT_EQ(a.resumed, b.resumed);
+  EXPECT_EQ(a.stats.seconds, b.stats.seconds);
+  EXPECT_THROW(decode_result(encode_result(a) + "x"), std::exception);           // bytes left over
+  EXPECT_THROW(decode_result(encode_result(a).substr(0, 100)), std::exception);  // truncated
 }
 
 }  // namespace
