@@ -764,7 +764,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   if (rounds) {
     heap.reserve(n);
     for (std::size_t c = 0; c < n; ++c) {
-      if (r.outcome_of[c] == SearchResult::kNotSearched) heap.push_back({bounds[c].steps, c});
+      if (r.outcome_of[c] == SearchResult::kNotSearched) heap.emplace_back(bounds[c].steps, c);
     }
     std::make_heap(heap.begin(), heap.end(), std::greater<>{});
   }
