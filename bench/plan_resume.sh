@@ -25,25 +25,8 @@ pid=
 trap '[[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null; rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 now() { date +%s.%N; }
-plan_doc() {
-  python3 -c 'import json,sys
-d = json.load(open(sys.argv[1])); d.pop("run"); d["search"].pop("seconds")
-print(json.dumps(d, indent=1, sort_keys=True))' "$1"
-}
-records() {  # FILE DATASET DROP: the records of a compound table, without fields DROP (0-based)
-  h5dump -m %.17g -y -d "$2" "$1" | awk -v drop=",$3," \
-    'BEGIN { n = -1 } /^ *\{ *$/ { n = 0; rec = ""; next }
-     /^ *\},? *$/ { if (n >= 0) print rec; n = -1; next }
-     n >= 0 { gsub(/[ ,]/, ""); if (index(drop, "," n ",") == 0) rec = rec " " $0; n++ }'
-}
-archive_text() {
-  records "$1" /plans/plans ""
-  records "$1" /plans/stages ""
-  records "$1" /search/configs 8,22
-  records "$1" /search/totals 11
-  records "$1" /search/resume/plans ""
-  records "$1" /search/resume/stages ""
-}
+# plan_doc, records, archive_text.
+source "$(dirname "$0")/../tests/io/archive/search_compare.sh"
 # run_for SECONDS OUT [--resume]: the search in the background, SIGTERM after
 # SECONDS (unless it ends first); sets code, took (its wall time) and
 # stop_s (signal to exit).
