@@ -27,8 +27,18 @@
 //                      seconds, and the extrapolation is then a lower bound
 //                      (printed with ">=").
 //   --verbose          one line per sampled configuration.
+//   --config PP,TP,CP,EP,TPE,DP
+//                      measure this configuration instead of a sample
+//                      (repeatable; each must be in Pi).
+//
+// Each measured configuration's transitions are also counted
+// (count_only, exact, milliseconds), killed or not, and so are all of
+// Pi's: the ratio estimate is then (sum of the measured seconds / sum of
+// their counted transitions) x Pi's transitions, which follows the work
+// where the mean per configuration follows only how many there are.
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -73,6 +83,7 @@ long long ll(std::int64_t v) { return static_cast<long long>(v); }
 struct Sample {
   double seconds = 0;
   long long transitions = 0;
+  long long feasible = 0;
   double latency = std::numeric_limits<double>::infinity();
 };
 
@@ -88,6 +99,7 @@ std::optional<Sample> sample_limited(const hapmoe::CostModel& model,
         Sample s;
         s.seconds = seconds_since(start);
         s.transitions = o.stats.transitions;
+        s.feasible = o.stats.feasible;
         if (o.best) s.latency = o.best->latency_s;
         return s;
       },
@@ -98,7 +110,7 @@ int usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s MODEL [--sample N] [--seed S] [--budget SECONDS]\n"
                "          [--config-limit SECONDS] [--verbose] [--no-pruned] [--no-sample]\n"
-               "          [--cluster SPEC] [--global-batch B]\n"
+               "          [--cluster SPEC] [--global-batch B] [--config PP,TP,CP,EP,TPE,DP]...\n"
                "  MODEL: mixtral-l | deepseek-v3\n",
                argv0);
   return 2;
@@ -118,6 +130,7 @@ int main(int argc, char** argv) {
   bool run_pruned = true;
   bool run_sample = true;
   bool verbose = false;
+  std::vector<std::array<int, 6>> chosen;  // --config
   for (int a = 2; a < argc; ++a) {
     const std::string arg = argv[a];
     const bool has_value = a + 1 < argc;
@@ -133,6 +146,13 @@ int main(int argc, char** argv) {
       cluster_spec = argv[++a];
     } else if (arg == "--global-batch" && has_value) {
       global_batch = std::stoi(argv[++a]);
+    } else if (arg == "--config" && has_value) {
+      std::array<int, 6> d{};
+      if (std::sscanf(argv[++a], "%d,%d,%d,%d,%d,%d", &d[0], &d[1], &d[2], &d[3], &d[4], &d[5]) !=
+          6) {
+        return usage(argv[0]);
+      }
+      chosen.push_back(d);
     } else if (arg == "--verbose") {
       verbose = true;
     } else if (arg == "--no-pruned") {
@@ -195,19 +215,45 @@ int main(int argc, char** argv) {
       std::vector<std::size_t> index(configs.size());
       std::iota(index.begin(), index.end(), std::size_t{0});
       std::vector<std::size_t> picked;
-      const std::size_t n = std::min(static_cast<std::size_t>(sample_size), configs.size());
-      std::mt19937_64 rng(seed);
-      std::sample(index.begin(), index.end(), std::back_inserter(picked), n, rng);
-      // std::sample keeps Pi's order (PP first); measure in random order so
-      // that stopping at the budget does not bias the sample.
-      std::shuffle(picked.begin(), picked.end(), rng);
+      if (chosen.empty()) {
+        const std::size_t n = std::min(static_cast<std::size_t>(sample_size), configs.size());
+        std::mt19937_64 rng(seed);
+        std::sample(index.begin(), index.end(), std::back_inserter(picked), n, rng);
+        // std::sample keeps Pi's order (PP first); measure in random order
+        // so that stopping at the budget does not bias the sample.
+        std::shuffle(picked.begin(), picked.end(), rng);
+      }
+      for (const std::array<int, 6>& d : chosen) {
+        const auto it = std::find_if(configs.begin(), configs.end(), [&](const auto& pi) {
+          return std::array<int, 6>{pi.pp, pi.tp, pi.cp, pi.ep, pi.tpe, pi.dp} == d;
+        });
+        if (it == configs.end()) {
+          std::fprintf(stderr, "error: --config %d,%d,%d,%d,%d,%d is not in Pi\n", d[0], d[1], d[2],
+                       d[3], d[4], d[5]);
+          return 2;
+        }
+        picked.push_back(static_cast<std::size_t>(it - configs.begin()));
+      }
 
       hapmoe::SearchOptions plain;
       plain.prune = hapmoe::PruneSet{false, false, false};
       plain.bound = false;
-      std::printf("\nunpruned baseline (prune none, bound off), sampled%s\n", verbose ? ":" : "");
+      hapmoe::SearchOptions counting = plain;
+      counting.count_only = true;
+      const auto count_start = Clock::now();
+      double pi_transitions = 0;  // of all of Pi, counted
+      for (const hapmoe::ParallelConfig& pi : configs) {
+        pi_transitions +=
+            static_cast<double>(hapmoe::search_config(model, pi, counting).stats.transitions);
+      }
+      const double count_s = seconds_since(count_start);
+      std::printf("\nunpruned baseline (prune none, bound off), %s%s\n",
+                  chosen.empty() ? "sampled" : "chosen", verbose ? ":" : "");
       std::vector<double> times;
       std::int64_t transitions = 0;
+      double counted = 0;       // the measured configurations' transitions, counted
+      double counted_done = 0;  // of those that finished
+      double seconds_done = 0;
       int censored = 0;
       double best = std::numeric_limits<double>::infinity();
       const auto sample_start = Clock::now();
@@ -218,19 +264,28 @@ int main(int argc, char** argv) {
           break;
         }
         const hapmoe::ParallelConfig& pi = configs[c];
+        const auto moves =
+            static_cast<double>(hapmoe::search_config(model, pi, counting).stats.transitions);
+        counted += moves;
         const std::optional<Sample> s = sample_limited(model, pi, plain, config_limit);
         if (s) {
           times.push_back(s->seconds);
           transitions += s->transitions;
+          counted_done += moves;
+          seconds_done += s->seconds;
           best = std::min(best, s->latency);
         } else {
           times.push_back(config_limit);
           ++censored;
         }
         if (verbose) {
-          std::printf("    PP %2d TP %d CP %2d EP %2d TPE %2d DP %4d: %s%10.1f ms", pi.pp, pi.tp,
-                      pi.cp, pi.ep, pi.tpe, pi.dp, s ? "  " : "> ", times.back() * 1e3);
-          if (s) std::printf(", %lld transitions", s->transitions);
+          std::printf(
+              "    PP %2d TP %d CP %2d EP %2d TPE %2d DP %4d: %s%10.1f ms, %.4g transitions", pi.pp,
+              pi.tp, pi.cp, pi.ep, pi.tpe, pi.dp, s ? "  " : "> ", times.back() * 1e3, moves);
+          if (s) {
+            std::printf(" (%.0f ns each), %lld feasible plans reached",
+                        s->seconds / std::max(moves, 1.0) * 1e9, s->feasible);
+          }
           std::printf("\n");
           std::fflush(stdout);
         }
@@ -246,9 +301,14 @@ int main(int argc, char** argv) {
       std::sort(sorted.begin(), sorted.end());
       const double total = static_cast<double>(configs.size());
       const char* ge = censored > 0 ? ">= " : "";
-      std::printf("  method             uniform random sample of Pi without replacement\n");
-      std::printf("                     (std::sample + shuffle, mt19937_64 seed %llu), each\n",
-                  static_cast<unsigned long long>(seed));
+      if (chosen.empty()) {
+        std::printf("  method             uniform random sample of Pi without replacement\n");
+        std::printf("                     (std::sample + shuffle, mt19937_64 seed %llu), each\n",
+                    static_cast<unsigned long long>(seed));
+      } else {
+        std::printf(
+            "  method             the configurations given (--config: not a sample), each\n");
+      }
       std::printf("                     through search_config in a child process;\n");
       std::printf("                     total = mean time per config x |Pi|\n");
       std::printf("  |Pi|               %zu (enumeration + tables %.2f s)\n", configs.size(),
@@ -267,6 +327,20 @@ int main(int argc, char** argv) {
       }
       std::printf("  extrapolated       %s%.3g s = %s%.1f days (1 std. error %.2g s)\n", ge,
                   mean * total, ge, mean * total / 86400.0, se * total);
+      // The ratio estimate: seconds per counted transition of the measured
+      // configurations times Pi's transitions (a killed one adds its limit
+      // and its whole count: its rate is a lower bound).
+      const double per_move = sum / std::max(counted, 1.0);
+      std::printf(
+          "  Pi's transitions   %.4g (counted in %.1f s); measured %.4g, of which finished "
+          "%.4g in %.1f s (%.0f ns each)\n",
+          pi_transitions, count_s, counted, counted_done, seconds_done,
+          seconds_done / std::max(counted_done, 1.0) * 1e9);
+      std::printf(
+          "  ratio estimate     %s%.3g s = %s%.1f core-days = %s%.2f h on 1,024 cores (%s%.0f ns "
+          "per transition)\n",
+          ge, per_move * pi_transitions, ge, per_move * pi_transitions / 86400.0, ge,
+          per_move * pi_transitions / 1024.0 / 3600.0, ge, per_move * 1e9);
       if (std::isfinite(best)) std::printf("  best in sample     %.6f s\n", best);
     }
   } catch (const std::exception& e) {

@@ -249,11 +249,11 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
   current.clear();
   current.push_back({make_key(0, 0, -1), 0, 1});
   // Plans slower than this configuration's best so far cannot be its
-  // result, nor (with the bound on) slower than the incumbent: the
-  // latency that matters is at most U.
-  const double gap = value_only ? -inf
-                                : tie_gap(pp, std::min(opt.bound ? incumbent : inf,
-                                                       out.best ? out.best->latency_s : inf));
+  // result, nor slower than the incumbent (with the bound on: the K-th
+  // best of the job; without: a plan of this configuration, search_config):
+  // the latency that matters is at most U.
+  const double gap =
+      value_only ? -inf : tie_gap(pp, std::min(incumbent, out.best ? out.best->latency_s : inf));
   // The bound's threshold: out.best changes only when complete plans are
   // offered, after the last level.
   const double best = out.best ? std::min(incumbent, out.best->latency_s) : incumbent;
@@ -798,6 +798,39 @@ ConfigOutcome search_once(Evaluator& ev, const ParallelConfig& pi, const SearchO
   return out;
 }
 
+// A latency no better than pi's best plan under `opt`, for the plain DP
+// (bound off): its answer is pi's exact best, and until a latency U bounds
+// it, the canonical tie-break keeps its fronts large (docs/search.md,
+// "Exactness"; 28 s against 0.3 s on a deep DeepSeek-V3 configuration).
+// Any plan of the space searched gives one, and a pruning only removes
+// plans: the best of the first few stage mixes (in the order of their
+// lower bounds) under all three prunings, each one DP inside its windows,
+// with dominance on the values alone; failing that, the exact best of
+// opt's space with memory pruned (which loses no plan) and values alone.
+// Its moves are not the plain DP's and are not counted; its time is in
+// the configuration's seconds. +infinity when nothing fits.
+double plain_upper_bound(Evaluator& ev, const ParallelConfig& pi, const SearchOptions& opt,
+                         const CancelCheck* cancel) {
+  constexpr int kProbeMixes = 4;
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  SearchOptions pruned = opt;
+  pruned.prune = PruneSet{};
+  pruned.bound = true;
+  if (!opt.uniform) {
+    const int mixes = static_cast<int>(stage_mixes(ev).size());
+    for (int k = 0; k < std::min(kProbeMixes, mixes); ++k) {
+      const ConfigOutcome probe = search_once(ev, pi, pruned, kInf, true, {k, mixes}, cancel);
+      if (probe.best) return probe.best->latency_s;
+      if (probe.cancelled) return kInf;
+    }
+  }
+  SearchOptions exact = opt;
+  exact.prune.memory = true;
+  exact.bound = true;
+  const ConfigOutcome probe = search_once(ev, pi, exact, kInf, true, {}, cancel);
+  return probe.best ? probe.best->latency_s : kInf;
+}
+
 }  // namespace
 
 int max_parts(const CostModel& model, const ParallelConfig& pi, const SearchOptions& opt) {
@@ -820,6 +853,14 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
   HAPMOE_REQUIRE(part.count >= 1 && part.index >= 0 && part.index < part.count,
                  "search_config: part index out of range");
   const auto start = std::chrono::steady_clock::now();
+  if (!opt.bound && !opt.count_only) {
+    Evaluator ev(model, pi, opt);
+    const double upper = plain_upper_bound(ev, pi, opt, cancel);
+    ConfigOutcome out = search_once(ev, pi, opt, upper, false, part, cancel);
+    out.stats.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return out;
+  }
   Evaluator ev(model, pi, opt);
   const double setup =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -271,6 +271,10 @@ inline void merge(std::vector<Entry>& front, const Entry& cand, double gap) {
     return;
   }
   Entry* m = front.data();
+  // An infeasible label never completes into a plan (offer() drops it), so
+  // its values matter to nothing: one keeps the state reached, and the
+  // counters (states, transitions) count moves, not labels.
+  if (!cand.feasible && !m[0].feasible) return;
   // cand's part [lo, hi).
   std::size_t split = 0;  // the first feasible label
   if (!front.empty() && !m[0].feasible) {
