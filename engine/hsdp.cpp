@@ -890,6 +890,16 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
 }
 
 double work_estimate(const CostModel& model, const ParallelConfig& pi, const SearchOptions& opt) {
+  if (!opt.bound && !opt.count_only) {
+    // The plain DP's own moves, counted (count_dp: exact, about 3 us per
+    // configuration of the large case), plus what a configuration costs
+    // before its first move (evaluator, probe: 0.1-0.2 ms, about as many
+    // moves).
+    SearchOptions counting = opt;
+    counting.count_only = true;
+    constexpr double kSetupMoves = 2000;
+    return static_cast<double>(search_config(model, pi, counting).stats.transitions) + kSetupMoves;
+  }
   const int n = model.workload().model.num_layers;
   // ways[s]: the mixes of the types so far with s stages (a convolution
   // with each type's box [0, cap]), or the usage vectors without the

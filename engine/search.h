@@ -210,10 +210,11 @@ std::vector<std::size_t> bound_shape_order(const std::vector<ParallelConfig>& co
 ConfigBound config_lower_bound(const CostModel& model, const BoundShape& shape,
                                const ParallelConfig& pi);
 
-// A relative estimate of the work search_config does on pi without a
-// bound: PP x N x the stage mixes (or usage vectors) its DP runs over. For
-// splitting work between workers; bench/README.md measures how well it
-// predicts the work done.
+// A relative estimate of the work search_config does on pi. Without the
+// bound: the plain DP's transitions, counted (count_only), plus a fixed
+// share per configuration; with it (or when counting): PP x N x the stage
+// mixes (or usage vectors) its DP runs over. For splitting work between
+// workers; bench/README.md measures how well it predicts the work done.
 double work_estimate(const CostModel& model, const ParallelConfig& pi,
                      const SearchOptions& options);
 

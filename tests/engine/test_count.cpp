@@ -8,6 +8,7 @@
 // counter from run_dp fails here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <sstream>
@@ -272,6 +273,33 @@ TEST(Count, RunSearchCountsWhatThePlainDpSearches) {
     EXPECT_EQ(b.stats.hetero_comm_ratio, a.stats.hetero_comm_ratio) << to_string(p);
     EXPECT_TRUE(b.top.empty());
     EXPECT_FALSE(a.top.empty());
+  }
+}
+
+// Without the bound the driver deals configurations by their counted
+// moves (work_estimate): each configuration's estimate is the transitions
+// its plain DP makes plus one fixed share, whatever the pruning subset.
+TEST(Count, ThePlainDpIsDealtByItsCountedMoves) {
+  const Workload w = load_workload("mixtral-s");
+  const ClusterSpec cluster = load_cluster("paper:16-1");
+  for (const PruneSet& p : {PruneSet{false, false, false}, PruneSet{true, true, true}}) {
+    SearchOptions plain;
+    plain.prune = p;
+    plain.bound = false;
+    const SearchResult r = run_search(w, cluster, plain);
+    ASSERT_GT(r.configs.size(), 10U);
+    const double share = r.estimates[0] - static_cast<double>(r.outcome(0)->stats.transitions);
+    EXPECT_GT(share, 0.0);
+    double least = r.estimates[0];
+    double most = r.estimates[0];
+    for (std::size_t c = 0; c < r.configs.size(); ++c) {
+      ASSERT_NE(r.outcome(c), nullptr);
+      EXPECT_EQ(r.estimates[c] - static_cast<double>(r.outcome(c)->stats.transitions), share)
+          << to_string(p) << " config " << c;
+      least = std::min(least, r.estimates[c]);
+      most = std::max(most, r.estimates[c]);
+    }
+    EXPECT_GT(most, 5 * least) << to_string(p);  // the moves, not a constant
   }
 }
 
