@@ -12,15 +12,16 @@
 // configurations can beat (sum over rounds of max(work / R, the longest
 // configuration)); and the correlation of estimate and measured work.
 //
-//   bench_split [--no-bound] [--parts N] [--space LIST] [MODEL] [CLUSTER]
-//   [GLOBAL_BATCH]
+//   bench_split [--no-bound] [--prune SET] [--parts N] [--space LIST] [MODEL]
+//   [CLUSTER] [GLOBAL_BATCH]
 //   (default: the large case, deepseek-v3 on H800:4096,MI300X:4096,910B:4096,
 //   global batch 12288; --no-bound: the search without branch and bound, one
 //   round over all of Pi; --space: the job search over those knobs, as
-//   `plan --space`, every variant's rounds one after the other)
+//   `plan --space`, every variant's rounds one after the other; --prune:
+//   the prunings, as `plan --prune`, default all)
 //
-//   bench_split --no-bound --sample N [--seed S] [--config-limit S] [MODEL]
-//   [CLUSTER] [GLOBAL_BATCH]
+//   bench_split --no-bound --prune none --sample N [--seed S] [--config-limit S]
+//   [MODEL] [CLUSTER] [GLOBAL_BATCH]
 //   the exhaustive search too large to run here (the plain DP of the large
 //   case, hours on 1,024 cores): the units are all of Pi's configurations
 //   with the engine's estimates (work_estimate: the counted transitions);
@@ -107,6 +108,9 @@ int main(int argc, char** argv) try {
     } else if (args.front() == "--parts" && args.size() > 1) {
       run.parts_per_round = std::atoi(args[1].c_str());
       args.erase(args.begin());
+    } else if (args.front() == "--prune" && args.size() > 1) {
+      opt.prune = hapmoe::parse_prune_set(args[1], "--prune");
+      args.erase(args.begin());
     } else if (args.front() == "--sample" && args.size() > 1) {
       sample = std::atoi(args[1].c_str());
       args.erase(args.begin());
@@ -121,7 +125,8 @@ int main(int argc, char** argv) try {
       args.erase(args.begin());
     } else {
       throw std::runtime_error(
-          "usage: bench_split [--no-bound [--sample N [--seed S] [--config-limit S]]] [--parts N] "
+          "usage: bench_split [--no-bound [--sample N [--seed S] [--config-limit S]]] [--prune SET] "
+          "[--parts N] "
           "[--space LIST] [MODEL] [CLUSTER] [GLOBAL_BATCH]");
     }
     args.erase(args.begin());
@@ -215,9 +220,10 @@ int main(int argc, char** argv) try {
   }
   const double serial = std::accumulate(sec.begin(), sec.end(), 0.0);
   std::printf(
-      "%s on %s, global batch %d%s%s, parts per round %d: %lld configurations searched as %zu "
-      "units in %zu rounds, %.2f s, %lld transitions\n",
-      model.c_str(), cluster.c_str(), w.training.global_batch, opt.bound ? "" : ", no bound",
+      "%s on %s, global batch %d, prune %s%s%s, parts per round %d: %lld configurations searched "
+      "as %zu units in %zu rounds, %.2f s, %lld transitions\n",
+      model.c_str(), cluster.c_str(), w.training.global_batch, hapmoe::to_string(opt.prune).c_str(),
+      opt.bound ? "" : ", no bound",
       variants.c_str(), run.parts_per_round, static_cast<long long>(stats.configs_evaluated),
       est.size(), rounds.size(), stats.seconds, static_cast<long long>(stats.transitions));
   std::printf("%s", sampled.c_str());

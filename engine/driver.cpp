@@ -695,7 +695,12 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     std::vector<std::size_t> first_unit;  // per batch position
     for (const std::size_t c : batch) {
       int parts = 1;
-      if (!bruteforce && run.parts_per_round > 0 && total > 0.0 && std::isfinite(incumbent)) {
+      // Without the bound every part is searched with its configuration's
+      // own probe plan (search_config); with it, only rounds that have an
+      // incumbent are cut (without one, every part would first run its best
+      // mix unbounded).
+      if (!bruteforce && run.parts_per_round > 0 && total > 0.0 &&
+          (std::isfinite(incumbent) || !opt.bound)) {
         const double share = r.estimates[c] / total * run.parts_per_round;
         if (share > 1.0) {
           parts = std::min(max_parts(model, r.configs[c], opt),

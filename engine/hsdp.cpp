@@ -250,10 +250,12 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
   current.push_back({make_key(0, 0, -1), 0, 1});
   // Plans slower than this configuration's best so far cannot be its
   // result, nor slower than the incumbent (with the bound on: the K-th
-  // best of the job; without: a plan of this configuration, search_config):
-  // the latency that matters is at most U.
-  const double gap =
-      value_only ? -inf : tie_gap(pp, std::min(incumbent, out.best ? out.best->latency_s : inf));
+  // best of the job): the latency that matters is at most U. Without the
+  // bound, U is the probe's plan alone (search_config), the same for every
+  // stage mix, so each mix's DP, and its counters, do not depend on the
+  // mixes searched before it: parts of a configuration sum to the whole.
+  const double best_so_far = out.best && opt.bound ? out.best->latency_s : inf;
+  const double gap = value_only ? -inf : tie_gap(pp, std::min(incumbent, best_so_far));
   // The bound's threshold: out.best changes only when complete plans are
   // offered, after the last level.
   const double best = out.best ? std::min(incumbent, out.best->latency_s) : incumbent;

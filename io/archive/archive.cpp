@@ -515,6 +515,14 @@ void write_search(const h5::Group& group, const SearchResult& s) {
   }
   g.write_table("ranks", archive::rank_row_type(), ranks);
 
+  std::vector<archive::UnitRow> units;
+  units.reserve(s.units.size());
+  for (const UnitFigures& u : s.units) {
+    units.push_back({static_cast<std::int64_t>(u.config), u.part.index, u.part.count, u.round,
+                     u.rank, u.estimate, u.seconds, u.transitions});
+  }
+  g.write_table("units", archive::unit_row_type(), units);
+
   TotalsRow t;
   t.configs = s.stats.configs;
   t.configs_evaluated = s.stats.configs_evaluated;

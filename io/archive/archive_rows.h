@@ -302,6 +302,32 @@ inline h5::Compound<RankRow> rank_row_type() {
   return c;
 }
 
+// search/units: one row per unit of work the search handed out (a
+// configuration, or one part of it), in the order of the rounds.
+struct UnitRow {
+  std::int64_t config = 0;   // index in search/configs
+  std::int32_t part = 0;     // which part (0 .. parts - 1)
+  std::int32_t parts = 1;    // the configuration's parts
+  std::int32_t round = 0;    // its round
+  std::int32_t rank = 0;     // the rank that searched it
+  double work_estimate = 0;  // its share of the configuration's estimate
+  double seconds = 0;        // its search time
+  std::int64_t transitions = 0;
+};
+
+inline h5::Compound<UnitRow> unit_row_type() {
+  h5::Compound<UnitRow> c;
+  HAPMOE_H5_FIELD(c, UnitRow, config);
+  HAPMOE_H5_FIELD(c, UnitRow, part);
+  HAPMOE_H5_FIELD(c, UnitRow, parts);
+  HAPMOE_H5_FIELD(c, UnitRow, round);
+  HAPMOE_H5_FIELD(c, UnitRow, rank);
+  HAPMOE_H5_FIELD(c, UnitRow, work_estimate);
+  HAPMOE_H5_FIELD(c, UnitRow, seconds);
+  HAPMOE_H5_FIELD(c, UnitRow, transitions);
+  return c;
+}
+
 // inputs/profile/devices: per device type coefficients.
 struct DeviceRow {
   std::int32_t device_type = 0;

@@ -157,6 +157,33 @@ TEST(Parallel, PartsChangeStatisticsNotPlansAndNotWithThreads) {
   }
 }
 
+// Without the bound (the exhaustive search) a configuration's stage mixes
+// are independent DPs, each with the configuration's own probe plan as its
+// tie margin: cut into parts, it gives the same plans and every counter the
+// same, with any threads.
+TEST(Parallel, PartsOfTheSearchWithoutTheBoundChangeNothing) {
+  const Workload w = load_workload("mixtral-s");
+  const ClusterSpec cl = load_cluster("paper:32-1");
+  SearchOptions opt;
+  opt.bound = false;
+  SerialComm comm;
+  RunOptions whole;
+  RunOptions parts;
+  parts.parts_per_round = 256;
+  RunOptions parts_two = parts;
+  parts_two.threads = 2;
+  const SearchResult a = run_search(w, cl, opt, false, comm, whole);
+  const SearchResult b = run_search(w, cl, opt, false, comm, parts);
+  const SearchResult d = run_search(w, cl, opt, false, comm, parts_two);
+  ASSERT_FALSE(a.top.empty());
+  expect_identical(a, b, "parts");
+  expect_identical(a, d, "parts, 2 threads");
+  int cut = 0;
+  for (const int p : b.parts) cut += p > 1 ? 1 : 0;
+  EXPECT_GT(cut, 0);
+  EXPECT_GT(b.units.size(), a.units.size());
+}
+
 TEST(Parallel, AFailingSearchIsReportedNotLost) {
   const Workload w = load_workload("mixtral-s");
   const ClusterSpec cl = load_cluster("paper:32-2");

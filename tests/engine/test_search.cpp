@@ -629,6 +629,14 @@ TEST(SearchOracle, PartsMergeToTheWholeSearch) {
             EXPECT_EQ(merged.best->latency_s, reference.best->latency_s) << what;
           }
           EXPECT_EQ(merged.stats.configs_evaluated, 1);
+          if (!opt.bound) {  // independent mixes: the parts' counters are the whole's
+            EXPECT_EQ(merged.stats.states, reference.stats.states) << what;
+            EXPECT_EQ(merged.stats.transitions, reference.stats.transitions) << what;
+            EXPECT_EQ(merged.stats.feasible, reference.stats.feasible) << what;
+            EXPECT_EQ(merged.stats.pruned_load_balance, reference.stats.pruned_load_balance)
+                << what;
+            EXPECT_EQ(merged.stats.pruned_memory, reference.stats.pruned_memory) << what;
+          }
           ++compared;
           if (count > 1 && most > 1) ++cut;
         }

@@ -22,6 +22,7 @@
 #include "costmodel/errors.h"
 #include "io/archive/archive.h"
 #include "io/archive/archive_lock.h"
+#include "io/archive/archive_rows.h"
 #include "io/archive/h5.h"
 #include "io/archive/sweep.h"
 #include "io/cli/cli.h"
@@ -114,6 +115,32 @@ TEST(Archive, TablesReadBackThroughTheWrapper) {
   EXPECT_GT(search.extent("configs"), 100u);
   EXPECT_EQ(search.extent("ranks"), 1u);
   EXPECT_EQ(search.extent("totals"), 1u);
+  // Every unit of work handed out, with the rank that searched it: here
+  // one per configuration searched.
+  std::vector<archive::UnitRow> units;
+  search.read_table<archive::UnitRow>("units", archive::unit_row_type(),
+                                      [&](const archive::UnitRow& u) { units.push_back(u); });
+  std::vector<archive::ConfigRow> configs;
+  search.read_table<archive::ConfigRow>(
+      "configs", archive::config_row_type(),
+      [&](const archive::ConfigRow& c) { configs.push_back(c); });
+  std::int64_t searched = 0;
+  for (const archive::ConfigRow& c : configs) searched += c.searched;
+  ASSERT_EQ(static_cast<std::int64_t>(units.size()), searched);
+  std::int64_t transitions = 0;
+  for (const archive::UnitRow& u : units) {
+    ASSERT_LT(static_cast<std::size_t>(u.config), configs.size());
+    EXPECT_EQ(configs[static_cast<std::size_t>(u.config)].searched, 1);
+    EXPECT_EQ(u.rank, 0);
+    EXPECT_EQ(u.parts, 1);
+    EXPECT_GT(u.work_estimate, 0.0);
+    transitions += u.transitions;
+  }
+  std::int64_t total = -1;
+  search.read_table<archive::TotalsRow>(
+      "totals", archive::totals_row_type(),
+      [&](const archive::TotalsRow& t) { total = t.transitions; });
+  EXPECT_EQ(transitions, total);
   const h5::Group prov = f.open_group("provenance");
   EXPECT_EQ(prov.attrs().get_int("ranks"), 1);
   EXPECT_EQ(prov.attrs().get_int("threads"), 1);
