@@ -125,7 +125,8 @@ int main(int argc, char** argv) try {
       args.erase(args.begin());
     } else {
       throw std::runtime_error(
-          "usage: bench_split [--no-bound [--sample N [--seed S] [--config-limit S]]] [--prune SET] "
+          "usage: bench_split [--no-bound [--sample N [--seed S] [--config-limit S]]] [--prune "
+          "SET] "
           "[--parts N] "
           "[--space LIST] [MODEL] [CLUSTER] [GLOBAL_BATCH]");
     }
@@ -155,6 +156,8 @@ int main(int argc, char** argv) try {
     for (std::size_t c = 0; c < configs.size(); ++c) {
       estimate[c] = hapmoe::work_estimate(cost, configs[c], opt);
     }
+    hapmoe::SearchOptions counting = opt;
+    counting.count_only = true;
     const double estimate_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::vector<std::size_t> index(configs.size());
@@ -172,6 +175,10 @@ int main(int argc, char** argv) try {
           [&] { return hapmoe::search_config(cost, configs[c], opt).stats.seconds; }, config_limit);
       measured[c] = secs ? *secs : config_limit;
       killed += secs ? 0 : 1;
+      const hapmoe::ParallelConfig& pi = configs[c];
+      std::printf("  PP %2d TP %d CP %2d EP %2d TPE %2d DP %4d: %s%9.3f s, estimate %.4g\n", pi.pp,
+                  pi.tp, pi.cp, pi.ep, pi.tpe, pi.dp, secs ? "  " : "> ", measured[c], estimate[c]);
+      std::fflush(stdout);
       sampled_s += measured[c];
       rates.push_back(measured[c] / estimate[c]);
       sample_est.push_back(estimate[c]);
@@ -187,6 +194,7 @@ int main(int argc, char** argv) try {
       const double secs = measured[c] >= 0 ? measured[c] : estimate[c] * rates[x % rates.size()];
       predicted_total += secs;
       units.push_back({c, {}, 0, 0, estimate[c], secs, 0});
+      stats.transitions += hapmoe::search_config(cost, configs[c], counting).stats.transitions;
     }
     stats.configs_evaluated = static_cast<std::int64_t>(configs.size());
     stats.seconds = predicted_total;
@@ -223,9 +231,9 @@ int main(int argc, char** argv) try {
       "%s on %s, global batch %d, prune %s%s%s, parts per round %d: %lld configurations searched "
       "as %zu units in %zu rounds, %.2f s, %lld transitions\n",
       model.c_str(), cluster.c_str(), w.training.global_batch, hapmoe::to_string(opt.prune).c_str(),
-      opt.bound ? "" : ", no bound",
-      variants.c_str(), run.parts_per_round, static_cast<long long>(stats.configs_evaluated),
-      est.size(), rounds.size(), stats.seconds, static_cast<long long>(stats.transitions));
+      opt.bound ? "" : ", no bound", variants.c_str(), run.parts_per_round,
+      static_cast<long long>(stats.configs_evaluated), est.size(), rounds.size(), stats.seconds,
+      static_cast<long long>(stats.transitions));
   std::printf("%s", sampled.c_str());
   const std::vector<double>& xe = sample_est.empty() ? est : sample_est;
   const std::vector<double>& xs = sample_est.empty() ? sec : sample_sec;
