@@ -151,7 +151,9 @@ void merge_part(ConfigOutcome& into, const ConfigOutcome& part);
 // prunings that are on). With options.bound, partial plans whose latency
 // cannot come within `incumbent` are dropped: the result is exact whenever
 // the configuration's best is at most `incumbent`, and otherwise may be
-// empty.
+// empty. Without it `incumbent` is not used: the plain DP first finds a
+// plan of pi with the prunings on (a probe, not counted) whose latency
+// settles its ties (docs/search.md, "Exactness").
 ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
                             const SearchOptions& options,
                             double incumbent = std::numeric_limits<double>::infinity(),
