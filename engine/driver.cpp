@@ -724,6 +724,11 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
       return r.estimates[batch[a]] > r.estimates[batch[b]];
     });
+    // The share of the estimated work committed, for the progress line
+    // (configurations restored from a checkpoint count as done).
+    const double all_work = std::accumulate(r.estimates.begin(), r.estimates.end(), 0.0);
+    progress.work_total.store(all_work, std::memory_order_relaxed);
+    progress.work_done.store(all_work - total, std::memory_order_relaxed);
     double target = total / 1024;
     double done_work = 0;
     double done_s = 0;
@@ -741,6 +746,15 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
       }
       done_s += run_units(units, seg, incumbent, k == configs_in_seg);
       done_work += work;
+      progress.work_done.store(progress.work_done.load(std::memory_order_relaxed) + work,
+                               std::memory_order_relaxed);
+      for (const std::size_t u : seg) {  // the best plan so far, for the progress line
+        const std::int32_t at = r.outcome_of[units[u].config];
+        const ConfigOutcome* o = at < 0 ? nullptr : &searched[static_cast<std::size_t>(at)];
+        if (o != nullptr && o->best && o->best->latency_s < progress.best.load()) {
+          progress.best.store(o->best->latency_s, std::memory_order_relaxed);
+        }
+      }
       progress.settled.fetch_add(static_cast<std::int64_t>(configs_in_seg),
                                  std::memory_order_relaxed);
       report(progress.searched, static_cast<std::int64_t>(searched.size()));

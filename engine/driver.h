@@ -33,6 +33,11 @@ struct SearchProgress {
   std::atomic<std::int64_t> round_units{0};    // units of the round on this node
   std::atomic<std::int64_t> round_claimed{0};  // of them, begun on this rank
   std::atomic<double> best{std::numeric_limits<double>::infinity()};  // latency
+  // Without the bound (one round over Pi): the estimated work of the whole
+  // search (work_estimate: counted moves) and of what is committed so far
+  // (restored, and the segments finished); 0 when not known.
+  std::atomic<double> work_total{0};
+  std::atomic<double> work_done{0};
 };
 
 // How one process runs its share of the search.

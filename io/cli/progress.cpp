@@ -68,6 +68,11 @@ std::string progress_text(const SearchProgress& p) {
                 static_cast<long long>(p.round_claimed.load(kRelaxed)),
                 static_cast<long long>(p.round_units.load(kRelaxed)));
   std::string text = buf;
+  if (const double total = p.work_total.load(kRelaxed); total > 0) {
+    std::snprintf(buf, sizeof buf, "; %.1f %% of the estimated work committed",
+                  100.0 * p.work_done.load(kRelaxed) / total);
+    text += buf;
+  }
   const double best = p.best.load(kRelaxed);
   text += std::isfinite(best) ? "; best " + format_seconds(best) + " so far" : "; no plan yet";
   return text;

@@ -6,6 +6,8 @@
 // 2 threads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -170,9 +172,25 @@ TEST(Resume, SegmentsChangeNothing) {
   run.threads = 2;
   run.segment_s = 2e-3;
   int checkpoints = 0;
-  run.checkpoint = [&](const std::function<SearchResult()>&) { ++checkpoints; };
-  expect_same_search(one, run_search(w, cl, opt, false, comm, run), "segments");
+  // The progress line's share of the estimated work committed grows with
+  // the segments, up to all of it.
+  SearchProgress progress;
+  run.progress = &progress;
+  std::vector<double> shares;
+  run.checkpoint = [&](const std::function<SearchResult()>&) {
+    ++checkpoints;
+    shares.push_back(progress.work_done.load() / progress.work_total.load());
+  };
+  const SearchResult segmented = run_search(w, cl, opt, false, comm, run);
+  expect_same_search(one, segmented, "segments");
   EXPECT_GE(checkpoints, 2);
+  ASSERT_FALSE(shares.empty());
+  EXPECT_GT(shares.front(), 0.0);
+  EXPECT_TRUE(std::is_sorted(shares.begin(), shares.end()));
+  EXPECT_LT(shares.back(), 1.0);
+  EXPECT_DOUBLE_EQ(progress.work_done.load(), progress.work_total.load());
+  ASSERT_FALSE(one.top.empty());
+  EXPECT_EQ(progress.best.load(), one.top.front().latency_s);
 }
 
 TEST(Resume, RefusesTheCheckpointOfAnotherSpace) {

@@ -780,6 +780,12 @@ TEST(CliPlan, ProgressTextSaysWhereTheSearchStands) {
             "node's 32 units of the round begun here; no plan yet");
   p.best = 4.198186;
   EXPECT_NE(progress_text(p).find("; best 4.198"), std::string::npos) << progress_text(p);
+  // Without the bound: the share of the estimated work committed.
+  p.work_total = 4.0e12;
+  p.work_done = 1.0e12;
+  EXPECT_NE(progress_text(p).find("; 25.0 % of the estimated work committed; best 4.198"),
+            std::string::npos)
+      << progress_text(p);
   EXPECT_EQ(duration_text(5.25), "5.2 s");
   EXPECT_EQ(duration_text(245), "4m05s");
   EXPECT_EQ(duration_text(7980), "2h13m");
