@@ -125,10 +125,8 @@ int main(int argc, char** argv) try {
       args.erase(args.begin());
     } else {
       throw std::runtime_error(
-          "usage: bench_split [--no-bound [--sample N [--seed S] [--config-limit S]]] [--prune "
-          "SET] "
-          "[--parts N] "
-          "[--space LIST] [MODEL] [CLUSTER] [GLOBAL_BATCH]");
+          "usage: bench_split [--no-bound [--sample N [--seed S] [--config-limit S]]] "
+          "[--prune SET] [--parts N] [--space LIST] [MODEL] [CLUSTER] [GLOBAL_BATCH]");
     }
     args.erase(args.begin());
   }
@@ -156,8 +154,6 @@ int main(int argc, char** argv) try {
     for (std::size_t c = 0; c < configs.size(); ++c) {
       estimate[c] = hapmoe::work_estimate(cost, configs[c], opt);
     }
-    hapmoe::SearchOptions counting = opt;
-    counting.count_only = true;
     const double estimate_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::vector<std::size_t> index(configs.size());
@@ -184,6 +180,8 @@ int main(int argc, char** argv) try {
       sample_est.push_back(estimate[c]);
       sample_sec.push_back(measured[c]);
     }
+    hapmoe::SearchOptions counting = opt;
+    counting.count_only = true;
     double predicted_total = 0;
     for (std::size_t c = 0; c < configs.size(); ++c) {
       // A fixed hash of the index picks the sampled rate (splitmix64).
