@@ -648,10 +648,25 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     if (!first.empty()) throw SearchFailure(first);
     // Parts of a configuration are consecutive units: merged in order. A
     // unit no rank ran (a limit was reached, or a stop asked for) is left
-    // out; a configuration none of whose units ran is not searched.
+    // out; a configuration none of whose units ran is not searched. After
+    // a signal, one some of whose parts did not run is not searched either:
+    // what is committed must be whole for --resume (a limit keeps the best
+    // found, which is all a stopped search promises).
+    std::vector<char> whole(seg.size(), 1);
+    for (std::size_t k = 0; k < seg.size() && r.stopped == StopReason::kSignal;) {
+      std::size_t end = k;
+      bool all = true;
+      for (; end < seg.size() && units[seg[end]].config == units[seg[k]].config; ++end) {
+        all = all && got[end].has_value();
+      }
+      if (!all)
+        std::fill(whole.begin() + static_cast<std::ptrdiff_t>(k),
+                  whole.begin() + static_cast<std::ptrdiff_t>(end), 0);
+      k = end;
+    }
     for (std::size_t k = 0; k < seg.size(); ++k) {
       const Unit& unit = units[seg[k]];
-      if (!got[k]) {
+      if (!got[k] || !whole[k]) {
         HAPMOE_REQUIRE(r.stopped != StopReason::kNone, "run_search: a unit of the round was lost");
         continue;
       }

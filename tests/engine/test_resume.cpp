@@ -131,6 +131,43 @@ TEST(Resume, StoppedTwiceAndResumedEqualsTheUninterruptedSearch) {
   }
 }
 
+// Without the bound a configuration may be cut into parts (its stage
+// mixes): a stop that leaves some of its parts unsearched must not commit
+// it, or the resumed search would take its partial outcome for the whole.
+TEST(Resume, AConfigurationStoppedBetweenItsPartsIsNotCommitted) {
+  const Workload w = load_workload("mixtral-s");
+  const ClusterSpec cl = load_cluster("paper:32-1");
+  SearchOptions opt;
+  opt.bound = false;
+  SerialComm comm;
+  RunOptions plain;
+  plain.parts_per_round = 256;
+  const SearchResult whole = run_search(w, cl, opt, false, comm, plain);
+  const auto units = static_cast<std::int64_t>(whole.units.size());
+  ASSERT_GT(units, whole.stats.configs_evaluated);  // some configuration was cut
+  int split = 0;  // stops that left a configuration with only some parts searched
+  for (const int threads : {1, 2}) {
+    for (std::int64_t after = 1; after < units; after += 1 + units / 7) {
+      std::atomic<std::int64_t> asked{0};
+      RunOptions run = stopping_after(threads, after, asked);
+      run.parts_per_round = 256;
+      const SearchResult a = run_search(w, cl, opt, false, comm, run);
+      ASSERT_EQ(a.stopped, StopReason::kSignal);
+      // Units run but not committed: the parts of a configuration cut short.
+      std::int64_t ran = 0;
+      for (const RankFigures& f : a.ranks) ran += f.parts;
+      if (ran > static_cast<std::int64_t>(a.units.size())) ++split;
+      const SearchResume from = resume_point(a);
+      RunOptions again = plain;
+      again.resume = &from;
+      expect_same_search(
+          whole, run_search(w, cl, opt, false, comm, again),
+          std::to_string(threads) + " threads, stopped after " + std::to_string(after) + " units");
+    }
+  }
+  EXPECT_GT(split, 0);
+}
+
 TEST(Resume, EverySnapshotResumesToTheSameSearch) {
   for (const bool bound : {false, true}) {
     const Workload w = load_workload("mixtral-l");
