@@ -121,9 +121,8 @@ TEST(Archive, TablesReadBackThroughTheWrapper) {
   search.read_table<archive::UnitRow>("units", archive::unit_row_type(),
                                       [&](const archive::UnitRow& u) { units.push_back(u); });
   std::vector<archive::ConfigRow> configs;
-  search.read_table<archive::ConfigRow>(
-      "configs", archive::config_row_type(),
-      [&](const archive::ConfigRow& c) { configs.push_back(c); });
+  search.read_table<archive::ConfigRow>("configs", archive::config_row_type(),
+                                        [&](const archive::ConfigRow& c) { configs.push_back(c); });
   std::int64_t searched = 0;
   for (const archive::ConfigRow& c : configs) searched += c.searched;
   ASSERT_EQ(static_cast<std::int64_t>(units.size()), searched);
