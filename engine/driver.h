@@ -46,6 +46,11 @@ struct SearchProgress {
 // over 3 ranks on 2 cores a median of 65 ms split, 32 ms whole;
 // docs/parallel.md, "Small searches").
 inline constexpr double kSplitAbove = 65536;
+// Without the bound, a search whose plain DP makes more moves than this
+// (counted, with each configuration's fixed share: work_estimate) is split
+// however few its configuration-layers: 0.2-2 s of work on one core,
+// against the few milliseconds a split costs.
+inline constexpr double kSplitAboveMoves = 4e6;
 
 struct SearchResult;
 
