@@ -33,19 +33,16 @@ LayerTails layer_tails(const CostModel& model, const ParallelConfig& pi, const T
   return t;
 }
 
-double bottleneck_floor(const std::vector<StageFloor>& types, int pp, int dense, int moe) {
-  const double inf = std::numeric_limits<double>::infinity();
-  int available = 0;
-  double hi = 0.0;
-  for (const StageFloor& t : types) {
-    available += t.stages;
-    hi = std::max(hi, t.fixed + (dense + moe) * std::max(t.dense, t.moe));
-  }
-  hi = 2.0 * hi + std::numeric_limits<double>::min();  // clear of rounding
-  if (available < pp || pp <= 0 || dense + moe < pp) return inf;
-  std::vector<std::pair<long long, int>> hold(types.size());  // (layers a stage holds, stages)
-  // Do pp stages with at most T each hold `need` layers priced `price`?
-  const auto holds = [&](double t_step, int need, auto price, bool one_each) {
+namespace {
+
+// Whether pp stages drawn from `types`, each step at most t_step, can hold
+// `dense` dense and `moe` MoE layers, one at least per stage (see
+// bottleneck_floor). Monotone in t_step. `hold` is scratch.
+bool floor_holds(const std::vector<StageFloor>& types, int pp, int dense, int moe, double t_step,
+                 std::vector<std::pair<long long, int>>& hold) {
+  hold.resize(types.size());  // (layers a stage holds, stages)
+  // Do pp stages with at most t_step each hold `need` layers priced `price`?
+  const auto holds = [&](int need, auto price, bool one_each) {
     for (std::size_t k = 0; k < types.size(); ++k) {
       const double per = price(types[k]);
       const double room = (t_step - types[k].fixed) / per;
@@ -63,18 +60,36 @@ double bottleneck_floor(const std::vector<StageFloor>& types, int pp, int dense,
     }
     return total >= need;
   };
-  const auto fits = [&](double t_step) {
-    return holds(
-               t_step, dense + moe,
-               [&](const StageFloor& t) {
-                 return moe == 0 ? t.dense : (dense == 0 ? t.moe : std::min(t.dense, t.moe));
-               },
-               true) &&
-           (moe == 0 || holds(
-                            t_step, moe, [](const StageFloor& t) { return t.moe; }, false)) &&
-           (dense == 0 || holds(
-                              t_step, dense, [](const StageFloor& t) { return t.dense; }, false));
-  };
+  return holds(
+             dense + moe,
+             [&](const StageFloor& t) {
+               return moe == 0 ? t.dense : (dense == 0 ? t.moe : std::min(t.dense, t.moe));
+             },
+             true) &&
+         (moe == 0 || holds(
+                          moe, [](const StageFloor& t) { return t.moe; }, false)) &&
+         (dense == 0 || holds(
+                            dense, [](const StageFloor& t) { return t.dense; }, false));
+}
+
+bool floor_possible(const std::vector<StageFloor>& types, int pp, int dense, int moe) {
+  int available = 0;
+  for (const StageFloor& t : types) available += t.stages;
+  return available >= pp && pp > 0 && dense + moe >= pp;
+}
+
+}  // namespace
+
+double bottleneck_floor(const std::vector<StageFloor>& types, int pp, int dense, int moe) {
+  const double inf = std::numeric_limits<double>::infinity();
+  double hi = 0.0;
+  for (const StageFloor& t : types) {
+    hi = std::max(hi, t.fixed + (dense + moe) * std::max(t.dense, t.moe));
+  }
+  hi = 2.0 * hi + std::numeric_limits<double>::min();  // clear of rounding
+  if (!floor_possible(types, pp, dense, moe)) return inf;
+  std::vector<std::pair<long long, int>> hold;
+  const auto fits = [&](double t_step) { return floor_holds(types, pp, dense, moe, t_step, hold); };
   if (!fits(hi)) return inf;  // cannot happen: every stage holds N layers at hi
   double lo = 0.0;            // fits(lo) is false
   if (fits(lo)) return 0.0;
@@ -89,9 +104,18 @@ double bottleneck_floor(const std::vector<StageFloor>& types, int pp, int dense,
   return lo * (1.0 - 1e-9);
 }
 
+double bottleneck_floor_above(const std::vector<StageFloor>& types, int pp, int dense, int moe,
+                              double t_step) {
+  std::vector<std::pair<long long, int>> hold;
+  if (!floor_possible(types, pp, dense, moe)) return std::numeric_limits<double>::infinity();
+  if (t_step <= 0.0 || floor_holds(types, pp, dense, moe, t_step, hold)) return 0.0;
+  return t_step * (1.0 - 1e-9);
+}
+
 }  // namespace hsdp
 
 using hsdp::bottleneck_floor;
+using hsdp::bottleneck_floor_above;
 using hsdp::layer_tails;
 using hsdp::LayerTails;
 using hsdp::tail_floor;
@@ -172,20 +196,38 @@ std::vector<std::size_t> bound_shape_order(const std::vector<ParallelConfig>& co
 }
 
 ConfigBound config_lower_bound(const CostModel& model, const BoundShape& shape,
-                               const ParallelConfig& pi) {
+                               const ParallelConfig& pi, double cut) {
   const int n = model.workload().model.num_layers;
   const int moe = model.moe_layers_in(0, n);
   const double inf = std::numeric_limits<double>::infinity();
   if (shape.types.empty()) return {inf, inf};
-  const double slowest = bottleneck_floor(shape.types, pi.pp, n - moe, moe);
-  if (!std::isfinite(slowest)) return {inf, inf};  // not enough stage groups
   const double sum = (n - moe) * (moe == n ? 0.0 : shape.dense) +
                      moe * (moe > 0 ? shape.moe : 0.0) + shape.emb + shape.output +
                      (pi.pp - 1) * shape.link;
-  ConfigBound b;
-  b.steps = pipeline_edge(sum, slowest, pi.vpp) + (model.num_microbatches(pi) - 1) * slowest;
-  b.latency = b.steps + tail_floor(n - moe, moe, shape.dense_tail, shape.moe_tail, pi.pp);
-  return b;
+  const int m = model.num_microbatches(pi);
+  const double tail = tail_floor(n - moe, moe, shape.dense_tail, shape.moe_tail, pi.pp);
+  const auto bound = [&](double slowest) {
+    ConfigBound b;
+    b.steps = pipeline_edge(sum, slowest, pi.vpp) + (m - 1) * slowest;
+    b.latency = b.steps + tail;
+    return b;
+  };
+  if (std::isfinite(cut)) {
+    // The latency is affine in the slowest step: a + k * slowest. One test
+    // of the floor at the step where it passes the cut (a little beyond,
+    // for rounding) settles most configurations above it; the returned
+    // bound is then computed from a proven floor, as the exact one is, so
+    // the caller's comparison with the cut decides as it would.
+    const double a = bound(0.0).latency;
+    const double k = bound(1.0).latency - a;
+    const double at = k > 0.0 ? std::max(0.0, (cut - a) / k) * (1.0 + 1e-6) : 0.0;
+    const double floor = bottleneck_floor_above(shape.types, pi.pp, n - moe, moe, at);
+    if (!std::isfinite(floor)) return {inf, inf};  // not enough stage groups
+    if (const ConfigBound b = bound(floor); b.latency > cut) return b;
+  }
+  const double slowest = bottleneck_floor(shape.types, pi.pp, n - moe, moe);
+  if (!std::isfinite(slowest)) return {inf, inf};  // not enough stage groups
+  return bound(slowest);
 }
 
 ConfigBound config_lower_bound(const CostModel& model, const ParallelConfig& pi,

@@ -45,5 +45,10 @@ using StageFloor = BoundShape::Type;
 // tighter than the continuous split when stages hold few layers;
 // +infinity when pp stages are not available.
 double bottleneck_floor(const std::vector<StageFloor>& types, int pp, int dense, int moe);
+// A lower bound on the same from one test instead of a bisection: just
+// under t_step when no plan's stages all step within t_step, else 0
+// (+infinity when pp stages are not available).
+double bottleneck_floor_above(const std::vector<StageFloor>& types, int pp, int dense, int moe,
+                              double t_step);
 
 }  // namespace hapmoe::hsdp

@@ -241,6 +241,11 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
 
 namespace {
 
+// A configuration whose lower bound is above this cannot enter the top K
+// once the K-th best latency is `incumbent` (the margin: the same stages
+// summed in another order).
+double skip_above(double incumbent) { return incumbent * (1.0 + 1e-12); }
+
 // A small search (RunOptions::split_above), whole on rank 0 alone: the
 // others wait in the one collective without spinning (Comm::allgather
 // sleeps once a wait passes a millisecond), so extra ranks and cores
@@ -423,7 +428,9 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
             shape = bound_shape(model, pi, opt);
             key = k;
           }
-          return config_lower_bound(model, shape, pi);
+          // Above the caller's incumbent a looser bound does: skipped all
+          // the same (below).
+          return config_lower_bound(model, shape, pi, skip_above(run.incumbent));
         });
     bounds.resize(n);
     for (std::size_t i = 0; i < n; ++i) bounds[by_shape[i]] = in_shape_order[i];
@@ -830,7 +837,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     // when committed plans were restored (as in the run that committed
     // them).
     const double incumbent = rounds ? kth() : run.incumbent;
-    const double cut = incumbent * (1.0 + 1e-12);
+    const double cut = skip_above(incumbent);
     std::vector<std::size_t> batch;
     while (taken < n && (!rounds || batch.size() < round_size)) {
       std::size_t c = taken;

@@ -208,9 +208,13 @@ ParallelConfig bound_shape_key(const ParallelConfig& pi);
 // |Pi| times the number of pp blocks; any other input still gives a
 // permutation.
 std::vector<std::size_t> bound_shape_order(const std::vector<ParallelConfig>& configs);
-// config_lower_bound(model, pi, options) from pi's shape.
+// config_lower_bound(model, pi, options) from pi's shape. With a finite
+// `cut`: a bound above the cut may be a looser one, still above it (one
+// test of the bottleneck floor instead of its bisection; the driver skips
+// what is above its incumbent, RunOptions::incumbent, whatever its bound).
 ConfigBound config_lower_bound(const CostModel& model, const BoundShape& shape,
-                               const ParallelConfig& pi);
+                               const ParallelConfig& pi,
+                               double cut = std::numeric_limits<double>::infinity());
 
 // A relative estimate of the work search_config does on pi. Without the
 // bound: the plain DP's transitions, counted (count_only), plus a fixed

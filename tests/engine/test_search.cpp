@@ -741,6 +741,7 @@ TEST(Search, StagesTheMemoSharesCostTheSame) {
 TEST(Search, LowerBoundIsBelowEveryPlan) {
   std::mt19937 rng(77);
   int checked = 0;
+  int looser = 0;
   for (int trial = 0; trial < 200; ++trial) {
     const Instance in = random_instance(rng);
     if (!in.valid()) continue;
@@ -755,13 +756,34 @@ TEST(Search, LowerBoundIsBelowEveryPlan) {
       const ConfigOutcome* searched = r.outcome(c);
       ASSERT_NE(searched, nullptr);  // no bound: every configuration is searched
       if (!searched->best) continue;
+      const double best = searched->best->latency_s;
       const ConfigBound b = config_lower_bound(model, r.configs[c], o);
-      EXPECT_LE(b.latency, searched->best->latency_s);
+      EXPECT_LE(b.latency, best);
       EXPECT_LE(b.steps, b.latency);
       ++checked;
+      // Against a cut (the driver's incumbent): still below every plan;
+      // above the cut when the tightest bound is; the tightest otherwise.
+      const BoundShape shape = bound_shape(model, r.configs[c], o);
+      for (const double f : {0.3, 0.9, 0.999999, 1.0, 1.000001, 1.2, 3.0}) {
+        for (const double cut : {f * b.latency, f * best}) {
+          const ConfigBound q = config_lower_bound(model, shape, r.configs[c], cut);
+          EXPECT_LE(q.latency, best) << "cut " << cut;
+          EXPECT_LE(q.steps, q.latency);
+          if (b.latency > cut) {
+            EXPECT_GT(q.latency, cut);
+          }
+          if (q.latency <= cut) {
+            EXPECT_EQ(q.latency, b.latency);
+            EXPECT_EQ(q.steps, b.steps);
+          }
+          looser += q.latency > cut && q.latency != b.latency;
+        }
+      }
     }
   }
   EXPECT_GT(checked, 500);
+  // The cut settled configurations by its one test, with a looser bound.
+  EXPECT_GT(looser, 1000);
 }
 
 // The driver computes one BoundShape per bound_shape_key, in the order of
