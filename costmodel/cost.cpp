@@ -916,54 +916,64 @@ unsigned default_selective_modules(const TrainingSpec& t) {
 
 std::optional<Recompute> CostModel::least_recompute(const ParallelConfig& pi, const TypeCosts& tc,
                                                     StageShape shape) const {
+  return least_recompute_cost(pi, tc, shape).recompute;
+}
+
+CostModel::RecomputeChoice CostModel::least_recompute_cost(const ParallelConfig& pi,
+                                                           const TypeCosts& tc,
+                                                           StageShape shape) const {
   // Candidates in order of added time: none, selective, then full
   // recomputation of r = 1..n layers (Megatron's block method recomputes
   // the first r layers of the stage). Memory falls monotonically in r, so
   // the least feasible r is found by bisection.
+  RecomputeChoice best;
+  std::optional<StageCost> full;  // full recomputation of every layer
+  const auto with = [&](const Recompute& r) {
+    StageShape s = shape;
+    s.recompute = r;
+    if (r.kind == RecomputeKind::kFull)
+      s.moe_in_first_recomputed = moe_layers_in(s.first_layer, r.layers);
+    return stage_cost(pi, tc, s);
+  };
+  const auto done = [&]() -> RecomputeChoice {
+    if (!best.recompute) best.cost = full ? *full : with({RecomputeKind::kFull, shape.layers});
+    return best;
+  };
   // Under a job-wide setting the stage has no choice.
   if (const auto& setting = workload_.training.recompute) {
-    shape.recompute = stage_recompute(*setting, shape.layers);
-    if (shape.recompute.kind == RecomputeKind::kFull) {
-      shape.moe_in_first_recomputed = moe_layers_in(shape.first_layer, shape.recompute.layers);
-    }
-    if (!stage_cost(pi, tc, shape).fits()) return std::nullopt;
-    return shape.recompute;
+    const Recompute r = stage_recompute(*setting, shape.layers);
+    const StageCost c = with(r);
+    if (c.fits()) return {r, c};
+    return done();
   }
-  std::optional<Recompute> best;
   double best_time = std::numeric_limits<double>::infinity();
   auto consider = [&](const Recompute& r) {
-    shape.recompute = r;
-    if (r.kind == RecomputeKind::kFull) {
-      shape.moe_in_first_recomputed = moe_layers_in(shape.first_layer, r.layers);
-    }
-    const StageCost c = stage_cost(pi, tc, shape);
+    const StageCost c = with(r);
+    if (r.kind == RecomputeKind::kFull && r.layers == shape.layers) full = c;
     if (c.fits() && c.recompute_s < best_time) {
-      best = r;
+      best = {r, c};
       best_time = c.recompute_s;
     }
     return c.fits();
   };
-  if (consider({RecomputeKind::kNone, 0})) return best;
+  if (consider({RecomputeKind::kNone, 0})) return done();
   // Megatron-Core refuses activation offload with any recomputation.
-  if (tc.activation_offload_layers > 0) return best;
+  if (tc.activation_offload_layers > 0) return done();
   consider({RecomputeKind::kSelective, 0, default_selective_modules(workload_.training)});
-  if (shape.layers == 0) return best;
-  if (!consider({RecomputeKind::kFull, shape.layers})) return best;
+  if (shape.layers == 0) return done();
+  if (!consider({RecomputeKind::kFull, shape.layers})) return done();
   int lo = 1;
   int hi = shape.layers;  // hi fits
   while (lo < hi) {
     const int mid = lo + (hi - lo) / 2;
-    StageShape probe = shape;
-    probe.recompute = {RecomputeKind::kFull, mid};
-    probe.moe_in_first_recomputed = moe_layers_in(shape.first_layer, mid);
-    if (stage_cost(pi, tc, probe).fits()) {
+    if (with({RecomputeKind::kFull, mid}).fits()) {
       hi = mid;
     } else {
       lo = mid + 1;
     }
   }
   consider({RecomputeKind::kFull, hi});
-  return best;
+  return done();
 }
 
 // --- Iteration (docs/costmodel.md, "Iteration") ------------------------------

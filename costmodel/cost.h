@@ -260,6 +260,15 @@ class CostModel {
   // ones.
   std::optional<Recompute> least_recompute(const ParallelConfig& pi, const TypeCosts& costs,
                                            StageShape shape) const;
+  // The same with the stage's cost under that choice, as stage_cost gives
+  // it (under full recomputation of every layer when nothing fits): the
+  // choice has computed it already.
+  struct RecomputeChoice {
+    std::optional<Recompute> recompute;
+    StageCost cost;
+  };
+  RecomputeChoice least_recompute_cost(const ParallelConfig& pi, const TypeCosts& costs,
+                                       StageShape shape) const;
 
   // Layers [first, first + count) that are MoE layers.
   int moe_layers_in(int first, int count) const;

@@ -281,14 +281,10 @@ const StageEval& Evaluator::evaluate(std::size_t key, int h, int i, int j, int n
   shape.layers = n;
   shape.moe_layers = model_.moe_layers_in(j, n);
   shape.prev_type = -1;
-  const std::optional<Recompute> r = model_.least_recompute(pi_, tc, shape);
-  e.feasible = r.has_value();
-  shape.recompute = r.value_or(Recompute{RecomputeKind::kFull, n});
-  if (shape.recompute.kind == RecomputeKind::kFull) {
-    shape.moe_in_first_recomputed = model_.moe_layers_in(j, shape.recompute.layers);
-  }
-  e.recompute = shape.recompute;
-  const StageCost c = model_.stage_cost(pi_, tc, shape);
+  const CostModel::RecomputeChoice choice = model_.least_recompute_cost(pi_, tc, shape);
+  e.feasible = choice.recompute.has_value();
+  e.recompute = choice.recompute.value_or(Recompute{RecomputeKind::kFull, n});
+  const StageCost& c = choice.cost;
   e.fwd = c.fwd_s;
   e.bwd = c.bwd_s;
   e.sync = c.dp_sync_s;
