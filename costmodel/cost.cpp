@@ -919,6 +919,25 @@ std::optional<Recompute> CostModel::least_recompute(const ParallelConfig& pi, co
   return least_recompute_cost(pi, tc, shape).recompute;
 }
 
+bool CostModel::fits_with_recompute(const ParallelConfig& pi, const TypeCosts& tc,
+                                    const StageShape& shape) const {
+  const auto fits = [&](const Recompute& r) {
+    StageShape s = shape;
+    s.recompute = r;
+    if (r.kind == RecomputeKind::kFull)
+      s.moe_in_first_recomputed = moe_layers_in(s.first_layer, r.layers);
+    return stage_cost(pi, tc, s).fits();
+  };
+  // The candidates of least_recompute_cost: one of them fits.
+  if (const auto& setting = workload_.training.recompute) {
+    return fits(stage_recompute(*setting, shape.layers));
+  }
+  if (tc.activation_offload_layers > 0) return fits({RecomputeKind::kNone, 0});
+  return (shape.layers > 0 && fits({RecomputeKind::kFull, shape.layers})) ||
+         fits({RecomputeKind::kSelective, 0, default_selective_modules(workload_.training)}) ||
+         fits({RecomputeKind::kNone, 0});
+}
+
 CostModel::RecomputeChoice CostModel::least_recompute_cost(const ParallelConfig& pi,
                                                            const TypeCosts& tc,
                                                            StageShape shape) const {

@@ -269,6 +269,10 @@ class CostModel {
   };
   RecomputeChoice least_recompute_cost(const ParallelConfig& pi, const TypeCosts& costs,
                                        StageShape shape) const;
+  // least_recompute(...).has_value(), from the choices that need the least
+  // memory first (one stage_cost when full recomputation fits).
+  bool fits_with_recompute(const ParallelConfig& pi, const TypeCosts& costs,
+                           const StageShape& shape) const;
 
   // Layers [first, first + count) that are MoE layers.
   int moe_layers_in(int first, int count) const;

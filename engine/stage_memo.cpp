@@ -169,12 +169,12 @@ int Evaluator::max_fitting_layers(int h) {
   const int most = n_ - (pi_.pp - 1);  // the most a stage can take
   int best = 0;
   for (int i = std::max(0, pi_.pp - 2); i < pi_.pp; ++i) {
-    if (stage(h, i, n_ - most, most).feasible) return n_;  // memory does not limit
-    int lo = 0;                                            // fits (0 trivially)
+    if (fits(h, i, n_ - most, most)) return n_;  // memory does not limit
+    int lo = 0;                                  // fits (0 trivially)
     int hi = most - 1;
     while (lo < hi) {
       const int mid = lo + (hi - lo + 1) / 2;
-      if (stage(h, i, n_ - mid, mid).feasible) {
+      if (fits(h, i, n_ - mid, mid)) {
         lo = mid;
       } else {
         hi = mid - 1;
@@ -259,6 +259,20 @@ void MemoMap::reset() {
   count_ = 0;
 }
 
+StageShape Evaluator::shape_at(int i, int j, int n) const {
+  StageShape shape;
+  shape.position = i;
+  shape.first_layer = j;
+  shape.layers = n;
+  shape.moe_layers = model_.moe_layers_in(j, n);
+  shape.prev_type = -1;
+  return shape;
+}
+
+bool Evaluator::fits(int h, int i, int j, int n) const {
+  return model_.fits_with_recompute(pi_, costs_[static_cast<std::size_t>(h)], shape_at(i, j, n));
+}
+
 const StageEval& Evaluator::evaluate(std::size_t key, int h, int i, int j, int n) {
   StageEval* slot = nullptr;
   if (stamps_ != nullptr) {
@@ -274,14 +288,8 @@ const StageEval& Evaluator::evaluate(std::size_t key, int h, int i, int j, int n
   }
   StageEval& e = *slot;
   e = StageEval{};
-  const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
-  StageShape shape;
-  shape.position = i;
-  shape.first_layer = j;
-  shape.layers = n;
-  shape.moe_layers = model_.moe_layers_in(j, n);
-  shape.prev_type = -1;
-  const CostModel::RecomputeChoice choice = model_.least_recompute_cost(pi_, tc, shape);
+  const CostModel::RecomputeChoice choice =
+      model_.least_recompute_cost(pi_, costs_[static_cast<std::size_t>(h)], shape_at(i, j, n));
   e.feasible = choice.recompute.has_value();
   e.recompute = choice.recompute.value_or(Recompute{RecomputeKind::kFull, n});
   const StageCost& c = choice.cost;

@@ -164,6 +164,8 @@ class Evaluator {
     return evaluate(key, r.h, r.i, j, n);
   }
   const StageEval& stage(int h, int i, int j, int n) { return stage(row(h, i, j), n); }
+  // stage(h, i, j, n).feasible, without the choice's cost or the memo.
+  bool fits(int h, int i, int j, int n) const;
 
   // Unique among this thread's evaluators (while the counter does not
   // wrap): what a per-configuration cache keys on (count.cpp).
@@ -257,6 +259,8 @@ class Evaluator {
   double min_moe_step_ = 0;
   int moe_total_ = 0;
   std::vector<LayerTails> tails_;
+  // The shape of a stage at position i holding layers [j, j + n).
+  StageShape shape_at(int i, int j, int n) const;
   // A memo miss: the stage with its least recomputation.
   [[gnu::noinline]] const StageEval& evaluate(std::size_t key, int h, int i, int j, int n);
 

@@ -2115,6 +2115,52 @@ TEST_F(CostTermsLeastRecompute, SelectiveWhenFullOneDoesNotFit) {
   EXPECT_EQ(*r, (Recompute{RecomputeKind::kFull, 2}));
 }
 
+// The evaluator takes the stage's cost from least_recompute_cost and asks
+// fits_with_recompute where it only needs to know whether a choice fits:
+// both must say what least_recompute and stage_cost say, per stage, under
+// a job-wide setting and with activation offload too, for capacities from
+// nothing fitting to everything fitting.
+TEST_F(CostTermsLeastRecompute, TheChoiceComesWithItsCostAndFitsSaysWhetherOneFits) {
+  workload.model = dense_model();
+  const ParallelConfig pi = config(2, 2, 1, 2, 1, 2);
+  const StageShape sh = shape(0, 0, 4, 0, -1);
+  int fitting = 0;
+  int not_fitting = 0;
+  for (int setup = 0; setup < 3; ++setup) {
+    workload.training.recompute.reset();
+    workload.training.activation_offload_layers = 0;
+    if (setup == 1) workload.training.recompute = RecomputeSetting{RecomputeKind::kFull, 2};
+    if (setup == 2) {
+      workload.training.activation_offload_layers = 2;
+      cluster.pools[0].device.host_memory_bytes = 1e12;
+      cluster.pools[0].device.host_link_bandwidth = 1e9;
+    }
+    const CostModel cm = model();
+    for (double capacity = 3.9e9; capacity < 5.1e9; capacity += 0.02e9) {
+      TypeCosts tc = hand_type_costs(0);
+      tc.activation_offload_layers = workload.training.activation_offload_layers;
+      tc.capacity_bytes = capacity;
+      const std::optional<Recompute> r = cm.least_recompute(pi, tc, sh);
+      const CostModel::RecomputeChoice choice = cm.least_recompute_cost(pi, tc, sh);
+      EXPECT_EQ(choice.recompute, r) << setup << " " << capacity;
+      EXPECT_EQ(cm.fits_with_recompute(pi, tc, sh), r.has_value()) << setup << " " << capacity;
+      StageShape under = sh;
+      under.recompute = r.value_or(Recompute{RecomputeKind::kFull, sh.layers});
+      if (under.recompute.kind == RecomputeKind::kFull) {
+        under.moe_in_first_recomputed = cm.moe_layers_in(0, under.recompute.layers);
+      }
+      const StageCost c = cm.stage_cost(pi, tc, under);
+      EXPECT_EQ(choice.cost.fwd_s, c.fwd_s);
+      EXPECT_EQ(choice.cost.bwd_s, c.bwd_s);
+      EXPECT_EQ(choice.cost.recompute_s, c.recompute_s);
+      EXPECT_EQ(choice.cost.memory.total(), c.memory.total());
+      (r ? fitting : not_fitting) += 1;
+    }
+  }
+  EXPECT_GT(fitting, 20);
+  EXPECT_GT(not_fitting, 5);
+}
+
 TEST_F(CostTerms, LeastRecomputeCountsMoeLayersAmongTheFirstK) {
   // Model layers 0,1,0,1; stage = layers 1..3 (MoE, dense, MoE) at position 0.
   // Recomputing the first layer frees a MoE layer: 200e6 − 10e6.
