@@ -919,14 +919,18 @@ std::optional<Recompute> CostModel::least_recompute(const ParallelConfig& pi, co
   return least_recompute_cost(pi, tc, shape).recompute;
 }
 
+StageShape CostModel::recomputing(StageShape shape, const Recompute& r) const {
+  shape.recompute = r;
+  if (r.kind == RecomputeKind::kFull) {
+    shape.moe_in_first_recomputed = moe_layers_in(shape.first_layer, r.layers);
+  }
+  return shape;
+}
+
 bool CostModel::fits_with_recompute(const ParallelConfig& pi, const TypeCosts& tc,
                                     const StageShape& shape) const {
   const auto fits = [&](const Recompute& r) {
-    StageShape s = shape;
-    s.recompute = r;
-    if (r.kind == RecomputeKind::kFull)
-      s.moe_in_first_recomputed = moe_layers_in(s.first_layer, r.layers);
-    return stage_cost(pi, tc, s).fits();
+    return stage_cost(pi, tc, recomputing(shape, r)).fits();
   };
   // The candidates of least_recompute_cost: one of them fits.
   if (const auto& setting = workload_.training.recompute) {
@@ -947,13 +951,7 @@ CostModel::RecomputeChoice CostModel::least_recompute_cost(const ParallelConfig&
   // the least feasible r is found by bisection.
   RecomputeChoice best;
   std::optional<StageCost> full;  // full recomputation of every layer
-  const auto with = [&](const Recompute& r) {
-    StageShape s = shape;
-    s.recompute = r;
-    if (r.kind == RecomputeKind::kFull)
-      s.moe_in_first_recomputed = moe_layers_in(s.first_layer, r.layers);
-    return stage_cost(pi, tc, s);
-  };
+  const auto with = [&](const Recompute& r) { return stage_cost(pi, tc, recomputing(shape, r)); };
   const auto done = [&]() -> RecomputeChoice {
     if (!best.recompute) best.cost = full ? *full : with({RecomputeKind::kFull, shape.layers});
     return best;
@@ -1048,10 +1046,7 @@ PlanReport CostModel::evaluate(const Plan& plan) const {
     shape.first_layer = layer;
     shape.layers = sp.layers;
     shape.moe_layers = moe_layers_in(layer, sp.layers);
-    shape.recompute = sp.recompute;
-    if (sp.recompute.kind == RecomputeKind::kFull) {
-      shape.moe_in_first_recomputed = moe_layers_in(layer, sp.recompute.layers);
-    }
+    shape = recomputing(shape, sp.recompute);
     shape.prev_type = i == 0 ? -1 : plan.stages[static_cast<std::size_t>(i) - 1].device_type;
     StageCost c = stage_cost(pi, per_type[t], shape);
     costs.push_back(c);

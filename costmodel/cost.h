@@ -283,6 +283,9 @@ class CostModel {
 
  private:
   LayerCost layer_cost(const ParallelConfig& pi, int type, bool moe) const;
+  // `shape` recomputing `r` (with the MoE layers among the first it
+  // recomputes).
+  StageShape recomputing(StageShape shape, const Recompute& r) const;
 
   const Workload& workload_;
   const ClusterSpec& cluster_;

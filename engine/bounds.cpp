@@ -215,9 +215,10 @@ ConfigBound config_lower_bound(const CostModel& model, const BoundShape& shape,
   if (std::isfinite(cut)) {
     // The latency is affine in the slowest step: a + k * slowest. One test
     // of the floor at the step where it passes the cut (a little beyond,
-    // for rounding) settles most configurations above it; the returned
-    // bound is then computed from a proven floor, as the exact one is, so
-    // the caller's comparison with the cut decides as it would.
+    // for rounding) settles most configurations above it: the bound
+    // returned is computed from that proven floor, a valid lower bound
+    // like the bisection's (and, within the bisection's 1e-6, sometimes a
+    // tighter one).
     const double a = bound(0.0).latency;
     const double k = bound(1.0).latency - a;
     const double at = k > 0.0 ? std::max(0.0, (cut - a) / k) * (1.0 + 1e-6) : 0.0;
