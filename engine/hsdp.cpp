@@ -743,6 +743,39 @@ ConfigOutcome search_once(Evaluator& ev, const ParallelConfig& pi, const SearchO
       // The most layers a stage of each type can hold (memory).
       std::vector<int> fit_max(static_cast<std::size_t>(types), 0);
       for (int h : usable) fit_max[static_cast<std::size_t>(h)] = ev.max_fitting_layers(h);
+      // With every layer alike, fit_max bounds a stage of its type
+      // anywhere (Evaluator::max_fitting_layers): stages that cannot hold
+      // the N layers between them have no plan that fits, and are skipped
+      // with the memory pruning once a plan is known (before that, their
+      // moves find the closest miss). With the bound only: the plain DP's
+      // counts stay count_only's.
+      const bool skip_short = opt.bound && opt.prune.memory && !opt.count_only && ev.layers_alike();
+      const auto short_of_layers = [&](const std::vector<int>& c) {
+        long long held = 0;
+        for (int h : usable) {
+          held += static_cast<long long>(c[static_cast<std::size_t>(h)]) *
+                  fit_max[static_cast<std::size_t>(h)];
+        }
+        return held < n;
+      };
+      if (skip_short && std::isfinite(incumbent)) {
+        // The most any pp stages hold: the types that hold the most first.
+        std::vector<int> most(usable);
+        std::sort(most.begin(), most.end(), [&](int a, int b) {
+          return fit_max[static_cast<std::size_t>(a)] > fit_max[static_cast<std::size_t>(b)];
+        });
+        std::vector<int> c(static_cast<std::size_t>(types), 0);
+        int left = pi.pp;
+        for (const int h : most) {
+          c[static_cast<std::size_t>(h)] = std::min(left, ev.cap(h));
+          left -= c[static_cast<std::size_t>(h)];
+        }
+        if (short_of_layers(c)) {
+          out.stats.seconds =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          return out;
+        }
+      }
       // Tail lines per type: middle, first, last stage.
       std::vector<Evaluator::TailLine> tail_lines(static_cast<std::size_t>(3 * types));
       for (int h : usable) {
@@ -771,6 +804,7 @@ ConfigOutcome search_once(Evaluator& ev, const ParallelConfig& pi, const SearchO
           continue;
         }
         const std::vector<int>& c = all_mixes[k];
+        if (skip_short && std::isfinite(best) && short_of_layers(c)) continue;
         double t_star = 0.0;
         const Windows w = balanced_windows(ev, c, tau, fit_max, tail_lines, opt.delta, t_star);
         run_dp(ev, c, /*exact_mix=*/true, w, opt, opt.eta * t_star, incumbent, value_only, cancel,

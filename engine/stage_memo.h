@@ -127,6 +127,8 @@ class Evaluator {
 
   int types() const { return types_; }
   int layers() const { return n_; }
+  // Every layer of one kind (all dense or all MoE).
+  bool layers_alike() const { return moe_total_ == 0 || moe_total_ == n_; }
   int microbatches() const { return m_; }
   int cap(int h) const { return caps_[static_cast<std::size_t>(h)]; }
   const ClusterSpec& cluster() const { return model_.cluster(); }
@@ -216,7 +218,9 @@ class Evaluator {
   // The most layers a stage of type h can hold with the least recomputation
   // that fits (full at worst), at the later pipeline positions (fewest
   // micro-batches in flight); N when memory does not limit it below the
-  // most a stage can take, 0 if not even one layer fits.
+  // most a stage can take, 0 if not even one layer fits. With layers_alike()
+  // no stage of type h holds more anywhere: an earlier position holds more
+  // micro-batches in flight, the first the embedding too.
   int max_fitting_layers(int h);
 
   // The cheapest step of one layer of the model on type h.

@@ -346,5 +346,49 @@ TEST(Count, FittingIsMonotoneInTheLayerCount) {
   EXPECT_GT(misses, 100);  // memory did bind
 }
 
+// With every layer alike, no stage of a type holds more layers anywhere
+// than max_fitting_layers finds at the later positions: search_once skips
+// stage mixes that cannot hold the N layers between them on that bound.
+TEST(Count, AlikeLayersFitNowhereBeyondTheLaterPositions) {
+  std::mt19937 rng(12);
+  int checked = 0;
+  int bound_binds = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    const Instance in = random_instance(rng);
+    if (!in.valid()) continue;
+    SearchOptions opt;
+    opt.space.max_pp = 6;
+    opt.space.vpp = trial % 4 == 0 ? 2 : 1;
+    const std::vector<ParallelConfig> configs =
+        enumerate_configs(in.workload, in.cluster, opt.space);
+    const ProfileTables tables = tables_for(in.workload, in.cluster, configs);
+    const CostModel model(in.workload, in.cluster, tables);
+    for (const ParallelConfig& pi : configs) {
+      hsdp::Evaluator ev(model, pi, opt);
+      if (!ev.layers_alike()) continue;
+      const int n = ev.layers();
+      for (int h = 0; h < ev.types(); ++h) {
+        if (ev.cap(h) == 0) continue;
+        const int most = ev.max_fitting_layers(h);
+        bound_binds += most < n - (pi.pp - 1) ? 1 : 0;
+        for (int i = 0; i < pi.pp; ++i) {
+          // Stage i holds [j, j + k): i layers at least before it, one
+          // at least per stage after it.
+          for (int j = i; j < n; ++j) {
+            for (int k = most + 1; j + k <= n - (pi.pp - 1 - i); ++k) {
+              ASSERT_FALSE(ev.stage(h, i, j, k).feasible)
+                  << "trial " << trial << " pp" << pi.pp << " type " << h << " position " << i
+                  << " from " << j << ": " << k << " layers fit, max_fitting_layers says " << most;
+              ++checked;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 1000);
+  EXPECT_GT(bound_binds, 50);  // memory did bind
+}
+
 }  // namespace
 }  // namespace hapmoe
