@@ -747,8 +747,8 @@ ConfigOutcome search_once(Evaluator& ev, const ParallelConfig& pi, const SearchO
       // anywhere (Evaluator::max_fitting_layers): stages that cannot hold
       // the N layers between them have no plan that fits, and are skipped
       // with the memory pruning once a plan is known (before that, their
-      // moves find the closest miss). With the bound only: the plain DP's
-      // counts stay count_only's.
+      // moves find the closest miss, if wanted). With the bound only: the
+      // plain DP's counts stay count_only's.
       const bool skip_short = opt.bound && opt.prune.memory && !opt.count_only && ev.layers_alike();
       const auto short_of_layers = [&](const std::vector<int>& c) {
         long long held = 0;
@@ -758,7 +758,7 @@ ConfigOutcome search_once(Evaluator& ev, const ParallelConfig& pi, const SearchO
         }
         return held < n;
       };
-      if (skip_short && std::isfinite(incumbent)) {
+      if (skip_short && (std::isfinite(incumbent) || !opt.closest_miss)) {
         // The most any pp stages hold: the types that hold the most first.
         std::vector<int> most(usable);
         std::sort(most.begin(), most.end(), [&](int a, int b) {
@@ -804,7 +804,9 @@ ConfigOutcome search_once(Evaluator& ev, const ParallelConfig& pi, const SearchO
           continue;
         }
         const std::vector<int>& c = all_mixes[k];
-        if (skip_short && std::isfinite(best) && short_of_layers(c)) continue;
+        if (skip_short && (std::isfinite(best) || !opt.closest_miss) && short_of_layers(c)) {
+          continue;
+        }
         double t_star = 0.0;
         const Windows w = balanced_windows(ev, c, tau, fit_max, tail_lines, opt.delta, t_star);
         run_dp(ev, c, /*exact_mix=*/true, w, opt, opt.eta * t_star, incumbent, value_only, cancel,

@@ -211,6 +211,8 @@ class Merger {
     }
   }
   bool any_plan() const { return !top_.empty(); }
+  // A result is kept: the one reported if no plan is found anywhere.
+  bool has_result() const { return have_; }
   double best() const {
     return top_.empty() ? std::numeric_limits<double>::infinity() : top_.front().first.latency_s;
   }
@@ -397,6 +399,8 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     }
     SearchOptions opt = options;
     opt.space.vpp = v.vpp;
+    // Only the first result kept can be reported for its closest miss.
+    opt.closest_miss = options.closest_miss && !merged.has_result();
     RunOptions r = run;
     r.incumbent = std::min(run.incumbent, incumbent);
     SearchResult res = run_search(vw, cluster, opt, false, comm, r);

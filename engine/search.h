@@ -57,6 +57,11 @@ struct SearchOptions {
   // cuts and hetero_comm_ratio exactly, `feasible` not counted. The stage
   // mixes, windows and thresholds are the search's (engine/count.h).
   bool count_only = false;
+  // Find the closest miss (SearchResult::closest) when nothing fits. Off,
+  // the memory pruning skips stage mixes that cannot hold the layers
+  // (docs/search.md) before a plan is known too: for searches whose
+  // closest miss is never reported (the job search's later variants).
+  bool closest_miss = true;
   SpaceOptions space;
   // Measured tables (--profile, docs/profile.md) that replace the analytic
   // ones entry by entry; nullptr: the catalog alone.

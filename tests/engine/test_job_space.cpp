@@ -224,6 +224,33 @@ TEST(JobSpace, OffloadIsSearchedWherePlansFitWithoutIt) {
   EXPECT_EQ(job.best_s, best);
 }
 
+// Where nothing fits with any value of the knobs searched, the job
+// search reports the closest miss of the workload's own values, found as
+// run_search finds it: the later variants, which skip the stage mixes
+// that cannot hold the layers without looking for theirs, do not change it.
+TEST(JobSpace, NothingFitsAnywhereReportsTheGivenValuesClosestMiss) {
+  const Workload w = load_workload("mixtral-l");
+  const ClusterSpec c = load_cluster("paper:16-1");
+  SearchOptions opt;
+  SerialComm comm;
+  const SearchResult own = run_search(w, c, opt);
+  ASSERT_TRUE(own.top.empty());
+  ASSERT_TRUE(own.closest.known());
+  JobSpace space;
+  space.dims = job_dim_bit(JobDim::kMicroBatch) | job_dim_bit(JobDim::kVpp) |
+               job_dim_bit(JobDim::kDispatcher);
+  const JobSearchResult job = run_job_search(w, c, opt, space, comm, RunOptions{});
+  EXPECT_GT(job.variants.size(), 10u);
+  EXPECT_TRUE(job.result.top.empty());
+  EXPECT_EQ(job.best, base_variant(w));
+  EXPECT_EQ(job.result.closest.bytes, own.closest.bytes);
+  EXPECT_EQ(job.result.closest.parallel, own.closest.parallel);
+  EXPECT_EQ(job.result.closest.stage, own.closest.stage);
+  EXPECT_EQ(job.result.closest.device_type, own.closest.device_type);
+  EXPECT_EQ(job.result.closest.layers, own.closest.layers);
+  EXPECT_EQ(job.result.stats.transitions, own.stats.transitions);
+}
+
 TEST(JobSpace, ParsingNamesEveryDimension) {
   EXPECT_EQ(parse_job_space("none", "--space").dims, 0u);
   EXPECT_EQ(parse_job_space("all", "--space").dims, (1u << kNumJobDims) - 1);
