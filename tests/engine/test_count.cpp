@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -303,14 +304,12 @@ TEST(Count, ThePlainDpIsDealtByItsCountedMoves) {
   }
 }
 
-// What the counter assumes of memory: a stage of type h at position i from
-// layer j that fits with k layers fits with fewer (its least recomputation
-// that fits, or none), so one bisection finds every verdict.
-TEST(Count, FittingIsMonotoneInTheLayerCount) {
-  std::mt19937 rng(11);
-  int checked = 0;
-  int misses = 0;
-  for (int trial = 0; trial < 60; ++trial) {
+// An evaluator for every configuration of `trials` random instances (PP
+// up to 6, every fourth interleaved), with the trial's number.
+void each_evaluator(unsigned seed, int trials,
+                    const std::function<void(int, const ParallelConfig&, hsdp::Evaluator&)>& fn) {
+  std::mt19937 rng(seed);
+  for (int trial = 0; trial < trials; ++trial) {
     const Instance in = random_instance(rng);
     if (!in.valid()) continue;
     SearchOptions opt;
@@ -322,26 +321,37 @@ TEST(Count, FittingIsMonotoneInTheLayerCount) {
     const CostModel model(in.workload, in.cluster, tables);
     for (const ParallelConfig& pi : configs) {
       hsdp::Evaluator ev(model, pi, opt);
-      const int n = ev.layers();
-      for (int h = 0; h < ev.types(); ++h) {
-        if (ev.cap(h) == 0) continue;
-        for (int i = 0; i < pi.pp; ++i) {
-          for (int j = 0; j < n; ++j) {
-            bool fits = true;
-            for (int k = 1; j + k <= n; ++k) {
-              const bool f = ev.stage(h, i, j, k).feasible;
-              ASSERT_FALSE(f && !fits)
-                  << "trial " << trial << " pp" << pi.pp << " type " << h << " position " << i
-                  << " from " << j << ": " << k << " layers fit, fewer did not";
-              misses += f ? 0 : 1;
-              fits = f;
-              ++checked;
-            }
+      fn(trial, pi, ev);
+    }
+  }
+}
+
+// What the counter assumes of memory: a stage of type h at position i from
+// layer j that fits with k layers fits with fewer (its least recomputation
+// that fits, or none), so one bisection finds every verdict.
+TEST(Count, FittingIsMonotoneInTheLayerCount) {
+  int checked = 0;
+  int misses = 0;
+  each_evaluator(11, 60, [&](int trial, const ParallelConfig& pi, hsdp::Evaluator& ev) {
+    const int n = ev.layers();
+    for (int h = 0; h < ev.types(); ++h) {
+      if (ev.cap(h) == 0) continue;
+      for (int i = 0; i < pi.pp; ++i) {
+        for (int j = 0; j < n; ++j) {
+          bool fits = true;
+          for (int k = 1; j + k <= n; ++k) {
+            const bool f = ev.stage(h, i, j, k).feasible;
+            ASSERT_FALSE(f && !fits)
+                << "trial " << trial << " pp" << pi.pp << " type " << h << " position " << i
+                << " from " << j << ": " << k << " layers fit, fewer did not";
+            misses += f ? 0 : 1;
+            fits = f;
+            ++checked;
           }
         }
       }
     }
-  }
+  });
   EXPECT_GT(checked, 10000);
   EXPECT_GT(misses, 100);  // memory did bind
 }
@@ -350,42 +360,29 @@ TEST(Count, FittingIsMonotoneInTheLayerCount) {
 // than max_fitting_layers finds at the later positions: search_once skips
 // stage mixes that cannot hold the N layers between them on that bound.
 TEST(Count, AlikeLayersFitNowhereBeyondTheLaterPositions) {
-  std::mt19937 rng(12);
   int checked = 0;
   int bound_binds = 0;
-  for (int trial = 0; trial < 120; ++trial) {
-    const Instance in = random_instance(rng);
-    if (!in.valid()) continue;
-    SearchOptions opt;
-    opt.space.max_pp = 6;
-    opt.space.vpp = trial % 4 == 0 ? 2 : 1;
-    const std::vector<ParallelConfig> configs =
-        enumerate_configs(in.workload, in.cluster, opt.space);
-    const ProfileTables tables = tables_for(in.workload, in.cluster, configs);
-    const CostModel model(in.workload, in.cluster, tables);
-    for (const ParallelConfig& pi : configs) {
-      hsdp::Evaluator ev(model, pi, opt);
-      if (!ev.layers_alike()) continue;
-      const int n = ev.layers();
-      for (int h = 0; h < ev.types(); ++h) {
-        if (ev.cap(h) == 0) continue;
-        const int most = ev.max_fitting_layers(h);
-        bound_binds += most < n - (pi.pp - 1) ? 1 : 0;
-        for (int i = 0; i < pi.pp; ++i) {
-          // Stage i holds [j, j + k): i layers at least before it, one
-          // at least per stage after it.
-          for (int j = i; j < n; ++j) {
-            for (int k = most + 1; j + k <= n - (pi.pp - 1 - i); ++k) {
-              ASSERT_FALSE(ev.stage(h, i, j, k).feasible)
-                  << "trial " << trial << " pp" << pi.pp << " type " << h << " position " << i
-                  << " from " << j << ": " << k << " layers fit, max_fitting_layers says " << most;
-              ++checked;
-            }
+  each_evaluator(12, 120, [&](int trial, const ParallelConfig& pi, hsdp::Evaluator& ev) {
+    if (!ev.layers_alike()) return;
+    const int n = ev.layers();
+    for (int h = 0; h < ev.types(); ++h) {
+      if (ev.cap(h) == 0) continue;
+      const int most = ev.max_fitting_layers(h);
+      bound_binds += most < n - (pi.pp - 1) ? 1 : 0;
+      for (int i = 0; i < pi.pp; ++i) {
+        // Stage i holds [j, j + k): i layers at least before it, one
+        // at least per stage after it.
+        for (int j = i; j < n; ++j) {
+          for (int k = most + 1; j + k <= n - (pi.pp - 1 - i); ++k) {
+            ASSERT_FALSE(ev.stage(h, i, j, k).feasible)
+                << "trial " << trial << " pp" << pi.pp << " type " << h << " position " << i
+                << " from " << j << ": " << k << " layers fit, max_fitting_layers says " << most;
+            ++checked;
           }
         }
       }
     }
-  }
+  });
   EXPECT_GT(checked, 1000);
   EXPECT_GT(bound_binds, 50);  // memory did bind
 }
