@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 
 #include "io/cli/cli.h"
 
@@ -18,6 +19,9 @@ volatile std::sig_atomic_t g_exit_after_commit = 0;
 
 char g_stop_line[2][4400];
 volatile std::sig_atomic_t g_stop_line_at = -1;  // -1: none
+
+// How long a rank with no line waits before exiting on a second signal.
+constexpr std::time_t kSilentRankGraceSeconds = 2;
 
 extern "C" void on_stop_signal(int sig) {
   if (g_stop_signal != 0) {
@@ -61,6 +65,16 @@ void exit_stopped_now() {
   if (const int at = g_stop_line_at; at >= 0) {
     [[maybe_unused]] const ssize_t n =
         ::write(STDERR_FILENO, g_stop_line[at], std::strlen(g_stop_line[at]));
+  } else {
+    // A rank with no line to print (not rank 0) gives rank 0 time to print
+    // its own first. The signals reach the ranks one by one, in any order
+    // (mpiexec and scancel alike), and the launcher kills the other ranks
+    // as soon as one exits non-zero: before, rank 1 leaving at once had
+    // Hydra kill rank 0 before its second signal came, and the line was
+    // lost (tests/io/archive/sweep_signals.sh, point 3 over 2 ranks).
+    // nanosleep is async-signal-safe.
+    timespec grace{kSilentRankGraceSeconds, 0};
+    nanosleep(&grace, nullptr);
   }
   _exit(kExitStopped);
 }

@@ -35,8 +35,9 @@ class StopSignals {
 // handler on any thread reads a whole line.
 void set_stop_line(const std::string& line);
 
-// Prints the stop line (if any) and exits with kExitStopped;
-// async-signal-safe.
+// Prints the stop line and exits with kExitStopped; a rank with no line
+// (not rank 0) waits 2 s first, so rank 0 prints before the launcher
+// kills it. Async-signal-safe.
 [[noreturn]] void exit_stopped_now();
 
 // Brackets a commit: a second signal during it exits only when it ends.

@@ -111,6 +111,33 @@ if [[ -n $mpiexec ]]; then
   after_first_case "_mpi" ", 2 ranks" "$mpiexec" -n 2
 fi
 
+# 3b. The signals sent to the ranks themselves (as scancel does), the
+# second reaching rank 1 half a second before rank 0. Before the fix rank 1
+# exited at once, Hydra killed rank 0 before its second signal came, and
+# the line was lost (CI, once in the order mpiexec forwarded them).
+second_signal_to_rank_1_first() {
+  "$mpiexec" -n 2 "$hapmoe" sweep "$sweep" --out "$work/p4.h5" --threads 1 >/dev/null \
+    2>"$work/p4.err" <&- &
+  pid=$!
+  wait_for "$work/p4.err" "cases,"
+  local p r rank0= rank1=
+  for p in $(pgrep -f -- "--out $work/p4.h5"); do
+    r=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | sed -n 's/^PMI_RANK=//p')
+    [[ $r == 0 ]] && rank0=$p
+    [[ $r == 1 ]] && rank1=$p
+  done
+  [[ -n $rank0 && -n $rank1 ]] || fail "rank processes not found (PMI_RANK): $(pgrep -af hapmoe)"
+  kill -TERM "$rank0" "$rank1"
+  kill -USR1 "$rank1"
+  sleep 0.5
+  kill -USR1 "$rank0" 2>/dev/null
+  wait "$pid"
+  local code=$?
+  pid=
+  check "second signal at rank 1 first, 2 ranks" $code "$work/p4.h5" "$work/p4.err"
+}
+[[ -n $mpiexec ]] && second_signal_to_rank_1_first
+
 # 4. --resume finishes the sweep the hook stopped twice.
 "$hapmoe" sweep "$sweep" --out "$work/p2.h5" --resume --threads 1 >/dev/null 2>"$work/end.err" ||
   fail "--resume: $(cat "$work/end.err")"
