@@ -112,10 +112,162 @@ double bottleneck_floor_above(const std::vector<StageFloor>& types, int pp, int 
   return t_step * (1.0 - 1e-9);
 }
 
+namespace {
+
+// Room is taken at t_step (1 + kRoomSlack): a plan's stage steps are sums
+// in another order than fixed + n * step, a little below it at most.
+constexpr double kRoomSlack = 1e-9;
+
+// The layers a stage of `t` holds within t_step at `price` per layer.
+long long room(const StageFloor& t, double price, double t_step) {
+  const double r = (t_step * (1.0 + kRoomSlack) - t.fixed) / price;
+  return r < 0.0 ? 0 : static_cast<long long>(std::min(r, 1e9));
+}
+
+// The least `layers` layers of one kind (`price` per type) add to the sum
+// of the steps within t_step: the types cheapest for them first, each at
+// most min(stages, pp) stages of its room. +infinity if they do not fit.
+template <class Price>
+double kind_sum_floor(const std::vector<StageFloor>& types, int pp, int layers, Price price,
+                      double t_step, std::vector<std::pair<double, long long>>& by_price) {
+  if (layers == 0) return 0.0;
+  by_price.clear();
+  for (const StageFloor& t : types) {
+    by_price.emplace_back(price(t), room(t, price(t), t_step) * std::min(t.stages, pp));
+  }
+  std::sort(by_price.begin(), by_price.end());
+  double sum = 0.0;
+  long long left = layers;
+  for (const auto& [p, cap] : by_price) {
+    const long long take = std::min(left, cap);
+    sum += static_cast<double>(take) * p;
+    left -= take;
+  }
+  return left > 0 ? std::numeric_limits<double>::infinity() : sum;
+}
+
+// The fewest layers the fullest of pp stages holds within t_step (each
+// type's stages at most their room at the cheaper kind's price); 0 if the
+// layers do not fit at all.
+int fullest_stage_floor(const std::vector<StageFloor>& types, int pp, int dense, int moe,
+                        double t_step, std::vector<std::pair<long long, int>>& caps) {
+  caps.clear();
+  long long most = 0;
+  for (const StageFloor& t : types) {
+    const double price = moe == 0 ? t.dense : (dense == 0 ? t.moe : std::min(t.dense, t.moe));
+    caps.emplace_back(room(t, price, t_step), t.stages);
+    most = std::max(most, caps.back().first);
+  }
+  std::sort(caps.begin(), caps.end(), std::greater<>());
+  const int n = dense + moe;
+  const auto holds = [&](long long k) {  // stages of at most k layers hold n
+    long long total = 0;
+    int left = pp;
+    for (const auto& [cap, stages] : caps) {
+      const int take = std::min(stages, left);
+      total += std::min(k, cap) * take;
+      left -= take;
+    }
+    return total >= n;
+  };
+  long long lo = (n + pp - 1) / pp;  // holds(lo - 1) is false
+  long long hi = std::min<long long>(most, n);
+  if (lo > hi || !holds(hi)) return 0;
+  while (lo < hi) {
+    const long long mid = lo + (hi - lo) / 2;
+    if (holds(mid)) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return static_cast<int>(lo);
+}
+
+}  // namespace
+
+ConfigBound latency_floor(const std::vector<StageFloor>& types, const LatencyFloorInputs& in,
+                          double slowest) {
+  const double inf = std::numeric_limits<double>::infinity();
+  if (!std::isfinite(slowest)) return {inf, inf};
+  const double mean_tail = tail_floor(in.dense, in.moe, in.dense_tail, in.moe_tail, in.pp);
+  const auto at = [&](double layer_sum, double tail, double t) {
+    ConfigBound b;
+    b.steps = pipeline_edge(in.fixed_sum + layer_sum, t, in.vpp) + (in.microbatches - 1) * t;
+    b.latency = b.steps + std::max(mean_tail, tail);
+    return b;
+  };
+  // Every layer at its cheapest step, the mean tail: the plain floor.
+  const double plain_sum =
+      (in.dense > 0 ? in.dense * in.dense_step : 0.0) + (in.moe > 0 ? in.moe * in.moe_step : 0.0);
+  const auto plain = [&](double t) { return at(plain_sum, 0.0, t); };
+  // The tail of a stage of k layers: the cheaper kind's first.
+  const bool tails = in.dense_tail >= 0.0 && in.moe_tail >= 0.0;  // NaN: no
+  const auto tail_of = [&](int k) {
+    if (!tails || k <= 0) return 0.0;
+    const bool dense_first = in.dense_tail <= in.moe_tail;
+    const int first = std::min(k, dense_first ? in.dense : in.moe);
+    return first * (dense_first ? in.dense_tail : in.moe_tail) +
+           (k - first) * (dense_first ? in.moe_tail : in.dense_tail);
+  };
+  // Where the intervals end: just under the next step at which a type's
+  // room at a price it is taken at grows, while it holds fewer than all
+  // the layers. Any ends would keep the bound valid (each interval takes
+  // the room at its end); these keep it tight.
+  const int layers = in.dense + in.moe;
+  const auto next_step = [&](double t) {
+    double next = inf;
+    for (const StageFloor& f : types) {
+      const double both =
+          in.moe == 0 ? f.dense : (in.dense == 0 ? f.moe : std::min(f.dense, f.moe));
+      for (const double price : {in.dense > 0 ? f.dense : 0.0, in.moe > 0 ? f.moe : 0.0, both}) {
+        if (!(price > 0.0)) continue;
+        const double r = std::floor((t * (1.0 + kRoomSlack) - f.fixed) / price);
+        if (!(r < layers)) continue;
+        for (const double grown : {std::max(r, -1.0) + 1.0, std::max(r, -1.0) + 2.0}) {
+          const double at_step = (f.fixed + grown * price) / (1.0 + kRoomSlack) * (1.0 - 1e-12);
+          if (at_step > t) {
+            next = std::min(next, at_step);
+            break;
+          }
+        }
+      }
+    }
+    return next;
+  };
+  std::vector<std::pair<double, long long>> by_price;
+  std::vector<std::pair<long long, int>> caps;
+  ConfigBound best{inf, inf};
+  double t = slowest;
+  for (int interval = 0; interval < 16; ++interval) {
+    const double end = next_step(t);  // +infinity: the last interval
+    // The plans whose slowest step is in [t, end]: the room at end, the
+    // pipeline at t.
+    const double sum =
+        kind_sum_floor(
+            types, in.pp, in.dense, [](const StageFloor& f) { return f.dense; }, end, by_price) +
+        kind_sum_floor(
+            types, in.pp, in.moe, [](const StageFloor& f) { return f.moe; }, end, by_price);
+    const int fullest = fullest_stage_floor(types, in.pp, in.dense, in.moe, end, caps);
+    if (std::isfinite(sum) && fullest > 0) {
+      const ConfigBound b = at(std::max(sum, plain_sum), tail_of(fullest), t);
+      if (b.latency < best.latency) best = b;
+    }
+    if (!std::isfinite(end)) return best;
+    t = end;
+    if (plain(t).latency >= best.latency) return best;
+  }
+  // The plans beyond: the plain floor at t.
+  const ConfigBound rest = plain(t);
+  return rest.latency < best.latency ? rest : best;
+}
+
 }  // namespace hsdp
 
 using hsdp::bottleneck_floor;
 using hsdp::bottleneck_floor_above;
+using hsdp::latency_floor;
+using hsdp::LatencyFloorInputs;
 using hsdp::layer_tails;
 using hsdp::LayerTails;
 using hsdp::tail_floor;
@@ -201,14 +353,24 @@ ConfigBound config_lower_bound(const CostModel& model, const BoundShape& shape,
   const int moe = model.moe_layers_in(0, n);
   const double inf = std::numeric_limits<double>::infinity();
   if (shape.types.empty()) return {inf, inf};
-  const double sum = (n - moe) * (moe == n ? 0.0 : shape.dense) +
-                     moe * (moe > 0 ? shape.moe : 0.0) + shape.emb + shape.output +
-                     (pi.pp - 1) * shape.link;
-  const int m = model.num_microbatches(pi);
+  LatencyFloorInputs in;
+  in.pp = pi.pp;
+  in.dense = n - moe;
+  in.moe = moe;
+  in.microbatches = model.num_microbatches(pi);
+  in.vpp = pi.vpp;
+  in.fixed_sum = shape.emb + shape.output + (pi.pp - 1) * shape.link;
+  in.dense_step = shape.dense;
+  in.moe_step = shape.moe;
+  in.dense_tail = shape.dense_tail;
+  in.moe_tail = shape.moe_tail;
+  // The plain floor: every layer at its cheapest step, the mean tail.
+  const double sum =
+      (n - moe) * (moe == n ? 0.0 : shape.dense) + moe * (moe > 0 ? shape.moe : 0.0) + in.fixed_sum;
   const double tail = tail_floor(n - moe, moe, shape.dense_tail, shape.moe_tail, pi.pp);
   const auto bound = [&](double slowest) {
     ConfigBound b;
-    b.steps = pipeline_edge(sum, slowest, pi.vpp) + (m - 1) * slowest;
+    b.steps = pipeline_edge(sum, slowest, pi.vpp) + (in.microbatches - 1) * slowest;
     b.latency = b.steps + tail;
     return b;
   };
@@ -228,7 +390,7 @@ ConfigBound config_lower_bound(const CostModel& model, const BoundShape& shape,
   }
   const double slowest = bottleneck_floor(shape.types, pi.pp, n - moe, moe);
   if (!std::isfinite(slowest)) return {inf, inf};  // not enough stage groups
-  return bound(slowest);
+  return latency_floor(shape.types, in, slowest);
 }
 
 ConfigBound config_lower_bound(const CostModel& model, const ParallelConfig& pi,

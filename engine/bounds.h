@@ -51,4 +51,36 @@ double bottleneck_floor(const std::vector<StageFloor>& types, int pp, int dense,
 double bottleneck_floor_above(const std::vector<StageFloor>& types, int pp, int dense, int moe,
                               double t_step);
 
+// What a floor on the whole latency needs besides the types: the stages,
+// the layers of each kind, the micro-batches, the interleaving, the fixed
+// parts of the steps summed (the cheapest embedding, output layer and
+// PP - 1 boundaries), the cheapest layer steps and layer tails.
+struct LatencyFloorInputs {
+  int pp = 1;
+  int dense = 0;
+  int moe = 0;
+  int microbatches = 1;
+  int vpp = 1;
+  double fixed_sum = 0;
+  double dense_step = 0;
+  double moe_step = 0;
+  double dense_tail = 0;
+  double moe_tail = 0;
+};
+
+// A lower bound on the latency of every plan whose slowest stage steps at
+// least `slowest` (a bottleneck floor): S + (M - 1) T and the largest tail,
+// where T is the plan's slowest step. The layers a stage of each type can
+// hold within T, (T - fixed) / step, bound how cheaply the layers can sum
+// (each kind alone, on the types cheapest for it first, at most
+// min(stages, PP) stages of a type) and how few layers the fullest stage
+// holds (its tail at least that many layers' cheapest tails, and at least
+// the mean tail). Both fall as T grows, so the bound is the least over the
+// intervals between the steps where some type holds one more layer,
+// from `slowest` on, each at its left end with its right end's room;
+// beyond a few of them, the plain floor (every layer at its cheapest
+// step) at the next. +infinity when `slowest` is.
+ConfigBound latency_floor(const std::vector<StageFloor>& types, const LatencyFloorInputs& in,
+                          double slowest);
+
 }  // namespace hapmoe::hsdp

@@ -215,11 +215,18 @@ double Evaluator::mix_lower_bound(const std::vector<int>& c) const {
     }
     floors.push_back(f);
   }
-  const double sum = (n_ - moe_total_) * (moe_total_ == n_ ? 0.0 : dense) +
-                     moe_total_ * (moe_total_ > 0 ? moe : 0.0) + emb + out + (pi_.pp - 1) * link;
-  const double slowest = bottleneck_floor(floors, pi_.pp, n_ - moe_total_, moe_total_);
-  return pipeline_edge(sum, slowest, pi_.vpp) + (m_ - 1) * slowest +
-         tail_floor(n_ - moe_total_, moe_total_, dense_tail, moe_tail, pi_.pp);
+  LatencyFloorInputs in;
+  in.pp = pi_.pp;
+  in.dense = n_ - moe_total_;
+  in.moe = moe_total_;
+  in.microbatches = m_;
+  in.vpp = pi_.vpp;
+  in.fixed_sum = emb + out + (pi_.pp - 1) * link;
+  in.dense_step = dense;
+  in.moe_step = moe;
+  in.dense_tail = dense_tail;
+  in.moe_tail = moe_tail;
+  return latency_floor(floors, in, bottleneck_floor(floors, pi_.pp, in.dense, in.moe)).latency;
 }
 
 StageEval& MemoMap::insert(std::uint64_t key, std::uint32_t gen) {

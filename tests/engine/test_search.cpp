@@ -13,6 +13,7 @@
 
 #include "costmodel/analytic.h"
 #include "costmodel/errors.h"
+#include "engine/bounds.h"
 #include "engine/driver.h"
 #include "engine/search.h"
 #include "engine/stage_memo.h"
@@ -761,6 +762,14 @@ TEST(Search, LowerBoundIsBelowEveryPlan) {
       EXPECT_LE(b.latency, best);
       EXPECT_LE(b.steps, b.latency);
       ++checked;
+      // The bound of the best plan's stage mix (the DP skips mixes above
+      // the incumbent) is below it too.
+      const hsdp::Evaluator ev(model, r.configs[c], o);
+      std::vector<int> mix(static_cast<std::size_t>(in.cluster.num_types()), 0);
+      for (const StagePlan& st : searched->best->plan.stages) {
+        ++mix[static_cast<std::size_t>(st.device_type)];
+      }
+      EXPECT_LE(ev.mix_lower_bound(mix), best) << in.describe();
       // Against a cut (the driver's incumbent): still below every plan;
       // above the cut when the tightest bound is; the tightest otherwise.
       const BoundShape shape = bound_shape(model, r.configs[c], o);
@@ -784,6 +793,38 @@ TEST(Search, LowerBoundIsBelowEveryPlan) {
   EXPECT_GT(checked, 500);
   // The cut settled configurations by its one test, with a looser bound.
   EXPECT_GT(looser, 1000);
+}
+
+// The latency floor takes each type's room within the bottleneck: two fast
+// stages (a layer step of 1) and two slow ones (3), 8 MoE layers, 10
+// micro-batches, a tail of 0.5 per layer. The slowest step is at least 3;
+// there the fast stages hold 3 layers each and the slow ones 1, so the
+// steps sum to at least 3 + 3 + 3 + 3 = 12 (not 8, every layer on a fast
+// stage) and the fullest stage holds 3 layers (tail 1.5, not the mean 1):
+// 12 + 9 x 3 + 1.5 = 40.5, which that plan reaches. From a step of 4 on,
+// the fast stages hold all 8, but 8 + 9 x 4 + 1 is more.
+TEST(Search, LatencyFloorTakesTheRoomWithinTheBottleneck) {
+  const std::vector<hsdp::StageFloor> types = {{1.0, 1.0, 0.0, 2}, {3.0, 3.0, 0.0, 2}};
+  hsdp::LatencyFloorInputs in;
+  in.pp = 4;
+  in.moe = 8;
+  in.microbatches = 10;
+  in.dense_step = 1.0;
+  in.moe_step = 1.0;
+  in.dense_tail = 0.5;
+  in.moe_tail = 0.5;
+  const double slowest = hsdp::bottleneck_floor(types, in.pp, 0, in.moe);
+  EXPECT_NEAR(slowest, 3.0, 1e-5);
+  const ConfigBound b = hsdp::latency_floor(types, in, slowest);
+  EXPECT_NEAR(b.latency, 40.5, 1e-6);
+  EXPECT_NEAR(b.steps, 39.0, 1e-6);
+  EXPECT_LE(b.latency, 40.5);  // the plan above: a lower bound still
+  // One micro-batch: the step itself costs nothing more, and the least is
+  // in the last interval, from 6 on (the slow stages hold 2 layers): the
+  // sum at least 8, the fullest stage at least 2 layers (the mean tail).
+  in.microbatches = 1;
+  const ConfigBound one = hsdp::latency_floor(types, in, slowest);
+  EXPECT_NEAR(one.latency, 8.0 + 1.0, 1e-6);
 }
 
 // The driver computes one BoundShape per bound_shape_key, in the order of
