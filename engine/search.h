@@ -170,10 +170,12 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
 // PP - 1 boundaries: the slowest stage takes at least the bottleneck floor
 // (the discrete balanced split of the layers over the stage groups the
 // capacities allow, fixed steps included), and the largest stage tail
-// (sync + optimizer) at least the mean. +infinity if pi has too few stage
-// groups.
+// (sync + optimizer) at least the mean; both S and the tail then rise with
+// the slowest step, by the layers each type's stages can hold within it
+// (hsdp::latency_floor, engine/bounds.h). +infinity if pi has too few
+// stage groups.
 struct ConfigBound {
-  double latency = 0;  // S + (M-1) * slowest + mean tail: skip above it
+  double latency = 0;  // S + (M-1) * slowest + largest tail: skip above it
   double steps = 0;    // the same without the tail: the search order
 };
 ConfigBound config_lower_bound(const CostModel& model, const ParallelConfig& pi,

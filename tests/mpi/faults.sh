@@ -191,7 +191,7 @@ if command -v prlimit >/dev/null; then
   done
   pid=$(rank_pid 0) || fail "rank 0 not found"
   prlimit --pid "$pid" --fsize=4096:4096 || fail "prlimit on rank 0 (pid $pid)"
-  wait_job $job 120
+  wait_job $job 300  # the whole search: 93 s under ASan on a quiet machine
   code=$?
   echo "6. disk full for rank 0 after the search over 2 ranks: exit $code"
   grep "error" "$work/err6.txt"
