@@ -46,7 +46,10 @@ bool floor_holds(const std::vector<StageFloor>& types, int pp, int dense, int mo
     for (std::size_t k = 0; k < types.size(); ++k) {
       const double per = price(types[k]);
       const double room = (t_step - types[k].fixed) / per;
-      hold[k] = {room < 0.0 ? 0 : static_cast<long long>(std::min(room, 1e9)), types[k].stages};
+      hold[k] = {room < 0.0 ? 0
+                            : std::min<long long>(types[k].most,
+                                                  static_cast<long long>(std::min(room, 1e9))),
+                 types[k].stages};
     }
     std::sort(hold.begin(), hold.end(), std::greater<>());
     long long total = 0;
@@ -90,7 +93,7 @@ double bottleneck_floor(const std::vector<StageFloor>& types, int pp, int dense,
   if (!floor_possible(types, pp, dense, moe)) return inf;
   std::vector<std::pair<long long, int>> hold;
   const auto fits = [&](double t_step) { return floor_holds(types, pp, dense, moe, t_step, hold); };
-  if (!fits(hi)) return inf;  // cannot happen: every stage holds N layers at hi
+  if (!fits(hi)) return inf;  // the stages cannot hold the layers in memory (StageFloor::most)
   double lo = 0.0;            // fits(lo) is false
   if (fits(lo)) return 0.0;
   // To 1e-6 of hi (hi is a few times the answer): a bound this close is
@@ -118,10 +121,11 @@ namespace {
 // in another order than fixed + n * step, a little below it at most.
 constexpr double kRoomSlack = 1e-9;
 
-// The layers a stage of `t` holds within t_step at `price` per layer.
+// The layers a stage of `t` holds within t_step at `price` per layer (and
+// in memory).
 long long room(const StageFloor& t, double price, double t_step) {
   const double r = (t_step * (1.0 + kRoomSlack) - t.fixed) / price;
-  return r < 0.0 ? 0 : static_cast<long long>(std::min(r, 1e9));
+  return r < 0.0 ? 0 : std::min<long long>(t.most, static_cast<long long>(std::min(r, 1e9)));
 }
 
 // The least `layers` layers of one kind (`price` per type) add to the sum
@@ -223,7 +227,7 @@ ConfigBound latency_floor(const std::vector<StageFloor>& types, const LatencyFlo
       for (const double price : {in.dense > 0 ? f.dense : 0.0, in.moe > 0 ? f.moe : 0.0, both}) {
         if (!(price > 0.0)) continue;
         const double r = std::floor((t * (1.0 + kRoomSlack) - f.fixed) / price);
-        if (!(r < layers)) continue;
+        if (!(r < layers) || !(r < f.most)) continue;  // it holds all it can
         for (const double grown : {std::max(r, -1.0) + 1.0, std::max(r, -1.0) + 2.0}) {
           const double at_step = (f.fixed + grown * price) / (1.0 + kRoomSlack) * (1.0 - 1e-12);
           if (at_step > t) {

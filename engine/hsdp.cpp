@@ -789,7 +789,9 @@ ConfigOutcome search_once(Evaluator& ev, const ParallelConfig& pi, const SearchO
       std::vector<double> mix_bound(all_mixes.size(), 0.0);
       std::vector<std::size_t> mix_order(all_mixes.size());
       for (std::size_t k = 0; k < all_mixes.size(); ++k) {
-        mix_bound[k] = opt.bound ? ev.mix_lower_bound(all_mixes[k]) : 0.0;
+        // With every layer alike, each type's stages hold at most fit_max.
+        mix_bound[k] =
+            opt.bound ? ev.mix_lower_bound(all_mixes[k], skip_short ? &fit_max : nullptr) : 0.0;
         mix_order[k] = k;
       }
       std::stable_sort(mix_order.begin(), mix_order.end(),

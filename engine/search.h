@@ -195,6 +195,9 @@ struct BoundShape {
     double moe = 0;
     double fixed = std::numeric_limits<double>::infinity();
     int stages = 0;
+    // The most layers a stage of the type holds in memory, where known
+    // (Evaluator::mix_lower_bound, with every layer alike).
+    int most = std::numeric_limits<int>::max();
   };
   std::vector<Type> types;  // the usable types
   double dense = std::numeric_limits<double>::infinity();

@@ -185,7 +185,7 @@ int Evaluator::max_fitting_layers(int h) {
   return best;
 }
 
-double Evaluator::mix_lower_bound(const std::vector<int>& c) const {
+double Evaluator::mix_lower_bound(const std::vector<int>& c, const std::vector<int>* most) const {
   const double inf = std::numeric_limits<double>::infinity();
   double dense = inf;
   double moe = inf;
@@ -207,6 +207,7 @@ double Evaluator::mix_lower_bound(const std::vector<int>& c) const {
     emb = std::min(emb, tc.embedding_fwd_s + tc.embedding_bwd_s);
     out = std::min(out, tc.output_fwd_s + tc.output_bwd_s);
     StageFloor f{d, e, tc.embedding_fwd_s + tc.embedding_bwd_s, c[static_cast<std::size_t>(h)]};
+    if (most != nullptr) f.most = (*most)[static_cast<std::size_t>(h)];
     for (int hp = 0; hp < types_; ++hp) {
       if (c[static_cast<std::size_t>(hp)] == 0) continue;
       const CostModel::Boundary& b = boundary(hp, h);

@@ -235,7 +235,9 @@ class Evaluator {
   // steps is at least every layer, the embedding, the output layer and
   // PP - 1 boundaries at their cheapest in the mix, and the slowest stage
   // at least the bottleneck floor of the mix (recomputation only adds).
-  double mix_lower_bound(const std::vector<int>& c) const;
+  // `most`, if given, caps the layers a stage of each type holds (memory:
+  // max_fitting_layers, which bounds every stage with every layer alike).
+  double mix_lower_bound(const std::vector<int>& c, const std::vector<int>* most = nullptr) const;
 
   // Per-layer step (forward + backward, no recomputation) of an average
   // layer of the model on type h: the speed used for balance and T_comp.

@@ -743,6 +743,7 @@ TEST(Search, LowerBoundIsBelowEveryPlan) {
   std::mt19937 rng(77);
   int checked = 0;
   int looser = 0;
+  int capped = 0;
   for (int trial = 0; trial < 200; ++trial) {
     const Instance in = random_instance(rng);
     if (!in.valid()) continue;
@@ -764,12 +765,22 @@ TEST(Search, LowerBoundIsBelowEveryPlan) {
       ++checked;
       // The bound of the best plan's stage mix (the DP skips mixes above
       // the incumbent) is below it too.
-      const hsdp::Evaluator ev(model, r.configs[c], o);
+      hsdp::Evaluator ev(model, r.configs[c], o);
       std::vector<int> mix(static_cast<std::size_t>(in.cluster.num_types()), 0);
       for (const StagePlan& st : searched->best->plan.stages) {
         ++mix[static_cast<std::size_t>(st.device_type)];
       }
       EXPECT_LE(ev.mix_lower_bound(mix), best) << in.describe();
+      // With every layer alike, capped by what each type's stages hold in
+      // memory (as the search bounds its mixes): still below it.
+      if (ev.layers_alike()) {
+        std::vector<int> most(mix.size(), 0);
+        for (int h = 0; h < in.cluster.num_types(); ++h) {
+          if (ev.cap(h) > 0) most[static_cast<std::size_t>(h)] = ev.max_fitting_layers(h);
+        }
+        EXPECT_LE(ev.mix_lower_bound(mix, &most), best) << in.describe();
+        capped += ev.mix_lower_bound(mix, &most) > ev.mix_lower_bound(mix);
+      }
       // Against a cut (the driver's incumbent): still below every plan;
       // above the cut when the tightest bound is; the tightest otherwise.
       const BoundShape shape = bound_shape(model, r.configs[c], o);
@@ -793,6 +804,8 @@ TEST(Search, LowerBoundIsBelowEveryPlan) {
   EXPECT_GT(checked, 500);
   // The cut settled configurations by its one test, with a looser bound.
   EXPECT_GT(looser, 1000);
+  // Memory raised some mixes' bounds.
+  EXPECT_GT(capped, 0);
 }
 
 // The latency floor takes each type's room within the bottleneck: two fast
