@@ -190,21 +190,35 @@ int fullest_stage_floor(const std::vector<StageFloor>& types, int pp, int dense,
 
 }  // namespace
 
+namespace {
+
+// S + (M - 1) T and the largest tail, from the layers' sum and the fullest
+// stage's tail (at least the mean).
+ConfigBound pipeline_floor(const LatencyFloorInputs& in, double layer_sum, double tail, double t) {
+  ConfigBound b;
+  b.steps = pipeline_edge(in.fixed_sum + layer_sum, t, in.vpp) + (in.microbatches - 1) * t;
+  b.latency =
+      b.steps + std::max(tail_floor(in.dense, in.moe, in.dense_tail, in.moe_tail, in.pp), tail);
+  return b;
+}
+
+double plain_layer_sum(const LatencyFloorInputs& in) {
+  return (in.dense > 0 ? in.dense * in.dense_step : 0.0) +
+         (in.moe > 0 ? in.moe * in.moe_step : 0.0);
+}
+
+}  // namespace
+
+ConfigBound plain_latency_floor(const LatencyFloorInputs& in, double slowest) {
+  return pipeline_floor(in, plain_layer_sum(in), 0.0, slowest);
+}
+
 ConfigBound latency_floor(const std::vector<StageFloor>& types, const LatencyFloorInputs& in,
                           double slowest) {
   const double inf = std::numeric_limits<double>::infinity();
   if (!std::isfinite(slowest)) return {inf, inf};
-  const double mean_tail = tail_floor(in.dense, in.moe, in.dense_tail, in.moe_tail, in.pp);
-  const auto at = [&](double layer_sum, double tail, double t) {
-    ConfigBound b;
-    b.steps = pipeline_edge(in.fixed_sum + layer_sum, t, in.vpp) + (in.microbatches - 1) * t;
-    b.latency = b.steps + std::max(mean_tail, tail);
-    return b;
-  };
-  // Every layer at its cheapest step, the mean tail: the plain floor.
-  const double plain_sum =
-      (in.dense > 0 ? in.dense * in.dense_step : 0.0) + (in.moe > 0 ? in.moe * in.moe_step : 0.0);
-  const auto plain = [&](double t) { return at(plain_sum, 0.0, t); };
+  const double plain_sum = plain_layer_sum(in);
+  const auto plain = [&](double t) { return plain_latency_floor(in, t); };
   // The tail of a stage of k layers: the cheaper kind's first.
   const bool tails = in.dense_tail >= 0.0 && in.moe_tail >= 0.0;  // NaN: no
   const auto tail_of = [&](int k) {
@@ -254,7 +268,7 @@ ConfigBound latency_floor(const std::vector<StageFloor>& types, const LatencyFlo
             types, in.pp, in.moe, [](const StageFloor& f) { return f.moe; }, end, by_price);
     const int fullest = fullest_stage_floor(types, in.pp, in.dense, in.moe, end, caps);
     if (std::isfinite(sum) && fullest > 0) {
-      const ConfigBound b = at(std::max(sum, plain_sum), tail_of(fullest), t);
+      const ConfigBound b = pipeline_floor(in, std::max(sum, plain_sum), tail_of(fullest), t);
       if (b.latency < best.latency) best = b;
     }
     if (!std::isfinite(end)) return best;
@@ -274,7 +288,7 @@ using hsdp::latency_floor;
 using hsdp::LatencyFloorInputs;
 using hsdp::layer_tails;
 using hsdp::LayerTails;
-using hsdp::tail_floor;
+using hsdp::plain_latency_floor;
 
 BoundShape bound_shape(const CostModel& model, const ParallelConfig& pi, const SearchOptions& opt) {
   const ClusterSpec& cluster = model.cluster();
@@ -368,16 +382,7 @@ ConfigBound config_lower_bound(const CostModel& model, const BoundShape& shape,
   in.moe_step = shape.moe;
   in.dense_tail = shape.dense_tail;
   in.moe_tail = shape.moe_tail;
-  // The plain floor: every layer at its cheapest step, the mean tail.
-  const double sum =
-      (n - moe) * (moe == n ? 0.0 : shape.dense) + moe * (moe > 0 ? shape.moe : 0.0) + in.fixed_sum;
-  const double tail = tail_floor(n - moe, moe, shape.dense_tail, shape.moe_tail, pi.pp);
-  const auto bound = [&](double slowest) {
-    ConfigBound b;
-    b.steps = pipeline_edge(sum, slowest, pi.vpp) + (in.microbatches - 1) * slowest;
-    b.latency = b.steps + tail;
-    return b;
-  };
+  const auto bound = [&](double slowest) { return plain_latency_floor(in, slowest); };
   if (std::isfinite(cut)) {
     // The latency is affine in the slowest step: a + k * slowest. One test
     // of the floor at the step where it passes the cut (a little beyond,

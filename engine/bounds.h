@@ -68,6 +68,10 @@ struct LatencyFloorInputs {
   double moe_tail = 0;
 };
 
+// The plain floor of a slowest step T: every layer at its cheapest step,
+// the mean tail.
+ConfigBound plain_latency_floor(const LatencyFloorInputs& in, double slowest);
+
 // A lower bound on the latency of every plan whose slowest stage steps at
 // least `slowest` (a bottleneck floor): S + (M - 1) T and the largest tail,
 // where T is the plan's slowest step. The layers a stage of each type can
