@@ -374,7 +374,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   const auto report = [&](std::atomic<std::int64_t>& field, std::int64_t value) {
     field.store(value, std::memory_order_relaxed);
   };
-  r.configs = enumerate_configs(w, cluster, opt.space);
+  r.configs = run.configs != nullptr ? *run.configs : enumerate_configs(w, cluster, opt.space);
   if (ranks > 1 && static_cast<double>(r.configs.size()) * w.model.num_layers <= run.split_above &&
       (opt.bound || bruteforce || opt.count_only ||
        plain_moves_at_most(w, cluster, r.configs, opt))) {

@@ -109,6 +109,10 @@ struct RunOptions {
   // job (the job search's earlier variants, engine/job_space.h): the
   // bound skips what cannot beat it from the start. +inf: none.
   double incumbent = std::numeric_limits<double>::infinity();
+  // Pi, when the caller has it: enumerate_configs of this search's
+  // workload, cluster and space (the job search reuses it across variants
+  // that Pi does not depend on). nullptr: the search enumerates it.
+  const std::vector<ParallelConfig>* configs = nullptr;
   // A search of more than this many configuration-layers (configurations
   // x the model's layers) is split over the ranks; a smaller one runs
   // whole on every rank, with one collective at the end: its rounds'

@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <iterator>
 #include <optional>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "costmodel/errors.h"
 #include "partition/config_space.h"
@@ -385,6 +387,24 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
   std::fill(std::begin(out.dim_best), std::end(out.dim_best),
             std::numeric_limits<double>::infinity());
 
+  // Pi depends on a variant only through its micro-batch, its
+  // interleaving and its precision (partition/config_space.h; fp16 refuses
+  // EP): computed once for each, the last two kept (the variants come in
+  // runs of one combination, precision innermost).
+  // JobSpace.PiDependsOnlyOnMicroBatchVppAndPrecision checks the premise.
+  using SpaceKey = std::tuple<int, int, Precision>;
+  std::vector<std::pair<SpaceKey, std::vector<ParallelConfig>>> spaces;
+  const auto space_of = [&](const Workload& vw, const JobVariant& v,
+                            const SpaceOptions& so) -> const std::vector<ParallelConfig>& {
+    const SpaceKey key{v.micro_batch, v.vpp, v.precision};
+    for (const auto& [k, configs] : spaces) {
+      if (k == key) return configs;
+    }
+    if (spaces.size() == 2) spaces.erase(spaces.begin());
+    spaces.emplace_back(key, enumerate_configs(vw, cluster, so));
+    return spaces.back().second;
+  };
+
   // One variant's search against `incumbent`, its outcome recorded;
   // nullopt when a check refuses the variant.
   StopReason stopped = StopReason::kNone;
@@ -403,6 +423,7 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     opt.closest_miss = options.closest_miss && !merged.has_result();
     RunOptions r = run;
     r.incumbent = std::min(run.incumbent, incumbent);
+    r.configs = &space_of(vw, v, opt.space);
     SearchResult res = run_search(vw, cluster, opt, false, comm, r);
     o.stats = res.stats;
     for (UnitFigures u : res.units) {

@@ -17,6 +17,7 @@
 #include "engine/job_space.h"
 #include "io/inputs/cluster_io.h"
 #include "io/inputs/model_io.h"
+#include "partition/config_space.h"
 
 namespace hapmoe {
 namespace {
@@ -39,6 +40,49 @@ unsigned dims_differing(const JobVariant& v, const JobVariant& base) {
   if (v.dispatcher != base.dispatcher) d |= job_dim_bit(JobDim::kDispatcher);
   if (v.precision != base.precision) d |= job_dim_bit(JobDim::kPrecision);
   return d;
+}
+
+// The job search enumerates Pi once per (micro-batch, vpp, precision) and
+// gives it to the other variants' searches: Pi must not depend on the
+// other knobs (sharding, offload, dispatcher, job-wide recompute).
+TEST(JobSpace, PiDependsOnlyOnMicroBatchVppAndPrecision) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"mixtral-s", "paper:16-2"},
+      {"deepseek-v3", "H800:64,MI300X:64,910B:64"},
+      {"llama2-7b", "H800:32,910B:32"}};
+  int compared = 0;
+  for (const auto& [model, cluster] : cases) {
+    const Workload w = load_workload(model);
+    const ClusterSpec c = load_cluster(cluster);
+    for (const int b : {1, 2}) {
+      for (const int vpp : {1, 2}) {
+        for (const Precision p : {Precision::kBf16, Precision::kFp16}) {
+          JobVariant v = base_variant(w);
+          v.micro_batch = b;
+          v.vpp = vpp;
+          v.precision = p;
+          SpaceOptions so;
+          so.vpp = vpp;
+          const std::vector<ParallelConfig> pi = enumerate_configs(apply(w, v), c, so);
+          ASSERT_FALSE(pi.empty()) << model;
+          std::vector<JobVariant> others(6, v);
+          others[0].distributed_optimizer = false;
+          others[1].fsdp = Fsdp::kOptimGradsParams;
+          others[2].offload = 0.5;
+          others[3].offload_to = 1.0;
+          others[3].offload = 0.25;
+          others[4].dispatcher = Dispatcher::kAllGather;
+          others[5].recompute = RecomputeSetting{RecomputeKind::kFull, 1};
+          for (const JobVariant& o : others) {
+            EXPECT_EQ(enumerate_configs(apply(w, o), c, so), pi)
+                << model << " on " << cluster << ": " << to_string(o, w.model.is_moe());
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, 3 * 2 * 2 * 2 * 6);
 }
 
 TEST(JobSpace, BestIsTheBestOfEveryVariantAndEachDimensionsGainIsExact) {
