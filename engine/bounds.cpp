@@ -209,6 +209,22 @@ double plain_layer_sum(const LatencyFloorInputs& in) {
 
 }  // namespace
 
+LatencyFloorInputs floor_inputs(const BoundShape& shape, int pp, int dense, int moe,
+                                int microbatches, int vpp) {
+  LatencyFloorInputs in;
+  in.pp = pp;
+  in.dense = dense;
+  in.moe = moe;
+  in.microbatches = microbatches;
+  in.vpp = vpp;
+  in.fixed_sum = shape.emb + shape.output + (pp - 1) * shape.link;
+  in.dense_step = shape.dense;
+  in.moe_step = shape.moe;
+  in.dense_tail = shape.dense_tail;
+  in.moe_tail = shape.moe_tail;
+  return in;
+}
+
 ConfigBound plain_latency_floor(const LatencyFloorInputs& in, double slowest) {
   return pipeline_floor(in, plain_layer_sum(in), 0.0, slowest);
 }
@@ -284,6 +300,7 @@ ConfigBound latency_floor(const std::vector<StageFloor>& types, const LatencyFlo
 
 using hsdp::bottleneck_floor;
 using hsdp::bottleneck_floor_above;
+using hsdp::floor_inputs;
 using hsdp::latency_floor;
 using hsdp::LatencyFloorInputs;
 using hsdp::layer_tails;
@@ -371,17 +388,8 @@ ConfigBound config_lower_bound(const CostModel& model, const BoundShape& shape,
   const int moe = model.moe_layers_in(0, n);
   const double inf = std::numeric_limits<double>::infinity();
   if (shape.types.empty()) return {inf, inf};
-  LatencyFloorInputs in;
-  in.pp = pi.pp;
-  in.dense = n - moe;
-  in.moe = moe;
-  in.microbatches = model.num_microbatches(pi);
-  in.vpp = pi.vpp;
-  in.fixed_sum = shape.emb + shape.output + (pi.pp - 1) * shape.link;
-  in.dense_step = shape.dense;
-  in.moe_step = shape.moe;
-  in.dense_tail = shape.dense_tail;
-  in.moe_tail = shape.moe_tail;
+  const LatencyFloorInputs in =
+      floor_inputs(shape, pi.pp, n - moe, moe, model.num_microbatches(pi), pi.vpp);
   const auto bound = [&](double slowest) { return plain_latency_floor(in, slowest); };
   if (std::isfinite(cut)) {
     // The latency is affine in the slowest step: a + k * slowest. One test

@@ -68,6 +68,11 @@ struct LatencyFloorInputs {
   double moe_tail = 0;
 };
 
+// The inputs of `shape`'s latency floor for pp stages holding `dense` and
+// `moe` layers, `microbatches` of them, interleaved vpp times.
+LatencyFloorInputs floor_inputs(const BoundShape& shape, int pp, int dense, int moe,
+                                int microbatches, int vpp);
+
 // The plain floor of a slowest step T: every layer at its cheapest step,
 // the mean tail.
 ConfigBound plain_latency_floor(const LatencyFloorInputs& in, double slowest);

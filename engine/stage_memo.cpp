@@ -186,48 +186,33 @@ int Evaluator::max_fitting_layers(int h) {
 }
 
 double Evaluator::mix_lower_bound(const std::vector<int>& c, const std::vector<int>* most) const {
-  const double inf = std::numeric_limits<double>::infinity();
-  double dense = inf;
-  double moe = inf;
-  double emb = inf;
-  double out = inf;
-  double link = inf;
-  double dense_tail = inf;
-  double moe_tail = inf;
-  std::vector<StageFloor> floors;
+  // The shape of the mix's types (as bound_shape's of a configuration's).
+  BoundShape s;
   for (int h = 0; h < types_; ++h) {
     if (c[static_cast<std::size_t>(h)] == 0) continue;
-    dense_tail = std::min(dense_tail, tails_[static_cast<std::size_t>(h)].dense);
-    moe_tail = std::min(moe_tail, tails_[static_cast<std::size_t>(h)].moe);
+    s.dense_tail = std::min(s.dense_tail, tails_[static_cast<std::size_t>(h)].dense);
+    s.moe_tail = std::min(s.moe_tail, tails_[static_cast<std::size_t>(h)].moe);
     const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
     const double d = tc.dense.fwd_s + tc.dense.bwd_s;
     const double e = tc.moe.fwd_s + tc.moe.bwd_s;
-    dense = std::min(dense, d);
-    moe = std::min(moe, e);
-    emb = std::min(emb, tc.embedding_fwd_s + tc.embedding_bwd_s);
-    out = std::min(out, tc.output_fwd_s + tc.output_bwd_s);
+    s.dense = std::min(s.dense, d);
+    s.moe = std::min(s.moe, e);
+    s.emb = std::min(s.emb, tc.embedding_fwd_s + tc.embedding_bwd_s);
+    s.output = std::min(s.output, tc.output_fwd_s + tc.output_bwd_s);
     StageFloor f{d, e, tc.embedding_fwd_s + tc.embedding_bwd_s, c[static_cast<std::size_t>(h)]};
     if (most != nullptr) f.most = (*most)[static_cast<std::size_t>(h)];
     for (int hp = 0; hp < types_; ++hp) {
       if (c[static_cast<std::size_t>(hp)] == 0) continue;
       const CostModel::Boundary& b = boundary(hp, h);
       f.fixed = std::min(f.fixed, b.fwd_s + b.bwd_s);
-      link = std::min(link, b.fwd_s + b.bwd_s);
+      s.link = std::min(s.link, b.fwd_s + b.bwd_s);
     }
-    floors.push_back(f);
+    s.types.push_back(f);
   }
-  LatencyFloorInputs in;
-  in.pp = pi_.pp;
-  in.dense = n_ - moe_total_;
-  in.moe = moe_total_;
-  in.microbatches = m_;
-  in.vpp = pi_.vpp;
-  in.fixed_sum = emb + out + (pi_.pp - 1) * link;
-  in.dense_step = dense;
-  in.moe_step = moe;
-  in.dense_tail = dense_tail;
-  in.moe_tail = moe_tail;
-  return latency_floor(floors, in, bottleneck_floor(floors, pi_.pp, in.dense, in.moe)).latency;
+  const int dense = n_ - moe_total_;
+  return latency_floor(s.types, floor_inputs(s, pi_.pp, dense, moe_total_, m_, pi_.vpp),
+                       bottleneck_floor(s.types, pi_.pp, dense, moe_total_))
+      .latency;
 }
 
 StageEval& MemoMap::insert(std::uint64_t key, std::uint32_t gen) {
