@@ -175,6 +175,7 @@ std::string encode_result(const SearchResult& r) {
   b.put(r.outcomes);
   b.put(r.outcome_of);
   b.put(r.lower_bounds);
+  b.put(r.floors);
   b.put(r.estimates);
   b.put(r.ran_on);
   b.put(r.round_of);
@@ -199,6 +200,7 @@ SearchResult decode_result(const std::string& bytes) {
   b.get(r.outcomes);
   b.get(r.outcome_of);
   b.get(r.lower_bounds);
+  b.get(r.floors);
   b.get(r.estimates);
   b.get(r.ran_on);
   b.get(r.round_of);
@@ -420,17 +422,24 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     const std::vector<std::size_t> by_shape = bound_shape_order(r.configs);
     std::vector<std::pair<ParallelConfig, BoundShape>> last(
         static_cast<std::size_t>(run.threads), {ParallelConfig{0}, {}});  // pp 0: none yet
+    HAPMOE_REQUIRE(run.floors == nullptr || run.floors->size() == n,
+                   "run_search: the floors are not Pi's");
+    const double incumbent_cut = skip_above(run.incumbent);
     const std::vector<ConfigBound> in_shape_order = computed_by_all<ConfigBound>(
         comm, run.threads, n, 512, watch, r.stopped, mine, [&](std::size_t i) {
           const ParallelConfig& pi = r.configs[by_shape[i]];
+          const double floor = run.floors != nullptr ? (*run.floors)[by_shape[i]] : 0.0;
+          // Above the caller's incumbent a looser bound does: skipped all
+          // the same (below).
+          if (floor > incumbent_cut) return ConfigBound{floor, floor};
           auto& [key, shape] = last[static_cast<std::size_t>(omp_get_thread_num())];
           if (const ParallelConfig k = bound_shape_key(pi); !(k == key)) {
             shape = bound_shape(model, pi, opt);
             key = k;
           }
-          // Above the caller's incumbent a looser bound does: skipped all
-          // the same (below).
-          return config_lower_bound(model, shape, pi, skip_above(run.incumbent));
+          ConfigBound b = config_lower_bound(model, shape, pi, incumbent_cut);
+          b.latency = std::max(b.latency, floor);
+          return b;
         });
     bounds.resize(n);
     for (std::size_t i = 0; i < n; ++i) bounds[by_shape[i]] = in_shape_order[i];
@@ -832,6 +841,9 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   }
   std::size_t taken = rounds ? n - heap.size() : 0;  // configurations taken from the order
   const auto round_size = static_cast<std::size_t>(run.round);
+  // Per configuration searched in a bounded round: the round's cut (its
+  // search keeps no plan above it).
+  std::vector<double> cut_of(rounds ? n : 0, -std::numeric_limits<double>::infinity());
   while (taken < n && r.stopped == StopReason::kNone) {
     // Without the bound, the one round's incumbent is the caller's, also
     // when committed plans were restored (as in the run that committed
@@ -862,7 +874,10 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
       batch.push_back(c);
     }
     if (batch.empty()) continue;
-    for (const std::size_t c : batch) r.round_of[c] = r.rounds;
+    for (const std::size_t c : batch) {
+      r.round_of[c] = r.rounds;
+      if (rounds) cut_of[c] = cut;
+    }
     ++r.rounds;
     report(progress.settled, static_cast<std::int64_t>(taken - batch.size()));
     report(progress.rounds, r.rounds);
@@ -905,6 +920,19 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   // to start, the others searched the rest): the search is whole.
   if (r.stopped == StopReason::kSignal && r.not_searched == 0) r.stopped = StopReason::kNone;
 
+  if (rounds) {
+    r.floors.resize(n);
+    for (std::size_t c = 0; c < n; ++c) {
+      double& floor = r.floors[c];
+      floor = bounds[c].latency;
+      const std::int32_t k = r.outcome_of[c];
+      const ConfigOutcome* o = k < 0 ? nullptr : &searched[static_cast<std::size_t>(k)];
+      if (o == nullptr || o->cancelled) continue;
+      floor = o->best ? o->best->latency_s
+                      : std::max(floor, std::nextafter(cut_of[c],
+                                                       std::numeric_limits<double>::infinity()));
+    }
+  }
   finish_result(r, std::move(searched), skipped, opt.top_k);
 
   // Per-rank figures, on every rank.

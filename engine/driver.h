@@ -113,6 +113,15 @@ struct RunOptions {
   // workload, cluster and space (the job search reuses it across variants
   // that Pi does not depend on). nullptr: the search enumerates it.
   const std::vector<ParallelConfig>* configs = nullptr;
+  // Per configuration of Pi, when the caller knows them: a latency that no
+  // plan of it reaches under this search's costs, the SearchResult::floors
+  // of a search of a relaxation of this one (cheaper in every time term and
+  // needing no more memory: the job search's range of offload fractions
+  // for a fraction in it, its per-stage recompute for a job-wide setting).
+  // A configuration whose floor is above the incumbent is skipped without
+  // its bound; the others' bounds are raised to their floors. Changes the
+  // statistics, never the plans. nullptr: none.
+  const std::vector<double>* floors = nullptr;
   // A search of more than this many configuration-layers (configurations
   // x the model's layers) is split over the ranks; a smaller one runs
   // whole on every rank, with one collective at the end: its rounds'
@@ -195,6 +204,11 @@ struct SearchResult {
   static constexpr std::int32_t kSkippedByBound = -1;
   static constexpr std::int32_t kNotSearched = -2;
   std::vector<double> lower_bounds;  // per config: config_lower_bound (0 without the bound)
+  // Per config, with the bound: no plan of it is faster (its best plan's
+  // latency; just above its round's cut if it was searched and held none
+  // under it; else its bound, or RunOptions::floors'). Empty without the
+  // bound. For a search of a restriction of this one, RunOptions::floors.
+  std::vector<double> floors;
   std::vector<double> estimates;     // per config: work_estimate
   std::vector<int> ran_on;    // per config: the rank that searched (its first part), -1 if none
   std::vector<int> round_of;  // per config: its round, -1 if not searched

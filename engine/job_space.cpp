@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iterator>
+#include <memory>
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -408,7 +409,8 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
   // One variant's search against `incumbent`, its outcome recorded;
   // nullopt when a check refuses the variant.
   StopReason stopped = StopReason::kNone;
-  const auto search = [&](const JobVariant& v, double incumbent) -> std::optional<SearchResult> {
+  const auto search = [&](const JobVariant& v, double incumbent,
+                          const std::vector<double>* floors) -> std::optional<SearchResult> {
     VariantOutcome o;
     o.variant = v;
     const Workload vw = apply(w, v);
@@ -424,6 +426,7 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     RunOptions r = run;
     r.incumbent = std::min(run.incumbent, incumbent);
     r.configs = &space_of(vw, v, opt.space);
+    r.floors = floors != nullptr && !floors->empty() ? floors : nullptr;
     SearchResult res = run_search(vw, cluster, opt, false, comm, r);
     o.stats = res.stats;
     for (UnitFigures u : res.units) {
@@ -463,7 +466,8 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
       }
     }
   };
-  const auto search_combo = [&](const JobVariant& combo, double incumbent) -> Found {
+  const auto search_combo = [&](const JobVariant& combo, double incumbent,
+                                const std::vector<double>* floors) -> Found {
     Found found;
     const std::size_t first = out.variants.size();
     const auto keep = [&](SearchResult&& res) {
@@ -471,11 +475,13 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
       found.results.emplace_back(std::move(res), out.variants.size() - 1);
     };
     if (!space.job_recompute) {
-      if (std::optional<SearchResult> res = search(combo, incumbent)) keep(std::move(*res));
+      if (std::optional<SearchResult> res = search(combo, incumbent, floors)) {
+        keep(std::move(*res));
+      }
     } else {
       JobVariant per_stage = combo;
       per_stage.recompute.reset();
-      std::optional<SearchResult> bound = search(per_stage, incumbent);
+      std::optional<SearchResult> bound = search(per_stage, incumbent, floors);
       if (bound && bound->top.empty()) keep(std::move(*bound));
       if (bound && !bound->top.empty()) {
         const std::vector<RecomputeSetting> all = recompute_settings(apply(w, combo), combo.vpp);
@@ -489,7 +495,9 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
           if (stopped != StopReason::kNone || found.best <= floor * (1 + 1e-12)) break;
           JobVariant v = combo;
           v.recompute = st;
-          std::optional<SearchResult> res = search(v, std::min(incumbent, found.best));
+          // Per-stage recompute relaxes every setting: its floors hold.
+          std::optional<SearchResult> res =
+              search(v, std::min(incumbent, found.best), &bound->floors);
           floor_of.resize(out.variants.size(), std::numeric_limits<double>::infinity());
           floor_of.back() = floor;
           if (res) keep(std::move(*res));
@@ -519,7 +527,7 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     const double incumbent = away == 0   ? std::numeric_limits<double>::infinity()
                              : away == 1 ? base_kth
                                          : merged.kth();
-    Found found = search_combo(combo, incumbent);
+    Found found = search_combo(combo, incumbent, nullptr);
     record_best(combo, found.best);
     for (auto& [res, index] : found.results) merged.add(std::move(res), index);
     if (away == 0) base_kth = merged.kth();
@@ -530,18 +538,25 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
   // bound (per stage: it bounds every recompute setting too), against the
   // K-th best so far; if it holds a plan under that, it is halved, the
   // lower half (the faster steps) first; a single fraction is searched as
-  // the combination.
+  // the combination. A range relaxes each range and fraction in it, so
+  // its search's floors (RunOptions::floors) carry to theirs: only the
+  // configurations that held a plan under the K-th best are searched
+  // again.
   const bool offload = space.has(JobDim::kOffload) && base.offload == 0;
   const int steps = std::max(1, static_cast<int>(std::lround(1.0 / space.offload_step)));
   for (std::size_t c = 0; offload && c < combos.size(); ++c) {
-    std::vector<std::pair<int, int>> ranges = {{1, steps}};
+    struct Range {
+      int lo, hi;
+      std::shared_ptr<const std::vector<double>> floors;  // of the range it halves
+    };
+    std::vector<Range> ranges = {{1, steps, nullptr}};
     while (!ranges.empty() && stopped == StopReason::kNone) {
-      const auto [lo, hi] = ranges.back();
+      const auto [lo, hi, floors] = ranges.back();
       ranges.pop_back();
       JobVariant at = combos[c];
       at.offload = static_cast<double>(lo) / steps;
       if (lo == hi) {
-        Found found = search_combo(at, merged.kth());
+        Found found = search_combo(at, merged.kth(), floors.get());
         record_best(at, found.best);
         for (auto& [res, index] : found.results) merged.add(std::move(res), index);
         continue;
@@ -549,12 +564,13 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
       at.offload_to = static_cast<double>(hi) / steps;
       at.recompute.reset();
       const std::size_t first = out.variants.size();
-      const std::optional<SearchResult> bound = search(at, merged.kth());
+      std::optional<SearchResult> bound = search(at, merged.kth(), floors.get());
       count_dims(at, first);
       if (!bound || bound->top.empty()) continue;
       const int mid = (lo + hi) / 2;
-      ranges.emplace_back(mid + 1, hi);
-      ranges.emplace_back(lo, mid);
+      auto halves = std::make_shared<const std::vector<double>>(std::move(bound->floors));
+      ranges.push_back({mid + 1, hi, halves});
+      ranges.push_back({lo, mid, halves});
     }
   }
   // What per-stage recompute would give with the best plan's knobs, where

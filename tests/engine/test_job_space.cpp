@@ -367,5 +367,82 @@ TEST(JobSpace, JobWideRecomputeIsTheBestSettingAndPerStageBoundsIt) {
   EXPECT_LE(vpp.best_s, job.best_s);
 }
 
+// A search's floors (SearchResult::floors) hold for every search it
+// relaxes: a range of offload fractions for each fraction in it, per-stage
+// recompute for a job-wide setting. Given as RunOptions::floors they skip
+// configurations without their bound and change no plan.
+TEST(JobSpace, FloorsOfARelaxationSkipWorkAndChangeNoPlan) {
+  const Workload w = load_workload("mixtral-l");
+  const ClusterSpec c = load_cluster("paper:32-1");
+  SearchOptions opt;
+  opt.top_k = 2;
+  SerialComm comm;
+  const double plain = run_search(w, c, opt).top.front().latency_s;
+  RunOptions run;
+  run.incumbent = plain;  // the fractions' plans to beat, as the job search has it
+  const auto search = [&](const JobVariant& v, const std::vector<double>* floors) {
+    RunOptions r = run;
+    r.floors = floors;
+    return run_search(apply(w, v), c, opt, false, comm, r);
+  };
+  // The whole range of fractions, as a bound.
+  JobVariant range = base_variant(w);
+  range.offload = 0.1;
+  range.offload_to = 1.0;
+  const SearchResult relaxed = search(range, nullptr);
+  ASSERT_FALSE(relaxed.top.empty());
+  ASSERT_EQ(relaxed.floors.size(), relaxed.configs.size());
+  for (std::size_t k = 0; k < relaxed.configs.size(); ++k) {
+    EXPECT_GE(relaxed.floors[k], relaxed.lower_bounds[k]);
+    if (const ConfigOutcome* o = relaxed.outcome(k); o != nullptr && o->best) {
+      EXPECT_EQ(relaxed.floors[k], o->best->latency_s);
+    }
+  }
+  int skipped_more = 0;
+  for (const double f : {0.1, 0.5, 1.0}) {
+    JobVariant v = base_variant(w);
+    v.offload = f;
+    const SearchResult own = search(v, nullptr);
+    const SearchResult given = search(v, &relaxed.floors);
+    ASSERT_EQ(own.top.size(), given.top.size()) << f;
+    for (std::size_t i = 0; i < own.top.size(); ++i) {
+      EXPECT_EQ(own.top[i].plan, given.top[i].plan) << f;
+      EXPECT_EQ(own.top[i].latency_s, given.top[i].latency_s) << f;
+    }
+    // Every configuration with a plan under the incumbent is searched and
+    // finds it; no floor is above a plan.
+    int under = 0;
+    for (std::size_t k = 0; k < own.configs.size(); ++k) {
+      const ConfigOutcome* o = own.outcome(k);
+      if (o == nullptr || !o->best) continue;
+      EXPECT_GE(o->best->latency_s, relaxed.floors[k]) << f << " configuration " << k;
+      if (o->best->latency_s >= plain) continue;
+      ++under;
+      const ConfigOutcome* g = given.outcome(k);
+      ASSERT_TRUE(g != nullptr && g->best) << f << " configuration " << k;
+      EXPECT_EQ(g->best->latency_s, o->best->latency_s) << f << " configuration " << k;
+    }
+    EXPECT_GT(under, 0) << f;
+    EXPECT_LE(given.stats.configs_evaluated, own.stats.configs_evaluated) << f;
+    skipped_more += given.stats.configs_evaluated < own.stats.configs_evaluated ? 1 : 0;
+  }
+  EXPECT_GT(skipped_more, 0);
+  // Per-stage recompute relaxes each job-wide setting.
+  const SearchResult per_stage = search(base_variant(w), nullptr);
+  for (const RecomputeSetting& s :
+       {RecomputeSetting{RecomputeKind::kNone}, RecomputeSetting{RecomputeKind::kFull, 0},
+        RecomputeSetting{RecomputeKind::kFull, 8}}) {
+    JobVariant v = base_variant(w);
+    v.recompute = s;
+    const SearchResult own = search(v, nullptr);
+    const SearchResult given = search(v, &per_stage.floors);
+    ASSERT_EQ(own.top.size(), given.top.size()) << to_string(s);
+    for (std::size_t i = 0; i < own.top.size(); ++i) {
+      EXPECT_EQ(own.top[i].plan, given.top[i].plan) << to_string(s);
+    }
+    EXPECT_LE(given.stats.configs_evaluated, own.stats.configs_evaluated) << to_string(s);
+  }
+}
+
 }  // namespace
 }  // namespace hapmoe
