@@ -383,7 +383,7 @@ std::vector<std::size_t> bound_shape_order(const std::vector<ParallelConfig>& co
 }
 
 ConfigBound config_lower_bound(const CostModel& model, const BoundShape& shape,
-                               const ParallelConfig& pi, double cut) {
+                               const ParallelConfig& pi, double cut, bool steps_above_cut) {
   const int n = model.workload().model.num_layers;
   const int moe = model.moe_layers_in(0, n);
   const double inf = std::numeric_limits<double>::infinity();
@@ -398,9 +398,21 @@ ConfigBound config_lower_bound(const CostModel& model, const BoundShape& shape,
     // returned is computed from that proven floor, a valid lower bound
     // like the bisection's (and, within the bisection's 1e-6, sometimes a
     // tighter one).
-    const double a = bound(0.0).latency;
-    const double k = bound(1.0).latency - a;
-    const double at = k > 0.0 ? std::max(0.0, (cut - a) / k) * (1.0 + 1e-6) : 0.0;
+    const ConfigBound zero = bound(0.0);
+    const ConfigBound one = bound(1.0);
+    // Where a + k * slowest passes the cut (a little beyond, for rounding).
+    const auto passes = [&](double a, double k) {
+      return k > 0.0 ? std::max(0.0, (cut - a) / k) * (1.0 + 1e-6) : 0.0;
+    };
+    if (steps_above_cut) {
+      // The steps pass the cut at a slower step than the latency: if the
+      // slowest step is proven above that, both bounds are above the cut.
+      const double at = passes(zero.steps, one.steps - zero.steps);
+      const double floor = bottleneck_floor_above(shape.types, pi.pp, n - moe, moe, at);
+      if (!std::isfinite(floor)) return {inf, inf};  // not enough stage groups
+      if (const ConfigBound b = bound(floor); b.steps > cut) return b;
+    }
+    const double at = passes(zero.latency, one.latency - zero.latency);
     const double floor = bottleneck_floor_above(shape.types, pi.pp, n - moe, moe, at);
     if (!std::isfinite(floor)) return {inf, inf};  // not enough stage groups
     if (const ConfigBound b = bound(floor); b.latency > cut) return b;

@@ -176,6 +176,7 @@ std::string encode_result(const SearchResult& r) {
   b.put(r.outcome_of);
   b.put(r.lower_bounds);
   b.put(r.floors);
+  b.put(r.step_bounds);
   b.put(r.estimates);
   b.put(r.ran_on);
   b.put(r.round_of);
@@ -201,6 +202,7 @@ SearchResult decode_result(const std::string& bytes) {
   b.get(r.outcome_of);
   b.get(r.lower_bounds);
   b.get(r.floors);
+  b.get(r.step_bounds);
   b.get(r.estimates);
   b.get(r.ran_on);
   b.get(r.round_of);
@@ -422,23 +424,28 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     const std::vector<std::size_t> by_shape = bound_shape_order(r.configs);
     std::vector<std::pair<ParallelConfig, BoundShape>> last(
         static_cast<std::size_t>(run.threads), {ParallelConfig{0}, {}});  // pp 0: none yet
-    HAPMOE_REQUIRE(run.floors == nullptr || run.floors->size() == n,
+    HAPMOE_REQUIRE((run.floors == nullptr || run.floors->size() == n) &&
+                       (run.step_floors == nullptr || run.step_floors->size() == n),
                    "run_search: the floors are not Pi's");
     const double incumbent_cut = skip_above(run.incumbent);
     const std::vector<ConfigBound> in_shape_order = computed_by_all<ConfigBound>(
         comm, run.threads, n, 512, watch, r.stopped, mine, [&](std::size_t i) {
           const ParallelConfig& pi = r.configs[by_shape[i]];
-          const double floor = run.floors != nullptr ? (*run.floors)[by_shape[i]] : 0.0;
+          const double steps = run.step_floors != nullptr ? (*run.step_floors)[by_shape[i]] : 0.0;
+          const double floor =
+              std::max(steps, run.floors != nullptr ? (*run.floors)[by_shape[i]] : 0.0);
           // Above the caller's incumbent a looser bound does: skipped all
           // the same (below).
-          if (floor > incumbent_cut) return ConfigBound{floor, floor};
+          if (floor > incumbent_cut) return ConfigBound{floor, steps};
           auto& [key, shape] = last[static_cast<std::size_t>(omp_get_thread_num())];
           if (const ParallelConfig k = bound_shape_key(pi); !(k == key)) {
             shape = bound_shape(model, pi, opt);
             key = k;
           }
-          ConfigBound b = config_lower_bound(model, shape, pi, incumbent_cut);
+          ConfigBound b =
+              config_lower_bound(model, shape, pi, incumbent_cut, run.step_bounds_above_cut);
           b.latency = std::max(b.latency, floor);
+          b.steps = std::max(b.steps, steps);
           return b;
         });
     bounds.resize(n);
@@ -921,6 +928,8 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   if (r.stopped == StopReason::kSignal && r.not_searched == 0) r.stopped = StopReason::kNone;
 
   if (rounds) {
+    r.step_bounds.resize(n);
+    for (std::size_t c = 0; c < n; ++c) r.step_bounds[c] = bounds[c].steps;
     r.floors.resize(n);
     for (std::size_t c = 0; c < n; ++c) {
       double& floor = r.floors[c];
@@ -928,9 +937,10 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
       const std::int32_t k = r.outcome_of[c];
       const ConfigOutcome* o = k < 0 ? nullptr : &searched[static_cast<std::size_t>(k)];
       if (o == nullptr || o->cancelled) continue;
-      floor = o->best ? o->best->latency_s
-                      : std::max(floor, std::nextafter(cut_of[c],
-                                                       std::numeric_limits<double>::infinity()));
+      floor =
+          o->best
+              ? o->best->latency_s
+              : std::max(floor, std::nextafter(cut_of[c], std::numeric_limits<double>::infinity()));
     }
   }
   finish_result(r, std::move(searched), skipped, opt.top_k);

@@ -122,6 +122,18 @@ struct RunOptions {
   // its bound; the others' bounds are raised to their floors. Changes the
   // statistics, never the plans. nullptr: none.
   const std::vector<double>* floors = nullptr;
+  // Per configuration of Pi: a floor of its bound without the tail term
+  // (ConfigBound::steps), the SearchResult::step_bounds of a search whose
+  // layer steps, boundaries, embedding and output are this one's (the job
+  // search's variants that differ only in sharding, offload or recompute:
+  // those change a stage's tail and what is added to its layers' steps,
+  // never the steps themselves). Used as `floors` are. nullptr: none.
+  const std::vector<double>* step_floors = nullptr;
+  // Bound each configuration so that its SearchResult::step_bounds is
+  // above the incumbent wherever one more test of the bottleneck floor
+  // proves it (config_lower_bound's steps_above_cut), for the searches
+  // that will take them as step_floors. Changes no plan or counter.
+  bool step_bounds_above_cut = false;
   // A search of more than this many configuration-layers (configurations
   // x the model's layers) is split over the ranks; a smaller one runs
   // whole on every rank, with one collective at the end: its rounds'
@@ -209,10 +221,14 @@ struct SearchResult {
   // under it; else its bound, or RunOptions::floors'). Empty without the
   // bound. For a search of a restriction of this one, RunOptions::floors.
   std::vector<double> floors;
-  std::vector<double> estimates;     // per config: work_estimate
-  std::vector<int> ran_on;    // per config: the rank that searched (its first part), -1 if none
-  std::vector<int> round_of;  // per config: its round, -1 if not searched
-  std::vector<int> parts;     // per config: the parts it was searched in, 0 if not
+  // Per config, with the bound: its ConfigBound::steps (at least
+  // RunOptions::step_floors'; that alone where a floor skipped it). Empty
+  // without the bound.
+  std::vector<double> step_bounds;
+  std::vector<double> estimates;  // per config: work_estimate
+  std::vector<int> ran_on;        // per config: the rank that searched (its first part), -1 if none
+  std::vector<int> round_of;      // per config: its round, -1 if not searched
+  std::vector<int> parts;         // per config: the parts it was searched in, 0 if not
   std::vector<RankFigures> ranks;  // per rank
   std::vector<UnitFigures> units;  // per unit searched: by round, parts of a config together
   int rounds = 0;                  // branch-and-bound rounds

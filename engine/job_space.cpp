@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <iterator>
 #include <memory>
@@ -406,6 +407,34 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     return spaces.back().second;
   };
 
+  // The step bounds (SearchResult::step_bounds) per (micro-batch, vpp,
+  // precision, dispatcher): the layer steps, boundaries, embedding and
+  // output depend on no other knob, so the first search of each gives
+  // them to the others as RunOptions::step_floors. Kept sparse: only
+  // those at most the K-th best when kept (it only falls); the others
+  // all as the least of them.
+  struct StepFloors {
+    std::size_t n = 0;
+    std::vector<std::pair<std::uint32_t, double>> low;
+    double rest = std::numeric_limits<double>::infinity();
+    std::vector<double> dense() const {
+      std::vector<double> out(n, rest);
+      for (const auto& [c, v] : low) out[c] = v;
+      return out;
+    }
+  };
+  using StepKey = std::tuple<int, int, Precision, Dispatcher>;
+  std::vector<std::pair<StepKey, StepFloors>> step_floors;
+  const auto step_key = [](const JobVariant& v) {
+    return StepKey{v.micro_batch, v.vpp, v.precision, v.dispatcher};
+  };
+  const auto find_steps = [&](const StepKey& key) -> const StepFloors* {
+    for (const auto& [k, f] : step_floors) {
+      if (k == key) return &f;
+    }
+    return nullptr;
+  };
+
   // One variant's search against `incumbent`, its outcome recorded;
   // nullopt when a check refuses the variant.
   StopReason stopped = StopReason::kNone;
@@ -427,7 +456,37 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     r.incumbent = std::min(run.incumbent, incumbent);
     r.configs = &space_of(vw, v, opt.space);
     r.floors = floors != nullptr && !floors->empty() ? floors : nullptr;
+    const StepKey key = step_key(v);
+    const StepFloors* known = find_steps(key);
+    std::vector<double> steps;
+    if (known != nullptr) {
+      steps = known->dense();
+      r.step_floors = &steps;
+    }
+    r.step_bounds_above_cut = known == nullptr;
     SearchResult res = run_search(vw, cluster, opt, false, comm, r);
+    if (known == nullptr && r.floors == nullptr && res.step_bounds.size() == r.configs->size() &&
+        res.stopped == StopReason::kNone) {
+      // Only what can still be under the K-th best is kept.
+      double kth = merged.kth();
+      if (static_cast<int>(res.top.size()) >= options.top_k) {
+        kth = std::min(kth, res.top.back().latency_s);
+      }
+      if (std::isfinite(kth)) {
+        const double cut = kth * (1.0 + 1e-12);
+        StepFloors f;
+        f.n = res.step_bounds.size();
+        for (std::size_t c = 0; c < f.n; ++c) {
+          const double b = res.step_bounds[c];
+          if (b <= cut) {
+            f.low.emplace_back(static_cast<std::uint32_t>(c), b);
+          } else {
+            f.rest = std::min(f.rest, b);
+          }
+        }
+        step_floors.emplace_back(key, std::move(f));
+      }
+    }
     o.stats = res.stats;
     for (UnitFigures u : res.units) {
       u.round += out.rounds;

@@ -222,9 +222,13 @@ std::vector<std::size_t> bound_shape_order(const std::vector<ParallelConfig>& co
 // `cut`: a bound above the cut may be a looser one, still above it (one
 // test of the bottleneck floor instead of its bisection; the driver skips
 // what is above its incumbent, RunOptions::incumbent, whatever its bound).
+// With `steps_above_cut` the steps bound too is above the cut wherever a
+// test of the floor at the step where the steps pass it proves that (a
+// second test where the first did not; RunOptions::step_bounds_above_cut).
 ConfigBound config_lower_bound(const CostModel& model, const BoundShape& shape,
                                const ParallelConfig& pi,
-                               double cut = std::numeric_limits<double>::infinity());
+                               double cut = std::numeric_limits<double>::infinity(),
+                               bool steps_above_cut = false);
 
 // A relative estimate of the work search_config does on pi. Without the
 // bound: the plain DP's transitions, counted (count_only), plus a fixed

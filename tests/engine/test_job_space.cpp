@@ -444,5 +444,74 @@ TEST(JobSpace, FloorsOfARelaxationSkipWorkAndChangeNoPlan) {
   }
 }
 
+// Sharding, offload and job-wide recompute change a stage's tail and what
+// is added to its layers' steps, never the steps: one variant's step
+// bounds (SearchResult::step_bounds) hold for the others of its
+// micro-batch, vpp, precision and dispatcher (RunOptions::step_floors).
+TEST(JobSpace, StepBoundsCarryAcrossShardingOffloadAndRecompute) {
+  const Workload w = load_workload("mixtral-l");
+  const ClusterSpec c = load_cluster("paper:32-1");
+  SearchOptions opt;
+  opt.top_k = 2;
+  SerialComm comm;
+  const double plain = run_search(w, c, opt).top.front().latency_s;
+  const auto search = [&](const JobVariant& v, const std::vector<double>* step_floors, bool above) {
+    RunOptions r;
+    r.incumbent = plain;
+    r.step_floors = step_floors;
+    r.step_bounds_above_cut = above;
+    return run_search(apply(w, v), c, opt, false, comm, r);
+  };
+  const JobVariant base = base_variant(w);
+  const SearchResult first = search(base, nullptr, true);
+  // The steps bound made tight above the cut changes no plan or counter.
+  const SearchResult loose = search(base, nullptr, false);
+  EXPECT_EQ(first.stats.configs_evaluated, loose.stats.configs_evaluated);
+  EXPECT_EQ(first.stats.configs_bounded, loose.stats.configs_bounded);
+  EXPECT_EQ(first.stats.transitions, loose.stats.transitions);
+  ASSERT_EQ(first.top.size(), loose.top.size());
+  EXPECT_EQ(first.top.front().plan, loose.top.front().plan);
+  const double cut = plain * (1 + 1e-12);
+  int tight = 0;
+  int tight_loose = 0;
+  ASSERT_EQ(first.step_bounds.size(), first.configs.size());
+  for (std::size_t k = 0; k < first.configs.size(); ++k) {
+    EXPECT_LE(first.step_bounds[k], first.lower_bounds[k]);
+    tight += first.step_bounds[k] > cut ? 1 : 0;
+    tight_loose += loose.step_bounds[k] > cut ? 1 : 0;
+  }
+  EXPECT_GT(tight, tight_loose);
+
+  std::vector<JobVariant> siblings(4, base);
+  siblings[0].fsdp = Fsdp::kOptimGradsParams;
+  siblings[1].fsdp = Fsdp::kOptimGrads;
+  siblings[2].offload = 0.5;
+  siblings[3].recompute = RecomputeSetting{RecomputeKind::kFull, 0};
+  for (const JobVariant& v : siblings) {
+    const SearchResult own = search(v, nullptr, false);
+    const SearchResult given = search(v, &first.step_bounds, false);
+    ASSERT_EQ(own.top.size(), given.top.size()) << to_string(v, true);
+    for (std::size_t i = 0; i < own.top.size(); ++i) {
+      EXPECT_EQ(own.top[i].plan, given.top[i].plan) << to_string(v, true);
+    }
+    int skipped = 0;  // by the carried bound, without their own
+    for (std::size_t k = 0; k < own.configs.size(); ++k) {
+      if (const ConfigOutcome* o = own.outcome(k); o != nullptr && o->best) {
+        EXPECT_GE(o->best->latency_s, first.step_bounds[k]) << to_string(v, true) << " " << k;
+        if (o->best->latency_s < plain) {
+          const ConfigOutcome* g = given.outcome(k);
+          ASSERT_TRUE(g != nullptr && g->best) << to_string(v, true) << " " << k;
+          EXPECT_EQ(g->best->latency_s, o->best->latency_s);
+        }
+      }
+      skipped += first.step_bounds[k] > cut && given.step_bounds[k] == first.step_bounds[k] &&
+                         given.lower_bounds[k] == first.step_bounds[k]
+                     ? 1
+                     : 0;
+    }
+    EXPECT_GT(skipped, 0) << to_string(v, true);
+  }
+}
+
 }  // namespace
 }  // namespace hapmoe
