@@ -410,19 +410,28 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
   // The step bounds (SearchResult::step_bounds) per (micro-batch, vpp,
   // precision, dispatcher): the layer steps, boundaries, embedding and
   // output depend on no other knob, so the first search of each gives
-  // them to the others as RunOptions::step_floors. Kept sparse: only
-  // those at most the K-th best when kept (it only falls); the others
-  // all as the least of them.
+  // them to the others as RunOptions::step_floors. Kept sparse: only those
+  // at most the cut of any later search (every later incumbent is at most
+  // the K-th best after the workload's own combination, base_kth); the
+  // others all as the least of them.
   struct StepFloors {
     std::size_t n = 0;
     std::vector<std::pair<std::uint32_t, double>> low;
     double rest = std::numeric_limits<double>::infinity();
+    void keep_under(double cut) {
+      std::erase_if(low, [&](const auto& e) {
+        if (e.second <= cut) return false;
+        rest = std::min(rest, e.second);
+        return true;
+      });
+    }
     std::vector<double> dense() const {
       std::vector<double> out(n, rest);
       for (const auto& [c, v] : low) out[c] = v;
       return out;
     }
   };
+  bool base_done = false;  // base_kth is set
   using StepKey = std::tuple<int, int, Precision, Dispatcher>;
   std::vector<std::pair<StepKey, StepFloors>> step_floors;
   const auto step_key = [](const JobVariant& v) {
@@ -465,27 +474,19 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     }
     r.step_bounds_above_cut = known == nullptr;
     SearchResult res = run_search(vw, cluster, opt, false, comm, r);
+    // Kept where a later search can skip by them: in the workload's own
+    // combination (all of them, cut once base_kth is known) or under a
+    // finite base_kth.
+    const double later = std::min(run.incumbent, base_kth);
     if (known == nullptr && r.floors == nullptr && res.step_bounds.size() == r.configs->size() &&
-        res.stopped == StopReason::kNone) {
-      // Only what can still be under the K-th best is kept.
-      double kth = merged.kth();
-      if (static_cast<int>(res.top.size()) >= options.top_k) {
-        kth = std::min(kth, res.top.back().latency_s);
+        res.stopped == StopReason::kNone && (!base_done || std::isfinite(later))) {
+      StepFloors f;
+      f.n = res.step_bounds.size();
+      for (std::size_t c = 0; c < f.n; ++c) {
+        f.low.emplace_back(static_cast<std::uint32_t>(c), res.step_bounds[c]);
       }
-      if (std::isfinite(kth)) {
-        const double cut = kth * (1.0 + 1e-12);
-        StepFloors f;
-        f.n = res.step_bounds.size();
-        for (std::size_t c = 0; c < f.n; ++c) {
-          const double b = res.step_bounds[c];
-          if (b <= cut) {
-            f.low.emplace_back(static_cast<std::uint32_t>(c), b);
-          } else {
-            f.rest = std::min(f.rest, b);
-          }
-        }
-        step_floors.emplace_back(key, std::move(f));
-      }
+      f.keep_under(later * (1.0 + 1e-12));
+      step_floors.emplace_back(key, std::move(f));
     }
     o.stats = res.stats;
     for (UnitFigures u : res.units) {
@@ -589,7 +590,16 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     Found found = search_combo(combo, incumbent, nullptr);
     record_best(combo, found.best);
     for (auto& [res, index] : found.results) merged.add(std::move(res), index);
-    if (away == 0) base_kth = merged.kth();
+    if (away != 0) continue;
+    // The workload's own combination is done: later incumbents are at
+    // most base_kth.
+    base_kth = merged.kth();
+    base_done = true;
+    const double later = std::min(run.incumbent, base_kth);
+    std::erase_if(step_floors, [&](auto& e) {
+      e.second.keep_under(later * (1.0 + 1e-12));
+      return !std::isfinite(later);
+    });
   }
   // Offload, as a dimension (it can pay where plans fit without it, by
   // saving recomputation): per combination, branch and bound over ranges
