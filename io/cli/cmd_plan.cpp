@@ -320,7 +320,7 @@ BaselineRun search_with_progress(
     // Segments as long as the commits are apart (--checkpoint-every 0:
     // 0.1 s, each committed), so a commit is due at most one segment late.
     q.run.segment_s = std::max(q.checkpoint_s, 0.1);
-    q.run.stop_requested = [&comm, asked = std::make_shared<std::atomic<std::int64_t>>(0),
+    q.run.stop_requested = [asked = std::make_shared<std::atomic<std::int64_t>>(0),
                             at = injected_signal_unit(comm)] {
       // Test hook: SIGTERM to itself before the at-th unit.
       if (at > 0 && asked->fetch_add(1) + 1 == at) std::raise(SIGTERM);
