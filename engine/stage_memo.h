@@ -222,6 +222,9 @@ class Evaluator {
   // no stage of type h holds more anywhere: an earlier position holds more
   // micro-batches in flight, the first the embedding too.
   int max_fitting_layers(int h);
+  // max_fitting_layers' guess at position i (below `most`) from the memory
+  // of full recomputation of 1 and 2 layers, extrapolated; -1 if none.
+  int fitting_guess(int h, int i, int most) const;
 
   // The cheapest step of one layer of the model on type h.
   double layer_floor(int h) const {

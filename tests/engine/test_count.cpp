@@ -369,6 +369,18 @@ TEST(Count, AlikeLayersFitNowhereBeyondTheLaterPositions) {
       if (ev.cap(h) == 0) continue;
       const int most = ev.max_fitting_layers(h);
       bound_binds += most < n - (pi.pp - 1) ? 1 : 0;
+      // And it is the most that fits at the later positions, counted one
+      // by one (its guess from two sizes, Evaluator::fitting_guess, is
+      // taken only where the bisection would end).
+      const int cap = n - (pi.pp - 1);
+      int counted = 0;
+      for (int i = std::max(0, pi.pp - 2); i < pi.pp && counted < n; ++i) {
+        if (ev.fits(h, i, n - cap, cap)) counted = n;
+        for (int k = 1; k < cap && counted < n && ev.fits(h, i, n - k, k); ++k) {
+          counted = std::max(counted, k);
+        }
+      }
+      EXPECT_EQ(most, counted) << "trial " << trial << " pp" << pi.pp << " type " << h;
       for (int i = 0; i < pi.pp; ++i) {
         // Stage i holds [j, j + k): i layers at least before it, one
         // at least per stage after it.
