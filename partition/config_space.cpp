@@ -72,7 +72,7 @@ std::vector<ParallelConfig> enumerate_configs(const Workload& w, const ClusterSp
             for (int tpe : m.is_moe() ? divisors(folded) : std::vector<int>{1}) {
               if (options.fixed_tpe > 0 && tpe != options.fixed_tpe) continue;
               ParallelConfig pi{pp, tp, cp, ep, tpe, dp, t.micro_batch, options.vpp};
-              if (!check_parallel(pi, w).empty()) continue;
+              if (!parallel_ok(pi, w)) continue;
               int groups = 0;
               for (int h = 0; h < cluster.num_types() && groups < pp; ++h) {
                 groups += stage_capacity(cluster, h, pi, options.constraints);

@@ -1,6 +1,8 @@
 #include "partition/constraints.h"
 
 #include <algorithm>
+#include <array>
+#include <utility>
 #include <vector>
 
 namespace hapmoe {
@@ -11,68 +13,120 @@ std::string deg(const char* name, int v) { return std::string(name) + "=" + std:
 
 }  // namespace
 
-std::string check_parallel(const ParallelConfig& pi, const Workload& w) {
+namespace {
+
+// The rules of check_parallel, in the order it checks them.
+enum class ParallelRule {
+  kOk,
+  kDegreeBelowOne,
+  kPpOverLayers,
+  kPpWithActivationOffload,
+  kTpHeads,
+  kTpKvHeads,
+  kDenseExperts,
+  kEpExperts,
+  kExpertFold,
+  kEpFp16,
+  kCpSeqLen,
+  kBatch,
+  kVppOnePp,
+  kVppMicroBatches,
+};
+
+// The degrees every configuration has, each at least 1.
+std::array<std::pair<const char*, int>, 8> degrees(const ParallelConfig& pi) {
+  return {{{"pp", pi.pp},
+           {"tp", pi.tp},
+           {"cp", pi.cp},
+           {"ep", pi.ep},
+           {"tpe", pi.tpe},
+           {"dp", pi.dp},
+           {"micro_batch", pi.micro_batch},
+           {"vpp", pi.vpp}}};
+}
+
+// The first rule pi breaks (kOk: none); no message is built, so the
+// enumeration of Pi rejects its candidates cheaply.
+ParallelRule broken_rule(const ParallelConfig& pi, const Workload& w) {
   const ModelSpec& m = w.model;
   const TrainingSpec& t = w.training;
-  for (const auto& [name, v] : {std::pair<const char*, int>{"pp", pi.pp},
-                                {"tp", pi.tp},
-                                {"cp", pi.cp},
-                                {"ep", pi.ep},
-                                {"tpe", pi.tpe},
-                                {"dp", pi.dp},
-                                {"micro_batch", pi.micro_batch},
-                                {"vpp", pi.vpp}}) {
-    if (v < 1) return deg(name, v) + " must be at least 1";
+  for (const auto& d : degrees(pi)) {
+    if (d.second < 1) return ParallelRule::kDegreeBelowOne;
   }
-  if (pi.pp > m.num_layers) {
-    return deg("pp", pi.pp) + " exceeds the model's " + std::to_string(m.num_layers) + " layers";
-  }
-  if (t.activation_offload_layers > 0 && pi.pp > 1) {
-    // Megatron-LM core_v0.15.0 transformer_config.py.
-    return deg("pp", pi.pp) +
-           " with activation offload: Megatron-Core has no pipeline parallelism with CPU "
-           "offloading";
-  }
-  if (m.num_heads % pi.tp != 0) {
-    return deg("tp", pi.tp) + " does not divide num_heads=" + std::to_string(m.num_heads);
-  }
-  if (m.num_kv_heads % pi.tp != 0) {
-    return deg("tp", pi.tp) +
-           " does not divide num_kv_heads (query groups)=" + std::to_string(m.num_kv_heads);
-  }
-  if (!m.is_moe() && (pi.ep != 1 || pi.tpe != 1)) {
-    return "ep and tpe must be 1 for a dense model (got " + deg("ep", pi.ep) + ", " +
-           deg("tpe", pi.tpe) + ")";
-  }
-  if (m.is_moe() && m.num_experts % pi.ep != 0) {
-    return deg("ep", pi.ep) + " does not divide num_experts=" + std::to_string(m.num_experts);
-  }
-  if (pi.stage_devices() % (pi.ep * pi.tpe) != 0) {
-    return "ep*tpe=" + std::to_string(pi.ep * pi.tpe) +
-           " does not divide tp*cp*dp=" + std::to_string(pi.stage_devices()) +
-           " (the expert group must fold into the stage)";
-  }
-  if (pi.ep > 1 && t.precision == Precision::kFp16) {
-    return deg("ep", pi.ep) + " with fp16: Megatron-LM rejects expert parallelism with --fp16";
-  }
-  if (pi.cp > 1 && t.seq_len % (2 * pi.cp) != 0) {
-    return deg("cp", pi.cp) + ": seq_len=" + std::to_string(t.seq_len) +
-           " is not divisible by 2*cp=" + std::to_string(2 * pi.cp);
-  }
-  if (t.global_batch % (pi.micro_batch * pi.dp) != 0) {
-    return "global_batch=" + std::to_string(t.global_batch) +
-           " is not divisible by micro_batch*dp=" + std::to_string(pi.micro_batch * pi.dp);
-  }
+  if (pi.pp > m.num_layers) return ParallelRule::kPpOverLayers;
+  // Megatron-LM core_v0.15.0 transformer_config.py.
+  if (t.activation_offload_layers > 0 && pi.pp > 1) return ParallelRule::kPpWithActivationOffload;
+  if (m.num_heads % pi.tp != 0) return ParallelRule::kTpHeads;
+  if (m.num_kv_heads % pi.tp != 0) return ParallelRule::kTpKvHeads;
+  if (!m.is_moe() && (pi.ep != 1 || pi.tpe != 1)) return ParallelRule::kDenseExperts;
+  if (m.is_moe() && m.num_experts % pi.ep != 0) return ParallelRule::kEpExperts;
+  if (pi.stage_devices() % (pi.ep * pi.tpe) != 0) return ParallelRule::kExpertFold;
+  if (pi.ep > 1 && t.precision == Precision::kFp16) return ParallelRule::kEpFp16;
+  if (pi.cp > 1 && t.seq_len % (2 * pi.cp) != 0) return ParallelRule::kCpSeqLen;
+  if (t.global_batch % (pi.micro_batch * pi.dp) != 0) return ParallelRule::kBatch;
   if (pi.vpp > 1) {
     // Megatron-LM's interleaved schedule (REFERENCE.md 3.2.10; its
     // schedules.py asks for micro-batches in groups of PP).
-    if (pi.pp < 2) return deg("vpp", pi.vpp) + " needs pp > 1 (got " + deg("pp", pi.pp) + ")";
-    const int micro_batches = t.global_batch / (pi.micro_batch * pi.dp);
-    if (micro_batches % pi.pp != 0) {
-      return deg("vpp", pi.vpp) + ": the " + std::to_string(micro_batches) +
+    if (pi.pp < 2) return ParallelRule::kVppOnePp;
+    if (t.global_batch / (pi.micro_batch * pi.dp) % pi.pp != 0) {
+      return ParallelRule::kVppMicroBatches;
+    }
+  }
+  return ParallelRule::kOk;
+}
+
+}  // namespace
+
+bool parallel_ok(const ParallelConfig& pi, const Workload& w) {
+  return broken_rule(pi, w) == ParallelRule::kOk;
+}
+
+std::string check_parallel(const ParallelConfig& pi, const Workload& w) {
+  const ModelSpec& m = w.model;
+  const TrainingSpec& t = w.training;
+  switch (broken_rule(pi, w)) {
+    case ParallelRule::kOk:
+      return "";
+    case ParallelRule::kDegreeBelowOne:
+      for (const auto& [name, v] : degrees(pi)) {
+        if (v < 1) return deg(name, v) + " must be at least 1";
+      }
+      return "";
+    case ParallelRule::kPpOverLayers:
+      return deg("pp", pi.pp) + " exceeds the model's " + std::to_string(m.num_layers) + " layers";
+    case ParallelRule::kPpWithActivationOffload:
+      return deg("pp", pi.pp) +
+             " with activation offload: Megatron-Core has no pipeline parallelism with CPU "
+             "offloading";
+    case ParallelRule::kTpHeads:
+      return deg("tp", pi.tp) + " does not divide num_heads=" + std::to_string(m.num_heads);
+    case ParallelRule::kTpKvHeads:
+      return deg("tp", pi.tp) +
+             " does not divide num_kv_heads (query groups)=" + std::to_string(m.num_kv_heads);
+    case ParallelRule::kDenseExperts:
+      return "ep and tpe must be 1 for a dense model (got " + deg("ep", pi.ep) + ", " +
+             deg("tpe", pi.tpe) + ")";
+    case ParallelRule::kEpExperts:
+      return deg("ep", pi.ep) + " does not divide num_experts=" + std::to_string(m.num_experts);
+    case ParallelRule::kExpertFold:
+      return "ep*tpe=" + std::to_string(pi.ep * pi.tpe) +
+             " does not divide tp*cp*dp=" + std::to_string(pi.stage_devices()) +
+             " (the expert group must fold into the stage)";
+    case ParallelRule::kEpFp16:
+      return deg("ep", pi.ep) + " with fp16: Megatron-LM rejects expert parallelism with --fp16";
+    case ParallelRule::kCpSeqLen:
+      return deg("cp", pi.cp) + ": seq_len=" + std::to_string(t.seq_len) +
+             " is not divisible by 2*cp=" + std::to_string(2 * pi.cp);
+    case ParallelRule::kBatch:
+      return "global_batch=" + std::to_string(t.global_batch) +
+             " is not divisible by micro_batch*dp=" + std::to_string(pi.micro_batch * pi.dp);
+    case ParallelRule::kVppOnePp:
+      return deg("vpp", pi.vpp) + " needs pp > 1 (got " + deg("pp", pi.pp) + ")";
+    case ParallelRule::kVppMicroBatches:
+      return deg("vpp", pi.vpp) + ": the " +
+             std::to_string(t.global_batch / (pi.micro_batch * pi.dp)) +
              " micro-batches per iteration are not a multiple of " + deg("pp", pi.pp) +
              ", as the interleaved schedule needs";
-    }
   }
   return "";
 }

@@ -41,8 +41,11 @@ struct Placement {
 Placement place_stages(const ClusterSpec& cluster, int stage_devices,
                        const std::vector<int>& stage_types);
 
-// pi against the model and batch (device independent).
+// pi against the model and batch (device independent): why it is not a
+// configuration Megatron-LM runs, "" if it is.
 std::string check_parallel(const ParallelConfig& pi, const Workload& workload);
+// check_parallel(pi, workload).empty(), without building a message.
+bool parallel_ok(const ParallelConfig& pi, const Workload& workload);
 
 // The training precision against every device type of the cluster: FP8
 // needs an FP8 peak on each (the cost tables are built for every type).

@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -295,6 +298,54 @@ TEST(ConstraintsFp8, DelayedScalingRefusesMoeActAndLayernormRecompute) {
   plan.stages[0].recompute = {RecomputeKind::kSelective, 0};
   w.training.fp8_recipe = Fp8Recipe::kTensorwise;
   EXPECT_EQ(check_plan(plan, w, c), "");
+}
+
+// parallel_ok, the enumeration's check, takes the same decisions as
+// check_parallel without building its messages; every rule is reached.
+TEST(ConstraintsParallel, OkIsCheckParallelWithoutTheMessage) {
+  std::set<std::string> kinds;  // the messages, digits masked
+  int checked = 0;
+  for (const bool moe : {true, false}) {
+    for (const Precision precision : {Precision::kBf16, Precision::kFp16}) {
+      for (const int offload : {0, 2}) {
+        Workload w = workload();
+        if (!moe) {
+          w.model.num_experts = 0;
+          w.model.moe_layers.assign(8, 0);
+        }
+        w.model.num_kv_heads = 4;
+        w.training.precision = precision;
+        w.training.activation_offload_layers = offload;
+        for (int pp = 0; pp <= 9; ++pp) {
+          for (const int tp : {1, 2, 4, 8}) {
+            for (const int cp : {1, 2, 3}) {
+              for (const int ep : {1, 2, 3}) {
+                for (const int tpe : {1, 2}) {
+                  for (const int dp : {1, 2, 3, 4}) {
+                    for (const int vpp : {1, 2}) {
+                      for (const int b : {1, 2}) {
+                        const ParallelConfig c{pp, tp, cp, ep, tpe, dp, b, vpp};
+                        const std::string why = check_parallel(c, w);
+                        ASSERT_EQ(parallel_ok(c, w), why.empty()) << why;
+                        std::string kind = why;
+                        std::replace_if(
+                            kind.begin(), kind.end(),
+                            [](unsigned char ch) { return std::isdigit(ch) != 0; }, '#');
+                        kinds.insert(kind);
+                        ++checked;
+                      }
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 10000);
+  EXPECT_GE(kinds.size(), 14u);  // "" and each rule's message
 }
 
 }  // namespace hapmoe
