@@ -367,17 +367,27 @@ TEST(JobSpace, JobWideRecomputeIsTheBestSettingAndPerStageBoundsIt) {
   EXPECT_LE(vpp.best_s, job.best_s);
 }
 
+// What a search carries to another (floors, step bounds) is checked on
+// Mixtral-L on paper:32-1, top 2, against its best plan without the knobs.
+struct CarryCase {
+  Workload w = load_workload("mixtral-l");
+  ClusterSpec c = load_cluster("paper:32-1");
+  SearchOptions opt = [] {
+    SearchOptions o;
+    o.top_k = 2;
+    return o;
+  }();
+  double plain = run_search(w, c, opt).top.front().latency_s;
+};
+
 // A search's floors (SearchResult::floors) hold for every search it
 // relaxes: a range of offload fractions for each fraction in it, per-stage
 // recompute for a job-wide setting. Given as RunOptions::floors they skip
 // configurations without their bound and change no plan.
 TEST(JobSpace, FloorsOfARelaxationSkipWorkAndChangeNoPlan) {
-  const Workload w = load_workload("mixtral-l");
-  const ClusterSpec c = load_cluster("paper:32-1");
-  SearchOptions opt;
-  opt.top_k = 2;
+  const CarryCase carry;
+  const auto& [w, c, opt, plain] = carry;
   SerialComm comm;
-  const double plain = run_search(w, c, opt).top.front().latency_s;
   RunOptions run;
   run.incumbent = plain;  // the fractions' plans to beat, as the job search has it
   const auto search = [&](const JobVariant& v, const std::vector<double>* floors) {
@@ -449,12 +459,9 @@ TEST(JobSpace, FloorsOfARelaxationSkipWorkAndChangeNoPlan) {
 // bounds (SearchResult::step_bounds) hold for the others of its
 // micro-batch, vpp, precision and dispatcher (RunOptions::step_floors).
 TEST(JobSpace, StepBoundsCarryAcrossShardingOffloadAndRecompute) {
-  const Workload w = load_workload("mixtral-l");
-  const ClusterSpec c = load_cluster("paper:32-1");
-  SearchOptions opt;
-  opt.top_k = 2;
+  const CarryCase carry;
+  const auto& [w, c, opt, plain] = carry;
   SerialComm comm;
-  const double plain = run_search(w, c, opt).top.front().latency_s;
   const auto search = [&](const JobVariant& v, const std::vector<double>* step_floors, bool above) {
     RunOptions r;
     r.incumbent = plain;
