@@ -386,7 +386,10 @@ struct CarryCase {
 // configurations without their bound and change no plan.
 TEST(JobSpace, FloorsOfARelaxationSkipWorkAndChangeNoPlan) {
   const CarryCase carry;
-  const auto& [w, c, opt, plain] = carry;
+  const Workload& w = carry.w;  // (not a structured binding: lambdas below take them)
+  const ClusterSpec& c = carry.c;
+  const SearchOptions& opt = carry.opt;
+  const double plain = carry.plain;
   SerialComm comm;
   RunOptions run;
   run.incumbent = plain;  // the fractions' plans to beat, as the job search has it
@@ -460,7 +463,10 @@ TEST(JobSpace, FloorsOfARelaxationSkipWorkAndChangeNoPlan) {
 // micro-batch, vpp, precision and dispatcher (RunOptions::step_floors).
 TEST(JobSpace, StepBoundsCarryAcrossShardingOffloadAndRecompute) {
   const CarryCase carry;
-  const auto& [w, c, opt, plain] = carry;
+  const Workload& w = carry.w;  // (not a structured binding: lambdas below take them)
+  const ClusterSpec& c = carry.c;
+  const SearchOptions& opt = carry.opt;
+  const double plain = carry.plain;
   SerialComm comm;
   const auto search = [&](const JobVariant& v, const std::vector<double>* step_floors, bool above) {
     RunOptions r;
