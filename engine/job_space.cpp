@@ -472,14 +472,17 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
       steps = known->dense();
       r.step_floors = &steps;
     }
-    r.step_bounds_above_cut = known == nullptr;
-    SearchResult res = run_search(vw, cluster, opt, false, comm, r);
-    // Kept where a later search can skip by them: in the workload's own
-    // combination (all of them, cut once base_kth is known) or under a
-    // finite base_kth.
+    // This search's step bounds are kept where a later search can skip by
+    // them: in the workload's own combination (all of them, cut once
+    // base_kth is known) or under a finite base_kth. Not from a search
+    // given floors: those skip configurations without their step bound.
     const double later = std::min(run.incumbent, base_kth);
-    if (known == nullptr && r.floors == nullptr && res.step_bounds.size() == r.configs->size() &&
-        res.stopped == StopReason::kNone && (!base_done || std::isfinite(later))) {
+    const bool keep_steps =
+        known == nullptr && r.floors == nullptr && (!base_done || std::isfinite(later));
+    r.step_bounds_above_cut = keep_steps;
+    SearchResult res = run_search(vw, cluster, opt, false, comm, r);
+    if (keep_steps && res.step_bounds.size() == r.configs->size() &&
+        res.stopped == StopReason::kNone) {
       StepFloors f;
       f.n = res.step_bounds.size();
       for (std::size_t c = 0; c < f.n; ++c) {
