@@ -243,12 +243,9 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   return run_search(w, cluster, opt, bruteforce, serial, RunOptions{});
 }
 
-namespace {
-
-// A configuration whose lower bound is above this cannot enter the top K
-// once the K-th best latency is `incumbent` (the margin: the same stages
-// summed in another order).
 double skip_above(double incumbent) { return incumbent * (1.0 + 1e-12); }
+
+namespace {
 
 // A small search (RunOptions::split_above), whole on rank 0 alone: the
 // others wait in the one collective without spinning (Comm::allgather

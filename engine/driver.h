@@ -81,6 +81,12 @@ struct SearchResume {
   int rounds = 0;                    // rounds of that run (all committed)
 };
 
+// A configuration whose lower bound is above this cannot enter the top K
+// once the K-th best latency is `incumbent` (the margin: the same stages
+// summed in another order). A search skips above it, and keeps no plan
+// above it (SearchResult::floors).
+double skip_above(double incumbent);
+
 struct RunOptions {
   int threads = 1;  // OpenMP threads of this rank
   // Branch and bound runs in rounds of this many configurations (those

@@ -488,7 +488,7 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
       for (std::size_t c = 0; c < f.n; ++c) {
         f.low.emplace_back(static_cast<std::uint32_t>(c), res.step_bounds[c]);
       }
-      f.keep_under(later * (1.0 + 1e-12));
+      f.keep_under(skip_above(later));
       step_floors.emplace_back(key, std::move(f));
     }
     o.stats = res.stats;
@@ -600,7 +600,7 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     base_done = true;
     const double later = std::min(run.incumbent, base_kth);
     std::erase_if(step_floors, [&](auto& e) {
-      e.second.keep_under(later * (1.0 + 1e-12));
+      e.second.keep_under(skip_above(later));
       return !std::isfinite(later);
     });
   }
