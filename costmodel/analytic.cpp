@@ -205,6 +205,7 @@ RoutedExpertTime routed_expert_time(const ModelSpec& m, const DeviceSpec& d, dou
   // over the rows) of both GEMMs.
   r.bwd = group(rows, width, h) + group(width, h, rows) + group(rows, h, up * width) +
           group(h, up * width, rows) + 2.0 * r.act_fwd + cast * copies * (h + up * width);
+  r.wgrad = group(width, h, rows) + group(h, up * width, rows);
   r.fixed_fwd = permute + r.kernels_fwd * d.kernel_overhead;
   r.fixed_bwd = permute + r.kernels_bwd * d.kernel_overhead;
   return r;

@@ -52,6 +52,7 @@ struct RoutedExpertTime {
   double fwd = 0;      // grouped GEMMs + activation function: what imbalance,
   double bwd = 0;      // kernel efficiency eta and a measured FFN scale
   double act_fwd = 0;  // the activation function alone
+  double wgrad = 0;    // the weight-gradient GEMMs, part of bwd
   // Token permutation and the experts' kernel overhead, which grow with
   // neither imbalance nor eta.
   double fixed_fwd = 0;

@@ -416,6 +416,13 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
                               experts.fixed_bwd;
     compute_fwd += ce.router_fwd + expert_fwd + ce.shared_fwd;
     compute_bwd += ce.router_bwd + expert_bwd + ce.shared_bwd;
+    c.mlp_fwd_s = expert_fwd + ce.shared_fwd;
+    c.mlp_bwd_s = expert_bwd + ce.shared_bwd;
+    // Weight gradients: the routed experts' wgrad GEMMs at the share they
+    // have of the experts' backward kernels, and half the shared experts'
+    // backward (its data and weight gradients are GEMMs of equal FLOPs).
+    c.mlp_wgrad_s =
+        (expert_bwd - experts.fixed_bwd) * experts.wgrad / experts.bwd + 0.5 * ce.shared_bwd;
     if (m.shared_expert_ffn_hidden > 0) {
       tp_comm += tp_block;  // the shared expert is a TP-sharded MLP
       tp_comm_bwd += tp_block;
@@ -488,15 +495,24 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
     if (moe && m.shared_expert_ffn_hidden > 0) block(ce.shared_fwd, ce.shared_bwd);
   }
   // --overlap-moe-expert-parallel-comm: in the steady state Megatron runs
-  // one micro-batch's forward beside another's backward, so a forward
-  // exchange hides behind the backward compute and the other way round.
-  // The exchange's kernels hold kDispatchComputeUnits SMs meanwhile, so
-  // the compute they hide behind runs that much slower.
+  // one micro-batch's layer forward beside another's layer backward, in
+  // four phases, each an exchange on the communication stream beside the
+  // compute it does not depend on (docs/costmodel.md, "Overlap"):
+  //   combine bwd  | attention fwd
+  //   dispatch fwd | experts bwd (data gradients; weight gradients too
+  //                  unless --delay-wgrad-compute)
+  //   dispatch bwd | the delayed weight gradients, experts fwd
+  //   combine fwd  | attention bwd
+  // Dispatch and combine are each half the exchange. The exchange's kernels
+  // hold kDispatchComputeUnits SMs meanwhile, so the compute they hide
+  // behind runs that much slower.
   double ep_hidden_f = 0.0;
   double ep_hidden_b = 0.0;
   if (moe && tr.overlap.moe_ep_comm) {
-    ep_hidden_f = std::min(moe_comm, compute_bwd);
-    ep_hidden_b = std::min(moe_comm, compute_fwd);
+    const double half = 0.5 * moe_comm;
+    const double delayed = tr.overlap.delay_wgrad ? c.mlp_wgrad_s : 0.0;
+    ep_hidden_f = std::min(half, c.mlp_bwd_s - delayed) + std::min(half, compute_bwd - c.mlp_bwd_s);
+    ep_hidden_b = std::min(half, compute_fwd - c.mlp_fwd_s) + std::min(half, delayed + c.mlp_fwd_s);
     const double units = dev.compute_units;
     const double steal = units > kDispatchComputeUnits
                              ? kDispatchComputeUnits / (units - kDispatchComputeUnits)

@@ -68,6 +68,11 @@ struct LayerCost {
   double dense_params = 0;      // non-expert parameters held per device
   double expert_params = 0;     // routed-expert parameters held per device
   double moe_buffer_bytes = 0;  // transient dispatch buffers (not summed)
+  // The MoE block's compute (routed and shared experts) within fwd_parts
+  // and bwd_parts.compute before the overlap's slowdown, and the backward's
+  // weight-gradient part: what --overlap-moe-expert-parallel-comm pairs
+  // with the exchange (docs/costmodel.md, "Overlap"). Zero in dense layers.
+  double mlp_fwd_s = 0, mlp_bwd_s = 0, mlp_wgrad_s = 0;
   // Breakdown of fwd_s and bwd_s (no p2p, no recompute), for reports.
   StepParts fwd_parts;
   StepParts bwd_parts;

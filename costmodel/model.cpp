@@ -170,6 +170,11 @@ std::string validate(const TrainingSpec& t, const ModelSpec& m) {
     return "overlap.param_gather needs the distributed optimizer (Megatron: "
            "--overlap-param-gather needs --use-distributed-optimizer)";
   }
+  if (t.overlap.delay_wgrad && !t.overlap.moe_ep_comm) {
+    // core_v0.15.0 transformer_config.py.
+    return "overlap.delay_wgrad needs overlap.moe_ep_comm (Megatron: --delay-wgrad-compute "
+           "needs --overlap-moe-expert-parallel-comm)";
+  }
   if (!(t.optimizer_offload_fraction >= 0.0) || t.optimizer_offload_fraction > 1.0) {
     return "optimizer_offload_fraction = " + std::to_string(t.optimizer_offload_fraction) +
            " must be in [0, 1]";

@@ -102,6 +102,7 @@ struct Overlap {
   bool param_gather = false;  // --overlap-param-gather (distributed optimizer)
   bool tp_comm = false;       // --tp-comm-overlap
   bool moe_ep_comm = false;   // --overlap-moe-expert-parallel-comm
+  bool delay_wgrad = false;   // --delay-wgrad-compute (needs moe_ep_comm)
   bool operator==(const Overlap&) const = default;
 };
 

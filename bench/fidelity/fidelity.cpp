@@ -52,6 +52,7 @@ Case read_case(const Json& j, const std::string& origin, const std::string& poin
   if (const auto f = r.opt_string("fsdp")) {
     c.overrides.fsdp = parse_fsdp(*f, origin + ":" + r.pointer("fsdp"));
   }
+  if (const auto g = r.opt_bool("grad_reduce_in_bf16")) c.overrides.grad_reduce_in_bf16 = *g;
   if (const auto d = r.opt_string("dispatcher")) {
     c.overrides.dispatcher = parse_dispatcher(*d, origin + ":" + r.pointer("dispatcher"));
   }
@@ -64,15 +65,19 @@ Case read_case(const Json& j, const std::string& origin, const std::string& poin
       c.overrides.overlap.tp_comm = true;
     } else if (o == "moe_ep_comm") {
       c.overrides.overlap.moe_ep_comm = true;
+    } else if (o == "delay_wgrad") {
+      c.overrides.overlap.delay_wgrad = true;
     } else {
-      r.fail("overlap", "unknown overlap \"" + o +
-                            "\" (expected grad_reduce, param_gather, tp_comm or moe_ep_comm)");
+      r.fail("overlap",
+             "unknown overlap \"" + o +
+                 "\" (expected grad_reduce, param_gather, tp_comm, moe_ep_comm or delay_wgrad)");
     }
   }
   const Json& plan = r.get_raw("plan");
   if (!plan.is_object()) r.fail("plan", "expected a plan object, got " + describe(plan));
   c.plan_text = plan.dump();
   c.measured_s = r.get_number("measured_s", 1e-6, 1e9);
+  c.settings_from = r.opt_string("settings_from").value_or("");
   c.approximations = string_list(r, "approximations");
   c.outside_median = r.opt_string("outside_median").value_or("");
   r.finish();
@@ -297,6 +302,10 @@ void print_report(std::ostream& out, const std::vector<Outcome>& outcomes, const
     if (!o.fits) notes += std::string(notes.empty() ? "" : "; ") + "predicted not to fit";
     out << fmt("  %-22s %9.3fs %9.3fs %+7.1f%% %5.1f%%  %s\n", o.c.id.c_str(), o.c.measured_s,
                o.predicted_s, 100 * o.error, 100 * o.mfu, notes.c_str());
+  }
+  out << "\nwhere the settings the rows do not print come from:\n";
+  for (const Outcome& o : outcomes) {
+    if (!o.c.settings_from.empty()) out << "  " << o.c.id << ": " << o.c.settings_from << "\n";
   }
   out << "\nwhat each row approximates or leaves out:\n";
   for (const Outcome& o : outcomes) {

@@ -33,6 +33,10 @@ struct Case {
   TrainingOverrides overrides;
   std::string plan_text;  // the plan object, as JSON text
   double measured_s = 0;  // seconds per iteration, as published
+  // Where the settings the row does not print (dispatcher, overlaps,
+  // gradient reduction, FP8 recipe) were read: the source's own recipe or
+  // script at a commit, with lines. "" when the row names them all.
+  std::string settings_from;
   // What the case had to approximate (still inside the median).
   std::vector<std::string> approximations;
   // Why the row stays outside the median ("" when it is inside): a feature

@@ -134,7 +134,10 @@ void add_workload_options(cxxopts::Options& o) {
       cxxopts::value<std::string>())(
       "overlap-moe-expert-parallel-comm",
       "overlap the MoE dispatch and combine of one micro-batch with another's compute "
-      "(Megatron's 1F1B all-to-all overlap; default off)");
+      "(Megatron's 1F1B all-to-all overlap; default off)")(
+      "delay-wgrad-compute",
+      "with --overlap-moe-expert-parallel-comm: run the experts' weight gradients later, beside "
+      "the backward dispatch, as Megatron's flag of that name (default off)");
   o.add_options("Profile (docs/profile.md)")(
       "profile",
       "measured tables (HDF5, from `hapmoe profile`): they replace the catalog's entry by entry, "
@@ -184,6 +187,7 @@ Inputs read_inputs(const cxxopts::ParseResult& r) {
   ov.overlap.param_gather = r.count("overlap-param-gather") > 0;
   ov.overlap.tp_comm = r.count("tp-comm-overlap") > 0;
   ov.overlap.moe_ep_comm = r.count("overlap-moe-expert-parallel-comm") > 0;
+  ov.overlap.delay_wgrad = r.count("delay-wgrad-compute") > 0;
   if (r.count("profile")) {
     in.profile_path = r["profile"].as<std::string>();
     in.profile = std::make_shared<const MeasuredProfile>(read_profile(in.profile_path));

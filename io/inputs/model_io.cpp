@@ -786,6 +786,7 @@ void read_training(ObjectReader& parent, const ModelSpec& m, TrainingSpec& t) {
     t.overlap.param_gather = o.opt_bool("param_gather").value_or(false);
     t.overlap.tp_comm = o.opt_bool("tp_comm").value_or(false);
     t.overlap.moe_ep_comm = o.opt_bool("moe_ep_comm").value_or(false);
+    t.overlap.delay_wgrad = o.opt_bool("delay_wgrad").value_or(false);
     o.finish();
   }
   r.finish();
@@ -863,7 +864,8 @@ Workload parse_hapmoe_json(const Json& root, const std::string& origin) {
       {"micro_batch", "/training/micro_batch"},
       {"imbalance", "/training/imbalance"},
       {"gamma", "/training/gamma"},
-      {"overlap.param_gather", "/training/overlap/param_gather"}};
+      {"overlap.param_gather", "/training/overlap/param_gather"},
+      {"overlap.delay_wgrad", "/training/overlap/delay_wgrad"}};
   validate_workload(w, origin, kPointers);
   return w;
 }
@@ -961,6 +963,7 @@ void apply_overrides(const TrainingOverrides& o, Workload& workload) {
   t.overlap.param_gather = t.overlap.param_gather || o.overlap.param_gather;
   t.overlap.tp_comm = t.overlap.tp_comm || o.overlap.tp_comm;
   t.overlap.moe_ep_comm = t.overlap.moe_ep_comm || o.overlap.moe_ep_comm;
+  t.overlap.delay_wgrad = t.overlap.delay_wgrad || o.overlap.delay_wgrad;
 
   const std::string e = validate(t, w.model);
   if (!e.empty()) {
@@ -984,6 +987,8 @@ void apply_overrides(const TrainingOverrides& o, Workload& workload) {
       option = "--gamma";
     } else if (field == "overlap.param_gather" && o.overlap.param_gather) {
       option = "--overlap-param-gather";
+    } else if (field == "overlap.delay_wgrad" && o.overlap.delay_wgrad) {
+      option = "--delay-wgrad-compute";
     } else if (field == "optimizer_offload_fraction" && o.optimizer_offload_fraction) {
       option = "--optimizer-offload-fraction";
     } else if (field == "fsdp" && o.fsdp) {
@@ -1119,7 +1124,8 @@ std::string workload_to_json(const Workload& workload) {
   tr["overlap"] = {{"grad_reduce", t.overlap.grad_reduce},
                    {"param_gather", t.overlap.param_gather},
                    {"tp_comm", t.overlap.tp_comm},
-                   {"moe_ep_comm", t.overlap.moe_ep_comm}};
+                   {"moe_ep_comm", t.overlap.moe_ep_comm},
+                   {"delay_wgrad", t.overlap.delay_wgrad}};
   j["training"] = std::move(tr);
   return j.dump(2) + "\n";
 }

@@ -232,7 +232,8 @@ nlohmann::ordered_json plan_report_json(const PlanReport& r, const ClusterSpec& 
   p["overlap"] = {{"grad_reduce", r.overlap.grad_reduce},
                   {"param_gather", r.overlap.param_gather},
                   {"tp_comm", r.overlap.tp_comm},
-                  {"moe_ep_comm", r.overlap.moe_ep_comm}};
+                  {"moe_ep_comm", r.overlap.moe_ep_comm},
+                  {"delay_wgrad", r.overlap.delay_wgrad}};
   return p;
 }
 

@@ -374,7 +374,10 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   }
   if (w.training.overlap.moe_ep_comm && pi.ep == 1) {
     out.notes.emplace_back(
-        "--overlap-moe-expert-parallel-comm is dropped: the plan has no expert parallelism");
+        std::string(w.training.overlap.delay_wgrad
+                        ? "--overlap-moe-expert-parallel-comm and --delay-wgrad-compute are"
+                        : "--overlap-moe-expert-parallel-comm is") +
+        " dropped: the plan has no expert parallelism");
   }
   if (launcher_expert_tp(script, w) == 1 && pi.tpe != 1) {
     throw InputError("--launcher",
@@ -837,7 +840,10 @@ Launcher make_megatron_launcher(const PlanReport& report, const CostModel& model
   if (w.training.overlap.grad_reduce) flag("--overlap-grad-reduce");
   if (s.overlap_param_gather) flag("--overlap-param-gather");
   if (w.training.overlap.tp_comm && pi.tp > 1) flag("--tp-comm-overlap");
-  if (w.training.overlap.moe_ep_comm && pi.ep > 1) flag("--overlap-moe-expert-parallel-comm");
+  if (w.training.overlap.moe_ep_comm && pi.ep > 1) {
+    flag("--overlap-moe-expert-parallel-comm");
+    if (w.training.overlap.delay_wgrad) flag("--delay-wgrad-compute");
+  }
   if (w.model.is_moe()) {
     Dispatcher d = w.training.dispatcher;
     if (d == Dispatcher::kAuto)

@@ -81,6 +81,7 @@ const std::map<std::string, FlagInfo>& read_flags() {
         "dropless with the router imbalance"}},
       {"--moe-enable-deepep", {Kind::kBool, nullptr}},
       {"--overlap-moe-expert-parallel-comm", {Kind::kBool, nullptr}},
+      {"--delay-wgrad-compute", {Kind::kBool, nullptr}},
       // Batch, precision, optimizer.
       {"--micro-batch-size", {Kind::kInt, nullptr}},
       {"--global-batch-size", {Kind::kInt, nullptr}},
@@ -546,7 +547,8 @@ bool is_parallel_flag(const std::string& name) {
                                                "--overlap-grad-reduce",
                                                "--overlap-param-gather",
                                                "--tp-comm-overlap",
-                                               "--overlap-moe-expert-parallel-comm"};
+                                               "--overlap-moe-expert-parallel-comm",
+                                               "--delay-wgrad-compute"};
   return kNames.count(name) > 0;
 }
 
@@ -1047,6 +1049,14 @@ Workload megatron_workload(MegatronScript& script, const MegatronDefaults& defau
   t.overlap.param_gather = r.flag("--overlap-param-gather") && t.distributed_optimizer;
   t.overlap.tp_comm = r.flag("--tp-comm-overlap");
   t.overlap.moe_ep_comm = r.flag("--overlap-moe-expert-parallel-comm");
+  t.overlap.delay_wgrad = r.flag("--delay-wgrad-compute");
+  if (t.overlap.delay_wgrad && !t.overlap.moe_ep_comm) {
+    // core_v0.15.0 transformer_config.py asserts it.
+    throw InputError(r.where("--delay-wgrad-compute"),
+                     "needs --overlap-moe-expert-parallel-comm: Megatron "
+                     "stops (\"overlap_moe_expert_parallel_comm must be enabled when enabling "
+                     "delay_wgrad_compute\")");
+  }
   const std::string disp = r.text("--moe-token-dispatcher-type").value_or("allgather");
   if (disp == "alltoall" || disp == "alltoall_seq") {
     t.dispatcher = Dispatcher::kAllToAll;

@@ -59,6 +59,7 @@ std::string overlap_list(const Overlap& o) {
   add(o.param_gather, "--overlap-param-gather");
   add(o.tp_comm, "--tp-comm-overlap");
   add(o.moe_ep_comm, "--overlap-moe-expert-parallel-comm");
+  add(o.delay_wgrad, "--delay-wgrad-compute");
   return s.empty() ? "none (Megatron's defaults)" : s;
 }
 

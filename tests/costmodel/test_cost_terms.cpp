@@ -830,6 +830,7 @@ TEST_F(CostTerms, CpRingMultiLatentAttentionChunk) {
 // entry's expert_scale, 1 unless a profile measured the FFN).
 struct HandExperts {
   double fwd, bwd, act, perm, fixed_fwd, fixed_bwd;
+  double wgrad;  // the weight-gradient GEMMs of bwd
 };
 
 HandExperts hand_experts(double tsp, int ep, int tpe, double peak_times_eff, double hbm,
@@ -847,6 +848,7 @@ HandExperts hand_experts(double tsp, int ep, int tpe, double peak_times_eff, dou
   x.fwd = group(r, 2 * w, kH) + group(r, kH, w) + x.act;
   x.bwd =
       group(r, w, kH) + group(w, kH, r) + group(r, kH, 2 * w) + group(kH, 2 * w, r) + 2.0 * x.act;
+  x.wgrad = group(w, kH, r) + group(kH, 2 * w, r);
   x.fixed_fwd = x.perm + 2.0 * local * overhead;
   x.fixed_bwd = x.perm + 4.0 * local * overhead;
   return x;
@@ -896,6 +898,9 @@ TEST_F(CostTerms, ExpertTermComputeBranch) {
   EXPECT_REL(impl.act_fwd, x.act);
   EXPECT_REL(impl.fixed_fwd, x.fixed_fwd);
   EXPECT_REL(impl.fixed_bwd, x.fixed_bwd);
+  // The weight gradients have the forward's FLOPs: half the GEMMs.
+  EXPECT_REL(x.wgrad, 2.5769803776e-4);
+  EXPECT_REL(impl.wgrad, x.wgrad);
   EXPECT_EQ(impl.kernels_fwd, 16.0);  // 2 per local expert
   EXPECT_EQ(impl.kernels_bwd, 32.0);
 
@@ -2703,9 +2708,28 @@ TEST_F(CostTerms, TpCommOverlapHidesNothingWithoutTp) {
   }
 }
 
-// --overlap-moe-expert-parallel-comm: hidden_f = min(EP_f, t_compute_bwd),
-// hidden_b = min(EP_b, t_compute_fwd); the dispatcher's 20 SMs slow the
-// compute by hidden·20/(U − 20). Device A with U = 132 SMs: 20/112.
+// --overlap-moe-expert-parallel-comm pairs one micro-batch's layer forward
+// with another's layer backward in four phases (docs/costmodel.md,
+// "Overlap"), each exchange half (dispatch or combine, ep/2) beside compute
+// it does not wait for:
+//   combine bwd  | attention fwd        dispatch fwd | experts bwd
+//   dispatch bwd | experts fwd          combine fwd  | attention bwd
+// so hidden_f = min(ep/2, mlp_b) + min(ep/2, cb − mlp_b) and
+// hidden_b = min(ep/2, cf − mlp_f) + min(ep/2, mlp_f); the dispatcher's 20
+// SMs slow the compute by hidden·20/(U − 20). Device A with U = 132 SMs:
+// 20/112.
+struct EpPhases {
+  double hidden_f, hidden_b;
+};
+EpPhases ep_phases(const LayerCost& off, double ep, bool delay_wgrad) {
+  const double half = ep / 2;
+  const double cf = off.fwd_parts.compute;
+  const double cb = off.bwd_parts.compute;
+  const double w = delay_wgrad ? off.mlp_wgrad_s : 0.0;
+  return {std::min(half, off.mlp_bwd_s - w) + std::min(half, cb - off.mlp_bwd_s),
+          std::min(half, cf - off.mlp_fwd_s) + std::min(half, w + off.mlp_fwd_s)};
+}
+
 TEST_F(CostTerms, MoeEpCommOverlapHidesBehindTheOtherDirectionAndTakesSms) {
   cluster.pools[0].device.compute_units = 132;
   const double steal = 20.0 / 112.0;
@@ -2734,8 +2758,18 @@ TEST_F(CostTerms, MoeEpCommOverlapHidesBehindTheOtherDirectionAndTakesSms) {
     EXPECT_REL(off.moe.bwd_parts.ep, ep);
     const double cf = off.moe.fwd_parts.compute;
     const double cb = off.moe.bwd_parts.compute;
-    const double hidden_f = std::min(ep, cb);
-    const double hidden_b = std::min(ep, cf);
+    // The experts are part of the compute, their weight gradients part of
+    // their backward; the overlap does not change them.
+    EXPECT_GT(off.moe.mlp_fwd_s, 0.0);
+    EXPECT_LT(off.moe.mlp_fwd_s, cf);
+    EXPECT_GT(off.moe.mlp_wgrad_s, 0.0);
+    EXPECT_LT(off.moe.mlp_wgrad_s, off.moe.mlp_bwd_s);
+    EXPECT_LT(off.moe.mlp_bwd_s, cb);
+    EXPECT_EQ(on.moe.mlp_fwd_s, off.moe.mlp_fwd_s);
+    EXPECT_EQ(on.moe.mlp_bwd_s, off.moe.mlp_bwd_s);
+    const EpPhases want = ep_phases(off.moe, ep, false);
+    const double hidden_f = want.hidden_f;
+    const double hidden_b = want.hidden_b;
     EXPECT_REL(on.moe.fwd_parts.ep_hidden, hidden_f);
     EXPECT_REL(on.moe.bwd_parts.ep_hidden, hidden_b);
     EXPECT_REL(on.moe.fwd_parts.ep, ep - hidden_f);
@@ -2756,6 +2790,18 @@ TEST_F(CostTerms, MoeEpCommOverlapHidesBehindTheOtherDirectionAndTakesSms) {
     EXPECT_EQ(on.dense.bwd_s, off.dense.bwd_s);
     EXPECT_EQ(on.dense.fwd_parts.ep_hidden, 0.0);
   }
+  // At the ends: an exchange shorter than twice every phase's compute hides
+  // whole; one longer than twice every phase's hides behind all the compute.
+  tables.comm.set(Primitive::kAllToAll, {LinkKind::kIntraNode, 0, 0}, {400e9, 1e-9});
+  const TypeCosts short_on = costs(true);
+  EXPECT_REL(short_on.moe.fwd_parts.ep_hidden, costs(false).moe.fwd_parts.ep);
+  EXPECT_EQ(short_on.moe.fwd_parts.ep, 0.0);
+  EXPECT_EQ(short_on.moe.bwd_parts.ep, 0.0);
+  tables.comm.set(Primitive::kAllToAll, {LinkKind::kIntraNode, 0, 0}, {0.05e9, 1e-6});
+  const TypeCosts long_off = costs(false);
+  const TypeCosts long_on = costs(true);
+  EXPECT_REL(long_on.moe.fwd_parts.ep_hidden, long_off.moe.bwd_parts.compute);
+  EXPECT_REL(long_on.moe.bwd_parts.ep_hidden, long_off.moe.fwd_parts.compute);
 }
 
 // The doc: "the compute they hide behind slows by hidden·20/(U_h − 20)":
@@ -2763,9 +2809,6 @@ TEST_F(CostTerms, MoeEpCommOverlapHidesBehindTheOtherDirectionAndTakesSms) {
 // backward compute slows by steal·hidden_f, and the forward compute by
 // steal·hidden_b. The two differ only when the exchange lies between the
 // forward and the backward compute.
-// DISABLED: cost.cpp (layer_cost) adds steal·hidden_f to the forward compute
-// and steal·hidden_b to the backward, the other way round (the sum per
-// step, pinned above, is the same). Enable once the two agree.
 TEST_F(CostTerms, MoeEpCommOverlapSlowsTheComputeItHidesBehind) {
   cluster.pools[0].device.compute_units = 132;
   const double steal = 20.0 / 112.0;
@@ -2779,12 +2822,50 @@ TEST_F(CostTerms, MoeEpCommOverlapSlowsTheComputeItHidesBehind) {
   const double cb = off.moe.bwd_parts.compute;
   ASSERT_LT(cf, ep);
   ASSERT_LT(ep, cb);
-  const double hidden_f = ep;  // behind the backward compute
-  const double hidden_b = cf;  // behind the forward compute
+  const EpPhases want = ep_phases(off.moe, ep, false);
+  ASSERT_NE(want.hidden_f, want.hidden_b);
   SCOPED_TRACE(testing::Message() << std::setprecision(17) << "EP " << ep << ", compute fwd " << cf
                                   << ", bwd " << cb);
-  EXPECT_REL(on.moe.bwd_parts.compute, cb + steal * hidden_f);
-  EXPECT_REL(on.moe.fwd_parts.compute, cf + steal * hidden_b);
+  EXPECT_REL(on.moe.bwd_parts.compute, cb + steal * want.hidden_f);
+  EXPECT_REL(on.moe.fwd_parts.compute, cf + steal * want.hidden_b);
+}
+
+// --delay-wgrad-compute: the experts' weight gradients leave the phase of
+// the forward dispatch for the phase of the backward dispatch, beside the
+// experts' forward. With an exchange longer than every phase's compute the
+// forward exchange hides behind the backward compute less the weight
+// gradients, and the backward exchange behind the forward compute plus them.
+TEST_F(CostTerms, DelayWgradComputeMovesTheExpertsWeightGradientsToTheBackwardDispatch) {
+  cluster.pools[0].device.compute_units = 0;  // no SMs taken: hidden is exact
+  const ParallelConfig pi = config(1, 1, 1, 4, 1, 4);
+  auto costs = [&](bool delay) {
+    workload.training.overlap.moe_ep_comm = true;
+    workload.training.overlap.delay_wgrad = delay;
+    return model().type_costs(pi, 0);
+  };
+  for (const double bandwidth : {40e9, 2.5e9, 0.05e9}) {
+    SCOPED_TRACE(bandwidth);
+    tables.comm.set(Primitive::kAllToAll, {LinkKind::kIntraNode, 0, 0}, {bandwidth, 1e-6});
+    const TypeCosts plain = costs(false);
+    const TypeCosts delayed = costs(true);
+    const double ep = plain.moe.fwd_parts.ep + plain.moe.fwd_parts.ep_hidden;
+    const EpPhases want = ep_phases(plain.moe, ep, true);
+    EXPECT_REL(delayed.moe.fwd_parts.ep_hidden, want.hidden_f);
+    EXPECT_REL(delayed.moe.bwd_parts.ep_hidden, want.hidden_b);
+    EXPECT_EQ(delayed.moe.fwd_parts.compute, plain.moe.fwd_parts.compute);
+    EXPECT_EQ(delayed.moe.act_bytes, plain.moe.act_bytes);
+  }
+  const TypeCosts plain = costs(false);
+  const TypeCosts delayed = costs(true);
+  const double w = plain.moe.mlp_wgrad_s;
+  EXPECT_REL(delayed.moe.fwd_parts.ep_hidden, plain.moe.fwd_parts.ep_hidden - w);
+  EXPECT_REL(delayed.moe.bwd_parts.ep_hidden, plain.moe.bwd_parts.ep_hidden + w);
+  // Without the overlap Megatron refuses it, and so does the workload.
+  workload.training.overlap.moe_ep_comm = false;
+  EXPECT_NE(validate(workload.training, workload.model).find("overlap.delay_wgrad needs"),
+            std::string::npos);
+  workload.training.overlap.delay_wgrad = false;
+  EXPECT_EQ(validate(workload.training, workload.model), "");
 }
 
 TEST_F(CostTerms, MoeEpCommOverlapTakesNoSmsFromSmallOrUnknownDevices) {
@@ -2817,7 +2898,8 @@ TEST_F(CostTerms, MoeEpCommOverlapTakesNoSmsFromSmallOrUnknownDevices) {
 TEST_F(CostTerms, OverlapsAreOffByDefaultAndInertWhereTheyDoNotApply) {
   const Overlap none;
   EXPECT_EQ(TrainingSpec{}.overlap, none);
-  EXPECT_FALSE(none.grad_reduce || none.param_gather || none.tp_comm || none.moe_ep_comm);
+  EXPECT_FALSE(none.grad_reduce || none.param_gather || none.tp_comm || none.moe_ep_comm ||
+               none.delay_wgrad);
   EXPECT_EQ(training().overlap, none);
   // The DP overlaps do not touch the layers; the layer overlaps do not
   // touch the DP sync; --overlap-moe-expert-parallel-comm does nothing to a
@@ -2865,10 +2947,10 @@ TEST_F(CostTerms, EvaluateReportsTheOverlapsAndInterleaving) {
   const PlanReport off = model().evaluate(plan);
   EXPECT_EQ(off.overlap, Overlap{});
   EXPECT_EQ(off.breakdown.dp_hidden_s, 0.0);
-  workload.training.overlap = {true, true, true, true};
+  workload.training.overlap = {true, true, true, true, true};
   const CostModel cm = model();
   const PlanReport on = cm.evaluate(plan);
-  EXPECT_EQ(on.overlap, (Overlap{true, true, true, true}));
+  EXPECT_EQ(on.overlap, (Overlap{true, true, true, true, true}));
   ASSERT_EQ(on.stages.size(), 2u);
   const TypeCosts t0 = cm.type_costs(plan.parallel, 0);
   const TypeCosts t1 = cm.type_costs(plan.parallel, 1);

@@ -462,7 +462,8 @@ TEST(Cli, EvaluateWithTheMoeOverlapPrintsWhatItHid) {
   EXPECT_NE(out.find("stage      TP      EP |      TP      EP\n"), std::string::npos) << out;
   const Json& p = doc.at("plans").at(0);
   EXPECT_EQ(p.at("overlap"), Json::parse(R"({"grad_reduce":false,"param_gather":false,
-                                            "tp_comm":false,"moe_ep_comm":true})"));
+                                            "tp_comm":false,"moe_ep_comm":true,
+                                            "delay_wgrad":false})"));
   // One row per stage with the JSON's hidden times in ms.
   for (std::size_t i = 0; i < p.at("stages").size(); ++i) {
     const Json& step = p.at("stages").at(i).at("step");
@@ -484,6 +485,25 @@ TEST(Cli, EvaluateWithTheMoeOverlapPrintsWhatItHid) {
   EXPECT_FALSE(q.at("overlap").at("moe_ep_comm").get<bool>());
   EXPECT_EQ(q.at("stages").at(0).at("step").at("forward").at("ep_hidden_s").get<double>(), 0.0);
   EXPECT_LT(p.at("latency_s").get<double>(), q.at("latency_s").get<double>());
+  // --delay-wgrad-compute rides on it: named in the report and the JSON.
+  const auto [delayed_out, delayed_doc] =
+      evaluate("--overlap-moe-expert-parallel-comm --delay-wgrad-compute", "delayed");
+  EXPECT_NE(delayed_out.find("overlaps --overlap-moe-expert-parallel-comm --delay-wgrad-compute\n"),
+            std::string::npos)
+      << delayed_out;
+  EXPECT_TRUE(delayed_doc.at("plans").at(0).at("overlap").at("delay_wgrad").get<bool>());
+  // Alone, it is refused in one line naming the flag, as Megatron refuses it.
+  const int status = std::system((bin + " evaluate --model mixtral-s --cluster paper:16-1 --plan " +
+                                  kPlan + " --delay-wgrad-compute >" + (d / "alone.out").string() +
+                                  " 2>" + (d / "alone.err").string())
+                                     .c_str());
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  const std::string err = slurp(d / "alone.err");
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_NE(err.find("--delay-wgrad-compute: overlap.delay_wgrad needs overlap.moe_ep_comm"),
+            std::string::npos)
+      << err;
+  EXPECT_TRUE(slurp(d / "alone.out").empty());
   fs::remove_all(d);
 }
 

@@ -1050,6 +1050,8 @@ TEST(ModelIoOwn, TrainingOverlapObject) {
       {"grad_reduce", false}, {"param_gather", true}, {"tp_comm", false}, {"moe_ep_comm", true}};
   w = parse(j);
   EXPECT_EQ(w.training.overlap, (Overlap{false, true, false, true}));
+  j["training"]["overlap"]["delay_wgrad"] = true;
+  EXPECT_EQ(parse(j).training.overlap, (Overlap{false, true, false, true, true}));
   j["training"]["overlap"] = Json::object();
   EXPECT_EQ(parse(j).training.overlap, Overlap{});
 
@@ -1090,6 +1092,18 @@ TEST(ModelIoOwn, OverlapParamGatherNeedsTheDistributedOptimizer) {
   j["training"]["distributed_optimizer"] = false;
   j["training"]["overlap"] = {{"grad_reduce", true}, {"tp_comm", true}, {"moe_ep_comm", true}};
   EXPECT_EQ(parse(j).training.overlap, (Overlap{true, false, true, true}));
+}
+
+// Megatron asserts --delay-wgrad-compute only with
+// --overlap-moe-expert-parallel-comm; the model JSON says where.
+TEST(ModelIoOwn, OverlapDelayWgradNeedsTheMoeOverlap) {
+  Json j = base_model();
+  j["training"]["overlap"] = {{"delay_wgrad", true}};
+  const Caught e = catch_input_error([&] { parse(j); });
+  EXPECT_EQ(e.where, "t.json:/training/overlap/delay_wgrad") << e.where;
+  EXPECT_NE(e.what.find("needs overlap.moe_ep_comm"), std::string::npos) << e.what;
+  j["training"]["overlap"]["moe_ep_comm"] = true;
+  EXPECT_TRUE(parse(j).training.overlap.delay_wgrad);
 }
 
 TEST(ModelIoOwn, DuplicateKeyAndInvalidJson) {
@@ -1337,7 +1351,8 @@ TEST(ModelIoRoundTrip, FixturesAndOddLayerMaps) {
 TEST(ModelIoRoundTrip, TrainingOverlap) {
   for (const Overlap& o : {Overlap{}, Overlap{true, false, false, false},
                            Overlap{false, true, false, false}, Overlap{false, false, true, false},
-                           Overlap{false, false, false, true}, Overlap{true, true, true, true}}) {
+                           Overlap{false, false, false, true}, Overlap{true, true, true, true},
+                           Overlap{false, false, false, true, true}}) {
     Workload w = preset("qwen3-30b-a3b");
     w.training.overlap = o;
     const std::string text = workload_to_json(w);
@@ -1346,7 +1361,8 @@ TEST(ModelIoRoundTrip, TrainingOverlap) {
     EXPECT_EQ(out, (Json{{"grad_reduce", o.grad_reduce},
                          {"param_gather", o.param_gather},
                          {"tp_comm", o.tp_comm},
-                         {"moe_ep_comm", o.moe_ep_comm}}))
+                         {"moe_ep_comm", o.moe_ep_comm},
+                         {"delay_wgrad", o.delay_wgrad}}))
         << text;
   }
 }

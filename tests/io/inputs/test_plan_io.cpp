@@ -222,7 +222,8 @@ TEST(PlanIo, OverlapsAndWhatTheyHidAreWrittenAndReadBack) {
     const CostModel model(w, c, t);
     const nlohmann::ordered_json j = plan_report_json(model.evaluate(p), c);
     EXPECT_EQ(j.at("overlap").dump(),
-              R"({"grad_reduce":false,"param_gather":false,"tp_comm":false,"moe_ep_comm":false})");
+              R"({"grad_reduce":false,"param_gather":false,"tp_comm":false,"moe_ep_comm":false,)"
+              R"("delay_wgrad":false})");
     EXPECT_EQ(j.at("breakdown").at("dp_hidden_s").get<double>(), 0.0);
     for (const auto& st : j.at("stages")) {
       for (const char* dir : {"forward", "backward"}) {
@@ -231,12 +232,13 @@ TEST(PlanIo, OverlapsAndWhatTheyHidAreWrittenAndReadBack) {
       }
     }
   }
-  w.training.overlap = {true, false, true, true};
+  w.training.overlap = {true, false, true, true, true};
   const CostModel model(w, c, t);
   const PlanReport r = model.evaluate(p);
   const nlohmann::ordered_json j = plan_report_json(r, c);
   EXPECT_EQ(j.at("overlap").dump(),
-            R"({"grad_reduce":true,"param_gather":false,"tp_comm":true,"moe_ep_comm":true})");
+            R"({"grad_reduce":true,"param_gather":false,"tp_comm":true,"moe_ep_comm":true,)"
+            R"("delay_wgrad":true})");
   EXPECT_EQ(j.at("breakdown").at("dp_hidden_s").get<double>(), r.breakdown.dp_hidden_s);
   EXPECT_GT(r.breakdown.dp_hidden_s, 0.0);
   ASSERT_EQ(j.at("stages").size(), 2u);

@@ -945,14 +945,15 @@ TEST(MegatronLauncher, RecomputeModulesAreWrittenAndReadBack) {
 }
 
 TEST(MegatronLauncher, OverlapFlagsAreWrittenOnceFromTheTrainingSettings) {
-  const std::string text =
-      mixtral_8x7b_with("    --tp-comm-overlap\n    --overlap-moe-expert-parallel-comm\n");
+  const std::string text = mixtral_8x7b_with(
+      "    --tp-comm-overlap\n    --overlap-moe-expert-parallel-comm\n"
+      "    --delay-wgrad-compute\n");
   MegatronScript script = parse_megatron_script(text, "mixtral_8x7b_overlaps.sh");
   const Workload w = megatron_workload(script);
-  ASSERT_EQ(w.training.overlap, (Overlap{true, true, true, true}));
+  ASSERT_EQ(w.training.overlap, (Overlap{true, true, true, true, true}));
   const ClusterSpec cluster = load_cluster("H800:32");
   const char* flags[] = {"--overlap-grad-reduce", "--overlap-param-gather", "--tp-comm-overlap",
-                         "--overlap-moe-expert-parallel-comm"};
+                         "--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"};
   // The script's own plan (TP 1, so no sequence parallelism) is one
   // Megatron refuses with --tp-comm-overlap; the same plan without it:
   try {
@@ -968,7 +969,7 @@ TEST(MegatronLauncher, OverlapFlagsAreWrittenOnceFromTheTrainingSettings) {
       parse_megatron_script(mixtral_8x7b_with("    --overlap-moe-expert-parallel-comm\n"), "w.sh");
   const Plan own = megatron_plan(without, megatron_workload(without), cluster);
   {
-    // TP 2, EP 8: all four, once each; read back, the same settings.
+    // TP 2, EP 8: all five, once each; read back, the same settings.
     Plan plan = own;
     plan.parallel.tp = 2;
     plan.parallel.dp = 4;
@@ -997,7 +998,7 @@ TEST(MegatronLauncher, OverlapFlagsAreWrittenOnceFromTheTrainingSettings) {
     }
     EXPECT_EQ(said, 1);
     EXPECT_NE(r.launcher.text.find("--tp-comm-overlap is dropped"), std::string::npos);
-    EXPECT_EQ(r.workload2.training.overlap, (Overlap{true, true, false, true}));
+    EXPECT_EQ(r.workload2.training.overlap, (Overlap{true, true, false, true, true}));
     EXPECT_EQ(r.plan2, plan);
   }
   {
@@ -1006,10 +1007,12 @@ TEST(MegatronLauncher, OverlapFlagsAreWrittenOnceFromTheTrainingSettings) {
     plan.parallel.ep = 1;
     const Launched r = launch(w, cluster, plan, &script);
     EXPECT_EQ(count_in_command(r.launcher.text, "--overlap-moe-expert-parallel-comm"), 0u);
+    EXPECT_EQ(count_in_command(r.launcher.text, "--delay-wgrad-compute"), 0u);
     bool said = false;
     for (const std::string& note : r.launcher.notes) {
-      said =
-          said || note.find("--overlap-moe-expert-parallel-comm is dropped") != std::string::npos;
+      said = said || note.find(
+                         "--overlap-moe-expert-parallel-comm and --delay-wgrad-compute are "
+                         "dropped") != std::string::npos;
     }
     EXPECT_TRUE(said);
   }

@@ -610,10 +610,10 @@ TEST(MegatronScript, OverlapFlagsReadIntoTrainingOverlap) {
   {
     MegatronScript s = parse_megatron_script(
         small_script("--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather "
-                     "--tp-comm-overlap --overlap-moe-expert-parallel-comm"),
+                     "--tp-comm-overlap --overlap-moe-expert-parallel-comm --delay-wgrad-compute"),
         "t.sh");
     const Workload w = megatron_workload(s);
-    EXPECT_EQ(w.training.overlap, (Overlap{true, true, true, true}));
+    EXPECT_EQ(w.training.overlap, (Overlap{true, true, true, true, true}));
     EXPECT_TRUE(s.unknown.empty());
     for (const std::string& note : s.notes) {
       EXPECT_EQ(note.find("overlap"), std::string::npos) << note;
@@ -632,6 +632,21 @@ TEST(MegatronScript, OverlapFlagsReadIntoTrainingOverlap) {
       MegatronScript s =
           parse_megatron_script(small_script("--use-distributed-optimizer " + flag), "t.sh");
       EXPECT_EQ(megatron_workload(s).training.overlap, expected) << flag;
+    }
+  }
+  {
+    // --delay-wgrad-compute alone: Megatron stops, and so does the reader,
+    // naming the line.
+    MegatronScript s = parse_megatron_script(small_script("--delay-wgrad-compute"), "t.sh");
+    try {
+      (void)megatron_workload(s);
+      ADD_FAILURE() << "--delay-wgrad-compute without the overlap was accepted";
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind("t.sh:", 0), 0u) << what;
+      EXPECT_NE(what.find("--delay-wgrad-compute: needs --overlap-moe-expert-parallel-comm"),
+                std::string::npos)
+          << what;
     }
   }
 }
