@@ -89,14 +89,18 @@ TEST(Fidelity, CasesFileErrorsNameTheCase) {
 // the same for the two GPT-OSS rows once sliding windows and sinks were
 // costed (bench/README.md, "Attention variants"), with τ refitted to 42 µs,
 // and for DeepSeek-V3 once MTP was (bench/README.md, "Multi-token
-// prediction"): every row is inside, τ = 41 µs.
+// prediction"): every row is inside, τ = 41 µs. Then every row took the
+// settings its source's own recipe or script ran with (dispatcher, the
+// overlaps, --delay-wgrad-compute, bf16 gradient reduction, the FP8
+// recipe; bench/README.md, "The rows' own settings"), τ refitted to 51 µs:
+// the group is in the measured order (9 of 9 pairs).
 constexpr int kExpressible = 18;
-constexpr double kMedianAbsError = 0.100;
-constexpr double kWorstAbsError = 0.414;
+constexpr double kMedianAbsError = 0.091;
+constexpr double kWorstAbsError = 0.301;
 constexpr int kBf16Rows = 13;
-constexpr double kBf16MedianAbsError = 0.102;
-constexpr double kBf16WorstAbsError = 0.246;
-constexpr double kQwenConcordance = 8.0 / 9.0;
+constexpr double kBf16MedianAbsError = 0.097;
+constexpr double kBf16WorstAbsError = 0.301;
+constexpr double kQwenConcordance = 9.0 / 9.0;
 
 TEST(Fidelity, PublishedRunsNoWorseThanPinned) {
   const std::string root = HAPMOE_SOURCE_DIR;
@@ -133,13 +137,13 @@ TEST(Fidelity, CatalogKernelOverheadIsTheFit) {
   const std::string root = HAPMOE_SOURCE_DIR;
   const auto cases = load_cases(root + "/bench/fidelity/cases.json");
   std::vector<double> grid;
-  for (int us = 33; us <= 45; ++us) grid.push_back(us * 1e-6);
+  for (int us = 41; us <= 61; ++us) grid.push_back(us * 1e-6);
   const OverheadFit fit = fit_kernel_overhead(cases, root, grid);
   EXPECT_DOUBLE_EQ(fit.best, kDefaultKernelOverhead);
   ASSERT_EQ(fit.held_out.size(), static_cast<std::size_t>(kExpressible));
-  // Leave-one-out errors stay near the in-sample ones (worst: Qwen3-235B FP8,
-  // DeepSeek-V3 FP8, +41.8 % held out against +41.4 %).
-  for (const auto& h : fit.held_out) EXPECT_LT(std::abs(h.error), 0.42) << h.id;
+  // Leave-one-out errors stay near the in-sample ones (worst: Qwen3-235B
+  // TP 4 PP 8, +38.8 % held out at 58 µs against +27.5 % at 51 µs).
+  for (const auto& h : fit.held_out) EXPECT_LT(std::abs(h.error), 0.39) << h.id;
 }
 
 }  // namespace

@@ -408,24 +408,21 @@ TEST(MegatronLauncher, GoldenLaunchersReadByHand) {
   //  - stage i holds ranks [i*S, (i+1)*S), S = TP*CP*DP, and the node table
   //    puts those ranks on nodes of the stage's device type.
   const std::vector<Reading> readings = {
-      // PP4 x DP8 (S = 8, one node per stage), layers 3+9+9+3 = 24, the
-      // 910B stages first and last (first/last suffice); ETP1 x EP2 x EDP4
-      // = 8. Every stage selective, written as Megatron's modules for
-      // hapmoe's selective (core_attn moe_act: every layer is MoE).
+      // PP4 x DP8 (S = 8, one node per stage), layers 9+9+3+3 = 24 by a
+      // layout (the middle stages differ, so first/last flags cannot say
+      // it), the H800 stages first; ETP1 x EP4 x EDP2 = 8. No recompute:
+      // no recompute flags.
       {"mixtral_s_paper_32-1.sh",
        {{"--tensor-model-parallel-size", "1"},
         {"--pipeline-model-parallel-size", "4"},
         {"--context-parallel-size", "1"},
-        {"--expert-model-parallel-size", "2"},
+        {"--expert-model-parallel-size", "4"},
         {"--expert-tensor-parallel-size", "1"},
-        {"--decoder-first-pipeline-num-layers", "3"},
-        {"--decoder-last-pipeline-num-layers", "3"},
-        {"--recompute-granularity", "selective"},
-        {"--recompute-modules", "core_attn moe_act"},
+        {"--pipeline-model-parallel-layout", "E,t*9|t*9|t*3|t*3,L"},
         {"--micro-batch-size", "1"},
         {"--global-batch-size", "256"}},
-       {"910B", "H800", "H800", "910B"},
-       {"910b-node-000", "h800-node-000", "h800-node-001", "910b-node-001"}},
+       {"H800", "H800", "910B", "910B"},
+       {"h800-node-000", "h800-node-001", "910b-node-000", "910b-node-001"}},
       // Alternating types: the node table alternates too. 7+5+7+5 = 24.
       // PP4 x DP8; ETP1 x EP4 x EDP2 = 8.
       {"mixtral_s_paper_32-2.sh",
@@ -458,20 +455,20 @@ TEST(MegatronLauncher, GoldenLaunchersReadByHand) {
         {"--global-batch-size", "512"}},
        {"910B", "910B", "H800", "H800"},
        {"910b-node-000", "910b-node-001", "h800-node-000", "h800-node-001"}},
-      // PP8 x DP4 (S = 4, two stages per node), 4 x 7 + 4 x 5 = 48;
-      // ETP1 x EP4 x EDP1 = 4. Every stage selective (core_attn moe_act).
+      // PP4 x DP8 (S = 8, one node per stage), 14+14+10+10 = 48 by a layout;
+      // ETP1 x EP8 x EDP1 = 8. Every stage selective (core_attn moe_act).
       {"mixtral_l_paper_32-2.sh",
        {{"--tensor-model-parallel-size", "1"},
-        {"--pipeline-model-parallel-size", "8"},
+        {"--pipeline-model-parallel-size", "4"},
         {"--context-parallel-size", "1"},
-        {"--expert-model-parallel-size", "4"},
+        {"--expert-model-parallel-size", "8"},
         {"--expert-tensor-parallel-size", "1"},
-        {"--pipeline-model-parallel-layout", "E,t*7|t*7|t*7|t*7|t*5|t*5|t*5|t*5,L"},
+        {"--pipeline-model-parallel-layout", "E,t*14|t*14|t*10|t*10,L"},
         {"--recompute-granularity", "selective"},
         {"--recompute-modules", "core_attn moe_act"},
         {"--micro-batch-size", "1"},
         {"--global-batch-size", "512"}},
-       {"MI300X", "MI300X", "MI300X", "MI300X", "H800", "H800", "H800", "H800"},
+       {"MI300X", "MI300X", "H800", "H800"},
        {"mi300x-node-000", "mi300x-node-001", "h800-node-000", "h800-node-001"}},
   };
   for (const Reading& rd : readings) {
@@ -514,11 +511,11 @@ TEST(MegatronLauncher, LauncherRunsUnderBash) {
   ASSERT_TRUE(ran.shell.has_command);
   std::vector<std::string> prefix;
   for (const ShellWord& w : ran.shell.launch.prefix) prefix.push_back(w.text);
-  // h800-node-000 is the second node of the golden's table (910B | H800 |
-  // H800 | 910B).
-  EXPECT_EQ(prefix, (std::vector<std::string>{"torchrun", "--nnodes", "4", "--node-rank", "1",
+  // h800-node-000 is the first node of the golden's table (H800 | H800 |
+  // 910B | 910B).
+  EXPECT_EQ(prefix, (std::vector<std::string>{"torchrun", "--nnodes", "4", "--node-rank", "0",
                                               "--nproc-per-node", "8", "--master-addr",
-                                              "910b-node-000", "--master-port", "6000"}));
+                                              "h800-node-000", "--master-port", "6000"}));
   MegatronScript source = read_megatron_script(kData + "mixtral_s.sh");
   Workload expected = megatron_workload(source);
   Workload got = megatron_workload(ran);
@@ -561,15 +558,15 @@ TEST(MegatronLauncher, HostListNamesTheNodes) {
   const ClusterSpec cluster = load_cluster("paper:32-1");
   MegatronScript s = read_megatron_script(kData + "mixtral_s.sh");
   const Workload w = megatron_workload(s);
-  // The golden plan for this case: 910B x3 | H800 x9 | H800 x9 | 910B x3.
+  // The golden plan for this case: H800 x9 | H800 x9 | 910B x3 | 910B x3.
   MegatronScript golden = read_megatron_script(kData + "golden/mixtral_s_paper_32-1.sh");
   const Plan plan = megatron_plan(golden, w, cluster);
   const ProfileTables tables =
       make_analytic_tables(w, cluster, 1, {plan.parallel.tp}, {plan.parallel.cp});
   const CostModel model(w, cluster, tables);
   const Launcher l = make_megatron_launcher(model.evaluate(plan), model, &s, "test", hosts);
-  EXPECT_EQ(l.nodes, (std::vector<std::string>{"b200", "a100", "a101", "b201"}));
-  EXPECT_NE(l.text.find("MASTER_ADDR=${MASTER_ADDR:-b200}"), std::string::npos);
+  EXPECT_EQ(l.nodes, (std::vector<std::string>{"a100", "a101", "b200", "b201"}));
+  EXPECT_NE(l.text.find("MASTER_ADDR=${MASTER_ADDR:-a100}"), std::string::npos);
   // Too few hosts of a type, or a type the cluster lacks, is an input error.
   EXPECT_THROW(make_megatron_launcher(model.evaluate(plan), model, &s, "test",
                                       parse_launcher_hosts("a100 H800\nb200 910B\n", "h")),
