@@ -70,27 +70,42 @@ Link span_link(const ClusterSpec& cluster, int type, int span) {
   return {intra ? LinkKind::kIntraNode : LinkKind::kInterNode, type, type};
 }
 
-// How an EP group of `world` members at stride `stride` lies on the nodes
-// of device type `type`: its link, and whether it spans whole nodes with q
-// members on each (then its exchanges go partly over the node's link and
-// partly over the NIC). A measured inter-node all-to-all is taken as it was
+// How a group of `world` members at stride `stride` lies on the nodes of
+// device type `type`: its link, and whether it spans whole nodes with q
+// members on each (then its traffic goes partly over the node's link and
+// partly over the NIC). A measured inter-node `prim` is taken as it was
 // measured, over the whole group: the measurement already is NCCL's real
-// exchange, so the group is then treated as one link.
-struct EpPlacement {
+// collective, so the group is then treated as one link.
+struct GroupPlacement {
   Link link;
   int q = 0;  // members per node, when `split`
   bool split = false;
 };
 
-EpPlacement ep_placement(const CommTable& comm, const ClusterSpec& cluster, int type, int world,
-                         int stride) {
-  EpPlacement p;
+GroupPlacement group_placement(const CommTable& comm, const ClusterSpec& cluster, int type,
+                               int world, int stride, Primitive prim) {
+  GroupPlacement p;
   p.link = span_link(cluster, type, world * stride);
   const int per_node = cluster.pools[static_cast<std::size_t>(type)].devices_per_node;
   p.q = per_node / stride;
   p.split = p.link.kind == LinkKind::kInterNode && per_node % stride == 0 && p.q >= 1 &&
-            world % p.q == 0 && !comm.has_measured(Primitive::kAllToAll, p.link);
+            world % p.q == 0 && !comm.has_measured(prim, p.link);
   return p;
+}
+
+// A ring collective (all-reduce, all-gather, reduce-scatter) over such a
+// group, e.g. the data-parallel gradient reduction (docs/costmodel.md,
+// "Collectives over several nodes"). With q >= 2 members on each node NCCL
+// runs q channels, each leaving the node through another member's NIC: of
+// what a member sends, 1/q crosses its NIC and (q-1)/q moves over the
+// node's link, at the same time; the steps and their latency are the ring's.
+double group_collective(const CommTable& comm, const ClusterSpec& cluster, int type, Primitive prim,
+                        double bytes, int world, int stride) {
+  const GroupPlacement p = group_placement(comm, cluster, type, world, stride, prim);
+  if (!p.split || p.q < 2) return comm.time(prim, bytes, world, p.link);
+  const Link node{LinkKind::kIntraNode, type, type};
+  return std::max(comm.time(prim, bytes / p.q, world, p.link),
+                  comm.time(prim, bytes * (p.q - 1) / p.q, world, node));
 }
 
 // The in-node part of an EP exchange: the all-to-all among the q members
@@ -108,7 +123,8 @@ double in_node_all_to_all(const CommTable& comm, int type, double bytes, int wor
 // sends in all, its own share included.
 double ep_all_to_all(const CommTable& comm, const ClusterSpec& cluster, int type, double bytes,
                      int world, int stride) {
-  const EpPlacement p = ep_placement(comm, cluster, type, world, stride);
+  const GroupPlacement p =
+      group_placement(comm, cluster, type, world, stride, Primitive::kAllToAll);
   if (!p.split) return comm.time(Primitive::kAllToAll, bytes, world, p.link);
   // world - q peers over the NIC: the one-link formula over world - q + 1
   // members with a buffer of (world - q + 1) shares sends exactly (world -
@@ -140,7 +156,8 @@ double remote_nodes_per_token(int experts, int top_k, int nodes) {
 double deepep_exchange(const CommTable& comm, const ClusterSpec& cluster, int type,
                        const ModelSpec& m, double tokens, double token_bytes, double routed,
                        int world, int stride) {
-  const EpPlacement p = ep_placement(comm, cluster, type, world, stride);
+  const GroupPlacement p =
+      group_placement(comm, cluster, type, world, stride, Primitive::kAllToAll);
   if (!p.split) return comm.time(Primitive::kAllToAll, routed, world, p.link);
   const double copies = remote_nodes_per_token(m.num_experts, m.top_k, world / p.q);
   const double rdma = comm.time(Primitive::kP2P, tokens * copies * token_bytes, 2, p.link);
@@ -611,29 +628,33 @@ TypeCosts CostModel::type_costs(const ParallelConfig& pi, int type) const {
     }
   }
 
-  // Gradient synchronisation. Dense grads over DP x CP, expert grads over
-  // EDP; both groups spread over the whole stage. With the distributed
-  // optimizer: reduce-scatter of grads + all-gather of params; without: an
-  // all-reduce of grads. time(n params) = latency + n * slope.
-  const Link stage_link = span_link(cluster_, type, pi.stage_devices());
-  auto affine = [&](int world, Primitive prim, double bytes_per_param) {
+  // Gradient synchronisation. Dense grads over DP x CP (stride TP in the
+  // stage's tp-cp-dp order), expert grads over EDP (stride TPE x EP in its
+  // tpe-ep-edp order). With the distributed optimizer: reduce-scatter of
+  // grads + all-gather of params; without: an all-reduce of grads.
+  // time(n params) = latency + n * slope.
+  auto affine = [&](int world, int stride, Primitive prim, double bytes_per_param) {
     SyncCost c;
     if (world <= 1) return c;
     const double probe = 1e9;
-    c.latency_s = tables_.comm.time(prim, 1e-300, world, stage_link);
-    c.s_per_param =
-        (tables_.comm.time(prim, probe * bytes_per_param, world, stage_link) - c.latency_s) / probe;
+    auto time = [&](double bytes) {
+      return group_collective(tables_.comm, cluster_, type, prim, bytes, world, stride);
+    };
+    c.latency_s = time(1e-300);
+    c.s_per_param = (time(probe * bytes_per_param) - c.latency_s) / probe;
     return c;
   };
   const Primitive reduce =
       tr.distributed_optimizer ? Primitive::kReduceScatter : Primitive::kAllReduce;
   const auto dense_world = static_cast<int>(d_dense);
   const auto expert_world = static_cast<int>(d_expert);
-  t.dp_reduce = affine(dense_world, reduce, t.grad_bytes_per_param);
-  t.edp_reduce = affine(expert_world, reduce, t.grad_bytes_per_param);
+  const int expert_stride = pi.tpe * pi.ep;
+  t.dp_reduce = affine(dense_world, pi.tp, reduce, t.grad_bytes_per_param);
+  t.edp_reduce = affine(expert_world, expert_stride, reduce, t.grad_bytes_per_param);
   if (tr.distributed_optimizer) {
-    t.dp_gather = affine(dense_world, Primitive::kAllGather, t.weight_bytes_per_param);
-    t.edp_gather = affine(expert_world, Primitive::kAllGather, t.weight_bytes_per_param);
+    t.dp_gather = affine(dense_world, pi.tp, Primitive::kAllGather, t.weight_bytes_per_param);
+    t.edp_gather =
+        affine(expert_world, expert_stride, Primitive::kAllGather, t.weight_bytes_per_param);
   }
   check_type_costs(t, workload_, cluster_, pi);
   return t;

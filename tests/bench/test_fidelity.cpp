@@ -93,13 +93,16 @@ TEST(Fidelity, CasesFileErrorsNameTheCase) {
 // settings its source's own recipe or script ran with (dispatcher, the
 // overlaps, --delay-wgrad-compute, bf16 gradient reduction, the FP8
 // recipe; bench/README.md, "The rows' own settings"), τ refitted to 51 µs:
-// the group is in the measured order (9 of 9 pairs).
+// the group is in the measured order (9 of 9 pairs). Data-parallel groups
+// with several members per node then crossed the nodes over all their NICs
+// (docs/costmodel.md, "Collectives over several nodes"), τ 52 µs: the
+// median fell, the worst row (GPT-OSS B200) rose from 0.301.
 constexpr int kExpressible = 18;
-constexpr double kMedianAbsError = 0.091;
-constexpr double kWorstAbsError = 0.301;
+constexpr double kMedianAbsError = 0.090;
+constexpr double kWorstAbsError = 0.321;
 constexpr int kBf16Rows = 13;
-constexpr double kBf16MedianAbsError = 0.097;
-constexpr double kBf16WorstAbsError = 0.301;
+constexpr double kBf16MedianAbsError = 0.093;
+constexpr double kBf16WorstAbsError = 0.321;
 constexpr double kQwenConcordance = 9.0 / 9.0;
 
 TEST(Fidelity, PublishedRunsNoWorseThanPinned) {
@@ -142,8 +145,8 @@ TEST(Fidelity, CatalogKernelOverheadIsTheFit) {
   EXPECT_DOUBLE_EQ(fit.best, kDefaultKernelOverhead);
   ASSERT_EQ(fit.held_out.size(), static_cast<std::size_t>(kExpressible));
   // Leave-one-out errors stay near the in-sample ones (worst: Qwen3-235B
-  // TP 4 PP 8, +38.8 % held out at 58 µs against +27.5 % at 51 µs).
-  for (const auto& h : fit.held_out) EXPECT_LT(std::abs(h.error), 0.39) << h.id;
+  // TP 4 PP 8, +40.4 % held out at 59 µs against +29.1 % at 52 µs).
+  for (const auto& h : fit.held_out) EXPECT_LT(std::abs(h.error), 0.41) << h.id;
 }
 
 }  // namespace

@@ -1817,13 +1817,34 @@ TEST_F(CostTerms, GradientSyncAndOptimizerFromTheModel) {
     EXPECT_REL(s.optimizer_s, (pd / 4 + pe / 2) * 3e-11);
   }
   {
-    // type 1 (4 per node): span 8 > 4 → inter (RS 2.5e9, AG 4e9, 4 µs)
+    // type 1 (4 per node): span 8 > 4 → inter (RS 2.5e9, AG 4e9, 4 µs).
+    // The DP x CP group (stride TP = 2) has 2 members on each node: half
+    // of what a member sends crosses its NIC, the other half moves over
+    // the node's link (RS 25e9, AG 40e9, 2 µs), at the same time. The EDP
+    // group (stride EP = 4) has one member per node: all over the NIC.
     const CostModel cm = model();
     const StageCost s = cm.stage_cost(pi, cm.type_costs(pi, 1), shape(0, 0, 4, 4, -1));
-    const double sync = ring(4 * pd, 4, 2.5e9, 4e-6) + ring(2 * pd, 4, 4e9, 4e-6) +
-                        ring(4 * pe, 2, 2.5e9, 4e-6) + ring(2 * pe, 2, 4e9, 4e-6);
+    const double dense =
+        std::max(ring(4 * pd / 2, 4, 2.5e9, 4e-6), ring(4 * pd / 2, 4, 25e9, 2e-6)) +
+        std::max(ring(2 * pd / 2, 4, 4e9, 4e-6), ring(2 * pd / 2, 4, 40e9, 2e-6));
+    const double sync = dense + ring(4 * pe, 2, 2.5e9, 4e-6) + ring(2 * pe, 2, 4e9, 4e-6);
     EXPECT_REL(s.dp_sync_s, sync);
+    EXPECT_LT(dense, ring(4 * pd, 4, 2.5e9, 4e-6) + ring(2 * pd, 4, 4e9, 4e-6));  // all via NIC
     EXPECT_REL(s.optimizer_s, (pd / 4 + pe / 2) * 6e-11);
+    // A measured inter-node reduce-scatter is NCCL's real collective over
+    // the whole group already: taken as measured.
+    const CommTable saved = tables.comm;
+    std::vector<CommPoint> points;
+    for (const double bytes : {1e6, 1e7, 1e8}) points.push_back({4, bytes, bytes / 1e9});
+    tables.comm.set_measured(Primitive::kReduceScatter, {LinkKind::kInterNode, 1, 1},
+                             make_curve(points));
+    const TypeCosts measured = model().type_costs(pi, 1);
+    auto lookup = [&](double bytes) {
+      return tables.comm.time(Primitive::kReduceScatter, bytes, 4, {LinkKind::kInterNode, 1, 1});
+    };
+    EXPECT_REL(measured.dp_reduce.latency_s, lookup(1e-300));
+    EXPECT_REL(measured.dp_reduce.s_per_param, (lookup(4e9) - lookup(1e-300)) / 1e9);
+    tables.comm = saved;
   }
   {
     // without the distributed optimizer: an all-reduce of gradients (4 B/param, AR 100e9)

@@ -408,21 +408,21 @@ TEST(MegatronLauncher, GoldenLaunchersReadByHand) {
   //  - stage i holds ranks [i*S, (i+1)*S), S = TP*CP*DP, and the node table
   //    puts those ranks on nodes of the stage's device type.
   const std::vector<Reading> readings = {
-      // PP4 x DP8 (S = 8, one node per stage), layers 9+9+3+3 = 24 by a
-      // layout (the middle stages differ, so first/last flags cannot say
-      // it), the H800 stages first; ETP1 x EP4 x EDP2 = 8. No recompute:
-      // no recompute flags.
+      // PP2 x DP16 (S = 16, two nodes per stage), layers 7+17 = 24 (first
+      // and last flags), the 910B stage first; ETP1 x EP4 x EDP4 = 16. No
+      // recompute: no recompute flags.
       {"mixtral_s_paper_32-1.sh",
        {{"--tensor-model-parallel-size", "1"},
-        {"--pipeline-model-parallel-size", "4"},
+        {"--pipeline-model-parallel-size", "2"},
         {"--context-parallel-size", "1"},
         {"--expert-model-parallel-size", "4"},
         {"--expert-tensor-parallel-size", "1"},
-        {"--pipeline-model-parallel-layout", "E,t*9|t*9|t*3|t*3,L"},
+        {"--decoder-first-pipeline-num-layers", "7"},
+        {"--decoder-last-pipeline-num-layers", "17"},
         {"--micro-batch-size", "1"},
         {"--global-batch-size", "256"}},
-       {"H800", "H800", "910B", "910B"},
-       {"h800-node-000", "h800-node-001", "910b-node-000", "910b-node-001"}},
+       {"910B", "H800"},
+       {"910b-node-000", "910b-node-001", "h800-node-000", "h800-node-001"}},
       // Alternating types: the node table alternates too. 7+5+7+5 = 24.
       // PP4 x DP8; ETP1 x EP4 x EDP2 = 8.
       {"mixtral_s_paper_32-2.sh",
@@ -511,11 +511,11 @@ TEST(MegatronLauncher, LauncherRunsUnderBash) {
   ASSERT_TRUE(ran.shell.has_command);
   std::vector<std::string> prefix;
   for (const ShellWord& w : ran.shell.launch.prefix) prefix.push_back(w.text);
-  // h800-node-000 is the first node of the golden's table (H800 | H800 |
-  // 910B | 910B).
-  EXPECT_EQ(prefix, (std::vector<std::string>{"torchrun", "--nnodes", "4", "--node-rank", "0",
+  // h800-node-000 is the third node of the golden's table (910B, 910B |
+  // H800, H800).
+  EXPECT_EQ(prefix, (std::vector<std::string>{"torchrun", "--nnodes", "4", "--node-rank", "2",
                                               "--nproc-per-node", "8", "--master-addr",
-                                              "h800-node-000", "--master-port", "6000"}));
+                                              "910b-node-000", "--master-port", "6000"}));
   MegatronScript source = read_megatron_script(kData + "mixtral_s.sh");
   Workload expected = megatron_workload(source);
   Workload got = megatron_workload(ran);
@@ -558,15 +558,15 @@ TEST(MegatronLauncher, HostListNamesTheNodes) {
   const ClusterSpec cluster = load_cluster("paper:32-1");
   MegatronScript s = read_megatron_script(kData + "mixtral_s.sh");
   const Workload w = megatron_workload(s);
-  // The golden plan for this case: H800 x9 | H800 x9 | 910B x3 | 910B x3.
+  // The golden plan for this case: 910B x7 | H800 x17, two nodes each.
   MegatronScript golden = read_megatron_script(kData + "golden/mixtral_s_paper_32-1.sh");
   const Plan plan = megatron_plan(golden, w, cluster);
   const ProfileTables tables =
       make_analytic_tables(w, cluster, 1, {plan.parallel.tp}, {plan.parallel.cp});
   const CostModel model(w, cluster, tables);
   const Launcher l = make_megatron_launcher(model.evaluate(plan), model, &s, "test", hosts);
-  EXPECT_EQ(l.nodes, (std::vector<std::string>{"a100", "a101", "b200", "b201"}));
-  EXPECT_NE(l.text.find("MASTER_ADDR=${MASTER_ADDR:-a100}"), std::string::npos);
+  EXPECT_EQ(l.nodes, (std::vector<std::string>{"b200", "b201", "a100", "a101"}));
+  EXPECT_NE(l.text.find("MASTER_ADDR=${MASTER_ADDR:-b200}"), std::string::npos);
   // Too few hosts of a type, or a type the cluster lacks, is an input error.
   EXPECT_THROW(make_megatron_launcher(model.evaluate(plan), model, &s, "test",
                                       parse_launcher_hosts("a100 H800\nb200 910B\n", "h")),

@@ -3,7 +3,7 @@
 # Model: /work/main/tests/data/megatron/mixtral_l.sh (flags read from /work/main/tests/data/megatron/mixtral_l.sh)
 # Cluster: paper:32-2
 # Plan: PP=4 TP=1 CP=1 EP=8 ETP=1 DP=8, micro-batch 1, global batch 512 (64 micro-batches), 32 processes
-# Predicted iteration latency: 27.041 s; throughput 77556 tokens/s; MFU 43.9%
+# Predicted iteration latency: 27.099 s; throughput 77388 tokens/s; MFU 43.8%
 #
 #  stage  device    ranks            layers  recompute   memory / capacity        nodes
 #      0  MI300X         0..7           14  selective   139.6 GiB / 191.7 GiB     mi300x-node-000
