@@ -1,11 +1,12 @@
 // Analytic (roofline) profile tables.
 //
 // Every GEMM is timed as max(2mnk / (peak * gemm_efficiency),
-// bytes(A, B, C) / HBM bandwidth); core attention is compute bound (flash
-// attention, causal); norms, residuals and activation functions are memory
-// bound. Backward GEMMs cost twice the forward (data and weight gradients).
-// The shapes are those of one device under TP with sequence parallelism and
-// CP: docs/costmodel.md, "Compute", gives every formula.
+// bytes(A, B, C) / HBM bandwidth); core attention is compute bound (fused
+// causal attention at its measured share of peak); norms, residuals and
+// activation functions are memory bound. Backward GEMMs cost twice the
+// forward (data and weight gradients). The shapes are those of one device
+// under TP with sequence parallelism and CP: docs/costmodel.md, "Compute",
+// gives every formula.
 #include "costmodel/analytic.h"
 
 #include <array>
@@ -104,6 +105,40 @@ double concurrent_gemms(int count, double m, double n, double k, const DeviceSpe
 }
 
 }  // namespace
+
+AttentionEfficiency attention_efficiency(double head_dim, double seq_len) {
+  // cuDNN's bars in the FlashAttention-3 paper (arXiv:2407.08608, H100 80GB
+  // SXM5, BF16, batch x length = 16k tokens, 2048 hidden), TFLOP/s at
+  // lengths 512, 1k, 2k, 4k, 8k, 16k: forward with the causal mask
+  // (Fig. 5), forward and backward without it (Figs. 5 and 6).
+  struct Curve {
+    std::array<double, 6> causal_fwd, fwd, bwd;
+  };
+  static constexpr Curve kHead64{{225, 288, 334, 363, 379, 388},
+                                 {335, 373, 395, 408, 412, 413},
+                                 {266, 348, 395, 417, 432, 433}};
+  static constexpr Curve kHead128{{315, 410, 484, 518, 529, 539},
+                                  {497, 574, 617, 609, 600, 595},
+                                  {305, 408, 465, 499, 518, 516}};
+  static constexpr double kH100Peak = 989.0;  // TFLOP/s, dense BF16, as the catalog
+  // Position in log2 between the table's points, clamped to its ends.
+  auto position = [](double x, double lo, double steps) {
+    return std::clamp(std::log2(std::max(x, 1.0) / lo), 0.0, steps);
+  };
+  const double at_len = position(seq_len, 512.0, 5.0);
+  const auto i = std::min(static_cast<std::size_t>(at_len), std::size_t{4});
+  const double f = at_len - static_cast<double>(i);
+  auto along = [&](const std::array<double, 6>& c) { return c[i] + f * (c[i + 1] - c[i]); };
+  const double g = position(head_dim, 64.0, 1.0);
+  auto across = [&](auto member) {
+    return along(kHead64.*member) + g * (along(kHead128.*member) - along(kHead64.*member));
+  };
+  const double causal_fwd = across(&Curve::causal_fwd);
+  AttentionEfficiency e;
+  e.fwd = causal_fwd / kH100Peak;
+  e.bwd = across(&Curve::bwd) * (causal_fwd / across(&Curve::fwd)) / kH100Peak;
+  return e;
+}
 
 double gemm_time(double m, double n, double k, const DeviceSpec& d, double bytes_per_element) {
   return concurrent_gemms(1, m, n, k, d, d.peak_flops, bytes_per_element);
@@ -284,12 +319,17 @@ ComputeEntry compute_entry(const Workload& w, const DeviceSpec& dev, int micro_b
   // in sliding-window layers (the model's mean over its layers).
   const double core_flops =
       2.0 * s.tokens * mean_attended_keys(m, s.seq) * s.heads * (s.qk_dim + s.v_dim);
-  e.core_attention_fwd = core_flops / peak;
+  // Core attention runs at the fused kernel's own share of peak at the
+  // length it sees: the sequence, or its chunk per CP rank.
+  const AttentionEfficiency ae =
+      attention_efficiency(std::max(s.qk_dim, s.v_dim), s.seq / static_cast<double>(cp));
+  e.core_attention_fwd = core_flops / (dev.peak_flops * ae.fwd);
+  e.core_attention_bwd = as.attention_bwd_factor * core_flops / (dev.peak_flops * ae.bwd);
   // One RMSNorm: read and write the device's sequence-parallel tokens.
   e.norm_fwd = stream(2.0 * s.sp_tokens * h * beta) + kernels(1);
   e.attention_fwd = proj + e.core_attention_fwd + block_elementwise + kernels(kAttentionKernels);
-  e.attention_bwd = proj_bwd + as.attention_bwd_factor * e.core_attention_fwd +
-                    2.0 * block_elementwise + kernels(2.0 * kAttentionKernels);
+  e.attention_bwd =
+      proj_bwd + e.core_attention_bwd + 2.0 * block_elementwise + kernels(2.0 * kAttentionKernels);
 
   // MLPs: up (and gate) projection, activation, down projection.
   const bool gated = m.mlp == MlpKind::kSwiGlu;

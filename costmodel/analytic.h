@@ -64,6 +64,21 @@ RoutedExpertTime routed_expert_time(const ModelSpec& model, const DeviceSpec& de
                                     Precision precision = Precision::kBf16,
                                     Fp8Recipe recipe = Fp8Recipe::kDelayed);
 
+// The share of a device's dense peak that fused causal attention reaches
+// (docs/costmodel.md, "Core attention"): cuDNN's fused attention, the
+// kernel Transformer Engine runs for Megatron-LM on Hopper, as measured on
+// an H100 SXM5 in the FlashAttention-3 paper (Shah et al., 2024,
+// arXiv:2407.08608, Figs. 5 and 6), interpolated in log2 of the head
+// width (64..128) and of the kernel's sequence length (512..16k), clamped
+// outside. The backward, which the paper measures without the causal mask
+// only, loses to the mask what the forward loses. Taken as the same share
+// of peak on every device.
+struct AttentionEfficiency {
+  double fwd = 0;
+  double bwd = 0;
+};
+AttentionEfficiency attention_efficiency(double head_dim, double seq_len);
+
 // A linear layer's GEMM (m x k) * (k x n) in the training precision
 // (docs/costmodel.md, "FP8"): its forward and its backward (data and weight
 // gradients). In FP8 the GEMMs run at the device's FP8 peak with the same

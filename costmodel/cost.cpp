@@ -58,8 +58,6 @@ constexpr double kBucketParamsPerDpRank = 1e6;
 // compute: Megatron-LM's --moe-deepep-num-sms default (20); assumed for the
 // NCCL all-to-all as well.
 constexpr int kDispatchComputeUnits = 20;
-// Flash-attention backward / forward time (AnalyticAssumptions).
-constexpr double kAttentionBwdFactor = AnalyticAssumptions{}.attention_bwd_factor;
 
 // The link a group of `span` consecutive ranks of one device type uses:
 // inside a node when it fits in one and nodes split evenly into such
@@ -351,7 +349,7 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
     const double ring = (pi.cp - 1) * comm.time(Primitive::kP2P, chunk, 2, cp_link);
     // The ring overlaps with core attention; only the excess is exposed.
     cp_fwd = std::max(0.0, ring - ce.core_attention_fwd);
-    cp_bwd = std::max(0.0, 2.0 * ring - kAttentionBwdFactor * ce.core_attention_fwd);
+    cp_bwd = std::max(0.0, 2.0 * ring - ce.core_attention_bwd);
   }
   double compute_fwd = ce.attention_fwd;
   double compute_bwd = ce.attention_bwd;
@@ -506,8 +504,7 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
       tp_hidden_f += std::min(tp_block, gemms_f);
       tp_hidden_b += std::min(tp_block, gemms_b);
     };
-    block(ce.attention_fwd - ce.core_attention_fwd,
-          ce.attention_bwd - kAttentionBwdFactor * ce.core_attention_fwd);
+    block(ce.attention_fwd - ce.core_attention_fwd, ce.attention_bwd - ce.core_attention_bwd);
     if (!moe) block(ce.dense_mlp_fwd, ce.dense_mlp_bwd);
     if (moe && m.shared_expert_ffn_hidden > 0) block(ce.shared_fwd, ce.shared_bwd);
   }

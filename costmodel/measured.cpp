@@ -86,6 +86,7 @@ void calibrate_entry(ComputeEntry& e, const ComputeSample& s, double tokens_rati
   e.output_fwd *= s_f;
   e.mtp_fwd *= s_f;
   e.attention_bwd *= sa_b;
+  e.core_attention_bwd *= sa_b;
   e.dense_mlp_bwd *= sm_b;
   e.expert_bwd *= sm_b;
   e.expert_scale_bwd *= sm_b;

@@ -25,6 +25,7 @@ struct ComputeEntry {
   // Forward times in seconds; backward times are in the *_bwd fields.
   double attention_fwd = 0;       // norms, QKV/out projections, core attention
   double core_attention_fwd = 0;  // the S^2 part alone (selective recompute)
+  double core_attention_bwd = 0;  // ... of attention_bwd
   double norm_fwd = 0;            // one norm over the device's tokens (layernorm recompute)
   double mla_up_fwd = 0;          // MLA's up-projections and rotary (mla_up_proj recompute)
   double dense_mlp_fwd = 0;       // one dense MLP of width F

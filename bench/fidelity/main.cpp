@@ -1,4 +1,5 @@
-// bench_fidelity [CASES] [--root DIR] [--tsv PUBLISHED_RUNS_TSV] [--fit-kernel-overhead]
+// bench_fidelity [CASES] [--root DIR] [--tsv PUBLISHED_RUNS_TSV]
+//                [--fit-kernel-overhead | --kernel-overhead-us US]
 // The calibration benchmark (bench/fidelity/README.md): scores every case
 // of CASES (default bench/fidelity/cases.json, paths relative to --root,
 // default the current directory), prints predicted against measured per
@@ -7,7 +8,8 @@
 // measured seconds (exit 2 naming the row otherwise). With
 // --fit-kernel-overhead, first prints the fit of the kernel overhead
 // (docs/costmodel.md, "Kernel overhead") over 0..60 us, then the report
-// at the fitted value.
+// at the fitted value. --kernel-overhead-us scores every row at that kernel
+// overhead instead of the catalog's, to see how much of a row it carries.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -84,15 +86,25 @@ int main(int argc, char** argv) {
   std::string root = ".";
   std::string tsv;
   bool fit = false;
+  std::optional<double> fixed_overhead;
   for (int k = 1; k < argc; ++k) {
     const std::string a = argv[k];
     if ((a == "--root" || a == "--tsv") && k + 1 < argc) {
       (a == "--root" ? root : tsv) = argv[++k];
     } else if (a == "--fit-kernel-overhead") {
       fit = true;
+    } else if (a == "--kernel-overhead-us" && k + 1 < argc) {
+      char* end = nullptr;
+      const double us = std::strtod(argv[++k], &end);
+      if (end == argv[k] || *end != '\0' || !(us >= 0 && us <= 1000)) {
+        std::cerr << "bench_fidelity: --kernel-overhead-us '" << argv[k]
+                  << "' is not a number of microseconds in [0, 1000]\n";
+        return 2;
+      }
+      fixed_overhead = us * 1e-6;
     } else if (a == "-h" || a == "--help") {
       std::cout << "usage: bench_fidelity [CASES] [--root DIR] [--tsv PUBLISHED_RUNS_TSV] "
-                   "[--fit-kernel-overhead]\n";
+                   "[--fit-kernel-overhead | --kernel-overhead-us US]\n";
       return 0;
     } else if (!a.empty() && a[0] != '-') {
       cases_path = a;
@@ -104,7 +116,7 @@ int main(int argc, char** argv) {
   try {
     const auto cases = hapmoe::fidelity::load_cases(cases_path);
     if (!tsv.empty()) check_against(cases, tsv);
-    std::optional<double> overhead;
+    std::optional<double> overhead = fixed_overhead;
     if (fit) {
       std::vector<double> grid;
       for (int us = 0; us <= 60; ++us) grid.push_back(us * 1e-6);

@@ -249,6 +249,7 @@ void write_profile(const h5::Group& inputs, const ProfileTables& t, const Cluste
       r.cp = key.second;
       r.attention_fwd = e.attention_fwd;
       r.core_attention_fwd = e.core_attention_fwd;
+      r.core_attention_bwd = e.core_attention_bwd;
       r.dense_mlp_fwd = e.dense_mlp_fwd;
       r.dense_act_fwd = e.dense_act_fwd;
       r.expert_fwd = e.expert_fwd;

@@ -363,6 +363,7 @@ struct ComputeRow {
   double attention_bwd = 0, dense_mlp_bwd = 0, expert_bwd = 0, shared_bwd = 0;
   double router_bwd = 0, embedding_bwd = 0, output_bwd = 0;
   double norm_fwd = 0, mla_up_fwd = 0, mtp_fwd = 0, mtp_bwd = 0;
+  double core_attention_bwd = 0;
 };
 
 inline h5::Compound<ComputeRow> compute_row_type() {
@@ -372,6 +373,7 @@ inline h5::Compound<ComputeRow> compute_row_type() {
   HAPMOE_H5_FIELD(c, ComputeRow, cp);
   HAPMOE_H5_FIELD(c, ComputeRow, attention_fwd);
   HAPMOE_H5_FIELD(c, ComputeRow, core_attention_fwd);
+  HAPMOE_H5_FIELD(c, ComputeRow, core_attention_bwd);
   HAPMOE_H5_FIELD(c, ComputeRow, dense_mlp_fwd);
   HAPMOE_H5_FIELD(c, ComputeRow, dense_act_fwd);
   HAPMOE_H5_FIELD(c, ComputeRow, expert_fwd);

@@ -96,13 +96,21 @@ TEST(Fidelity, CasesFileErrorsNameTheCase) {
 // the group is in the measured order (9 of 9 pairs). Data-parallel groups
 // with several members per node then crossed the nodes over all their NICs
 // (docs/costmodel.md, "Collectives over several nodes"), τ 52 µs: the
-// median fell, the worst row (GPT-OSS B200) rose from 0.301.
+// median fell, the worst row (GPT-OSS B200) rose from 0.301. Core attention
+// then ran at cuDNN's measured share of peak instead of the GEMMs'
+// (docs/costmodel.md, "Core attention"), τ refitted to 44 µs: the median
+// halved (0.090 -> 0.047), 17 of 18 rows within 25 % (16 before; the
+// long-context rows from -5.7..-20.5 % to -2.4..+2.7 %, Qwen3-235B TP 4
+// PP 8 from +29.1 % to +18.3 %), and the one row it does not explain,
+// GPT-OSS on B200, from -32.1 % to -33.6 % with the lower τ: the worst
+// pin follows it (bench/README.md, "Core attention").
 constexpr int kExpressible = 18;
-constexpr double kMedianAbsError = 0.090;
-constexpr double kWorstAbsError = 0.321;
+constexpr double kMedianAbsError = 0.047;
+constexpr double kWorstAbsError = 0.336;
+constexpr int kRowsWithin25 = 17;  // rows with |error| <= 0.25
 constexpr int kBf16Rows = 13;
-constexpr double kBf16MedianAbsError = 0.093;
-constexpr double kBf16WorstAbsError = 0.321;
+constexpr double kBf16MedianAbsError = 0.048;
+constexpr double kBf16WorstAbsError = 0.336;
 constexpr double kQwenConcordance = 9.0 / 9.0;
 
 TEST(Fidelity, PublishedRunsNoWorseThanPinned) {
@@ -114,6 +122,9 @@ TEST(Fidelity, PublishedRunsNoWorseThanPinned) {
   EXPECT_GE(s.expressible, kExpressible);
   EXPECT_LE(s.median_abs_error, kMedianAbsError + 5e-4) << summary_line(s);
   EXPECT_LE(s.worst_abs_error, kWorstAbsError + 5e-4) << summary_line(s);
+  int within = 0;
+  for (const Outcome& o : outcomes) within += o.inside() && std::abs(o.error) <= 0.25;
+  EXPECT_GE(within, kRowsWithin25) << summary_line(s);
   bool qwen = false;
   for (const GroupStats& g : s.groups) {
     if (g.group.rfind("qwen3-235b/", 0) != 0) continue;
@@ -140,13 +151,14 @@ TEST(Fidelity, CatalogKernelOverheadIsTheFit) {
   const std::string root = HAPMOE_SOURCE_DIR;
   const auto cases = load_cases(root + "/bench/fidelity/cases.json");
   std::vector<double> grid;
-  for (int us = 41; us <= 61; ++us) grid.push_back(us * 1e-6);
+  for (int us = 34; us <= 54; ++us) grid.push_back(us * 1e-6);
   const OverheadFit fit = fit_kernel_overhead(cases, root, grid);
   EXPECT_DOUBLE_EQ(fit.best, kDefaultKernelOverhead);
   ASSERT_EQ(fit.held_out.size(), static_cast<std::size_t>(kExpressible));
-  // Leave-one-out errors stay near the in-sample ones (worst: Qwen3-235B
-  // TP 4 PP 8, +40.4 % held out at 59 µs against +29.1 % at 52 µs).
-  for (const auto& h : fit.held_out) EXPECT_LT(std::abs(h.error), 0.41) << h.id;
+  // Leave-one-out errors stay near the in-sample ones (worst: GPT-OSS on
+  // B200, -34.7 % held out at 41 µs against -33.6 % at 44 µs; Qwen3-235B
+  // TP 4 PP 8 +26.4 % at 49 µs against +18.3 %).
+  for (const auto& h : fit.held_out) EXPECT_LT(std::abs(h.error), 0.35) << h.id;
 }
 
 }  // namespace

@@ -199,6 +199,7 @@ ComputeEntry entry_a() {
   ComputeEntry e;
   e.attention_fwd = 1.0e-3;
   e.core_attention_fwd = 4.0e-4;
+  e.core_attention_bwd = 1.0e-3;
   e.dense_mlp_fwd = 2.0e-3;
   e.dense_act_fwd = 1.0e-4;
   e.expert_fwd = 5.0e-4;
@@ -221,6 +222,7 @@ ComputeEntry entry_b() {
   ComputeEntry e;
   e.attention_fwd = 1.5e-3;
   e.core_attention_fwd = 6.0e-4;
+  e.core_attention_bwd = 1.5e-3;
   e.dense_mlp_fwd = 3.0e-3;
   e.dense_act_fwd = 1.5e-4;
   e.expert_fwd = 8.0e-4;
@@ -458,6 +460,18 @@ ModelSpec moe_shared_model() {
 constexpr double kPe = 50e12;  // P·e of roofline_device()
 constexpr double kW = 1e12;    // HBM of roofline_device()
 
+// Core attention of `flops` forward FLOPs on roofline_device() (P = 100e12)
+// at the fused kernel's own share of peak for the head width and the
+// kernel's length (docs/costmodel.md, "Core attention"; the table itself is
+// checked by hand in test_gemm_shape.cpp), not at the GEMMs' P·e: the
+// forward, and the backward's 2.5x the FLOPs.
+double core_fwd(double flops, double head, double len) {
+  return flops / (100e12 * attention_efficiency(head, len).fwd);
+}
+double core_bwd(double flops, double head, double len) {
+  return 2.5 * flops / (100e12 * attention_efficiency(head, len).bwd);
+}
+
 const ComputeEntry& analytic_entry(const ProfileTables& t, int tp, int cp) {
   return t.compute[0].at({tp, cp});
 }
@@ -473,14 +487,18 @@ TEST(CostTermsAnalytic, AttentionProjectionsCoreAndNorms) {
   // output: t_gemm(t, H, a·d/TP) = t_gemm(512, 1024, 512)
   const double out = roofline(tok, kH, kA * kD / 2, kPe, kW);
   // causal core: 2·t·(S/2)·(a/TP)·(d_qk + d_v) / (P·e)
-  const double core = 2.0 * tok * (kS / 2) * (kA / 2) * (kD + kD) / kPe;
+  // at the fused kernel's share of peak, head width 128, length S/CP = 512
+  const double core_flops = 2.0 * tok * (kS / 2) * (kA / 2) * (kD + kD);
+  EXPECT_REL(core_flops, 2.0 * 512 * 512 * 4 * 256);
+  const double core = core_fwd(core_flops, kD, 512);
+  EXPECT_REL(core, core_flops / (100e12 * 315.0 / 989.0));  // causal forward 315 TFLOP/s
   // norms/residuals/rotary: 8 passes of t_sp·H·β at W
   const double elem = 8.0 * tsp * kH * 2.0 / kW;
   EXPECT_REL(e.core_attention_fwd, core);
-  EXPECT_REL(core, 2.0 * 512 * 512 * 4 * 256 / 50e12);  // = 1.073741824e-5 s
+  EXPECT_REL(e.core_attention_bwd, core_bwd(core_flops, kD, 512));
   EXPECT_REL(e.attention_fwd, qkv + out + core + elem);
-  // backward: GEMMs twice, core 2.5×, memory-bound passes twice
-  EXPECT_REL(e.attention_bwd, 2.0 * (qkv + out) + 2.5 * core + 2.0 * elem);
+  // backward: GEMMs twice, core 2.5× the FLOPs, memory-bound passes twice
+  EXPECT_REL(e.attention_bwd, 2.0 * (qkv + out) + core_bwd(core_flops, kD, 512) + 2.0 * elem);
 }
 
 // What the norm and mla_up_proj recompute modules rerun, and what they free
@@ -536,12 +554,14 @@ TEST(CostTermsAnalytic, MultiLatentAttentionProjections) {
     const double kv_down = roofline(tok, 128 + 32, kH, kPe, kW);      // H → kv_lora + rope
     const double kv_up = roofline(tok, 4 * (64 + 64), 128, kPe, kW);  // kv_lora → a/TP·(nope+v)
     const double o = roofline(tok, kH, 4 * 64, kPe, kW);              // a/TP·d_v → H
-    const double core = 2.0 * tok * (kS / 2) * 4 * (96 + 64) / kPe;
+    // head width max(d_qk, d_v) = 96, length S = 1024
+    const double core_flops = 2.0 * tok * (kS / 2) * 4 * (96 + 64);
+    const double core = core_fwd(core_flops, 96, kS);
     const double elem = 8.0 * tsp * kH * 2.0 / kW;
     const double proj = q_down + q_up + kv_down + kv_up + o;
     EXPECT_REL(e.core_attention_fwd, core);
     EXPECT_REL(e.attention_fwd, proj + core + elem);
-    EXPECT_REL(e.attention_bwd, 2.0 * proj + 2.5 * core + 2.0 * elem);
+    EXPECT_REL(e.attention_bwd, 2.0 * proj + core_bwd(core_flops, 96, kS) + 2.0 * elem);
   }
   {
     // q_lora_rank = 0: queries projected directly, t_gemm(t, a/TP·d_qk, H).
@@ -553,7 +573,7 @@ TEST(CostTermsAnalytic, MultiLatentAttentionProjections) {
     const double kv_down = roofline(tok, 128 + 32, kH, kPe, kW);
     const double kv_up = roofline(tok, 4 * (64 + 64), 128, kPe, kW);
     const double o = roofline(tok, kH, 4 * 64, kPe, kW);
-    const double core = 2.0 * tok * (kS / 2) * 4 * (96 + 64) / kPe;
+    const double core = core_fwd(2.0 * tok * (kS / 2) * 4 * (96 + 64), 96, kS);
     const double elem = 8.0 * tsp * kH * 2.0 / kW;
     EXPECT_REL(e.attention_fwd, q + kv_down + kv_up + o + core + elem);
   }
@@ -776,6 +796,7 @@ TEST_F(CostTerms, CpRingExposedOnlyBeyondCoreAttention) {
   };
   for (const Case& cs : cases) {
     tables.compute[0][{1, 2}].core_attention_fwd = cs.core;
+    tables.compute[0][{1, 2}].core_attention_bwd = 2.5 * cs.core;
     const TypeCosts tc = model().type_costs(pi, 0);
     SCOPED_TRACE(cs.core);
     EXPECT_REL(tc.dense.fwd_s, 1.0e-3 + 2.0e-3 + cs.fwd_exposed);
@@ -786,6 +807,7 @@ TEST_F(CostTerms, CpRingExposedOnlyBeyondCoreAttention) {
 TEST_F(CostTerms, CpRingAcrossNodesAndWithTp) {
   workload.model = dense_model();
   tables.compute[0][{4, 4}].core_attention_fwd = 0.0;  // nothing to hide behind
+  tables.compute[0][{4, 4}].core_attention_bwd = 0.0;
   // TP = 4, CP = 4 on type 0: CP span 16 > 8 → inter p2p (2.5e9, 2 µs).
   // chunk = b·S/CP · 2·g/TP·d · β = 256 · (2·2/4·128) · 2 = 65,536 B; 3 steps.
   const double chunk = 256.0 * (2 * kG / 4 * kD) * 2;
@@ -801,6 +823,7 @@ TEST_F(CostTerms, CpRingAcrossNodesAndWithTp) {
 TEST_F(CostTerms, CpRingMultiLatentAttentionChunk) {
   workload.model = mla_model();
   tables.compute[0][{1, 2}].core_attention_fwd = 1e-6;
+  tables.compute[0][{1, 2}].core_attention_bwd = 2.5e-6;
   // MLA KV chunk: b·S/CP · a/TP·(d_qk + d_v) · β = 512 · 8·(96 + 64) · 2 = 1,310,720 B.
   const double chunk = 512.0 * 8 * (96 + 64) * 2;
   const double ring_time = p2p(chunk, 25e9, 1e-6);
@@ -1404,7 +1427,7 @@ TEST(CostTermsAnalytic, SelectiveRecomputeTimeDenseLayer) {
   const CostModel cm(w, c, t);
   const TypeCosts tc = cm.type_costs(config(1, 2, 2, 1, 1, 1), 0);
   const double tok = 512;
-  const double core = 2.0 * tok * (kS / 2) * (kA / 2) * (kD + kD) / kPe;
+  const double core = core_fwd(2.0 * tok * (kS / 2) * (kA / 2) * (kD + kD), kD, 512);
   // core attention alone: Megatron has no module for a dense MLP's
   // activation function
   EXPECT_REL(tc.dense.selective(kDefaultRecomputeModules).extra_s, core);
@@ -1419,7 +1442,7 @@ TEST(CostTermsAnalytic, SelectiveRecomputeOfSharedExpertsRerunsThem) {
   const CostModel cm(w, c, t);
   const TypeCosts tc = cm.type_costs(config(1, 2, 2, 1, 1, 1), 0);
   const double tok = 512, tsp = 256;
-  const double core = 2.0 * tok * (kS / 2) * (kA / 2) * (kD + kD) / kPe;
+  const double core = core_fwd(2.0 * tok * (kS / 2) * (kA / 2) * (kD + kD), kD, 512);
   const double expert_act = 3.0 * tsp * kFe * 2.0 / kW;  // m passes of t_sp·F_e·β
   // η = 1 in the analytic tables.
   EXPECT_REL(tc.moe.selective(kDefaultRecomputeModules).extra_s, core + kK * kImb * expert_act);
@@ -2656,11 +2679,11 @@ TEST_F(CostTerms, TpCommOverlapHidesEachBlockUpToItsGemms) {
   {
     // GEMMs shorter than the collectives: only the GEMMs' worth is hidden.
     ComputeEntry& e = tables.compute[0][{2, 1}];
-    e.attention_fwd = e.core_attention_fwd + 1e-5;        // attention GEMMs 1e-5 s
-    e.dense_mlp_fwd = 2e-5;                               // MLP 2e-5 s
-    e.attention_bwd = 2.5 * e.core_attention_fwd + 5e-6;  // backward GEMMs 5e-6 s
+    e.attention_fwd = e.core_attention_fwd + 1e-5;  // attention GEMMs 1e-5 s
+    e.dense_mlp_fwd = 2e-5;                         // MLP 2e-5 s
+    e.attention_bwd = e.core_attention_bwd + 5e-6;  // backward GEMMs 5e-6 s
     const double gemms_f_attn = e.attention_fwd - e.core_attention_fwd;
-    const double gemms_b_attn = e.attention_bwd - 2.5 * e.core_attention_fwd;
+    const double gemms_b_attn = e.attention_bwd - e.core_attention_bwd;
     ASSERT_LT(gemms_f_attn, block);
     ASSERT_LT(e.dense_mlp_fwd, block);
     ASSERT_LT(gemms_b_attn, block);
@@ -3064,13 +3087,14 @@ TEST(CostTermsFp8, LinearLayersOfTheBlocksRunInFp8) {
     const ComputeEntry& a = analytic_entry(t16, tp, 1);
     const ComputeEntry& e = analytic_entry(t8, tp, 1);
     const double tok = 1024, tsp = tok / tp;
-    const double core = 2.0 * tok * (kS / 2) * (kA / tp) * (kD + kD) / kPe;
+    const double core_flops = 2.0 * tok * (kS / 2) * (kA / tp) * (kD + kD);
+    const double core = core_fwd(core_flops, kD, kS);
     const double elem = 8.0 * tsp * kH * 2.0 / kW4;
     // Attention: QKV (t, (a+2g)·d/TP, H) and output (t, H, a·d/TP) in FP8.
     const Linear8 qkv = fp8_linear(tok, (kA + 2 * kG) * kD / tp, kH, 4);
     const Linear8 out = fp8_linear(tok, kH, kA * kD / tp, 4);
     EXPECT_REL(e.attention_fwd, qkv.fwd + out.fwd + core + elem);
-    EXPECT_REL(e.attention_bwd, qkv.bwd + out.bwd + 2.5 * core + 2.0 * elem);
+    EXPECT_REL(e.attention_bwd, qkv.bwd + out.bwd + core_bwd(core_flops, kD, kS) + 2.0 * elem);
     // Dense MLP: FC1 (t, 2F/TP, H), FC2 (t, H, F/TP); the activation bf16.
     const double act = 3.0 * tok * (kF / tp) * 2.0 / kW4;
     const Linear8 fc1 = fp8_linear(tok, 2 * kF / tp, kH, 4);
@@ -3130,10 +3154,11 @@ TEST(CostTermsFp8, LinearLayersOfTheBlocksRunInFp8) {
   const double tok = 1024;
   const Linear8 qkv = fp8_linear(tok, (kA + 2 * kG) * kD, kH, 6);
   const Linear8 out = fp8_linear(tok, kH, kA * kD, 6);
-  const double core = 2.0 * tok * (kS / 2) * kA * (kD + kD) / kPe;
+  const double core_flops = 2.0 * tok * (kS / 2) * kA * (kD + kD);
+  const double core = core_fwd(core_flops, kD, kS);
   const double elem = 8.0 * tok * kH * 2.0 / kW4;
   EXPECT_REL(e.attention_fwd, qkv.fwd + out.fwd + core + elem);
-  EXPECT_REL(e.attention_bwd, qkv.bwd + out.bwd + 2.5 * core + 2.0 * elem);
+  EXPECT_REL(e.attention_bwd, qkv.bwd + out.bwd + core_bwd(core_flops, kD, kS) + 2.0 * elem);
   EXPECT_GT(e.attention_fwd, analytic_entry(t8, 1, 1).attention_fwd);
 }
 
@@ -3151,13 +3176,14 @@ TEST(CostTermsFp8, MultiLatentAttentionProjectionsRunInFp8) {
   const Linear8 kv_down = fp8_linear(tok, 128 + 32, kH, 6);
   const Linear8 kv_up = fp8_linear(tok, 4 * (64 + 64), 128, 6);
   const Linear8 o = fp8_linear(tok, kH, 4 * 64, 6);
-  const double core = 2.0 * tok * (kS / 2) * 4 * (96 + 64) / kPe;  // bf16
+  const double core_flops = 2.0 * tok * (kS / 2) * 4 * (96 + 64);  // bf16
+  const double core = core_fwd(core_flops, 96, kS);
   const double elem = 8.0 * tsp * kH * 2.0 / kW4;
   EXPECT_REL(e.core_attention_fwd, core);
   EXPECT_REL(e.attention_fwd,
              q_down.fwd + q_up.fwd + kv_down.fwd + kv_up.fwd + o.fwd + core + elem);
-  EXPECT_REL(e.attention_bwd,
-             q_down.bwd + q_up.bwd + kv_down.bwd + kv_up.bwd + o.bwd + 2.5 * core + 2.0 * elem);
+  EXPECT_REL(e.attention_bwd, q_down.bwd + q_up.bwd + kv_down.bwd + kv_up.bwd + o.bwd +
+                                  core_bwd(core_flops, 96, kS) + 2.0 * elem);
 }
 
 // A device without FP8 cannot build FP8 tables (check_plan refuses such a

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -466,6 +467,58 @@ constexpr Fp8Recipe kRecipes[] = {Fp8Recipe::kDelayed, Fp8Recipe::kTensorwise,
 // Read bf16 (2), write the rowwise and columnwise FP8 copies (1 + 1);
 // tensor-wise current scaling reads the tensor once more for its amax (+2).
 double cast_bytes(Fp8Recipe r) { return r == Fp8Recipe::kTensorwise ? 6.0 : 4.0; }
+
+// Core attention's share of peak (docs/costmodel.md, "Core attention"):
+// the cuDNN bars of the FlashAttention-3 paper over the H100's 989 TFLOP/s,
+// the causal backward scaled by what the mask costs the forward.
+TEST(AttentionEfficiency, TablePointsByHand) {
+  // head width 128 at 4k: causal forward 518; backward 499 · 518 / 609.
+  AttentionEfficiency e = attention_efficiency(128, 4096);
+  EXPECT_REL(e.fwd, 518.0 / 989.0);
+  EXPECT_REL(e.bwd, 499.0 * 518.0 / 609.0 / 989.0);
+  // head width 64 at 16k: 388; 433 · 388 / 413.
+  e = attention_efficiency(64, 16384);
+  EXPECT_REL(e.fwd, 388.0 / 989.0);
+  EXPECT_REL(e.bwd, 433.0 * 388.0 / 413.0 / 989.0);
+}
+
+TEST(AttentionEfficiency, InterpolatesInLog2OfLengthAndHeadWidth) {
+  // Half-way (in log2) between 2k and 4k at head width 128.
+  const double len = 2048.0 * std::sqrt(2.0);
+  const double causal = (484.0 + 518.0) / 2;
+  const double fwd = (617.0 + 609.0) / 2;
+  const double bwd = (465.0 + 499.0) / 2;
+  AttentionEfficiency e = attention_efficiency(128, len);
+  EXPECT_REL(e.fwd, causal / 989.0);
+  EXPECT_REL(e.bwd, bwd * causal / fwd / 989.0);
+  // Half-way between head widths 64 and 128 (~90.5) at 8k.
+  e = attention_efficiency(64.0 * std::sqrt(2.0), 8192);
+  EXPECT_REL(e.fwd, (379.0 + 529.0) / 2 / 989.0);
+}
+
+TEST(AttentionEfficiency, ClampedOutsideTheTable) {
+  // Longer than 16k is 16k; wider than 128 (MLA's 192) is 128; shorter
+  // than 512 is 512; narrower than 64 is 64.
+  EXPECT_EQ(attention_efficiency(192, 131072).fwd, attention_efficiency(128, 16384).fwd);
+  EXPECT_EQ(attention_efficiency(256, 65536).bwd, attention_efficiency(128, 16384).bwd);
+  EXPECT_EQ(attention_efficiency(32, 100).fwd, attention_efficiency(64, 512).fwd);
+  EXPECT_REL(attention_efficiency(64, 512).fwd, 225.0 / 989.0);
+}
+
+TEST(AttentionEfficiency, BelowTheGemmShareAndRisingWithLength) {
+  for (double hd : {64.0, 96.0, 128.0}) {
+    double prev_f = 0, prev_b = 0;
+    for (double len = 512; len <= 16384; len *= 2) {
+      const AttentionEfficiency e = attention_efficiency(hd, len);
+      EXPECT_LT(e.fwd, 0.75) << hd << " " << len;
+      EXPECT_LT(e.bwd, 0.75) << hd << " " << len;
+      EXPECT_GT(e.fwd, prev_f) << hd << " " << len;
+      EXPECT_GT(e.bwd, prev_b) << hd << " " << len;
+      prev_f = e.fwd;
+      prev_b = e.bwd;
+    }
+  }
+}
 
 TEST(Fp8, CastBytesPerElement) {
   EXPECT_EQ(fp8_cast_bytes(Fp8Recipe::kDelayed), 4.0);

@@ -455,20 +455,21 @@ TEST(MegatronLauncher, GoldenLaunchersReadByHand) {
         {"--global-batch-size", "512"}},
        {"910B", "910B", "H800", "H800"},
        {"910b-node-000", "910b-node-001", "h800-node-000", "h800-node-001"}},
-      // PP4 x DP8 (S = 8, one node per stage), 14+14+10+10 = 48 by a layout;
-      // ETP1 x EP8 x EDP1 = 8. Every stage selective (core_attn moe_act).
+      // PP8 x DP4 (S = 4, two stages per node), 7+7+7+7+5+5+5+5 = 48 by a
+      // layout; ETP1 x EP4 x EDP1 = 4. Every stage selective (core_attn
+      // moe_act).
       {"mixtral_l_paper_32-2.sh",
        {{"--tensor-model-parallel-size", "1"},
-        {"--pipeline-model-parallel-size", "4"},
+        {"--pipeline-model-parallel-size", "8"},
         {"--context-parallel-size", "1"},
-        {"--expert-model-parallel-size", "8"},
+        {"--expert-model-parallel-size", "4"},
         {"--expert-tensor-parallel-size", "1"},
-        {"--pipeline-model-parallel-layout", "E,t*14|t*14|t*10|t*10,L"},
+        {"--pipeline-model-parallel-layout", "E,t*7|t*7|t*7|t*7|t*5|t*5|t*5|t*5,L"},
         {"--recompute-granularity", "selective"},
         {"--recompute-modules", "core_attn moe_act"},
         {"--micro-batch-size", "1"},
         {"--global-batch-size", "512"}},
-       {"MI300X", "MI300X", "H800", "H800"},
+       {"MI300X", "MI300X", "MI300X", "MI300X", "H800", "H800", "H800", "H800"},
        {"mi300x-node-000", "mi300x-node-001", "h800-node-000", "h800-node-001"}},
   };
   for (const Reading& rd : readings) {

@@ -2,17 +2,21 @@
 # Megatron-LM launcher written by hapmoe 0.1.0 for Megatron-LM core_v0.15.0 (NVIDIA/Megatron-LM tag core_v0.15.0).
 # Model: /work/main/tests/data/megatron/mixtral_l.sh (flags read from /work/main/tests/data/megatron/mixtral_l.sh)
 # Cluster: paper:32-2
-# Plan: PP=4 TP=1 CP=1 EP=8 ETP=1 DP=8, micro-batch 1, global batch 512 (64 micro-batches), 32 processes
-# Predicted iteration latency: 27.099 s; throughput 77388 tokens/s; MFU 43.8%
+# Plan: PP=8 TP=1 CP=1 EP=4 ETP=1 DP=4, micro-batch 1, global batch 512 (128 micro-batches), 32 processes
+# Predicted iteration latency: 27.136 s; throughput 77282 tokens/s; MFU 43.7%
 #
 #  stage  device    ranks            layers  recompute   memory / capacity        nodes
-#      0  MI300X         0..7           14  selective   139.6 GiB / 191.7 GiB     mi300x-node-000
-#      1  MI300X         8..15          14  selective   124.1 GiB / 191.7 GiB     mi300x-node-001
-#      2  H800          16..23          10  selective    79.2 GiB / 79.6 GiB      h800-node-000
-#      3  H800          24..31          10  selective    71.0 GiB / 79.6 GiB      h800-node-001
+#      0  MI300X         0..3            7  selective   136.5 GiB / 191.7 GiB     mi300x-node-000
+#      1  MI300X         4..7            7  selective   127.7 GiB / 191.7 GiB     mi300x-node-000
+#      2  MI300X         8..11           7  selective   120.7 GiB / 191.7 GiB     mi300x-node-001
+#      3  MI300X        12..15           7  selective   113.6 GiB / 191.7 GiB     mi300x-node-001
+#      4  H800          16..19           5  selective    76.7 GiB / 79.6 GiB      h800-node-000
+#      5  H800          20..23           5  selective    71.7 GiB / 79.6 GiB      h800-node-000
+#      6  H800          24..27           5  selective    66.6 GiB / 79.6 GiB      h800-node-001
+#      7  H800          28..31           5  selective    63.7 GiB / 79.6 GiB      h800-node-001
 #
 # Rank order: Megatron-LM orders ranks tp-cp-ep-dp-pp, so pipeline stage i holds the
-# global ranks [i*S, (i+1)*S) with S = TP*CP*DP = 8. torchrun numbers ranks node by node in
+# global ranks [i*S, (i+1)*S) with S = TP*CP*DP = 4. torchrun numbers ranks node by node in
 # --node-rank order, so NODE_HOSTS lists the nodes in that order: every stage lands on
 # nodes of its device type. Node names are placeholders: replace them with your hosts
 # (same order, same device types) and run this script once on every node: a node finds its index in
@@ -28,7 +32,7 @@
 set -eo pipefail
 
 # Device type of each pipeline stage (read back by hapmoe --megatron-script).
-HAPMOE_STAGE_DEVICES=(MI300X MI300X H800 H800)
+HAPMOE_STAGE_DEVICES=(MI300X MI300X MI300X MI300X H800 H800 H800 H800)
 NODE_HOSTS=(mi300x-node-000 mi300x-node-001 h800-node-000 h800-node-001)
 NODE_GPUS=(8 8 8 8)
 NNODES=4
@@ -78,11 +82,11 @@ MEGATRON_ARGS=(
 # Set by hapmoe from the plan and the training settings.
 PARALLEL_ARGS=(
     --tensor-model-parallel-size 1
-    --pipeline-model-parallel-size 4
+    --pipeline-model-parallel-size 8
     --context-parallel-size 1
-    --expert-model-parallel-size 8
+    --expert-model-parallel-size 4
     --expert-tensor-parallel-size 1
-    --pipeline-model-parallel-layout 'E,t*14|t*14|t*10|t*10,L'
+    --pipeline-model-parallel-layout 'E,t*7|t*7|t*7|t*7|t*5|t*5|t*5|t*5,L'
     --recompute-granularity selective
     --recompute-modules core_attn moe_act
     --micro-batch-size 1

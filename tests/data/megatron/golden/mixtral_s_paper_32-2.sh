@@ -3,7 +3,7 @@
 # Model: /work/main/tests/data/megatron/mixtral_s.sh (flags read from /work/main/tests/data/megatron/mixtral_s.sh)
 # Cluster: paper:32-2
 # Plan: PP=4 TP=1 CP=1 EP=4 ETP=1 DP=8, micro-batch 1, global batch 256 (32 micro-batches), 32 processes
-# Predicted iteration latency: 4.582 s; throughput 228831 tokens/s; MFU 37.4%
+# Predicted iteration latency: 4.528 s; throughput 231580 tokens/s; MFU 37.8%
 #
 #  stage  device    ranks            layers  recompute   memory / capacity        nodes
 #      0  MI300X         0..7            7  none         62.5 GiB / 191.7 GiB     mi300x-node-000
