@@ -424,16 +424,17 @@ ProfileTables make_analytic_tables(const Workload& workload, const ClusterSpec& 
     for (int p = 0; p < kNumPrimitives; ++p) {
       const auto prim = static_cast<Primitive>(p);
       t.comm.set(prim, {LinkKind::kIntraNode, h, h},
-                 {d.intra_node_bandwidth, d.intra_node_latency});
+                 {d.intra_node_bandwidth * as.node_link_efficiency, d.intra_node_latency});
       t.comm.set(prim, {LinkKind::kInterNode, h, h},
-                 {d.inter_node_bandwidth, d.inter_node_latency});
+                 {d.inter_node_bandwidth * as.nic_efficiency, d.inter_node_latency});
     }
   }
   for (int a = 0; a < types; ++a) {
     for (int b = a + 1; b < types; ++b) {
       for (int p = 0; p < kNumPrimitives; ++p) {
-        t.comm.set(static_cast<Primitive>(p), {LinkKind::kCrossType, a, b},
-                   {cluster.cross_bandwidth(a, b), cluster.cross_latency(a, b)});
+        t.comm.set(
+            static_cast<Primitive>(p), {LinkKind::kCrossType, a, b},
+            {cluster.cross_bandwidth(a, b) * as.nic_efficiency, cluster.cross_latency(a, b)});
       }
     }
   }

@@ -18,6 +18,14 @@ struct AnalyticAssumptions {
   double eta = 1.0;                                 // routed-expert kernel efficiency
   double elementwise_passes = 8.0;                  // tensor passes of norms/residuals per block
   double attention_bwd_factor = 2.5;                // flash-attention backward / forward
+  // The share of a link's line rate NCCL's collectives move (docs/costmodel.md,
+  // "Analytic communication table"): over NVLink 370 of 450 GB/s ("with the
+  // protocol overhead (~20%)", NCCL's maintainer in NVIDIA/nccl-tests issue
+  // 212), over a 400 Gb/s NIC 48.5 of 50 GB/s ("up to 48-49GB/s per NIC",
+  // NVIDIA in nccl-tests issue 267). Taken for every device's node link and
+  // NIC, and for the links between device types.
+  double node_link_efficiency = 370.0 / 450.0;
+  double nic_efficiency = 48.5 / 50.0;
 };
 
 // Compute entries for every (tp, cp) pair given, at micro-batch size

@@ -45,7 +45,7 @@ struct DeviceSpec {
 // that does not set one: one fit over the calibration benchmark
 // (docs/costmodel.md, "Kernel overhead"), a property of the software stack
 // (PyTorch + Megatron-LM + Transformer Engine), not of one device.
-inline constexpr double kDefaultKernelOverhead = 44e-6;
+inline constexpr double kDefaultKernelOverhead = 43e-6;
 // Validation bounds (cluster files): no device has more compute units, and
 // a kernel overhead above a millisecond is a unit mistake.
 inline constexpr int kMaxComputeUnits = 100000;

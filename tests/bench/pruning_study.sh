@@ -22,7 +22,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 grep -q "^| none | .* | 1.000 | 1 | 0 | 0.00 % | 0 |$" "$work/out.md" || fail "no 'none' row"
 grep -q "^| all | " "$work/out.md" || fail "no 'all' row"
 grep -q "^| 0.003 | 2 | " "$work/out.md" || fail "no eta row"
-grep -q "^| mixtral-s | paper:32-2 | 4.528 | 4.842 | 1.069 |$" "$work/out.md" ||
+grep -q "^| mixtral-s | paper:32-2 | 4.563 | 4.867 | 1.067 |$" "$work/out.md" ||
   fail "uniform ratio of paper:32-2"
 [[ $(wc -l < "$work/s.csv") == 11 ]] || fail "CSV rows"
 echo "ok"

@@ -103,14 +103,19 @@ TEST(Fidelity, CasesFileErrorsNameTheCase) {
 // long-context rows from -5.7..-20.5 % to -2.4..+2.7 %, Qwen3-235B TP 4
 // PP 8 from +29.1 % to +18.3 %), and the one row it does not explain,
 // GPT-OSS on B200, from -32.1 % to -33.6 % with the lower τ: the worst
-// pin follows it (bench/README.md, "Core attention").
+// pin follows it (bench/README.md, "Core attention"). Collectives then moved
+// NCCL's share of a link's line rate (370 of 450 GB/s over NVLink, 48.5 of
+// 50 GB/s per NIC; docs/costmodel.md, "Analytic communication table"), τ
+// 43 µs: median 0.047 -> 0.046, worst 0.336 -> 0.327; the bf16 rows' median
+// rose 0.048 -> 0.052 (Megatron-FSDP, all NIC-bound gathers, +13.8 % ->
+// +17.0 %; Mixtral 8x7B, the middle row, +4.8 % -> +5.2 %).
 constexpr int kExpressible = 18;
-constexpr double kMedianAbsError = 0.047;
-constexpr double kWorstAbsError = 0.336;
+constexpr double kMedianAbsError = 0.046;
+constexpr double kWorstAbsError = 0.327;
 constexpr int kRowsWithin25 = 17;  // rows with |error| <= 0.25
 constexpr int kBf16Rows = 13;
-constexpr double kBf16MedianAbsError = 0.048;
-constexpr double kBf16WorstAbsError = 0.336;
+constexpr double kBf16MedianAbsError = 0.052;
+constexpr double kBf16WorstAbsError = 0.327;
 constexpr double kQwenConcordance = 9.0 / 9.0;
 
 TEST(Fidelity, PublishedRunsNoWorseThanPinned) {
@@ -156,8 +161,8 @@ TEST(Fidelity, CatalogKernelOverheadIsTheFit) {
   EXPECT_DOUBLE_EQ(fit.best, kDefaultKernelOverhead);
   ASSERT_EQ(fit.held_out.size(), static_cast<std::size_t>(kExpressible));
   // Leave-one-out errors stay near the in-sample ones (worst: GPT-OSS on
-  // B200, -34.7 % held out at 41 µs against -33.6 % at 44 µs; Qwen3-235B
-  // TP 4 PP 8 +26.4 % at 49 µs against +18.3 %).
+  // B200, -33.8 % held out at 40 µs against -32.7 % at 43 µs; Qwen3-235B
+  // TP 4 PP 8 +24.5 % at 47 µs against +18.0 %).
   for (const auto& h : fit.held_out) EXPECT_LT(std::abs(h.error), 0.35) << h.id;
 }
 

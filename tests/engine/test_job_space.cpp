@@ -422,9 +422,13 @@ TEST(JobSpace, FloorsOfARelaxationSkipWorkAndChangeNoPlan) {
       EXPECT_EQ(own.top[i].plan, given.top[i].plan) << f;
       EXPECT_EQ(own.top[i].latency_s, given.top[i].latency_s) << f;
     }
-    // Every configuration with a plan under the incumbent is searched and
-    // finds it; no floor is above a plan.
+    // No floor is above a plan. Every configuration with a plan under the
+    // incumbent finds it with the floors too, unless its plan could not
+    // enter the top K: a search leaves out what its cut, the K-th best so
+    // far, excludes, and with the floors skipping other configurations the
+    // cut may fall before it is reached (as without them in another order).
     int under = 0;
+    const double kth = given.top.back().latency_s;
     for (std::size_t k = 0; k < own.configs.size(); ++k) {
       const ConfigOutcome* o = own.outcome(k);
       if (o == nullptr || !o->best) continue;
@@ -432,8 +436,11 @@ TEST(JobSpace, FloorsOfARelaxationSkipWorkAndChangeNoPlan) {
       if (o->best->latency_s >= plain) continue;
       ++under;
       const ConfigOutcome* g = given.outcome(k);
-      ASSERT_TRUE(g != nullptr && g->best) << f << " configuration " << k;
-      EXPECT_EQ(g->best->latency_s, o->best->latency_s) << f << " configuration " << k;
+      if (g != nullptr && g->best) {
+        EXPECT_EQ(g->best->latency_s, o->best->latency_s) << f << " configuration " << k;
+      } else {
+        EXPECT_GE(o->best->latency_s, kth) << f << " configuration " << k;
+      }
     }
     EXPECT_GT(under, 0) << f;
     EXPECT_LE(given.stats.configs_evaluated, own.stats.configs_evaluated) << f;

@@ -611,7 +611,7 @@ TEST(ClusterIo, ToJsonWritesTheDocumentedFormat) {
   EXPECT_EQ(j["devices"]["H800"]["peak_tflops"], 989.0);
   EXPECT_EQ(j["devices"]["H800"]["compute_units"], 132);
   EXPECT_EQ(j["devices"]["910B"]["compute_units"], 0);  // not known: no wave quantisation
-  EXPECT_EQ(j["devices"]["H800"]["kernel_overhead_us"], 44.0);
+  EXPECT_EQ(j["devices"]["H800"]["kernel_overhead_us"], 43.0);
   EXPECT_EQ(j["devices"]["MI300X"]["peak_tflops"], 1307.4);
   EXPECT_EQ(j["devices"]["H800"]["intra_node_latency_us"], 5.0);
   EXPECT_EQ(j["pools"][1],

@@ -274,6 +274,31 @@ TEST(MegatronLauncher, StageTableKeepsLongHostLists) {
   EXPECT_NE(l.text.find(last + "\n#\n# Rank order"), std::string::npos) << l.text;
 }
 
+// Stages whose device types alternate: the node table alternates too, each
+// stage's S = TP*CP*DP ranks on a node of its type (a given plan, whatever
+// the search would pick: Mixtral-S on paper:32-2, PP 4 x DP 8, 7+5+7+5).
+TEST(MegatronLauncher, AlternatingStageTypesAlternateTheNodeTable) {
+  const ClusterSpec cluster = load_cluster("paper:32-2");
+  Workload w = find_model_preset("mixtral-s")->workload;
+  const int mi300x = cluster.pools[0].device.name == "MI300X" ? 0 : 1;
+  const int h800 = 1 - mi300x;
+  Plan plan;
+  plan.parallel = {4, 1, 1, 4, 1, 8, w.training.micro_batch};
+  plan.stages = {{mi300x, 7, {}}, {h800, 5, {}}, {mi300x, 7, {}}, {h800, 5, {}}};
+  const ProfileTables tables = make_analytic_tables(w, cluster, w.training.micro_batch, {1}, {1});
+  const CostModel model(w, cluster, tables);
+  const Launcher l = make_megatron_launcher(model.evaluate(plan), model, nullptr, "test");
+  EXPECT_EQ(l.nodes, (std::vector<std::string>{"mi300x-node-000", "h800-node-000",
+                                               "mi300x-node-001", "h800-node-001"}));
+  EXPECT_EQ(l.node_procs, (std::vector<int>{8, 8, 8, 8}));
+  EXPECT_NE(l.text.find("HAPMOE_STAGE_DEVICES=(MI300X H800 MI300X H800)"), std::string::npos)
+      << l.text;
+  EXPECT_NE(l.text.find("--pipeline-model-parallel-layout 'E,t*7|t*5|t*7|t*5,L'"),
+            std::string::npos)
+      << l.text;
+  EXPECT_EQ(l.plan, plan);
+}
+
 // Host names: a control character is refused with the line and the name
 // escaped (one line); shell syntax is kept, to be quoted where written.
 TEST(MegatronLauncher, HostNamesWithControlCharactersAreRefused) {
@@ -423,19 +448,21 @@ TEST(MegatronLauncher, GoldenLaunchersReadByHand) {
         {"--global-batch-size", "256"}},
        {"910B", "H800"},
        {"910b-node-000", "910b-node-001", "h800-node-000", "h800-node-001"}},
-      // Alternating types: the node table alternates too. 7+5+7+5 = 24.
-      // PP4 x DP8; ETP1 x EP4 x EDP2 = 8.
+      // PP2 x DP16 (S = 16, two nodes per stage), 14+10 = 24 (first and
+      // last flags), the MI300X stage first; ETP1 x EP2 x EDP8 = 16. No
+      // recompute. (Alternating types: AlternatingStageTypesAlternateTheNodeTable.)
       {"mixtral_s_paper_32-2.sh",
        {{"--tensor-model-parallel-size", "1"},
-        {"--pipeline-model-parallel-size", "4"},
+        {"--pipeline-model-parallel-size", "2"},
         {"--context-parallel-size", "1"},
-        {"--expert-model-parallel-size", "4"},
+        {"--expert-model-parallel-size", "2"},
         {"--expert-tensor-parallel-size", "1"},
-        {"--pipeline-model-parallel-layout", "E,t*7|t*5|t*7|t*5,L"},
+        {"--decoder-first-pipeline-num-layers", "14"},
+        {"--decoder-last-pipeline-num-layers", "10"},
         {"--micro-batch-size", "1"},
         {"--global-batch-size", "256"}},
-       {"MI300X", "H800", "MI300X", "H800"},
-       {"mi300x-node-000", "h800-node-000", "mi300x-node-001", "h800-node-001"}},
+       {"MI300X", "H800"},
+       {"mi300x-node-000", "mi300x-node-001", "h800-node-000", "h800-node-001"}},
       // PP4 x TP8 x DP1 (S = 8, one node per stage), 10+10+14+14 = 48 by a
       // layout, the 910B stages first; ETP1 x EP8 x EDP1 = 8; 48 heads and
       // 8 groups divide by TP 8; SP with TP 8. One job-wide setting (the

@@ -3,7 +3,7 @@
 # Model: /work/main/tests/data/megatron/mixtral_l.sh (flags read from /work/main/tests/data/megatron/mixtral_l.sh)
 # Cluster: paper:32-1
 # Plan: PP=4 TP=8 CP=1 EP=8 ETP=1 DP=1, micro-batch 1, global batch 512 (512 micro-batches), 32 processes
-# Predicted iteration latency: 77.070 s; throughput 27211 tokens/s; MFU 26.3%
+# Predicted iteration latency: 78.006 s; throughput 26884 tokens/s; MFU 26.0%
 #
 #  stage  device    ranks            layers  recompute   memory / capacity        nodes
 #      0  910B           0..7           10  selective    60.0 GiB / 60.7 GiB      910b-node-000

@@ -3,7 +3,7 @@
 # Model: /work/main/tests/data/megatron/mixtral_l.sh (flags read from /work/main/tests/data/megatron/mixtral_l.sh)
 # Cluster: paper:32-2
 # Plan: PP=8 TP=1 CP=1 EP=4 ETP=1 DP=4, micro-batch 1, global batch 512 (128 micro-batches), 32 processes
-# Predicted iteration latency: 27.136 s; throughput 77282 tokens/s; MFU 43.7%
+# Predicted iteration latency: 27.222 s; throughput 77040 tokens/s; MFU 43.6%
 #
 #  stage  device    ranks            layers  recompute   memory / capacity        nodes
 #      0  MI300X         0..3            7  selective   136.5 GiB / 191.7 GiB     mi300x-node-000

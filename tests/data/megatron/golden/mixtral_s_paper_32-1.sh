@@ -3,7 +3,7 @@
 # Model: /work/main/tests/data/megatron/mixtral_s.sh (flags read from /work/main/tests/data/megatron/mixtral_s.sh)
 # Cluster: paper:32-1
 # Plan: PP=2 TP=1 CP=1 EP=4 ETP=1 DP=16, micro-batch 1, global batch 256 (16 micro-batches), 32 processes
-# Predicted iteration latency: 7.234 s; throughput 144956 tokens/s; MFU 40.5%
+# Predicted iteration latency: 7.350 s; throughput 142664 tokens/s; MFU 39.8%
 #
 #  stage  device    ranks            layers  recompute   memory / capacity        nodes
 #      0  910B           0..15           7  none         40.4 GiB / 60.7 GiB      910b-node-000 910b-node-001

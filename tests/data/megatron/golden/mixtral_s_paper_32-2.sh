@@ -2,22 +2,20 @@
 # Megatron-LM launcher written by hapmoe 0.1.0 for Megatron-LM core_v0.15.0 (NVIDIA/Megatron-LM tag core_v0.15.0).
 # Model: /work/main/tests/data/megatron/mixtral_s.sh (flags read from /work/main/tests/data/megatron/mixtral_s.sh)
 # Cluster: paper:32-2
-# Plan: PP=4 TP=1 CP=1 EP=4 ETP=1 DP=8, micro-batch 1, global batch 256 (32 micro-batches), 32 processes
-# Predicted iteration latency: 4.528 s; throughput 231580 tokens/s; MFU 37.8%
+# Plan: PP=2 TP=1 CP=1 EP=2 ETP=1 DP=16, micro-batch 1, global batch 256 (16 micro-batches), 32 processes
+# Predicted iteration latency: 4.563 s; throughput 229816 tokens/s; MFU 37.5%
 #
 #  stage  device    ranks            layers  recompute   memory / capacity        nodes
-#      0  MI300X         0..7            7  none         62.5 GiB / 191.7 GiB     mi300x-node-000
-#      1  H800           8..15           5  none         39.3 GiB / 79.6 GiB      h800-node-000
-#      2  MI300X        16..23           7  none         46.7 GiB / 191.7 GiB     mi300x-node-001
-#      3  H800          24..31           5  none         30.1 GiB / 79.6 GiB      h800-node-001
+#      0  MI300X         0..15          14  none        105.3 GiB / 191.7 GiB     mi300x-node-000 mi300x-node-001
+#      1  H800          16..31          10  none         66.1 GiB / 79.6 GiB      h800-node-000 h800-node-001
 #
 # Rank order: Megatron-LM orders ranks tp-cp-ep-dp-pp, so pipeline stage i holds the
-# global ranks [i*S, (i+1)*S) with S = TP*CP*DP = 8. torchrun numbers ranks node by node in
+# global ranks [i*S, (i+1)*S) with S = TP*CP*DP = 16. torchrun numbers ranks node by node in
 # --node-rank order, so NODE_HOSTS lists the nodes in that order: every stage lands on
 # nodes of its device type. Node names are placeholders: replace them with your hosts
 # (same order, same device types) and run this script once on every node: a node finds its index in
 # NODE_HOSTS from its short host name (or set NODE_RANK). Under Slurm, for example:
-#   srun --nodes=4 --ntasks-per-node=1 --nodelist=mi300x-node-000,h800-node-000,mi300x-node-001,h800-node-001 bash THIS_SCRIPT
+#   srun --nodes=4 --ntasks-per-node=1 --nodelist=mi300x-node-000,mi300x-node-001,h800-node-000,h800-node-001 bash THIS_SCRIPT
 #
 # What stock Megatron-LM cannot express:
 #  - device types: Megatron has no notion of them; the plan's device type per stage is
@@ -28,12 +26,12 @@
 set -eo pipefail
 
 # Device type of each pipeline stage (read back by hapmoe --megatron-script).
-HAPMOE_STAGE_DEVICES=(MI300X H800 MI300X H800)
-NODE_HOSTS=(mi300x-node-000 h800-node-000 mi300x-node-001 h800-node-001)
+HAPMOE_STAGE_DEVICES=(MI300X H800)
+NODE_HOSTS=(mi300x-node-000 mi300x-node-001 h800-node-000 h800-node-001)
 NODE_GPUS=(8 8 8 8)
 NNODES=4
 WORLD_SIZE=32
-declare -A NODE_INDEX=([mi300x-node-000]=0 [h800-node-000]=1 [mi300x-node-001]=2 [h800-node-001]=3)
+declare -A NODE_INDEX=([mi300x-node-000]=0 [mi300x-node-001]=1 [h800-node-000]=2 [h800-node-001]=3)
 NODE_RANK=${NODE_RANK:-${NODE_INDEX[$(hostname -s)]:-${SLURM_NODEID:-0}}}
 MASTER_ADDR=${MASTER_ADDR:-mi300x-node-000}
 MASTER_PORT=${MASTER_PORT:-6000}
@@ -78,11 +76,12 @@ MEGATRON_ARGS=(
 # Set by hapmoe from the plan and the training settings.
 PARALLEL_ARGS=(
     --tensor-model-parallel-size 1
-    --pipeline-model-parallel-size 4
+    --pipeline-model-parallel-size 2
     --context-parallel-size 1
-    --expert-model-parallel-size 4
+    --expert-model-parallel-size 2
     --expert-tensor-parallel-size 1
-    --pipeline-model-parallel-layout 'E,t*7|t*5|t*7|t*5,L'
+    --decoder-first-pipeline-num-layers 14
+    --decoder-last-pipeline-num-layers 10
     --micro-batch-size 1
     --global-batch-size 256
     --seq-length 4096
