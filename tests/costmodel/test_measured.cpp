@@ -1,11 +1,15 @@
 // Measured curves: log-log interpolation in bytes and world, the flags of
 // lookups outside the measured range, medians of repeated points, and the
-// catalog path left untouched when nothing is measured.
+// catalog path left untouched when nothing is measured; a measured layer
+// scaling the analytic compute entry.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "costmodel/analytic.h"
+#include "costmodel/cluster.h"
 #include "costmodel/measured.h"
+#include "costmodel/model.h"
 #include "costmodel/profile.h"
 
 namespace hapmoe {
@@ -80,6 +84,43 @@ TEST(CommTable, MeasuredKeyReplacesTheFormulaOthersKeepIt) {
   ASSERT_EQ(log.size(), 2u);
   EXPECT_EQ(log[0].flags, 0u);  // catalog
   EXPECT_EQ(log[1].flags, kLookupMeasured | kLookupAboveBytes);
+}
+
+// A measured dense layer scales the analytic entry's attention: its core
+// attention with it, forward and backward (what the CP ring and the TP
+// overlap hide behind, docs/costmodel.md, "Core attention"), by the ratio
+// of the measured to the analytic time.
+TEST(ApplyProfile, MeasuredDenseLayerScalesCoreAttentionBothWays) {
+  ModelSpec m;
+  m.name = "dense";
+  m.num_layers = 4;
+  m.hidden = 1024;
+  m.num_heads = 8;
+  m.num_kv_heads = 2;
+  m.head_dim = 128;
+  m.ffn_hidden = 4096;
+  m.vocab = 32000;
+  TrainingSpec t;
+  t.seq_len = 4096;
+  t.global_batch = 64;
+  const Workload w{m, t};
+  ClusterSpec c;
+  c.name = "one";
+  c.pools.push_back({*find_device("H100"), 1, 8});
+  ProfileTables tables = make_analytic_tables(w, c, 1, {1}, {1});
+  const ComputeEntry before = tables.compute[0].at({1, 1});
+  ASSERT_GT(before.core_attention_bwd, before.core_attention_fwd);
+  MeasuredProfile p;
+  ComputeSample s;
+  s.device = "H100";
+  s.dense_fwd_s = 2.0 * (before.attention_fwd + before.dense_mlp_fwd);
+  s.dense_bwd_s = 3.0 * (before.attention_bwd + before.dense_mlp_bwd);
+  p.compute.push_back(s);
+  apply_profile(tables, p, w, c, 1);
+  const ComputeEntry& after = tables.compute[0].at({1, 1});
+  EXPECT_DOUBLE_EQ(after.core_attention_fwd, 2.0 * before.core_attention_fwd);
+  EXPECT_DOUBLE_EQ(after.core_attention_bwd, 3.0 * before.core_attention_bwd);
+  EXPECT_DOUBLE_EQ(after.attention_bwd, 3.0 * before.attention_bwd);
 }
 
 }  // namespace
