@@ -163,6 +163,7 @@ std::vector<Outcome> evaluate_cases(const std::vector<Case>& cases, const std::s
       o.error = (report.latency_s - c.measured_s) / c.measured_s;
       o.fits = report.fits;
       o.mfu = report.mfu;
+      o.report = report;
       out.push_back(std::move(o));
     } catch (const InputError& e) {
       throw InputError("case " + c.id, e.what());
@@ -290,6 +291,34 @@ std::string summary_line(const Summary& s) {
                 g.best_predicted_best ? "yes" : "no");
   }
   return line;
+}
+
+void print_breakdown(std::ostream& out, const std::vector<Outcome>& outcomes) {
+  out << "where the predicted time goes (s per iteration; the bottleneck stage's step of one "
+         "micro-batch in ms):\n";
+  out << fmt("  %-22s %5s %9s %8s %8s %8s %8s\n", "row", "M", "predicted", "step", "bubble",
+             "dp sync", "optim");
+  for (const Outcome& o : outcomes) {
+    const IterationBreakdown& b = o.report.breakdown;
+    out << fmt("  %-22s %5d %9.3f %8.4f %8.3f %8.3f %8.3f\n", o.c.id.c_str(),
+               o.report.num_microbatches, o.predicted_s, b.step_s, b.bubble_s(), b.dp_sync_s,
+               b.optimizer_s);
+  }
+  out << fmt("\n  %-22s %4s %8s %7s %7s %7s %7s %7s %7s %7s | %7s %7s\n", "row", "pass", "compute",
+             "tp", "cp", "ep", "pp", "recomp", "dp", "host", "tp hid", "ep hid");
+  for (const Outcome& o : outcomes) {
+    if (o.report.stages.empty()) continue;
+    const StageCost& st = o.report.stages[static_cast<std::size_t>(o.report.bottleneck_stage)].cost;
+    const auto row = [&](const char* pass, const StepParts& p) {
+      out << fmt("  %-22s %4s %8.2f %7.2f %7.2f %7.2f %7.2f %7.2f %7.2f %7.2f | %7.2f %7.2f\n",
+                 o.c.id.c_str(), pass, 1e3 * p.compute, 1e3 * p.tp, 1e3 * p.cp, 1e3 * p.ep,
+                 1e3 * p.p2p, 1e3 * p.recompute, 1e3 * p.dp, 1e3 * p.host, 1e3 * p.tp_hidden,
+                 1e3 * p.ep_hidden);
+    };
+    row("fwd", st.fwd_parts);
+    row("bwd", st.bwd_parts);
+  }
+  out << "\n";
 }
 
 void print_report(std::ostream& out, const std::vector<Outcome>& outcomes, const Summary& s) {

@@ -51,9 +51,10 @@ std::vector<Case> load_cases(const std::string& path);
 struct Outcome {
   Case c;
   double predicted_s = 0;
-  double error = 0;  // signed: (predicted - measured) / measured
-  bool fits = true;  // the plan fits in memory per the cost model
-  double mfu = 0;    // predicted
+  double error = 0;   // signed: (predicted - measured) / measured
+  bool fits = true;   // the plan fits in memory per the cost model
+  double mfu = 0;     // predicted
+  PlanReport report;  // the whole evaluation, for the breakdown
   bool inside() const { return c.outside_median.empty(); }
 };
 
@@ -112,5 +113,11 @@ std::string summary_line(const Summary& s);
 
 // The per-row table, the approximations, the groups and the summary line.
 void print_report(std::ostream& out, const std::vector<Outcome>& outcomes, const Summary& s);
+
+// Where each row's predicted time goes (docs/costmodel.md, "Breakdown"):
+// micro-batches, the bottleneck stage's step, the bubble, the exposed DP
+// sync and the optimizer per iteration; then that stage's forward and
+// backward step of one micro-batch by part, in milliseconds.
+void print_breakdown(std::ostream& out, const std::vector<Outcome>& outcomes);
 
 }  // namespace hapmoe::fidelity

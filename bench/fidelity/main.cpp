@@ -1,5 +1,5 @@
 // bench_fidelity [CASES] [--root DIR] [--tsv PUBLISHED_RUNS_TSV]
-//                [--fit-kernel-overhead | --kernel-overhead-us US]
+//                [--fit-kernel-overhead | --kernel-overhead-us US] [--breakdown]
 // The calibration benchmark (bench/fidelity/README.md): scores every case
 // of CASES (default bench/fidelity/cases.json, paths relative to --root,
 // default the current directory), prints predicted against measured per
@@ -10,6 +10,7 @@
 // (docs/costmodel.md, "Kernel overhead") over 0..60 us, then the report
 // at the fitted value. --kernel-overhead-us scores every row at that kernel
 // overhead instead of the catalog's, to see how much of a row it carries.
+// --breakdown first prints where each row's predicted time goes.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -87,12 +88,15 @@ int main(int argc, char** argv) {
   std::string tsv;
   bool fit = false;
   std::optional<double> fixed_overhead;
+  bool breakdown = false;
   for (int k = 1; k < argc; ++k) {
     const std::string a = argv[k];
     if ((a == "--root" || a == "--tsv") && k + 1 < argc) {
       (a == "--root" ? root : tsv) = argv[++k];
     } else if (a == "--fit-kernel-overhead") {
       fit = true;
+    } else if (a == "--breakdown") {
+      breakdown = true;
     } else if (a == "--kernel-overhead-us" && k + 1 < argc) {
       char* end = nullptr;
       const double us = std::strtod(argv[++k], &end);
@@ -104,7 +108,7 @@ int main(int argc, char** argv) {
       fixed_overhead = us * 1e-6;
     } else if (a == "-h" || a == "--help") {
       std::cout << "usage: bench_fidelity [CASES] [--root DIR] [--tsv PUBLISHED_RUNS_TSV] "
-                   "[--fit-kernel-overhead | --kernel-overhead-us US]\n";
+                   "[--fit-kernel-overhead | --kernel-overhead-us US] [--breakdown]\n";
       return 0;
     } else if (!a.empty() && a[0] != '-') {
       cases_path = a;
@@ -144,6 +148,7 @@ int main(int argc, char** argv) {
       overhead = f.best;
     }
     const auto outcomes = hapmoe::fidelity::evaluate_cases(cases, root, overhead);
+    if (breakdown) hapmoe::fidelity::print_breakdown(std::cout, outcomes);
     hapmoe::fidelity::print_report(std::cout, outcomes, hapmoe::fidelity::summarise(outcomes));
   } catch (const hapmoe::InputError& e) {
     std::cerr << "bench_fidelity: error: " << e.what() << "\n";
