@@ -23,6 +23,7 @@
 #include "costmodel/plan.h"
 #include "costmodel/profile.h"
 #include "tests/costmodel/rel_near.h"
+#include "tests/costmodel/synthetic_model.h"
 
 namespace hapmoe {
 namespace {
@@ -68,22 +69,7 @@ constexpr double kRouterParams = kH * kE + kH;
 // All routed experts of a layer: E·m·H·F_e.
 constexpr double kExpertParams = kE * 3 * kH * kFe;  // 50,331,648
 
-ModelSpec dense_model() {
-  ModelSpec m;
-  m.name = "synthetic-dense";
-  m.num_layers = 4;
-  m.hidden = 1024;
-  m.num_heads = 8;
-  m.num_kv_heads = 2;
-  m.head_dim = 128;
-  m.ffn_hidden = 4096;
-  m.mlp = MlpKind::kSwiGlu;
-  m.positions = PositionKind::kRotary;
-  m.max_positions = 4096;
-  m.vocab = 32000;
-  m.tied_embeddings = false;
-  return m;
-}
+using test_models::dense_model;
 
 ModelSpec moe_model(std::vector<std::uint8_t> layers = {1, 1, 1, 1}) {
   ModelSpec m = dense_model();

@@ -11,6 +11,7 @@
 #include "costmodel/measured.h"
 #include "costmodel/model.h"
 #include "costmodel/profile.h"
+#include "tests/costmodel/synthetic_model.h"
 
 namespace hapmoe {
 namespace {
@@ -91,15 +92,7 @@ TEST(CommTable, MeasuredKeyReplacesTheFormulaOthersKeepIt) {
 // overlap hide behind, docs/costmodel.md, "Core attention"), by the ratio
 // of the measured to the analytic time.
 TEST(ApplyProfile, MeasuredDenseLayerScalesCoreAttentionBothWays) {
-  ModelSpec m;
-  m.name = "dense";
-  m.num_layers = 4;
-  m.hidden = 1024;
-  m.num_heads = 8;
-  m.num_kv_heads = 2;
-  m.head_dim = 128;
-  m.ffn_hidden = 4096;
-  m.vocab = 32000;
+  const ModelSpec m = test_models::dense_model();
   TrainingSpec t;
   t.seq_len = 4096;
   t.global_batch = 64;
