@@ -1,6 +1,7 @@
 // The small synthetic dense model the cost-model tests compute by hand:
 // 4 layers, H = 1024, 8 heads of 128 with 2 KV groups, SwiGLU F = 4096,
-// rotary positions, V = 32000, untied embeddings.
+// rotary positions, V = 32000, untied embeddings; the MoE models of the
+// tests add their experts to it.
 #pragma once
 
 #include "costmodel/model.h"

@@ -18,6 +18,7 @@
 
 #include "costmodel/model.h"
 #include "tests/costmodel/rel_near.h"
+#include "tests/costmodel/synthetic_model.h"
 
 namespace hapmoe {
 namespace {
@@ -50,19 +51,8 @@ ModelSpec gpt_model() {
 // rotary, V = 32000, untied; E = 8, k = 2, F_e = 2048, F_s = 1024; layer 0
 // dense, layers 1-3 MoE.
 ModelSpec moe_model() {
-  ModelSpec m;
+  ModelSpec m = test_models::dense_model();
   m.name = "moe-small";
-  m.num_layers = 4;
-  m.hidden = 1024;
-  m.num_heads = 8;
-  m.num_kv_heads = 2;
-  m.head_dim = 128;
-  m.ffn_hidden = 4096;
-  m.mlp = MlpKind::kSwiGlu;
-  m.positions = PositionKind::kRotary;
-  m.max_positions = 4096;
-  m.vocab = 32000;
-  m.tied_embeddings = false;
   m.num_experts = 8;
   m.top_k = 2;
   m.expert_ffn_hidden = 2048;

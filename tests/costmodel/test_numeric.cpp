@@ -17,24 +17,16 @@
 #include "costmodel/model.h"
 #include "costmodel/plan.h"
 #include "costmodel/profile.h"
+#include "tests/costmodel/synthetic_model.h"
 
 namespace hapmoe {
 namespace {
 
 Workload workload() {
   Workload w;
+  w.model = test_models::dense_model();
   ModelSpec& m = w.model;
   m.name = "numeric-moe";
-  m.num_layers = 4;
-  m.hidden = 1024;
-  m.num_heads = 8;
-  m.num_kv_heads = 2;
-  m.head_dim = 128;
-  m.ffn_hidden = 4096;
-  m.mlp = MlpKind::kSwiGlu;
-  m.positions = PositionKind::kRotary;
-  m.max_positions = 4096;
-  m.vocab = 32000;
   m.num_experts = 8;
   m.top_k = 2;
   m.expert_ffn_hidden = 2048;
