@@ -3,10 +3,16 @@
 #include "costmodel/cost.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstddef>
 #include <limits>
+#include <mutex>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
 
 #include "costmodel/analytic.h"
 #include "costmodel/errors.h"
@@ -273,9 +279,27 @@ void check_type_costs(const TypeCosts& t, const Workload& w, const ClusterSpec& 
 
 }  // namespace
 
+// type_costs' memo of the dense and MoE layer costs: keyed by the fields
+// of the configuration layer_cost reads, and the type.
+struct CostModel::LayerMemo {
+  using Key = std::array<int, 6>;
+  struct Hash {
+    std::size_t operator()(const Key& k) const {
+      std::size_t h = 0;
+      for (const int x : k) h = h * 1000003u + static_cast<std::size_t>(x);
+      return h;
+    }
+  };
+  std::mutex mutex;
+  std::unordered_map<Key, std::pair<LayerCost, LayerCost>, Hash> costs;
+};
+
 CostModel::CostModel(const Workload& workload, const ClusterSpec& cluster,
                      const ProfileTables& tables)
-    : workload_(workload), cluster_(cluster), tables_(tables) {
+    : workload_(workload),
+      cluster_(cluster),
+      tables_(tables),
+      layer_memo_(std::make_shared<LayerMemo>()) {
   const int n = workload.model.num_layers;
   moe_prefix_.assign(static_cast<std::size_t>(n) + 1, 0);
   for (int l = 0; l < n; ++l) {
@@ -562,8 +586,21 @@ TypeCosts CostModel::type_costs(const ParallelConfig& pi, int type) const {
   const ComputeEntry& ce = tables_.compute_entry(type, pi.tp, pi.cp, dev.name);
   TypeCosts t;
   t.type = type;
-  t.dense = layer_cost(pi, type, false);
-  if (m.is_moe()) t.moe = layer_cost(pi, type, true);
+  const LayerMemo::Key key{pi.tp, pi.cp, pi.ep, pi.tpe, pi.micro_batch, type};
+  bool known = false;
+  {
+    const std::lock_guard lock(layer_memo_->mutex);
+    if (const auto it = layer_memo_->costs.find(key); it != layer_memo_->costs.end()) {
+      std::tie(t.dense, t.moe) = it->second;
+      known = true;
+    }
+  }
+  if (!known) {
+    t.dense = layer_cost(pi, type, false);
+    if (m.is_moe()) t.moe = layer_cost(pi, type, true);
+    const std::lock_guard lock(layer_memo_->mutex);
+    layer_memo_->costs.emplace(key, std::make_pair(t.dense, t.moe));
+  }
   t.embedding_fwd_s = ce.embedding_fwd;
   t.embedding_bwd_s = ce.embedding_bwd;
   t.output_fwd_s = ce.output_fwd;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <array>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -239,6 +240,11 @@ class CostModel {
 
   int num_microbatches(const ParallelConfig& pi) const;
 
+  // Its two layer costs are remembered per (TP, CP, EP, TPE, micro-batch,
+  // type), the fields of the configuration they read: a search asks for
+  // them for the bound, the work estimate and the search of each
+  // configuration, and configurations of other PP and DP share them.
+  // Thread-safe.
   TypeCosts type_costs(const ParallelConfig& pi, int type) const;
 
   // Receiving activations from the previous stage (forward) and sending
@@ -296,6 +302,8 @@ class CostModel {
   const ClusterSpec& cluster_;
   const ProfileTables& tables_;
   std::vector<int> moe_prefix_;  // moe_prefix_[l] = MoE layers in [0, l)
+  struct LayerMemo;
+  std::shared_ptr<LayerMemo> layer_memo_;  // shared by copies: the same inputs
 };
 
 // The modules hapmoe's plain selective recomputation reruns: core attention

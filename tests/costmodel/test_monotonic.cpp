@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "costmodel/analytic.h"
@@ -290,6 +291,41 @@ TEST(CostMonotonic, SlowerLinkMoreTime) {
   const double t_intra = a.model().type_costs(intra, 0).moe.fwd_parts.ep;
   const double t_inter = b.model().type_costs(inter, 0).moe.fwd_parts.ep;
   EXPECT_GT(t_inter, t_intra);
+}
+
+// type_costs remembers the layer costs of one (TP, CP, EP, TPE,
+// micro-batch, type) for every configuration that shares them: a cost
+// model that has costed configurations of other PP, DP and degrees gives
+// what a new one gives.
+TEST(CostMemo, TypeCostsAreTheSameRememberedOrNot) {
+  const Workload w = workload();
+  const ClusterSpec c = h100_cluster();
+  const ProfileTables t = make_analytic_tables(w, c, 1, {1, 2}, {1, 2});
+  const CostModel shared(w, c, t);
+  const std::vector<ParallelConfig> configs = {
+      config(4, 1, 1, 8, 1, 32), config(1, 1, 1, 8, 1, 128), config(8, 1, 1, 8, 1, 16),
+      config(4, 2, 1, 8, 1, 16), config(4, 1, 2, 8, 1, 16),  config(4, 1, 1, 4, 1, 32),
+      config(4, 1, 1, 4, 2, 32), config(2, 1, 1, 8, 1, 8),   config(4, 1, 1, 8, 1, 32)};
+  for (const ParallelConfig& pi : configs) {
+    const TypeCosts a = shared.type_costs(pi, 0);
+    const TypeCosts b = CostModel(w, c, t).type_costs(pi, 0);
+    const std::string at = "pp " + std::to_string(pi.pp) + " tp " + std::to_string(pi.tp) + " cp " +
+                           std::to_string(pi.cp) + " ep " + std::to_string(pi.ep) + " tpe " +
+                           std::to_string(pi.tpe) + " dp " + std::to_string(pi.dp);
+    for (const auto& [x, y] : {std::pair{a.dense, b.dense}, std::pair{a.moe, b.moe}}) {
+      EXPECT_EQ(x.fwd_s, y.fwd_s) << at;
+      EXPECT_EQ(x.bwd_s, y.bwd_s) << at;
+      EXPECT_EQ(x.act_bytes, y.act_bytes) << at;
+      EXPECT_EQ(x.dense_params, y.dense_params) << at;
+      EXPECT_EQ(x.expert_params, y.expert_params) << at;
+      EXPECT_EQ(x.fwd_parts.ep, y.fwd_parts.ep) << at;
+    }
+    EXPECT_EQ(a.output_params, b.output_params) << at;
+    EXPECT_EQ(a.dense_opt_bytes_per_param, b.dense_opt_bytes_per_param) << at;
+    EXPECT_EQ(a.expert_opt_bytes_per_param, b.expert_opt_bytes_per_param) << at;
+    EXPECT_EQ(a.dp_reduce.s_per_param, b.dp_reduce.s_per_param) << at;
+    EXPECT_EQ(a.edp_reduce.s_per_param, b.edp_reduce.s_per_param) << at;
+  }
 }
 
 }  // namespace
