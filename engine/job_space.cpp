@@ -584,16 +584,21 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     }
   };
 
-  for (const JobVariant& combo : combos) {
-    if (stopped != StopReason::kNone) break;
+  // What a variant's search must find plans under: the K-th best so far,
+  // and for a variant one dimension away, the best with that dimension
+  // alone so far (dim_best, which holds the workload's own best), so that
+  // dim_best is exact.
+  const auto incumbent_for = [&](const JobVariant& v) {
+    const unsigned diff = differs(v, base);
+    if (std::popcount(diff) != 1) return merged.kth();
+    return std::max(merged.kth(), out.dim_best[std::countr_zero(diff)]);
+  };
+  const auto plain = [&](const JobVariant& combo) {
     const int away = std::popcount(differs(combo, base));
-    const double incumbent = away == 0   ? std::numeric_limits<double>::infinity()
-                             : away == 1 ? base_kth
-                                         : merged.kth();
-    Found found = search_combo(combo, incumbent, nullptr);
+    Found found = search_combo(combo, incumbent_for(combo), nullptr);
     record_best(combo, found.best);
     for (auto& [res, index] : found.results) merged.add(std::move(res), index);
-    if (away != 0) continue;
+    if (away != 0) return;
     // The workload's own combination is done: later incumbents are at
     // most base_kth.
     base_kth = merged.kth();
@@ -603,20 +608,20 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
       e.second.keep_under(skip_above(later));
       return !std::isfinite(later);
     });
-  }
+  };
   // Offload, as a dimension (it can pay where plans fit without it, by
   // saving recomputation): per combination, branch and bound over ranges
   // of fractions k / steps (k = lo..hi). A range is searched at once, as a
   // bound (per stage: it bounds every recompute setting too), against the
-  // K-th best so far; if it holds a plan under that, it is halved, the
-  // lower half (the faster steps) first; a single fraction is searched as
-  // the combination. A range relaxes each range and fraction in it, so
-  // its search's floors (RunOptions::floors) carry to theirs: only the
-  // configurations that held a plan under the K-th best are searched
-  // again.
+  // variant's incumbent (incumbent_for); if it holds a plan under that,
+  // it is halved, the lower half (the faster steps) first; a single
+  // fraction is searched as the combination. A range relaxes each range
+  // and fraction in it, so its search's floors (RunOptions::floors) carry
+  // to theirs: only the configurations that held a plan under the K-th
+  // best are searched again.
   const bool offload = space.has(JobDim::kOffload) && base.offload == 0;
   const int steps = std::max(1, static_cast<int>(std::lround(1.0 / space.offload_step)));
-  for (std::size_t c = 0; offload && c < combos.size(); ++c) {
+  const auto offloading = [&](const JobVariant& combo) {
     struct Range {
       int lo, hi;
       std::shared_ptr<const std::vector<double>> floors;  // of the range it halves
@@ -625,10 +630,11 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     while (!ranges.empty() && stopped == StopReason::kNone) {
       const auto [lo, hi, floors] = ranges.back();
       ranges.pop_back();
-      JobVariant at = combos[c];
+      JobVariant at = combo;
       at.offload = static_cast<double>(lo) / steps;
+      const double incumbent = incumbent_for(at);
       if (lo == hi) {
-        Found found = search_combo(at, merged.kth(), floors.get());
+        Found found = search_combo(at, incumbent, floors.get());
         record_best(at, found.best);
         for (auto& [res, index] : found.results) merged.add(std::move(res), index);
         continue;
@@ -636,13 +642,25 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
       at.offload_to = static_cast<double>(hi) / steps;
       at.recompute.reset();
       const std::size_t first = out.variants.size();
-      std::optional<SearchResult> bound = search(at, merged.kth(), floors.get());
+      std::optional<SearchResult> bound = search(at, incumbent, floors.get());
       count_dims(at, first);
       if (!bound || bound->top.empty()) continue;
       const int mid = (lo + hi) / 2;
       auto halves = std::make_shared<const std::vector<double>>(std::move(bound->floors));
       ranges.push_back({mid + 1, hi, halves});
       ranges.push_back({lo, mid, halves});
+    }
+  };
+  // The combinations at most one dimension away and their offload first,
+  // then the others and theirs: where nothing fits without offload, the
+  // plans offload finds bound the searches of the others, which would
+  // otherwise have no bound at all.
+  std::size_t near = 0;
+  while (near < combos.size() && std::popcount(differs(combos[near], base)) <= 1) ++near;
+  for (const auto& [from, to] : {std::pair{std::size_t{0}, near}, std::pair{near, combos.size()}}) {
+    for (std::size_t c = from; c < to && stopped == StopReason::kNone; ++c) plain(combos[c]);
+    for (std::size_t c = from; offload && c < to && stopped == StopReason::kNone; ++c) {
+      offloading(combos[c]);
     }
   }
   // What per-stage recompute would give with the best plan's knobs, where

@@ -118,19 +118,19 @@ struct JobSearchResult {
 };
 
 // Searches every variant of `space` (run_search on each): first the
-// workload's own values, then the variants that differ in one dimension
-// (each bounded by the K-th best plan of the first only, so `dim_best` is
-// exact), then the rest (bounded by the K-th best so far). Optimizer
-// offload is tried only when no plan of any combination of the other
-// knobs fits without it, as the paper offloads where nothing else fits:
-// then for each combination the fastest plans over the multiples of
-// offload_step, by branch and bound over ranges of fractions (a range is
-// searched at once as a bound, JobVariant::offload_to, and halved while
-// it holds a plan under the K-th best so far). A plan found at several
-// fractions is kept at its fastest, the least that fits it when the host
-// steps slower than the device. Variants a check
-// refuses (FP8 on a device without it, offload without host figures) are
-// listed with the reason and skipped. With job-wide recompute, each
+// workload's own values, then the combinations that differ in one
+// dimension and the optimizer offload fractions of these, then the rest
+// and theirs (docs/search.md, "Job-wide knobs"). A variant one dimension
+// away is bounded by the larger of the K-th best so far and the best with
+// that dimension alone so far, so `dim_best` is exact; the rest by the
+// K-th best so far. Offload: for each combination the fastest plans over
+// the multiples of offload_step, by branch and bound over ranges of
+// fractions (a range is searched at once as a bound,
+// JobVariant::offload_to, and halved while it holds a plan under its
+// incumbent). A plan found at several fractions is kept at its fastest,
+// the least that fits it when the host steps slower than the device.
+// Variants a check refuses (FP8 on a device without it, offload without
+// host figures) are listed with the reason and skipped. With job-wide recompute, each
 // combination is first searched with per-stage recomputation (a lower
 // bound on every setting: CostModel::least_recompute); only when that
 // finds a plan under the bound are its settings searched, the setting of

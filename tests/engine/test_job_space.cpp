@@ -268,6 +268,64 @@ TEST(JobSpace, OffloadIsSearchedWherePlansFitWithoutIt) {
   EXPECT_EQ(job.best_s, best);
 }
 
+// Where nothing fits without offload (Mixtral-L on paper:16-1), the
+// combinations of several dimensions are searched after the offload of
+// those at most one dimension away, whose plans bound them: searched
+// before it, they had no bound and searched every configuration. The
+// best, and each dimension's best, stay those of every variant alone.
+TEST(JobSpace, OffloadBoundsTheCombinationsOfSeveralDimensionsWhereNothingElseFits) {
+  const Workload w = load_workload("mixtral-l");
+  const ClusterSpec c = load_cluster("paper:16-1");
+  SearchOptions opt;
+  SerialComm comm;
+  ASSERT_TRUE(run_search(w, c, opt).top.empty());
+  JobSpace space;
+  space.dims = job_dim_bit(JobDim::kOffload) | job_dim_bit(JobDim::kMicroBatch) |
+               job_dim_bit(JobDim::kSharding);
+  space.max_micro_batch = 2;
+  space.offload_step = 0.25;
+  const JobSearchResult job = run_job_search(w, c, opt, space, comm, RunOptions{});
+  ASSERT_FALSE(job.result.top.empty());
+  const JobVariant base = base_variant(w);
+  const unsigned several = job_dim_bit(JobDim::kMicroBatch) | job_dim_bit(JobDim::kSharding);
+  int bounded = 0;
+  for (const VariantOutcome& o : job.variants) {
+    if ((dims_differing(o.variant, base) & several) != several || o.variant.offload > 0) continue;
+    EXPECT_TRUE(o.bounded) << to_string(o.variant, true);
+    bounded += o.bounded ? 1 : 0;
+  }
+  EXPECT_EQ(bounded, 2);  // micro-batch 2 with ZeRO-2 and with FSDP
+  // Every variant alone: micro-batch 1 and 2, the three shardings, the
+  // offload fractions 0 to 1 in quarters.
+  const double inf = std::numeric_limits<double>::infinity();
+  double best = inf;
+  std::vector<double> dim_best(kNumJobDims, inf);
+  for (const int b : {1, 2}) {
+    for (const Fsdp f : {Fsdp::kOff, Fsdp::kOptimGrads, Fsdp::kOptimGradsParams}) {
+      for (int k = 0; k <= 4; ++k) {
+        JobVariant v = base;
+        v.micro_batch = b;
+        v.fsdp = f;
+        v.offload = k / 4.0;
+        const SearchResult r = alone(w, c, v, opt);
+        const double t = r.top.empty() ? inf : r.top.front().latency_s;
+        best = std::min(best, t);
+        const unsigned diff = dims_differing(v, base);
+        for (int d = 0; d < kNumJobDims; ++d) {
+          if (diff == 0 || diff == (1u << d))
+            dim_best[static_cast<std::size_t>(d)] =
+                std::min(dim_best[static_cast<std::size_t>(d)], t);
+        }
+      }
+    }
+  }
+  EXPECT_EQ(job.best_s, best);
+  for (int d = 0; d < kNumJobDims; ++d) {
+    EXPECT_EQ(job.dim_best[d], dim_best[static_cast<std::size_t>(d)])
+        << to_string(static_cast<JobDim>(d));
+  }
+}
+
 // Where nothing fits with any value of the knobs searched, the job
 // search reports the closest miss of the workload's own values, found as
 // run_search finds it: the later variants, which skip the stage mixes
