@@ -6,11 +6,13 @@
 #include <array>
 #include <cmath>
 #include <cstddef>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 
@@ -279,27 +281,29 @@ void check_type_costs(const TypeCosts& t, const Workload& w, const ClusterSpec& 
 
 }  // namespace
 
-// type_costs' memo of the dense and MoE layer costs: keyed by the fields
-// of the configuration layer_cost reads, and the type.
-struct CostModel::LayerMemo {
-  using Key = std::array<int, 6>;
+// type_costs' memo: the dense and MoE layer costs, keyed by the fields of
+// the configuration layer_cost reads and the type; and the gradient
+// synchronisations' affine times, keyed by their group (world, stride),
+// primitive, bytes per parameter and type.
+struct CostModel::Memo {
+  template <class Key>
   struct Hash {
     std::size_t operator()(const Key& k) const {
       std::size_t h = 0;
-      for (const int x : k) h = h * 1000003u + static_cast<std::size_t>(x);
+      for (const auto x : k) h = h * 1000003u + std::hash<std::decay_t<decltype(x)>>{}(x);
       return h;
     }
   };
+  using LayerKey = std::array<int, 6>;
+  using SyncKey = std::array<double, 5>;
   std::mutex mutex;
-  std::unordered_map<Key, std::pair<LayerCost, LayerCost>, Hash> costs;
+  std::unordered_map<LayerKey, std::pair<LayerCost, LayerCost>, Hash<LayerKey>> layers;
+  std::unordered_map<SyncKey, SyncCost, Hash<SyncKey>> syncs;
 };
 
 CostModel::CostModel(const Workload& workload, const ClusterSpec& cluster,
                      const ProfileTables& tables)
-    : workload_(workload),
-      cluster_(cluster),
-      tables_(tables),
-      layer_memo_(std::make_shared<LayerMemo>()) {
+    : workload_(workload), cluster_(cluster), tables_(tables), memo_(std::make_shared<Memo>()) {
   const int n = workload.model.num_layers;
   moe_prefix_.assign(static_cast<std::size_t>(n) + 1, 0);
   for (int l = 0; l < n; ++l) {
@@ -586,11 +590,11 @@ TypeCosts CostModel::type_costs(const ParallelConfig& pi, int type) const {
   const ComputeEntry& ce = tables_.compute_entry(type, pi.tp, pi.cp, dev.name);
   TypeCosts t;
   t.type = type;
-  const LayerMemo::Key key{pi.tp, pi.cp, pi.ep, pi.tpe, pi.micro_batch, type};
+  const Memo::LayerKey key{pi.tp, pi.cp, pi.ep, pi.tpe, pi.micro_batch, type};
   bool known = false;
   {
-    const std::lock_guard lock(layer_memo_->mutex);
-    if (const auto it = layer_memo_->costs.find(key); it != layer_memo_->costs.end()) {
+    const std::lock_guard lock(memo_->mutex);
+    if (const auto it = memo_->layers.find(key); it != memo_->layers.end()) {
       std::tie(t.dense, t.moe) = it->second;
       known = true;
     }
@@ -598,8 +602,8 @@ TypeCosts CostModel::type_costs(const ParallelConfig& pi, int type) const {
   if (!known) {
     t.dense = layer_cost(pi, type, false);
     if (m.is_moe()) t.moe = layer_cost(pi, type, true);
-    const std::lock_guard lock(layer_memo_->mutex);
-    layer_memo_->costs.emplace(key, std::make_pair(t.dense, t.moe));
+    const std::lock_guard lock(memo_->mutex);
+    memo_->layers.emplace(key, std::make_pair(t.dense, t.moe));
   }
   t.embedding_fwd_s = ce.embedding_fwd;
   t.embedding_bwd_s = ce.embedding_bwd;
@@ -670,12 +674,20 @@ TypeCosts CostModel::type_costs(const ParallelConfig& pi, int type) const {
   auto affine = [&](int world, int stride, Primitive prim, double bytes_per_param) {
     SyncCost c;
     if (world <= 1) return c;
+    const Memo::SyncKey sync{static_cast<double>(world), static_cast<double>(stride),
+                             static_cast<double>(prim), bytes_per_param, static_cast<double>(type)};
+    {
+      const std::lock_guard lock(memo_->mutex);
+      if (const auto it = memo_->syncs.find(sync); it != memo_->syncs.end()) return it->second;
+    }
     const double probe = 1e9;
     auto time = [&](double bytes) {
       return group_collective(tables_.comm, cluster_, type, prim, bytes, world, stride);
     };
     c.latency_s = time(1e-300);
     c.s_per_param = (time(probe * bytes_per_param) - c.latency_s) / probe;
+    const std::lock_guard lock(memo_->mutex);
+    memo_->syncs.emplace(sync, c);
     return c;
   };
   const Primitive reduce =

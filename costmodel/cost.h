@@ -243,7 +243,8 @@ class CostModel {
   // Its two layer costs are remembered per (TP, CP, EP, TPE, micro-batch,
   // type), the fields of the configuration they read: a search asks for
   // them for the bound, the work estimate and the search of each
-  // configuration, and configurations of other PP and DP share them.
+  // configuration, and configurations of other PP and DP share them. So
+  // are its gradient synchronisations' times, per group and primitive.
   // Thread-safe.
   TypeCosts type_costs(const ParallelConfig& pi, int type) const;
 
@@ -302,8 +303,8 @@ class CostModel {
   const ClusterSpec& cluster_;
   const ProfileTables& tables_;
   std::vector<int> moe_prefix_;  // moe_prefix_[l] = MoE layers in [0, l)
-  struct LayerMemo;
-  std::shared_ptr<LayerMemo> layer_memo_;  // shared by copies: the same inputs
+  struct Memo;
+  std::shared_ptr<Memo> memo_;  // type_costs' (shared by copies: the same inputs)
 };
 
 // The modules hapmoe's plain selective recomputation reruns: core attention

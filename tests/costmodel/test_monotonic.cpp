@@ -294,9 +294,11 @@ TEST(CostMonotonic, SlowerLinkMoreTime) {
 }
 
 // type_costs remembers the layer costs of one (TP, CP, EP, TPE,
-// micro-batch, type) for every configuration that shares them: a cost
-// model that has costed configurations of other PP, DP and degrees gives
-// what a new one gives.
+// micro-batch, type) for every configuration that shares them, and the
+// gradient synchronisations per group (the expert groups of EP 8 and of
+// EP 4 at DP 16 both have 4 members, 8 and 4 apart): a cost model that has
+// costed configurations of other PP, DP and degrees gives what a new one
+// gives.
 TEST(CostMemo, TypeCostsAreTheSameRememberedOrNot) {
   const Workload w = workload();
   const ClusterSpec c = h100_cluster();
