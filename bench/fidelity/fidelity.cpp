@@ -300,8 +300,8 @@ void print_breakdown(std::ostream& out, const std::vector<Outcome>& outcomes) {
              "dp sync", "optim");
   for (const Outcome& o : outcomes) {
     const IterationBreakdown& b = o.report.breakdown;
-    out << fmt("  %-22s %5d %9.3f %8.4f %8.3f %8.3f %8.3f\n", o.c.id.c_str(),
-               o.report.num_microbatches, o.predicted_s, b.step_s, b.bubble_s(), b.dp_sync_s,
+    out << fmt("  %-22s %5d %9.3f %8.2f %8.3f %8.3f %8.3f\n", o.c.id.c_str(),
+               o.report.num_microbatches, o.predicted_s, b.step_s * 1e3, b.bubble_s(), b.dp_sync_s,
                b.optimizer_s);
   }
   out << fmt("\n  %-22s %4s %8s %7s %7s %7s %7s %7s %7s %7s | %7s %7s\n", "row", "pass", "compute",
