@@ -1047,9 +1047,11 @@ CostModel::RecomputeChoice CostModel::least_recompute_cost(const ParallelConfig&
     return done();
   }
   double best_time = std::numeric_limits<double>::infinity();
+  double none_bytes = 0;  // the device memory without recomputation
   auto consider = [&](const Recompute& r) {
     const StageCost c = with(r);
     if (r.kind == RecomputeKind::kFull && r.layers == shape.layers) full = c;
+    if (r.kind == RecomputeKind::kNone) none_bytes = c.memory.total();
     if (c.fits() && c.recompute_s < best_time) {
       best = {r, c};
       best_time = c.recompute_s;
@@ -1064,6 +1066,22 @@ CostModel::RecomputeChoice CostModel::least_recompute_cost(const ParallelConfig&
   if (!consider({RecomputeKind::kFull, shape.layers})) return done();
   int lo = 1;
   int hi = shape.layers;  // hi fits
+  // The bisection's bracket, narrowed by a guess: memory falls by the same
+  // bytes per recomputed layer when the layers are alike, so the least r
+  // is where the line from none to all passes the capacity. The guess is
+  // checked against stage_cost with its neighbour; the bisection finds the
+  // same r either way (memory falls monotonically in r).
+  const double per_layer = (none_bytes - full->memory.total()) / shape.layers;
+  if (per_layer > 0 && shape.layers > 2) {
+    const double over = none_bytes - full->capacity_bytes;
+    const int guess = std::clamp(static_cast<int>(std::ceil(over / per_layer)), 1, shape.layers);
+    if (guess < shape.layers && with({RecomputeKind::kFull, guess}).fits()) {
+      hi = guess;
+      if (guess > 1 && !with({RecomputeKind::kFull, guess - 1}).fits()) lo = guess;
+    } else if (guess < shape.layers) {
+      lo = guess + 1;
+    }
+  }
   while (lo < hi) {
     const int mid = lo + (hi - lo) / 2;
     if (with({RecomputeKind::kFull, mid}).fits()) {

@@ -4,6 +4,7 @@
 // V = 32000), S = 4096, B = 256, on an H100-like device.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -327,6 +328,51 @@ TEST(CostMemo, TypeCostsAreTheSameRememberedOrNot) {
     EXPECT_EQ(a.expert_opt_bytes_per_param, b.expert_opt_bytes_per_param) << at;
     EXPECT_EQ(a.dp_reduce.s_per_param, b.dp_reduce.s_per_param) << at;
     EXPECT_EQ(a.edp_reduce.s_per_param, b.edp_reduce.s_per_param) << at;
+  }
+}
+
+// least_recompute narrows its bisection over full recomputation of r
+// layers by a guess that assumes the layers alike; with four dense layers
+// and four MoE ones (which keep far more activations), first or last, the
+// guess is off one way or the other, and the least r that fits must still
+// be found, for every capacity between all layers recomputed and none.
+TEST(CostMonotonic, LeastFullRecomputationIsTheLeastThatFitsWhateverTheLayers) {
+  for (const int mixed : {0, 1, 2}) {
+    Workload w = workload();
+    if (mixed == 1) w.model.moe_layers = {0, 0, 0, 0, 1, 1, 1, 1};
+    if (mixed == 2) w.model.moe_layers = {1, 1, 1, 1, 0, 0, 0, 0};
+    const ClusterSpec c = h100_cluster();
+    const ParallelConfig pi = config(1, 1, 1, 8, 1, 16);
+    const ProfileTables base = make_analytic_tables(w, c, 1, {1}, {1});
+    StageShape shape;
+    shape.layers = 8;
+    shape.moe_layers = mixed != 0 ? 4 : 8;
+    const auto bytes = [&](const ProfileTables& t, int r) {
+      const CostModel cm(w, c, t);
+      StageShape sh = shape;
+      sh.recompute = {r == 0 ? RecomputeKind::kNone : RecomputeKind::kFull, r};
+      sh.moe_in_first_recomputed = cm.moe_layers_in(0, r);
+      return cm.stage_cost(pi, cm.type_costs(pi, 0), sh).memory.total();
+    };
+    const double none = bytes(base, 0);
+    const double all = bytes(base, 8);
+    int full = 0;  // capacities at which full recomputation is the choice
+    for (int step = 0; step <= 64; ++step) {
+      ProfileTables t = base;
+      // Selective recomputation never fits: only full r can.
+      t.devices[0].capacity_bytes = all + (none - all) * step / 64.0 * 0.999;
+      const CostModel cm(w, c, t);
+      int least = 0;  // the least r that fits, by a scan
+      for (int r = 1; r <= 8 && least == 0; ++r) {
+        if (bytes(t, r) <= t.devices[0].capacity_bytes) least = r;
+      }
+      const std::optional<Recompute> got = cm.least_recompute(pi, cm.type_costs(pi, 0), shape);
+      ASSERT_TRUE(got.has_value()) << mixed << " " << step;
+      if (got->kind != RecomputeKind::kFull) continue;  // selective fit, and added less
+      EXPECT_EQ(got->layers, least) << "layers " << mixed << " step " << step;
+      ++full;
+    }
+    EXPECT_GE(full, 32) << mixed;
   }
 }
 
