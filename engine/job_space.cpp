@@ -352,6 +352,27 @@ std::string to_string(const JobVariant& v, bool moe) {
   return s;
 }
 
+std::vector<double> interleaved_step_floors(const std::vector<double>& floors,
+                                            const std::vector<ParallelConfig>& plain,
+                                            const std::vector<ParallelConfig>& configs,
+                                            int global_batch) {
+  HAPMOE_REQUIRE(floors.size() == plain.size(),
+                 "interleaved_step_floors: a floor per configuration of the plain Pi");
+  std::vector<double> out(configs.size(), 0.0);
+  std::size_t j = 0;
+  for (std::size_t c = 0; c < configs.size(); ++c) {
+    ParallelConfig pi = configs[c];
+    pi.vpp = 1;
+    while (j < plain.size() && !(plain[j] == pi)) ++j;
+    if (j == plain.size()) break;  // not in the plain Pi, nor any later one
+    const double v = configs[c].vpp;
+    const double m = global_batch / (pi.micro_batch * pi.dp);
+    out[c] = floors[j] * (1.0 + (v - 1.0) * m / (pi.pp + m - 1.0)) / v * (1.0 - 1e-12);
+    ++j;
+  }
+  return out;
+}
+
 JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
                                const SearchOptions& options, const JobSpace& space, Comm& comm,
                                const RunOptions& run) {
@@ -395,15 +416,17 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
   // runs of one combination, precision innermost).
   // JobSpace.PiDependsOnlyOnMicroBatchVppAndPrecision checks the premise.
   using SpaceKey = std::tuple<int, int, Precision>;
-  std::vector<std::pair<SpaceKey, std::vector<ParallelConfig>>> spaces;
+  using Space = std::shared_ptr<const std::vector<ParallelConfig>>;
+  std::vector<std::pair<SpaceKey, Space>> spaces;
   const auto space_of = [&](const Workload& vw, const JobVariant& v,
-                            const SpaceOptions& so) -> const std::vector<ParallelConfig>& {
+                            const SpaceOptions& so) -> const Space& {
     const SpaceKey key{v.micro_batch, v.vpp, v.precision};
     for (const auto& [k, configs] : spaces) {
       if (k == key) return configs;
     }
     if (spaces.size() == 2) spaces.erase(spaces.begin());
-    spaces.emplace_back(key, enumerate_configs(vw, cluster, so));
+    spaces.emplace_back(key, std::make_shared<const std::vector<ParallelConfig>>(
+                                 enumerate_configs(vw, cluster, so)));
     return spaces.back().second;
   };
 
@@ -416,6 +439,7 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
   // others all as the least of them.
   struct StepFloors {
     std::size_t n = 0;
+    Space configs;  // the Pi its indices refer to
     std::vector<std::pair<std::uint32_t, double>> low;
     double rest = std::numeric_limits<double>::infinity();
     void keep_under(double cut) {
@@ -463,7 +487,8 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     opt.closest_miss = options.closest_miss && !merged.has_result();
     RunOptions r = run;
     r.incumbent = std::min(run.incumbent, incumbent);
-    r.configs = &space_of(vw, v, opt.space);
+    const Space& configs = space_of(vw, v, opt.space);
+    r.configs = configs.get();
     r.floors = floors != nullptr && !floors->empty() ? floors : nullptr;
     const StepKey key = step_key(v);
     const StepFloors* known = find_steps(key);
@@ -471,6 +496,14 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     if (known != nullptr) {
       steps = known->dense();
       r.step_floors = &steps;
+    } else if (v.vpp > 1) {
+      StepKey plain = key;
+      std::get<1>(plain) = 1;
+      if (const StepFloors* one = find_steps(plain)) {
+        steps =
+            interleaved_step_floors(one->dense(), *one->configs, *configs, w.training.global_batch);
+        r.step_floors = &steps;
+      }
     }
     // This search's step bounds are kept where a later search can skip by
     // them: in the workload's own combination (all of them, cut once
@@ -485,6 +518,7 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
         res.stopped == StopReason::kNone) {
       StepFloors f;
       f.n = res.step_bounds.size();
+      f.configs = configs;
       for (std::size_t c = 0; c < f.n; ++c) {
         f.low.emplace_back(static_cast<std::uint32_t>(c), res.step_bounds[c]);
       }

@@ -117,6 +117,22 @@ struct JobSearchResult {
   int rounds = 0;
 };
 
+// An interleaved variant's step floors (RunOptions::step_floors) from the
+// step bounds `floors` of its configurations without interleaving, `plain`
+// (its micro-batch, precision and dispatcher; docs/search.md, "Step bounds
+// carried across variants"). A plan of v virtual stages per rank is, stage
+// for stage, a plan of the same configuration without them, each stage
+// step at least as slow (v - 1 more boundaries), its fill and drain
+// S / v + T (v - 1) / v instead of the steps' sum S. With S at most PP x T,
+// S + (M - 1) T >= B gives S / v + T (v - 1) / v + (M - 1) T >=
+// B (1 + (v - 1) M / (PP + M - 1)) / v. `configs` (vpp > 1) is `plain`
+// less the configurations interleaving refuses, in the same order; one
+// not found there gets no floor (0).
+std::vector<double> interleaved_step_floors(const std::vector<double>& floors,
+                                            const std::vector<ParallelConfig>& plain,
+                                            const std::vector<ParallelConfig>& configs,
+                                            int global_batch);
+
 // Searches every variant of `space` (run_search on each): first the
 // workload's own values, then the combinations that differ in one
 // dimension and the optimizer offload fractions of these, then the rest

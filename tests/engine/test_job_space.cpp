@@ -591,5 +591,118 @@ TEST(JobSpace, StepBoundsCarryAcrossShardingOffloadAndRecompute) {
   }
 }
 
+// Interleaving changes the steps only by more boundaries and a shorter
+// fill and drain: the step bounds of the variant without it, scaled by
+// interleaved_step_floors, hold for vpp 2 and 3 (under every
+// configuration's best plan), skip configurations without their own bound
+// and change no plan.
+TEST(JobSpace, StepBoundsCarryToInterleavedVariants) {
+  const CarryCase carry;
+  const Workload& w = carry.w;  // (not a structured binding: lambdas below take them)
+  const ClusterSpec& c = carry.c;
+  const double plain = carry.plain;
+  SerialComm comm;
+  const auto search = [&](int vpp, const std::vector<double>* step_floors, bool above,
+                          double incumbent) {
+    SearchOptions opt = carry.opt;
+    opt.space.vpp = vpp;
+    RunOptions r;
+    r.incumbent = incumbent;
+    r.step_floors = step_floors;
+    r.step_bounds_above_cut = above;
+    return run_search(w, c, opt, false, comm, r);
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  // Step bounds proven above a higher cut, so that scaled down they are
+  // still above the plans to beat.
+  const SearchResult first = search(1, nullptr, true, plain * 1.5);
+  const double cut = plain * (1 + 1e-12);
+  for (const int vpp : {2, 3}) {
+    const SearchResult own = search(vpp, nullptr, false, plain);
+    // Every configuration's best plan, unbounded.
+    const SearchResult all = search(vpp, nullptr, false, inf);
+    ASSERT_FALSE(own.configs.empty()) << vpp;
+    const std::vector<double> floors = interleaved_step_floors(
+        first.step_bounds, first.configs, own.configs, w.training.global_batch);
+    const SearchResult given = search(vpp, &floors, false, plain);
+    const ProfileTables tables = tables_for(w, c, own.configs, nullptr);
+    const CostModel model(w, c, tables);
+    ASSERT_EQ(own.top.size(), given.top.size()) << vpp;
+    for (std::size_t i = 0; i < own.top.size(); ++i) {
+      EXPECT_EQ(own.top[i].plan, given.top[i].plan) << vpp;
+    }
+    int found = 0;    // configurations of the interleaved Pi found in the plain one
+    int plans = 0;    // configurations with a plan
+    int skipped = 0;  // by the carried bound, without their own
+    for (std::size_t k = 0; k < own.configs.size(); ++k) {
+      found += floors[k] > 0 ? 1 : 0;
+      // The floor is under the steps (fill, drain and the middle, no
+      // tail) of the configuration's best plan.
+      if (const ConfigOutcome* o = all.outcome(k); o != nullptr && o->best) {
+        const IterationBreakdown b = model.evaluate(o->best->plan).breakdown;
+        EXPECT_GE(b.edge_s + b.middle_s, floors[k]) << vpp << " " << k;
+        ++plans;
+      }
+      skipped += floors[k] > cut && given.lower_bounds[k] == floors[k] ? 1 : 0;
+    }
+    EXPECT_EQ(found, static_cast<int>(own.configs.size())) << vpp;
+    EXPECT_GT(plans, 5) << vpp;
+    EXPECT_GT(skipped, 0) << vpp;
+    EXPECT_LE(given.stats.configs_evaluated, own.stats.configs_evaluated) << vpp;
+  }
+}
+
+// interleaved_step_floors is exact where it can be: with every stage's
+// step alike, the interleaved pipeline's steps (iteration_latency, no
+// tail) are the plain one's times (1 + (v - 1) M / (PP + M - 1)) / v; with
+// stages unlike, more.
+TEST(JobSpace, InterleavedStepFloorIsTheStepsOfAlikeStages) {
+  for (const int pp : {2, 4, 8}) {
+    for (const int dp : {1, 4}) {
+      for (const int v : {2, 3, 4}) {
+        const int global_batch = 64;
+        const int m = global_batch / dp;
+        ParallelConfig pi;
+        pi.pp = pp;
+        pi.dp = dp;
+        ParallelConfig interleaved = pi;
+        interleaved.vpp = v;
+        const auto steps = [&](const std::vector<double>& stage_steps, int vpp) {
+          std::vector<StageCost> stages;
+          for (const double t : stage_steps) {
+            StageCost sc;
+            sc.fwd_s = t / 3;
+            sc.bwd_s = t - sc.fwd_s;
+            stages.push_back(sc);
+          }
+          const IterationBreakdown b = iteration_latency(stages, m, vpp);
+          return b.edge_s + b.middle_s;
+        };
+        const std::vector<double> alike(static_cast<std::size_t>(pp), 0.5);
+        std::vector<double> unlike = alike;
+        unlike.back() = 0.2;
+        for (const bool same : {true, false}) {
+          const std::vector<double>& stage_steps = same ? alike : unlike;
+          const double floor =
+              interleaved_step_floors({steps(stage_steps, 1)}, {pi}, {interleaved}, global_batch)
+                  .front();
+          const double at_v = steps(stage_steps, v);
+          EXPECT_LE(floor, at_v) << pp << " " << dp << " " << v;
+          if (same) {
+            EXPECT_NEAR(floor, at_v, at_v * 1e-9) << pp << " " << dp << " " << v;
+          }
+        }
+      }
+    }
+  }
+  // A configuration not in the plain Pi gets no floor.
+  ParallelConfig a;
+  a.pp = 2;
+  ParallelConfig b = a;
+  b.pp = 4;
+  b.vpp = 2;
+  EXPECT_EQ(interleaved_step_floors({1.0}, {a}, {b}, 8), std::vector<double>{0.0});
+}
+
 }  // namespace
 }  // namespace hapmoe
