@@ -366,7 +366,8 @@ std::vector<double> interleaved_step_floors(const std::vector<double>& floors,
     while (j < plain.size() && !(plain[j] == pi)) ++j;
     if (j == plain.size()) break;  // not in the plain Pi, nor any later one
     const double v = configs[c].vpp;
-    const double m = global_batch / (pi.micro_batch * pi.dp);
+    const int microbatches = global_batch / (pi.micro_batch * pi.dp);  // M, a whole number
+    const double m = microbatches;
     out[c] = floors[j] * (1.0 + (v - 1.0) * m / (pi.pp + m - 1.0)) / v * (1.0 - 1e-12);
     ++j;
   }
