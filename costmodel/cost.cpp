@@ -4,11 +4,12 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <limits>
-#include <mutex>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -284,7 +285,9 @@ void check_type_costs(const TypeCosts& t, const Workload& w, const ClusterSpec& 
 // type_costs' memo: the dense and MoE layer costs, keyed by the fields of
 // the configuration layer_cost reads and the type; and the gradient
 // synchronisations' affine times, keyed by their group (world, stride),
-// primitive, bytes per parameter and type.
+// primitive, bytes per parameter and type. One per thread, for the cost
+// model it last served (CostModel::id_; copies share it): the threads of
+// a search take no lock.
 struct CostModel::Memo {
   template <class Key>
   struct Hash {
@@ -296,14 +299,27 @@ struct CostModel::Memo {
   };
   using LayerKey = std::array<int, 6>;
   using SyncKey = std::array<double, 5>;
-  std::mutex mutex;
+  std::uint64_t model = 0;  // the id_ the entries are for
   std::unordered_map<LayerKey, std::pair<LayerCost, LayerCost>, Hash<LayerKey>> layers;
   std::unordered_map<SyncKey, SyncCost, Hash<SyncKey>> syncs;
+  static Memo& of(std::uint64_t id) {
+    thread_local Memo memo;
+    if (memo.model != id) {
+      memo.model = id;
+      memo.layers.clear();
+      memo.syncs.clear();
+    }
+    return memo;
+  }
 };
+
+namespace {
+std::atomic<std::uint64_t> cost_models{0};
+}  // namespace
 
 CostModel::CostModel(const Workload& workload, const ClusterSpec& cluster,
                      const ProfileTables& tables)
-    : workload_(workload), cluster_(cluster), tables_(tables), memo_(std::make_shared<Memo>()) {
+    : workload_(workload), cluster_(cluster), tables_(tables), id_(++cost_models) {
   const int n = workload.model.num_layers;
   moe_prefix_.assign(static_cast<std::size_t>(n) + 1, 0);
   for (int l = 0; l < n; ++l) {
@@ -591,19 +607,13 @@ TypeCosts CostModel::type_costs(const ParallelConfig& pi, int type) const {
   TypeCosts t;
   t.type = type;
   const Memo::LayerKey key{pi.tp, pi.cp, pi.ep, pi.tpe, pi.micro_batch, type};
-  bool known = false;
-  {
-    const std::lock_guard lock(memo_->mutex);
-    if (const auto it = memo_->layers.find(key); it != memo_->layers.end()) {
-      std::tie(t.dense, t.moe) = it->second;
-      known = true;
-    }
-  }
-  if (!known) {
+  Memo& memo = Memo::of(id_);
+  if (const auto it = memo.layers.find(key); it != memo.layers.end()) {
+    std::tie(t.dense, t.moe) = it->second;
+  } else {
     t.dense = layer_cost(pi, type, false);
     if (m.is_moe()) t.moe = layer_cost(pi, type, true);
-    const std::lock_guard lock(memo_->mutex);
-    memo_->layers.emplace(key, std::make_pair(t.dense, t.moe));
+    memo.layers.emplace(key, std::make_pair(t.dense, t.moe));
   }
   t.embedding_fwd_s = ce.embedding_fwd;
   t.embedding_bwd_s = ce.embedding_bwd;
@@ -676,18 +686,14 @@ TypeCosts CostModel::type_costs(const ParallelConfig& pi, int type) const {
     if (world <= 1) return c;
     const Memo::SyncKey sync{static_cast<double>(world), static_cast<double>(stride),
                              static_cast<double>(prim), bytes_per_param, static_cast<double>(type)};
-    {
-      const std::lock_guard lock(memo_->mutex);
-      if (const auto it = memo_->syncs.find(sync); it != memo_->syncs.end()) return it->second;
-    }
+    if (const auto it = memo.syncs.find(sync); it != memo.syncs.end()) return it->second;
     const double probe = 1e9;
     auto time = [&](double bytes) {
       return group_collective(tables_.comm, cluster_, type, prim, bytes, world, stride);
     };
     c.latency_s = time(1e-300);
     c.s_per_param = (time(probe * bytes_per_param) - c.latency_s) / probe;
-    const std::lock_guard lock(memo_->mutex);
-    memo_->syncs.emplace(sync, c);
+    memo.syncs.emplace(sync, c);
     return c;
   };
   const Primitive reduce =

@@ -12,7 +12,7 @@
 #pragma once
 
 #include <array>
-#include <memory>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -304,7 +304,7 @@ class CostModel {
   const ProfileTables& tables_;
   std::vector<int> moe_prefix_;  // moe_prefix_[l] = MoE layers in [0, l)
   struct Memo;
-  std::shared_ptr<Memo> memo_;  // type_costs' (shared by copies: the same inputs)
+  std::uint64_t id_;  // type_costs' memo's key: one per construction, shared by copies
 };
 
 // The modules hapmoe's plain selective recomputation reruns: core attention

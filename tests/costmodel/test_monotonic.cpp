@@ -309,8 +309,13 @@ TEST(CostMemo, TypeCostsAreTheSameRememberedOrNot) {
       config(4, 1, 1, 8, 1, 32), config(1, 1, 1, 8, 1, 128), config(8, 1, 1, 8, 1, 16),
       config(4, 2, 1, 8, 1, 16), config(4, 1, 2, 8, 1, 16),  config(4, 1, 1, 4, 1, 32),
       config(4, 1, 1, 4, 2, 32), config(2, 1, 1, 8, 1, 8),   config(4, 1, 1, 8, 1, 32)};
-  for (const ParallelConfig& pi : configs) {
-    const TypeCosts a = shared.type_costs(pi, 0);
+  // All from the one model first (its memo is its thread's until another
+  // model is asked), then each from a new one.
+  std::vector<TypeCosts> remembered;
+  for (const ParallelConfig& pi : configs) remembered.push_back(shared.type_costs(pi, 0));
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    const ParallelConfig& pi = configs[i];
+    const TypeCosts& a = remembered[i];
     const TypeCosts b = CostModel(w, c, t).type_costs(pi, 0);
     const std::string at = "pp " + std::to_string(pi.pp) + " tp " + std::to_string(pi.tp) + " cp " +
                            std::to_string(pi.cp) + " ep " + std::to_string(pi.ep) + " tpe " +
