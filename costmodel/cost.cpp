@@ -1081,11 +1081,13 @@ CostModel::RecomputeChoice CostModel::least_recompute_cost(const ParallelConfig&
   if (per_layer > 0 && shape.layers > 2) {
     const double over = none_bytes - full->capacity_bytes;
     const int guess = std::clamp(static_cast<int>(std::ceil(over / per_layer)), 1, shape.layers);
-    if (guess < shape.layers && with({RecomputeKind::kFull, guess}).fits()) {
-      hi = guess;
-      if (guess > 1 && !with({RecomputeKind::kFull, guess - 1}).fits()) lo = guess;
-    } else if (guess < shape.layers) {
-      lo = guess + 1;
+    if (guess < shape.layers) {  // (all layers are known to fit)
+      if (with({RecomputeKind::kFull, guess}).fits()) {
+        hi = guess;
+        if (guess > 1 && !with({RecomputeKind::kFull, guess - 1}).fits()) lo = guess;
+      } else {
+        lo = guess + 1;
+      }
     }
   }
   while (lo < hi) {

@@ -498,9 +498,9 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
       steps = known->dense();
       r.step_floors = &steps;
     } else if (v.vpp > 1) {
-      StepKey plain = key;
-      std::get<1>(plain) = 1;
-      if (const StepFloors* one = find_steps(plain)) {
+      StepKey uninterleaved = key;
+      std::get<1>(uninterleaved) = 1;
+      if (const StepFloors* one = find_steps(uninterleaved)) {
         steps =
             interleaved_step_floors(one->dense(), *one->configs, *configs, w.training.global_batch);
         r.step_floors = &steps;
