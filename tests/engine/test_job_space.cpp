@@ -312,9 +312,10 @@ TEST(JobSpace, OffloadBoundsTheCombinationsOfSeveralDimensionsWhereNothingElseFi
         best = std::min(best, t);
         const unsigned diff = dims_differing(v, base);
         for (int d = 0; d < kNumJobDims; ++d) {
-          if (diff == 0 || diff == (1u << d))
+          if (diff == 0 || diff == (1u << d)) {
             dim_best[static_cast<std::size_t>(d)] =
                 std::min(dim_best[static_cast<std::size_t>(d)], t);
+          }
         }
       }
     }
