@@ -29,16 +29,19 @@ namespace hapmoe {
 ProfileTables tables_for(const Workload& w, const ClusterSpec& cluster,
                          const std::vector<ParallelConfig>& configs, const MeasuredProfile* profile,
                          ProfileSources* sources) {
-  std::set<int> tps;
-  std::set<int> cps;
-  const ParallelConfig* last = nullptr;  // runs of equal degrees: one insert each
+  // The distinct degrees: a few, so a linear find beats a set's insert.
+  std::vector<int> tps;
+  std::vector<int> cps;
+  const auto add = [](std::vector<int>& seen, int v) {
+    if (std::find(seen.begin(), seen.end(), v) == seen.end()) seen.push_back(v);
+  };
   for (const ParallelConfig& pi : configs) {
-    if (last == nullptr || pi.tp != last->tp) tps.insert(pi.tp);
-    if (last == nullptr || pi.cp != last->cp) cps.insert(pi.cp);
-    last = &pi;
+    add(tps, pi.tp);
+    add(cps, pi.cp);
   }
-  ProfileTables t = make_analytic_tables(w, cluster, w.training.micro_batch,
-                                         {tps.begin(), tps.end()}, {cps.begin(), cps.end()});
+  std::sort(tps.begin(), tps.end());
+  std::sort(cps.begin(), cps.end());
+  ProfileTables t = make_analytic_tables(w, cluster, w.training.micro_batch, tps, cps);
   if (profile != nullptr) {
     ProfileSources s = apply_profile(t, *profile, w, cluster, w.training.micro_batch);
     if (sources != nullptr) *sources = std::move(s);
@@ -138,6 +141,11 @@ std::vector<T> computed_by_all(Comm& comm, int threads, std::size_t n, std::size
     for (std::size_t i = first; i < end; ++i) values[i] = f(i);
   });
   mine.busy_s += since(t);
+  if (ranks == 1) {  // alone: nothing to gather
+    stopped = std::max(stopped, stop.load());
+    if (!error.empty()) throw SearchFailure(on_rank(comm, error));
+    return values;
+  }
   Bytes out(mine_count * chunk * sizeof(T) + error.size() + 64);
   out.put(on_rank(comm, error));
   out.put(stop.load());
@@ -333,7 +341,7 @@ void finish_result(SearchResult& r, std::vector<ConfigOutcome>&& searched, std::
   std::sort(all.begin(), all.end(), candidate_less);
   if (static_cast<int>(all.size()) > top_k) all.resize(static_cast<std::size_t>(top_k));
   r.top = std::move(all);
-  r.stats.configs = static_cast<std::int64_t>(r.configs.size());
+  r.stats.configs = static_cast<std::int64_t>(r.outcome_of.size());
 }
 
 // Whether the plain DP (bound off) over `configs` makes at most
@@ -375,22 +383,26 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   const auto report = [&](std::atomic<std::int64_t>& field, std::int64_t value) {
     field.store(value, std::memory_order_relaxed);
   };
-  r.configs = run.configs != nullptr ? *run.configs : enumerate_configs(w, cluster, opt.space);
-  if (ranks > 1 && static_cast<double>(r.configs.size()) * w.model.num_layers <= run.split_above &&
+  // Pi: the caller's (copied into the result only if asked), or
+  // enumerated here (moved into it).
+  std::vector<ParallelConfig> enumerated;
+  if (run.configs == nullptr) enumerated = enumerate_configs(w, cluster, opt.space);
+  const std::vector<ParallelConfig>& configs = run.configs != nullptr ? *run.configs : enumerated;
+  const std::size_t n = configs.size();
+  if (ranks > 1 && static_cast<double>(n) * w.model.num_layers <= run.split_above &&
       (opt.bound || bruteforce || opt.count_only ||
-       plain_moves_at_most(w, cluster, r.configs, opt))) {
+       plain_moves_at_most(w, cluster, configs, opt))) {
     return whole_on_rank0(w, cluster, opt, bruteforce, comm, run);
   }
-  report(progress.configs, static_cast<std::int64_t>(r.configs.size()));
+  report(progress.configs, static_cast<std::int64_t>(n));
   progress.phase.store(SearchProgress::kBounds, std::memory_order_relaxed);
-  const ProfileTables tables = tables_for(w, cluster, r.configs, opt.profile.get());
+  const ProfileTables tables = tables_for(w, cluster, configs, opt.profile.get());
   const CostModel model(w, cluster, tables);
-  const std::size_t n = r.configs.size();
   HAPMOE_REQUIRE(n <= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()),
                  "run_search: more configurations than an int32 index reaches");
   if (const std::int64_t budget = run.limits.max_memory_bytes; budget > 0) {
     SearchSize size{static_cast<std::int64_t>(n), w.model.num_layers, 0, cluster.num_types()};
-    for (const ParallelConfig& pi : r.configs) size.max_pp = std::max(size.max_pp, pi.pp);
+    for (const ParallelConfig& pi : configs) size.max_pp = std::max(size.max_pp, pi.pp);
     const std::int64_t need = estimate_search_bytes(size);
     if (need > budget) {
       std::ostringstream msg;
@@ -415,25 +427,49 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   LimitWatch watch(run.limits);
   std::vector<ConfigBound> bounds;
   if (!bruteforce && opt.bound) {
-    // Configurations of equal shape next to each other (BoundShape: most
-    // of a bound's cost), so a thread computes each shape once, for the
-    // run of its chunk that shares it.
-    const std::vector<std::size_t> by_shape = bound_shape_order(r.configs);
-    std::vector<std::pair<ParallelConfig, BoundShape>> last(
-        static_cast<std::size_t>(run.threads), {ParallelConfig{0}, {}});  // pp 0: none yet
     HAPMOE_REQUIRE((run.floors == nullptr || run.floors->size() == n) &&
                        (run.step_floors == nullptr || run.step_floors->size() == n),
                    "run_search: the floors are not Pi's");
     const double incumbent_cut = skip_above(run.incumbent);
+    const auto steps_of = [&](std::size_t c) {
+      return run.step_floors != nullptr ? (*run.step_floors)[c] : 0.0;
+    };
+    const auto floor_of = [&](std::size_t c) {
+      return std::max(steps_of(c), run.floors != nullptr ? (*run.floors)[c] : 0.0);
+    };
+    bounds.resize(n);
+    // A configuration whose floor is above the caller's incumbent takes
+    // the floor as its bound (it is skipped all the same, below); only the
+    // others are bounded, in one pass over them alone.
+    std::vector<std::size_t> open;
+    const bool floored = run.floors != nullptr || run.step_floors != nullptr;
+    if (floored) {
+      for (std::size_t c = 0; c < n; ++c) {
+        if (const double floor = floor_of(c); floor > incumbent_cut) {
+          bounds[c] = ConfigBound{floor, steps_of(c)};
+        } else {
+          open.push_back(c);
+        }
+      }
+    }
+    // Configurations of equal shape next to each other (BoundShape: most
+    // of a bound's cost), so a thread computes each shape once, for the
+    // run of its chunk that shares it.
+    std::vector<std::size_t> by_shape;
+    if (floored && open.size() < n) {
+      std::vector<ParallelConfig> left;
+      left.reserve(open.size());
+      for (const std::size_t c : open) left.push_back(configs[c]);
+      for (const std::size_t k : bound_shape_order(left)) by_shape.push_back(open[k]);
+    } else {
+      by_shape = bound_shape_order(configs);
+    }
+    std::vector<std::pair<ParallelConfig, BoundShape>> last(
+        static_cast<std::size_t>(run.threads), {ParallelConfig{0}, {}});  // pp 0: none yet
     const std::vector<ConfigBound> in_shape_order = computed_by_all<ConfigBound>(
-        comm, run.threads, n, 512, watch, r.stopped, mine, [&](std::size_t i) {
-          const ParallelConfig& pi = r.configs[by_shape[i]];
-          const double steps = run.step_floors != nullptr ? (*run.step_floors)[by_shape[i]] : 0.0;
-          const double floor =
-              std::max(steps, run.floors != nullptr ? (*run.floors)[by_shape[i]] : 0.0);
-          // Above the caller's incumbent a looser bound does: skipped all
-          // the same (below).
-          if (floor > incumbent_cut) return ConfigBound{floor, steps};
+        comm, run.threads, by_shape.size(), 512, watch, r.stopped, mine, [&](std::size_t i) {
+          const std::size_t c = by_shape[i];
+          const ParallelConfig& pi = configs[c];
           auto& [key, shape] = last[static_cast<std::size_t>(omp_get_thread_num())];
           if (const ParallelConfig k = bound_shape_key(pi); !(k == key)) {
             shape = bound_shape(model, pi, opt);
@@ -441,18 +477,17 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
           }
           ConfigBound b =
               config_lower_bound(model, shape, pi, incumbent_cut, run.step_bounds_above_cut);
-          b.latency = std::max(b.latency, floor);
-          b.steps = std::max(b.steps, steps);
+          b.latency = std::max(b.latency, floor_of(c));
+          b.steps = std::max(b.steps, steps_of(c));
           return b;
         });
-    bounds.resize(n);
-    for (std::size_t i = 0; i < n; ++i) bounds[by_shape[i]] = in_shape_order[i];
+    for (std::size_t i = 0; i < by_shape.size(); ++i) bounds[by_shape[i]] = in_shape_order[i];
     r.estimates.assign(n, 0.0);
   } else {
     r.estimates = computed_by_all<double>(
         comm, run.threads, n, 512, watch, r.stopped, mine, [&](std::size_t c) {
-          return bruteforce ? bruteforce_size(model, r.configs[c], opt)
-                            : work_estimate(model, r.configs[c], opt);
+          return bruteforce ? bruteforce_size(model, configs[c], opt)
+                            : work_estimate(model, configs[c], opt);
         });
   }
   if (bruteforce && r.stopped == StopReason::kNone) {
@@ -506,7 +541,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
       searched.push_back(k.outcome);
       ConfigOutcome& o = searched.back();
       if (o.best) {
-        o.best->plan.parallel = r.configs[k.config];
+        o.best->plan.parallel = configs[k.config];
         enter_top(*o.best);
       }
       r.ran_on[k.config] = k.rank;
@@ -534,7 +569,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   // searched, as the end of the search would give it.
   const auto snapshot = [&] {
     SearchResult s;
-    s.configs = r.configs;
+    s.configs = configs;
     s.outcome_of = r.outcome_of;
     s.lower_bounds = r.lower_bounds;
     s.estimates = r.estimates;
@@ -641,7 +676,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
                          throw std::runtime_error("injected failure (test hook) in configuration " +
                                                   std::to_string(unit.config));
                        }
-                       const ParallelConfig& pi = r.configs[unit.config];
+                       const ParallelConfig& pi = configs[unit.config];
                        progress.round_claimed.fetch_add(1, std::memory_order_relaxed);
                        results[i] = bruteforce ? bruteforce_config(model, pi, opt)
                                                : search_config(model, pi, opt, incumbent, unit.part,
@@ -741,7 +776,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     if (rounds) {
       const std::vector<double> estimates = computed_by_all<double>(
           comm, run.threads, batch.size(), 1, watch, r.stopped, mine,
-          [&](std::size_t k) { return work_estimate(model, r.configs[batch[k]], opt, incumbent); });
+          [&](std::size_t k) { return work_estimate(model, configs[batch[k]], opt, incumbent); });
       if (r.stopped != StopReason::kNone) return;
       for (std::size_t k = 0; k < batch.size(); ++k) r.estimates[batch[k]] = estimates[k];
     }
@@ -759,7 +794,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
           (std::isfinite(incumbent) || !opt.bound)) {
         const double share = r.estimates[c] / total * run.parts_per_round;
         if (share > 1.0) {
-          parts = std::min(max_parts(model, r.configs[c], opt),
+          parts = std::min(max_parts(model, configs[c], opt),
                            static_cast<int>(std::min(std::ceil(share), 1e6)));
         }
       }
@@ -835,11 +870,19 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   // case: under 0.01 s, against 0.06 s for a stable sort of all).
   // Committed configurations (RunOptions::resume) are left out: taken.
   progress.phase.store(SearchProgress::kSearching, std::memory_order_relaxed);
+  // Steps above the caller's incumbent are above every round's cut: such
+  // a configuration is skipped here, without entering the heap.
   std::vector<std::pair<double, std::size_t>> heap;  // least first
   if (rounds) {
-    heap.reserve(n);
+    const double first_cut = skip_above(run.incumbent);
     for (std::size_t c = 0; c < n; ++c) {
-      if (r.outcome_of[c] == SearchResult::kNotSearched) heap.emplace_back(bounds[c].steps, c);
+      if (r.outcome_of[c] != SearchResult::kNotSearched) continue;
+      if (bounds[c].steps > first_cut) {
+        r.outcome_of[c] = SearchResult::kSkippedByBound;
+        ++skipped;
+      } else {
+        heap.emplace_back(bounds[c].steps, c);
+      }
     }
     std::make_heap(heap.begin(), heap.end(), std::greater<>{});
   }
@@ -941,6 +984,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     }
   }
   finish_result(r, std::move(searched), skipped, opt.top_k);
+  if (run.result_configs) r.configs = run.configs != nullptr ? *run.configs : std::move(enumerated);
 
   // Per-rank figures, on every rank.
   {

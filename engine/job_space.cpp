@@ -190,7 +190,10 @@ class Merger {
     return static_cast<int>(top_.size()) < k_ ? std::numeric_limits<double>::infinity()
                                               : top_.back().first.latency_s;
   }
-  void add(SearchResult&& r, std::size_t variant) {
+  // `configs`: the variant's Pi (its search leaves SearchResult::configs
+  // empty), put in the result kept.
+  void add(SearchResult&& r, std::size_t variant,
+           std::shared_ptr<const std::vector<ParallelConfig>> configs) {
     bool best = false;
     for (const PlanCandidate& c : r.top) {
       const auto entry = std::make_pair(c, variant);
@@ -210,6 +213,7 @@ class Merger {
     }
     if (best || !have_) {
       result_ = std::move(r);
+      configs_ = std::move(configs);
       best_variant_ = variant;
       have_ = true;
     }
@@ -221,7 +225,10 @@ class Merger {
     return top_.empty() ? std::numeric_limits<double>::infinity() : top_.front().first.latency_s;
   }
   std::size_t best_variant() const { return best_variant_; }
-  SearchResult take() { return std::move(result_); }
+  SearchResult take() {
+    if (configs_) result_.configs = *configs_;
+    return std::move(result_);
+  }
 
  private:
   static bool less(const std::pair<PlanCandidate, std::size_t>& a,
@@ -234,6 +241,7 @@ class Merger {
   const std::vector<VariantOutcome>* variants_;
   std::vector<std::pair<PlanCandidate, std::size_t>> top_;
   SearchResult result_;
+  std::shared_ptr<const std::vector<ParallelConfig>> configs_;
   std::size_t best_variant_ = 0;
   bool have_ = false;
 };
@@ -472,6 +480,7 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
   // One variant's search against `incumbent`, its outcome recorded;
   // nullopt when a check refuses the variant.
   StopReason stopped = StopReason::kNone;
+  Space searched_configs;  // the last search's Pi
   const auto search = [&](const JobVariant& v, double incumbent,
                           const std::vector<double>* floors) -> std::optional<SearchResult> {
     VariantOutcome o;
@@ -490,6 +499,8 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     r.incumbent = std::min(run.incumbent, incumbent);
     const Space& configs = space_of(vw, v, opt.space);
     r.configs = configs.get();
+    r.result_configs = false;  // the one result kept gets Pi (Merger)
+    searched_configs = configs;
     r.floors = floors != nullptr && !floors->empty() ? floors : nullptr;
     const StepKey key = step_key(v);
     const StepFloors* known = find_steps(key);
@@ -547,6 +558,7 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
   // variants and configurations counted per dimension.
   struct Found {
     std::vector<std::pair<SearchResult, std::size_t>> results;
+    Space configs;  // their Pi (the combination's)
     double best = std::numeric_limits<double>::infinity();
   };
   // Per variant searched under a job-wide setting: its combination's
@@ -607,6 +619,7 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
       }
     }
     count_dims(combo, first);
+    found.configs = searched_configs;
     return found;
   };
   // The best of a combination as its dimensions' figure.
@@ -632,7 +645,7 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     const int away = std::popcount(differs(combo, base));
     Found found = search_combo(combo, incumbent_for(combo), nullptr);
     record_best(combo, found.best);
-    for (auto& [res, index] : found.results) merged.add(std::move(res), index);
+    for (auto& [res, index] : found.results) merged.add(std::move(res), index, found.configs);
     if (away != 0) return;
     // The workload's own combination is done: later incumbents are at
     // most base_kth.
@@ -671,7 +684,7 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
       if (lo == hi) {
         Found found = search_combo(at, incumbent, floors.get());
         record_best(at, found.best);
-        for (auto& [res, index] : found.results) merged.add(std::move(res), index);
+        for (auto& [res, index] : found.results) merged.add(std::move(res), index, found.configs);
         continue;
       }
       at.offload_to = static_cast<double>(hi) / steps;

@@ -134,6 +134,12 @@ TEST(JobSpace, BestIsTheBestOfEveryVariantAndEachDimensionsGainIsExact) {
     }
     EXPECT_EQ(job.result.top.front().latency_s, best) << name;
     EXPECT_EQ(job.result.top.front().plan, best_plan) << name;
+    // The result kept holds its variant's Pi (the job search leaves it
+    // out of the others').
+    SpaceOptions so = opt.space;
+    so.vpp = job.best.vpp;
+    EXPECT_EQ(job.result.configs, enumerate_configs(apply(w, job.best), c, so)) << name;
+    EXPECT_EQ(job.result.outcome_of.size(), job.result.configs.size()) << name;
     for (int d = 0; d < kNumJobDims; ++d) {
       EXPECT_EQ(job.dim_best[d], dim_best[d]) << name << " " << to_string(static_cast<JobDim>(d));
     }
@@ -521,6 +527,61 @@ TEST(JobSpace, FloorsOfARelaxationSkipWorkAndChangeNoPlan) {
     }
     EXPECT_LE(given.stats.configs_evaluated, own.stats.configs_evaluated) << to_string(s);
   }
+}
+
+// A floor above the caller's incumbent settles its configuration without
+// a bound: it is skipped. The others are bounded in a pass over them
+// alone, in their own shape order: their bounds, the plans and the
+// counters of what is searched are those of the search without the
+// floors. A caller that gives Pi can leave it out of the result.
+TEST(JobSpace, FloorsAboveTheIncumbentSettleTheirConfigurationsAndBoundTheRest) {
+  const CarryCase carry;
+  SerialComm comm;
+  RunOptions run;
+  run.incumbent = carry.plain * 1.5;
+  const std::vector<ParallelConfig> pi = enumerate_configs(carry.w, carry.c, carry.opt.space);
+  run.configs = &pi;
+  const SearchResult own = run_search(carry.w, carry.c, carry.opt, false, comm, run);
+  ASSERT_FALSE(own.top.empty());
+  EXPECT_EQ(own.configs, pi);
+  // Every third configuration not in the top K floored above the
+  // incumbent: the top K cannot change.
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> floors(pi.size(), 0.0);
+  for (std::size_t k = 0; k < pi.size(); k += 3) {
+    const bool top = std::any_of(own.top.begin(), own.top.end(),
+                                 [&](const PlanCandidate& p) { return p.plan.parallel == pi[k]; });
+    if (!top) floors[k] = inf;
+  }
+  RunOptions floored = run;
+  floored.floors = &floors;
+  floored.result_configs = false;
+  const SearchResult given = run_search(carry.w, carry.c, carry.opt, false, comm, floored);
+  EXPECT_TRUE(given.configs.empty());
+  EXPECT_EQ(given.stats.configs, static_cast<std::int64_t>(pi.size()));
+  ASSERT_EQ(given.top.size(), own.top.size());
+  for (std::size_t i = 0; i < own.top.size(); ++i) {
+    EXPECT_EQ(given.top[i].plan, own.top[i].plan);
+    EXPECT_EQ(given.top[i].latency_s, own.top[i].latency_s);
+  }
+  ASSERT_EQ(given.lower_bounds.size(), pi.size());
+  ASSERT_EQ(given.step_bounds.size(), pi.size());
+  int settled = 0;
+  int bounded = 0;
+  for (std::size_t k = 0; k < pi.size(); ++k) {
+    if (std::isinf(floors[k])) {
+      EXPECT_EQ(given.lower_bounds[k], inf) << k;
+      EXPECT_EQ(given.outcome_of[k], SearchResult::kSkippedByBound) << k;
+      ++settled;
+    } else {
+      EXPECT_EQ(given.lower_bounds[k], own.lower_bounds[k]) << k;
+      EXPECT_EQ(given.step_bounds[k], own.step_bounds[k]) << k;
+      bounded += std::isfinite(own.lower_bounds[k]) ? 1 : 0;
+    }
+  }
+  EXPECT_GT(settled, 100);
+  EXPECT_GT(bounded, 100);
+  EXPECT_LE(given.stats.configs_evaluated, own.stats.configs_evaluated);
 }
 
 // Sharding, offload and job-wide recompute change a stage's tail and what
