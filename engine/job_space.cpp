@@ -422,22 +422,12 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
   // Pi depends on a variant only through its micro-batch, its
   // interleaving and its precision (partition/config_space.h; fp16 refuses
   // EP): computed once for each, the last two kept (the variants come in
-  // runs of one combination, precision innermost).
+  // runs of one combination, precision innermost), and those the step
+  // bounds below keep (space_of).
   // JobSpace.PiDependsOnlyOnMicroBatchVppAndPrecision checks the premise.
   using SpaceKey = std::tuple<int, int, Precision>;
   using Space = std::shared_ptr<const std::vector<ParallelConfig>>;
   std::vector<std::pair<SpaceKey, Space>> spaces;
-  const auto space_of = [&](const Workload& vw, const JobVariant& v,
-                            const SpaceOptions& so) -> const Space& {
-    const SpaceKey key{v.micro_batch, v.vpp, v.precision};
-    for (const auto& [k, configs] : spaces) {
-      if (k == key) return configs;
-    }
-    if (spaces.size() == 2) spaces.erase(spaces.begin());
-    spaces.emplace_back(key, std::make_shared<const std::vector<ParallelConfig>>(
-                                 enumerate_configs(vw, cluster, so)));
-    return spaces.back().second;
-  };
 
   // The step bounds (SearchResult::step_bounds) per (micro-batch, vpp,
   // precision, dispatcher): the layer steps, boundaries, embedding and
@@ -477,6 +467,24 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     return nullptr;
   };
 
+  // Pi of a variant: the last two enumerated, or one a variant's step
+  // bounds keep (a later pass over the combinations, offload's, comes back
+  // to them), else enumerated.
+  const auto space_of = [&](const Workload& vw, const JobVariant& v,
+                            const SpaceOptions& so) -> Space {
+    const SpaceKey key{v.micro_batch, v.vpp, v.precision};
+    for (const auto& [k, configs] : spaces) {
+      if (k == key) return configs;
+    }
+    for (const auto& [k, f] : step_floors) {
+      if (SpaceKey{std::get<0>(k), std::get<1>(k), std::get<2>(k)} == key) return f.configs;
+    }
+    if (spaces.size() == 2) spaces.erase(spaces.begin());
+    spaces.emplace_back(key, std::make_shared<const std::vector<ParallelConfig>>(
+                                 enumerate_configs(vw, cluster, so)));
+    return spaces.back().second;
+  };
+
   // One variant's search against `incumbent`, its outcome recorded;
   // nullopt when a check refuses the variant.
   StopReason stopped = StopReason::kNone;
@@ -497,7 +505,7 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     opt.closest_miss = options.closest_miss && !merged.has_result();
     RunOptions r = run;
     r.incumbent = std::min(run.incumbent, incumbent);
-    const Space& configs = space_of(vw, v, opt.space);
+    const Space configs = space_of(vw, v, opt.space);
     r.configs = configs.get();
     r.result_configs = false;  // the one result kept gets Pi (Merger)
     searched_configs = configs;
