@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <functional>
 #include <limits>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -356,8 +357,14 @@ std::vector<std::size_t> bound_shape_order(const std::vector<ParallelConfig>& co
   begin.push_back(n);
   const std::size_t blocks = begin.size() - 1;
   // Blocks of pp <= 2 (each configuration its own shape) in order; the
-  // first block of pp >= 3 gives the keys, and every later block, a
-  // subsequence of it in canonical order, is swept alongside.
+  // first block of pp >= 3 gives the keys, and every later block, in
+  // canonical order too, is merged alongside: its configurations of a
+  // smaller key first (none in all of Pi, whose later blocks hold only
+  // the first's keys; a subset of Pi has them), then the first block's
+  // configuration, then the later blocks' of its key.
+  const auto less = [](const ParallelConfig& a, const ParallelConfig& b) {
+    return std::tie(a.tp, a.cp, a.ep, a.tpe, a.dp) < std::tie(b.tp, b.cp, b.ep, b.tpe, b.dp);
+  };
   std::size_t lead = 0;
   while (lead < blocks && configs[begin[lead]].pp < 3) {
     for (std::size_t c = begin[lead]; c < begin[lead + 1]; ++c) order.push_back(c);
@@ -367,8 +374,12 @@ std::vector<std::size_t> bound_shape_order(const std::vector<ParallelConfig>& co
     std::vector<std::size_t> at(begin.begin() + static_cast<std::ptrdiff_t>(lead) + 1,
                                 begin.end() - 1);  // each later block's next
     for (std::size_t c = begin[lead]; c < begin[lead + 1]; ++c) {
-      order.push_back(c);
       const ParallelConfig key = bound_shape_key(configs[c]);
+      for (std::size_t b = 0; b < at.size(); ++b) {
+        std::size_t& k = at[b];
+        while (k < begin[lead + 2 + b] && less(configs[k], key)) order.push_back(k++);
+      }
+      order.push_back(c);
       for (std::size_t b = 0; b < at.size(); ++b) {
         std::size_t& k = at[b];
         while (k < begin[lead + 2 + b] && bound_shape_key(configs[k]) == key) order.push_back(k++);

@@ -214,9 +214,10 @@ ParallelConfig bound_shape_key(const ParallelConfig& pi);
 // A permutation of `configs` (in the canonical order of enumerate_configs)
 // that puts configurations of equal bound_shape_key next to each other:
 // pp = 1 and 2 in order, then each configuration of the first block of
-// pp >= 3 followed by those of the later blocks with its key. Linear in
-// |Pi| times the number of pp blocks; any other input still gives a
-// permutation.
+// pp >= 3 followed by those of the later blocks with its key (a subset of
+// Pi in that order too: the later blocks' keys the first lacks come
+// alone, before the next larger key). Linear in |Pi| times the number of
+// pp blocks; any other input still gives a permutation.
 std::vector<std::size_t> bound_shape_order(const std::vector<ParallelConfig>& configs);
 // config_lower_bound(model, pi, options) from pi's shape. With a finite
 // `cut`: a bound above the cut may be a looser one, still above it (one

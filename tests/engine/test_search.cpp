@@ -893,6 +893,51 @@ TEST(Search, BoundShapesAreSharedByTheirKey) {
   expect_shapes_shared(w, load_cluster("H800:256,MI300X:256,910B:256"), "deepseek-v3");
 }
 
+// The job search bounds a subset of Pi (those its floors leave): its
+// order still shares a shape between a configuration of the first block
+// of pp >= 3 and the later blocks' of its key, though the subset's later
+// blocks hold keys the first lacks.
+TEST(Search, BoundShapesAreSharedInASubsetOfPi) {
+  Workload w = load_workload("deepseek-v3");
+  w.training.global_batch = 1536;
+  const ClusterSpec cluster = load_cluster("H800:256,MI300X:256,910B:256");
+  const std::vector<ParallelConfig> all = enumerate_configs(w, cluster, SearchOptions{}.space);
+  // Every second configuration of pp 3 left out.
+  std::vector<ParallelConfig> configs;
+  int third = 0;
+  for (const ParallelConfig& pi : all) {
+    if (pi.pp == 3 && third++ % 2 == 1) continue;
+    configs.push_back(pi);
+  }
+  ASSERT_GT(third, 100);
+  const auto key_of = [](const ParallelConfig& pi) {
+    const ParallelConfig k = bound_shape_key(pi);
+    return std::tuple{k.pp, k.tp, k.cp, k.ep, k.tpe, k.dp, k.micro_batch};
+  };
+  std::set<std::tuple<int, int, int, int, int, int, int>> lead;
+  for (const ParallelConfig& pi : configs) {
+    if (pi.pp == 3) lead.insert(key_of(pi));
+  }
+  // At most one shape per configuration of pp < 3, per key of pp 3, and
+  // per configuration of pp > 3 whose key pp 3 lacks.
+  std::size_t most = lead.size();
+  for (const ParallelConfig& pi : configs) {
+    if (pi.pp < 3 || (pi.pp > 3 && lead.count(key_of(pi)) == 0)) ++most;
+  }
+  const std::vector<std::size_t> order = bound_shape_order(configs);
+  ASSERT_EQ(order.size(), configs.size());
+  std::vector<char> seen(configs.size(), 0);
+  std::size_t shapes = 0;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    ASSERT_LT(order[i], configs.size());
+    ASSERT_FALSE(seen[order[i]]) << order[i] << " twice";
+    seen[order[i]] = 1;
+    if (i == 0 || key_of(configs[order[i]]) != key_of(configs[order[i - 1]])) ++shapes;
+  }
+  EXPECT_LE(shapes, most);
+  EXPECT_LT(shapes, configs.size() / 2);
+}
+
 TEST(Search, DeterministicAcrossRuns) {
   std::mt19937 rng(42);
   for (int trial = 0; trial < 20; ++trial) {
