@@ -984,7 +984,11 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     }
   }
   finish_result(r, std::move(searched), skipped, opt.top_k);
-  if (run.result_configs) r.configs = run.configs != nullptr ? *run.configs : std::move(enumerated);
+  if (run.configs == nullptr) {
+    r.configs = std::move(enumerated);
+  } else if (run.result_configs) {
+    r.configs = *run.configs;
+  }
 
   // Per-rank figures, on every rank.
   {

@@ -119,9 +119,11 @@ struct RunOptions {
   // workload, cluster and space (the job search reuses it across variants
   // that Pi does not depend on). nullptr: the search enumerates it.
   const std::vector<ParallelConfig>* configs = nullptr;
-  // Whether SearchResult::configs holds Pi. A caller that keeps Pi and
-  // most results only for their plans and bounds (the job search) leaves
-  // the copy out: SearchResult::configs is then empty.
+  // Whether SearchResult::configs gets a copy of the caller's Pi
+  // (`configs`; Pi enumerated by the search is always moved there). A
+  // caller that keeps Pi and most results only for their plans and bounds
+  // (the job search) leaves the copy out: SearchResult::configs is then
+  // empty.
   bool result_configs = true;
   // Per configuration of Pi, when the caller knows them: a latency that no
   // plan of it reaches under this search's costs, the SearchResult::floors
