@@ -26,27 +26,36 @@
 
 namespace hapmoe {
 
-ProfileTables tables_for(const Workload& w, const ClusterSpec& cluster,
-                         const std::vector<ParallelConfig>& configs, const MeasuredProfile* profile,
-                         ProfileSources* sources) {
+PiSummary summarize(const std::vector<ParallelConfig>& configs) {
   // The distinct degrees: a few, so a linear find beats a set's insert.
-  std::vector<int> tps;
-  std::vector<int> cps;
+  PiSummary s;
   const auto add = [](std::vector<int>& seen, int v) {
     if (std::find(seen.begin(), seen.end(), v) == seen.end()) seen.push_back(v);
   };
   for (const ParallelConfig& pi : configs) {
-    add(tps, pi.tp);
-    add(cps, pi.cp);
+    add(s.tp, pi.tp);
+    add(s.cp, pi.cp);
+    s.max_pp = std::max(s.max_pp, pi.pp);
   }
-  std::sort(tps.begin(), tps.end());
-  std::sort(cps.begin(), cps.end());
-  ProfileTables t = make_analytic_tables(w, cluster, w.training.micro_batch, tps, cps);
+  std::sort(s.tp.begin(), s.tp.end());
+  std::sort(s.cp.begin(), s.cp.end());
+  return s;
+}
+
+ProfileTables tables_for(const Workload& w, const ClusterSpec& cluster, const PiSummary& pi,
+                         const MeasuredProfile* profile, ProfileSources* sources) {
+  ProfileTables t = make_analytic_tables(w, cluster, w.training.micro_batch, pi.tp, pi.cp);
   if (profile != nullptr) {
     ProfileSources s = apply_profile(t, *profile, w, cluster, w.training.micro_batch);
     if (sources != nullptr) *sources = std::move(s);
   }
   return t;
+}
+
+ProfileTables tables_for(const Workload& w, const ClusterSpec& cluster,
+                         const std::vector<ParallelConfig>& configs, const MeasuredProfile* profile,
+                         ProfileSources* sources) {
+  return tables_for(w, cluster, summarize(configs), profile, sources);
 }
 
 namespace {
@@ -396,13 +405,16 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   }
   report(progress.configs, static_cast<std::int64_t>(n));
   progress.phase.store(SearchProgress::kBounds, std::memory_order_relaxed);
-  const ProfileTables tables = tables_for(w, cluster, configs, opt.profile.get());
+  PiSummary own_summary;
+  if (run.summary == nullptr) own_summary = summarize(configs);
+  const PiSummary& summary = run.summary != nullptr ? *run.summary : own_summary;
+  const ProfileTables tables = tables_for(w, cluster, summary, opt.profile.get());
   const CostModel model(w, cluster, tables);
   HAPMOE_REQUIRE(n <= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()),
                  "run_search: more configurations than an int32 index reaches");
   if (const std::int64_t budget = run.limits.max_memory_bytes; budget > 0) {
-    SearchSize size{static_cast<std::int64_t>(n), w.model.num_layers, 0, cluster.num_types()};
-    for (const ParallelConfig& pi : configs) size.max_pp = std::max(size.max_pp, pi.pp);
+    const SearchSize size{static_cast<std::int64_t>(n), w.model.num_layers, summary.max_pp,
+                          cluster.num_types()};
     const std::int64_t need = estimate_search_bytes(size);
     if (need > budget) {
       std::ostringstream msg;

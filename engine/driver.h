@@ -87,6 +87,17 @@ struct SearchResume {
 // above it (SearchResult::floors).
 double skip_above(double incumbent);
 
+// What a search needs of Pi beyond the configurations themselves: its
+// distinct TP and CP degrees, ascending, and its deepest pipeline. One
+// pass over Pi (memory-bound: 2 ms for the 0.6 M configurations of the
+// large case), which a caller searching one Pi many times keeps.
+struct PiSummary {
+  std::vector<int> tp;
+  std::vector<int> cp;
+  int max_pp = 0;
+};
+PiSummary summarize(const std::vector<ParallelConfig>& configs);
+
 struct RunOptions {
   int threads = 1;  // OpenMP threads of this rank
   // Branch and bound runs in rounds of this many configurations (those
@@ -125,6 +136,9 @@ struct RunOptions {
   // (the job search) leaves the copy out: SearchResult::configs is then
   // empty.
   bool result_configs = true;
+  // summarize(*configs), when the caller keeps it with Pi. nullptr: the
+  // search makes it.
+  const PiSummary* summary = nullptr;
   // Per configuration of Pi, when the caller knows them: a latency that no
   // plan of it reaches under this search's costs, the SearchResult::floors
   // of a search of a relaxation of this one (cheaper in every time term and
@@ -265,9 +279,12 @@ struct SearchResult {
   }
 };
 
-// Profile tables with a compute entry for every (TP, CP) in `configs`:
-// the analytic ones, with what `profile` measured in their place when
-// given (costmodel/measured.h); `sources`, when given, says which.
+// Profile tables with a compute entry for every (TP, CP) of Pi: the
+// analytic ones, with what `profile` measured in their place when given
+// (costmodel/measured.h); `sources`, when given, says which.
+ProfileTables tables_for(const Workload& workload, const ClusterSpec& cluster, const PiSummary& pi,
+                         const MeasuredProfile* profile = nullptr,
+                         ProfileSources* sources = nullptr);
 ProfileTables tables_for(const Workload& workload, const ClusterSpec& cluster,
                          const std::vector<ParallelConfig>& configs,
                          const MeasuredProfile* profile = nullptr,

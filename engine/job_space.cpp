@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <iterator>
 #include <memory>
 #include <optional>
@@ -428,6 +429,7 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
   using SpaceKey = std::tuple<int, int, Precision>;
   using Space = std::shared_ptr<const std::vector<ParallelConfig>>;
   std::vector<std::pair<SpaceKey, Space>> spaces;
+  std::deque<std::pair<SpaceKey, PiSummary>> summaries;  // never moved: searches point into it
 
   // The step bounds (SearchResult::step_bounds) per (micro-batch, vpp,
   // precision, dispatcher): the layer steps, boundaries, embedding and
@@ -482,7 +484,19 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     if (spaces.size() == 2) spaces.erase(spaces.begin());
     spaces.emplace_back(key, std::make_shared<const std::vector<ParallelConfig>>(
                                  enumerate_configs(vw, cluster, so)));
+    if (std::none_of(summaries.begin(), summaries.end(),
+                     [&](const auto& e) { return e.first == key; })) {
+      summaries.emplace_back(key, summarize(*spaces.back().second));
+    }
     return spaces.back().second;
+  };
+  // Pi's summary (RunOptions::summary) per key, made once: a few degrees.
+  const auto summary_of = [&](const JobVariant& v) -> const PiSummary* {
+    const SpaceKey key{v.micro_batch, v.vpp, v.precision};
+    for (const auto& [k, summary] : summaries) {
+      if (k == key) return &summary;
+    }
+    return nullptr;
   };
 
   // One variant's search against `incumbent`, its outcome recorded;
@@ -507,6 +521,7 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     r.incumbent = std::min(run.incumbent, incumbent);
     const Space configs = space_of(vw, v, opt.space);
     r.configs = configs.get();
+    r.summary = summary_of(v);
     r.result_configs = false;  // the one result kept gets Pi (Merger)
     searched_configs = configs;
     r.floors = floors != nullptr && !floors->empty() ? floors : nullptr;

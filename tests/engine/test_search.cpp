@@ -938,6 +938,40 @@ TEST(Search, BoundShapesAreSharedInASubsetOfPi) {
   EXPECT_LT(shapes, configs.size() / 2);
 }
 
+// summarize: Pi's distinct TP and CP degrees, ascending, and its deepest
+// pipeline, which the tables and the memory estimate take from it (the job
+// search makes it once per Pi).
+TEST(Search, SummaryOfPiIsItsDegreesAndDeepestPipeline) {
+  std::mt19937 rng(11);
+  int spaces = 0;
+  for (int trial = 0; trial < 30; ++trial) {
+    const Instance in = random_instance(rng);
+    if (!in.valid()) continue;
+    const std::vector<ParallelConfig> pi =
+        enumerate_configs(in.workload, in.cluster, SearchOptions{}.space);
+    std::set<int> tp;
+    std::set<int> cp;
+    int max_pp = 0;
+    for (const ParallelConfig& c : pi) {
+      tp.insert(c.tp);
+      cp.insert(c.cp);
+      max_pp = std::max(max_pp, c.pp);
+    }
+    const PiSummary s = summarize(pi);
+    EXPECT_EQ(s.tp, std::vector<int>(tp.begin(), tp.end())) << in.describe();
+    EXPECT_EQ(s.cp, std::vector<int>(cp.begin(), cp.end())) << in.describe();
+    EXPECT_EQ(s.max_pp, max_pp) << in.describe();
+    spaces += cp.size() > 1 || tp.size() > 1 ? 1 : 0;
+  }
+  EXPECT_GT(spaces, 5);
+  // Out of canonical order too.
+  const PiSummary s = summarize({ParallelConfig{4, 2, 1, 1, 1, 1}, ParallelConfig{1, 1, 4, 1, 1, 1},
+                                 ParallelConfig{2, 2, 2, 1, 1, 1}});
+  EXPECT_EQ(s.tp, (std::vector<int>{1, 2}));
+  EXPECT_EQ(s.cp, (std::vector<int>{1, 2, 4}));
+  EXPECT_EQ(s.max_pp, 4);
+}
+
 TEST(Search, DeterministicAcrossRuns) {
   std::mt19937 rng(42);
   for (int trial = 0; trial < 20; ++trial) {
