@@ -14,7 +14,6 @@
 #include <new>
 #include <numeric>
 #include <optional>
-#include <set>
 #include <sstream>
 #include <string>
 #include <type_traits>
