@@ -502,7 +502,6 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
   // One variant's search against `incumbent`, its outcome recorded;
   // nullopt when a check refuses the variant.
   StopReason stopped = StopReason::kNone;
-  Space searched_configs;  // the last search's Pi
   const auto search = [&](const JobVariant& v, double incumbent,
                           const std::vector<double>* floors) -> std::optional<SearchResult> {
     VariantOutcome o;
@@ -523,7 +522,6 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
     r.configs = configs.get();
     r.summary = summary_of(v);
     r.result_configs = false;  // the one result kept gets Pi (Merger)
-    searched_configs = configs;
     r.floors = floors != nullptr && !floors->empty() ? floors : nullptr;
     const StepKey key = step_key(v);
     const StepFloors* known = find_steps(key);
@@ -642,7 +640,13 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
       }
     }
     count_dims(combo, first);
-    found.configs = searched_configs;
+    // Every variant of the combination has its Pi (space_of: kept from
+    // its searches).
+    if (!found.results.empty()) {
+      SpaceOptions so = options.space;
+      so.vpp = combo.vpp;
+      found.configs = space_of(apply(w, combo), combo, so);
+    }
     return found;
   };
   // The best of a combination as its dimensions' figure.
