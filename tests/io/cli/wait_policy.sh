@@ -2,6 +2,8 @@
 # hapmoe runs its OpenMP threads with OMP_WAIT_POLICY=passive unless the
 # user set a policy (io/cli/main.cpp, docs/parallel.md "Threads"): the
 # plan file's run.omp_wait_policy says which policy the search ran with.
+# To set it, hapmoe starts again; a run of one thread does not (libgomp
+# prints its settings once per start with OMP_DISPLAY_ENV).
 #   wait_policy.sh HAPMOE
 set -euo pipefail
 hapmoe=$1
@@ -17,4 +19,15 @@ got=$(policy -u OMP_WAIT_POLICY)
 [[ $got == passive ]] || { echo "FAIL: unset gave '$got', expected passive"; exit 1; }
 got=$(policy OMP_WAIT_POLICY=active)
 [[ $got == active ]] || { echo "FAIL: active gave '$got'"; exit 1; }
+starts() {  # ARGS... : how many times hapmoe started, OMP_WAIT_POLICY unset
+  env -u OMP_WAIT_POLICY -u OMP_NUM_THREADS OMP_DISPLAY_ENV=true "$hapmoe" "$@" 2>&1 >/dev/null |
+    grep -c 'OPENMP DISPLAY ENVIRONMENT BEGIN' || true
+}
+for one in "--threads 1" "--threads=1"; do
+  # shellcheck disable=SC2086
+  got=$(starts plan --model mixtral-s --cluster paper:16-1 $one)
+  [[ $got == 1 ]] || { echo "FAIL: $one started $got times, expected once"; exit 1; }
+done
+got=$(starts plan --model mixtral-s --cluster paper:16-1 --threads 2)
+[[ $got == 2 ]] || { echo "FAIL: --threads 2 started $got times, expected twice"; exit 1; }
 echo ok
