@@ -297,6 +297,55 @@ ConfigBound latency_floor(const std::vector<StageFloor>& types, const LatencyFlo
   return rest.latency < best.latency ? rest : best;
 }
 
+void whole_layer_floors(const std::vector<StagesLeft>& left, int layers, std::vector<double>& out) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  // Stage steps are sums in another order than fixed + k * layer: the
+  // floor is taken a little low, and the layers that fit a little high.
+  constexpr double kSlack = 1e-9;
+  out.assign(static_cast<std::size_t>(std::max(layers, 0)) + 1, kInf);
+  if (layers < 0) return;
+  double t_step = 0.0;  // every stage left holds its least layers
+  for (const StagesLeft& t : left) {
+    if (t.stages <= 0) continue;
+    if (t.most < std::max(1, t.least)) {
+      std::fill(out.begin(), out.end(), 0.0);
+      return;
+    }
+    t_step = std::max(t_step, t.fixed + std::max(1, t.least) * t.layer);
+  }
+  // Per type, the layers a stage holds within t_step.
+  thread_local std::vector<int> held_by;
+  held_by.assign(left.size(), 0);
+  long long held = 0;
+  for (std::size_t k = 0; k < left.size(); ++k) {
+    const StagesLeft& t = left[k];
+    if (t.stages <= 0) continue;
+    const double fit = std::floor((t_step * (1.0 + kSlack) - t.fixed) / t.layer * (1.0 + kSlack));
+    held_by[k] = std::clamp(static_cast<int>(std::min(fit, 1e9)), std::max(1, t.least), t.most);
+    held += static_cast<long long>(t.stages) * held_by[k];
+  }
+  for (int l = 0; l <= layers; ++l) {
+    while (held < l) {
+      std::size_t next = left.size();
+      double next_step = kInf;
+      for (std::size_t k = 0; k < left.size(); ++k) {
+        const StagesLeft& t = left[k];
+        if (t.stages <= 0 || held_by[k] >= t.most) continue;
+        const double step = t.fixed + (held_by[k] + 1) * t.layer;
+        if (step < next_step) {
+          next_step = step;
+          next = k;
+        }
+      }
+      if (next == left.size()) return;  // the stages cannot hold more
+      ++held_by[next];
+      held += left[next].stages;
+      t_step = std::max(t_step, next_step);
+    }
+    out[static_cast<std::size_t>(l)] = t_step * (1.0 - kSlack);
+  }
+}
+
 }  // namespace hsdp
 
 using hsdp::bottleneck_floor;

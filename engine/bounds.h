@@ -92,4 +92,29 @@ ConfigBound plain_latency_floor(const LatencyFloorInputs& in, double slowest);
 ConfigBound latency_floor(const std::vector<StageFloor>& types, const LatencyFloorInputs& in,
                           double slowest);
 
+// One device type of the stages a partial plan has still to place: the
+// least step a stage of it has besides its layers (its cheapest entry
+// boundary), the least step of a layer on it, its stages left and the
+// layers each of them may hold (the windows of the load-balance pruning
+// at the positions left, memory included).
+struct StagesLeft {
+  double fixed = 0;
+  double layer = 0;
+  int stages = 0;
+  int least = 1;
+  int most = 0;
+};
+
+// For each count of layers L = 0 .. layers, a lower bound on the slowest
+// step of the stages `left` holding L layers between them, into `out`: a
+// stage of type t holding k layers steps at least fixed_t + k layer_t,
+// with least_t <= k <= most_t. So the slowest step is at least the least
+// T at which the stages hold L whole layers: every stage holds its least,
+// and from there on T rises to the next whole layer of some type, which
+// adds that type's stages to what they hold. Tighter than the balanced
+// split in fractions of a layer when stages hold few layers; +infinity
+// where the stages cannot hold L layers, 0 where a type's window is empty
+// (no floor then).
+void whole_layer_floors(const std::vector<StagesLeft>& left, int layers, std::vector<double>& out);
+
 }  // namespace hapmoe::hsdp

@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "costmodel/errors.h"
+#include "engine/bounds.h"
 #include "engine/count.h"
 #include "engine/labels.h"
 #include "engine/search.h"
@@ -274,6 +275,37 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
       speed_of.push_back(left / floor_of[static_cast<std::size_t>(t)]);
     }
   }
+  // For the whole-layer floor of the stages still to place (exact mixes,
+  // below): per type, the least and the most layers its windows let a
+  // stage hold at any position after i (after_lo/after_hi[i * types + t]).
+  const bool whole_layers = opt.bound && exact_mix && m_less_one > 0;
+  std::vector<int> after_lo;
+  std::vector<int> after_hi;
+  if (whole_layers) {
+    after_lo.assign(static_cast<std::size_t>(pp * types), std::numeric_limits<int>::max());
+    after_hi.assign(static_cast<std::size_t>(pp * types), 0);
+    for (int i = pp - 2; i >= 0; --i) {
+      for (int t = 0; t < types; ++t) {
+        const auto at = static_cast<std::size_t>(i * types + t);
+        const auto next = static_cast<std::size_t>((i + 1) * types + t);
+        const int lo_next = std::max(1, win.lo_at(i + 1, t));
+        const int hi_next = win.hi_at(i + 1, t);
+        after_lo[at] = std::min(i + 1 < pp - 1 ? after_lo[next] : lo_next, lo_next);
+        after_hi[at] = std::max(i + 1 < pp - 1 ? after_hi[next] : hi_next, hi_next);
+      }
+    }
+  }
+  // Per usage vector after a stage (its u code), the whole-layer floors by
+  // layers left (0 .. N), made at its first use: they depend on the stages
+  // left alone.
+  thread_local std::vector<std::int32_t> slowest_at;  // by u code: offset in slowest, or -1
+  thread_local std::vector<double> slowest;
+  thread_local std::vector<double> slowest_one;
+  thread_local std::vector<hsdp::StagesLeft> stages_left;
+  if (whole_layers) {
+    slowest_at.assign(static_cast<std::size_t>(ucount), -1);
+    slowest.clear();
+  }
   std::vector<int> used(static_cast<std::size_t>(types), 0);
   // Labels extended since the last ask of `cancel`: a level of a model
   // with thousands of layers can take seconds, so the search asks inside
@@ -365,6 +397,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
         double speed_left = 0.0;
         double fixed_left = 0.0;
         double held_left = 0.0;
+        const double* slowest_left = nullptr;  // by layers left (whole_layers)
         if (remaining_after > 0) {
           if (exact_mix) {
             double out_min = inf;
@@ -381,6 +414,24 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
             }
             fixed_left += out_min;
             held_left += out_held;
+            if (whole_layers) {
+              const std::uint64_t next_u = code % ucount + stride[static_cast<std::size_t>(h)];
+              std::int32_t& at = slowest_at[static_cast<std::size_t>(next_u)];
+              if (at < 0) {
+                stages_left.clear();
+                for (int t = 0; t < types; ++t) {
+                  const auto u = static_cast<std::size_t>(t);
+                  const auto w = static_cast<std::size_t>(i * types + t);
+                  stages_left.push_back({entry_of[u], floor_of[u],
+                                         limit[u] - used[u] - (t == h ? 1 : 0), after_lo[w],
+                                         after_hi[w]});
+                }
+                hsdp::whole_layer_floors(stages_left, n, slowest_one);
+                at = static_cast<std::int32_t>(slowest.size());
+                slowest.insert(slowest.end(), slowest_one.begin(), slowest_one.end());
+              }
+              slowest_left = slowest.data() + at;
+            }
           } else {
             speed_left = remaining_after / fastest;
             fixed_left = remaining_after * entry_any + out_any;
@@ -408,8 +459,10 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
           const double floor = opt.bound ? rem_floor[j + layers] + fixed_left : 0.0;
           // The slowest stage is at least the balanced split of the layers
           // left over the stages left.
-          const double max_floor =
-              speed_left > 0.0 ? ((n - j - layers) + held_left) / speed_left : 0.0;
+          double max_floor = speed_left > 0.0 ? ((n - j - layers) + held_left) / speed_left : 0.0;
+          if (slowest_left != nullptr) {
+            max_floor = std::max(max_floor, slowest_left[static_cast<std::size_t>(n - j - layers)]);
+          }
           // What the stage adds, with the arithmetic of extend().
           const double step = (e.fwd + b.fwd_s) + (e.bwd + b.bwd_s);
           const double stage_tail = e.sync + e.opt;

@@ -2,7 +2,9 @@
 // prunings against the unpruned DP, and determinism.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <random>
@@ -838,6 +840,94 @@ TEST(Search, LatencyFloorTakesTheRoomWithinTheBottleneck) {
   in.microbatches = 1;
   const ConfigBound one = hsdp::latency_floor(types, in, slowest);
   EXPECT_NEAR(one.latency, 8.0 + 1.0, 1e-6);
+}
+
+// The whole-layer floor of the stages a partial plan has left (the DP's
+// bound on its slowest stage, hsdp::whole_layer_floors), by hand: two
+// stages of A (1 per layer) and one of B (0.5 + 3 per layer). Every stage
+// holds a layer, so the slowest steps at least 3.5, where A's stages hold
+// 3 each and B's 1: 7 layers. The 8th and 9th need a 4th layer on each A
+// stage (4), the 10th and 11th a 5th (5); the balanced split in fractions
+// of a layer gives only (9 + 1/6) / (2 + 1/3) = 3.93 for 9.
+TEST(Search, WholeLayerFloorsByHand) {
+  std::vector<double> out;
+  hsdp::whole_layer_floors({{0.0, 1.0, 2, 1, 10}, {0.5, 3.0, 1, 1, 10}}, 11, out);
+  ASSERT_EQ(out.size(), 12u);
+  const double want[] = {3.5, 3.5, 3.5, 3.5, 3.5, 3.5, 3.5, 3.5, 4.0, 4.0, 5.0, 5.0};
+  for (int l = 0; l <= 11; ++l) EXPECT_NEAR(out[static_cast<std::size_t>(l)], want[l], 1e-8) << l;
+  for (int l = 0; l <= 11; ++l) EXPECT_LE(out[static_cast<std::size_t>(l)], want[l]) << l;
+  // A stage of A holds at most 3 (memory, windows): the 8th layer goes to
+  // B (6.5), the 9th too (9.5); 10 do not fit.
+  hsdp::whole_layer_floors({{0.0, 1.0, 2, 1, 3}, {0.5, 3.0, 1, 1, 3}}, 10, out);
+  EXPECT_NEAR(out[8], 6.5, 1e-8);
+  EXPECT_NEAR(out[9], 9.5, 1e-8);
+  EXPECT_EQ(out[10], std::numeric_limits<double>::infinity());
+  // Each stage holds at least 2 (its windows): 0.5 + 2 x 3 from the start.
+  hsdp::whole_layer_floors({{0.0, 1.0, 2, 2, 10}, {0.5, 3.0, 1, 2, 10}}, 6, out);
+  EXPECT_NEAR(out[0], 6.5, 1e-8);
+  EXPECT_NEAR(out[6], 6.5, 1e-8);
+}
+
+// The floor is the least slowest step over every way to give the stages
+// whole layers within their limits, on random small instances against
+// all the ways: never above it (a lower bound), and not below it by more
+// than its rounding margin (as tight as the relaxation allows).
+TEST(Search, WholeLayerFloorsAreTheLeastSlowestStep) {
+  std::mt19937 rng(77);
+  std::uniform_real_distribution<double> fixed(0.0, 2.0);
+  std::uniform_real_distribution<double> layer(0.5, 4.0);
+  int checked = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<hsdp::StagesLeft> left;
+    std::vector<int> stage_type;  // one entry per stage
+    const int types = 1 + static_cast<int>(rng() % 3);
+    for (int t = 0; t < types; ++t) {
+      hsdp::StagesLeft s;
+      s.fixed = fixed(rng);
+      s.layer = layer(rng);
+      s.stages = static_cast<int>(rng() % 3);  // 0 .. 2
+      s.least = 1 + static_cast<int>(rng() % 2);
+      s.most = s.least + static_cast<int>(rng() % 4);
+      left.push_back(s);
+      for (int k = 0; k < s.stages; ++k) stage_type.push_back(t);
+    }
+    if (stage_type.empty()) continue;
+    const int layers = 14;
+    std::vector<double> out;
+    hsdp::whole_layer_floors(left, layers, out);
+    // Every assignment of layer counts to the stages.
+    std::vector<double> least(static_cast<std::size_t>(layers) + 1,
+                              std::numeric_limits<double>::infinity());
+    std::vector<int> n(stage_type.size(), 0);
+    std::function<void(std::size_t, int, double)> all = [&](std::size_t k, int sum,
+                                                            double slowest) {
+      if (k == stage_type.size()) {
+        if (sum <= layers)
+          least[static_cast<std::size_t>(sum)] =
+              std::min(least[static_cast<std::size_t>(sum)], slowest);
+        return;
+      }
+      const hsdp::StagesLeft& s = left[static_cast<std::size_t>(stage_type[k])];
+      for (int c = s.least; c <= s.most; ++c) {
+        all(k + 1, sum + c, std::max(slowest, s.fixed + c * s.layer));
+      }
+    };
+    all(0, 0, 0.0);
+    int least_layers = 0;
+    for (const int t : stage_type) least_layers += left[static_cast<std::size_t>(t)].least;
+    for (int l = least_layers; l <= layers; ++l) {
+      const double want = least[static_cast<std::size_t>(l)];
+      const double got = out[static_cast<std::size_t>(l)];
+      if (std::isinf(want)) {
+        EXPECT_TRUE(std::isinf(got)) << "trial " << trial << " layers " << l;
+        continue;
+      }
+      EXPECT_LE(got, want) << "trial " << trial << " layers " << l;
+      EXPECT_GE(got, want * (1.0 - 1e-8)) << "trial " << trial << " layers " << l;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 500);
 }
 
 // The driver computes one BoundShape per bound_shape_key, in the order of
