@@ -117,4 +117,19 @@ struct StagesLeft {
 // (no floor then).
 void whole_layer_floors(const std::vector<StagesLeft>& left, int layers, std::vector<double>& out);
 
+// One device type of the stages a partial plan has still to place, for
+// the sum of their layer steps: the least step of a dense and of a MoE
+// layer on it, and the most layers its stages left hold between them.
+struct LayersOnType {
+  double dense = 0;
+  double moe = 0;
+  long long most = 0;
+};
+
+// A lower bound on the sum of the layer steps of `dense` dense and `moe`
+// MoE layers placed on `types`: each kind on its own, cheapest type first,
+// each type up to its most (in any placement, the layers of one kind
+// alone are within the types' room). +infinity where they do not fit.
+double layer_sum_floor(const std::vector<LayersOnType>& types, int dense, int moe);
+
 }  // namespace hapmoe::hsdp

@@ -302,6 +302,13 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
   thread_local std::vector<double> slowest;
   thread_local std::vector<double> slowest_one;
   thread_local std::vector<hsdp::StagesLeft> stages_left;
+  thread_local std::vector<hsdp::LayersOnType> layers_on;
+  // Per layer j: the MoE layers among [j, N) (for the sum floors).
+  std::vector<int> moe_from;
+  if (whole_layers) {
+    moe_from.resize(static_cast<std::size_t>(n) + 1);
+    for (int x = 0; x <= n; ++x) moe_from[static_cast<std::size_t>(x)] = ev.moe_layers_from(x);
+  }
   if (whole_layers) {
     slowest_at.assign(static_cast<std::size_t>(ucount), -1);
     slowest.clear();
@@ -398,6 +405,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
         double fixed_left = 0.0;
         double held_left = 0.0;
         const double* slowest_left = nullptr;  // by layers left (whole_layers)
+        const double* sum_left = rem_floor;    // by first layer left
         if (remaining_after > 0) {
           if (exact_mix) {
             double out_min = inf;
@@ -429,8 +437,22 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
                 hsdp::whole_layer_floors(stages_left, n, slowest_one);
                 at = static_cast<std::int32_t>(slowest.size());
                 slowest.insert(slowest.end(), slowest_one.begin(), slowest_one.end());
+                layers_on.clear();
+                for (int t = 0; t < types; ++t) {
+                  const hsdp::StagesLeft& sl = stages_left[static_cast<std::size_t>(t)];
+                  if (sl.stages <= 0) continue;
+                  layers_on.push_back({ev.dense_step(t), ev.moe_step(t),
+                                       static_cast<long long>(sl.stages) * sl.most});
+                }
+                for (int x = 0; x <= n; ++x) {
+                  const int moe = moe_from[static_cast<std::size_t>(x)];
+                  slowest.push_back(
+                      std::max(rem_floor[x],
+                               hsdp::layer_sum_floor(layers_on, n - x - moe, moe) * (1.0 - 1e-9)));
+                }
               }
               slowest_left = slowest.data() + at;
+              sum_left = slowest_left + n + 1;
             }
           } else {
             speed_left = remaining_after / fastest;
@@ -456,7 +478,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
               return;
             }
           }
-          const double floor = opt.bound ? rem_floor[j + layers] + fixed_left : 0.0;
+          const double floor = opt.bound ? sum_left[j + layers] + fixed_left : 0.0;
           // The slowest stage is at least the balanced split of the layers
           // left over the stages left.
           double max_floor = speed_left > 0.0 ? ((n - j - layers) + held_left) / speed_left : 0.0;

@@ -226,6 +226,19 @@ class Evaluator {
   // of full recomputation of 1 and 2 layers, extrapolated; -1 if none.
   int fitting_guess(int h, int i, int most) const;
 
+  // The step of a dense and of a MoE layer on type h (forward + backward,
+  // no recomputation).
+  double dense_step(int h) const {
+    const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
+    return tc.dense.fwd_s + tc.dense.bwd_s;
+  }
+  double moe_step(int h) const {
+    const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
+    return tc.moe.fwd_s + tc.moe.bwd_s;
+  }
+  // The MoE layers among [j, N).
+  int moe_layers_from(int j) const { return model_.moe_layers_in(j, n_ - j); }
+
   // The cheapest step of one layer of the model on type h.
   double layer_floor(int h) const {
     const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];

@@ -930,6 +930,57 @@ TEST(Search, WholeLayerFloorsAreTheLeastSlowestStep) {
   EXPECT_GT(checked, 500);
 }
 
+// The least sum of the layer steps the stages left add (the DP's bound on
+// a partial plan's sum, hsdp::layer_sum_floor), by hand: A steps 1 per
+// dense and 2 per MoE layer and holds 3 layers, B 2 and 5 and holds 10.
+// Five MoE layers: 3 on A and 2 on B, 6 + 10; two dense layers on A, 2.
+// Each kind is placed on its own (A's room counts for both): 18, below
+// the 20 of the best joint placement (3 MoE layers on A, the rest on B).
+// 14 MoE layers do not fit.
+TEST(Search, LayerSumFloorByHand) {
+  const std::vector<hsdp::LayersOnType> types = {{1.0, 2.0, 3}, {2.0, 5.0, 10}};
+  EXPECT_DOUBLE_EQ(hsdp::layer_sum_floor(types, 2, 5), 18.0);
+  EXPECT_DOUBLE_EQ(hsdp::layer_sum_floor(types, 0, 0), 0.0);
+  EXPECT_EQ(hsdp::layer_sum_floor(types, 0, 14), std::numeric_limits<double>::infinity());
+}
+
+// Never above the least sum of any placement of the layers within the
+// types' room, on random small instances against all the placements.
+TEST(Search, LayerSumFloorIsBelowEveryPlacement) {
+  std::mt19937 rng(78);
+  std::uniform_real_distribution<double> step(0.5, 4.0);
+  int checked = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<hsdp::LayersOnType> types;
+    const int count = 1 + static_cast<int>(rng() % 3);
+    for (int t = 0; t < count; ++t) {
+      types.push_back({step(rng), step(rng), static_cast<long long>(rng() % 6)});
+    }
+    const int dense = static_cast<int>(rng() % 5);
+    const int moe = static_cast<int>(rng() % 7);
+    // Every placement: per type, its dense and MoE layers.
+    double least = std::numeric_limits<double>::infinity();
+    std::function<void(std::size_t, int, int, double)> all = [&](std::size_t k, int d, int m,
+                                                                 double sum) {
+      if (k == types.size()) {
+        if (d == 0 && m == 0) least = std::min(least, sum);
+        return;
+      }
+      for (int a = 0; a <= d; ++a) {
+        for (int b = 0; b <= m && a + b <= types[k].most; ++b) {
+          all(k + 1, d - a, m - b, sum + a * types[k].dense + b * types[k].moe);
+        }
+      }
+    };
+    all(0, dense, moe, 0.0);
+    const double got = hsdp::layer_sum_floor(types, dense, moe);
+    if (std::isinf(least)) continue;
+    EXPECT_LE(got, least * (1.0 + 1e-12)) << "trial " << trial;
+    ++checked;
+  }
+  EXPECT_GT(checked, 100);
+}
+
 // The driver computes one BoundShape per bound_shape_key, in the order of
 // bound_shape_order: configurations of equal key must get the same bound
 // from a shared shape as from their own, to the bit, and the order must be
