@@ -406,6 +406,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
         double held_left = 0.0;
         const double* slowest_left = nullptr;  // by layers left (whole_layers)
         const double* sum_left = rem_floor;    // by first layer left
+        const double* slowest_moe = nullptr;   // by layers left, all of them MoE
         if (remaining_after > 0) {
           if (exact_mix) {
             double out_min = inf;
@@ -450,9 +451,16 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
                       std::max(rem_floor[x],
                                hsdp::layer_sum_floor(layers_on, n - x - moe, moe) * (1.0 - 1e-9)));
                 }
+                // Where only MoE layers are left, their own step.
+                for (int t = 0; t < types; ++t) {
+                  stages_left[static_cast<std::size_t>(t)].layer = ev.moe_step(t);
+                }
+                hsdp::whole_layer_floors(stages_left, n, slowest_one);
+                slowest.insert(slowest.end(), slowest_one.begin(), slowest_one.end());
               }
               slowest_left = slowest.data() + at;
               sum_left = slowest_left + n + 1;
+              slowest_moe = sum_left + n + 1;
             }
           } else {
             speed_left = remaining_after / fastest;
@@ -483,7 +491,9 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
           // left over the stages left.
           double max_floor = speed_left > 0.0 ? ((n - j - layers) + held_left) / speed_left : 0.0;
           if (slowest_left != nullptr) {
-            max_floor = std::max(max_floor, slowest_left[static_cast<std::size_t>(n - j - layers)]);
+            const int left = n - j - layers;
+            const bool all_moe = moe_from[static_cast<std::size_t>(j + layers)] == left;
+            max_floor = std::max(max_floor, (all_moe ? slowest_moe : slowest_left)[left]);
           }
           // What the stage adds, with the arithmetic of extend().
           const double step = (e.fwd + b.fwd_s) + (e.bwd + b.bwd_s);
