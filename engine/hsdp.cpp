@@ -278,7 +278,13 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
   // For the whole-layer floor of the stages still to place (exact mixes,
   // below): per type, the least and the most layers its windows let a
   // stage hold at any position after i (after_lo/after_hi[i * types + t]).
-  const bool whole_layers = opt.bound && exact_mix && m_less_one > 0;
+  // Its tables hold 3 (N + 1) values per usage vector: at most
+  // kWholeLayerTableBytes in all (a model of thousands of layers over many
+  // stages keeps the fractional floors alone).
+  constexpr double kWholeLayerTableBytes = 64.0 * 1024 * 1024;
+  const bool whole_layers =
+      opt.bound && exact_mix && m_less_one > 0 &&
+      3.0 * (n + 1) * static_cast<double>(full + 1) * sizeof(double) <= kWholeLayerTableBytes;
   std::vector<int> after_lo;
   std::vector<int> after_hi;
   if (whole_layers) {
