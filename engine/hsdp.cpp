@@ -301,24 +301,53 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
       }
     }
   }
-  // Per usage vector after a stage (its u code), the whole-layer floors by
-  // layers left (0 .. N), made at its first use: they depend on the stages
-  // left alone.
-  thread_local std::vector<std::int32_t> slowest_at;  // by u code: offset in slowest, or -1
-  thread_local std::vector<double> slowest;
-  thread_local std::vector<double> slowest_one;
-  thread_local std::vector<hsdp::StagesLeft> stages_left;
-  thread_local std::vector<hsdp::LayersOnType> layers_on;
-  // Per layer j: the MoE layers among [j, N) (for the sum floors).
-  std::vector<int> moe_from;
+  // Per usage vector after a stage (its u code), the floors of the stages
+  // left, made at its first use (they depend on the stages left alone),
+  // 3 (N + 1) values at left_at[code] in `left_floors`: the whole-layer
+  // floor of their slowest step by layers left; the floor of the layers'
+  // steps they add by first layer left; the whole-layer floor again where
+  // only MoE layers are left, at the types' MoE layer steps.
+  thread_local std::vector<std::int32_t> left_at;  // offset in left_floors, or -1
+  thread_local std::vector<double> left_floors;
+  std::vector<int> moe_from;  // per layer j: the MoE layers among [j, N)
   if (whole_layers) {
+    left_at.assign(static_cast<std::size_t>(ucount), -1);
+    left_floors.clear();
     moe_from.resize(static_cast<std::size_t>(n) + 1);
     for (int x = 0; x <= n; ++x) moe_from[static_cast<std::size_t>(x)] = ev.moe_layers_from(x);
   }
-  if (whole_layers) {
-    slowest_at.assign(static_cast<std::size_t>(ucount), -1);
-    slowest.clear();
-  }
+  const auto floors_left = [&](std::uint64_t next_u, int i, const std::vector<int>& used_before,
+                               int h) -> const double* {
+    std::int32_t& at = left_at[static_cast<std::size_t>(next_u)];
+    if (at >= 0) return left_floors.data() + at;
+    thread_local std::vector<hsdp::StagesLeft> stages;
+    thread_local std::vector<hsdp::LayersOnType> room;
+    thread_local std::vector<double> one;
+    stages.clear();
+    room.clear();
+    for (int t = 0; t < types; ++t) {
+      const auto u = static_cast<std::size_t>(t);
+      const auto w = static_cast<std::size_t>(i * types + t);
+      const int left = limit[u] - used_before[u] - (t == h ? 1 : 0);
+      stages.push_back({entry_of[u], floor_of[u], left, after_lo[w], after_hi[w]});
+      if (left > 0) {
+        room.push_back(
+            {ev.dense_step(t), ev.moe_step(t), static_cast<long long>(left) * after_hi[w]});
+      }
+    }
+    at = static_cast<std::int32_t>(left_floors.size());
+    hsdp::whole_layer_floors(stages, n, one);
+    left_floors.insert(left_floors.end(), one.begin(), one.end());
+    for (int x = 0; x <= n; ++x) {
+      const int moe = moe_from[static_cast<std::size_t>(x)];
+      left_floors.push_back(
+          std::max(rem_floor[x], hsdp::layer_sum_floor(room, n - x - moe, moe) * (1.0 - 1e-9)));
+    }
+    for (int t = 0; t < types; ++t) stages[static_cast<std::size_t>(t)].layer = ev.moe_step(t);
+    hsdp::whole_layer_floors(stages, n, one);
+    left_floors.insert(left_floors.end(), one.begin(), one.end());
+    return left_floors.data() + at;
+  };
   std::vector<int> used(static_cast<std::size_t>(types), 0);
   // Labels extended since the last ask of `cancel`: a level of a model
   // with thousands of layers can take seconds, so the search asks inside
@@ -430,41 +459,8 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
             fixed_left += out_min;
             held_left += out_held;
             if (whole_layers) {
-              const std::uint64_t next_u = code % ucount + stride[static_cast<std::size_t>(h)];
-              std::int32_t& at = slowest_at[static_cast<std::size_t>(next_u)];
-              if (at < 0) {
-                stages_left.clear();
-                for (int t = 0; t < types; ++t) {
-                  const auto u = static_cast<std::size_t>(t);
-                  const auto w = static_cast<std::size_t>(i * types + t);
-                  stages_left.push_back({entry_of[u], floor_of[u],
-                                         limit[u] - used[u] - (t == h ? 1 : 0), after_lo[w],
-                                         after_hi[w]});
-                }
-                hsdp::whole_layer_floors(stages_left, n, slowest_one);
-                at = static_cast<std::int32_t>(slowest.size());
-                slowest.insert(slowest.end(), slowest_one.begin(), slowest_one.end());
-                layers_on.clear();
-                for (int t = 0; t < types; ++t) {
-                  const hsdp::StagesLeft& sl = stages_left[static_cast<std::size_t>(t)];
-                  if (sl.stages <= 0) continue;
-                  layers_on.push_back({ev.dense_step(t), ev.moe_step(t),
-                                       static_cast<long long>(sl.stages) * sl.most});
-                }
-                for (int x = 0; x <= n; ++x) {
-                  const int moe = moe_from[static_cast<std::size_t>(x)];
-                  slowest.push_back(
-                      std::max(rem_floor[x],
-                               hsdp::layer_sum_floor(layers_on, n - x - moe, moe) * (1.0 - 1e-9)));
-                }
-                // Where only MoE layers are left, their own step.
-                for (int t = 0; t < types; ++t) {
-                  stages_left[static_cast<std::size_t>(t)].layer = ev.moe_step(t);
-                }
-                hsdp::whole_layer_floors(stages_left, n, slowest_one);
-                slowest.insert(slowest.end(), slowest_one.begin(), slowest_one.end());
-              }
-              slowest_left = slowest.data() + at;
+              slowest_left =
+                  floors_left(code % ucount + stride[static_cast<std::size_t>(h)], i, used, h);
               sum_left = slowest_left + n + 1;
               slowest_moe = sum_left + n + 1;
             }
