@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <cstdint>
 #include <functional>
 #include <limits>
 #include <tuple>
@@ -350,18 +349,19 @@ void whole_layer_floors(const std::vector<StagesLeft>& left, int layers, std::ve
 double layer_sum_floor(const std::vector<LayersOnType>& types, int dense, int moe) {
   // The layers of one kind, cheapest type first (a few types: by
   // repeated minimum).
+  thread_local std::vector<char> taken;  // types used
   const auto fill = [&](int layers, double LayersOnType::*step) {
     double sum = 0.0;
     long long left = layers;
-    std::uint32_t taken = 0;  // types used, as bits
+    taken.assign(types.size(), 0);
     while (left > 0) {
       std::size_t best = types.size();
-      for (std::size_t k = 0; k < types.size() && k < 32; ++k) {
-        if ((taken >> k & 1u) != 0 || types[k].most <= 0) continue;
+      for (std::size_t k = 0; k < types.size(); ++k) {
+        if (taken[k] != 0 || types[k].most <= 0) continue;
         if (best == types.size() || types[k].*step < types[best].*step) best = k;
       }
       if (best == types.size()) return std::numeric_limits<double>::infinity();
-      taken |= 1u << best;
+      taken[best] = 1;
       const long long here = std::min(left, types[best].most);
       sum += static_cast<double>(here) * (types[best].*step);
       left -= here;
