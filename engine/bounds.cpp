@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -346,29 +347,30 @@ void whole_layer_floors(const std::vector<StagesLeft>& left, int layers, std::ve
   }
 }
 
-double layer_sum_floor(const std::vector<LayersOnType>& types, int dense, int moe) {
-  // The layers of one kind, cheapest type first (a few types: by
-  // repeated minimum).
-  thread_local std::vector<char> taken;  // types used
-  const auto fill = [&](int layers, double LayersOnType::*step) {
-    double sum = 0.0;
-    long long left = layers;
-    taken.assign(types.size(), 0);
-    while (left > 0) {
-      std::size_t best = types.size();
-      for (std::size_t k = 0; k < types.size(); ++k) {
-        if (taken[k] != 0 || types[k].most <= 0) continue;
-        if (best == types.size() || types[k].*step < types[best].*step) best = k;
+void layer_sum_floors(const std::vector<LayersOnType>& types, int layers,
+                      std::vector<double>& dense, std::vector<double>& moe) {
+  thread_local std::vector<std::size_t> order;
+  const auto fill = [&](double LayersOnType::*step, std::vector<double>& out) {
+    order.resize(types.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return types[a].*step < types[b].*step; });
+    out.assign(static_cast<std::size_t>(std::max(layers, 0)) + 1, 0.0);
+    for (int c = 1; c <= layers; ++c) {
+      double sum = 0.0;
+      long long left = c;
+      for (const std::size_t k : order) {
+        if (left == 0) break;
+        if (types[k].most <= 0) continue;
+        const long long here = std::min(left, types[k].most);
+        sum += static_cast<double>(here) * (types[k].*step);
+        left -= here;
       }
-      if (best == types.size()) return std::numeric_limits<double>::infinity();
-      taken[best] = 1;
-      const long long here = std::min(left, types[best].most);
-      sum += static_cast<double>(here) * (types[best].*step);
-      left -= here;
+      out[static_cast<std::size_t>(c)] = left > 0 ? std::numeric_limits<double>::infinity() : sum;
     }
-    return sum;
   };
-  return fill(dense, &LayersOnType::dense) + fill(moe, &LayersOnType::moe);
+  fill(&LayersOnType::dense, dense);
+  fill(&LayersOnType::moe, moe);
 }
 
 }  // namespace hsdp

@@ -126,10 +126,13 @@ struct LayersOnType {
   long long most = 0;
 };
 
-// A lower bound on the sum of the layer steps of `dense` dense and `moe`
-// MoE layers placed on `types`: each kind on its own, cheapest type first,
-// each type up to its most (in any placement, the layers of one kind
-// alone are within the types' room). +infinity where they do not fit.
-double layer_sum_floor(const std::vector<LayersOnType>& types, int dense, int moe);
+// For each count c = 0 .. layers, the least sum of the steps of c dense
+// layers placed on `types` into `dense`, and of c MoE layers into `moe`:
+// cheapest type first, each type up to its most; +infinity where they do
+// not fit. dense[d] + moe[m] is a lower bound on the sum of the layer
+// steps of d dense and m MoE layers placed on the types together (in any
+// placement, the layers of one kind alone are within the types' room).
+void layer_sum_floors(const std::vector<LayersOnType>& types, int layers,
+                      std::vector<double>& dense, std::vector<double>& moe);
 
 }  // namespace hapmoe::hsdp

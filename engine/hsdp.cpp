@@ -338,10 +338,14 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
     at = static_cast<std::int32_t>(left_floors.size());
     hsdp::whole_layer_floors(stages, n, one);
     left_floors.insert(left_floors.end(), one.begin(), one.end());
+    thread_local std::vector<double> dense_sums;
+    thread_local std::vector<double> moe_sums;
+    hsdp::layer_sum_floors(room, n, dense_sums, moe_sums);
     for (int x = 0; x <= n; ++x) {
       const int moe = moe_from[static_cast<std::size_t>(x)];
-      left_floors.push_back(
-          std::max(rem_floor[x], hsdp::layer_sum_floor(room, n - x - moe, moe) * (1.0 - 1e-9)));
+      const double sum = dense_sums[static_cast<std::size_t>(n - x - moe)] +
+                         moe_sums[static_cast<std::size_t>(moe)];
+      left_floors.push_back(std::max(rem_floor[x], sum * (1.0 - 1e-9)));
     }
     for (int t = 0; t < types; ++t) stages[static_cast<std::size_t>(t)].layer = ev.moe_step(t);
     hsdp::whole_layer_floors(stages, n, one);

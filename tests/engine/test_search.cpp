@@ -931,7 +931,7 @@ TEST(Search, WholeLayerFloorsAreTheLeastSlowestStep) {
 }
 
 // The least sum of the layer steps the stages left add (the DP's bound on
-// a partial plan's sum, hsdp::layer_sum_floor), by hand: A steps 1 per
+// a partial plan's sum, hsdp::layer_sum_floors), by hand: A steps 1 per
 // dense and 2 per MoE layer and holds 3 layers, B 2 and 5 and holds 10.
 // Five MoE layers: 3 on A and 2 on B, 6 + 10; two dense layers on A, 2.
 // Each kind is placed on its own (A's room counts for both): 18, below
@@ -939,9 +939,15 @@ TEST(Search, WholeLayerFloorsAreTheLeastSlowestStep) {
 // 14 MoE layers do not fit.
 TEST(Search, LayerSumFloorByHand) {
   const std::vector<hsdp::LayersOnType> types = {{1.0, 2.0, 3}, {2.0, 5.0, 10}};
-  EXPECT_DOUBLE_EQ(hsdp::layer_sum_floor(types, 2, 5), 18.0);
-  EXPECT_DOUBLE_EQ(hsdp::layer_sum_floor(types, 0, 0), 0.0);
-  EXPECT_EQ(hsdp::layer_sum_floor(types, 0, 14), std::numeric_limits<double>::infinity());
+  std::vector<double> dense;
+  std::vector<double> moe;
+  hsdp::layer_sum_floors(types, 14, dense, moe);
+  ASSERT_EQ(dense.size(), 15u);
+  ASSERT_EQ(moe.size(), 15u);
+  EXPECT_DOUBLE_EQ(dense[2] + moe[5], 18.0);
+  EXPECT_DOUBLE_EQ(dense[0] + moe[0], 0.0);
+  EXPECT_DOUBLE_EQ(moe[13], 3 * 2.0 + 10 * 5.0);
+  EXPECT_EQ(moe[14], std::numeric_limits<double>::infinity());
 }
 
 // Never above the least sum of any placement of the layers within the
@@ -973,7 +979,11 @@ TEST(Search, LayerSumFloorIsBelowEveryPlacement) {
       }
     };
     all(0, dense, moe, 0.0);
-    const double got = hsdp::layer_sum_floor(types, dense, moe);
+    std::vector<double> dense_sums;
+    std::vector<double> moe_sums;
+    hsdp::layer_sum_floors(types, 6, dense_sums, moe_sums);
+    const double got =
+        dense_sums[static_cast<std::size_t>(dense)] + moe_sums[static_cast<std::size_t>(moe)];
     if (std::isinf(least)) continue;
     EXPECT_LE(got, least * (1.0 + 1e-12)) << "trial " << trial;
     ++checked;
