@@ -308,7 +308,9 @@ void whole_layer_floors(const std::vector<StagesLeft>& left, int layers, std::ve
   double t_step = 0.0;  // every stage left holds its least layers
   for (const StagesLeft& t : left) {
     if (t.stages <= 0) continue;
-    if (t.most < std::max(1, t.least)) {
+    // An empty window, or steps that are not finite numbers: no floor.
+    if (t.most < std::max(1, t.least) || !std::isfinite(t.fixed) || !std::isfinite(t.layer) ||
+        t.layer < 0.0) {
       std::fill(out.begin(), out.end(), 0.0);
       return;
     }
@@ -321,8 +323,12 @@ void whole_layer_floors(const std::vector<StagesLeft>& left, int layers, std::ve
   for (std::size_t k = 0; k < left.size(); ++k) {
     const StagesLeft& t = left[k];
     if (t.stages <= 0) continue;
-    const double fit = std::floor((t_step * (1.0 + kSlack) - t.fixed) / t.layer * (1.0 + kSlack));
-    held_by[k] = std::clamp(static_cast<int>(std::min(fit, 1e9)), std::max(1, t.least), t.most);
+    // A layer that costs nothing fills the stage.
+    const double fit =
+        t.layer > 0.0 ? std::floor((t_step * (1.0 + kSlack) - t.fixed) / t.layer * (1.0 + kSlack))
+                      : 1e9;
+    held_by[k] =
+        std::clamp(static_cast<int>(std::clamp(fit, 0.0, 1e9)), std::max(1, t.least), t.most);
     held += static_cast<long long>(t.stages) * held_by[k];
   }
   for (int l = 0; l <= layers; ++l) {

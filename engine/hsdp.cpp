@@ -347,8 +347,12 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
                          moe_sums[static_cast<std::size_t>(moe)];
       left_floors.push_back(std::max(rem_floor[x], sum * (1.0 - 1e-9)));
     }
-    for (int t = 0; t < types; ++t) stages[static_cast<std::size_t>(t)].layer = ev.moe_step(t);
-    hsdp::whole_layer_floors(stages, n, one);
+    // With dense and MoE layers both in the model (else the same table).
+    const int moe_layers = moe_from[0];
+    if (moe_layers > 0 && moe_layers < n) {
+      for (int t = 0; t < types; ++t) stages[static_cast<std::size_t>(t)].layer = ev.moe_step(t);
+      hsdp::whole_layer_floors(stages, n, one);
+    }
     left_floors.insert(left_floors.end(), one.begin(), one.end());
     return left_floors.data() + at;
   };

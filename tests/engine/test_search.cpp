@@ -862,6 +862,12 @@ TEST(Search, WholeLayerFloorsByHand) {
   EXPECT_NEAR(out[8], 6.5, 1e-8);
   EXPECT_NEAR(out[9], 9.5, 1e-8);
   EXPECT_EQ(out[10], std::numeric_limits<double>::infinity());
+  // A layer of no cost (a dense model's MoE step) fills the stages: the
+  // floor is their entry; steps that are not finite give no floor.
+  hsdp::whole_layer_floors({{0.0, 0.0, 2, 1, 10}}, 5, out);
+  for (const double v : out) EXPECT_EQ(v, 0.0);
+  hsdp::whole_layer_floors({{std::numeric_limits<double>::infinity(), 1.0, 1, 1, 10}}, 5, out);
+  for (const double v : out) EXPECT_EQ(v, 0.0);
   // Each stage holds at least 2 (its windows): 0.5 + 2 x 3 from the start.
   hsdp::whole_layer_floors({{0.0, 1.0, 2, 2, 10}, {0.5, 3.0, 1, 2, 10}}, 6, out);
   EXPECT_NEAR(out[0], 6.5, 1e-8);
