@@ -309,12 +309,11 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
   // only MoE layers are left, at the types' MoE layer steps.
   thread_local std::vector<std::int32_t> left_at;  // offset in left_floors, or -1
   thread_local std::vector<double> left_floors;
-  std::vector<int> moe_from;  // per layer j: the MoE layers among [j, N)
+  // Per layer j: the MoE layers among [j, N).
+  const int* moe_from = whole_layers ? ev.moe_layers_left() : nullptr;
   if (whole_layers) {
     left_at.assign(static_cast<std::size_t>(ucount), -1);
     left_floors.clear();
-    moe_from.resize(static_cast<std::size_t>(n) + 1);
-    for (int x = 0; x <= n; ++x) moe_from[static_cast<std::size_t>(x)] = ev.moe_layers_from(x);
   }
   const auto floors_left = [&](std::uint64_t next_u, int i, const std::vector<int>& used_before,
                                int h) -> const double* {
@@ -342,7 +341,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
     thread_local std::vector<double> moe_sums;
     hsdp::layer_sum_floors(room, n, dense_sums, moe_sums);
     for (int x = 0; x <= n; ++x) {
-      const int moe = moe_from[static_cast<std::size_t>(x)];
+      const int moe = moe_from[x];
       const double sum = dense_sums[static_cast<std::size_t>(n - x - moe)] +
                          moe_sums[static_cast<std::size_t>(moe)];
       left_floors.push_back(std::max(rem_floor[x], sum * (1.0 - 1e-9)));
@@ -502,7 +501,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
           double max_floor = speed_left > 0.0 ? ((n - j - layers) + held_left) / speed_left : 0.0;
           if (slowest_left != nullptr) {
             const int left = n - j - layers;
-            const bool all_moe = moe_from[static_cast<std::size_t>(j + layers)] == left;
+            const bool all_moe = moe_from[j + layers] == left;
             max_floor = std::max(max_floor, (all_moe ? slowest_moe : slowest_left)[left]);
           }
           // What the stage adds, with the arithmetic of extend().

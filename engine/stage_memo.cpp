@@ -60,9 +60,8 @@ Evaluator::Evaluator(const CostModel& model, const ParallelConfig& pi, const Sea
   }
   for (int h = 0; h < types_; ++h) {
     if (caps_[static_cast<std::size_t>(h)] == 0) continue;
-    const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
-    min_dense_step_ = std::min(min_dense_step_, tc.dense.fwd_s + tc.dense.bwd_s);
-    min_moe_step_ = std::min(min_moe_step_, tc.moe.fwd_s + tc.moe.bwd_s);
+    min_dense_step_ = std::min(min_dense_step_, dense_step(h));
+    min_moe_step_ = std::min(min_moe_step_, moe_step(h));
   }
   boundary_.assign(static_cast<std::size_t>((types_ + 1) * types_), {});
   for (int hp = 0; hp < types_; ++hp) {
@@ -164,6 +163,16 @@ const double* Evaluator::remaining_floors() {
     for (int j = 0; j <= n_; ++j) rem_floor_[static_cast<std::size_t>(j)] = remaining_floor(j);
   }
   return rem_floor_.data();
+}
+
+const int* Evaluator::moe_layers_left() {
+  if (moe_left_.empty()) {
+    moe_left_.resize(static_cast<std::size_t>(n_) + 1);
+    for (int j = 0; j <= n_; ++j) {
+      moe_left_[static_cast<std::size_t>(j)] = model_.moe_layers_in(j, n_ - j);
+    }
+  }
+  return moe_left_.data();
 }
 
 int Evaluator::fitting_guess(int h, int i, int most) const {

@@ -236,14 +236,14 @@ class Evaluator {
     const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
     return tc.moe.fwd_s + tc.moe.bwd_s;
   }
-  // The MoE layers among [j, N).
-  int moe_layers_from(int j) const { return model_.moe_layers_in(j, n_ - j); }
+  // The MoE layers among [j, N), for j = 0 .. N, computed once per
+  // evaluator.
+  const int* moe_layers_left();
 
   // The cheapest step of one layer of the model on type h.
   double layer_floor(int h) const {
-    const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
-    const double d = tc.dense.fwd_s + tc.dense.bwd_s;
-    const double e = tc.moe.fwd_s + tc.moe.bwd_s;
+    const double d = dense_step(h);
+    const double e = moe_step(h);
     return moe_total_ == n_ ? e : (moe_total_ == 0 ? d : std::min(d, e));
   }
 
@@ -287,6 +287,7 @@ class Evaluator {
   [[gnu::noinline]] const StageEval& evaluate(std::size_t key, int h, int i, int j, int n);
 
   std::vector<double> rem_floor_;    // remaining_floors()
+  std::vector<int> moe_left_;        // moe_layers_left()
   std::vector<int> kind_;            // per layer: 1 if MoE
   std::vector<int> run_;             // per layer: the run of its kind from it on
   std::vector<int> first_run_;       // (kind, length): the first such run
