@@ -52,14 +52,18 @@ void pause(Clock::duration waited) {
       microseconds(1000), std::max<Clock::duration>(microseconds(50), waited / 16)));
 }
 
-// Waits for `request` polling with pause(): MPI's blocking calls spin.
-void wait_politely(MPI_Request& request, const char* what) {
-  const Clock::time_point since = Clock::now();
+// Waits for `request`, a transfer between ranks that have all arrived
+// (MpiComm::arrive), yielding between polls but never sleeping: each of
+// its steps needs every rank's poll, so a rank asleep would hold up the
+// others once per step (a megabyte gathered from 3 ranks on 2 cores took
+// 0.1 s more with sleeps of up to 1 ms; bench/README.md). MPI's blocking
+// calls would spin without yielding.
+void wait_arrived(MPI_Request& request, const char* what) {
   for (;;) {
     int done = 0;
     check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
     if (done != 0) return;
-    pause(Clock::now() - since);
+    std::this_thread::yield();
   }
 }
 
@@ -145,7 +149,7 @@ class MpiComm final : public Comm {
     MPI_Request request = MPI_REQUEST_NULL;
     check(MPI_Iallgather(&mine, 1, MPI_INT, sizes.data(), 1, MPI_INT, MPI_COMM_WORLD, &request),
           "MPI_Iallgather");
-    wait_politely(request, "MPI_Iallgather");
+    wait_arrived(request, "MPI_Iallgather");
     std::vector<int> offsets(sizes.size());
     long long total = 0;
     for (std::size_t r = 0; r < sizes.size(); ++r) {
@@ -158,7 +162,7 @@ class MpiComm final : public Comm {
     check(MPI_Iallgatherv(bytes.data(), mine, MPI_BYTE, all.data(), sizes.data(), offsets.data(),
                           MPI_BYTE, MPI_COMM_WORLD, &request),
           "MPI_Iallgatherv");
-    wait_politely(request, "MPI_Iallgatherv");
+    wait_arrived(request, "MPI_Iallgatherv");
     std::vector<std::string> out(sizes.size());
     for (std::size_t r = 0; r < sizes.size(); ++r) {
       out[r] = all.substr(static_cast<std::size_t>(offsets[r]), static_cast<std::size_t>(sizes[r]));

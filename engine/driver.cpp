@@ -261,43 +261,36 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
 
 double skip_above(double incumbent) { return incumbent * (1.0 + 1e-12); }
 
-namespace {
-
-// A small search (RunOptions::split_above), whole on rank 0 alone: the
-// others wait in the one collective without spinning (Comm::allgather
-// sleeps once a wait passes a millisecond), so extra ranks and cores
-// cost it nothing. The collective brings every rank rank 0's result,
-// every rank's figures and any failure, as the split search's do.
-SearchResult whole_on_rank0(const Workload& w, const ClusterSpec& cluster, const SearchOptions& opt,
-                            bool bruteforce, Comm& comm, const RunOptions& run) {
-  const auto start = Clock::now();
+OnRank0 run_on_rank0(
+    Comm& comm, const RunOptions& run,
+    const std::function<std::pair<std::string, RankFigures>(Comm& alone, const RunOptions& inner)>&
+        search) {
   const bool searches = comm.rank() == 0;
-  SearchResult r;
+  std::pair<std::string, RankFigures> mine;
   std::exception_ptr failed;
   std::string error;
   if (searches) {
     SerialComm alone;
-    // Alone: no collective may happen inside. The search is small
-    // (RunOptions::split_above): it runs to its end, without segments,
-    // checkpoints or a stop request.
+    // Alone: no collective may happen inside.
     RunOptions inner = run;
     inner.stop_requested = nullptr;
     inner.checkpoint = nullptr;
     inner.segment_s = 0;
     try {
-      r = run_search(w, cluster, opt, bruteforce, alone, inner);
+      mine = search(alone, inner);
     } catch (const std::exception& e) {
       failed = std::current_exception();
       error = on_rank(comm, e.what());
     }
   }
-  RankFigures mine = searches && !failed ? r.ranks.front() : RankFigures{};
-  mine.rank = comm.rank();
-  mine.threads = run.threads;
+  RankFigures& figures = mine.second;
+  if (!searches || failed) figures = RankFigures{};
+  figures.rank = comm.rank();
+  figures.threads = run.threads;
   Bytes out;
   out.put(error);
-  out.put(mine);
-  if (searches && !failed) out.put(encode_result(r));
+  out.put(figures);
+  if (searches && !failed) out.put(mine.first);
   const auto wait = Clock::now();
   const std::vector<std::string> all = comm.allgather(out.take());
   if (failed) {
@@ -311,15 +304,30 @@ SearchResult whole_on_rank0(const Workload& w, const ClusterSpec& cluster, const
       throw SearchFailure(error);
     }
   }
-  std::vector<RankFigures> ranks;
+  OnRank0 got;
   for (std::size_t k = 0; k < all.size(); ++k) {
     Unbytes in(all[k]);
     if (std::string e = in.get<std::string>(); !e.empty()) throw SearchFailure(e);
-    ranks.push_back(in.get<RankFigures>());
-    if (k == 0 && !searches) r = decode_result(in.get<std::string>());
+    got.ranks.push_back(in.get<RankFigures>());
+    if (k == 0) got.bytes = searches ? std::move(mine.first) : in.get<std::string>();
   }
-  r.ranks = std::move(ranks);
-  r.ranks[static_cast<std::size_t>(comm.rank())].idle_s += since(wait);
+  got.ranks[static_cast<std::size_t>(comm.rank())].idle_s += since(wait);
+  return got;
+}
+
+namespace {
+
+// A small search run whole on rank 0 (run_on_rank0), its result on
+// every rank.
+SearchResult whole_on_rank0(const Workload& w, const ClusterSpec& cluster, const SearchOptions& opt,
+                            bool bruteforce, Comm& comm, const RunOptions& run) {
+  const auto start = Clock::now();
+  OnRank0 got = run_on_rank0(comm, run, [&](Comm& alone, const RunOptions& inner) {
+    const SearchResult r = run_search(w, cluster, opt, bruteforce, alone, inner);
+    return std::pair{encode_result(r), r.ranks.front()};
+  });
+  SearchResult r = decode_result(got.bytes);
+  r.ranks = std::move(got.ranks);
   r.whole_on_rank0 = true;
   r.stats.seconds = since(start);
   return r;

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "costmodel/cluster.h"
@@ -305,6 +307,24 @@ SearchResult run_search(const Workload& workload, const ClusterSpec& cluster,
 // one rank): decode_result(encode_result(r)) equals r.
 std::string encode_result(const SearchResult& result);
 SearchResult decode_result(const std::string& bytes);
+
+// A small search (RunOptions::split_above) run by rank 0 alone: `search`
+// gets a one-rank Comm and `run` without a stop request, checkpoints or
+// segments (it runs to its end), and returns its result as bytes and
+// rank 0's figures. The other ranks wait in the one collective without
+// spinning (Comm::allgather sleeps once a wait passes a millisecond), so
+// extra ranks and cores cost it nothing. Every rank gets the bytes, every
+// rank's figures (the others show no work, only the wait) and any
+// failure: an InputError keeps its type on rank 0 (its exit code), any
+// other failure is a SearchFailure on every rank.
+struct OnRank0 {
+  std::string bytes;
+  std::vector<RankFigures> ranks;  // per rank
+};
+OnRank0 run_on_rank0(
+    Comm& comm, const RunOptions& run,
+    const std::function<std::pair<std::string, RankFigures>(Comm& alone, const RunOptions& inner)>&
+        search);
 
 // What `result` commits, to resume its search from (RunOptions::resume):
 // every configuration it searched or skipped by its bound, with its

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "costmodel/errors.h"
+#include "engine/bytes.h"
 #include "partition/config_space.h"
 #include "partition/constraints.h"
 
@@ -383,9 +384,112 @@ std::vector<double> interleaved_step_floors(const std::vector<double>& floors,
   return out;
 }
 
+namespace {
+
+std::string encode_job_result(const JobSearchResult& j) {
+  Bytes b;
+  b.put(encode_result(j.result));
+  b.put(j.best);
+  b.put(j.best_s);
+  b.put(j.variants.size());
+  for (const VariantOutcome& v : j.variants) {
+    b.put(v.variant);
+    b.put(v.best);
+    b.put(v.bounded);
+    b.put(v.refused);
+    b.put(v.stats);
+  }
+  b.put(j.stats);
+  b.put(j.dim_variants);
+  b.put(j.dim_configs);
+  b.put(j.dim_best);
+  b.put(j.base_best);
+  b.put(j.recompute_variants);
+  b.put(j.recompute_configs);
+  b.put(j.per_stage_best);
+  b.put(j.units);
+  b.put(j.rounds);
+  return b.take();
+}
+
+JobSearchResult decode_job_result(const std::string& bytes) {
+  JobSearchResult j;
+  Unbytes b(bytes);
+  j.result = decode_result(b.get<std::string>());
+  b.get(j.best);
+  b.get(j.best_s);
+  j.variants.resize(b.get<std::size_t>());
+  for (VariantOutcome& v : j.variants) {
+    b.get(v.variant);
+    b.get(v.best);
+    b.get(v.bounded);
+    b.get(v.refused);
+    b.get(v.stats);
+  }
+  b.get(j.stats);
+  b.get(j.dim_variants);
+  b.get(j.dim_configs);
+  b.get(j.dim_best);
+  b.get(j.base_best);
+  b.get(j.recompute_variants);
+  b.get(j.recompute_configs);
+  b.get(j.per_stage_best);
+  b.get(j.units);
+  b.get(j.rounds);
+  HAPMOE_REQUIRE(b.done(), "decode_job_result: bytes left over");
+  return j;
+}
+
+// Whether every variant's search is small (RunOptions::split_above), so
+// that each would run whole on rank 0 anyway. Pi is widest at the least
+// micro-batch without interleaving: a larger micro-batch only adds
+// divisibility (DP x micro-batch divides the global batch) and
+// interleaving only refuses configurations (partition/constraints.cpp).
+bool every_variant_small(const Workload& w, const ClusterSpec& cluster,
+                         const SearchOptions& options, const JobSpace& space,
+                         const RunOptions& run) {
+  const JobVariant base = base_variant(w);
+  const Values values = values_of(w, cluster, space, base);
+  JobVariant widest = base;
+  widest.micro_batch = *std::min_element(values.micro_batch.begin(), values.micro_batch.end());
+  widest.vpp = 1;
+  SpaceOptions so = options.space;
+  so.vpp = 1;
+  const std::size_t n = enumerate_configs(apply(w, widest), cluster, so).size();
+  return static_cast<double>(n) * w.model.num_layers <= run.split_above;
+}
+
+JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
+                                const SearchOptions& options, const JobSpace& space, Comm& comm,
+                                const RunOptions& run);
+
+}  // namespace
+
 JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
                                const SearchOptions& options, const JobSpace& space, Comm& comm,
                                const RunOptions& run) {
+  // Small variants run whole on rank 0 each (run_search); then the whole
+  // job does, with one collective rather than one per variant (over a
+  // thousand on the paper's offloading clusters).
+  if (comm.size() == 1 || !options.bound || !every_variant_small(w, cluster, options, space, run)) {
+    return search_variants(w, cluster, options, space, comm, run);
+  }
+  OnRank0 got = run_on_rank0(comm, run, [&](Comm& alone, const RunOptions& inner) {
+    const JobSearchResult j = search_variants(w, cluster, options, space, alone, inner);
+    return std::pair{encode_job_result(j),
+                     j.result.ranks.empty() ? RankFigures{} : j.result.ranks.front()};
+  });
+  JobSearchResult j = decode_job_result(got.bytes);
+  j.result.ranks = std::move(got.ranks);
+  j.result.whole_on_rank0 = true;
+  return j;
+}
+
+namespace {
+
+JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
+                                const SearchOptions& options, const JobSpace& space, Comm& comm,
+                                const RunOptions& run) {
   const JobVariant base = base_variant(w);
   const Values values = values_of(w, cluster, space, base);
   // Every combination of the values but offload, in canonical order (the
@@ -750,5 +854,7 @@ JobSearchResult run_job_search(const Workload& w, const ClusterSpec& cluster,
   out.best = merged.any_plan() ? out.variants[merged.best_variant()].variant : base;
   return out;
 }
+
+}  // namespace
 
 }  // namespace hapmoe

@@ -4,11 +4,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
+#include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -41,6 +46,73 @@ unsigned dims_differing(const JobVariant& v, const JobVariant& base) {
   if (v.precision != base.precision) d |= job_dim_bit(JobDim::kPrecision);
   return d;
 }
+
+// Ranks as threads of this process, on one node: each rank's Comm
+// (rank(k)) gathers through shared memory, and the collectives are
+// counted.
+class ThreadRanks {
+ public:
+  explicit ThreadRanks(int n) : slots_(static_cast<std::size_t>(n)) {
+    for (int k = 0; k < n; ++k) ranks_.emplace_back(*this, k);
+  }
+  Comm& rank(int k) { return ranks_[static_cast<std::size_t>(k)]; }
+  int collectives() const { return collectives_; }
+
+ private:
+  class Rank final : public Comm {
+   public:
+    Rank(ThreadRanks& all, int rank) : all_(all), rank_(rank) {}
+    int rank() const override { return rank_; }
+    int size() const override { return static_cast<int>(all_.slots_.size()); }
+    int local_size() const override { return size(); }
+    int nodes() const override { return 1; }
+    int node() const override { return 0; }
+    std::vector<std::string> allgather(const std::string& bytes) override {
+      return all_.gather(rank_, bytes);
+    }
+    std::int64_t claim(std::int64_t limit) override {
+      return claim_below(std::atomic_ref<std::int64_t>(all_.counter_), limit);
+    }
+    std::int64_t claimed() override { return std::atomic_ref<std::int64_t>(all_.counter_).load(); }
+    [[noreturn]] void abort(int /*code*/) override { std::abort(); }
+    std::vector<double> time_collective(Primitive, std::size_t, int, int, int) override {
+      return {};
+    }
+
+   private:
+    ThreadRanks& all_;
+    int rank_;
+  };
+
+  // The last to arrive publishes every rank's bytes; the next gather
+  // cannot complete (so cannot overwrite them) before every rank has
+  // copied them and arrived again.
+  std::vector<std::string> gather(int rank, const std::string& bytes) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const std::int64_t generation = generation_;
+    slots_[static_cast<std::size_t>(rank)] = bytes;
+    if (++arrived_ == static_cast<int>(slots_.size())) {
+      gathered_ = slots_;
+      arrived_ = 0;
+      ++generation_;
+      ++collectives_;
+      all_in_.notify_all();
+    } else {
+      all_in_.wait(lock, [&] { return generation_ != generation; });
+    }
+    return gathered_;
+  }
+
+  std::vector<Rank> ranks_;
+  std::mutex mutex_;
+  std::condition_variable all_in_;
+  std::vector<std::string> slots_;
+  std::vector<std::string> gathered_;
+  int arrived_ = 0;
+  std::int64_t generation_ = 0;
+  int collectives_ = 0;
+  alignas(8) std::int64_t counter_ = 0;
+};
 
 // The job search enumerates Pi once per (micro-batch, vpp, precision) and
 // gives it to the other variants' searches: Pi must not depend on the
@@ -160,6 +232,95 @@ TEST(JobSpace, BestIsTheBestOfEveryVariantAndEachDimensionsGainIsExact) {
     }
     ASSERT_FALSE(job.units.empty());
     EXPECT_EQ(job.units.back().round, job.rounds - 1) << name;
+  }
+}
+
+// Over several ranks, a job search whose every variant is small
+// (RunOptions::split_above) runs whole on rank 0 with one collective, not
+// one per variant; split (split_above 0) it makes a collective per round.
+// Both give every rank what one rank finds.
+TEST(JobSpace, SmallVariantsRunAsOneJobOnRankZero) {
+  const Workload w = load_workload("mixtral-s");
+  const ClusterSpec c = load_cluster("paper:16-2");
+  const JobSpace space = parse_job_space("micro-batch,vpp,sharding", "test");
+  const SearchOptions opt;
+  SerialComm serial;
+  const JobSearchResult one = run_job_search(w, c, opt, space, serial, RunOptions{});
+  ASSERT_FALSE(one.result.top.empty());
+  ASSERT_GE(one.variants.size(), 20u);
+  for (const double split_above : {kSplitAbove, 0.0}) {
+    RunOptions run;
+    run.split_above = split_above;
+    ThreadRanks ranks(2);
+    std::vector<JobSearchResult> got(2);
+    std::thread other([&] { got[1] = run_job_search(w, c, opt, space, ranks.rank(1), run); });
+    got[0] = run_job_search(w, c, opt, space, ranks.rank(0), run);
+    other.join();
+    for (const JobSearchResult& j : got) {
+      EXPECT_EQ(j.best_s, one.best_s) << split_above;
+      EXPECT_EQ(j.best, one.best) << split_above;
+      ASSERT_EQ(j.result.top.size(), one.result.top.size()) << split_above;
+      EXPECT_EQ(j.result.top.front().plan, one.result.top.front().plan) << split_above;
+      EXPECT_EQ(j.result.configs, one.result.configs) << split_above;
+      ASSERT_EQ(j.variants.size(), one.variants.size()) << split_above;
+      for (std::size_t v = 0; v < j.variants.size(); ++v) {
+        EXPECT_EQ(j.variants[v].variant, one.variants[v].variant) << split_above << " " << v;
+        EXPECT_EQ(j.variants[v].best, one.variants[v].best) << split_above << " " << v;
+        EXPECT_EQ(j.variants[v].stats.transitions, one.variants[v].stats.transitions);
+      }
+      EXPECT_EQ(j.stats.configs_evaluated, one.stats.configs_evaluated) << split_above;
+      EXPECT_EQ(j.stats.transitions, one.stats.transitions) << split_above;
+      EXPECT_EQ(j.units.size(), one.units.size()) << split_above;
+      EXPECT_EQ(j.rounds, one.rounds) << split_above;
+      for (int d = 0; d < kNumJobDims; ++d) EXPECT_EQ(j.dim_best[d], one.dim_best[d]);
+      EXPECT_EQ(j.base_best, one.base_best) << split_above;
+      EXPECT_EQ(j.result.ranks.size(), 2u) << split_above;
+    }
+    if (split_above > 0) {
+      EXPECT_EQ(ranks.collectives(), 1);
+      EXPECT_TRUE(got[0].result.whole_on_rank0);
+      EXPECT_EQ(got[1].result.ranks[1].transitions, 0);
+    } else {
+      EXPECT_GT(ranks.collectives(), static_cast<int>(one.variants.size()));
+    }
+  }
+}
+
+// every_variant_small's premise: a variant's Pi is within Pi at the least
+// micro-batch without interleaving.
+TEST(JobSpace, PiIsWidestAtTheLeastMicroBatchWithoutInterleaving) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"mixtral-s", "paper:16-2"}, {"mixtral-l", "paper:32-1"}, {"llama2-7b", "H800:32,910B:32"}};
+  for (const auto& [model, cluster] : cases) {
+    const Workload w = load_workload(model);
+    const ClusterSpec c = load_cluster(cluster);
+    JobVariant widest = base_variant(w);
+    widest.micro_batch = 1;
+    const std::vector<ParallelConfig> all = enumerate_configs(apply(w, widest), c, SpaceOptions{});
+    const std::set<std::tuple<int, int, int, int, int, int>> keys = [&] {
+      std::set<std::tuple<int, int, int, int, int, int>> k;
+      for (const ParallelConfig& pi : all) k.insert({pi.pp, pi.tp, pi.cp, pi.ep, pi.tpe, pi.dp});
+      return k;
+    }();
+    int checked = 0;
+    for (const int b : {1, 2, 4, 8}) {
+      for (const int vpp : {1, 2, 3}) {
+        for (const Precision p : {Precision::kBf16, Precision::kFp8}) {
+          JobVariant v = base_variant(w);
+          v.micro_batch = b;
+          v.vpp = vpp;
+          v.precision = p;
+          SpaceOptions so;
+          so.vpp = vpp;
+          for (const ParallelConfig& pi : enumerate_configs(apply(w, v), c, so)) {
+            EXPECT_TRUE(keys.count({pi.pp, pi.tp, pi.cp, pi.ep, pi.tpe, pi.dp}))
+                << model << " on " << cluster << ": b=" << b << " vpp=" << vpp;
+            ++checked;
+          }
+        }
+      }
+    }
+    EXPECT_GT(checked, static_cast<int>(all.size())) << model;
   }
 }
 
