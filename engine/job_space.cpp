@@ -585,9 +585,20 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
     for (const auto& [k, f] : step_floors) {
       if (SpaceKey{std::get<0>(k), std::get<1>(k), std::get<2>(k)} == key) return f.configs;
     }
+    // Another vpp's Pi of the same micro-batch and precision gives this
+    // one in a pass (with_vpp; the plain one comes before the interleaved
+    // ones), an enumeration otherwise.
+    Space known;
+    for (const auto& [k, configs] : spaces) {
+      if (std::get<0>(k) == v.micro_batch && std::get<2>(k) == v.precision &&
+          (std::get<1>(k) == 1 || v.vpp > 1)) {
+        known = configs;
+      }
+    }
     if (spaces.size() == 2) spaces.erase(spaces.begin());
-    spaces.emplace_back(key, std::make_shared<const std::vector<ParallelConfig>>(
-                                 enumerate_configs(vw, cluster, so)));
+    spaces.emplace_back(
+        key, std::make_shared<const std::vector<ParallelConfig>>(
+                 known ? with_vpp(*known, vw, v.vpp) : enumerate_configs(vw, cluster, so)));
     if (std::none_of(summaries.begin(), summaries.end(),
                      [&](const auto& e) { return e.first == key; })) {
       summaries.emplace_back(key, summarize(*spaces.back().second));

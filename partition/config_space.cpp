@@ -4,6 +4,8 @@
 #include <numeric>
 #include <tuple>
 
+#include "costmodel/errors.h"
+
 namespace hapmoe {
 
 std::vector<int> divisors(int n) {
@@ -91,6 +93,19 @@ std::vector<ParallelConfig> enumerate_configs(const Workload& w, const ClusterSp
         }
       }
     }
+  }
+  return out;
+}
+
+std::vector<ParallelConfig> with_vpp(const std::vector<ParallelConfig>& known,
+                                     const Workload& workload, int vpp) {
+  std::vector<ParallelConfig> out;
+  out.reserve(known.size());
+  for (ParallelConfig pi : known) {
+    HAPMOE_REQUIRE(pi.vpp == 1 || vpp > 1,
+                   "with_vpp: an interleaved Pi does not hold the plain one's");
+    pi.vpp = vpp;
+    if (parallel_ok(pi, workload)) out.push_back(pi);
   }
   return out;
 }

@@ -40,6 +40,15 @@ int stage_capacity(const ClusterSpec& cluster, int type, const ParallelConfig& p
 std::vector<ParallelConfig> enumerate_configs(const Workload& workload, const ClusterSpec& cluster,
                                               const SpaceOptions& options = {});
 
+// Pi with `vpp` virtual stages from `known`, the same workload's Pi
+// (enumerate_configs, the same options) with another number: equal to
+// enumerate_configs with options.vpp = vpp, in one pass over `known`.
+// Interleaving only adds rules, the same for every vpp > 1 (PP >= 2, the
+// micro-batches in groups of PP: partition/constraints.cpp), so `known`
+// must be without interleaving or `vpp` interleaved.
+std::vector<ParallelConfig> with_vpp(const std::vector<ParallelConfig>& known,
+                                     const Workload& workload, int vpp);
+
 // Positive divisors of n in ascending order.
 std::vector<int> divisors(int n);
 

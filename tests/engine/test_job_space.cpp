@@ -324,6 +324,36 @@ TEST(JobSpace, PiIsWidestAtTheLeastMicroBatchWithoutInterleaving) {
   }
 }
 
+// The job search derives a vpp's Pi from another vpp's (with_vpp): the
+// same configurations, in the same order, as enumerating it.
+TEST(JobSpace, PiWithAnotherVppIsAPassOverAKnownOne) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"mixtral-s", "paper:16-2"},
+      {"deepseek-v3", "H800:64,MI300X:64,910B:64"},
+      {"llama2-7b", "H800:32,910B:32"}};
+  for (const auto& [model, cluster] : cases) {
+    const ClusterSpec c = load_cluster(cluster);
+    for (const int b : {1, 2, 4}) {
+      Workload w = load_workload(model);
+      w.training.micro_batch = b;
+      SpaceOptions so;
+      const std::vector<ParallelConfig> plain = enumerate_configs(w, c, so);
+      so.vpp = 2;
+      const std::vector<ParallelConfig> two = enumerate_configs(w, c, so);
+      ASSERT_LT(two.size(), plain.size()) << model << " b=" << b;
+      EXPECT_EQ(with_vpp(plain, w, 2), two) << model << " b=" << b;
+      EXPECT_EQ(with_vpp(plain, w, 1), plain) << model << " b=" << b;
+      for (const int vpp : {3, 4}) {
+        so.vpp = vpp;
+        const std::vector<ParallelConfig> more = enumerate_configs(w, c, so);
+        EXPECT_EQ(with_vpp(plain, w, vpp), more) << model << " b=" << b << " vpp=" << vpp;
+        EXPECT_EQ(with_vpp(two, w, vpp), more) << model << " b=" << b << " vpp=" << vpp;
+      }
+      EXPECT_THROW(with_vpp(two, w, 1), ContractError) << model;
+    }
+  }
+}
+
 // H100 has FP8 and DeepEP: both are tried; 910B has neither.
 TEST(JobSpace, Fp8AndFlexOnlyWhereEveryDeviceHasThem) {
   const Workload w = load_workload("mixtral-s");
