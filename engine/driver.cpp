@@ -889,14 +889,15 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   // case: under 0.01 s, against 0.06 s for a stable sort of all).
   // Committed configurations (RunOptions::resume) are left out: taken.
   progress.phase.store(SearchProgress::kSearching, std::memory_order_relaxed);
-  // Steps above the caller's incumbent are above every round's cut: such
-  // a configuration is skipped here, without entering the heap.
+  // A bound above the caller's incumbent is above every round's cut: such
+  // a configuration is skipped here, without entering the heap (where it
+  // would wait for its turn by its steps, or for the end).
   std::vector<std::pair<double, std::size_t>> heap;  // least first
   if (rounds) {
     const double first_cut = skip_above(run.incumbent);
     for (std::size_t c = 0; c < n; ++c) {
       if (r.outcome_of[c] != SearchResult::kNotSearched) continue;
-      if (bounds[c].steps > first_cut) {
+      if (bounds[c].latency > first_cut) {
         r.outcome_of[c] = SearchResult::kSkippedByBound;
         ++skipped;
       } else {
@@ -907,9 +908,10 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   }
   std::size_t taken = rounds ? n - heap.size() : 0;  // configurations taken from the order
   const auto round_size = static_cast<std::size_t>(run.round);
-  // Per configuration searched in a bounded round: the round's cut (its
-  // search keeps no plan above it).
-  std::vector<double> cut_of(rounds ? n : 0, -std::numeric_limits<double>::infinity());
+  // Per bounded round: its cut (its searches keep no plan above it); -inf
+  // for the rounds of a resumed run (RunOptions::resume) before this one.
+  std::vector<double> round_cut(static_cast<std::size_t>(r.rounds),
+                                -std::numeric_limits<double>::infinity());
   while (taken < n && r.stopped == StopReason::kNone) {
     // Without the bound, the one round's incumbent is the caller's, also
     // when committed plans were restored (as in the run that committed
@@ -940,10 +942,8 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
       batch.push_back(c);
     }
     if (batch.empty()) continue;
-    for (const std::size_t c : batch) {
-      r.round_of[c] = r.rounds;
-      if (rounds) cut_of[c] = cut;
-    }
+    for (const std::size_t c : batch) r.round_of[c] = r.rounds;
+    round_cut.push_back(cut);
     ++r.rounds;
     report(progress.settled, static_cast<std::int64_t>(taken - batch.size()));
     report(progress.rounds, r.rounds);
@@ -962,6 +962,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
         r.estimates[c] = 0;
       }
       --r.rounds;
+      round_cut.pop_back();
     }
     for (const std::size_t c : batch) {
       if (r.outcome_of[c] < 0) {  // stopped before it
@@ -996,10 +997,10 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
       const std::int32_t k = r.outcome_of[c];
       const ConfigOutcome* o = k < 0 ? nullptr : &searched[static_cast<std::size_t>(k)];
       if (o == nullptr || o->cancelled) continue;
-      floor =
-          o->best
-              ? o->best->latency_s
-              : std::max(floor, std::nextafter(cut_of[c], std::numeric_limits<double>::infinity()));
+      floor = o->best ? o->best->latency_s
+                      : std::max(floor,
+                                 std::nextafter(round_cut[static_cast<std::size_t>(r.round_of[c])],
+                                                std::numeric_limits<double>::infinity()));
     }
   }
   finish_result(r, std::move(searched), skipped, opt.top_k);
