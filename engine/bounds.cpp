@@ -231,6 +231,26 @@ ConfigBound plain_latency_floor(const LatencyFloorInputs& in, double slowest) {
   return pipeline_floor(in, plain_layer_sum(in), 0.0, slowest);
 }
 
+ConfigBound floor_past_cut(const std::vector<StageFloor>& types, const LatencyFloorInputs& in,
+                           double cut, bool steps) {
+  // The measure is affine in the slowest step: a + k * slowest. The test
+  // is at the step where it passes the cut, a little beyond; the bound is
+  // computed from the floor that test proves, a valid lower bound like
+  // the bisection's (and, within the bisection's 1e-6, sometimes a tighter
+  // one).
+  const ConfigBound zero = plain_latency_floor(in, 0.0);
+  const ConfigBound one = plain_latency_floor(in, 1.0);
+  const double a = steps ? zero.steps : zero.latency;
+  const double k = (steps ? one.steps : one.latency) - a;
+  const double at = k > 0.0 ? std::max(0.0, (cut - a) / k) * (1.0 + 1e-6) : 0.0;
+  const double floor = bottleneck_floor_above(types, in.pp, in.dense, in.moe, at);
+  if (!std::isfinite(floor)) {  // not enough stage groups
+    const double inf = std::numeric_limits<double>::infinity();
+    return {inf, inf};
+  }
+  return plain_latency_floor(in, floor);
+}
+
 ConfigBound latency_floor(const std::vector<StageFloor>& types, const LatencyFloorInputs& in,
                           double slowest) {
   const double inf = std::numeric_limits<double>::infinity();
@@ -384,6 +404,7 @@ void layer_sum_floors(const std::vector<LayersOnType>& types, int layers,
 using hsdp::bottleneck_floor;
 using hsdp::bottleneck_floor_above;
 using hsdp::floor_inputs;
+using hsdp::floor_past_cut;
 using hsdp::latency_floor;
 using hsdp::LatencyFloorInputs;
 using hsdp::layer_tails;
@@ -483,32 +504,15 @@ ConfigBound config_lower_bound(const CostModel& model, const BoundShape& shape,
   if (shape.types.empty()) return {inf, inf};
   const LatencyFloorInputs in =
       floor_inputs(shape, pi.pp, n - moe, moe, model.num_microbatches(pi), pi.vpp);
-  const auto bound = [&](double slowest) { return plain_latency_floor(in, slowest); };
   if (std::isfinite(cut)) {
-    // The latency is affine in the slowest step: a + k * slowest. One test
-    // of the floor at the step where it passes the cut (a little beyond,
-    // for rounding) settles most configurations above it: the bound
-    // returned is computed from that proven floor, a valid lower bound
-    // like the bisection's (and, within the bisection's 1e-6, sometimes a
-    // tighter one).
-    const ConfigBound zero = bound(0.0);
-    const ConfigBound one = bound(1.0);
-    // Where a + k * slowest passes the cut (a little beyond, for rounding).
-    const auto passes = [&](double a, double k) {
-      return k > 0.0 ? std::max(0.0, (cut - a) / k) * (1.0 + 1e-6) : 0.0;
-    };
+    // The steps pass the cut at a slower step than the latency: if the
+    // slowest step is proven above that, both bounds are above the cut.
     if (steps_above_cut) {
-      // The steps pass the cut at a slower step than the latency: if the
-      // slowest step is proven above that, both bounds are above the cut.
-      const double at = passes(zero.steps, one.steps - zero.steps);
-      const double floor = bottleneck_floor_above(shape.types, pi.pp, n - moe, moe, at);
-      if (!std::isfinite(floor)) return {inf, inf};  // not enough stage groups
-      if (const ConfigBound b = bound(floor); b.steps > cut) return b;
+      if (const ConfigBound b = floor_past_cut(shape.types, in, cut, true); b.steps > cut) return b;
     }
-    const double at = passes(zero.latency, one.latency - zero.latency);
-    const double floor = bottleneck_floor_above(shape.types, pi.pp, n - moe, moe, at);
-    if (!std::isfinite(floor)) return {inf, inf};  // not enough stage groups
-    if (const ConfigBound b = bound(floor); b.latency > cut) return b;
+    if (const ConfigBound b = floor_past_cut(shape.types, in, cut, false); b.latency > cut) {
+      return b;
+    }
   }
   const double slowest = bottleneck_floor(shape.types, pi.pp, n - moe, moe);
   if (!std::isfinite(slowest)) return {inf, inf};  // not enough stage groups

@@ -77,6 +77,15 @@ LatencyFloorInputs floor_inputs(const BoundShape& shape, int pp, int dense, int 
 // the mean tail.
 ConfigBound plain_latency_floor(const LatencyFloorInputs& in, double slowest);
 
+// Against a cut (an incumbent): the plain floor at the slowest step that
+// one test of the bottleneck floor proves where that floor passes `cut`,
+// its latency (or, with `steps`, its steps) taken a little beyond for
+// rounding. Above the cut on that measure when the test settles it;
+// +infinity when the stages cannot hold the layers; at most the cut
+// otherwise (nothing proven). A valid lower bound either way.
+ConfigBound floor_past_cut(const std::vector<StageFloor>& types, const LatencyFloorInputs& in,
+                           double cut, bool steps);
+
 // A lower bound on the latency of every plan whose slowest stage steps at
 // least `slowest` (a bottleneck floor): S + (M - 1) T and the largest tail,
 // where T is the plan's slowest step. The layers a stage of each type can

@@ -882,10 +882,14 @@ ConfigOutcome search_once(Evaluator& ev, const ParallelConfig& pi, const SearchO
       const std::vector<std::vector<int>> all_mixes = stage_mixes(ev);
       std::vector<double> mix_bound(all_mixes.size(), 0.0);
       std::vector<std::size_t> mix_order(all_mixes.size());
+      // A mix above the incumbent is skipped whatever its bound: one test
+      // of its floor settles most (Evaluator::mix_lower_bound's cut).
+      const double mix_cut = incumbent * (1.0 + 1e-12);
       for (std::size_t k = 0; k < all_mixes.size(); ++k) {
         // With every layer alike, each type's stages hold at most fit_max.
         mix_bound[k] =
-            opt.bound ? ev.mix_lower_bound(all_mixes[k], skip_short ? &fit_max : nullptr) : 0.0;
+            opt.bound ? ev.mix_lower_bound(all_mixes[k], skip_short ? &fit_max : nullptr, mix_cut)
+                      : 0.0;
         mix_order[k] = k;
       }
       std::stable_sort(mix_order.begin(), mix_order.end(),
@@ -1065,7 +1069,8 @@ double work_estimate(const CostModel& model, const ParallelConfig& pi, const Sea
   const Evaluator ev(model, pi, opt);
   double states = 0.0;  // usage vectors over the mixes the bound keeps
   for (const std::vector<int>& c : stage_mixes(ev)) {
-    if (opt.bound && ev.mix_lower_bound(c) > incumbent * (1.0 + 1e-12)) continue;
+    const double cut = incumbent * (1.0 + 1e-12);
+    if (opt.bound && ev.mix_lower_bound(c, nullptr, cut) > cut) continue;
     double vectors = 1.0;
     for (const int k : c) vectors *= k + 1;
     states += vectors;

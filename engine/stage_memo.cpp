@@ -222,7 +222,8 @@ int Evaluator::max_fitting_layers(int h) {
   return best;
 }
 
-double Evaluator::mix_lower_bound(const std::vector<int>& c, const std::vector<int>* most) const {
+double Evaluator::mix_lower_bound(const std::vector<int>& c, const std::vector<int>* most,
+                                  double cut) const {
   // The shape of the mix's types (as bound_shape's of a configuration's).
   BoundShape s;
   for (int h = 0; h < types_; ++h) {
@@ -247,9 +248,13 @@ double Evaluator::mix_lower_bound(const std::vector<int>& c, const std::vector<i
     s.types.push_back(f);
   }
   const int dense = n_ - moe_total_;
-  return latency_floor(s.types, floor_inputs(s, pi_.pp, dense, moe_total_, m_, pi_.vpp),
-                       bottleneck_floor(s.types, pi_.pp, dense, moe_total_))
-      .latency;
+  const LatencyFloorInputs in = floor_inputs(s, pi_.pp, dense, moe_total_, m_, pi_.vpp);
+  if (std::isfinite(cut)) {
+    if (const double above = floor_past_cut(s.types, in, cut, false).latency; above > cut) {
+      return above;
+    }
+  }
+  return latency_floor(s.types, in, bottleneck_floor(s.types, pi_.pp, dense, moe_total_)).latency;
 }
 
 StageEval& MemoMap::insert(std::uint64_t key, std::uint32_t gen) {

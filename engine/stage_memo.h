@@ -253,7 +253,12 @@ class Evaluator {
   // at least the bottleneck floor of the mix (recomputation only adds).
   // `most`, if given, caps the layers a stage of each type holds (memory:
   // max_fitting_layers, which bounds every stage with every layer alike).
-  double mix_lower_bound(const std::vector<int>& c, const std::vector<int>* most = nullptr) const;
+  // Against a finite `cut` (the incumbent, as config_lower_bound's): one
+  // test of the bottleneck floor where the bound passes the cut settles
+  // most mixes above it, returning a bound above the cut; the others get
+  // the bound without a cut.
+  double mix_lower_bound(const std::vector<int>& c, const std::vector<int>* most = nullptr,
+                         double cut = std::numeric_limits<double>::infinity()) const;
 
   // Per-layer step (forward + backward, no recomputation) of an average
   // layer of the model on type h: the speed used for balance and T_comp.

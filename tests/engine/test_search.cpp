@@ -745,6 +745,7 @@ TEST(Search, LowerBoundIsBelowEveryPlan) {
   std::mt19937 rng(77);
   int checked = 0;
   int looser = 0;
+  int mix_looser = 0;
   int capped = 0;
   for (int trial = 0; trial < 200; ++trial) {
     const Instance in = random_instance(rng);
@@ -800,12 +801,23 @@ TEST(Search, LowerBoundIsBelowEveryPlan) {
           }
           looser += q.latency > cut && q.latency != b.latency;
         }
+        // The mix's bound against a cut: the same rules.
+        const double whole = ev.mix_lower_bound(mix);
+        for (const double cut : {f * whole, f * best}) {
+          const double q = ev.mix_lower_bound(mix, nullptr, cut);
+          EXPECT_LE(q, best) << "mix cut " << cut;
+          if (whole > cut) EXPECT_GT(q, cut) << "mix cut " << cut;
+          if (q <= cut) EXPECT_EQ(q, whole) << "mix cut " << cut;
+          mix_looser += q > cut && q != whole;
+        }
       }
     }
   }
   EXPECT_GT(checked, 500);
-  // The cut settled configurations by its one test, with a looser bound.
+  // The cut settled configurations (and mixes) by its one test, with a
+  // looser bound.
   EXPECT_GT(looser, 1000);
+  EXPECT_GT(mix_looser, 500);
   // Memory raised some mixes' bounds.
   EXPECT_GT(capped, 0);
 }
