@@ -550,6 +550,8 @@ nlohmann::ordered_json plan_document(const PlanRequest& q, const BaselineRun& ra
                 {"resumed_configs", result.resumed},
                 {"omp_wait_policy",
                  std::getenv("OMP_WAIT_POLICY") != nullptr ? std::getenv("OMP_WAIT_POLICY") : ""},
+                {"gomp_spincount",
+                 std::getenv("GOMP_SPINCOUNT") != nullptr ? std::getenv("GOMP_SPINCOUNT") : ""},
                 {"per_rank", per_rank}};
   return doc;
 }

@@ -37,15 +37,20 @@ bool one_thread(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   // OpenMP threads spin between parallel regions unless told otherwise
-  // (libgomp without OMP_WAIT_POLICY), and on a loaded node a spinning
-  // thread takes the core of the one doing the work: 2 threads ran a
-  // search 3x slower than one (docs/parallel.md, "Threads"). libgomp reads
-  // the policy only when it loads, so a run that sets none starts again
-  // with the passive one; a policy set by the user is kept. A run of one
-  // thread has no thread to wait and does not start again (that costs
-  // about 7 ms: the dynamic loading of its libraries twice).
+  // (libgomp without OMP_WAIT_POLICY: 300,000 spins), and on a loaded node
+  // a spinning thread takes the core of the one doing the work: 2 threads
+  // ran a search 3x slower than one (docs/parallel.md, "Threads"). Asleep
+  // at once (passive: 0 spins), a thread is woken for every parallel
+  // region, and a job search runs thousands of small ones: 2 threads took
+  // 82 ms where one took 56. So the threads wait passively after 3,000
+  // spins (GOMP_SPINCOUNT; tenths of a millisecond), which bridges the gap
+  // between one region and the next. libgomp reads both only when it
+  // loads, so a run that sets no policy starts again with these; a policy
+  // or spin count set by the user is kept. A run of one thread has no
+  // thread to wait and does not start again (that costs about 7 ms: the
+  // dynamic loading of its libraries twice).
   if (std::getenv("OMP_WAIT_POLICY") == nullptr && !one_thread(argc, argv) &&
-      setenv("OMP_WAIT_POLICY", "passive", 1) == 0) {
+      setenv("OMP_WAIT_POLICY", "passive", 1) == 0 && setenv("GOMP_SPINCOUNT", "3000", 0) == 0) {
     execv("/proc/self/exe", argv);  // returns only if it failed: run as it is
   }
   std::unique_ptr<hapmoe::Comm> comm;
