@@ -40,6 +40,15 @@ struct SearchProgress {
   // (restored, and the segments finished); 0 when not known.
   std::atomic<double> work_total{0};
   std::atomic<double> work_done{0};
+  // The search of the job-wide knobs (run_job_search), around the fields
+  // above (those are its current variant's): the variants begun, its steps
+  // done of all (a combination of the knobs, or the offload fractions of
+  // one) and the best latency of every variant so far. 0 steps: not a job
+  // search.
+  std::atomic<std::int64_t> variants{0};
+  std::atomic<std::int64_t> job_steps_done{0};
+  std::atomic<std::int64_t> job_steps{0};
+  std::atomic<double> job_best{std::numeric_limits<double>::infinity()};
 };
 
 // How one process runs its share of the search.

@@ -617,8 +617,10 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
   // One variant's search against `incumbent`, its outcome recorded;
   // nullopt when a check refuses the variant.
   StopReason stopped = StopReason::kNone;
+  SearchProgress* const progress = run.progress;
   const auto search = [&](const JobVariant& v, double incumbent,
                           const std::vector<double>* floors) -> std::optional<SearchResult> {
+    if (progress != nullptr) progress->variants.fetch_add(1, std::memory_order_relaxed);
     VariantOutcome o;
     o.variant = v;
     const Workload vw = apply(w, v);
@@ -847,10 +849,24 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
   // otherwise have no bound at all.
   std::size_t near = 0;
   while (near < combos.size() && std::popcount(differs(combos[near], base)) <= 1) ++near;
+  // For the progress line: a step is a combination, or its offload.
+  const auto step_done = [&] {
+    if (progress == nullptr) return;
+    progress->job_steps_done.fetch_add(1, std::memory_order_relaxed);
+    progress->job_best.store(merged.best(), std::memory_order_relaxed);
+  };
+  if (progress != nullptr) {
+    progress->job_steps.store(static_cast<std::int64_t>(combos.size()) * (offload ? 2 : 1),
+                              std::memory_order_relaxed);
+  }
   for (const auto& [from, to] : {std::pair{std::size_t{0}, near}, std::pair{near, combos.size()}}) {
-    for (std::size_t c = from; c < to && stopped == StopReason::kNone; ++c) plain(combos[c]);
+    for (std::size_t c = from; c < to && stopped == StopReason::kNone; ++c) {
+      plain(combos[c]);
+      step_done();
+    }
     for (std::size_t c = from; offload && c < to && stopped == StopReason::kNone; ++c) {
       offloading(combos[c]);
+      step_done();
     }
   }
   // What per-stage recompute would give with the best plan's knobs, where

@@ -1,6 +1,7 @@
 #include "io/cli/progress.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <utility>
 
@@ -44,7 +45,11 @@ std::string duration_text(double s) {
   return buf;
 }
 
-std::string progress_text(const SearchProgress& p) {
+namespace {
+
+// The search of one variant (or the only search): where it stands, and
+// with `best`, its best plan so far.
+std::string search_text(const SearchProgress& p, bool best_too) {
   constexpr auto kRelaxed = std::memory_order_relaxed;
   const auto configs = static_cast<long long>(p.configs.load(kRelaxed));
   char buf[256];
@@ -73,9 +78,28 @@ std::string progress_text(const SearchProgress& p) {
                   100.0 * p.work_done.load(kRelaxed) / total);
     text += buf;
   }
+  if (!best_too) return text;
   const double best = p.best.load(kRelaxed);
   text += std::isfinite(best) ? "; best " + format_seconds(best) + " so far" : "; no plan yet";
   return text;
+}
+
+}  // namespace
+
+std::string progress_text(const SearchProgress& p) {
+  constexpr auto kRelaxed = std::memory_order_relaxed;
+  const std::int64_t steps = p.job_steps.load(kRelaxed);
+  if (steps == 0) return search_text(p, true);
+  // The job-wide knobs: the job's best, then the variant's search.
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "job-wide knobs: %lld variants begun, %lld of %lld steps done",
+                static_cast<long long>(p.variants.load(kRelaxed)),
+                static_cast<long long>(p.job_steps_done.load(kRelaxed)),
+                static_cast<long long>(steps));
+  const double best = p.job_best.load(kRelaxed);
+  return buf +
+         (std::isfinite(best) ? "; best " + format_seconds(best) + " so far" : "; no plan yet") +
+         "; this variant: " + search_text(p, false);
 }
 
 Watchdog search_watchdog(const SearchLimits& limits, const Comm& comm, const std::string& command,

@@ -37,7 +37,9 @@ std::string duration_text(double seconds);
 
 // Where `p` stands, e.g. "searching: round 3, 96 of 603873 configurations
 // settled (64 searched), 12 of this node's 32 units of the round begun
-// here; best 4.198186 s so far".
+// here; best 4.198186 s so far"; for the job-wide knobs, "job-wide knobs:
+// 37 variants begun, 12 of 96 steps done; best 6.624 s so far; this
+// variant: searching: ..." (its variant's search without its own best).
 std::string progress_text(const SearchProgress& p);
 
 // How long after --time-limit the watchdog waits for a rank that does not

@@ -286,6 +286,24 @@ TEST(JobSpace, SmallVariantsRunAsOneJobOnRankZero) {
   }
 }
 
+// The progress line's figures (plan --progress-every): every variant
+// begun, every step (a combination, or its offload) done, the job's best.
+TEST(JobSpace, ProgressCountsVariantsStepsAndTheJobsBest) {
+  const Workload w = load_workload("mixtral-l");
+  const ClusterSpec c = load_cluster("paper:16-2");
+  const JobSpace space = parse_job_space("micro-batch,offload", "test");
+  SearchProgress progress;
+  RunOptions run;
+  run.progress = &progress;
+  SerialComm comm;
+  const JobSearchResult job = run_job_search(w, c, SearchOptions{}, space, comm, run);
+  ASSERT_TRUE(std::isfinite(job.best_s));
+  EXPECT_EQ(progress.variants.load(), static_cast<std::int64_t>(job.variants.size()));
+  EXPECT_GT(progress.job_steps.load(), 2);
+  EXPECT_EQ(progress.job_steps_done.load(), progress.job_steps.load());
+  EXPECT_EQ(progress.job_best.load(), job.best_s);
+}
+
 // every_variant_small's premise: a variant's Pi is within Pi at the least
 // micro-batch without interleaving.
 TEST(JobSpace, PiIsWidestAtTheLeastMicroBatchWithoutInterleaving) {

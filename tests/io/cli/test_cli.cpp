@@ -809,6 +809,19 @@ TEST(CliPlan, ProgressTextSaysWhereTheSearchStands) {
   EXPECT_NE(progress_text(p).find("; 25.0 % of the estimated work committed; best 4.198"),
             std::string::npos)
       << progress_text(p);
+  // The job-wide knobs: the job's best first; the variant's search without
+  // its own.
+  p.job_steps = 96;
+  p.job_steps_done = 12;
+  p.variants = 37;
+  EXPECT_EQ(progress_text(p),
+            "job-wide knobs: 37 variants begun, 12 of 96 steps done; no plan yet; this variant: "
+            "searching: round 3, 96 of 603873 configurations settled (64 searched), 12 of this "
+            "node's 32 units of the round begun here; 25.0 % of the estimated work committed");
+  p.job_best = 3.5;
+  EXPECT_NE(progress_text(p).find("steps done; best 3.500 s so far; this variant: searching"),
+            std::string::npos)
+      << progress_text(p);
   EXPECT_EQ(duration_text(5.25), "5.2 s");
   EXPECT_EQ(duration_text(245), "4m05s");
   EXPECT_EQ(duration_text(7980), "2h13m");
