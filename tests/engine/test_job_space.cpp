@@ -34,6 +34,28 @@ SearchResult alone(const Workload& w, const ClusterSpec& c, const JobVariant& v,
   return run_search(apply(w, v), c, opt);
 }
 
+// Models and clusters whose Pi the tests of its enumeration compare.
+const std::vector<std::pair<std::string, std::string>> kPiCases = {
+    {"mixtral-s", "paper:16-2"},
+    {"deepseek-v3", "H800:64,MI300X:64,910B:64"},
+    {"llama2-7b", "H800:32,910B:32"}};
+
+// The workload's own values but these.
+JobVariant variant_of(const Workload& w, int micro_batch, int vpp, Precision precision) {
+  JobVariant v = base_variant(w);
+  v.micro_batch = micro_batch;
+  v.vpp = vpp;
+  v.precision = precision;
+  return v;
+}
+
+// Pi of a variant, enumerated.
+std::vector<ParallelConfig> pi_of(const Workload& w, const ClusterSpec& c, const JobVariant& v) {
+  SpaceOptions so;
+  so.vpp = v.vpp;
+  return enumerate_configs(apply(w, v), c, so);
+}
+
 unsigned dims_differing(const JobVariant& v, const JobVariant& base) {
   unsigned d = 0;
   if (v.micro_batch != base.micro_batch) d |= job_dim_bit(JobDim::kMicroBatch);
@@ -118,24 +140,15 @@ class ThreadRanks {
 // gives it to the other variants' searches: Pi must not depend on the
 // other knobs (sharding, offload, dispatcher, job-wide recompute).
 TEST(JobSpace, PiDependsOnlyOnMicroBatchVppAndPrecision) {
-  const std::vector<std::pair<std::string, std::string>> cases = {
-      {"mixtral-s", "paper:16-2"},
-      {"deepseek-v3", "H800:64,MI300X:64,910B:64"},
-      {"llama2-7b", "H800:32,910B:32"}};
   int compared = 0;
-  for (const auto& [model, cluster] : cases) {
+  for (const auto& [model, cluster] : kPiCases) {
     const Workload w = load_workload(model);
     const ClusterSpec c = load_cluster(cluster);
     for (const int b : {1, 2}) {
       for (const int vpp : {1, 2}) {
         for (const Precision p : {Precision::kBf16, Precision::kFp16}) {
-          JobVariant v = base_variant(w);
-          v.micro_batch = b;
-          v.vpp = vpp;
-          v.precision = p;
-          SpaceOptions so;
-          so.vpp = vpp;
-          const std::vector<ParallelConfig> pi = enumerate_configs(apply(w, v), c, so);
+          const JobVariant v = variant_of(w, b, vpp, p);
+          const std::vector<ParallelConfig> pi = pi_of(w, c, v);
           ASSERT_FALSE(pi.empty()) << model;
           std::vector<JobVariant> others(6, v);
           others[0].distributed_optimizer = false;
@@ -146,7 +159,7 @@ TEST(JobSpace, PiDependsOnlyOnMicroBatchVppAndPrecision) {
           others[4].dispatcher = Dispatcher::kAllGather;
           others[5].recompute = RecomputeSetting{RecomputeKind::kFull, 1};
           for (const JobVariant& o : others) {
-            EXPECT_EQ(enumerate_configs(apply(w, o), c, so), pi)
+            EXPECT_EQ(pi_of(w, c, o), pi)
                 << model << " on " << cluster << ": " << to_string(o, w.model.is_moe());
             ++compared;
           }
@@ -324,13 +337,7 @@ TEST(JobSpace, PiIsWidestAtTheLeastMicroBatchWithoutInterleaving) {
     for (const int b : {1, 2, 4, 8}) {
       for (const int vpp : {1, 2, 3}) {
         for (const Precision p : {Precision::kBf16, Precision::kFp8}) {
-          JobVariant v = base_variant(w);
-          v.micro_batch = b;
-          v.vpp = vpp;
-          v.precision = p;
-          SpaceOptions so;
-          so.vpp = vpp;
-          for (const ParallelConfig& pi : enumerate_configs(apply(w, v), c, so)) {
+          for (const ParallelConfig& pi : pi_of(w, c, variant_of(w, b, vpp, p))) {
             EXPECT_TRUE(keys.count({pi.pp, pi.tp, pi.cp, pi.ep, pi.tpe, pi.dp}))
                 << model << " on " << cluster << ": b=" << b << " vpp=" << vpp;
             ++checked;
@@ -345,11 +352,7 @@ TEST(JobSpace, PiIsWidestAtTheLeastMicroBatchWithoutInterleaving) {
 // The job search derives a vpp's Pi from another vpp's (with_vpp): the
 // same configurations, in the same order, as enumerating it.
 TEST(JobSpace, PiWithAnotherVppIsAPassOverAKnownOne) {
-  const std::vector<std::pair<std::string, std::string>> cases = {
-      {"mixtral-s", "paper:16-2"},
-      {"deepseek-v3", "H800:64,MI300X:64,910B:64"},
-      {"llama2-7b", "H800:32,910B:32"}};
-  for (const auto& [model, cluster] : cases) {
+  for (const auto& [model, cluster] : kPiCases) {
     const ClusterSpec c = load_cluster(cluster);
     for (const int b : {1, 2, 4}) {
       Workload w = load_workload(model);
