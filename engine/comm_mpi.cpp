@@ -36,8 +36,8 @@ Clock::duration backup_delay(int rank) {
   return milliseconds(5000) + milliseconds(500) * std::min(rank - 1, 20);
 }
 
-// Between polls of a collective that is not complete: a yield for its
-// first millisecond (a search round's usually completes within
+// Between polls of a collective's arrival barrier (MpiComm::arrive), not
+// yet complete: a yield for its first millisecond (a search round's usually completes within
 // microseconds; where ranks outnumber cores, the yield hands the core to
 // a rank that has work, where spinning held it for a scheduler's time
 // slice), then sleeps growing to 1 ms, so a rank that waits long costs no

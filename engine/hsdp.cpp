@@ -1068,8 +1068,8 @@ double work_estimate(const CostModel& model, const ParallelConfig& pi, const Sea
   if (!opt.prune.load_balance || opt.uniform) return work_estimate(model, pi, opt);
   const Evaluator ev(model, pi, opt);
   double states = 0.0;  // usage vectors over the mixes the bound keeps
+  const double cut = incumbent * (1.0 + 1e-12);
   for (const std::vector<int>& c : stage_mixes(ev)) {
-    const double cut = incumbent * (1.0 + 1e-12);
     if (opt.bound && ev.mix_lower_bound(c, nullptr, cut) > cut) continue;
     double vectors = 1.0;
     for (const int k : c) vectors *= k + 1;
