@@ -37,11 +37,11 @@ Clock::duration backup_delay(int rank) {
 }
 
 // Between polls of a collective's arrival barrier (MpiComm::arrive), not
-// yet complete: a yield for its first millisecond (a search round's usually completes within
-// microseconds; where ranks outnumber cores, the yield hands the core to
-// a rank that has work, where spinning held it for a scheduler's time
-// slice), then sleeps growing to 1 ms, so a rank that waits long costs no
-// CPU.
+// yet complete: a yield for its first millisecond (a search round's
+// usually completes within microseconds; where ranks outnumber cores, the
+// yield hands the core to a rank that has work, where spinning held it
+// for a scheduler's time slice), then sleeps growing to 1 ms, so a rank
+// that waits long costs no CPU.
 void pause(Clock::duration waited) {
   using std::chrono::microseconds;
   if (waited < std::chrono::milliseconds(1)) {
