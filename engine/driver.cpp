@@ -77,6 +77,8 @@ template <class Next, class Body>
 std::string parallel_for_each(int threads, std::size_t n, Next&& next, Body&& body) {
   std::vector<std::string> errors(n);
   std::atomic<bool> failed{false};
+  // No more threads than items: a thread without one would only be woken.
+  threads = static_cast<int>(std::clamp<std::size_t>(n, 1, static_cast<std::size_t>(threads)));
 #pragma omp parallel num_threads(threads)
   for (std::int64_t i = next(); i >= 0; i = next()) {
     if (failed.load(std::memory_order_relaxed)) continue;
