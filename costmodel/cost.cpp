@@ -742,6 +742,24 @@ CostModel::Boundary wrap_boundary(CostModel::Boundary b, int times) {
   return {times * b.fwd_s, times * b.bwd_s};
 }
 
+// The fewest activation bytes per micro-batch a stage of these layers can
+// keep under any recomputation, no more than `own` (what it keeps as
+// costed): per layer, its input alone (full recomputation) or what the
+// selective recomputation of every module leaves (`moe` subsumes two of
+// them, LayerCost::selective). The MTP layers are not recomputed.
+double least_activations(const TypeCosts& tc, int dense, int moe, int mtp,
+                         const LayerCost& mtp_layer, double own) {
+  const auto per_layer = [](const LayerCost& l) {
+    constexpr unsigned kAll = (1u << kNumRecomputeModules) - 1;
+    const double saved =
+        std::max(l.selective(kAll).saved_bytes,
+                 l.selective(kAll & ~module_bit(RecomputeModule::kMoe)).saved_bytes);
+    return std::min(l.act_full_bytes, l.act_bytes - saved);
+  };
+  return std::min(
+      own, dense * per_layer(tc.dense) + moe * per_layer(tc.moe) + mtp * mtp_layer.act_bytes);
+}
+
 }  // namespace
 
 CostModel::Boundary CostModel::stage_boundary(const ParallelConfig& pi, int prev_type,
@@ -972,12 +990,30 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
           : params;
   // With offload the GPU steps its share and the host the rest, one after
   // the other (Megatron's overlap of the copies, --overlap-cpu-optimizer-
-  // d2h-h2d, is off by default and not modelled). Over a bound's range
-  // of fractions, the faster end (the step is linear in the fraction).
+  // d2h-h2d, is off by default and not modelled).
   const auto step = [&](double f) {
     return (1.0 - f) * tc.optimizer_s_per_param + f * tc.offload_s_per_param;
   };
-  c.optimizer_s = shard * std::min(step(tc.offload_fraction), step(tc.offload_memory_fraction));
+  // Over a bound's range of fractions [lo, hi], the faster end of those at
+  // which the stage can fit (the step is linear in the fraction): at a
+  // fraction f the stage holds at least its least memory, that of the
+  // recomputation that keeps the fewest activations, and the optimizer
+  // state (1 - f) O; so f >= 1 - (capacity - rest) / O. A stage that
+  // does not fit at hi even so does not fit at all.
+  double from = tc.offload_fraction;
+  if (tc.offload_step_at_fit && tc.offload_memory_fraction > from) {
+    const double opt_bytes =
+        dense_params * tc.dense_opt_bytes_per_param + expert_params * tc.expert_opt_bytes_per_param;
+    const double rest =
+        c.memory.total() - c.memory.optimizer - c.memory.activations +
+        least_activations(tc, dense_layers, s.moe_layers, mtp, mtp_layer, act - offloaded_act) *
+            c.in_flight / pi.vpp * tc.activation_scale;
+    if (opt_bytes > 0) {
+      from = std::clamp(1.0 - (tc.capacity_bytes - rest) / opt_bytes, from,
+                        tc.offload_memory_fraction);
+    }
+  }
+  c.optimizer_s = shard * std::min(step(from), step(tc.offload_memory_fraction));
   c.host_bytes = shard * tc.offload_fraction * tc.host_bytes_per_param +
                  offloaded_act * c.in_flight / pi.vpp * tc.activation_scale;
   c.host_capacity_bytes = tc.host_capacity_bytes;

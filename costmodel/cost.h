@@ -123,6 +123,11 @@ struct TypeCosts {
   // The fraction whose device memory a stage holds: offload_fraction, or
   // the top of a bound's range (TrainingSpec::offload_range_to).
   double offload_memory_fraction = 0;
+  // Over a bound's range: whether a stage's step is costed at the least
+  // fraction at which its least memory fits (the search's stages), or at
+  // the range's faster end (false: affine in the layers, for the per-layer
+  // tail bounds; docs/search.md, "Job-wide knobs").
+  bool offload_step_at_fit = true;
   double host_bytes_per_param = 0;
   double offload_s_per_param = 0;
   double host_capacity_bytes = 0;
@@ -141,6 +146,17 @@ struct TypeCosts {
   // (distributed optimizer only), each time(n params) = latency + n * slope.
   SyncCost dp_reduce, dp_gather, edp_reduce, edp_gather;
 };
+
+// `tc` costing a range's optimizer step at its faster end
+// (offload_step_at_fit false), which is affine in a stage's layers, as the
+// per-layer tail bounds need: `tc` itself unless it is a range's, else a
+// copy in `scratch`.
+inline const TypeCosts& with_affine_tails(const TypeCosts& tc, std::optional<TypeCosts>& scratch) {
+  if (!tc.offload_step_at_fit || !(tc.offload_memory_fraction > tc.offload_fraction)) return tc;
+  scratch = tc;
+  scratch->offload_step_at_fit = false;
+  return *scratch;
+}
 
 // Where a stage sits and what it holds.
 struct StageShape {

@@ -13,6 +13,7 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -21,12 +22,17 @@ namespace hapmoe {
 namespace hsdp {
 
 LayerTails layer_tails(const CostModel& model, const ParallelConfig& pi, const TypeCosts& tc) {
+  // A range of offload fractions costs each stage's step at the least
+  // fraction it fits, which is not affine in its layers; its faster end
+  // is, and is no more (TypeCosts::offload_step_at_fit).
+  std::optional<TypeCosts> scratch;
+  const TypeCosts& affine = with_affine_tails(tc, scratch);
   auto tail = [&](int layers, int moe_layers) {
     StageShape s;
     s.position = std::min(1, pi.pp - 1);
     s.layers = layers;
     s.moe_layers = moe_layers;
-    const StageCost c = model.stage_cost(pi, tc, s);
+    const StageCost c = model.stage_cost(pi, affine, s);
     return c.dp_sync_s + c.optimizer_s;
   };
   LayerTails t;

@@ -136,7 +136,10 @@ Evaluator::Evaluator(const CostModel& model, const ParallelConfig& pi, const Sea
 }
 
 Evaluator::TailLine Evaluator::tail_line(int h, bool first, bool last) const {
-  const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
+  // A line in the layers (layer_tails: a range of offload fractions costed
+  // at its faster end).
+  std::optional<TypeCosts> scratch;
+  const TypeCosts& tc = with_affine_tails(costs_[static_cast<std::size_t>(h)], scratch);
   auto tail = [&](int layers) {
     StageShape s;
     s.position = first ? 0 : (last ? pi_.pp - 1 : std::min(1, pi_.pp - 1));

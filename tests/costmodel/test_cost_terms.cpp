@@ -2062,6 +2062,56 @@ TEST_F(CostTerms, OptimizerCpuOffload) {
   EXPECT_FALSE(small.stage_cost(pi, small.type_costs(pi, 0), shape(0, 0, 4, 4, -1)).fits());
 }
 
+// Over a bound's range of offload fractions, a stage's optimizer step is
+// costed at the least fraction at which it could fit with its least memory
+// (every layer fully recomputed), not at the range's lower end: still no
+// more than its step at any fraction of the range at which it fits with
+// any recomputation. The per-layer tail bounds keep the lower end
+// (TypeCosts::offload_step_at_fit = false), which is affine in the layers.
+TEST_F(CostTerms, OffloadRangeStepsFromTheLeastFractionThatCanFit) {
+  const ParallelConfig pi = config(1, 2, 2, 4, 1, 2);
+  DeviceSpec& d = cluster.pools[0].device;
+  d.host_memory_bytes = 1e13;
+  d.host_link_bandwidth = 50e9;  // the host steps slower than the device
+  d.host_memory_bandwidth = 100e9;
+  const auto at = [&](double lo, double hi, const Recompute& r, double capacity,
+                      bool step_at_fit = true) {
+    workload.training.optimizer_offload_fraction = lo;
+    workload.training.offload_range_to = hi;
+    const CostModel cm = model();
+    TypeCosts tc = cm.type_costs(pi, 0);
+    tc.capacity_bytes = capacity;
+    tc.offload_step_at_fit = step_at_fit;
+    return cm.stage_cost(pi, tc,
+                         shape(0, 0, 4, 4, -1, r, r.kind == RecomputeKind::kFull ? r.layers : 0));
+  };
+  const Recompute full{RecomputeKind::kFull, 4};
+  // The capacity the fully recomputed stage needs at the fraction 0.5.
+  const double capacity = at(0.5, 0, full, 0).memory.total();
+  const StageCost range = at(0.25, 0.75, {}, capacity);
+  const double lower_end = at(0.25, 0, {}, capacity).optimizer_s;
+  EXPECT_REL(range.optimizer_s, at(0.5, 0, {}, capacity).optimizer_s);
+  EXPECT_GT(range.optimizer_s, 1.5 * lower_end);
+  EXPECT_EQ(at(0.25, 0.75, {}, capacity, false).optimizer_s, lower_end);
+  // With room for everything, the lower end again.
+  EXPECT_EQ(at(0.25, 0.75, {}, 1e18).optimizer_s, lower_end);
+  int fitting = 0;
+  std::vector<Recompute> all = {{},
+                                {RecomputeKind::kSelective, 0, (1u << kNumRecomputeModules) - 1},
+                                {RecomputeKind::kSelective, 0, kDefaultRecomputeModules}};
+  for (int k = 1; k <= 4; ++k) all.push_back({RecomputeKind::kFull, k});
+  for (int f = 5; f <= 15; ++f) {
+    for (const Recompute& r : all) {
+      const StageCost exact = at(f / 20.0, 0, r, capacity);
+      if (!exact.fits()) continue;
+      ++fitting;
+      EXPECT_GE(exact.optimizer_s, range.optimizer_s * (1 - 1e-12)) << f << " " << to_string(r, 4);
+      EXPECT_GE(exact.bwd_s, range.bwd_s);
+    }
+  }
+  EXPECT_GT(fitting, 5);
+}
+
 // ===========================================================================
 // least_recompute (docs/costmodel.md, "Recomputation").
 // Dense model, hand per-type costs, PP = 2, position 0, 4 dense layers:
