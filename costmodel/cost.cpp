@@ -597,6 +597,21 @@ LayerCost CostModel::layer_cost(const ParallelConfig& pi, int type, bool moe) co
   return c;
 }
 
+namespace {
+
+// The fewest activation bytes per micro-batch a layer can keep under any
+// recomputation: its input alone (full), or what the selective
+// recomputation of every module leaves (`moe` subsumes two of them,
+// LayerCost::selective).
+double least_layer_activations(const LayerCost& l) {
+  constexpr unsigned kAll = (1u << kNumRecomputeModules) - 1;
+  const double saved = std::max(l.selective(kAll).saved_bytes,
+                                l.selective(kAll & ~module_bit(RecomputeModule::kMoe)).saved_bytes);
+  return std::min(l.act_full_bytes, l.act_bytes - saved);
+}
+
+}  // namespace
+
 // --- Per (pi, type) --------------------------------------------------------
 TypeCosts CostModel::type_costs(const ParallelConfig& pi, int type) const {
   const ModelSpec& m = workload_.model;
@@ -664,6 +679,10 @@ TypeCosts CostModel::type_costs(const ParallelConfig& pi, int type) const {
   // node's host memory, shared by the node's devices.
   t.offload_fraction = tr.optimizer_offload_fraction;
   t.offload_memory_fraction = std::max(tr.optimizer_offload_fraction, tr.offload_range_to);
+  if (t.offload_memory_fraction > t.offload_fraction) {
+    t.dense_least_act_bytes = least_layer_activations(t.dense);
+    t.moe_least_act_bytes = least_layer_activations(t.moe);
+  }
   t.activation_offload_layers = tr.activation_offload_layers;
   if (t.offload_memory_fraction > 0 || t.activation_offload_layers > 0) {
     const DevicePool& pool = cluster_.pools[static_cast<std::size_t>(type)];
@@ -740,24 +759,6 @@ namespace {
 // b received `times` times per step.
 CostModel::Boundary wrap_boundary(CostModel::Boundary b, int times) {
   return {times * b.fwd_s, times * b.bwd_s};
-}
-
-// The fewest activation bytes per micro-batch a stage of these layers can
-// keep under any recomputation, no more than `own` (what it keeps as
-// costed): per layer, its input alone (full recomputation) or what the
-// selective recomputation of every module leaves (`moe` subsumes two of
-// them, LayerCost::selective). The MTP layers are not recomputed.
-double least_activations(const TypeCosts& tc, int dense, int moe, int mtp,
-                         const LayerCost& mtp_layer, double own) {
-  const auto per_layer = [](const LayerCost& l) {
-    constexpr unsigned kAll = (1u << kNumRecomputeModules) - 1;
-    const double saved =
-        std::max(l.selective(kAll).saved_bytes,
-                 l.selective(kAll & ~module_bit(RecomputeModule::kMoe)).saved_bytes);
-    return std::min(l.act_full_bytes, l.act_bytes - saved);
-  };
-  return std::min(
-      own, dense * per_layer(tc.dense) + moe * per_layer(tc.moe) + mtp * mtp_layer.act_bytes);
 }
 
 }  // namespace
@@ -1004,10 +1005,11 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
   if (tc.offload_step_at_fit && tc.offload_memory_fraction > from) {
     const double opt_bytes =
         dense_params * tc.dense_opt_bytes_per_param + expert_params * tc.expert_opt_bytes_per_param;
-    const double rest =
-        c.memory.total() - c.memory.optimizer - c.memory.activations +
-        least_activations(tc, dense_layers, s.moe_layers, mtp, mtp_layer, act - offloaded_act) *
-            c.in_flight / pi.vpp * tc.activation_scale;
+    const double rest = c.memory.total() - c.memory.optimizer - c.memory.activations +
+                        std::min(act - offloaded_act, dense_layers * tc.dense_least_act_bytes +
+                                                          s.moe_layers * tc.moe_least_act_bytes +
+                                                          mtp * mtp_layer.act_bytes) *
+                            c.in_flight / pi.vpp * tc.activation_scale;
     if (opt_bytes > 0) {
       from = std::clamp(1.0 - (tc.capacity_bytes - rest) / opt_bytes, from,
                         tc.offload_memory_fraction);

@@ -128,6 +128,10 @@ struct TypeCosts {
   // the range's faster end (false: affine in the layers, for the per-layer
   // tail bounds; docs/search.md, "Job-wide knobs").
   bool offload_step_at_fit = true;
+  // Over a bound's range: the fewest activation bytes a dense and a MoE
+  // layer can keep per micro-batch under any recomputation.
+  double dense_least_act_bytes = 0;
+  double moe_least_act_bytes = 0;
   double host_bytes_per_param = 0;
   double offload_s_per_param = 0;
   double host_capacity_bytes = 0;
