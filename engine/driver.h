@@ -171,6 +171,12 @@ struct RunOptions {
   // proves it (config_lower_bound's steps_above_cut), for the searches
   // that will take them as step_floors. Changes no plan or counter.
   bool step_bounds_above_cut = false;
+  // The job search (run_job_search) runs a variant whose floors or step
+  // floors leave part of Pi open on that part alone (the others are
+  // skipped by their floors, as this search would skip them), and gives
+  // the result of Pi. false: every variant's search is of all of Pi (the
+  // same results and statistics; tests compare the two).
+  bool open_part_only = true;
   // A search of more than this many configuration-layers (configurations
   // x the model's layers) is split over the ranks; a smaller one runs
   // whole on every rank, with one collective at the end: its rounds'

@@ -180,6 +180,62 @@ RecomputeSetting setting_of(const Plan& plan, const std::vector<RecomputeSetting
   return s.kind == RecomputeKind::kFull ? RecomputeSetting{RecomputeKind::kFull, 0} : settings[0];
 }
 
+// The floors a variant's search leaves (SearchResult::floors), for the
+// searches of what it relaxes (RunOptions::floors). A search whose floors
+// leave part of Pi open is run on that part alone, `sub` (ascending
+// indices into Pi): every other configuration c is skipped by its floor,
+// the larger of `steps`'s and `base`'s at c (the search's own step floors
+// and floors; 0 where there are none), and keeps it. On the paper's and
+// DeepSeek-V3's offloading clusters most of Pi is skipped so in most
+// variants (bench/README.md, "Variants searched on what their floors
+// leave open").
+struct Floors {
+  std::size_t n = 0;  // Pi's configurations
+  std::shared_ptr<const Floors> base;
+  std::shared_ptr<const std::vector<double>> steps;
+  std::shared_ptr<const std::vector<std::uint32_t>> sub;  // null: all of Pi
+  std::vector<double> at;                                 // the floors over sub
+  // Every configuration outside sub has a floor above this: a search
+  // whose cut is at most this one finds no open configuration there.
+  double cut = std::numeric_limits<double>::infinity();
+
+  std::vector<double> dense() const {
+    if (!sub) return at;
+    std::vector<double> out = base ? base->dense() : std::vector<double>(n, 0.0);
+    if (steps) {
+      for (std::size_t c = 0; c < n; ++c) out[c] = std::max(out[c], (*steps)[c]);
+    }
+    for (std::size_t k = 0; k < sub->size(); ++k) out[(*sub)[k]] = at[k];
+    return out;
+  }
+};
+
+// The result of a search of Pi, from that of its restriction to f.sub
+// (whose floors were moved to f.at): the configurations outside it
+// skipped by their floors, as run_search skips them. Its statistics and
+// units are Pi's already.
+void complete(SearchResult& r, const Floors& f) {
+  r.floors = f.dense();
+  if (!f.sub) return;
+  const std::vector<std::uint32_t>& sub = *f.sub;
+  const auto spread = [&](auto& values, auto rest) {
+    std::vector<std::decay_t<decltype(values[0])>> out(f.n, rest);
+    for (std::size_t k = 0; k < sub.size(); ++k) out[sub[k]] = values[k];
+    values = std::move(out);
+  };
+  spread(r.outcome_of, SearchResult::kSkippedByBound);
+  std::vector<double> lower = r.floors;
+  for (std::size_t k = 0; k < sub.size(); ++k) lower[sub[k]] = r.lower_bounds[k];
+  r.lower_bounds = std::move(lower);
+  std::vector<double> steps = f.steps ? *f.steps : std::vector<double>(f.n, 0.0);
+  for (std::size_t k = 0; k < sub.size(); ++k) steps[sub[k]] = r.step_bounds[k];
+  r.step_bounds = std::move(steps);
+  spread(r.estimates, 0.0);
+  spread(r.ran_on, -1);
+  spread(r.round_of, -1);
+  spread(r.parts, 0);
+}
+
 // The merged top K over variants, and the search of the best one's. A
 // plan found again under another recompute setting of the same knobs
 // (full block K beyond every stage is full), or at another offload
@@ -194,8 +250,10 @@ class Merger {
   }
   // `configs`: the variant's Pi (its search leaves SearchResult::configs
   // empty), put in the result kept.
+  // `floors`: the floors the search left (its own are moved there).
   void add(SearchResult&& r, std::size_t variant,
-           std::shared_ptr<const std::vector<ParallelConfig>> configs) {
+           std::shared_ptr<const std::vector<ParallelConfig>> configs,
+           std::shared_ptr<const Floors> floors) {
     bool best = false;
     for (const PlanCandidate& c : r.top) {
       const auto entry = std::make_pair(c, variant);
@@ -216,6 +274,7 @@ class Merger {
     if (best || !have_) {
       result_ = std::move(r);
       configs_ = std::move(configs);
+      floors_ = std::move(floors);
       best_variant_ = variant;
       have_ = true;
     }
@@ -229,6 +288,7 @@ class Merger {
   std::size_t best_variant() const { return best_variant_; }
   SearchResult take() {
     if (configs_) result_.configs = *configs_;
+    if (floors_) complete(result_, *floors_);
     return std::move(result_);
   }
 
@@ -244,6 +304,7 @@ class Merger {
   std::vector<std::pair<PlanCandidate, std::size_t>> top_;
   SearchResult result_;
   std::shared_ptr<const std::vector<ParallelConfig>> configs_;
+  std::shared_ptr<const Floors> floors_;
   std::size_t best_variant_ = 0;
   bool have_ = false;
 };
@@ -409,6 +470,7 @@ std::string encode_job_result(const JobSearchResult& j) {
   b.put(j.per_stage_best);
   b.put(j.units);
   b.put(j.rounds);
+  b.put(j.floored_before);
   return b.take();
 }
 
@@ -436,6 +498,7 @@ JobSearchResult decode_job_result(const std::string& bytes) {
   b.get(j.per_stage_best);
   b.get(j.units);
   b.get(j.rounds);
+  b.get(j.floored_before);
   HAPMOE_REQUIRE(b.done(), "decode_job_result: bytes left over");
   return j;
 }
@@ -547,17 +610,22 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
     Space configs;  // the Pi its indices refer to
     std::vector<std::pair<std::uint32_t, double>> low;
     double rest = std::numeric_limits<double>::infinity();
+    mutable std::shared_ptr<const std::vector<double>> dense_;  // made once
     void keep_under(double cut) {
       std::erase_if(low, [&](const auto& e) {
         if (e.second <= cut) return false;
         rest = std::min(rest, e.second);
         return true;
       });
+      dense_.reset();
     }
-    std::vector<double> dense() const {
-      std::vector<double> out(n, rest);
-      for (const auto& [c, v] : low) out[c] = v;
-      return out;
+    const std::shared_ptr<const std::vector<double>>& dense() const {
+      if (!dense_) {
+        auto out = std::make_shared<std::vector<double>>(n, rest);
+        for (const auto& [c, v] : low) (*out)[c] = v;
+        dense_ = std::move(out);
+      }
+      return dense_;
     }
   };
   bool base_done = false;  // base_kth is set
@@ -614,12 +682,18 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
     return nullptr;
   };
 
-  // One variant's search against `incumbent`, its outcome recorded;
-  // nullopt when a check refuses the variant.
+  // One variant's search against `incumbent` given the floors of one it
+  // relaxes (null: none), its outcome recorded: its result (of Pi, or of
+  // the part of Pi the floors leave open, Floors::sub) and the floors it
+  // leaves; nullopt when a check refuses the variant.
   StopReason stopped = StopReason::kNone;
   SearchProgress* const progress = run.progress;
+  struct Searched {
+    SearchResult result;  // its floors moved to `floors`
+    std::shared_ptr<const Floors> floors;
+  };
   const auto search = [&](const JobVariant& v, double incumbent,
-                          const std::vector<double>* floors) -> std::optional<SearchResult> {
+                          const std::shared_ptr<const Floors>& floors) -> std::optional<Searched> {
     if (progress != nullptr) progress->variants.fetch_add(1, std::memory_order_relaxed);
     VariantOutcome o;
     o.variant = v;
@@ -639,35 +713,100 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
     r.configs = configs.get();
     r.summary = summary_of(v);
     r.result_configs = false;  // the one result kept gets Pi (Merger)
-    r.floors = floors != nullptr && !floors->empty() ? floors : nullptr;
+    const bool floored = floors && (floors->sub || !floors->at.empty());
     const StepKey key = step_key(v);
     const StepFloors* known = find_steps(key);
-    std::vector<double> steps;
+    std::shared_ptr<const std::vector<double>> given_steps;
     if (known != nullptr) {
-      steps = known->dense();
-      r.step_floors = &steps;
+      given_steps = known->dense();
     } else if (v.vpp > 1) {
       StepKey uninterleaved = key;
       std::get<1>(uninterleaved) = 1;
       if (const StepFloors* one = find_steps(uninterleaved)) {
-        steps =
-            interleaved_step_floors(one->dense(), *one->configs, *configs, w.training.global_batch);
-        r.step_floors = &steps;
+        given_steps = std::make_shared<const std::vector<double>>(interleaved_step_floors(
+            *one->dense(), *one->configs, *configs, w.training.global_batch));
       }
     }
+    r.step_floors = given_steps.get();
     // This search's step bounds are kept where a later search can skip by
     // them: in the workload's own combination (all of them, cut once
     // base_kth is known) or under a finite base_kth. Not from a search
     // given floors: those skip configurations without their step bound.
     const double later = std::min(run.incumbent, base_kth);
-    const bool keep_steps =
-        known == nullptr && r.floors == nullptr && (!base_done || std::isfinite(later));
+    const bool keep_steps = known == nullptr && !floored && (!base_done || std::isfinite(later));
     r.step_bounds_above_cut = keep_steps;
+
+    // The configurations the floors leave open (their floor at most the
+    // cut: run_search skips the others by it), found among those the
+    // floors' search left open when its cut was no lower, else among the
+    // step bounds kept under a cut, else over Pi. The search is of these
+    // alone when they are not all of Pi.
+    const std::size_t n = configs->size();
+    const double cut = skip_above(r.incumbent);
+    std::vector<double> dense_floors;  // the floors over Pi, when given over a part
+    const std::vector<double>* floors_of = nullptr;
+    if (floored && !floors->sub) {
+      floors_of = &floors->at;
+    } else if (floored && floors->cut < cut) {
+      dense_floors = floors->dense();
+      floors_of = &dense_floors;
+    }
+    std::vector<std::uint32_t> sub;
+    std::vector<double> sub_floors;
+    std::vector<double> sub_steps;
+    const auto consider = [&](std::size_t c, double floor) {
+      const double step = given_steps ? (*given_steps)[c] : 0.0;
+      if (std::max(floor, step) > cut) return;
+      sub.push_back(static_cast<std::uint32_t>(c));
+      sub_floors.push_back(floor);
+      sub_steps.push_back(step);
+    };
+    bool part = false;  // sub is not all of Pi
+    if (run.open_part_only && options.bound && (floored || given_steps) && run.resume == nullptr &&
+        !run.checkpoint && !keep_steps) {
+      if (floored && floors_of == nullptr) {
+        for (std::size_t k = 0; k < floors->sub->size(); ++k) {
+          consider((*floors->sub)[k], floors->at[k]);
+        }
+      } else if (!floored && known != nullptr && known->rest > cut) {
+        for (const auto& e : known->low) consider(e.first, 0.0);
+      } else {
+        for (std::size_t c = 0; c < n; ++c) consider(c, floors_of ? (*floors_of)[c] : 0.0);
+      }
+      part = sub.size() < n;
+    }
+    std::vector<ParallelConfig> sub_configs;
+    if (part) {
+      sub_configs.reserve(sub.size());
+      for (const std::uint32_t c : sub) sub_configs.push_back((*configs)[c]);
+      r.configs = &sub_configs;
+      r.floors = floored ? &sub_floors : nullptr;
+      r.step_floors = given_steps ? &sub_steps : nullptr;
+    } else if (floored) {
+      if (floors_of == nullptr) {
+        dense_floors = floors->dense();
+        floors_of = &dense_floors;
+      }
+      r.floors = floors_of;
+    }
     SearchResult res = run_search(vw, cluster, opt, false, comm, r);
-    if (keep_steps && res.step_bounds.size() == r.configs->size() &&
-        res.stopped == StopReason::kNone) {
+    auto node = std::make_shared<Floors>();
+    node->n = n;
+    if (part) {
+      const auto skipped = static_cast<std::int64_t>(n - sub.size());
+      res.stats.configs += skipped;
+      res.stats.configs_bounded += skipped;
+      out.floored_before += skipped;
+      for (UnitFigures& u : res.units) u.config = sub[u.config];
+      node->base = floored ? floors : nullptr;
+      node->steps = given_steps;
+      node->sub = std::make_shared<const std::vector<std::uint32_t>>(std::move(sub));
+      node->cut = cut;
+    }
+    node->at = std::move(res.floors);
+    if (keep_steps && res.step_bounds.size() == n && res.stopped == StopReason::kNone) {
       StepFloors f;
-      f.n = res.step_bounds.size();
+      f.n = n;
       f.configs = configs;
       for (std::size_t c = 0; c < f.n; ++c) {
         f.low.emplace_back(static_cast<std::uint32_t>(c), res.step_bounds[c]);
@@ -686,7 +825,7 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
     out.stats += res.stats;
     if (res.stopped != StopReason::kNone) stopped = res.stopped;
     out.variants.push_back(std::move(o));
-    return res;
+    return Searched{std::move(res), std::move(node)};
   };
 
   // One combination of the knobs against `incumbent`: its search, or with
@@ -695,7 +834,7 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
   // a plan too: its closest miss is what "no plan" reports); its
   // variants and configurations counted per dimension.
   struct Found {
-    std::vector<std::pair<SearchResult, std::size_t>> results;
+    std::vector<std::pair<Searched, std::size_t>> results;
     Space configs;  // their Pi (the combination's)
     double best = std::numeric_limits<double>::infinity();
   };
@@ -715,26 +854,28 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
     }
   };
   const auto search_combo = [&](const JobVariant& combo, double incumbent,
-                                const std::vector<double>* floors) -> Found {
+                                const std::shared_ptr<const Floors>& floors) -> Found {
     Found found;
     const std::size_t first = out.variants.size();
-    const auto keep = [&](SearchResult&& res) {
-      if (!res.top.empty()) found.best = std::min(found.best, res.top.front().latency_s);
+    const auto keep = [&](Searched&& res) {
+      if (!res.result.top.empty()) {
+        found.best = std::min(found.best, res.result.top.front().latency_s);
+      }
       found.results.emplace_back(std::move(res), out.variants.size() - 1);
     };
     if (!space.job_recompute) {
-      if (std::optional<SearchResult> res = search(combo, incumbent, floors)) {
+      if (std::optional<Searched> res = search(combo, incumbent, floors)) {
         keep(std::move(*res));
       }
     } else {
       JobVariant per_stage = combo;
       per_stage.recompute.reset();
-      std::optional<SearchResult> bound = search(per_stage, incumbent, floors);
-      if (bound && bound->top.empty()) keep(std::move(*bound));
-      if (bound && !bound->top.empty()) {
+      std::optional<Searched> bound = search(per_stage, incumbent, floors);
+      if (bound && bound->result.top.empty()) keep(std::move(*bound));
+      if (bound && !bound->result.top.empty()) {
         const std::vector<RecomputeSetting> all = recompute_settings(apply(w, combo), combo.vpp);
-        const double floor = bound->top.front().latency_s;
-        const RecomputeSetting guess = setting_of(bound->top.front().plan, all);
+        const double floor = bound->result.top.front().latency_s;
+        const RecomputeSetting guess = setting_of(bound->result.top.front().plan, all);
         // Each setting after the first is searched only for a plan faster
         // than the combination's best so far, and none once that best is
         // the per-stage floor (up to rounding: the same stages summed in
@@ -744,8 +885,7 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
           JobVariant v = combo;
           v.recompute = st;
           // Per-stage recompute relaxes every setting: its floors hold.
-          std::optional<SearchResult> res =
-              search(v, std::min(incumbent, found.best), &bound->floors);
+          std::optional<Searched> res = search(v, std::min(incumbent, found.best), bound->floors);
           floor_of.resize(out.variants.size(), std::numeric_limits<double>::infinity());
           floor_of.back() = floor;
           if (res) keep(std::move(*res));
@@ -789,7 +929,9 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
     const int away = std::popcount(differs(combo, base));
     Found found = search_combo(combo, incumbent_for(combo), nullptr);
     record_best(combo, found.best);
-    for (auto& [res, index] : found.results) merged.add(std::move(res), index, found.configs);
+    for (auto& [res, index] : found.results) {
+      merged.add(std::move(res.result), index, found.configs, std::move(res.floors));
+    }
     if (away != 0) return;
     // The workload's own combination is done: later incumbents are at
     // most base_kth.
@@ -816,7 +958,7 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
   const auto offloading = [&](const JobVariant& combo) {
     struct Range {
       int lo, hi;
-      std::shared_ptr<const std::vector<double>> floors;  // of the range it halves
+      std::shared_ptr<const Floors> floors;  // of the range it halves
     };
     std::vector<Range> ranges = {{1, steps, nullptr}};
     while (!ranges.empty() && stopped == StopReason::kNone) {
@@ -826,21 +968,22 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
       at.offload = static_cast<double>(lo) / steps;
       const double incumbent = incumbent_for(at);
       if (lo == hi) {
-        Found found = search_combo(at, incumbent, floors.get());
+        Found found = search_combo(at, incumbent, floors);
         record_best(at, found.best);
-        for (auto& [res, index] : found.results) merged.add(std::move(res), index, found.configs);
+        for (auto& [res, index] : found.results) {
+          merged.add(std::move(res.result), index, found.configs, std::move(res.floors));
+        }
         continue;
       }
       at.offload_to = static_cast<double>(hi) / steps;
       at.recompute.reset();
       const std::size_t first = out.variants.size();
-      std::optional<SearchResult> bound = search(at, incumbent, floors.get());
+      std::optional<Searched> bound = search(at, incumbent, floors);
       count_dims(at, first);
-      if (!bound || bound->top.empty()) continue;
+      if (!bound || bound->result.top.empty()) continue;
       const int mid = (lo + hi) / 2;
-      auto halves = std::make_shared<const std::vector<double>>(std::move(bound->floors));
-      ranges.push_back({mid + 1, hi, halves});
-      ranges.push_back({lo, mid, halves});
+      ranges.push_back({mid + 1, hi, bound->floors});
+      ranges.push_back({lo, mid, bound->floors});
     }
   };
   // The combinations at most one dimension away and their offload first,

@@ -115,6 +115,9 @@ struct JobSearchResult {
   // indexes that variant's configurations.
   std::vector<UnitFigures> units;
   int rounds = 0;
+  // The configurations of every variant skipped by their floors before
+  // its search (RunOptions::open_part_only).
+  std::int64_t floored_before = 0;
 };
 
 // An interleaved variant's step floors (RunOptions::step_floors) from the

@@ -978,5 +978,101 @@ TEST(JobSpace, InterleavedStepFloorIsTheStepsOfAlikeStages) {
   EXPECT_EQ(interleaved_step_floors({1.0}, {a}, {b}, 8), std::vector<double>{0.0});
 }
 
+// Every variant whose floors or step floors leave part of Pi open is
+// searched on that part alone (RunOptions::open_part_only), and gives what
+// a search of all of Pi gives: the same plans, the same statistics of
+// every variant, and the kept search's figures per configuration and per
+// unit. Offload ranges halved (floors given over a part of Pi, and a
+// finer cut than the range's), interleaved step floors and job-wide
+// recompute each take that path here.
+TEST(JobSpace, VariantsSearchedOnWhatTheirFloorsLeaveOpenAreAsOverPi) {
+  const auto same_stats = [](const SearchStats& a, const SearchStats& b, const std::string& what) {
+    EXPECT_EQ(a.configs, b.configs) << what;
+    EXPECT_EQ(a.configs_evaluated, b.configs_evaluated) << what;
+    EXPECT_EQ(a.states, b.states) << what;
+    EXPECT_EQ(a.transitions, b.transitions) << what;
+    EXPECT_EQ(a.pruned_load_balance, b.pruned_load_balance) << what;
+    EXPECT_EQ(a.pruned_memory, b.pruned_memory) << what;
+    EXPECT_EQ(a.pruned_bound, b.pruned_bound) << what;
+    EXPECT_EQ(a.configs_bounded, b.configs_bounded) << what;
+    EXPECT_EQ(a.feasible, b.feasible) << what;
+  };
+  struct Case {
+    std::string model, cluster;
+    JobSpace space;
+  };
+  JobSpace knobs;
+  knobs.dims =
+      job_dim_bit(JobDim::kOffload) | job_dim_bit(JobDim::kVpp) | job_dim_bit(JobDim::kSharding);
+  knobs.max_vpp = 2;
+  JobSpace recompute;
+  recompute.dims = job_dim_bit(JobDim::kOffload);
+  recompute.job_recompute = true;
+  recompute.offload_step = 0.25;
+  for (const Case& k :
+       {Case{"mixtral-l", "paper:16-1", knobs}, Case{"mixtral-l", "paper:32-1", recompute}}) {
+    const Workload w = load_workload(k.model);
+    const ClusterSpec c = load_cluster(k.cluster);
+    SearchOptions opt;
+    opt.top_k = 2;
+    SerialComm comm;
+    RunOptions over_pi;
+    over_pi.open_part_only = false;
+    const JobSearchResult a = run_job_search(w, c, opt, k.space, comm, RunOptions{});
+    const JobSearchResult b = run_job_search(w, c, opt, k.space, comm, over_pi);
+    const std::string what = k.model + " on " + k.cluster;
+    EXPECT_GT(a.floored_before, 0) << what;  // the path is taken
+    EXPECT_EQ(b.floored_before, 0) << what;
+    ASSERT_FALSE(a.result.top.empty()) << what;
+    EXPECT_EQ(a.best, b.best) << what;
+    EXPECT_EQ(a.best_s, b.best_s) << what;
+    ASSERT_EQ(a.variants.size(), b.variants.size()) << what;
+    for (std::size_t v = 0; v < a.variants.size(); ++v) {
+      const std::string which = what + ": " + to_string(a.variants[v].variant, true);
+      EXPECT_EQ(a.variants[v].variant, b.variants[v].variant) << which;
+      EXPECT_EQ(a.variants[v].best, b.variants[v].best) << which;
+      EXPECT_EQ(a.variants[v].bounded, b.variants[v].bounded) << which;
+      same_stats(a.variants[v].stats, b.variants[v].stats, which);
+    }
+    same_stats(a.stats, b.stats, what);
+    for (int d = 0; d < kNumJobDims; ++d) {
+      EXPECT_EQ(a.dim_configs[d], b.dim_configs[d]) << what << " " << d;
+      EXPECT_EQ(a.dim_best[d], b.dim_best[d]) << what << " " << d;
+    }
+    EXPECT_EQ(a.recompute_configs, b.recompute_configs) << what;
+    EXPECT_EQ(a.per_stage_best, b.per_stage_best) << what;
+    EXPECT_EQ(a.rounds, b.rounds) << what;
+    ASSERT_EQ(a.units.size(), b.units.size()) << what;
+    for (std::size_t u = 0; u < a.units.size(); ++u) {
+      EXPECT_EQ(a.units[u].config, b.units[u].config) << what << " unit " << u;
+      EXPECT_EQ(a.units[u].round, b.units[u].round) << what << " unit " << u;
+      EXPECT_EQ(a.units[u].transitions, b.units[u].transitions) << what << " unit " << u;
+    }
+    // The kept search, per configuration.
+    const SearchResult& x = a.result;
+    const SearchResult& y = b.result;
+    ASSERT_EQ(x.top.size(), y.top.size()) << what;
+    for (std::size_t t = 0; t < x.top.size(); ++t) {
+      EXPECT_EQ(x.top[t].plan, y.top[t].plan) << what;
+      EXPECT_EQ(x.top[t].latency_s, y.top[t].latency_s) << what;
+    }
+    same_stats(x.stats, y.stats, what + " (kept)");
+    EXPECT_EQ(x.configs, y.configs) << what;
+    EXPECT_EQ(x.outcome_of, y.outcome_of) << what;
+    EXPECT_EQ(x.lower_bounds, y.lower_bounds) << what;
+    EXPECT_EQ(x.floors, y.floors) << what;
+    EXPECT_EQ(x.step_bounds, y.step_bounds) << what;
+    EXPECT_EQ(x.estimates, y.estimates) << what;
+    EXPECT_EQ(x.ran_on, y.ran_on) << what;
+    EXPECT_EQ(x.round_of, y.round_of) << what;
+    EXPECT_EQ(x.parts, y.parts) << what;
+    EXPECT_EQ(x.rounds, y.rounds) << what;
+    ASSERT_EQ(x.outcomes.size(), y.outcomes.size()) << what;
+    ASSERT_EQ(x.units.size(), y.units.size()) << what;
+    for (std::size_t u = 0; u < x.units.size(); ++u) {
+      EXPECT_EQ(x.units[u].config, y.units[u].config) << what << " kept unit " << u;
+    }
+  }
+}
 }  // namespace
 }  // namespace hapmoe
