@@ -596,6 +596,7 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
   using SpaceKey = std::tuple<int, int, Precision>;
   using Space = std::shared_ptr<const std::vector<ParallelConfig>>;
   std::vector<std::pair<SpaceKey, Space>> spaces;
+  std::vector<std::pair<SpaceKey, Space>> roots;
   std::deque<std::pair<SpaceKey, PiSummary>> summaries;  // never moved: searches point into it
 
   // The step bounds (SearchResult::step_bounds) per (micro-batch, vpp,
@@ -653,20 +654,28 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
     for (const auto& [k, f] : step_floors) {
       if (SpaceKey{std::get<0>(k), std::get<1>(k), std::get<2>(k)} == key) return f.configs;
     }
-    // Another vpp's Pi of the same micro-batch and precision gives this
-    // one in a pass (with_vpp; the plain one comes before the interleaved
-    // ones), an enumeration otherwise.
+    // A known Pi of the same precision, without interleaving or
+    // interleaved like this one, at a micro-batch dividing this one's,
+    // gives it in a pass (with_vpp), the smallest such; an enumeration
+    // otherwise. The first enumerated of each precision is kept (roots):
+    // the micro-batches come in increasing order, the least first.
     Space known;
-    for (const auto& [k, configs] : spaces) {
-      if (std::get<0>(k) == v.micro_batch && std::get<2>(k) == v.precision &&
-          (std::get<1>(k) == 1 || v.vpp > 1)) {
+    const auto consider = [&](const SpaceKey& k, const Space& configs) {
+      if (std::get<2>(k) == v.precision && v.micro_batch % std::get<0>(k) == 0 &&
+          (std::get<1>(k) == 1 || v.vpp > 1) && (!known || configs->size() < known->size())) {
         known = configs;
       }
+    };
+    for (const auto& [k, configs] : roots) consider(k, configs);
+    for (const auto& [k, configs] : spaces) consider(k, configs);
+    for (const auto& [k, f] : step_floors) {
+      consider(SpaceKey{std::get<0>(k), std::get<1>(k), std::get<2>(k)}, f.configs);
     }
     if (spaces.size() == 2) spaces.erase(spaces.begin());
     spaces.emplace_back(
         key, std::make_shared<const std::vector<ParallelConfig>>(
                  known ? with_vpp(*known, vw, v.vpp) : enumerate_configs(vw, cluster, so)));
+    if (!known) roots.emplace_back(key, spaces.back().second);
     if (std::none_of(summaries.begin(), summaries.end(),
                      [&](const auto& e) { return e.first == key; })) {
       summaries.emplace_back(key, summarize(*spaces.back().second));
@@ -763,7 +772,7 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
     };
     bool part = false;  // sub is not all of Pi
     if (run.open_part_only && options.bound && (floored || given_steps) && run.resume == nullptr &&
-        !run.checkpoint && !keep_steps) {
+        !run.checkpoint) {
       if (floored && floors_of == nullptr) {
         for (std::size_t k = 0; k < floors->sub->size(); ++k) {
           consider((*floors->sub)[k], floors->at[k]);
@@ -804,12 +813,17 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
       node->cut = cut;
     }
     node->at = std::move(res.floors);
-    if (keep_steps && res.step_bounds.size() == n && res.stopped == StopReason::kNone) {
+    if (keep_steps && res.step_bounds.size() == r.configs->size() &&
+        res.stopped == StopReason::kNone) {
+      // Outside the part searched, a configuration's step bound is its
+      // step floor (run_search's, where a floor skips it).
       StepFloors f;
       f.n = n;
       f.configs = configs;
-      for (std::size_t c = 0; c < f.n; ++c) {
-        f.low.emplace_back(static_cast<std::uint32_t>(c), res.step_bounds[c]);
+      for (std::size_t c = 0, k = 0; c < f.n; ++c) {
+        const bool searched = !part || (k < node->sub->size() && (*node->sub)[k] == c);
+        f.low.emplace_back(static_cast<std::uint32_t>(c),
+                           searched ? res.step_bounds[part ? k++ : c] : (*given_steps)[c]);
       }
       f.keep_under(skip_above(later));
       step_floors.emplace_back(key, std::move(f));

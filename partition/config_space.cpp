@@ -99,12 +99,16 @@ std::vector<ParallelConfig> enumerate_configs(const Workload& w, const ClusterSp
 
 std::vector<ParallelConfig> with_vpp(const std::vector<ParallelConfig>& known,
                                      const Workload& workload, int vpp) {
+  const int micro_batch = workload.training.micro_batch;
   std::vector<ParallelConfig> out;
   out.reserve(known.size());
   for (ParallelConfig pi : known) {
     HAPMOE_REQUIRE(pi.vpp == 1 || vpp > 1,
                    "with_vpp: an interleaved Pi does not hold the plain one's");
+    HAPMOE_REQUIRE(micro_batch % pi.micro_batch == 0,
+                   "with_vpp: the Pi of a micro-batch that does not divide this one's");
     pi.vpp = vpp;
+    pi.micro_batch = micro_batch;
     if (parallel_ok(pi, workload)) out.push_back(pi);
   }
   return out;

@@ -40,12 +40,14 @@ int stage_capacity(const ClusterSpec& cluster, int type, const ParallelConfig& p
 std::vector<ParallelConfig> enumerate_configs(const Workload& workload, const ClusterSpec& cluster,
                                               const SpaceOptions& options = {});
 
-// Pi with `vpp` virtual stages from `known`, the same workload's Pi
-// (enumerate_configs, the same options) with another number: equal to
-// enumerate_configs with options.vpp = vpp, in one pass over `known`.
+// Pi of `workload` with `vpp` virtual stages from `known`, the Pi
+// (enumerate_configs, the same cluster and options) of the workload with
+// another number of them or a micro-batch that divides this one's: equal
+// to enumerate_configs with options.vpp = vpp, in one pass over `known`.
 // Interleaving only adds rules, the same for every vpp > 1 (PP >= 2, the
 // micro-batches in groups of PP: partition/constraints.cpp), so `known`
-// must be without interleaving or `vpp` interleaved.
+// must be without interleaving or `vpp` interleaved; a larger micro-batch
+// only adds divisibility (DP x micro-batch divides the global batch).
 std::vector<ParallelConfig> with_vpp(const std::vector<ParallelConfig>& known,
                                      const Workload& workload, int vpp);
 

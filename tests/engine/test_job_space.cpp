@@ -375,6 +375,41 @@ TEST(JobSpace, PiWithAnotherVppIsAPassOverAKnownOne) {
   }
 }
 
+// So is the Pi of a micro-batch that a known one's divides (the job search
+// enumerates one Pi per precision and passes over it for the others).
+TEST(JobSpace, PiOfALargerMicroBatchIsAPassOverAKnownOne) {
+  for (const auto& [model, cluster] : kPiCases) {
+    const ClusterSpec c = load_cluster(cluster);
+    Workload w = load_workload(model);
+    w.training.global_batch = 48;  // micro-batches 1, 2, 3, 4, 6, 8 all divide it
+    const auto pi = [&](int b, int vpp) {
+      Workload at = w;
+      at.training.micro_batch = b;
+      SpaceOptions so;
+      so.vpp = vpp;
+      return enumerate_configs(at, c, so);
+    };
+    const std::vector<ParallelConfig> one = pi(1, 1);
+    const std::vector<ParallelConfig> two = pi(2, 1);
+    int smaller = 0;
+    for (const int b : {2, 3, 4, 6, 8}) {
+      Workload at = w;
+      at.training.micro_batch = b;
+      for (const int vpp : {1, 2, 4}) {
+        const std::vector<ParallelConfig> want = pi(b, vpp);
+        smaller += want.size() < one.size() ? 1 : 0;
+        EXPECT_EQ(with_vpp(one, at, vpp), want) << model << " b=" << b << " vpp=" << vpp;
+        if (b % 2 == 0) {
+          EXPECT_EQ(with_vpp(two, at, vpp), want) << model << " b=" << b << " vpp=" << vpp;
+        } else {
+          EXPECT_THROW(with_vpp(two, at, vpp), ContractError) << model << " b=" << b;
+        }
+      }
+    }
+    EXPECT_GT(smaller, 10) << model;
+  }
+}
+
 // H100 has FP8 and DeepEP: both are tried; 910B has neither.
 TEST(JobSpace, Fp8AndFlexOnlyWhereEveryDeviceHasThem) {
   const Workload w = load_workload("mixtral-s");
