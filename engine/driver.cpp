@@ -417,8 +417,9 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   PiSummary own_summary;
   if (run.summary == nullptr) own_summary = summarize(configs);
   const PiSummary& summary = run.summary != nullptr ? *run.summary : own_summary;
-  const ProfileTables tables = tables_for(w, cluster, summary, opt.profile.get());
-  const CostModel model(w, cluster, tables);
+  ProfileTables own_tables;
+  if (run.tables == nullptr) own_tables = tables_for(w, cluster, summary, opt.profile.get());
+  const CostModel model(w, cluster, run.tables != nullptr ? *run.tables : own_tables);
   HAPMOE_REQUIRE(n <= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()),
                  "run_search: more configurations than an int32 index reaches");
   if (const std::int64_t budget = run.limits.max_memory_bytes; budget > 0) {

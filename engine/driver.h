@@ -150,6 +150,11 @@ struct RunOptions {
   // summarize(*configs), when the caller keeps it with Pi. nullptr: the
   // search makes it.
   const PiSummary* summary = nullptr;
+  // tables_for(this search's workload, cluster, summary and profile), when
+  // the caller keeps them: the job search, per micro-batch, vpp and
+  // precision (a variant's other knobs do not enter them; docs/search.md,
+  // "Job-wide knobs"). nullptr: the search makes them.
+  const ProfileTables* tables = nullptr;
   // Per configuration of Pi, when the caller knows them: a latency that no
   // plan of it reaches under this search's costs, the SearchResult::floors
   // of a search of a relaxation of this one (cheaper in every time term and

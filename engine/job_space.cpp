@@ -597,7 +597,16 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
   using Space = std::shared_ptr<const std::vector<ParallelConfig>>;
   std::vector<std::pair<SpaceKey, Space>> spaces;
   std::vector<std::pair<SpaceKey, Space>> roots;
-  std::deque<std::pair<SpaceKey, PiSummary>> summaries;  // never moved: searches point into it
+  // Per key, Pi's summary (a few degrees) and the tables of the searches
+  // (RunOptions::summary and tables), made once; never moved: searches
+  // point into them. JobSpace.TablesDependOnlyOnMicroBatchAndPrecision
+  // checks that no other knob enters the tables.
+  struct Facts {
+    SpaceKey key;
+    PiSummary summary;
+    std::optional<ProfileTables> tables;
+  };
+  std::deque<Facts> facts;
 
   // The step bounds (SearchResult::step_bounds) per (micro-batch, vpp,
   // precision, dispatcher): the layer steps, boundaries, embedding and
@@ -676,19 +685,19 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
         key, std::make_shared<const std::vector<ParallelConfig>>(
                  known ? with_vpp(*known, vw, v.vpp) : enumerate_configs(vw, cluster, so)));
     if (!known) roots.emplace_back(key, spaces.back().second);
-    if (std::none_of(summaries.begin(), summaries.end(),
-                     [&](const auto& e) { return e.first == key; })) {
-      summaries.emplace_back(key, summarize(*spaces.back().second));
+    if (std::none_of(facts.begin(), facts.end(), [&](const Facts& f) { return f.key == key; })) {
+      facts.push_back({key, summarize(*spaces.back().second), std::nullopt});
     }
     return spaces.back().second;
   };
-  // Pi's summary (RunOptions::summary) per key, made once: a few degrees.
-  const auto summary_of = [&](const JobVariant& v) -> const PiSummary* {
+  // The facts of a variant's key, its tables made with its workload `vw`
+  // the first time (space_of has made the facts).
+  const auto facts_of = [&](const Workload& vw, const JobVariant& v) -> Facts& {
     const SpaceKey key{v.micro_batch, v.vpp, v.precision};
-    for (const auto& [k, summary] : summaries) {
-      if (k == key) return &summary;
-    }
-    return nullptr;
+    Facts& f =
+        *std::find_if(facts.begin(), facts.end(), [&](const Facts& e) { return e.key == key; });
+    if (!f.tables) f.tables = tables_for(vw, cluster, f.summary, options.profile.get());
+    return f;
   };
 
   // One variant's search against `incumbent` given the floors of one it
@@ -720,7 +729,9 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
     r.incumbent = std::min(run.incumbent, incumbent);
     const Space configs = space_of(vw, v, opt.space);
     r.configs = configs.get();
-    r.summary = summary_of(v);
+    const Facts& known_facts = facts_of(vw, v);
+    r.summary = &known_facts.summary;
+    r.tables = &*known_facts.tables;
     r.result_configs = false;  // the one result kept gets Pi (Merger)
     const bool floored = floors && (floors->sub || !floors->at.empty());
     const StepKey key = step_key(v);

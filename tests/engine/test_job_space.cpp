@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <set>
@@ -1107,6 +1108,67 @@ TEST(JobSpace, VariantsSearchedOnWhatTheirFloorsLeaveOpenAreAsOverPi) {
     for (std::size_t u = 0; u < x.units.size(); ++u) {
       EXPECT_EQ(x.units[u].config, y.units[u].config) << what << " kept unit " << u;
     }
+  }
+}
+
+// The job search makes a search's profile tables once per micro-batch,
+// vpp and precision: no other knob may enter them (sharding, offload,
+// dispatcher, job-wide recompute, FP8 aside).
+TEST(JobSpace, TablesDependOnlyOnMicroBatchAndPrecision) {
+  const Workload w = load_workload("mixtral-s");
+  const ClusterSpec c = load_cluster("paper:16-2");
+  const PiSummary summary = summarize(enumerate_configs(w, c, SpaceOptions{}));
+  const auto same = [](const ProfileTables& a, const ProfileTables& b) {
+    if (a.compute.size() != b.compute.size() || a.devices.size() != b.devices.size()) return false;
+    for (std::size_t h = 0; h < a.compute.size(); ++h) {
+      if (std::memcmp(&a.devices[h], &b.devices[h], sizeof(DeviceCoefficients)) != 0) return false;
+      if (a.compute[h].size() != b.compute[h].size()) return false;
+      for (const auto& [key, entry] : a.compute[h]) {
+        const auto at = b.compute[h].find(key);
+        if (at == b.compute[h].end() ||
+            std::memcmp(&entry, &at->second, sizeof(ComputeEntry)) != 0) {
+          return false;
+        }
+      }
+    }
+    return true;
+  };
+  for (const int b : {1, 2}) {
+    JobVariant base = base_variant(w);
+    base.micro_batch = b;
+    const ProfileTables want = tables_for(apply(w, base), c, summary);
+    std::vector<JobVariant> others;
+    for (const int vpp : {2, 3}) {
+      others.push_back(base);
+      others.back().vpp = vpp;
+    }
+    others.push_back(base);
+    others.back().distributed_optimizer = false;
+    for (const Fsdp f : {Fsdp::kOptimGrads, Fsdp::kOptimGradsParams}) {
+      others.push_back(base);
+      others.back().fsdp = f;
+    }
+    for (const double offload : {0.25, 1.0}) {
+      others.push_back(base);
+      others.back().offload = offload;
+    }
+    others.push_back(base);
+    others.back().offload_to = 0.5;
+    for (const Dispatcher d : {Dispatcher::kAllGather, Dispatcher::kFlex, Dispatcher::kAuto}) {
+      others.push_back(base);
+      others.back().dispatcher = d;
+    }
+    for (const RecomputeKind k : {RecomputeKind::kNone, RecomputeKind::kFull}) {
+      others.push_back(base);
+      others.back().recompute = RecomputeSetting{k, 0};
+    }
+    for (const JobVariant& v : others) {
+      EXPECT_TRUE(same(tables_for(apply(w, v), c, summary), want)) << to_string(v, true);
+    }
+    // The precision does enter them.
+    JobVariant fp8 = base;
+    fp8.precision = Precision::kFp8;
+    EXPECT_FALSE(same(tables_for(apply(w, fp8), c, summary), want));
   }
 }
 }  // namespace
