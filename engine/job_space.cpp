@@ -621,6 +621,14 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
     std::vector<std::pair<std::uint32_t, double>> low;
     double rest = std::numeric_limits<double>::infinity();
     mutable std::shared_ptr<const std::vector<double>> dense_;  // made once
+    // Configuration c's step bound v, kept if at most `cut`.
+    void add(std::uint32_t c, double v, double cut) {
+      if (v <= cut) {
+        low.emplace_back(c, v);
+      } else {
+        rest = std::min(rest, v);
+      }
+    }
     void keep_under(double cut) {
       std::erase_if(low, [&](const auto& e) {
         if (e.second <= cut) return false;
@@ -831,12 +839,12 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
       StepFloors f;
       f.n = n;
       f.configs = configs;
+      const double keep_cut = skip_above(later);
       for (std::size_t c = 0, k = 0; c < f.n; ++c) {
         const bool searched = !part || (k < node->sub->size() && (*node->sub)[k] == c);
-        f.low.emplace_back(static_cast<std::uint32_t>(c),
-                           searched ? res.step_bounds[part ? k++ : c] : (*given_steps)[c]);
+        f.add(static_cast<std::uint32_t>(c),
+              searched ? res.step_bounds[part ? k++ : c] : (*given_steps)[c], keep_cut);
       }
-      f.keep_under(skip_above(later));
       step_floors.emplace_back(key, std::move(f));
     }
     o.stats = res.stats;
