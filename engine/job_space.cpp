@@ -187,8 +187,7 @@ RecomputeSetting setting_of(const Plan& plan, const std::vector<RecomputeSetting
 // the larger of `steps`'s and `base`'s at c (the search's own step floors
 // and floors; 0 where there are none), and keeps it. On the paper's and
 // DeepSeek-V3's offloading clusters most of Pi is skipped so in most
-// variants (bench/README.md, "Variants searched on what their floors
-// leave open").
+// variants (bench/README.md, "Variants searched on their open part").
 struct Floors {
   std::size_t n = 0;  // Pi's configurations
   std::shared_ptr<const Floors> base;
@@ -702,8 +701,10 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
   // the first time (space_of has made the facts).
   const auto facts_of = [&](const Workload& vw, const JobVariant& v) -> Facts& {
     const SpaceKey key{v.micro_batch, v.vpp, v.precision};
-    Facts& f =
-        *std::find_if(facts.begin(), facts.end(), [&](const Facts& e) { return e.key == key; });
+    const auto at =
+        std::find_if(facts.begin(), facts.end(), [&](const Facts& e) { return e.key == key; });
+    HAPMOE_REQUIRE(at != facts.end(), "search_variants: a variant's Pi without its facts");
+    Facts& f = *at;
     if (!f.tables) f.tables = tables_for(vw, cluster, f.summary, options.profile.get());
     return f;
   };
