@@ -26,14 +26,19 @@
 namespace hapmoe {
 
 PiSummary summarize(const std::vector<ParallelConfig>& configs) {
-  // The distinct degrees: a few, so a linear find beats a set's insert.
+  // The distinct degrees: a few, so a linear find beats a set's insert;
+  // and in canonical order mostly the last one's again.
   PiSummary s;
-  const auto add = [](std::vector<int>& seen, int v) {
+  const auto add = [](std::vector<int>& seen, int& last, int v) {
+    if (v == last) return;
+    last = v;
     if (std::find(seen.begin(), seen.end(), v) == seen.end()) seen.push_back(v);
   };
+  int last_tp = 0;  // no degree is 0
+  int last_cp = 0;
   for (const ParallelConfig& pi : configs) {
-    add(s.tp, pi.tp);
-    add(s.cp, pi.cp);
+    add(s.tp, last_tp, pi.tp);
+    add(s.cp, last_cp, pi.cp);
     s.max_pp = std::max(s.max_pp, pi.pp);
   }
   std::sort(s.tp.begin(), s.tp.end());
