@@ -629,11 +629,9 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
       }
     }
     void keep_under(double cut) {
-      std::erase_if(low, [&](const auto& e) {
-        if (e.second <= cut) return false;
-        rest = std::min(rest, e.second);
-        return true;
-      });
+      const std::vector<std::pair<std::uint32_t, double>> all = std::move(low);
+      low.clear();
+      for (const auto& [c, v] : all) add(c, v, cut);
       dense_.reset();
     }
     const std::shared_ptr<const std::vector<double>>& dense() const {
@@ -676,16 +674,16 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
     // otherwise. The first enumerated of each precision is kept (roots):
     // the micro-batches come in increasing order, the least first.
     Space known;
-    const auto consider = [&](const SpaceKey& k, const Space& configs) {
+    const auto offer = [&](const SpaceKey& k, const Space& configs) {
       if (std::get<2>(k) == v.precision && v.micro_batch % std::get<0>(k) == 0 &&
           (std::get<1>(k) == 1 || v.vpp > 1) && (!known || configs->size() < known->size())) {
         known = configs;
       }
     };
-    for (const auto& [k, configs] : roots) consider(k, configs);
-    for (const auto& [k, configs] : spaces) consider(k, configs);
+    for (const auto& [k, configs] : roots) offer(k, configs);
+    for (const auto& [k, configs] : spaces) offer(k, configs);
     for (const auto& [k, f] : step_floors) {
-      consider(SpaceKey{std::get<0>(k), std::get<1>(k), std::get<2>(k)}, f.configs);
+      offer(SpaceKey{std::get<0>(k), std::get<1>(k), std::get<2>(k)}, f.configs);
     }
     if (spaces.size() == 2) spaces.erase(spaces.begin());
     spaces.emplace_back(
