@@ -217,22 +217,18 @@ void complete(SearchResult& r, const Floors& f) {
   r.floors = f.dense();
   if (!f.sub) return;
   const std::vector<std::uint32_t>& sub = *f.sub;
+  // values over sub, over `rest` elsewhere.
   const auto spread = [&](auto& values, auto rest) {
-    std::vector<std::decay_t<decltype(values[0])>> out(f.n, rest);
-    for (std::size_t k = 0; k < sub.size(); ++k) out[sub[k]] = values[k];
-    values = std::move(out);
+    for (std::size_t k = 0; k < sub.size(); ++k) rest[sub[k]] = values[k];
+    values = std::move(rest);
   };
-  spread(r.outcome_of, SearchResult::kSkippedByBound);
-  std::vector<double> lower = r.floors;
-  for (std::size_t k = 0; k < sub.size(); ++k) lower[sub[k]] = r.lower_bounds[k];
-  r.lower_bounds = std::move(lower);
-  std::vector<double> steps = f.steps ? *f.steps : std::vector<double>(f.n, 0.0);
-  for (std::size_t k = 0; k < sub.size(); ++k) steps[sub[k]] = r.step_bounds[k];
-  r.step_bounds = std::move(steps);
-  spread(r.estimates, 0.0);
-  spread(r.ran_on, -1);
-  spread(r.round_of, -1);
-  spread(r.parts, 0);
+  spread(r.outcome_of, std::vector<std::int32_t>(f.n, SearchResult::kSkippedByBound));
+  spread(r.lower_bounds, r.floors);
+  spread(r.step_bounds, f.steps ? *f.steps : std::vector<double>(f.n, 0.0));
+  spread(r.estimates, std::vector<double>(f.n, 0.0));
+  spread(r.ran_on, std::vector<int>(f.n, -1));
+  spread(r.round_of, std::vector<int>(f.n, -1));
+  spread(r.parts, std::vector<int>(f.n, 0));
 }
 
 // The merged top K over variants, and the search of the best one's. A
