@@ -775,48 +775,29 @@ CostModel::Boundary CostModel::stage_boundary(const ParallelConfig& pi, int prev
 }
 
 // --- One stage (docs/costmodel.md, "Stage") ---------------------------------
-StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
-                                const StageShape& s) const {
+// What a stage holds: its memory, its host memory and its recomputation
+// time, all that StageCost::fits() and a choice of recomputation read, and
+// the sizes stage_cost's times are made of. stage_cost takes them from
+// here, so a choice among recomputations (least_recompute_cost) tells the
+// same stages fit.
+CostModel::StageHold CostModel::stage_hold(const ParallelConfig& pi, const TypeCosts& tc,
+                                           const StageShape& s) const {
   HAPMOE_REQUIRE(s.layers >= 0 && s.moe_layers >= 0 && s.moe_layers <= s.layers,
                  "CostModel::stage_cost: inconsistent layer counts");
-  const int dense_layers = s.layers - s.moe_layers;
-  const bool first = s.position == 0;
-  const bool last = s.position == pi.pp - 1;
-  StageCost c;
-  c.fwd_s = dense_layers * tc.dense.fwd_s + s.moe_layers * tc.moe.fwd_s;
-  c.bwd_s = dense_layers * tc.dense.bwd_s + s.moe_layers * tc.moe.bwd_s;
-  c.fwd_parts = dense_layers * tc.dense.fwd_parts;
-  c.fwd_parts += s.moe_layers * tc.moe.fwd_parts;
-  c.bwd_parts = dense_layers * tc.dense.bwd_parts;
-  c.bwd_parts += s.moe_layers * tc.moe.bwd_parts;
-  if (first) {
-    c.fwd_s += tc.embedding_fwd_s;
-    c.bwd_s += tc.embedding_bwd_s;
-    c.fwd_parts.compute += tc.embedding_fwd_s;
-    c.bwd_parts.compute += tc.embedding_bwd_s;
-  }
-  if (last) {
-    c.fwd_s += tc.output_fwd_s;
-    c.bwd_s += tc.output_bwd_s;
-    c.fwd_parts.compute += tc.output_fwd_s;
-    c.bwd_parts.compute += tc.output_bwd_s;
-  }
+  StageHold h;
+  h.dense_layers = s.layers - s.moe_layers;
+  const int dense_layers = h.dense_layers;
+  h.first = s.position == 0;
+  h.last = s.position == pi.pp - 1;
+  const bool first = h.first;
+  const bool last = h.last;
   // Multi-token prediction (docs/costmodel.md, "Multi-token prediction"):
   // each depth runs a layer of the model's last layer's kind, its
   // projection and another output pass on the last stage.
-  const int mtp = last ? workload_.model.mtp_layers : 0;
-  const LayerCost& mtp_layer =
-      workload_.model.is_moe_layer(workload_.model.num_layers - 1) ? tc.moe : tc.dense;
-  if (mtp > 0) {
-    const double f = mtp_layer.fwd_s + tc.mtp_fwd_s + tc.output_fwd_s;
-    const double b = mtp_layer.bwd_s + tc.mtp_bwd_s + tc.output_bwd_s;
-    c.fwd_s += mtp * f;
-    c.bwd_s += mtp * b;
-    c.fwd_parts += static_cast<double>(mtp) * mtp_layer.fwd_parts;
-    c.bwd_parts += static_cast<double>(mtp) * mtp_layer.bwd_parts;
-    c.fwd_parts.compute += mtp * (tc.mtp_fwd_s + tc.output_fwd_s);
-    c.bwd_parts.compute += mtp * (tc.mtp_bwd_s + tc.output_bwd_s);
-  }
+  h.mtp = last ? workload_.model.mtp_layers : 0;
+  const int mtp = h.mtp;
+  h.mtp_layer = workload_.model.is_moe_layer(workload_.model.num_layers - 1) ? &tc.moe : &tc.dense;
+  const LayerCost& mtp_layer = *h.mtp_layer;
   // Activations and recomputation (the MTP layers are not recomputed).
   double act = dense_layers * tc.dense.act_bytes + s.moe_layers * tc.moe.act_bytes +
                mtp * mtp_layer.act_bytes;
@@ -826,7 +807,7 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
     case RecomputeKind::kSelective: {
       const LayerCost::ModuleCost dense = tc.dense.selective(s.recompute.modules);
       const LayerCost::ModuleCost moe = tc.moe.selective(s.recompute.modules);
-      c.recompute_s = dense_layers * dense.extra_s + s.moe_layers * moe.extra_s;
+      h.recompute_s = dense_layers * dense.extra_s + s.moe_layers * moe.extra_s;
       act -= dense_layers * dense.saved_bytes + s.moe_layers * moe.saved_bytes;
       break;
     }
@@ -839,24 +820,121 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
       const int r_dense = s.recompute.layers - r_moe;
       // A fully recomputed layer reruns its forward (collectives included)
       // during the backward and keeps only its input.
-      c.recompute_s = r_dense * tc.dense.fwd_s + r_moe * tc.moe.fwd_s;
+      h.recompute_s = r_dense * tc.dense.fwd_s + r_moe * tc.moe.fwd_s;
       act -= r_dense * (tc.dense.act_bytes - tc.dense.act_full_bytes) +
              r_moe * (tc.moe.act_bytes - tc.moe.act_full_bytes);
       break;
     }
   }
-  c.bwd_s += c.recompute_s;
-  c.bwd_parts.recompute = c.recompute_s;
+  h.act = act;
   // With MTP and PP > 1 the last stage also holds the embedding (the MTP
   // depths embed the shifted tokens), unless it already holds the output
   // matrix as the tied embedding's copy.
   const bool mtp_embedding = mtp > 0 && !first && !(workload_.model.tied_embeddings && pi.pp > 1);
-  const double dense_params =
-      dense_layers * tc.dense.dense_params + s.moe_layers * tc.moe.dense_params +
-      (first || mtp_embedding ? tc.embedding_params : 0.0) + (last ? tc.output_params : 0.0) +
-      mtp * (mtp_layer.dense_params + tc.mtp_params);
-  const double expert_params = s.moe_layers * tc.moe.expert_params + mtp * mtp_layer.expert_params;
+  h.dense_params = dense_layers * tc.dense.dense_params + s.moe_layers * tc.moe.dense_params +
+                   (first || mtp_embedding ? tc.embedding_params : 0.0) +
+                   (last ? tc.output_params : 0.0) + mtp * (mtp_layer.dense_params + tc.mtp_params);
+  h.expert_params = s.moe_layers * tc.moe.expert_params + mtp * mtp_layer.expert_params;
+  const double dense_params = h.dense_params;
+  const double expert_params = h.expert_params;
   const double params = dense_params + expert_params;
+  // Activation offload (docs/costmodel.md, "Activation offload"): the first
+  // min(K, n) layers' activations are copied to the host during the forward
+  // and back before the backward (stage_cost charges what the compute does
+  // not cover). They leave the device but for one layer's (the one in
+  // transfer) and take host memory instead.
+  double offloaded_act = 0.0;
+  if (tc.activation_offload_layers > 0 && s.layers > 0) {
+    const int k = std::min(tc.activation_offload_layers, s.layers);
+    const int k_moe = moe_layers_in(s.first_layer, k);
+    offloaded_act = (k - k_moe) * tc.dense.act_bytes + k_moe * tc.moe.act_bytes;
+    h.offload_copy_bytes = offloaded_act;
+    offloaded_act -= std::max(tc.dense.act_bytes, k_moe > 0 ? tc.moe.act_bytes : 0.0);
+    offloaded_act = std::max(0.0, offloaded_act);
+  }
+  h.offloaded_act = offloaded_act;
+  const int m = num_microbatches(pi);
+  // Activations in flight (docs/costmodel.md, "Interleaved 1F1B"): plain
+  // 1F1B keeps PP - i micro-batches at stage i; interleaved keeps
+  // 2(PP - i - 1) + (v - 1)PP + 1 virtual-stage micro-batches, each 1/v of
+  // the stage's layers (Megatron's warm-up count in schedules.py).
+  const int chunks =
+      pi.vpp > 1 ? 2 * (pi.pp - s.position - 1) + (pi.vpp - 1) * pi.pp + 1 : pi.pp - s.position;
+  h.in_flight = std::max(1, std::min(chunks, m * pi.vpp));
+  const double layer_params = dense_layers * tc.dense.dense_params +
+                              s.moe_layers * (tc.moe.dense_params + tc.moe.expert_params) +
+                              mtp * (mtp_layer.dense_params + mtp_layer.expert_params);
+  MemoryBreakdown& mem = h.memory;
+  mem.weights = params * tc.weight_bytes_per_param + layer_params * tc.fp8_copy_bytes_per_param;
+  mem.gradients = params * tc.grad_bytes_per_param;
+  if (tc.fsdp != Fsdp::kOff) {
+    // Each group's shard, plus the layers in flight unsharded: one
+    // gradient being reduced; with sharded parameters the layer computing
+    // and the next, prefetched.
+    const double sharded =
+        dense_params / (static_cast<double>(pi.dp) * pi.cp) + expert_params / pi.edp();
+    mem.gradients = (sharded + tc.layer_unit_params) * tc.grad_bytes_per_param;
+    if (tc.fsdp == Fsdp::kOptimGradsParams) {
+      mem.weights = (sharded + 2.0 * tc.layer_unit_params) * tc.weight_bytes_per_param +
+                    layer_params * tc.fp8_copy_bytes_per_param;
+    }
+  }
+  mem.optimizer =
+      (1.0 - tc.offload_memory_fraction) *
+      (dense_params * tc.dense_opt_bytes_per_param + expert_params * tc.expert_opt_bytes_per_param);
+  mem.activations = (act - offloaded_act) * h.in_flight / pi.vpp * tc.activation_scale;
+  double buffers = s.moe_layers > 0 ? tc.moe.moe_buffer_bytes : 0.0;
+  if (last) buffers = std::max(buffers, tc.logits_bytes);
+  mem.moe_buffers = buffers;
+  mem.overhead = tc.overhead_bytes;
+  h.shard = workload_.training.distributed_optimizer
+                ? dense_params / (static_cast<double>(pi.dp) * pi.cp) + expert_params / pi.edp()
+                : params;
+  h.host_bytes = h.shard * tc.offload_fraction * tc.host_bytes_per_param +
+                 offloaded_act * h.in_flight / pi.vpp * tc.activation_scale;
+  return h;
+}
+
+StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
+                                const StageShape& s) const {
+  const StageHold h = stage_hold(pi, tc, s);
+  const int dense_layers = h.dense_layers;
+  const int mtp = h.mtp;
+  const LayerCost& mtp_layer = *h.mtp_layer;
+  const double dense_params = h.dense_params;
+  const double expert_params = h.expert_params;
+  StageCost c;
+  c.fwd_s = dense_layers * tc.dense.fwd_s + s.moe_layers * tc.moe.fwd_s;
+  c.bwd_s = dense_layers * tc.dense.bwd_s + s.moe_layers * tc.moe.bwd_s;
+  c.fwd_parts = dense_layers * tc.dense.fwd_parts;
+  c.fwd_parts += s.moe_layers * tc.moe.fwd_parts;
+  c.bwd_parts = dense_layers * tc.dense.bwd_parts;
+  c.bwd_parts += s.moe_layers * tc.moe.bwd_parts;
+  if (h.first) {
+    c.fwd_s += tc.embedding_fwd_s;
+    c.bwd_s += tc.embedding_bwd_s;
+    c.fwd_parts.compute += tc.embedding_fwd_s;
+    c.bwd_parts.compute += tc.embedding_bwd_s;
+  }
+  if (h.last) {
+    c.fwd_s += tc.output_fwd_s;
+    c.bwd_s += tc.output_bwd_s;
+    c.fwd_parts.compute += tc.output_fwd_s;
+    c.bwd_parts.compute += tc.output_bwd_s;
+  }
+  if (mtp > 0) {
+    const double f = mtp_layer.fwd_s + tc.mtp_fwd_s + tc.output_fwd_s;
+    const double b = mtp_layer.bwd_s + tc.mtp_bwd_s + tc.output_bwd_s;
+    c.fwd_s += mtp * f;
+    c.bwd_s += mtp * b;
+    c.fwd_parts += static_cast<double>(mtp) * mtp_layer.fwd_parts;
+    c.bwd_parts += static_cast<double>(mtp) * mtp_layer.bwd_parts;
+    c.fwd_parts.compute += mtp * (tc.mtp_fwd_s + tc.output_fwd_s);
+    c.bwd_parts.compute += mtp * (tc.mtp_bwd_s + tc.output_bwd_s);
+  }
+  c.recompute_s = h.recompute_s;
+  c.bwd_s += c.recompute_s;
+  c.bwd_parts.recompute = c.recompute_s;
   // Megatron-FSDP (docs/costmodel.md, "Sharded data parallelism"): with
   // sharded gradients each micro-batch's backward reduce-scatters them;
   // with sharded parameters each layer's are all-gathered before its
@@ -881,25 +959,16 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
     c.fwd_parts.dp = exposed_f;
     c.bwd_parts.dp = exposed_b;
   }
-  // Activation offload (docs/costmodel.md, "Activation offload"): the first
-  // min(K, n) layers' activations are copied to the host during the forward
-  // and back before the backward, beside the compute; what the compute does
-  // not cover stays exposed. They leave the device but for one layer's (the
-  // one in transfer) and take host memory instead.
-  double offloaded_act = 0.0;
+  // Activation offload: the copies to the host and back beside the
+  // compute (stage_hold); what the compute does not cover stays exposed.
   if (tc.activation_offload_layers > 0 && s.layers > 0) {
-    const int k = std::min(tc.activation_offload_layers, s.layers);
-    const int k_moe = moe_layers_in(s.first_layer, k);
-    offloaded_act = (k - k_moe) * tc.dense.act_bytes + k_moe * tc.moe.act_bytes;
-    const double copy = offloaded_act * tc.host_link_s_per_byte;
+    const double copy = h.offload_copy_bytes * tc.host_link_s_per_byte;
     const double exposed_f = std::max(0.0, copy - c.fwd_s);
     const double exposed_b = std::max(0.0, copy - c.bwd_s);
     c.fwd_s += exposed_f;
     c.bwd_s += exposed_b;
     c.fwd_parts.host = exposed_f;
     c.bwd_parts.host = exposed_b;
-    offloaded_act -= std::max(tc.dense.act_bytes, k_moe > 0 ? tc.moe.act_bytes : 0.0);
-    offloaded_act = std::max(0.0, offloaded_act);
   }
   // The boundary is added last, so a search can add it to a cached stage
   // cost with the very same rounding (engine/hsdp.cpp).
@@ -917,40 +986,8 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
   c.bwd_parts.p2p = b.bwd_s;
   c.fwd_s += b.fwd_s;
   c.bwd_s += b.bwd_s;
-  const int m = num_microbatches(pi);
-  // Activations in flight (docs/costmodel.md, "Interleaved 1F1B"): plain
-  // 1F1B keeps PP - i micro-batches at stage i; interleaved keeps
-  // 2(PP - i - 1) + (v - 1)PP + 1 virtual-stage micro-batches, each 1/v of
-  // the stage's layers (Megatron's warm-up count in schedules.py).
-  const int chunks =
-      pi.vpp > 1 ? 2 * (pi.pp - s.position - 1) + (pi.vpp - 1) * pi.pp + 1 : pi.pp - s.position;
-  c.in_flight = std::max(1, std::min(chunks, m * pi.vpp));
-  const double layer_params = dense_layers * tc.dense.dense_params +
-                              s.moe_layers * (tc.moe.dense_params + tc.moe.expert_params) +
-                              mtp * (mtp_layer.dense_params + mtp_layer.expert_params);
-  c.memory.weights =
-      params * tc.weight_bytes_per_param + layer_params * tc.fp8_copy_bytes_per_param;
-  c.memory.gradients = params * tc.grad_bytes_per_param;
-  if (tc.fsdp != Fsdp::kOff) {
-    // Each group's shard, plus the layers in flight unsharded: one
-    // gradient being reduced; with sharded parameters the layer computing
-    // and the next, prefetched.
-    const double sharded =
-        dense_params / (static_cast<double>(pi.dp) * pi.cp) + expert_params / pi.edp();
-    c.memory.gradients = (sharded + tc.layer_unit_params) * tc.grad_bytes_per_param;
-    if (tc.fsdp == Fsdp::kOptimGradsParams) {
-      c.memory.weights = (sharded + 2.0 * tc.layer_unit_params) * tc.weight_bytes_per_param +
-                         layer_params * tc.fp8_copy_bytes_per_param;
-    }
-  }
-  c.memory.optimizer =
-      (1.0 - tc.offload_memory_fraction) *
-      (dense_params * tc.dense_opt_bytes_per_param + expert_params * tc.expert_opt_bytes_per_param);
-  c.memory.activations = (act - offloaded_act) * c.in_flight / pi.vpp * tc.activation_scale;
-  double buffers = s.moe_layers > 0 ? tc.moe.moe_buffer_bytes : 0.0;
-  if (last) buffers = std::max(buffers, tc.logits_bytes);
-  c.memory.moe_buffers = buffers;
-  c.memory.overhead = tc.overhead_bytes;
+  c.in_flight = h.in_flight;
+  c.memory = h.memory;
   c.capacity_bytes = tc.capacity_bytes;
 
   // After the last micro-batch: gradient sync, then the optimizer step on
@@ -985,10 +1022,6 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
   c.dp_hidden_s = tc.fsdp == Fsdp::kOff          ? reduce_all + gather_all - c.dp_sync_s
                   : tc.fsdp == Fsdp::kOptimGrads ? gather_all - c.dp_sync_s
                                                  : 0.0;
-  const double shard =
-      tr.distributed_optimizer
-          ? dense_params / (static_cast<double>(pi.dp) * pi.cp) + expert_params / pi.edp()
-          : params;
   // With offload the GPU steps its share and the host the rest, one after
   // the other (Megatron's overlap of the copies, --overlap-cpu-optimizer-
   // d2h-h2d, is off by default and not modelled).
@@ -1005,19 +1038,19 @@ StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
   if (tc.offload_step_at_fit && tc.offload_memory_fraction > from) {
     const double opt_bytes =
         dense_params * tc.dense_opt_bytes_per_param + expert_params * tc.expert_opt_bytes_per_param;
-    const double rest = c.memory.total() - c.memory.optimizer - c.memory.activations +
-                        std::min(act - offloaded_act, dense_layers * tc.dense_least_act_bytes +
-                                                          s.moe_layers * tc.moe_least_act_bytes +
-                                                          mtp * mtp_layer.act_bytes) *
-                            c.in_flight / pi.vpp * tc.activation_scale;
+    const double rest =
+        c.memory.total() - c.memory.optimizer - c.memory.activations +
+        std::min(h.act - h.offloaded_act, dense_layers * tc.dense_least_act_bytes +
+                                              s.moe_layers * tc.moe_least_act_bytes +
+                                              mtp * mtp_layer.act_bytes) *
+            c.in_flight / pi.vpp * tc.activation_scale;
     if (opt_bytes > 0) {
       from = std::clamp(1.0 - (tc.capacity_bytes - rest) / opt_bytes, from,
                         tc.offload_memory_fraction);
     }
   }
-  c.optimizer_s = shard * std::min(step(from), step(tc.offload_memory_fraction));
-  c.host_bytes = shard * tc.offload_fraction * tc.host_bytes_per_param +
-                 offloaded_act * c.in_flight / pi.vpp * tc.activation_scale;
+  c.optimizer_s = h.shard * std::min(step(from), step(tc.offload_memory_fraction));
+  c.host_bytes = h.host_bytes;
   c.host_capacity_bytes = tc.host_capacity_bytes;
   // Once per evaluated stage (the search memoises stages): the parts are
   // finite and non-negative (checked in type_costs), but their sums over
@@ -1041,11 +1074,6 @@ unsigned default_selective_modules(const TrainingSpec& t) {
   return kDefaultRecomputeModules;
 }
 
-std::optional<Recompute> CostModel::least_recompute(const ParallelConfig& pi, const TypeCosts& tc,
-                                                    StageShape shape) const {
-  return least_recompute_cost(pi, tc, shape).recompute;
-}
-
 StageShape CostModel::recomputing(StageShape shape, const Recompute& r) const {
   shape.recompute = r;
   if (r.kind == RecomputeKind::kFull) {
@@ -1057,7 +1085,7 @@ StageShape CostModel::recomputing(StageShape shape, const Recompute& r) const {
 bool CostModel::fits_with_recompute(const ParallelConfig& pi, const TypeCosts& tc,
                                     const StageShape& shape) const {
   const auto fits = [&](const Recompute& r) {
-    return stage_cost(pi, tc, recomputing(shape, r)).fits();
+    return stage_hold(pi, tc, recomputing(shape, r)).fits(tc);
   };
   // The candidates of least_recompute_cost: one of them fits.
   if (const auto& setting = workload_.training.recompute) {
@@ -1069,60 +1097,55 @@ bool CostModel::fits_with_recompute(const ParallelConfig& pi, const TypeCosts& t
          fits({RecomputeKind::kNone, 0});
 }
 
-CostModel::RecomputeChoice CostModel::least_recompute_cost(const ParallelConfig& pi,
-                                                           const TypeCosts& tc,
-                                                           StageShape shape) const {
+std::optional<Recompute> CostModel::least_recompute(const ParallelConfig& pi, const TypeCosts& tc,
+                                                    StageShape shape) const {
   // Candidates in order of added time: none, selective, then full
   // recomputation of r = 1..n layers (Megatron's block method recomputes
   // the first r layers of the stage). Memory falls monotonically in r, so
-  // the least feasible r is found by bisection.
-  RecomputeChoice best;
-  std::optional<StageCost> full;  // full recomputation of every layer
-  const auto with = [&](const Recompute& r) { return stage_cost(pi, tc, recomputing(shape, r)); };
-  const auto done = [&]() -> RecomputeChoice {
-    if (!best.recompute) best.cost = full ? *full : with({RecomputeKind::kFull, shape.layers});
-    return best;
-  };
+  // the least feasible r is found by bisection. The candidates are
+  // compared on what the stage holds (stage_hold), not costed.
+  const auto hold = [&](const Recompute& r) { return stage_hold(pi, tc, recomputing(shape, r)); };
+  std::optional<Recompute> best;
   // Under a job-wide setting the stage has no choice.
   if (const auto& setting = workload_.training.recompute) {
     const Recompute r = stage_recompute(*setting, shape.layers);
-    const StageCost c = with(r);
-    if (c.fits()) return {r, c};
-    return done();
+    if (hold(r).fits(tc)) best = r;
+    return best;
   }
   double best_time = std::numeric_limits<double>::infinity();
-  double none_bytes = 0;  // the device memory without recomputation
   auto consider = [&](const Recompute& r) {
-    const StageCost c = with(r);
-    if (r.kind == RecomputeKind::kFull && r.layers == shape.layers) full = c;
-    if (r.kind == RecomputeKind::kNone) none_bytes = c.memory.total();
-    if (c.fits() && c.recompute_s < best_time) {
-      best = {r, c};
-      best_time = c.recompute_s;
+    const StageHold h = hold(r);
+    const bool fits = h.fits(tc);
+    if (fits && h.recompute_s < best_time) {
+      best = r;
+      best_time = h.recompute_s;
     }
-    return c.fits();
+    return std::pair{fits, h.memory.total()};
   };
-  if (consider({RecomputeKind::kNone, 0})) return done();
+  const auto [none_fits, none_bytes] = consider({RecomputeKind::kNone, 0});
+  if (none_fits) return best;
   // Megatron-Core refuses activation offload with any recomputation.
-  if (tc.activation_offload_layers > 0) return done();
+  if (tc.activation_offload_layers > 0) return best;
   consider({RecomputeKind::kSelective, 0, default_selective_modules(workload_.training)});
-  if (shape.layers == 0) return done();
-  if (!consider({RecomputeKind::kFull, shape.layers})) return done();
+  if (shape.layers == 0) return best;
+  const auto [all_fit, all_bytes] = consider({RecomputeKind::kFull, shape.layers});
+  if (!all_fit) return best;
   int lo = 1;
   int hi = shape.layers;  // hi fits
   // The bisection's bracket, narrowed by a guess: memory falls by the same
   // bytes per recomputed layer when the layers are alike, so the least r
   // is where the line from none to all passes the capacity. The guess is
-  // checked against stage_cost with its neighbour; the bisection finds the
-  // same r either way (memory falls monotonically in r).
-  const double per_layer = (none_bytes - full->memory.total()) / shape.layers;
+  // checked with its neighbour; the bisection finds the same r either way
+  // (memory falls monotonically in r).
+  const auto fits = [&](int layers) { return hold({RecomputeKind::kFull, layers}).fits(tc); };
+  const double per_layer = (none_bytes - all_bytes) / shape.layers;
   if (per_layer > 0 && shape.layers > 2) {
-    const double over = none_bytes - full->capacity_bytes;
+    const double over = none_bytes - tc.capacity_bytes;
     const int guess = std::clamp(static_cast<int>(std::ceil(over / per_layer)), 1, shape.layers);
     if (guess < shape.layers) {  // (all layers are known to fit)
-      if (with({RecomputeKind::kFull, guess}).fits()) {
+      if (fits(guess)) {
         hi = guess;
-        if (guess > 1 && !with({RecomputeKind::kFull, guess - 1}).fits()) lo = guess;
+        if (guess > 1 && !fits(guess - 1)) lo = guess;
       } else {
         lo = guess + 1;
       }
@@ -1130,14 +1153,23 @@ CostModel::RecomputeChoice CostModel::least_recompute_cost(const ParallelConfig&
   }
   while (lo < hi) {
     const int mid = lo + (hi - lo) / 2;
-    if (with({RecomputeKind::kFull, mid}).fits()) {
+    if (fits(mid)) {
       hi = mid;
     } else {
       lo = mid + 1;
     }
   }
   consider({RecomputeKind::kFull, hi});
-  return done();
+  return best;
+}
+
+CostModel::RecomputeChoice CostModel::least_recompute_cost(const ParallelConfig& pi,
+                                                           const TypeCosts& tc,
+                                                           StageShape shape) const {
+  const std::optional<Recompute> r = least_recompute(pi, tc, shape);
+  return {
+      r, stage_cost(pi, tc,
+                    recomputing(shape, r.value_or(Recompute{RecomputeKind::kFull, shape.layers})))};
 }
 
 // --- Iteration (docs/costmodel.md, "Iteration") ------------------------------

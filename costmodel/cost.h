@@ -282,6 +282,33 @@ class CostModel {
 
   StageCost stage_cost(const ParallelConfig& pi, const TypeCosts& costs,
                        const StageShape& shape) const;
+  // What stage_cost's stage holds, without its times: its memory, host
+  // memory and recomputation time (what a choice of recomputation
+  // compares), and the sizes its times are made of. stage_cost takes
+  // these from here, so both tell the same stages fit.
+  struct StageHold {
+    MemoryBreakdown memory;
+    double host_bytes = 0;
+    double recompute_s = 0;
+    int in_flight = 1;
+    // The sizes stage_cost's times read.
+    int dense_layers = 0;
+    bool first = false;
+    bool last = false;
+    int mtp = 0;                           // MTP depths on the stage
+    const LayerCost* mtp_layer = nullptr;  // the layer an MTP depth runs
+    double act = 0;                        // activation bytes per micro-batch
+    double offloaded_act = 0;              // of which off the device
+    double offload_copy_bytes = 0;         // copied to the host per micro-batch
+    double dense_params = 0;
+    double expert_params = 0;
+    double shard = 0;  // parameters the optimizer steps
+    bool fits(const TypeCosts& costs) const {
+      return memory.total() <= costs.capacity_bytes && host_bytes <= costs.host_capacity_bytes;
+    }
+  };
+  StageHold stage_hold(const ParallelConfig& pi, const TypeCosts& costs,
+                       const StageShape& shape) const;
 
   // The least recomputation with which the stage fits in memory: the
   // feasible choice with the smallest added time (ties: less recompute).
