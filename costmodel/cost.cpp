@@ -798,35 +798,9 @@ CostModel::StageHold CostModel::stage_hold(const ParallelConfig& pi, const TypeC
   const int mtp = h.mtp;
   h.mtp_layer = workload_.model.is_moe_layer(workload_.model.num_layers - 1) ? &tc.moe : &tc.dense;
   const LayerCost& mtp_layer = *h.mtp_layer;
-  // Activations and recomputation (the MTP layers are not recomputed).
-  double act = dense_layers * tc.dense.act_bytes + s.moe_layers * tc.moe.act_bytes +
+  // Activations without recomputation (the MTP layers are not recomputed).
+  h.act_none = dense_layers * tc.dense.act_bytes + s.moe_layers * tc.moe.act_bytes +
                mtp * mtp_layer.act_bytes;
-  switch (s.recompute.kind) {
-    case RecomputeKind::kNone:
-      break;
-    case RecomputeKind::kSelective: {
-      const LayerCost::ModuleCost dense = tc.dense.selective(s.recompute.modules);
-      const LayerCost::ModuleCost moe = tc.moe.selective(s.recompute.modules);
-      h.recompute_s = dense_layers * dense.extra_s + s.moe_layers * moe.extra_s;
-      act -= dense_layers * dense.saved_bytes + s.moe_layers * moe.saved_bytes;
-      break;
-    }
-    case RecomputeKind::kFull: {
-      HAPMOE_REQUIRE(s.recompute.layers >= 0 && s.recompute.layers <= s.layers &&
-                         s.moe_in_first_recomputed <= s.recompute.layers &&
-                         s.moe_in_first_recomputed <= s.moe_layers,
-                     "CostModel::stage_cost: recomputed layer counts out of range");
-      const int r_moe = s.moe_in_first_recomputed;
-      const int r_dense = s.recompute.layers - r_moe;
-      // A fully recomputed layer reruns its forward (collectives included)
-      // during the backward and keeps only its input.
-      h.recompute_s = r_dense * tc.dense.fwd_s + r_moe * tc.moe.fwd_s;
-      act -= r_dense * (tc.dense.act_bytes - tc.dense.act_full_bytes) +
-             r_moe * (tc.moe.act_bytes - tc.moe.act_full_bytes);
-      break;
-    }
-  }
-  h.act = act;
   // With MTP and PP > 1 the last stage also holds the embedding (the MTP
   // depths embed the shifted tokens), unless it already holds the output
   // matrix as the tied embedding's copy.
@@ -882,7 +856,6 @@ CostModel::StageHold CostModel::stage_hold(const ParallelConfig& pi, const TypeC
   mem.optimizer =
       (1.0 - tc.offload_memory_fraction) *
       (dense_params * tc.dense_opt_bytes_per_param + expert_params * tc.expert_opt_bytes_per_param);
-  mem.activations = (act - offloaded_act) * h.in_flight / pi.vpp * tc.activation_scale;
   double buffers = s.moe_layers > 0 ? tc.moe.moe_buffer_bytes : 0.0;
   if (last) buffers = std::max(buffers, tc.logits_bytes);
   mem.moe_buffers = buffers;
@@ -892,7 +865,42 @@ CostModel::StageHold CostModel::stage_hold(const ParallelConfig& pi, const TypeC
                 : params;
   h.host_bytes = h.shard * tc.offload_fraction * tc.host_bytes_per_param +
                  offloaded_act * h.in_flight / pi.vpp * tc.activation_scale;
+  recompute_hold(pi, tc, s, h);
   return h;
+}
+
+void CostModel::recompute_hold(const ParallelConfig& pi, const TypeCosts& tc, const StageShape& s,
+                               StageHold& h) const {
+  const int dense_layers = h.dense_layers;
+  double act = h.act_none;
+  h.recompute_s = 0.0;
+  switch (s.recompute.kind) {
+    case RecomputeKind::kNone:
+      break;
+    case RecomputeKind::kSelective: {
+      const LayerCost::ModuleCost dense = tc.dense.selective(s.recompute.modules);
+      const LayerCost::ModuleCost moe = tc.moe.selective(s.recompute.modules);
+      h.recompute_s = dense_layers * dense.extra_s + s.moe_layers * moe.extra_s;
+      act -= dense_layers * dense.saved_bytes + s.moe_layers * moe.saved_bytes;
+      break;
+    }
+    case RecomputeKind::kFull: {
+      HAPMOE_REQUIRE(s.recompute.layers >= 0 && s.recompute.layers <= s.layers &&
+                         s.moe_in_first_recomputed <= s.recompute.layers &&
+                         s.moe_in_first_recomputed <= s.moe_layers,
+                     "CostModel::stage_cost: recomputed layer counts out of range");
+      const int r_moe = s.moe_in_first_recomputed;
+      const int r_dense = s.recompute.layers - r_moe;
+      // A fully recomputed layer reruns its forward (collectives included)
+      // during the backward and keeps only its input.
+      h.recompute_s = r_dense * tc.dense.fwd_s + r_moe * tc.moe.fwd_s;
+      act -= r_dense * (tc.dense.act_bytes - tc.dense.act_full_bytes) +
+             r_moe * (tc.moe.act_bytes - tc.moe.act_full_bytes);
+      break;
+    }
+  }
+  h.act = act;
+  h.memory.activations = (act - h.offloaded_act) * h.in_flight / pi.vpp * tc.activation_scale;
 }
 
 StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
@@ -1084,10 +1092,12 @@ StageShape CostModel::recomputing(StageShape shape, const Recompute& r) const {
 
 bool CostModel::fits_with_recompute(const ParallelConfig& pi, const TypeCosts& tc,
                                     const StageShape& shape) const {
+  StageHold held = stage_hold(pi, tc, recomputing(shape, {RecomputeKind::kNone, 0}));
   const auto fits = [&](const Recompute& r) {
-    return stage_hold(pi, tc, recomputing(shape, r)).fits(tc);
+    recompute_hold(pi, tc, recomputing(shape, r), held);
+    return held.fits(tc);
   };
-  // The candidates of least_recompute_cost: one of them fits.
+  // The candidates of least_recompute: one of them fits.
   if (const auto& setting = workload_.training.recompute) {
     return fits(stage_recompute(*setting, shape.layers));
   }
@@ -1104,7 +1114,12 @@ std::optional<Recompute> CostModel::least_recompute(const ParallelConfig& pi, co
   // the first r layers of the stage). Memory falls monotonically in r, so
   // the least feasible r is found by bisection. The candidates are
   // compared on what the stage holds (stage_hold), not costed.
-  const auto hold = [&](const Recompute& r) { return stage_hold(pi, tc, recomputing(shape, r)); };
+  // One stage_hold; each candidate changes only what recomputation does.
+  StageHold held = stage_hold(pi, tc, recomputing(shape, {RecomputeKind::kNone, 0}));
+  const auto hold = [&](const Recompute& r) -> const StageHold& {
+    recompute_hold(pi, tc, recomputing(shape, r), held);
+    return held;
+  };
   std::optional<Recompute> best;
   // Under a job-wide setting the stage has no choice.
   if (const auto& setting = workload_.training.recompute) {
@@ -1114,7 +1129,7 @@ std::optional<Recompute> CostModel::least_recompute(const ParallelConfig& pi, co
   }
   double best_time = std::numeric_limits<double>::infinity();
   auto consider = [&](const Recompute& r) {
-    const StageHold h = hold(r);
+    const StageHold& h = hold(r);
     const bool fits = h.fits(tc);
     if (fits && h.recompute_s < best_time) {
       best = r;

@@ -298,6 +298,7 @@ class CostModel {
     int mtp = 0;                           // MTP depths on the stage
     const LayerCost* mtp_layer = nullptr;  // the layer an MTP depth runs
     double act = 0;                        // activation bytes per micro-batch
+    double act_none = 0;                   // the same without recomputation
     double offloaded_act = 0;              // of which off the device
     double offload_copy_bytes = 0;         // copied to the host per micro-batch
     double dense_params = 0;
@@ -309,6 +310,11 @@ class CostModel {
   };
   StageHold stage_hold(const ParallelConfig& pi, const TypeCosts& costs,
                        const StageShape& shape) const;
+  // `hold`, a stage_hold of `shape` under another recomputation, made
+  // stage_hold(pi, costs, shape): only the activations and the
+  // recomputation time depend on it.
+  void recompute_hold(const ParallelConfig& pi, const TypeCosts& costs, const StageShape& shape,
+                      StageHold& hold) const;
 
   // The least recomputation with which the stage fits in memory: the
   // feasible choice with the smallest added time (ties: less recompute).

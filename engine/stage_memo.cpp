@@ -184,9 +184,8 @@ int Evaluator::fitting_guess(int h, int i, int most) const {
   const auto bytes = [&](int count) {
     StageShape shape = shape_at(i, n_ - count, count);
     shape.recompute = {RecomputeKind::kFull, count};
-    shape.moe_in_first_recomputed = shape.moe_layers;  // all of them
-    const StageCost c = model_.stage_cost(pi_, tc, shape);
-    return c.memory.total() - c.capacity_bytes;  // over the capacity
+    shape.moe_in_first_recomputed = shape.moe_layers;                             // all of them
+    return model_.stage_hold(pi_, tc, shape).memory.total() - tc.capacity_bytes;  // over it
   };
   const double one = bytes(1);
   const double per = bytes(2) - one;

@@ -381,5 +381,65 @@ TEST(CostMonotonic, LeastFullRecomputationIsTheLeastThatFitsWhateverTheLayers) {
   }
 }
 
+// least_recompute and fits_with_recompute hold a stage once and change
+// only its recomputation per candidate (CostModel::recompute_hold): that
+// must give, bit for bit, what stage_hold and stage_cost give the stage
+// recomputing so, with whatever else the stage holds (activation offload,
+// FSDP shards, optimizer offload, mixed layers, any position).
+TEST(CostMonotonic, RecomputeHoldIsStageHoldOfTheRecomputedStage) {
+  Workload w = workload();
+  w.model.moe_layers = {0, 1, 0, 1, 1, 0, 0, 1};
+  const ParallelConfig pi = config(4, 2, 1, 2, 1, 2);
+  const CostInputs s(w, pi);
+  const CostModel cm = s.model();
+  const TypeCosts plain = cm.type_costs(pi, 0);
+  std::vector<TypeCosts> variants(4, plain);
+  variants[1].activation_offload_layers = 1;
+  variants[2].fsdp = Fsdp::kOptimGradsParams;
+  variants[3].offload_fraction = variants[3].offload_memory_fraction = 0.5;
+  const std::vector<Recompute> candidates = {
+      {RecomputeKind::kNone, 0}, {RecomputeKind::kSelective, 0, kDefaultRecomputeModules},
+      {RecomputeKind::kFull, 1}, {RecomputeKind::kFull, 2},
+      {RecomputeKind::kFull, 3}, {RecomputeKind::kNone, 0}};
+  int compared = 0;
+  for (std::size_t v = 0; v < variants.size(); ++v) {
+    const TypeCosts& tc = variants[v];
+    for (int position = 0; position < pi.pp; ++position) {
+      for (int first = 0; first + 3 <= w.model.num_layers; first += 2) {
+        StageShape shape;
+        shape.position = position;
+        shape.first_layer = first;
+        shape.layers = 3;
+        shape.moe_layers = cm.moe_layers_in(first, 3);
+        CostModel::StageHold held = cm.stage_hold(pi, tc, shape);
+        for (const Recompute& r : candidates) {
+          StageShape recomputed = shape;
+          recomputed.recompute = r;
+          if (r.kind == RecomputeKind::kFull) {
+            recomputed.moe_in_first_recomputed = cm.moe_layers_in(first, r.layers);
+          }
+          cm.recompute_hold(pi, tc, recomputed, held);
+          const CostModel::StageHold whole = cm.stage_hold(pi, tc, recomputed);
+          const StageCost cost = cm.stage_cost(pi, tc, recomputed);
+          const std::string at = "variant " + std::to_string(v) + " position " +
+                                 std::to_string(position) + " first " + std::to_string(first) +
+                                 " recompute " + std::to_string(static_cast<int>(r.kind)) + ":" +
+                                 std::to_string(r.layers);
+          EXPECT_EQ(held.memory.total(), whole.memory.total()) << at;
+          EXPECT_EQ(held.memory.activations, whole.memory.activations) << at;
+          EXPECT_EQ(held.host_bytes, whole.host_bytes) << at;
+          EXPECT_EQ(held.recompute_s, whole.recompute_s) << at;
+          EXPECT_EQ(held.act, whole.act) << at;
+          EXPECT_EQ(held.fits(tc), cost.fits()) << at;
+          EXPECT_EQ(whole.memory.total(), cost.memory.total()) << at;
+          EXPECT_EQ(whole.recompute_s, cost.recompute_s) << at;
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, 4 * 4 * 3 * 6);
+}
+
 }  // namespace
 }  // namespace hapmoe
