@@ -905,7 +905,11 @@ void CostModel::recompute_hold(const ParallelConfig& pi, const TypeCosts& tc, co
 
 StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc,
                                 const StageShape& s) const {
-  const StageHold h = stage_hold(pi, tc, s);
+  return stage_cost(pi, tc, s, stage_hold(pi, tc, s));
+}
+
+StageCost CostModel::stage_cost(const ParallelConfig& pi, const TypeCosts& tc, const StageShape& s,
+                                const StageHold& h) const {
   const int dense_layers = h.dense_layers;
   const int mtp = h.mtp;
   const LayerCost& mtp_layer = *h.mtp_layer;
@@ -1109,13 +1113,19 @@ bool CostModel::fits_with_recompute(const ParallelConfig& pi, const TypeCosts& t
 
 std::optional<Recompute> CostModel::least_recompute(const ParallelConfig& pi, const TypeCosts& tc,
                                                     StageShape shape) const {
+  StageHold held = stage_hold(pi, tc, recomputing(shape, {RecomputeKind::kNone, 0}));
+  return least_recompute(pi, tc, shape, held);
+}
+
+std::optional<Recompute> CostModel::least_recompute(const ParallelConfig& pi, const TypeCosts& tc,
+                                                    const StageShape& shape,
+                                                    StageHold& held) const {
   // Candidates in order of added time: none, selective, then full
   // recomputation of r = 1..n layers (Megatron's block method recomputes
   // the first r layers of the stage). Memory falls monotonically in r, so
   // the least feasible r is found by bisection. The candidates are
   // compared on what the stage holds (stage_hold), not costed.
   // One stage_hold; each candidate changes only what recomputation does.
-  StageHold held = stage_hold(pi, tc, recomputing(shape, {RecomputeKind::kNone, 0}));
   const auto hold = [&](const Recompute& r) -> const StageHold& {
     recompute_hold(pi, tc, recomputing(shape, r), held);
     return held;
@@ -1181,10 +1191,12 @@ std::optional<Recompute> CostModel::least_recompute(const ParallelConfig& pi, co
 CostModel::RecomputeChoice CostModel::least_recompute_cost(const ParallelConfig& pi,
                                                            const TypeCosts& tc,
                                                            StageShape shape) const {
-  const std::optional<Recompute> r = least_recompute(pi, tc, shape);
-  return {
-      r, stage_cost(pi, tc,
-                    recomputing(shape, r.value_or(Recompute{RecomputeKind::kFull, shape.layers})))};
+  StageHold held = stage_hold(pi, tc, recomputing(shape, {RecomputeKind::kNone, 0}));
+  const std::optional<Recompute> r = least_recompute(pi, tc, shape, held);
+  const StageShape chosen =
+      recomputing(shape, r.value_or(Recompute{RecomputeKind::kFull, shape.layers}));
+  recompute_hold(pi, tc, chosen, held);
+  return {r, stage_cost(pi, tc, chosen, held)};
 }
 
 // --- Iteration (docs/costmodel.md, "Iteration") ------------------------------

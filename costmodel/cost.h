@@ -348,6 +348,13 @@ class CostModel {
 
  private:
   LayerCost layer_cost(const ParallelConfig& pi, int type, bool moe) const;
+  // stage_cost of a stage that holds `hold` (its stage_hold).
+  StageCost stage_cost(const ParallelConfig& pi, const TypeCosts& costs, const StageShape& shape,
+                       const StageHold& hold) const;
+  // least_recompute with `hold`, a stage_hold of `shape` (left holding
+  // some candidate).
+  std::optional<Recompute> least_recompute(const ParallelConfig& pi, const TypeCosts& costs,
+                                           const StageShape& shape, StageHold& hold) const;
   // `shape` recomputing `r` (with the MoE layers among the first it
   // recomputes).
   StageShape recomputing(StageShape shape, const Recompute& r) const;
