@@ -11,6 +11,7 @@
 #include <exception>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <new>
 #include <numeric>
 #include <optional>
@@ -624,6 +625,9 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     std::size_t config = 0;
     SearchPart part;
     double work = 0;
+    // What the round's estimate computed of the configuration, on this
+    // rank (null elsewhere): its search, on any thread, starts there.
+    std::shared_ptr<const ConfigFacts> facts;
   };
   std::atomic<std::int64_t> started{0};  // searches this rank began (test hook)
   // The node counter's value before this round: where the last search on
@@ -707,7 +711,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
                        progress.round_claimed.fetch_add(1, std::memory_order_relaxed);
                        results[i] = bruteforce ? bruteforce_config(model, pi, opt)
                                                : search_config(model, pi, opt, incumbent, unit.part,
-                                                               cancel_ptr);
+                                                               cancel_ptr, unit.facts.get());
                      });
     const double busy = since(t);
     mine.busy_s += busy;
@@ -800,10 +804,12 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     // Bounded rounds get the finer estimate (the mixes the bound keeps),
     // computed over the job like the bounds; a limit reached there ends
     // the search before the round.
+    std::vector<std::shared_ptr<const ConfigFacts>> facts(batch.size());
     if (rounds) {
       const std::vector<double> estimates = computed_by_all<double>(
-          comm, run.threads, batch.size(), 1, watch, r.stopped, mine,
-          [&](std::size_t k) { return work_estimate(model, configs[batch[k]], opt, incumbent); });
+          comm, run.threads, batch.size(), 1, watch, r.stopped, mine, [&](std::size_t k) {
+            return work_estimate(model, configs[batch[k]], opt, incumbent, &facts[k]);
+          });
       if (r.stopped != StopReason::kNone) return;
       for (std::size_t k = 0; k < batch.size(); ++k) r.estimates[batch[k]] = estimates[k];
     }
@@ -811,7 +817,8 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     for (const std::size_t c : batch) total += r.estimates[c];
     std::vector<Unit> units;
     std::vector<std::size_t> first_unit;  // per batch position
-    for (const std::size_t c : batch) {
+    for (std::size_t k = 0; k < batch.size(); ++k) {
+      const std::size_t c = batch[k];
       int parts = 1;
       // Without the bound every part is searched with its configuration's
       // own probe plan (search_config); with it, only rounds that have an
@@ -827,7 +834,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
       }
       first_unit.push_back(units.size());
       for (int p = 0; p < parts; ++p) {
-        units.push_back({c, SearchPart{p, parts}, r.estimates[c] / parts});
+        units.push_back({c, SearchPart{p, parts}, r.estimates[c] / parts, facts[k]});
       }
     }
     first_unit.push_back(units.size());

@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <utility>
 #include <vector>
@@ -985,21 +986,34 @@ void merge_part(ConfigOutcome& into, const ConfigOutcome& part) {
   into.stats.configs_evaluated = 1;
 }
 
+// A configuration's evaluator as its work estimate left it.
+struct ConfigFacts {
+  ConfigFacts(const CostModel& model, const ParallelConfig& pi, const SearchOptions& opt)
+      : ev(model, pi, opt) {}
+  const Evaluator ev;
+};
+
 ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
                             const SearchOptions& opt, double incumbent, SearchPart part,
-                            const CancelCheck* cancel) {
+                            const CancelCheck* cancel, const ConfigFacts* facts) {
+  HAPMOE_REQUIRE(facts == nullptr || facts->ev.pi() == pi,
+                 "search_config: the facts of another configuration");
   HAPMOE_REQUIRE(part.count >= 1 && part.index >= 0 && part.index < part.count,
                  "search_config: part index out of range");
   const auto start = std::chrono::steady_clock::now();
+  // Every search's evaluator, made or taken from the estimate's.
+  const auto evaluator = [&] {
+    return facts != nullptr ? Evaluator(facts->ev, Evaluator::Fresh{}) : Evaluator(model, pi, opt);
+  };
   if (!opt.bound && !opt.count_only) {
-    Evaluator ev(model, pi, opt);
+    Evaluator ev = evaluator();
     const double upper = plain_upper_bound(ev, pi, opt, cancel);
     ConfigOutcome out = search_once(ev, pi, opt, upper, false, part, cancel);
     out.stats.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return out;
   }
-  Evaluator ev(model, pi, opt);
+  Evaluator ev = evaluator();
   const double setup =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!opt.bound || std::isfinite(incumbent)) {
@@ -1064,9 +1078,11 @@ double work_estimate(const CostModel& model, const ParallelConfig& pi, const Sea
 }
 
 double work_estimate(const CostModel& model, const ParallelConfig& pi, const SearchOptions& opt,
-                     double incumbent) {
+                     double incumbent, std::shared_ptr<const ConfigFacts>* facts) {
   if (!opt.prune.load_balance || opt.uniform) return work_estimate(model, pi, opt);
-  const Evaluator ev(model, pi, opt);
+  auto made = std::make_shared<const ConfigFacts>(model, pi, opt);
+  const Evaluator& ev = made->ev;
+  if (facts != nullptr) *facts = made;
   double states = 0.0;  // usage vectors over the mixes the bound keeps
   const double cut = incumbent * (1.0 + 1e-12);
   for (const std::vector<int>& c : stage_mixes(ev)) {

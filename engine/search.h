@@ -159,10 +159,14 @@ void merge_part(ConfigOutcome& into, const ConfigOutcome& part);
 // empty. Without it `incumbent` is not used: the plain DP first finds a
 // plan of pi with the prunings on (a probe, not counted) whose latency
 // settles its ties (docs/search.md, "Exactness").
+// `facts`, if given, is what the configuration's work estimate computed
+// of pi (the same options), which the search then does not compute again.
+struct ConfigFacts;
 ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
                             const SearchOptions& options,
                             double incumbent = std::numeric_limits<double>::infinity(),
-                            SearchPart part = {}, const CancelCheck* cancel = nullptr);
+                            SearchPart part = {}, const CancelCheck* cancel = nullptr,
+                            const ConfigFacts* facts = nullptr);
 
 // Lower bounds on the latency of every plan of pi (docs/search.md, "Branch
 // and bound"). With S the sum over layers of the cheapest step of that
@@ -242,8 +246,10 @@ double work_estimate(const CostModel& model, const ParallelConfig& pi,
 // The same, finer and dearer (tens of microseconds): the DP states of the
 // stage mixes whose lower bound is within `incumbent`. For the
 // configurations of one branch-and-bound round.
+// What it computed of pi is left in *facts, if given, for search_config
+// (null where it computed none: without the load-balance pruning's mixes).
 double work_estimate(const CostModel& model, const ParallelConfig& pi, const SearchOptions& options,
-                     double incumbent);
+                     double incumbent, std::shared_ptr<const ConfigFacts>* facts = nullptr);
 
 // Every plan of the same configuration, without DP (prunings ignored).
 // The same cost evaluation and summation order as search_config, so equal

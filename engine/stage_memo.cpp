@@ -98,6 +98,12 @@ Evaluator::Evaluator(const CostModel& model, const ParallelConfig& pi, const Sea
     int& f = filled[kind_[u]];
     for (; f < run_[u]; ++f) first_run_[static_cast<std::size_t>(kind_[u]) * span + f + 1] = j;
   }
+  attach();
+}
+
+Evaluator::Evaluator(const Evaluator& facts, Fresh) : Evaluator(facts) { attach(); }
+
+void Evaluator::attach() {
   // The memo is reused across configurations of a thread: an entry is
   // valid when its stamp is this evaluator's generation, so nothing is
   // cleared between configurations. Its blocks come from calloc: a
@@ -112,7 +118,7 @@ Evaluator::Evaluator(const CostModel& model, const ParallelConfig& pi, const Sea
   thread_local MemoBlock<std::uint32_t> stamps;
   thread_local MemoMap map;
   std::uint32_t& generation = thread_generation;
-  const std::size_t size = static_cast<std::size_t>(types_) * pi.pp * (n_ + 1) * (n_ + 1);
+  const std::size_t size = static_cast<std::size_t>(types_) * pi_.pp * (n_ + 1) * (n_ + 1);
   bool flat = size <= flat_memo_bytes / (sizeof(StageEval) + sizeof(std::uint32_t));
   if (flat && memo.size < size && !(memo.grow(size) && stamps.grow(size))) {
     memo.data.reset();  // refused: the map, and a flat table again when one fits
@@ -126,6 +132,9 @@ Evaluator::Evaluator(const CostModel& model, const ParallelConfig& pi, const Sea
     map.reset();
     generation = 1;
   }
+  memo_ = nullptr;
+  stamps_ = nullptr;
+  map_ = nullptr;
   if (flat) {
     memo_ = memo.data.get();
     stamps_ = stamps.data.get();

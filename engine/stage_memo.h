@@ -124,6 +124,11 @@ inline std::size_t flat_memo_bytes = kFlatMemoBytes;
 class Evaluator {
  public:
   Evaluator(const CostModel& model, const ParallelConfig& pi, const SearchOptions& options);
+  // `facts`'s configuration, for this thread: what `facts` computed of it
+  // copied, with a memo of this thread's, empty (a round's work estimate
+  // makes the evaluator its configuration's search then takes).
+  struct Fresh {};
+  Evaluator(const Evaluator& facts, Fresh);
 
   int types() const { return types_; }
   int layers() const { return n_; }
@@ -288,6 +293,8 @@ class Evaluator {
   std::vector<LayerTails> tails_;
   // The shape of a stage at position i holding layers [j, j + n).
   StageShape shape_at(int i, int j, int n) const;
+  // Takes this thread's memo, with a new generation: no entry valid.
+  void attach();
   // A memo miss: the stage with its least recomputation.
   [[gnu::noinline]] const StageEval& evaluate(std::size_t key, int h, int i, int j, int n);
 

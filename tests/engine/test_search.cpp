@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <random>
 #include <set>
@@ -648,6 +649,63 @@ TEST(SearchOracle, PartsMergeToTheWholeSearch) {
   }
   EXPECT_GT(compared, 300);
   EXPECT_GT(cut, 100);
+}
+
+TEST(SearchOracle, SearchFromAnEstimatesFactsIsTheSearch) {
+  // A round's work estimate keeps the evaluator it made (ConfigFacts), and
+  // the configuration's search starts from it, on another thread's memo
+  // perhaps, after other evaluators, and once per part: the same outcome,
+  // counters included, as a search that makes its own.
+  std::mt19937 rng(977);
+  int compared = 0;
+  int with_plan = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const Instance in = random_instance(rng);
+    if (!in.valid()) continue;
+    SearchOptions opt;
+    opt.bound = rng() % 4 != 0;
+    opt.space.max_pp = 6;
+    const auto pis = enumerate_configs(in.workload, in.cluster, opt.space);
+    if (pis.empty()) continue;
+    const ProfileTables tables = tables_for(in.workload, in.cluster, pis);
+    const CostModel model(in.workload, in.cluster, tables);
+    for (const double incumbent : {std::numeric_limits<double>::infinity(), 1e9}) {
+      // Every estimate first (as a round does), then every search.
+      std::vector<std::shared_ptr<const ConfigFacts>> facts(pis.size());
+      for (std::size_t c = 0; c < pis.size(); ++c) {
+        const double kept = work_estimate(model, pis[c], opt, incumbent, &facts[c]);
+        ASSERT_EQ(kept, work_estimate(model, pis[c], opt, incumbent));
+        ASSERT_NE(facts[c], nullptr);
+      }
+      for (std::size_t c = pis.size(); c-- > 0;) {
+        const ConfigOutcome own = search_config(model, pis[c], opt, incumbent);
+        for (int count : {1, 2}) {
+          ConfigOutcome merged;
+          ConfigOutcome reference;
+          for (int p = 0; p < count; ++p) {
+            const SearchPart part{p, count};
+            merge_part(merged,
+                       search_config(model, pis[c], opt, incumbent, part, nullptr, facts[c].get()));
+            merge_part(reference, search_config(model, pis[c], opt, incumbent, part));
+          }
+          const std::string what =
+              in.describe() + " config " + std::to_string(c) + " parts " + std::to_string(count);
+          expect_same(merged, reference, what);
+          if (count == 1) expect_same(merged, own, what);
+          EXPECT_EQ(merged.stats.states, reference.stats.states) << what;
+          EXPECT_EQ(merged.stats.transitions, reference.stats.transitions) << what;
+          EXPECT_EQ(merged.stats.feasible, reference.stats.feasible) << what;
+          EXPECT_EQ(merged.stats.pruned_load_balance, reference.stats.pruned_load_balance) << what;
+          EXPECT_EQ(merged.stats.pruned_memory, reference.stats.pruned_memory) << what;
+          EXPECT_EQ(merged.closest.bytes, reference.closest.bytes) << what;
+          ++compared;
+          if (reference.best) ++with_plan;
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 200);
+  EXPECT_GT(with_plan, 50);
 }
 
 // The kernel's stage memo (engine/stage_memo.h, Evaluator) shares one entry
