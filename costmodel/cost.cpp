@@ -778,8 +778,8 @@ CostModel::Boundary CostModel::stage_boundary(const ParallelConfig& pi, int prev
 // What a stage holds: its memory, its host memory and its recomputation
 // time, all that StageCost::fits() and a choice of recomputation read, and
 // the sizes stage_cost's times are made of. stage_cost takes them from
-// here, so a choice among recomputations (least_recompute_cost) tells the
-// same stages fit.
+// here, so a choice among recomputations (least_recompute) tells the same
+// stages fit.
 CostModel::StageHold CostModel::stage_hold(const ParallelConfig& pi, const TypeCosts& tc,
                                            const StageShape& s) const {
   HAPMOE_REQUIRE(s.layers >= 0 && s.moe_layers >= 0 && s.moe_layers <= s.layers,

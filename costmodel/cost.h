@@ -296,7 +296,7 @@ class CostModel {
     bool first = false;
     bool last = false;
     int mtp = 0;                           // MTP depths on the stage
-    const LayerCost* mtp_layer = nullptr;  // the layer an MTP depth runs
+    const LayerCost* mtp_layer = nullptr;  // the layer an MTP depth runs (in `costs`)
     double act = 0;                        // activation bytes per micro-batch
     double act_none = 0;                   // the same without recomputation
     double offloaded_act = 0;              // of which off the device

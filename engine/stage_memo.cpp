@@ -193,8 +193,9 @@ int Evaluator::fitting_guess(int h, int i, int most) const {
   const auto bytes = [&](int count) {
     StageShape shape = shape_at(i, n_ - count, count);
     shape.recompute = {RecomputeKind::kFull, count};
-    shape.moe_in_first_recomputed = shape.moe_layers;                             // all of them
-    return model_.stage_hold(pi_, tc, shape).memory.total() - tc.capacity_bytes;  // over it
+    shape.moe_in_first_recomputed = shape.moe_layers;  // all of them
+    // Over the capacity:
+    return model_.stage_hold(pi_, tc, shape).memory.total() - tc.capacity_bytes;
   };
   const double one = bytes(1);
   const double per = bytes(2) - one;

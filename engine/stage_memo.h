@@ -124,9 +124,9 @@ inline std::size_t flat_memo_bytes = kFlatMemoBytes;
 class Evaluator {
  public:
   Evaluator(const CostModel& model, const ParallelConfig& pi, const SearchOptions& options);
-  // `facts`'s configuration, for this thread: what `facts` computed of it
-  // copied, with a memo of this thread's, empty (a round's work estimate
-  // makes the evaluator its configuration's search then takes).
+  // A copy of `facts` (all it computed of its configuration) with this
+  // thread's memo, empty: a round's work estimate makes the evaluator,
+  // and the configuration's search, on any thread, takes a copy.
   struct Fresh {};
   Evaluator(const Evaluator& facts, Fresh);
 
