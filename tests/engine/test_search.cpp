@@ -595,14 +595,11 @@ TEST(SearchOracle, BranchAndBoundChangesNothing) {
   EXPECT_GT(compared, 150);
 }
 
-TEST(SearchOracle, PartsMergeToTheWholeSearch) {
-  // A configuration cut into parts (its stage mixes dealt round-robin)
-  // and merged gives the same best plan, to the bit, as one search: with
-  // and without the bound, with no incumbent, a loose one and the tight one.
-  std::mt19937 rng(4242);
-  int compared = 0;
-  int cut = 0;
-  for (int trial = 0; trial < 120; ++trial) {
+// For `trials` random instances with configurations: each(instance,
+// options (the bound on 3 times in 4, PP at most 6), model, configurations).
+template <class F>
+void for_random_configs(std::mt19937& rng, int trials, F&& each) {
+  for (int trial = 0; trial < trials; ++trial) {
     const Instance in = random_instance(rng);
     if (!in.valid()) continue;
     SearchOptions opt;
@@ -612,41 +609,60 @@ TEST(SearchOracle, PartsMergeToTheWholeSearch) {
     if (pis.empty()) continue;
     const ProfileTables tables = tables_for(in.workload, in.cluster, pis);
     const CostModel model(in.workload, in.cluster, tables);
-    for (const auto& pi : pis) {
-      const ConfigOutcome whole = search_config(model, pi, opt);
-      const int most = max_parts(model, pi, opt);
-      ASSERT_GE(most, 1);
-      std::vector<double> incumbents = {std::numeric_limits<double>::infinity()};
-      if (whole.best)
-        incumbents.insert(incumbents.end(), {whole.best->latency_s * 1.5, whole.best->latency_s});
-      for (const double incumbent : incumbents) {
-        const ConfigOutcome reference = search_config(model, pi, opt, incumbent);
-        for (const int count : {2, 3, most}) {
-          ConfigOutcome merged;
-          for (int p = 0; p < count; ++p) {
-            merge_part(merged, search_config(model, pi, opt, incumbent, SearchPart{p, count}));
-          }
-          const std::string what = in.describe() + " parts " + std::to_string(count) +
-                                   " incumbent " + std::to_string(incumbent);
-          expect_same(merged, reference, what);
-          if (reference.best) {
-            EXPECT_EQ(merged.best->latency_s, reference.best->latency_s) << what;
-          }
-          EXPECT_EQ(merged.stats.configs_evaluated, 1);
-          if (!opt.bound) {  // independent mixes: the parts' counters are the whole's
-            EXPECT_EQ(merged.stats.states, reference.stats.states) << what;
-            EXPECT_EQ(merged.stats.transitions, reference.stats.transitions) << what;
-            EXPECT_EQ(merged.stats.feasible, reference.stats.feasible) << what;
-            EXPECT_EQ(merged.stats.pruned_load_balance, reference.stats.pruned_load_balance)
-                << what;
-            EXPECT_EQ(merged.stats.pruned_memory, reference.stats.pruned_memory) << what;
-          }
-          ++compared;
-          if (count > 1 && most > 1) ++cut;
-        }
-      }
-    }
+    each(in, opt, model, pis);
   }
+}
+
+void expect_same_counters(const ConfigOutcome& a, const ConfigOutcome& b, const std::string& what) {
+  EXPECT_EQ(a.stats.states, b.stats.states) << what;
+  EXPECT_EQ(a.stats.transitions, b.stats.transitions) << what;
+  EXPECT_EQ(a.stats.feasible, b.stats.feasible) << what;
+  EXPECT_EQ(a.stats.pruned_load_balance, b.stats.pruned_load_balance) << what;
+  EXPECT_EQ(a.stats.pruned_memory, b.stats.pruned_memory) << what;
+}
+
+TEST(SearchOracle, PartsMergeToTheWholeSearch) {
+  // A configuration cut into parts (its stage mixes dealt round-robin)
+  // and merged gives the same best plan, to the bit, as one search: with
+  // and without the bound, with no incumbent, a loose one and the tight one.
+  std::mt19937 rng(4242);
+  int compared = 0;
+  int cut = 0;
+  for_random_configs(
+      rng, 120,
+      [&](const Instance& in, const SearchOptions& opt, const CostModel& model,
+          const std::vector<ParallelConfig>& pis) {
+        for (const auto& pi : pis) {
+          const ConfigOutcome whole = search_config(model, pi, opt);
+          const int most = max_parts(model, pi, opt);
+          ASSERT_GE(most, 1);
+          std::vector<double> incumbents = {std::numeric_limits<double>::infinity()};
+          if (whole.best)
+            incumbents.insert(incumbents.end(),
+                              {whole.best->latency_s * 1.5, whole.best->latency_s});
+          for (const double incumbent : incumbents) {
+            const ConfigOutcome reference = search_config(model, pi, opt, incumbent);
+            for (const int count : {2, 3, most}) {
+              ConfigOutcome merged;
+              for (int p = 0; p < count; ++p) {
+                merge_part(merged, search_config(model, pi, opt, incumbent, SearchPart{p, count}));
+              }
+              const std::string what = in.describe() + " parts " + std::to_string(count) +
+                                       " incumbent " + std::to_string(incumbent);
+              expect_same(merged, reference, what);
+              if (reference.best) {
+                EXPECT_EQ(merged.best->latency_s, reference.best->latency_s) << what;
+              }
+              EXPECT_EQ(merged.stats.configs_evaluated, 1);
+              if (!opt.bound) {  // independent mixes: the parts' counters are the whole's
+                expect_same_counters(merged, reference, what);
+              }
+              ++compared;
+              if (count > 1 && most > 1) ++cut;
+            }
+          }
+        }
+      });
   EXPECT_GT(compared, 300);
   EXPECT_GT(cut, 100);
 }
@@ -659,51 +675,41 @@ TEST(SearchOracle, SearchFromAnEstimatesFactsIsTheSearch) {
   std::mt19937 rng(977);
   int compared = 0;
   int with_plan = 0;
-  for (int trial = 0; trial < 60; ++trial) {
-    const Instance in = random_instance(rng);
-    if (!in.valid()) continue;
-    SearchOptions opt;
-    opt.bound = rng() % 4 != 0;
-    opt.space.max_pp = 6;
-    const auto pis = enumerate_configs(in.workload, in.cluster, opt.space);
-    if (pis.empty()) continue;
-    const ProfileTables tables = tables_for(in.workload, in.cluster, pis);
-    const CostModel model(in.workload, in.cluster, tables);
-    for (const double incumbent : {std::numeric_limits<double>::infinity(), 1e9}) {
-      // Every estimate first (as a round does), then every search.
-      std::vector<std::shared_ptr<const ConfigFacts>> facts(pis.size());
-      for (std::size_t c = 0; c < pis.size(); ++c) {
-        const double kept = work_estimate(model, pis[c], opt, incumbent, &facts[c]);
-        ASSERT_EQ(kept, work_estimate(model, pis[c], opt, incumbent));
-        ASSERT_NE(facts[c], nullptr);
-      }
-      for (std::size_t c = pis.size(); c-- > 0;) {
-        const ConfigOutcome own = search_config(model, pis[c], opt, incumbent);
-        for (int count : {1, 2}) {
-          ConfigOutcome merged;
-          ConfigOutcome reference;
-          for (int p = 0; p < count; ++p) {
-            const SearchPart part{p, count};
-            merge_part(merged,
-                       search_config(model, pis[c], opt, incumbent, part, nullptr, facts[c].get()));
-            merge_part(reference, search_config(model, pis[c], opt, incumbent, part));
+  for_random_configs(
+      rng, 60,
+      [&](const Instance& in, const SearchOptions& opt, const CostModel& model,
+          const std::vector<ParallelConfig>& pis) {
+        for (const double incumbent : {std::numeric_limits<double>::infinity(), 1e9}) {
+          // Every estimate first (as a round does), then every search.
+          std::vector<std::shared_ptr<const ConfigFacts>> facts(pis.size());
+          for (std::size_t c = 0; c < pis.size(); ++c) {
+            const double kept = work_estimate(model, pis[c], opt, incumbent, &facts[c]);
+            ASSERT_EQ(kept, work_estimate(model, pis[c], opt, incumbent));
+            ASSERT_NE(facts[c], nullptr);
           }
-          const std::string what =
-              in.describe() + " config " + std::to_string(c) + " parts " + std::to_string(count);
-          expect_same(merged, reference, what);
-          if (count == 1) expect_same(merged, own, what);
-          EXPECT_EQ(merged.stats.states, reference.stats.states) << what;
-          EXPECT_EQ(merged.stats.transitions, reference.stats.transitions) << what;
-          EXPECT_EQ(merged.stats.feasible, reference.stats.feasible) << what;
-          EXPECT_EQ(merged.stats.pruned_load_balance, reference.stats.pruned_load_balance) << what;
-          EXPECT_EQ(merged.stats.pruned_memory, reference.stats.pruned_memory) << what;
-          EXPECT_EQ(merged.closest.bytes, reference.closest.bytes) << what;
-          ++compared;
-          if (reference.best) ++with_plan;
+          for (std::size_t c = pis.size(); c-- > 0;) {
+            const ConfigOutcome own = search_config(model, pis[c], opt, incumbent);
+            for (int count : {1, 2}) {
+              ConfigOutcome merged;
+              ConfigOutcome reference;
+              for (int p = 0; p < count; ++p) {
+                const SearchPart part{p, count};
+                merge_part(merged, search_config(model, pis[c], opt, incumbent, part, nullptr,
+                                                 facts[c].get()));
+                merge_part(reference, search_config(model, pis[c], opt, incumbent, part));
+              }
+              const std::string what = in.describe() + " config " + std::to_string(c) + " parts " +
+                                       std::to_string(count);
+              expect_same(merged, reference, what);
+              if (count == 1) expect_same(merged, own, what);
+              expect_same_counters(merged, reference, what);
+              EXPECT_EQ(merged.closest.bytes, reference.closest.bytes) << what;
+              ++compared;
+              if (reference.best) ++with_plan;
+            }
+          }
         }
-      }
-    }
-  }
+      });
   EXPECT_GT(compared, 200);
   EXPECT_GT(with_plan, 50);
 }
