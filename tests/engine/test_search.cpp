@@ -870,8 +870,12 @@ TEST(Search, LowerBoundIsBelowEveryPlan) {
         for (const double cut : {f * whole, f * best}) {
           const double q = ev.mix_lower_bound(mix, nullptr, cut);
           EXPECT_LE(q, best) << "mix cut " << cut;
-          if (whole > cut) EXPECT_GT(q, cut) << "mix cut " << cut;
-          if (q <= cut) EXPECT_EQ(q, whole) << "mix cut " << cut;
+          if (whole > cut) {
+            EXPECT_GT(q, cut) << "mix cut " << cut;
+          }
+          if (q <= cut) {
+            EXPECT_EQ(q, whole) << "mix cut " << cut;
+          }
           mix_looser += q > cut && q != whole;
         }
       }
