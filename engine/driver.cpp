@@ -489,6 +489,12 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
       left.reserve(open.size());
       for (const std::size_t c : open) left.push_back(configs[c]);
       for (const std::size_t k : bound_shape_order(left)) by_shape.push_back(open[k]);
+    } else if (run.shape_order != nullptr) {
+      std::shared_ptr<const std::vector<std::size_t>>& kept = *run.shape_order;
+      if (!kept)
+        kept = std::make_shared<const std::vector<std::size_t>>(bound_shape_order(configs));
+      HAPMOE_REQUIRE(kept->size() == n, "run_search: a shape order of another Pi");
+      by_shape = *kept;
     } else {
       by_shape = bound_shape_order(configs);
     }

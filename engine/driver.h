@@ -155,6 +155,10 @@ struct RunOptions {
   // precision (a variant's other knobs do not enter them; docs/search.md,
   // "Job-wide knobs"). nullptr: the search makes them.
   const ProfileTables* tables = nullptr;
+  // bound_shape_order(*configs), kept by the caller across searches of the
+  // same Pi: used when set; made and left here when null and a search
+  // orders all of Pi. nullptr: the search makes its own.
+  std::shared_ptr<const std::vector<std::size_t>>* shape_order = nullptr;
   // Per configuration of Pi, when the caller knows them: a latency that no
   // plan of it reaches under this search's costs, the SearchResult::floors
   // of a search of a relaxation of this one (cheaper in every time term and

@@ -593,13 +593,17 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
   std::vector<std::pair<SpaceKey, Space>> spaces;
   std::vector<std::pair<SpaceKey, Space>> roots;
   // Per key, Pi's summary (a few degrees) and the tables of the searches
-  // (RunOptions::summary and tables), made once; never moved: searches
-  // point into them. JobSpace.TablesDependOnlyOnMicroBatchAndPrecision
-  // checks that no other knob enters the tables.
+  // (RunOptions::summary and tables), made once, and its shape order once
+  // a search of all of it has made it (RunOptions::shape_order: a key's
+  // first searches, one per dispatcher, are of all of Pi); never moved:
+  // searches point into them.
+  // JobSpace.TablesDependOnlyOnMicroBatchAndPrecision checks that no other
+  // knob enters the tables.
   struct Facts {
     SpaceKey key;
     PiSummary summary;
     std::optional<ProfileTables> tables;
+    std::shared_ptr<const std::vector<std::size_t>> shape_order;
   };
   std::deque<Facts> facts;
 
@@ -732,7 +736,7 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
     r.incumbent = std::min(run.incumbent, incumbent);
     const Space configs = space_of(vw, v, opt.space);
     r.configs = configs.get();
-    const Facts& known_facts = facts_of(vw, v);
+    Facts& known_facts = facts_of(vw, v);
     r.summary = &known_facts.summary;
     r.tables = &*known_facts.tables;
     r.result_configs = false;  // the one result kept gets Pi (Merger)
@@ -809,12 +813,15 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
       // DeepSeek-V3's large case over 2 ranks, 4.66 s against 5.18 s
       // with each small part searched by rank 0 alone (bench/README.md).
       r.split_above = run.split_above * static_cast<double>(sub.size()) / static_cast<double>(n);
-    } else if (floored) {
-      if (floors_of == nullptr) {
-        dense_floors = floors->dense();
-        floors_of = &dense_floors;
+    } else {
+      r.shape_order = &known_facts.shape_order;  // a search of all of Pi
+      if (floored) {
+        if (floors_of == nullptr) {
+          dense_floors = floors->dense();
+          floors_of = &dense_floors;
+        }
+        r.floors = floors_of;
       }
-      r.floors = floors_of;
     }
     SearchResult res = run_search(vw, cluster, opt, false, comm, r);
     auto node = std::make_shared<Floors>();

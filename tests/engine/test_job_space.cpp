@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -316,6 +317,44 @@ TEST(JobSpace, ProgressCountsVariantsStepsAndTheJobsBest) {
   EXPECT_GT(progress.job_steps.load(), 2);
   EXPECT_EQ(progress.job_steps_done.load(), progress.job_steps.load());
   EXPECT_EQ(progress.job_best.load(), job.best_s);
+}
+
+// RunOptions::shape_order: the first search of all of Pi leaves its shape
+// order there, and a later search of the same Pi (another dispatcher, as
+// the job search does) reads it and finds what it finds alone.
+TEST(JobSpace, AShapeOrderKeptForPiIsTheOneASearchMakes) {
+  const Workload w = load_workload("mixtral-l");
+  const ClusterSpec c = load_cluster("paper:32-1");
+  const std::vector<ParallelConfig> configs = enumerate_configs(w, c, SpaceOptions{});
+  SerialComm comm;
+  std::shared_ptr<const std::vector<std::size_t>> kept;
+  RunOptions with;
+  with.configs = &configs;
+  with.shape_order = &kept;
+  RunOptions alone;
+  alone.configs = &configs;
+  const auto expect_same = [](const SearchResult& a, const SearchResult& b, const char* what) {
+    ASSERT_EQ(a.top.size(), b.top.size()) << what;
+    for (std::size_t k = 0; k < a.top.size(); ++k) {
+      EXPECT_EQ(a.top[k].plan, b.top[k].plan) << what;
+      EXPECT_EQ(a.top[k].latency_s, b.top[k].latency_s) << what;
+    }
+    EXPECT_EQ(a.stats.configs_evaluated, b.stats.configs_evaluated) << what;
+    EXPECT_EQ(a.stats.transitions, b.stats.transitions) << what;
+    EXPECT_EQ(a.lower_bounds, b.lower_bounds) << what;
+  };
+  expect_same(run_search(w, c, SearchOptions{}, false, comm, with),
+              run_search(w, c, SearchOptions{}, false, comm, alone), "first");
+  ASSERT_NE(kept, nullptr);
+  EXPECT_EQ(*kept, bound_shape_order(configs));
+  Workload other = w;
+  other.training.dispatcher = other.training.dispatcher == Dispatcher::kAllToAll
+                                  ? Dispatcher::kAllGather
+                                  : Dispatcher::kAllToAll;
+  const auto* made = kept.get();
+  expect_same(run_search(other, c, SearchOptions{}, false, comm, with),
+              run_search(other, c, SearchOptions{}, false, comm, alone), "second");
+  EXPECT_EQ(kept.get(), made);  // read, not made again
 }
 
 // every_variant_small's premise: a variant's Pi is within Pi at the least
