@@ -691,7 +691,7 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
                  known ? with_vpp(*known, vw, v.vpp) : enumerate_configs(vw, cluster, so)));
     if (!known) roots.emplace_back(key, spaces.back().second);
     if (std::none_of(facts.begin(), facts.end(), [&](const Facts& f) { return f.key == key; })) {
-      facts.push_back({key, summarize(*spaces.back().second), std::nullopt});
+      facts.push_back({key, summarize(*spaces.back().second), std::nullopt, nullptr});
     }
     return spaces.back().second;
   };
