@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -289,12 +290,24 @@ void check_type_costs(const TypeCosts& t, const Workload& w, const ClusterSpec& 
 // model it last served (CostModel::id_; copies share it): the threads of
 // a search take no lock.
 struct CostModel::Memo {
+  // The fields' bits, mixed: std::hash of a double hashes its bytes
+  // (_Hash_bytes, a call per field). Equal keys hash alike (+0 and -0 are
+  // one value).
   template <class Key>
   struct Hash {
     std::size_t operator()(const Key& k) const {
-      std::size_t h = 0;
-      for (const auto x : k) h = h * 1000003u + std::hash<std::decay_t<decltype(x)>>{}(x);
-      return h;
+      std::uint64_t h = 0x9e3779b97f4a7c15u;
+      for (const auto x : k) {
+        std::uint64_t v = 0;
+        if constexpr (std::is_floating_point_v<std::decay_t<decltype(x)>>) {
+          v = x == 0 ? 0 : std::bit_cast<std::uint64_t>(static_cast<double>(x));
+        } else {
+          v = static_cast<std::uint64_t>(x);
+        }
+        h = (h ^ v) * 0xff51afd7ed558ccdu;
+        h ^= h >> 32;
+      }
+      return static_cast<std::size_t>(h);
     }
   };
   using LayerKey = std::array<int, 6>;
