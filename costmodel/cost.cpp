@@ -626,6 +626,13 @@ double least_layer_activations(const LayerCost& l) {
 }  // namespace
 
 // --- Per (pi, type) --------------------------------------------------------
+ParallelConfig CostModel::type_costs_key(const ParallelConfig& pi) const {
+  ParallelConfig key = pi;
+  key.pp = workload_.model.tied_embeddings && pi.pp == 1 ? 1 : 2;
+  key.vpp = 1;
+  return key;
+}
+
 TypeCosts CostModel::type_costs(const ParallelConfig& pi, int type) const {
   const ModelSpec& m = workload_.model;
   const TrainingSpec& tr = workload_.training;

@@ -45,6 +45,7 @@ struct StepParts {
   double ep_hidden = 0;
   double total() const { return compute + tp + cp + ep + p2p + recompute + dp + host; }
   StepParts& operator+=(const StepParts& o);
+  bool operator==(const StepParts&) const = default;
 };
 StepParts operator*(double n, const StepParts& p);
 
@@ -61,6 +62,7 @@ struct LayerCost {
   struct ModuleCost {
     double saved_bytes = 0;
     double extra_s = 0;
+    bool operator==(const ModuleCost&) const = default;
   };
   std::array<ModuleCost, kNumRecomputeModules> modules{};
   // The bytes freed and the time added by recomputing a set of modules
@@ -78,6 +80,7 @@ struct LayerCost {
   StepParts fwd_parts;
   StepParts bwd_parts;
   Dispatcher dispatcher = Dispatcher::kAllToAll;  // the one chosen
+  bool operator==(const LayerCost&) const = default;
 };
 
 // An affine collective time over a number of parameters.
@@ -85,6 +88,7 @@ struct SyncCost {
   double latency_s = 0;
   double s_per_param = 0;
   double time(double params) const { return params > 0 ? latency_s + params * s_per_param : 0.0; }
+  bool operator==(const SyncCost&) const = default;
 };
 
 // Per (pi, device type): the two layer kinds plus first/last-stage extras.
@@ -149,6 +153,7 @@ struct TypeCosts {
   // distributed optimizer, else all-reduce) and the parameter all-gather
   // (distributed optimizer only), each time(n params) = latency + n * slope.
   SyncCost dp_reduce, dp_gather, edp_reduce, edp_gather;
+  bool operator==(const TypeCosts&) const = default;
 };
 
 // `tc` costing a range's optimizer step at its faster end
@@ -267,6 +272,12 @@ class CostModel {
   // are its gradient synchronisations' times, per group and primitive.
   // Thread-safe.
   TypeCosts type_costs(const ParallelConfig& pi, int type) const;
+  // pi with only what type_costs reads of it: its degrees and micro-batch,
+  // and PP only where the embeddings are tied (a single stage then holds
+  // no output matrix of its own); vpp 1. Configurations with equal keys
+  // have equal type costs: a bound computes them once for a key's PP 1,
+  // 2 and deeper shapes (bound_shape).
+  ParallelConfig type_costs_key(const ParallelConfig& pi) const;
 
   // Receiving activations from the previous stage (forward) and sending
   // gradients back (backward), charged to the later stage.

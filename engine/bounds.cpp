@@ -419,14 +419,26 @@ using hsdp::layer_tails;
 using hsdp::LayerTails;
 using hsdp::plain_latency_floor;
 
-BoundShape bound_shape(const CostModel& model, const ParallelConfig& pi, const SearchOptions& opt) {
+BoundShape bound_shape(const CostModel& model, const ParallelConfig& pi, const SearchOptions& opt,
+                       TypeCostsCache* cache) {
   const ClusterSpec& cluster = model.cluster();
+  if (cache != nullptr) {
+    if (const ParallelConfig key = model.type_costs_key(pi); !(cache->key == key)) {
+      cache->key = key;
+      cache->costs.assign(static_cast<std::size_t>(cluster.num_types()), std::nullopt);
+    }
+  }
   BoundShape shape;
   std::vector<int> usable;
+  std::optional<TypeCosts> own;
   for (int h = 0; h < cluster.num_types(); ++h) {
     const int cap = stage_capacity(cluster, h, pi, opt.space.constraints);
     if (cap == 0) continue;
-    const TypeCosts tc = model.type_costs(pi, h);
+    if (cache == nullptr) own.reset();
+    std::optional<TypeCosts>& slot =
+        cache != nullptr ? cache->costs[static_cast<std::size_t>(h)] : own;
+    if (!slot) slot.emplace(model.type_costs(pi, h));
+    const TypeCosts& tc = *slot;
     const double d = tc.dense.fwd_s + tc.dense.bwd_s;
     const double e = tc.moe.fwd_s + tc.moe.bwd_s;
     shape.dense = std::min(shape.dense, d);
@@ -474,20 +486,35 @@ std::vector<std::size_t> bound_shape_order(const std::vector<ParallelConfig>& co
   // the first's keys; a subset of Pi has them), then the first block's
   // configuration, then the later blocks' of its key.
   std::size_t lead = 0;
-  while (lead < blocks && configs[begin[lead]].pp < 3) {
-    for (std::size_t c = begin[lead]; c < begin[lead + 1]; ++c) order.push_back(c);
-    ++lead;
+  while (lead < blocks && configs[begin[lead]].pp < 3) ++lead;
+  if (lead == blocks) {
+    for (std::size_t c = 0; c < n; ++c) order.push_back(c);
+    return order;
   }
-  if (lead == blocks) return order;
-  // below(k, c): configuration k's key orders before c's; same(k, c):
-  // their keys are equal.
+  // below(k, c): configuration k's degrees order before c's; same(k, c):
+  // they are equal (pp aside). Each configuration c of the first block of
+  // pp >= 3 comes after every configuration of smaller degrees not yet
+  // placed, then those of pp 1 and 2 with its degrees (each its own
+  // shape), and before those of the later blocks with its degrees (its
+  // shape): all of c's degrees together, which share their type costs
+  // (CostModel::type_costs_key; a thread keeps them, TypeCostsCache).
   const auto sweep = [&](const auto& below, const auto& same) {
+    std::vector<std::size_t> before(begin.begin(),
+                                    begin.begin() + static_cast<std::ptrdiff_t>(lead));
     std::vector<std::size_t> at(begin.begin() + static_cast<std::ptrdiff_t>(lead) + 1,
                                 begin.end() - 1);  // each later block's next
     for (std::size_t c = begin[lead]; c < begin[lead + 1]; ++c) {
+      for (std::size_t b = 0; b < before.size(); ++b) {
+        std::size_t& k = before[b];
+        while (k < begin[b + 1] && below(k, c)) order.push_back(k++);
+      }
       for (std::size_t b = 0; b < at.size(); ++b) {
         std::size_t& k = at[b];
         while (k < begin[lead + 2 + b] && below(k, c)) order.push_back(k++);
+      }
+      for (std::size_t b = 0; b < before.size(); ++b) {
+        std::size_t& k = before[b];
+        while (k < begin[b + 1] && same(k, c)) order.push_back(k++);
       }
       order.push_back(c);
       for (std::size_t b = 0; b < at.size(); ++b) {
@@ -496,18 +523,20 @@ std::vector<std::size_t> bound_shape_order(const std::vector<ParallelConfig>& co
       }
     }
     // What the sweep did not reach (not in canonical order): at the end.
+    for (std::size_t b = 0; b < before.size(); ++b) {
+      for (std::size_t k = before[b]; k < begin[b + 1]; ++k) order.push_back(k);
+    }
     for (std::size_t b = 0; b < at.size(); ++b) {
       for (std::size_t k = at[b]; k < begin[lead + 2 + b]; ++k) order.push_back(k);
     }
   };
-  // The keys of pp >= 3 as integers, their degrees' bits side by side in
-  // the order compared, where they fit in 64 bits and every such
-  // configuration has the same micro-batch and vpp (as in any Pi): most of
-  // this order's time on the large case went to comparing the degrees.
-  const std::size_t first = begin[lead];
+  // The degrees as integers, their bits side by side in the order
+  // compared, where they fit in 64 bits and every configuration has the
+  // same micro-batch and vpp (as in any Pi): most of this order's time on
+  // the large case went to comparing the degrees.
   int widths[5] = {};
   bool alike = true;
-  for (std::size_t c = first; c < n; ++c) {
+  for (std::size_t c = 0; c < n; ++c) {
     const ParallelConfig& pi = configs[c];
     const int degrees[5] = {pi.tp, pi.cp, pi.ep, pi.tpe, pi.dp};
     for (int d = 0; d < 5; ++d) {
@@ -517,28 +546,30 @@ std::vector<std::size_t> bound_shape_order(const std::vector<ParallelConfig>& co
                              static_cast<int>(std::bit_width(static_cast<unsigned>(degrees[d]))));
       }
     }
-    alike = alike && pi.micro_batch == configs[first].micro_batch && pi.vpp == configs[first].vpp;
+    alike = alike && pi.micro_batch == configs[0].micro_batch && pi.vpp == configs[0].vpp;
   }
   if (alike && std::accumulate(std::begin(widths), std::end(widths), 0) <= 64) {
-    std::vector<std::uint64_t> packed(n - first);
-    for (std::size_t c = first; c < n; ++c) {
+    std::vector<std::uint64_t> packed(n);
+    for (std::size_t c = 0; c < n; ++c) {
       const ParallelConfig& pi = configs[c];
       const int degrees[5] = {pi.tp, pi.cp, pi.ep, pi.tpe, pi.dp};
       std::uint64_t v = 0;
       for (int d = 0; d < 5; ++d) v = (v << widths[d]) | static_cast<std::uint64_t>(degrees[d]);
-      packed[c - first] = v;
+      packed[c] = v;
     }
-    sweep([&](std::size_t k, std::size_t c) { return packed[k - first] < packed[c - first]; },
-          [&](std::size_t k, std::size_t c) { return packed[k - first] == packed[c - first]; });
+    sweep([&](std::size_t k, std::size_t c) { return packed[k] < packed[c]; },
+          [&](std::size_t k, std::size_t c) { return packed[k] == packed[c]; });
     return order;
   }
   const auto less = [](const ParallelConfig& a, const ParallelConfig& b) {
     return std::tie(a.tp, a.cp, a.ep, a.tpe, a.dp) < std::tie(b.tp, b.cp, b.ep, b.tpe, b.dp);
   };
+  const auto same = [](ParallelConfig a, ParallelConfig b) {
+    a.pp = b.pp = 0;
+    return a == b;
+  };
   sweep([&](std::size_t k, std::size_t c) { return less(configs[k], configs[c]); },
-        [&](std::size_t k, std::size_t c) {
-          return bound_shape_key(configs[k]) == bound_shape_key(configs[c]);
-        });
+        [&](std::size_t k, std::size_t c) { return same(configs[k], configs[c]); });
   return order;
 }
 

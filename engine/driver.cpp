@@ -500,13 +500,15 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     }
     std::vector<std::pair<ParallelConfig, BoundShape>> last(
         static_cast<std::size_t>(run.threads), {ParallelConfig{0}, {}});  // pp 0: none yet
+    std::vector<TypeCostsCache> type_costs(static_cast<std::size_t>(run.threads));
     const std::vector<ConfigBound> in_shape_order = computed_by_all<ConfigBound>(
         comm, run.threads, by_shape.size(), 512, watch, r.stopped, mine, [&](std::size_t i) {
           const std::size_t c = by_shape[i];
           const ParallelConfig& pi = configs[c];
-          auto& [key, shape] = last[static_cast<std::size_t>(omp_get_thread_num())];
+          const auto thread = static_cast<std::size_t>(omp_get_thread_num());
+          auto& [key, shape] = last[thread];
           if (const ParallelConfig k = bound_shape_key(pi); !(k == key)) {
-            shape = bound_shape(model, pi, opt);
+            shape = bound_shape(model, pi, opt, &type_costs[thread]);
             key = k;
           }
           ConfigBound b =

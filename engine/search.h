@@ -212,16 +212,27 @@ struct BoundShape {
   double dense_tail = std::numeric_limits<double>::infinity();
   double moe_tail = std::numeric_limits<double>::infinity();
 };
+// The type costs of one CostModel::type_costs_key, per device type, kept
+// by a thread between the shapes it bounds: bound_shape_order puts a
+// key's shapes of PP 1, 2 and deeper next to each other, and they share
+// their type costs.
+struct TypeCostsCache {
+  ParallelConfig key{0};  // pp 0: none yet
+  std::vector<std::optional<TypeCosts>> costs;
+};
+// `cache`, if given, must be used with one cost model only.
 BoundShape bound_shape(const CostModel& model, const ParallelConfig& pi,
-                       const SearchOptions& options);
+                       const SearchOptions& options, TypeCostsCache* cache = nullptr);
 ParallelConfig bound_shape_key(const ParallelConfig& pi);
 // A permutation of `configs` (in the canonical order of enumerate_configs)
-// that puts configurations of equal bound_shape_key next to each other:
-// pp = 1 and 2 in order, then each configuration of the first block of
-// pp >= 3 followed by those of the later blocks with its key (a subset of
-// Pi in that order too: the later blocks' keys the first lacks come
-// alone, before the next larger key). Linear in |Pi| times the number of
-// pp blocks; any other input still gives a permutation.
+// that puts configurations of equal bound_shape_key next to each other,
+// and those of equal degrees (CostModel::type_costs_key) too: per
+// configuration of the first block of pp >= 3, in order, the
+// configurations of smaller degrees not yet placed, then those of pp 1
+// and 2 with its degrees, then it, then those of the later blocks with its
+// degrees (a subset of Pi in that order too: the degrees the first block
+// lacks come alone, before the next larger). Linear in |Pi| times the
+// number of pp blocks; any other input still gives a permutation.
 std::vector<std::size_t> bound_shape_order(const std::vector<ParallelConfig>& configs);
 // config_lower_bound(model, pi, options) from pi's shape. With a finite
 // `cut`: a bound above the cut may be a looser one, still above it (one

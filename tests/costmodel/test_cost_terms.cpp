@@ -1544,6 +1544,41 @@ TEST_F(CostTerms, EmbeddingOnFirstStageOutputOnLast) {
   }
 }
 
+// type_costs reads of a configuration only what type_costs_key keeps: the
+// bounds compute one TypeCosts per key for the shapes of PP 1, 2 and
+// deeper (engine bound_shape, TypeCostsCache). With tied embeddings a
+// single stage holds no output matrix of its own, so PP 1 has its key.
+TEST_F(CostTerms, TypeCostsDependOnTheirKeyOnly) {
+  for (const bool tied : {false, true}) {
+    workload.model.tied_embeddings = tied;
+    const CostModel cm = model();
+    for (const ParallelConfig degrees : {config(1, 2, 1, 2, 1, 2), config(1, 1, 2, 4, 1, 4, 2)}) {
+      for (int type = 0; type < cluster.num_types(); ++type) {
+        ParallelConfig a = degrees;
+        const TypeCosts one = cm.type_costs(a, type);
+        for (const int pp : {1, 2, 3, 5}) {
+          for (const int vpp : {1, 2}) {
+            ParallelConfig b = degrees;
+            b.pp = pp;
+            b.vpp = vpp;
+            const bool same_key = cm.type_costs_key(a) == cm.type_costs_key(b);
+            EXPECT_EQ(same_key, !tied || pp == 1) << "tied " << tied << " pp " << pp;
+            if (same_key) {
+              EXPECT_TRUE(cm.type_costs(b, type) == one) << "tied " << tied << " pp " << pp;
+            } else {
+              EXPECT_NE(cm.type_costs(b, type).output_params, one.output_params);
+            }
+          }
+        }
+      }
+    }
+  }
+  // Other degrees, another key.
+  const CostModel cm = model();
+  EXPECT_FALSE(cm.type_costs_key(config(2, 2, 1, 1, 1, 1)) ==
+               cm.type_costs_key(config(2, 2, 1, 1, 1, 2)));
+}
+
 TEST_F(CostTerms, StageWeightsPlaceEmbeddingAndOutput) {
   workload.model = dense_model();
   const CostModel cm = model();

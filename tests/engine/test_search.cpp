@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -1078,9 +1079,12 @@ TEST(Search, LayerSumFloorIsBelowEveryPlacement) {
 }
 
 // The driver computes one BoundShape per bound_shape_key, in the order of
-// bound_shape_order: configurations of equal key must get the same bound
-// from a shared shape as from their own, to the bit, and the order must be
-// a permutation that keeps equal keys together.
+// bound_shape_order, and each thread keeps the type costs of the last
+// CostModel::type_costs_key (TypeCostsCache): configurations of equal key
+// must get the same bound from a shared shape and kept type costs as from
+// their own, to the bit, and the order must be a permutation that keeps
+// equal keys together, and the configurations of each type-costs key of
+// the first pp >= 3 (all of pp 1, 2 and deeper with its degrees) too.
 void expect_shapes_shared(const Workload& w, const ClusterSpec& cluster, const char* what) {
   const SearchOptions o;
   const std::vector<ParallelConfig> configs = enumerate_configs(w, cluster, o.space);
@@ -1092,11 +1096,24 @@ void expect_shapes_shared(const Workload& w, const ClusterSpec& cluster, const c
   std::set<std::tuple<int, int, int, int, int, int, int>> closed;  // keys whose run ended
   ParallelConfig key{0};
   BoundShape shape;
+  TypeCostsCache kept;
+  const auto type_key = [&](const ParallelConfig& pi) {
+    const ParallelConfig k = model.type_costs_key(pi);
+    return std::tuple{k.pp, k.tp, k.cp, k.ep, k.tpe, k.dp, k.micro_batch};
+  };
+  int lead = std::numeric_limits<int>::max();  // the first pp >= 3
+  for (const ParallelConfig& pi : configs) {
+    if (pi.pp >= 3) lead = std::min(lead, pi.pp);
+  }
+  std::map<std::tuple<int, int, int, int, int, int, int>, std::vector<std::size_t>> at;
+  std::set<std::tuple<int, int, int, int, int, int, int>> of_lead;
   for (std::size_t i = 0; i < order.size(); ++i) {
     ASSERT_LT(order[i], configs.size()) << what;
     ASSERT_FALSE(seen[order[i]]) << what << ": " << order[i] << " twice";
     seen[order[i]] = 1;
     const ParallelConfig& pi = configs[order[i]];
+    at[type_key(pi)].push_back(i);
+    if (pi.pp == lead) of_lead.insert(type_key(pi));
     const ParallelConfig k = bound_shape_key(pi);
     if (!(k == key)) {
       if (key.pp > 0)
@@ -1104,12 +1121,17 @@ void expect_shapes_shared(const Workload& w, const ClusterSpec& cluster, const c
       ASSERT_FALSE(closed.count({k.pp, k.tp, k.cp, k.ep, k.tpe, k.dp, k.micro_batch}))
           << what << ": a key's configurations are not together";
       key = k;
-      shape = bound_shape(model, pi, o);
+      shape = bound_shape(model, pi, o, &kept);
     }
     const ConfigBound shared = config_lower_bound(model, shape, pi);
     const ConfigBound own = config_lower_bound(model, pi, o);
     ASSERT_EQ(shared.latency, own.latency) << what << ": pp " << pi.pp << " tp " << pi.tp;
     ASSERT_EQ(shared.steps, own.steps) << what;
+  }
+  for (const auto& k : of_lead) {
+    const std::vector<std::size_t>& run = at[k];
+    EXPECT_EQ(run.back() - run.front() + 1, run.size())
+        << what << ": a type-costs key's configurations are not together";
   }
 }
 
