@@ -109,7 +109,7 @@ std::vector<ParallelConfig> with_vpp(const std::vector<ParallelConfig>& known,
                    "with_vpp: the Pi of a micro-batch that does not divide this one's");
     pi.vpp = vpp;
     pi.micro_batch = micro_batch;
-    if (parallel_ok(pi, workload)) out.push_back(pi);
+    if (schedule_ok(pi, workload)) out.push_back(pi);
   }
   return out;
 }

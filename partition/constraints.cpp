@@ -45,6 +45,25 @@ std::array<std::pair<const char*, int>, 8> degrees(const ParallelConfig& pi) {
            {"vpp", pi.vpp}}};
 }
 
+// The first of the rules the micro-batch and the virtual stages enter that
+// pi breaks (kOk: none).
+ParallelRule broken_schedule_rule(const ParallelConfig& pi, const Workload& w) {
+  const TrainingSpec& t = w.training;
+  if (pi.micro_batch < 1 || pi.vpp < 1 || pi.dp < 1 || pi.pp < 1) {
+    return ParallelRule::kDegreeBelowOne;
+  }
+  if (t.global_batch % (pi.micro_batch * pi.dp) != 0) return ParallelRule::kBatch;
+  if (pi.vpp > 1) {
+    // Megatron-LM's interleaved schedule (REFERENCE.md 3.2.10; its
+    // schedules.py asks for micro-batches in groups of PP).
+    if (pi.pp < 2) return ParallelRule::kVppOnePp;
+    if (t.global_batch / (pi.micro_batch * pi.dp) % pi.pp != 0) {
+      return ParallelRule::kVppMicroBatches;
+    }
+  }
+  return ParallelRule::kOk;
+}
+
 // The first rule pi breaks (kOk: none); no message is built, so the
 // enumeration of Pi rejects its candidates cheaply.
 ParallelRule broken_rule(const ParallelConfig& pi, const Workload& w) {
@@ -63,22 +82,17 @@ ParallelRule broken_rule(const ParallelConfig& pi, const Workload& w) {
   if (pi.stage_devices() % (pi.ep * pi.tpe) != 0) return ParallelRule::kExpertFold;
   if (pi.ep > 1 && t.precision == Precision::kFp16) return ParallelRule::kEpFp16;
   if (pi.cp > 1 && t.seq_len % (2 * pi.cp) != 0) return ParallelRule::kCpSeqLen;
-  if (t.global_batch % (pi.micro_batch * pi.dp) != 0) return ParallelRule::kBatch;
-  if (pi.vpp > 1) {
-    // Megatron-LM's interleaved schedule (REFERENCE.md 3.2.10; its
-    // schedules.py asks for micro-batches in groups of PP).
-    if (pi.pp < 2) return ParallelRule::kVppOnePp;
-    if (t.global_batch / (pi.micro_batch * pi.dp) % pi.pp != 0) {
-      return ParallelRule::kVppMicroBatches;
-    }
-  }
-  return ParallelRule::kOk;
+  return broken_schedule_rule(pi, w);
 }
 
 }  // namespace
 
 bool parallel_ok(const ParallelConfig& pi, const Workload& w) {
   return broken_rule(pi, w) == ParallelRule::kOk;
+}
+
+bool schedule_ok(const ParallelConfig& pi, const Workload& w) {
+  return broken_schedule_rule(pi, w) == ParallelRule::kOk;
 }
 
 std::string check_parallel(const ParallelConfig& pi, const Workload& w) {

@@ -46,6 +46,12 @@ Placement place_stages(const ClusterSpec& cluster, int stage_devices,
 std::string check_parallel(const ParallelConfig& pi, const Workload& workload);
 // check_parallel(pi, workload).empty(), without building a message.
 bool parallel_ok(const ParallelConfig& pi, const Workload& workload);
+// Of parallel_ok's rules, those the micro-batch and the virtual stages
+// enter: DP x micro-batch divides the global batch, and interleaving needs
+// PP >= 2 and the micro-batches in groups of PP. A configuration that
+// passes parallel_ok with another micro-batch and vpp passes it with these
+// iff it passes schedule_ok with them (with_vpp).
+bool schedule_ok(const ParallelConfig& pi, const Workload& workload);
 
 // The training precision against every device type of the cluster: FP8
 // needs an FP8 peak on each (the cost tables are built for every type).

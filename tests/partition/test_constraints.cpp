@@ -348,4 +348,36 @@ TEST(ConstraintsParallel, OkIsCheckParallelWithoutTheMessage) {
   EXPECT_GE(kinds.size(), 14u);  // "" and each rule's message
 }
 
+// schedule_ok, with_vpp's check: a configuration that passes parallel_ok
+// with micro-batch 1 and no interleaving passes it with another
+// micro-batch and vpp exactly when it passes schedule_ok with them.
+TEST(ConstraintsParallel, ScheduleOkIsWhatAnotherMicroBatchAndVppAdd) {
+  int kept = 0;
+  int refused = 0;
+  Workload w = workload();
+  w.training.global_batch = 48;
+  for (int pp = 1; pp <= 8; ++pp) {
+    for (const int tp : {1, 2, 4}) {
+      for (const int ep : {1, 2, 4}) {
+        for (const int dp : {1, 2, 3, 4, 6}) {
+          const ParallelConfig plain{pp, tp, 1, ep, 1, dp, 1, 1};
+          if (!parallel_ok(plain, w)) continue;
+          for (const int b : {1, 2, 3, 4, 8}) {
+            for (const int vpp : {1, 2, 3}) {
+              ParallelConfig c = plain;
+              c.micro_batch = b;
+              c.vpp = vpp;
+              ASSERT_EQ(schedule_ok(c, w), parallel_ok(c, w))
+                  << "pp " << pp << " dp " << dp << " b " << b << " vpp " << vpp;
+              (parallel_ok(c, w) ? kept : refused) += 1;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(kept, 100);
+  EXPECT_GT(refused, 100);
+}
+
 }  // namespace hapmoe
