@@ -45,6 +45,44 @@ LayerTails layer_tails(const CostModel& model, const ParallelConfig& pi, const T
 
 namespace {
 
+// The layers a stage of `t` holds within t_step at `price` per layer (and
+// in memory), as floor_holds counts them: they grow by one at each step
+// fixed + r * price (r = 1 .. most).
+long long floor_room(const StageFloor& t, double price, double t_step) {
+  const double room = (t_step - t.fixed) / price;
+  return room < 0.0 ? 0 : std::min<long long>(t.most, static_cast<long long>(std::min(room, 1e9)));
+}
+
+// The prices floor_holds takes a type's layers at: the cheaper kind's, and
+// each kind's the model has.
+template <class F>
+void for_each_floor_price(const StageFloor& t, int dense, int moe, F&& f) {
+  f(moe == 0 ? t.dense : (dense == 0 ? t.moe : std::min(t.dense, t.moe)));
+  if (moe > 0) f(t.moe);
+  if (dense > 0) f(t.dense);
+}
+
+// Where floor_holds turns true within (lo, hi] if one step of its rooms
+// lies there (every room that grows between lo and hi grows by one at the
+// same step); 0 otherwise. floor_holds counts the rooms only, so it turns
+// true exactly there.
+double only_step(const std::vector<StageFloor>& types, int dense, int moe, double lo, double hi) {
+  double at = 0.0;
+  for (const StageFloor& t : types) {
+    bool one = true;
+    for_each_floor_price(t, dense, moe, [&](double price) {
+      const long long grown = floor_room(t, price, hi);
+      const long long by = grown - floor_room(t, price, lo);
+      if (by == 0 || !one) return;
+      const double step = t.fixed + static_cast<double>(grown) * price;
+      if (by > 1 || (at > 0.0 && step != at)) one = false;
+      at = step;
+    });
+    if (!one) return 0.0;
+  }
+  return at;
+}
+
 // Whether pp stages drawn from `types`, each step at most t_step, can hold
 // `dense` dense and `moe` MoE layers, one at least per stage (see
 // bottleneck_floor). Monotone in t_step. `hold` is scratch.
@@ -54,12 +92,7 @@ bool floor_holds(const std::vector<StageFloor>& types, int pp, int dense, int mo
   // Do pp stages with at most t_step each hold `need` layers priced `price`?
   const auto holds = [&](int need, auto price, bool one_each) {
     for (std::size_t k = 0; k < types.size(); ++k) {
-      const double per = price(types[k]);
-      const double room = (t_step - types[k].fixed) / per;
-      hold[k] = {room < 0.0 ? 0
-                            : std::min<long long>(types[k].most,
-                                                  static_cast<long long>(std::min(room, 1e9))),
-                 types[k].stages};
+      hold[k] = {floor_room(types[k], price(types[k]), t_step), types[k].stages};
     }
     std::sort(hold.begin(), hold.end(), std::greater<>());
     long long total = 0;
@@ -106,14 +139,27 @@ double bottleneck_floor(const std::vector<StageFloor>& types, int pp, int dense,
   if (!fits(hi)) return inf;  // the stages cannot hold the layers in memory (StageFloor::most)
   double lo = 0.0;            // fits(lo) is false
   if (fits(lo)) return 0.0;
-  // To 1e-6 of hi (hi is a few times the answer): a bound this close is
-  // as good as exact for skipping, at a third of the work.
+  // Bisected until (lo, hi] holds one step of the rooms, which is the
+  // answer (once hi - lo is under the least price, each room grows at most
+  // once there), or to 1e-6 of hi (hi is a few times the answer) where two
+  // steps lie closer than that.
+  double least = inf;
+  for (const StageFloor& t : types) {
+    for_each_floor_price(t, dense, moe, [&](double price) { least = std::min(least, price); });
+  }
   while (hi - lo > 1e-6 * hi) {
+    if (hi - lo < least) {
+      if (const double step = only_step(types, dense, moe, lo, hi); step > 0.0) {
+        lo = std::min(step, hi);
+        break;
+      }
+    }
     const double mid = 0.5 * (lo + hi);
     (fits(mid) ? hi : lo) = mid;
   }
-  // Every plan's slowest stage exceeds lo; the margin covers the rounding
-  // of stage steps summed in another order than fixed + n * step.
+  // Every plan's slowest stage is at least lo (above it, after the
+  // bisection); the margin covers the rounding of stage steps summed in
+  // another order than fixed + n * step.
   return lo * (1.0 - 1e-9);
 }
 

@@ -923,6 +923,47 @@ TEST(Search, LatencyFloorTakesTheRoomWithinTheBottleneck) {
   EXPECT_NEAR(one.latency, 8.0 + 1.0, 1e-6);
 }
 
+// The bottleneck floor is the step at which the stages first hold the
+// layers (their rooms grow by one at each fixed + r x price): just under
+// it, to the margin, when that step is alone within its bracket, as it is
+// unless two types' steps fall within 1e-6 of each other. Below the floor
+// the stages do not hold the layers (it bounds every plan's slowest step);
+// just above the step they do.
+TEST(Search, BottleneckFloorIsTheStepWhereTheStagesHoldTheLayers) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> price(0.5, 3.0);
+  std::uniform_real_distribution<double> fixed(0.0, 2.0);
+  std::uniform_int_distribution<int> stages(1, 6);
+  std::uniform_int_distribution<int> layers(4, 60);
+  int exact = 0;
+  int cases = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    std::vector<hsdp::StageFloor> types;
+    const int kinds = 1 + trial % 3;
+    int available = 0;
+    for (int k = 0; k < kinds; ++k) {
+      hsdp::StageFloor t{price(rng), price(rng), fixed(rng), stages(rng)};
+      if (trial % 4 == 0) t.most = 3 + trial % 7;
+      available += t.stages;
+      types.push_back(t);
+    }
+    const int pp = std::uniform_int_distribution<int>(1, available)(rng);
+    const int n = std::max(pp, layers(rng));
+    const int dense = trial % 5 == 0 ? 0 : n / 4;
+    const int moe = n - dense;
+    const double floor = hsdp::bottleneck_floor(types, pp, dense, moe);
+    if (!std::isfinite(floor)) continue;
+    ++cases;
+    // Below it: no plan (bottleneck_floor_above tests floor_holds there).
+    EXPECT_GT(hsdp::bottleneck_floor_above(types, pp, dense, moe, floor), 0.0) << trial;
+    // The step it stands under: the stages hold the layers there.
+    const double step = floor / (1.0 - 1e-9);
+    if (hsdp::bottleneck_floor_above(types, pp, dense, moe, step * (1.0 + 1e-12)) == 0.0) ++exact;
+  }
+  EXPECT_GT(cases, 300);
+  EXPECT_GT(exact, cases * 9 / 10);
+}
+
 // The whole-layer floor of the stages a partial plan has left (the DP's
 // bound on its slowest stage, hsdp::whole_layer_floors), by hand: two
 // stages of A (1 per layer) and one of B (0.5 + 3 per layer). Every stage
