@@ -53,11 +53,16 @@ long long floor_room(const StageFloor& t, double price, double t_step) {
   return room < 0.0 ? 0 : std::min<long long>(t.most, static_cast<long long>(std::min(room, 1e9)));
 }
 
+// The price of a layer of either kind the model has on a stage of `t`.
+double cheaper_price(const StageFloor& t, int dense, int moe) {
+  return moe == 0 ? t.dense : (dense == 0 ? t.moe : std::min(t.dense, t.moe));
+}
+
 // The prices floor_holds takes a type's layers at: the cheaper kind's, and
 // each kind's the model has.
 template <class F>
 void for_each_floor_price(const StageFloor& t, int dense, int moe, F&& f) {
-  f(moe == 0 ? t.dense : (dense == 0 ? t.moe : std::min(t.dense, t.moe)));
+  f(cheaper_price(t, dense, moe));
   if (moe > 0) f(t.moe);
   if (dense > 0) f(t.dense);
 }
@@ -107,10 +112,7 @@ bool floor_holds(const std::vector<StageFloor>& types, int pp, int dense, int mo
     return total >= need;
   };
   return holds(
-             dense + moe,
-             [&](const StageFloor& t) {
-               return moe == 0 ? t.dense : (dense == 0 ? t.moe : std::min(t.dense, t.moe));
-             },
+             dense + moe, [&](const StageFloor& t) { return cheaper_price(t, dense, moe); },
              true) &&
          (moe == 0 || holds(
                           moe, [](const StageFloor& t) { return t.moe; }, false)) &&
@@ -214,7 +216,7 @@ int fullest_stage_floor(const std::vector<StageFloor>& types, int pp, int dense,
   caps.clear();
   long long most = 0;
   for (const StageFloor& t : types) {
-    const double price = moe == 0 ? t.dense : (dense == 0 ? t.moe : std::min(t.dense, t.moe));
+    const double price = cheaper_price(t, dense, moe);
     caps.emplace_back(room(t, price, t_step), t.stages);
     most = std::max(most, caps.back().first);
   }
@@ -328,8 +330,7 @@ ConfigBound latency_floor(const std::vector<StageFloor>& types, const LatencyFlo
   const auto next_step = [&](double t) {
     double next = inf;
     for (const StageFloor& f : types) {
-      const double both =
-          in.moe == 0 ? f.dense : (in.dense == 0 ? f.moe : std::min(f.dense, f.moe));
+      const double both = cheaper_price(f, in.dense, in.moe);
       for (const double price : {in.dense > 0 ? f.dense : 0.0, in.moe > 0 ? f.moe : 0.0, both}) {
         if (!(price > 0.0)) continue;
         const double r = std::floor((t * (1.0 + kRoomSlack) - f.fixed) / price);
@@ -525,12 +526,12 @@ std::vector<std::size_t> bound_shape_order(const std::vector<ParallelConfig>& co
   }
   begin.push_back(n);
   const std::size_t blocks = begin.size() - 1;
-  // Blocks of pp <= 2 (each configuration its own shape) in order; the
-  // first block of pp >= 3 gives the keys, and every later block, in
-  // canonical order too, is merged alongside: its configurations of a
-  // smaller key first (none in all of Pi, whose later blocks hold only
-  // the first's keys; a subset of Pi has them), then the first block's
-  // configuration, then the later blocks' of its key.
+  // The first block of pp >= 3 gives the keys, and every other block, in
+  // canonical order too, is merged alongside (sweep, below): those of pp 1
+  // and 2 (each configuration its own shape) and the later ones, whose
+  // configurations of a key the first lacks come alone (none in all of Pi,
+  // whose later blocks hold only the first's keys; a subset of Pi has
+  // them).
   std::size_t lead = 0;
   while (lead < blocks && configs[begin[lead]].pp < 3) ++lead;
   if (lead == blocks) {
