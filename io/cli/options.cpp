@@ -1,3 +1,8 @@
+// cxxopts.hpp undefines it once read: checked before it is included.
+#ifndef CXXOPTS_NO_REGEX
+#error "CXXOPTS_NO_REGEX must be defined for every target (CMakeLists.txt)"
+#endif
+
 #include "io/cli/options.h"
 
 #include <cctype>
@@ -42,10 +47,10 @@ std::int64_t parse_bytes_text(const std::string& text, const std::string& what) 
 
 std::optional<cxxopts::ParseResult> parse(cxxopts::Options& o, int argc, const char* const* argv,
                                           std::ostream& out) {
-  // cxxopts matches every argument that starts with '-' against a
-  // std::regex, whose recursion overflows the stack on some 40,000
-  // characters ("--xxx...", "--name=xxx..."): a crash, not an error. No
-  // option name is that long; a long value goes in its own argument.
+  // cxxopts' std::regex parser overflowed the stack on an option of some
+  // 40,000 characters ("--xxx...", "--name=xxx..."); the hand-written one
+  // built here (CXXOPTS_NO_REGEX, CMakeLists.txt) does not, but no option
+  // name is that long: a long value goes in its own argument.
   constexpr std::size_t kMaxOptionArgument = 4096;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
