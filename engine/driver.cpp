@@ -208,6 +208,8 @@ std::string encode_result(const SearchResult& r) {
   b.put(r.ranks);
   b.put(r.units);
   b.put(r.rounds);
+  b.put(r.seed);
+  b.put(r.seed_searches);
   b.put(r.whole_on_rank0);
   b.put(r.stopped);
   b.put(r.not_searched);
@@ -234,6 +236,8 @@ SearchResult decode_result(const std::string& bytes) {
   b.get(r.ranks);
   b.get(r.units);
   b.get(r.rounds);
+  b.get(r.seed);
+  b.get(r.seed_searches);
   b.get(r.whole_on_rank0);
   b.get(r.stopped);
   b.get(r.not_searched);
@@ -387,6 +391,66 @@ bool plain_moves_at_most(const Workload& w, const ClusterSpec& cluster,
   return true;
 }
 
+// The seed incumbent (docs/search.md, "The seed incumbent"): a sample of
+// Pi (every stride-th configuration, at most kSeedSample) is bounded, and
+// its configurations of least bound are searched, K at a time, until K of
+// them hold a plan or kSeedSearches are searched. Each is searched against
+// its bound plus kSeedMargin, within kSeedChecks of its cancel checks
+// between DP levels and labels (a deterministic budget: without a cut,
+// one deep configuration of DeepSeek-V3's large case took 3 s); a search
+// stopped there keeps the plan it found, if any. Every plan found is a plan of Pi, so the K-th best
+// of Pi is at most the K-th of theirs. The same on every rank and for any number of threads (each
+// search alone, in its slot).
+struct Seed {
+  double latency = std::numeric_limits<double>::infinity();
+  int searches = 0;
+};
+constexpr std::size_t kSeedSample = 16384;
+constexpr int kSeedSearches = 64;
+constexpr double kSeedMargin = 0.1;
+constexpr int kSeedChecks = 16;
+
+Seed seed_incumbent(const CostModel& model, const std::vector<ParallelConfig>& configs,
+                    const SearchOptions& opt, int threads, const CancelCheck* limits) {
+  const std::size_t stride = std::max<std::size_t>(1, configs.size() / kSeedSample);
+  std::vector<std::pair<double, std::size_t>> sample;  // (bound, config)
+  for (std::size_t c = 0; c < configs.size(); c += stride) {
+    const ParallelConfig& pi = configs[c];
+    const double bound = config_lower_bound(model, bound_shape(model, pi, opt), pi).latency;
+    if (std::isfinite(bound)) sample.emplace_back(bound, c);
+  }
+  std::sort(sample.begin(), sample.end());
+  const auto k = static_cast<std::size_t>(opt.top_k);
+  const std::size_t most = std::min(sample.size(), static_cast<std::size_t>(kSeedSearches));
+  std::vector<double> found;
+  Seed seed;
+  while (static_cast<std::size_t>(seed.searches) < most && found.size() < k) {
+    const auto at = static_cast<std::size_t>(seed.searches);
+    const std::size_t batch = std::min(k - found.size(), most - at);
+    std::vector<double> best(batch, std::numeric_limits<double>::infinity());
+    const std::string error = parallel_for(threads, batch, [&](std::size_t i) {
+      const auto& [bound, c] = sample[at + i];
+      int checks = 0;
+      const CancelCheck budget = [&](std::int64_t grow_bytes) {
+        // Only the checks between DP levels and labels count: a check for
+        // growth depends on what the thread's arena held before.
+        if (grow_bytes == 0 && ++checks > kSeedChecks) return true;
+        return limits != nullptr && (*limits)(grow_bytes);
+      };
+      const ConfigOutcome o =
+          search_config(model, configs[c], opt, bound * (1.0 + kSeedMargin), SearchPart{}, &budget);
+      if (o.best) best[i] = o.best->latency_s;
+    });
+    if (!error.empty()) return {};  // the search proper meets it again, and says so
+    seed.searches += static_cast<int>(batch);
+    for (const double b : best) {
+      if (std::isfinite(b)) found.push_back(b);
+    }
+  }
+  if (found.size() >= k) seed.latency = *std::max_element(found.begin(), found.end());
+  return seed;
+}
+
 }  // namespace
 
 SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const SearchOptions& opt,
@@ -453,12 +517,27 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   // (finer, against its incumbent, below); without it, one round holds all
   // of Pi. A limit reached here stops the search before any round.
   LimitWatch watch(run.limits);
+  // The incumbent the search starts from: the caller's, or a seed where
+  // there is none and Pi is large (RunOptions::seed_from).
+  double incumbent_in = run.incumbent;
+  if (!bruteforce && opt.bound && !opt.count_only && !std::isfinite(run.incumbent) &&
+      run.floors == nullptr && run.step_floors == nullptr && run.seed_from > 0 &&
+      n >= run.seed_from) {
+    const CancelCheck at_limit = [&](std::int64_t grow_bytes) {
+      return watch.check(false, grow_bytes) != StopReason::kNone;
+    };
+    const Seed seed =
+        seed_incumbent(model, configs, opt, run.threads, run.limits.any() ? &at_limit : nullptr);
+    incumbent_in = seed.latency;
+    r.seed = seed.latency;
+    r.seed_searches = seed.searches;
+  }
   std::vector<ConfigBound> bounds;
   if (!bruteforce && opt.bound) {
     HAPMOE_REQUIRE((run.floors == nullptr || run.floors->size() == n) &&
                        (run.step_floors == nullptr || run.step_floors->size() == n),
                    "run_search: the floors are not Pi's");
-    const double incumbent_cut = skip_above(run.incumbent);
+    const double incumbent_cut = skip_above(incumbent_in);
     const auto steps_of = [&](std::size_t c) {
       return run.step_floors != nullptr ? (*run.step_floors)[c] : 0.0;
     };
@@ -549,8 +628,8 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   r.parts.assign(n, 0);
   std::vector<PlanCandidate> top;  // the K best so far, sorted
   const auto kth = [&] {
-    return static_cast<int>(top.size()) < opt.top_k ? run.incumbent
-                                                    : std::min(run.incumbent, top.back().latency_s);
+    return static_cast<int>(top.size()) < opt.top_k ? incumbent_in
+                                                    : std::min(incumbent_in, top.back().latency_s);
   };
   const auto enter_top = [&](const PlanCandidate& best) {
     top.insert(std::upper_bound(top.begin(), top.end(), best, candidate_less), best);
@@ -917,7 +996,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   // would wait for its turn by its steps, or for the end).
   std::vector<std::pair<double, std::size_t>> heap;  // least first
   if (rounds) {
-    const double first_cut = skip_above(run.incumbent);
+    const double first_cut = skip_above(incumbent_in);
     for (std::size_t c = 0; c < n; ++c) {
       if (r.outcome_of[c] != SearchResult::kNotSearched) continue;
       if (bounds[c].latency > first_cut) {

@@ -62,6 +62,9 @@ inline constexpr double kSplitAbove = 65536;
 // however few its configuration-layers: 0.2-2 s of work on one core,
 // against the few milliseconds a split costs.
 inline constexpr double kSplitAboveMoves = 4e6;
+// RunOptions::seed_from's default: the paper's cases (at most 1,248
+// configurations) are not seeded; DeepSeek-V3's large case (0.6 M) is.
+inline constexpr std::size_t kSeedFrom = 4096;
 
 struct SearchResult;
 
@@ -137,6 +140,11 @@ struct RunOptions {
   // job (the job search's earlier variants, engine/job_space.h): the
   // bound skips what cannot beat it from the start. +inf: none.
   double incumbent = std::numeric_limits<double>::infinity();
+  // Without such an incumbent, a search with the bound over at least this
+  // many configurations seeds one (docs/search.md, "The seed incumbent"):
+  // its bounds and its first rounds then have a cut. 0: never. Changes
+  // the statistics and the bounds kept, never the plans.
+  std::size_t seed_from = kSeedFrom;
   // Pi, when the caller has it: enumerate_configs of this search's
   // workload, cluster and space (the job search reuses it across variants
   // that Pi does not depend on). nullptr: the search enumerates it.
@@ -284,6 +292,11 @@ struct SearchResult {
   std::vector<RankFigures> ranks;  // per rank
   std::vector<UnitFigures> units;  // per unit searched: by round, parts of a config together
   int rounds = 0;                  // branch-and-bound rounds
+  // The seed incumbent (RunOptions::seed_from): the K-th best latency of
+  // the plans its searches found (+inf: not seeded), and the
+  // configurations it searched (their work is not in `stats`).
+  double seed = std::numeric_limits<double>::infinity();
+  int seed_searches = 0;
   // A small search (RunOptions::split_above): rank 0 searched the whole
   // space alone and sent the result to the others (their figures show no
   // work).

@@ -465,7 +465,12 @@ void print_search_statistics(std::ostream& out, const PlanRequest& q, const Sear
   out << "\n";
   if (q.opt.bound && !q.brute) {
     out << "  branch and bound: " << s.configs_bounded << " configurations skipped, "
-        << s.pruned_bound << " partial plans dropped\n";
+        << s.pruned_bound << " partial plans dropped";
+    if (std::isfinite(result.seed)) {
+      out << "; seeded at " << format_seconds(result.seed) << " by " << result.seed_searches
+          << " configurations of a sample";
+    }
+    out << "\n";
   }
   if (q.opt.count_only) {
     out << "  feasible plans not counted (no plan is costed)\n";

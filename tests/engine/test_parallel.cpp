@@ -2,6 +2,7 @@
 // process (the MPI runs are in tests/mpi).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -157,6 +158,50 @@ TEST(Parallel, PartsChangeStatisticsNotPlansAndNotWithThreads) {
     EXPECT_TRUE(cut(e)) << what;
     EXPECT_FALSE(cut(a)) << what;
   }
+}
+
+// The seed incumbent (RunOptions::seed_from): the K-th best of plans of
+// Pi, so the search bounded and skipped against it finds the same K best
+// plans as without it, and with any threads the same seed, statistics and
+// plans. A seed under the K-th best (the least of the plans it found, say)
+// would skip configurations of the K best.
+TEST(Parallel, SeedIncumbentChangesNoPlanAndNotWithThreads) {
+  int seeded = 0;
+  for (const Case& c : {Case{"mixtral-l", "paper:32-1"}, Case{"mixtral-s", "H800:8,910B:120"},
+                        Case{"mixtral-l", "paper:16-2"}, Case{"mixtral-s", "paper:32-2"}}) {
+    const Workload w = load_workload(c.model);
+    const ClusterSpec cl = load_cluster(c.cluster);
+    SerialComm comm;
+    RunOptions off;
+    off.seed_from = 0;
+    RunOptions on;
+    on.seed_from = 1;
+    RunOptions on_two = on;
+    on_two.threads = 2;
+    const SearchResult a = run_search(w, cl, {}, false, comm, off);
+    const SearchResult b = run_search(w, cl, {}, false, comm, on);
+    const SearchResult d = run_search(w, cl, {}, false, comm, on_two);
+    const std::string what = c.model + " on " + c.cluster;
+    EXPECT_FALSE(std::isfinite(a.seed)) << what;
+    EXPECT_EQ(a.seed_searches, 0) << what;
+    ASSERT_EQ(a.top.size(), b.top.size()) << what;
+    for (std::size_t k = 0; k < a.top.size(); ++k) {
+      EXPECT_EQ(a.top[k].plan, b.top[k].plan) << what << " rank " << k;
+      EXPECT_EQ(a.top[k].latency_s, b.top[k].latency_s) << what << " rank " << k;
+    }
+    expect_identical(b, d, what + " (seeded, 1 vs 2 threads)");
+    EXPECT_EQ(b.seed, d.seed) << what;
+    EXPECT_EQ(b.seed_searches, d.seed_searches) << what;
+    EXPECT_GT(b.seed_searches, 0) << what;
+    if (std::isfinite(b.seed)) {
+      ++seeded;
+      ASSERT_EQ(static_cast<int>(b.top.size()), SearchOptions{}.top_k) << what;
+      EXPECT_GE(b.seed, b.top.back().latency_s) << what;
+      // It cut something: fewer configurations searched than without it.
+      EXPECT_LE(b.stats.configs_evaluated, a.stats.configs_evaluated) << what;
+    }
+  }
+  EXPECT_GE(seeded, 2);
 }
 
 // Without the bound (the exhaustive search) a configuration's stage mixes

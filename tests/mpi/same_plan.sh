@@ -2,7 +2,7 @@
 # The same best plan, top K and statistics for R in {1,2,3} ranks x T in
 # {1,2} threads (issue 4): text and --plan-json byte-identical once the
 # timing and run-layout fields are removed.
-#   [WHOLE=yes|no] same_plan.sh MPIEXEC HAPMOE -- <hapmoe plan arguments>
+#   [WHOLE=yes|no] [SAYS=TEXT] same_plan.sh MPIEXEC HAPMOE -- <hapmoe plan arguments>
 set -euo pipefail
 # mpiexec forwards its stdin to rank 0. Under load, Hydra 4.0.2 fails
 # forwarding even /dev/null ("process reading stdin too slowly; can't keep
@@ -38,6 +38,11 @@ for ranks in 1 2 3; do
       said=no
       grep -q "rank 0 searching the whole space" "$work/$tag.txt" && said=yes
       [[ $said == "$WHOLE" ]] || { echo "FAIL: $tag: whole on rank 0: $said, expected $WHOLE"; exit 1; }
+    fi
+    # SAYS=TEXT (optional): a line the output must hold (what the case is
+    # there to exercise).
+    if [[ -n ${SAYS:-} ]]; then
+      grep -qF -- "$SAYS" "$work/$tag.txt" || { echo "FAIL: $tag does not say \"$SAYS\""; exit 1; }
     fi
     if [[ $tag != r1t1 ]]; then
       cmp -s "$work/r1t1.cmp" "$work/$tag.cmp" ||
