@@ -544,6 +544,9 @@ void write_search(const h5::Group& group, const SearchResult& s) {
   a.set("proven_optimal", s.stopped == StopReason::kNone ? 1 : 0);
   a.set("stopped_by", std::string(to_string(s.stopped)));
   a.set("configs_not_searched", s.not_searched);
+  // The seed incumbent (docs/search.md), 0 and 0 when not seeded.
+  a.set("seed_s", std::isfinite(s.seed) ? s.seed : 0.0);
+  a.set("seed_searches", s.seed_searches);
 }
 
 }  // namespace

@@ -147,6 +147,31 @@ TEST(Archive, TablesReadBackThroughTheWrapper) {
   EXPECT_EQ(prov.attrs().get_string("start_time").size(), 24u);  // 2026-11-22T19:02:03.123Z
 }
 
+// The seed incumbent goes with the search's attributes: a large Pi is
+// seeded (DeepSeek-V3, 60,120 configurations), the paper's cases are not.
+TEST(Archive, SeedIsRecordedWithTheSearch) {
+  const fs::path d = scratch_dir("seed");
+  const CliRun p = run({"plan", "--model", "deepseek-v3", "--cluster", "H800:512,910B:512",
+                        "--threads", "1", "--out", (d / "seeded.h5").string()});
+  ASSERT_EQ(p.code, kExitOk) << p.err;
+  EXPECT_NE(p.out.find("seeded at"), std::string::npos) << p.out;
+  {
+    const h5::File f = h5::File::open_read((d / "seeded.h5").string());
+    const h5::Attributes a = f.open_group("search").attrs();
+    EXPECT_GT(a.get_int("seed_searches"), 0);
+    double best = 0;
+    f.open_group("plans").read_table<archive::PlanRow>(
+        "plans", archive::plan_row_type(),
+        [&](const archive::PlanRow& r) { best = best == 0 ? r.latency_s : best; });
+    EXPECT_GE(a.get_double("seed_s"), best);
+    EXPECT_GT(best, 0.0);
+  }
+  ASSERT_EQ(run(plan_to(d / "plain.h5")).code, kExitOk);
+  const h5::File f = h5::File::open_read((d / "plain.h5").string());
+  EXPECT_EQ(f.open_group("search").attrs().get_int("seed_searches"), 0);
+  EXPECT_EQ(f.open_group("search").attrs().get_double("seed_s"), 0.0);
+}
+
 TEST(Archive, EvaluateOut) {
   const fs::path d = scratch_dir("evaluate");
   const std::string plan =
