@@ -398,9 +398,10 @@ bool plain_moves_at_most(const Workload& w, const ClusterSpec& cluster,
 // its bound plus kSeedMargin, within kSeedChecks of its cancel checks
 // between DP levels and labels (a deterministic budget: without a cut,
 // one deep configuration of DeepSeek-V3's large case took 3 s); a search
-// stopped there keeps the plan it found, if any. Every plan found is a plan of Pi, so the K-th best
-// of Pi is at most the K-th of theirs. The same on every rank and for any number of threads (each
-// search alone, in its slot).
+// stopped there keeps the plan it found, if any. Every plan found is a
+// plan of Pi, so the K-th best of Pi is at most the K-th of theirs. Both
+// steps are spread over the ranks and threads (computed_by_all), and give
+// the same values on every rank for any of them.
 struct Seed {
   double latency = std::numeric_limits<double>::infinity();
   int searches = 0;
@@ -411,13 +412,20 @@ constexpr double kSeedMargin = 0.1;
 constexpr int kSeedChecks = 16;
 
 Seed seed_incumbent(const CostModel& model, const std::vector<ParallelConfig>& configs,
-                    const SearchOptions& opt, int threads, const CancelCheck* limits) {
+                    const SearchOptions& opt, int threads, Comm& comm, LimitWatch& watch,
+                    bool limited, StopReason& stopped, RankFigures& mine) {
+  const double inf = std::numeric_limits<double>::infinity();
   const std::size_t stride = std::max<std::size_t>(1, configs.size() / kSeedSample);
+  const std::size_t count = (configs.size() + stride - 1) / stride;
+  const std::vector<double> bounds =
+      computed_by_all<double>(comm, threads, count, 64, watch, stopped, mine, [&](std::size_t i) {
+        const ParallelConfig& pi = configs[i * stride];
+        return config_lower_bound(model, bound_shape(model, pi, opt), pi).latency;
+      });
+  if (stopped != StopReason::kNone) return {};
   std::vector<std::pair<double, std::size_t>> sample;  // (bound, config)
-  for (std::size_t c = 0; c < configs.size(); c += stride) {
-    const ParallelConfig& pi = configs[c];
-    const double bound = config_lower_bound(model, bound_shape(model, pi, opt), pi).latency;
-    if (std::isfinite(bound)) sample.emplace_back(bound, c);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (std::isfinite(bounds[i])) sample.emplace_back(bounds[i], i * stride);
   }
   std::sort(sample.begin(), sample.end());
   const auto k = static_cast<std::size_t>(opt.top_k);
@@ -427,21 +435,21 @@ Seed seed_incumbent(const CostModel& model, const std::vector<ParallelConfig>& c
   while (static_cast<std::size_t>(seed.searches) < most && found.size() < k) {
     const auto at = static_cast<std::size_t>(seed.searches);
     const std::size_t batch = std::min(k - found.size(), most - at);
-    std::vector<double> best(batch, std::numeric_limits<double>::infinity());
-    const std::string error = parallel_for(threads, batch, [&](std::size_t i) {
-      const auto& [bound, c] = sample[at + i];
-      int checks = 0;
-      const CancelCheck budget = [&](std::int64_t grow_bytes) {
-        // Only the checks between DP levels and labels count: a check for
-        // growth depends on what the thread's arena held before.
-        if (grow_bytes == 0 && ++checks > kSeedChecks) return true;
-        return limits != nullptr && (*limits)(grow_bytes);
-      };
-      const ConfigOutcome o =
-          search_config(model, configs[c], opt, bound * (1.0 + kSeedMargin), SearchPart{}, &budget);
-      if (o.best) best[i] = o.best->latency_s;
-    });
-    if (!error.empty()) return {};  // the search proper meets it again, and says so
+    const std::vector<double> best =
+        computed_by_all<double>(comm, threads, batch, 1, watch, stopped, mine, [&](std::size_t i) {
+          const auto& [bound, c] = sample[at + i];
+          int checks = 0;
+          const CancelCheck budget = [&](std::int64_t grow_bytes) {
+            // Only the checks between DP levels and labels count: a check
+            // for growth depends on what the thread's arena held before.
+            if (grow_bytes == 0 && ++checks > kSeedChecks) return true;
+            return limited && watch.check(false, grow_bytes) != StopReason::kNone;
+          };
+          const ConfigOutcome o = search_config(model, configs[c], opt, bound * (1.0 + kSeedMargin),
+                                                SearchPart{}, &budget);
+          return o.best ? o.best->latency_s : inf;
+        });
+    if (stopped != StopReason::kNone) return {};
     seed.searches += static_cast<int>(batch);
     for (const double b : best) {
       if (std::isfinite(b)) found.push_back(b);
@@ -523,11 +531,8 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   if (!bruteforce && opt.bound && !opt.count_only && !std::isfinite(run.incumbent) &&
       run.floors == nullptr && run.step_floors == nullptr && run.seed_from > 0 &&
       n >= run.seed_from) {
-    const CancelCheck at_limit = [&](std::int64_t grow_bytes) {
-      return watch.check(false, grow_bytes) != StopReason::kNone;
-    };
-    const Seed seed =
-        seed_incumbent(model, configs, opt, run.threads, run.limits.any() ? &at_limit : nullptr);
+    const Seed seed = seed_incumbent(model, configs, opt, run.threads, comm, watch,
+                                     run.limits.any(), r.stopped, mine);
     incumbent_in = seed.latency;
     r.seed = seed.latency;
     r.seed_searches = seed.searches;
