@@ -414,6 +414,7 @@ constexpr int kSeedChecks = 16;
 Seed seed_incumbent(const CostModel& model, const std::vector<ParallelConfig>& configs,
                     const SearchOptions& opt, int threads, Comm& comm, LimitWatch& watch,
                     bool limited, StopReason& stopped, RankFigures& mine) {
+  if (opt.top_k > kSeedSearches) return {};  // K plans cannot be found within it
   const double inf = std::numeric_limits<double>::infinity();
   const std::size_t stride = std::max<std::size_t>(1, configs.size() / kSeedSample);
   const std::size_t count = (configs.size() + stride - 1) / stride;
