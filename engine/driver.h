@@ -62,9 +62,13 @@ inline constexpr double kSplitAbove = 65536;
 // however few its configuration-layers: 0.2-2 s of work on one core,
 // against the few milliseconds a split costs.
 inline constexpr double kSplitAboveMoves = 4e6;
-// RunOptions::seed_from's default: the paper's cases (at most 1,248
-// configurations) are not seeded; DeepSeek-V3's large case (0.6 M) is.
-inline constexpr std::size_t kSeedFrom = 4096;
+// RunOptions::seed_from's default: DeepSeek-V3's large case (0.6 M
+// configurations) is seeded, the paper's cases (at most 1,248) are not.
+// Below it a seed gains little (the bounds are few) and one that finds no
+// K plans costs a few percent: DeepSeek-V3 on 910B:256 (18,076
+// configurations) took 0.07 s seeded, 0.05 s not; on H800:128 (8,722)
+// with `--space all`, 2.88 s against 2.83 s (bench/README.md).
+inline constexpr std::size_t kSeedFrom = 32768;
 
 struct SearchResult;
 
