@@ -179,6 +179,11 @@ void print_run(std::ostream& out, const h5::Group& run) {
         out << "  feasible plans " << t.feasible << "\n";
       }
       const h5::Attributes a = s.attrs();
+      // Archives before the seed (docs/archive.md) have no such attribute.
+      if (a.has("seed_searches") && a.get_int("seed_searches") > 0 && a.get_double("seed_s") > 0) {
+        out << "  seeded at " << format_seconds(a.get_double("seed_s")) << " by "
+            << a.get_int("seed_searches") << " configurations of a sample\n";
+      }
       if (a.has("proven_optimal") && a.get_int("proven_optimal") == 0) {
         out << not_proven_line(a.get_string("stopped_by"), a.get_int("configs_not_searched"),
                                t.configs);

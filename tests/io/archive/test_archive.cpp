@@ -155,6 +155,9 @@ TEST(Archive, SeedIsRecordedWithTheSearch) {
                         "--threads", "1", "--out", (d / "seeded.h5").string()});
   ASSERT_EQ(p.code, kExitOk) << p.err;
   EXPECT_NE(p.out.find("seeded at"), std::string::npos) << p.out;
+  const CliRun shown = run({"show", (d / "seeded.h5").string()});
+  ASSERT_EQ(shown.code, kExitOk) << shown.err;
+  EXPECT_NE(shown.out.find("  seeded at "), std::string::npos) << shown.out;
   {
     const h5::File f = h5::File::open_read((d / "seeded.h5").string());
     const h5::Attributes a = f.open_group("search").attrs();
