@@ -466,8 +466,13 @@ using hsdp::layer_tails;
 using hsdp::LayerTails;
 using hsdp::plain_latency_floor;
 
-BoundShape bound_shape(const CostModel& model, const ParallelConfig& pi, const SearchOptions& opt,
-                       TypeCostsCache* cache) {
+namespace {
+
+// f(h, capacity, type costs) for each type a stage of pi can use, in type
+// order, the type costs from `cache` where given (kept there per key).
+template <class F>
+void for_each_usable_type(const CostModel& model, const ParallelConfig& pi,
+                          const SearchOptions& opt, TypeCostsCache* cache, F&& f) {
   const ClusterSpec& cluster = model.cluster();
   if (cache != nullptr) {
     if (const ParallelConfig key = model.type_costs_key(pi); !(cache->key == key)) {
@@ -475,8 +480,6 @@ BoundShape bound_shape(const CostModel& model, const ParallelConfig& pi, const S
       cache->costs.assign(static_cast<std::size_t>(cluster.num_types()), std::nullopt);
     }
   }
-  BoundShape shape;
-  std::vector<int> usable;
   std::optional<TypeCosts> own;
   for (int h = 0; h < cluster.num_types(); ++h) {
     const int cap = stage_capacity(cluster, h, pi, opt.space.constraints);
@@ -485,18 +488,32 @@ BoundShape bound_shape(const CostModel& model, const ParallelConfig& pi, const S
     std::optional<TypeCosts>& slot =
         cache != nullptr ? cache->costs[static_cast<std::size_t>(h)] : own;
     if (!slot) slot.emplace(model.type_costs(pi, h));
-    const TypeCosts& tc = *slot;
+    f(h, cap, *slot);
+  }
+}
+
+}  // namespace
+
+BoundShape bound_shape(const CostModel& model, const ParallelConfig& pi, const SearchOptions& opt,
+                       TypeCostsCache* cache, bool tails) {
+  BoundShape shape;
+  std::vector<int> usable;
+  for_each_usable_type(model, pi, opt, cache, [&](int h, int cap, const TypeCosts& tc) {
     const double d = tc.dense.fwd_s + tc.dense.bwd_s;
     const double e = tc.moe.fwd_s + tc.moe.bwd_s;
     shape.dense = std::min(shape.dense, d);
     shape.moe = std::min(shape.moe, e);
     shape.emb = std::min(shape.emb, tc.embedding_fwd_s + tc.embedding_bwd_s);
     shape.output = std::min(shape.output, tc.output_fwd_s + tc.output_bwd_s);
-    const LayerTails t = layer_tails(model, pi, tc);
-    shape.dense_tail = std::min(shape.dense_tail, t.dense);
-    shape.moe_tail = std::min(shape.moe_tail, t.moe);
     usable.push_back(h);
     shape.types.push_back({d, e, tc.embedding_fwd_s + tc.embedding_bwd_s, cap});
+  });
+  if (tails) {
+    add_tails(model, pi, opt, shape, cache);
+  } else {
+    shape.dense_tail = 0.0;
+    shape.moe_tail = 0.0;
+    shape.tails_pending = true;
   }
   // Every stage but the first pays a boundary from a usable type.
   for (std::size_t k = 0; k < usable.size(); ++k) {
@@ -507,6 +524,18 @@ BoundShape bound_shape(const CostModel& model, const ParallelConfig& pi, const S
     }
   }
   return shape;
+}
+
+void add_tails(const CostModel& model, const ParallelConfig& pi, const SearchOptions& opt,
+               BoundShape& shape, TypeCostsCache* cache) {
+  shape.dense_tail = std::numeric_limits<double>::infinity();
+  shape.moe_tail = std::numeric_limits<double>::infinity();
+  for_each_usable_type(model, pi, opt, cache, [&](int, int, const TypeCosts& tc) {
+    const LayerTails t = layer_tails(model, pi, tc);
+    shape.dense_tail = std::min(shape.dense_tail, t.dense);
+    shape.moe_tail = std::min(shape.moe_tail, t.moe);
+  });
+  shape.tails_pending = false;
 }
 
 ParallelConfig bound_shape_key(const ParallelConfig& pi) {
@@ -631,7 +660,8 @@ ConfigBound config_lower_bound(const CostModel& model, const BoundShape& shape,
   if (std::isfinite(cut)) {
     // The steps pass the cut at a slower step than the latency: if the
     // slowest step is proven above that, both bounds are above the cut.
-    if (steps_above_cut) {
+    // With the tails pending (0), the latency's test below is this one.
+    if (steps_above_cut && !shape.tails_pending) {
       if (const ConfigBound b = floor_past_cut(shape.types, in, cut, true); b.steps > cut) return b;
     }
     if (const ConfigBound b = floor_past_cut(shape.types, in, cut, false); b.latency > cut) {

@@ -592,12 +592,20 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
           const ParallelConfig& pi = configs[c];
           const auto thread = static_cast<std::size_t>(omp_get_thread_num());
           auto& [key, shape] = last[thread];
+          // Under a cut, a shape's layer tails (a fifth of the bounds' time
+          // on the large case) are computed only where the bound without
+          // them does not pass the cut; the configurations it skips are
+          // the same.
           if (const ParallelConfig k = bound_shape_key(pi); !(k == key)) {
-            shape = bound_shape(model, pi, opt, &type_costs[thread]);
+            shape = bound_shape(model, pi, opt, &type_costs[thread], !std::isfinite(incumbent_cut));
             key = k;
           }
           ConfigBound b =
               config_lower_bound(model, shape, pi, incumbent_cut, run.step_bounds_above_cut);
+          if (shape.tails_pending && !(b.latency > incumbent_cut)) {
+            add_tails(model, pi, opt, shape, &type_costs[thread]);
+            b = config_lower_bound(model, shape, pi, incumbent_cut, run.step_bounds_above_cut);
+          }
           b.latency = std::max(b.latency, floor_of(c));
           b.steps = std::max(b.steps, steps_of(c));
           return b;

@@ -211,6 +211,9 @@ struct BoundShape {
   double link = std::numeric_limits<double>::infinity();
   double dense_tail = std::numeric_limits<double>::infinity();
   double moe_tail = std::numeric_limits<double>::infinity();
+  // The tails are not computed yet: both are 0, which bounds them from
+  // below (a bound with them is at most the bound with the real ones).
+  bool tails_pending = false;
 };
 // The type costs of one CostModel::type_costs_key, per device type, kept
 // by a thread between the shapes it bounds: bound_shape_order puts a
@@ -220,9 +223,16 @@ struct TypeCostsCache {
   ParallelConfig key{0};  // pp 0: none yet
   std::vector<std::optional<TypeCosts>> costs;
 };
-// `cache`, if given, must be used with one cost model only.
+// `cache`, if given, must be used with one cost model only. Without
+// `tails` the shape's layer tails are left pending (BoundShape::
+// tails_pending): a looser bound, for a caller that adds them (add_tails)
+// only where the looser one does not pass its cut.
 BoundShape bound_shape(const CostModel& model, const ParallelConfig& pi,
-                       const SearchOptions& options, TypeCostsCache* cache = nullptr);
+                       const SearchOptions& options, TypeCostsCache* cache = nullptr,
+                       bool tails = true);
+// Computes the layer tails of pi's shape (from `cache` as bound_shape).
+void add_tails(const CostModel& model, const ParallelConfig& pi, const SearchOptions& options,
+               BoundShape& shape, TypeCostsCache* cache = nullptr);
 ParallelConfig bound_shape_key(const ParallelConfig& pi);
 // A permutation of `configs` (in the canonical order of enumerate_configs)
 // that puts configurations of equal bound_shape_key next to each other,

@@ -907,7 +907,11 @@ TEST(JobSpace, StepBoundsCarryAcrossShardingOffloadAndRecompute) {
     tight += first.step_bounds[k] > cut ? 1 : 0;
     tight_loose += loose.step_bounds[k] > cut ? 1 : 0;
   }
-  EXPECT_GT(tight, tight_loose);
+  // A shape whose layer tails the driver leaves pending (its bound
+  // without them above the cut) gets the steps' test all the same: the
+  // latency's is that test then.
+  EXPECT_GE(tight, tight_loose);
+  EXPECT_GT(tight, 100);
 
   std::vector<JobVariant> siblings(4, base);
   siblings[0].fsdp = Fsdp::kOptimGradsParams;

@@ -1138,6 +1138,9 @@ void expect_shapes_shared(const Workload& w, const ClusterSpec& cluster, const c
   ParallelConfig key{0};
   BoundShape shape;
   TypeCostsCache kept;
+  BoundShape pending;  // shape's, its tails left pending
+  BoundShape added;    // pending's, its tails then added
+  TypeCostsCache kept_pending;
   const auto type_key = [&](const ParallelConfig& pi) {
     const ParallelConfig k = model.type_costs_key(pi);
     return std::tuple{k.pp, k.tp, k.cp, k.ep, k.tpe, k.dp, k.micro_batch};
@@ -1163,11 +1166,31 @@ void expect_shapes_shared(const Workload& w, const ClusterSpec& cluster, const c
           << what << ": a key's configurations are not together";
       key = k;
       shape = bound_shape(model, pi, o, &kept);
+      pending = bound_shape(model, pi, o, &kept_pending, false);
+      added = pending;
+      add_tails(model, pi, o, added, &kept_pending);
     }
     const ConfigBound shared = config_lower_bound(model, shape, pi);
     const ConfigBound own = config_lower_bound(model, pi, o);
     ASSERT_EQ(shared.latency, own.latency) << what << ": pp " << pi.pp << " tp " << pi.tp;
     ASSERT_EQ(shared.steps, own.steps) << what;
+    // The driver's shapes under a cut: the tails left pending give a bound
+    // at most the whole one, so whatever it puts above a cut the whole
+    // one does too; with them added, the very same bound.
+    if (!std::isfinite(own.latency)) continue;
+    ASSERT_TRUE(pending.tails_pending);
+    ASSERT_FALSE(added.tails_pending);
+    ASSERT_LE(config_lower_bound(model, pending, pi).latency, own.latency) << what;
+    for (const double f : {0.97, 1.0 - 1e-12, 1.0 + 1e-12, 1.03}) {
+      const double cut = own.latency * f;
+      const ConfigBound whole = config_lower_bound(model, shape, pi, cut);
+      if (config_lower_bound(model, pending, pi, cut).latency > cut) {
+        ASSERT_GT(whole.latency, cut) << what << ": pp " << pi.pp << " cut x" << f;
+      }
+      const ConfigBound with_added = config_lower_bound(model, added, pi, cut);
+      ASSERT_EQ(with_added.latency, whole.latency) << what << ": pp " << pi.pp << " cut x" << f;
+      ASSERT_EQ(with_added.steps, whole.steps) << what;
+    }
   }
   for (const auto& k : of_lead) {
     const std::vector<std::size_t>& run = at[k];
