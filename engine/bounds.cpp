@@ -538,6 +538,23 @@ void add_tails(const CostModel& model, const ParallelConfig& pi, const SearchOpt
   shape.tails_pending = false;
 }
 
+ConfigBound ShapeBounds::bound(const ParallelConfig& pi, double cut, bool steps_above_cut) {
+  if (const ParallelConfig k = bound_shape_key(pi); !(k == key_)) {
+    loose_ = bound_shape(*model_, pi, *options_, &costs_, false);
+    whole_.reset();
+    key_ = k;
+  }
+  if (std::isfinite(cut)) {
+    const ConfigBound b = config_lower_bound(*model_, loose_, pi, cut, steps_above_cut);
+    if (b.latency > cut) return b;
+  }
+  if (!whole_) {
+    whole_ = loose_;
+    add_tails(*model_, pi, *options_, *whole_, &costs_);
+  }
+  return config_lower_bound(*model_, *whole_, pi, cut, steps_above_cut);
+}
+
 ParallelConfig bound_shape_key(const ParallelConfig& pi) {
   ParallelConfig key = pi;
   key.pp = std::min(pi.pp, 3);

@@ -583,29 +583,13 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     } else {
       by_shape = bound_shape_order(configs);
     }
-    std::vector<std::pair<ParallelConfig, BoundShape>> last(
-        static_cast<std::size_t>(run.threads), {ParallelConfig{0}, {}});  // pp 0: none yet
-    std::vector<TypeCostsCache> type_costs(static_cast<std::size_t>(run.threads));
+    std::vector<ShapeBounds> shapes(static_cast<std::size_t>(run.threads), ShapeBounds(model, opt));
     const std::vector<ConfigBound> in_shape_order = computed_by_all<ConfigBound>(
         comm, run.threads, by_shape.size(), 512, watch, r.stopped, mine, [&](std::size_t i) {
           const std::size_t c = by_shape[i];
-          const ParallelConfig& pi = configs[c];
           const auto thread = static_cast<std::size_t>(omp_get_thread_num());
-          auto& [key, shape] = last[thread];
-          // Under a cut, a shape's layer tails (a fifth of the bounds' time
-          // on the large case) are computed only where the bound without
-          // them does not pass the cut; the configurations it skips are
-          // the same.
-          if (const ParallelConfig k = bound_shape_key(pi); !(k == key)) {
-            shape = bound_shape(model, pi, opt, &type_costs[thread], !std::isfinite(incumbent_cut));
-            key = k;
-          }
           ConfigBound b =
-              config_lower_bound(model, shape, pi, incumbent_cut, run.step_bounds_above_cut);
-          if (shape.tails_pending && !(b.latency > incumbent_cut)) {
-            add_tails(model, pi, opt, shape, &type_costs[thread]);
-            b = config_lower_bound(model, shape, pi, incumbent_cut, run.step_bounds_above_cut);
-          }
+              shapes[thread].bound(configs[c], incumbent_cut, run.step_bounds_above_cut);
           b.latency = std::max(b.latency, floor_of(c));
           b.steps = std::max(b.steps, steps_of(c));
           return b;

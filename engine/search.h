@@ -255,6 +255,29 @@ ConfigBound config_lower_bound(const CostModel& model, const BoundShape& shape,
                                const ParallelConfig& pi,
                                double cut = std::numeric_limits<double>::infinity(),
                                bool steps_above_cut = false);
+// config_lower_bound of configurations one after another (one per
+// thread), keeping the shape of the last bound_shape_key and the type
+// costs of the last type-costs key (bound_shape_order puts those
+// together). Under a finite cut a shape's layer tails (four stage costs
+// per type) are computed only once one of its configurations is not put
+// above the cut without them: such a configuration gets the bound with
+// them, the others the bound without (above the cut, so skipped all the
+// same). A bound depends on the configuration, the cut and
+// steps_above_cut alone, never on what was bounded before.
+class ShapeBounds {
+ public:
+  ShapeBounds(const CostModel& model, const SearchOptions& options)
+      : model_(&model), options_(&options) {}
+  ConfigBound bound(const ParallelConfig& pi, double cut, bool steps_above_cut);
+
+ private:
+  const CostModel* model_;
+  const SearchOptions* options_;
+  ParallelConfig key_{0};  // the shape's bound_shape_key; pp 0: none yet
+  BoundShape loose_;       // its tails pending
+  std::optional<BoundShape> whole_;
+  TypeCostsCache costs_;
+};
 
 // A relative estimate of the work search_config does on pi. Without the
 // bound: the plain DP's transitions, counted (count_only), plus a fixed

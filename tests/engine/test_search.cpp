@@ -2,6 +2,7 @@
 // prunings against the unpruned DP, and determinism.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -12,6 +13,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -1214,6 +1216,81 @@ TEST(Search, BoundShapesAreSharedByTheirKey) {
   Workload w = load_workload("deepseek-v3");
   w.training.global_batch = 1536;
   expect_shapes_shared(w, load_cluster("H800:256,MI300X:256,910B:256"), "deepseek-v3");
+}
+
+// ShapeBounds, as the driver bounds a pass (one per thread): a bound is
+// the configuration's alone, whatever the bounder met before (the order,
+// and so the threads, change no value): in shape order, in reverse, and
+// from a fresh bounder, under no cut and under cuts that some bounds
+// pass and some do not; and with no cut it is config_lower_bound's.
+// `looser` counts the bounds under a cut looser than the whole one.
+void expect_shape_bounds_pure(const Workload& w, const ClusterSpec& cluster, const char* what,
+                              std::size_t fresh_every, int& looser) {
+  const SearchOptions o;
+  const std::vector<ParallelConfig> configs = enumerate_configs(w, cluster, o.space);
+  const ProfileTables tables = tables_for(w, cluster, configs);
+  const CostModel model(w, cluster, tables);
+  const std::vector<std::size_t> order = bound_shape_order(configs);
+  std::vector<double> whole;
+  for (const ParallelConfig& pi : configs) {
+    const double b = config_lower_bound(model, pi, o).latency;
+    if (std::isfinite(b)) whole.push_back(b);
+  }
+  if (whole.empty()) return;
+  std::sort(whole.begin(), whole.end());
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const double cut : {inf, whole[whole.size() / 8], whole[whole.size() / 2]}) {
+    for (const bool steps : {false, true}) {
+      ShapeBounds forward(model, o);
+      std::vector<ConfigBound> in_order(configs.size());
+      for (const std::size_t c : order) in_order[c] = forward.bound(configs[c], cut, steps);
+      ShapeBounds backward(model, o);
+      for (auto it = order.rbegin(); it != order.rend(); ++it) {
+        const ConfigBound b = backward.bound(configs[*it], cut, steps);
+        ASSERT_EQ(b.latency, in_order[*it].latency) << what << ": config " << *it;
+        ASSERT_EQ(b.steps, in_order[*it].steps) << what << ": config " << *it;
+      }
+      for (std::size_t c = 0; c < configs.size(); c += fresh_every) {
+        ShapeBounds fresh(model, o);
+        const ConfigBound b = fresh.bound(configs[c], cut, steps);
+        ASSERT_EQ(b.latency, in_order[c].latency) << what << ": config " << c;
+        ASSERT_EQ(b.steps, in_order[c].steps) << what << ": config " << c;
+        const ConfigBound exact = config_lower_bound(model, configs[c], o);
+        if (!std::isfinite(cut)) {
+          ASSERT_EQ(b.latency, exact.latency) << what << ": config " << c;
+          ASSERT_EQ(b.steps, exact.steps) << what << ": config " << c;
+        } else if (b.latency > cut) {
+          ASSERT_GT(exact.latency, cut) << what << ": config " << c;
+          ASSERT_LE(b.latency, exact.latency) << what << ": config " << c;
+          looser += b.latency < exact.latency ? 1 : 0;
+        } else {
+          ASSERT_EQ(b.latency, config_lower_bound(model, bound_shape(model, configs[c], o),
+                                                  configs[c], cut, steps)
+                                   .latency)
+              << what << ": config " << c;
+        }
+      }
+    }
+  }
+}
+
+TEST(Search, ShapeBoundsDependOnTheConfigurationAlone) {
+  std::mt19937 rng(17);
+  int spaces = 0;
+  for (int trial = 0; trial < 30; ++trial) {
+    const Instance in = random_instance(rng);
+    if (!in.valid()) continue;
+    int looser = 0;
+    expect_shape_bounds_pure(in.workload, in.cluster, in.describe().c_str(), 1, looser);
+    ++spaces;
+  }
+  EXPECT_GT(spaces, 20);
+  Workload w = load_workload("deepseek-v3");
+  w.training.global_batch = 1536;
+  int looser = 0;
+  expect_shape_bounds_pure(w, load_cluster("H800:256,MI300X:256,910B:256"), "deepseek-v3", 23,
+                           looser);
+  EXPECT_GT(looser, 0);  // some bounds leave their tails out: the path is taken
 }
 
 // The job search bounds a subset of Pi (those its floors leave): its
