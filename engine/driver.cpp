@@ -127,7 +127,10 @@ std::string on_rank(const Comm& comm, const std::string& error) {
 }
 
 // f(i) for i in [0, n), computed once over the whole job and returned on
-// every rank: the items in chunks of `chunk`, dealt to the ranks in turn
+// every rank: the items in chunks of `chunk` (smaller, down to 16, where
+// there are too few for 16 per rank: a pass over a few hundred
+// configurations would run on one thread; the same on every rank), dealt
+// to the ranks in turn
 // (chunk k to rank k mod R: the cost of f drifts along Pi, so contiguous
 // blocks would not balance), the rank's threads taking its chunks as they
 // go, then gathered. A limit reached (checked per chunk) stops it,
@@ -140,6 +143,8 @@ std::vector<T> computed_by_all(Comm& comm, int threads, std::size_t n, std::size
                                LimitWatch& watch, StopReason& stopped, RankFigures& mine, F&& f) {
   static_assert(std::is_trivially_copyable_v<T>);
   const auto ranks = static_cast<std::size_t>(comm.size());
+  const std::size_t shares = 16 * ranks;
+  chunk = std::min(chunk, std::max(std::min<std::size_t>(chunk, 16), (n + shares - 1) / shares));
   const std::size_t chunks = (n + chunk - 1) / chunk;
   const auto me = static_cast<std::size_t>(comm.rank());
   const std::size_t mine_count = chunks > me ? (chunks - me + ranks - 1) / ranks : 0;
