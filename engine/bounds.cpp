@@ -544,6 +544,16 @@ ConfigBound ShapeBounds::bound(const ParallelConfig& pi, double cut, bool steps_
     whole_.reset();
     key_ = k;
   }
+  // The bound is the loose one where that is above the cut, else the
+  // whole one. The whole one is above the cut wherever the loose one is
+  // (Search.BoundShapesAreSharedByTheirKey): with the tails at hand, a
+  // whole bound under the cut is the answer at once.
+  if (std::isfinite(cut) && whole_) {
+    const ConfigBound whole = config_lower_bound(*model_, *whole_, pi, cut, steps_above_cut);
+    if (!(whole.latency > cut)) return whole;
+    const ConfigBound loose = config_lower_bound(*model_, loose_, pi, cut, steps_above_cut);
+    return loose.latency > cut ? loose : whole;
+  }
   if (std::isfinite(cut)) {
     const ConfigBound b = config_lower_bound(*model_, loose_, pi, cut, steps_above_cut);
     if (b.latency > cut) return b;
