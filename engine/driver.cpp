@@ -130,10 +130,9 @@ std::string on_rank(const Comm& comm, const std::string& error) {
 // every rank: the items in chunks of `chunk` (smaller, down to 16, where
 // there are too few for 16 per rank: a pass over a few hundred
 // configurations would run on one thread; the same on every rank), dealt
-// to the ranks in turn
-// (chunk k to rank k mod R: the cost of f drifts along Pi, so contiguous
-// blocks would not balance), the rank's threads taking its chunks as they
-// go, then gathered. A limit reached (checked per chunk) stops it,
+// to the ranks in turn (chunk k to rank k mod R: the cost of f drifts
+// along Pi, so contiguous blocks would not balance), the rank's threads
+// taking its chunks as they go, then gathered. A limit reached (checked per chunk) stops it,
 // leaving the values not computed at T{}, and `stopped` is the largest
 // reason any rank gave; a failure on any rank throws SearchFailure on
 // every rank with the first (lowest rank's) message. Computing time counts
