@@ -132,11 +132,11 @@ std::string on_rank(const Comm& comm, const std::string& error) {
 // configurations would run on one thread; the same on every rank), dealt
 // to the ranks in turn (chunk k to rank k mod R: the cost of f drifts
 // along Pi, so contiguous blocks would not balance), the rank's threads
-// taking its chunks as they go, then gathered. A limit reached (checked per chunk) stops it,
-// leaving the values not computed at T{}, and `stopped` is the largest
-// reason any rank gave; a failure on any rank throws SearchFailure on
-// every rank with the first (lowest rank's) message. Computing time counts
-// as busy, the gather as idle.
+// taking its chunks as they go, then gathered. A limit reached (checked
+// per chunk) stops it, leaving the values not computed at T{}, and
+// `stopped` is the largest reason any rank gave; a failure on any rank
+// throws SearchFailure on every rank with the first (lowest rank's)
+// message. Computing time counts as busy, the gather as idle.
 template <class T, class F>
 std::vector<T> computed_by_all(Comm& comm, int threads, std::size_t n, std::size_t chunk,
                                LimitWatch& watch, StopReason& stopped, RankFigures& mine, F&& f) {
