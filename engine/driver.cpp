@@ -78,37 +78,28 @@ double since(Clock::time_point t) {
 // processes (Comm::claim). Exceptions never cross the parallel region:
 // after the first failure the items still handed out are drained without
 // running them, and the message of the lowest failed item is returned
-// ("" when none failed). With `helpers`, a thread that runs out of items
-// counts itself idle there and, at the region's end barrier, takes the
-// tasks of the searches still running (LevelHelpers, engine/search.h);
-// without, no more threads than items run (one without an item would
-// only be woken).
+// ("" when none failed).
 template <class Next, class Body>
-std::string parallel_for_each(int threads, std::size_t n, Next&& next, Body&& body,
-                              LevelHelpers* helpers = nullptr) {
+std::string parallel_for_each(int threads, std::size_t n, Next&& next, Body&& body) {
   std::vector<std::string> errors(n);
   std::atomic<bool> failed{false};
-  if (helpers == nullptr) {
-    threads = static_cast<int>(std::clamp<std::size_t>(n, 1, static_cast<std::size_t>(threads)));
-  }
+  // No more threads than items: a thread without one would only be woken.
+  threads = static_cast<int>(std::clamp<std::size_t>(n, 1, static_cast<std::size_t>(threads)));
 #pragma omp parallel num_threads(threads)
-  {
-    for (std::int64_t i = next(); i >= 0; i = next()) {
-      if (failed.load(std::memory_order_relaxed)) continue;
-      std::string& error = errors[static_cast<std::size_t>(i)];
-      try {
-        body(static_cast<std::size_t>(i));
-      } catch (const std::bad_alloc&) {
-        error = "out of memory";
-      } catch (const std::exception& e) {
-        error = e.what();
-        if (error.empty()) error = "unknown error";
-      } catch (...) {
-        error = "unknown exception";
-      }
-      if (!error.empty()) failed.store(true, std::memory_order_relaxed);
+  for (std::int64_t i = next(); i >= 0; i = next()) {
+    if (failed.load(std::memory_order_relaxed)) continue;
+    std::string& error = errors[static_cast<std::size_t>(i)];
+    try {
+      body(static_cast<std::size_t>(i));
+    } catch (const std::bad_alloc&) {
+      error = "out of memory";
+    } catch (const std::exception& e) {
+      error = e.what();
+      if (error.empty()) error = "unknown error";
+    } catch (...) {
+      error = "unknown exception";
     }
-    if (helpers != nullptr) helpers->idle.fetch_add(1, std::memory_order_relaxed);
+    if (!error.empty()) failed.store(true, std::memory_order_relaxed);
   }
   for (std::string& e : errors) {
     if (!e.empty()) return std::move(e);
@@ -775,9 +766,6 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     progress.round_units.fetch_add(static_cast<std::int64_t>(local.size()),
                                    std::memory_order_relaxed);
     const auto t = Clock::now();
-    // Threads left without a unit help with the levels of the searches
-    // still running.
-    LevelHelpers helpers;
     // The test hook fails this rank in a given round, whether or not it
     // would have claimed work there (it claims none; the others do it all).
     const bool inject = r.rounds - 1 == run.fail_round;
@@ -810,12 +798,10 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
                        }
                        const ParallelConfig& pi = configs[unit.config];
                        progress.round_claimed.fetch_add(1, std::memory_order_relaxed);
-                       results[i] = bruteforce
-                                        ? bruteforce_config(model, pi, opt)
-                                        : search_config(model, pi, opt, incumbent, unit.part,
-                                                        cancel_ptr, unit.facts.get(), &helpers);
-                     },
-                     &helpers);
+                       results[i] = bruteforce ? bruteforce_config(model, pi, opt)
+                                               : search_config(model, pi, opt, incumbent, unit.part,
+                                                               cancel_ptr, unit.facts.get());
+                     });
     const double busy = since(t);
     mine.busy_s += busy;
     Bytes out;

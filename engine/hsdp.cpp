@@ -40,21 +40,16 @@
 //   bruteforce.cpp      every plan without DP, the reference of the tests;
 //   plan_order.cpp      the canonical order of plans.
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <exception>
 #include <functional>
 #include <limits>
 #include <memory>
 #include <numeric>
 #include <utility>
 #include <vector>
-
-#include <omp.h>
 
 #include "costmodel/errors.h"
 #include "engine/bounds.h"
@@ -117,21 +112,6 @@ struct StateRange {
   std::int32_t end = 0;
 };
 
-// What run_dp's expansion of a level does: count its moves, extend its
-// labels, or both (the serial level).
-struct Whole {
-  static constexpr bool moves = true;
-  static constexpr bool labels = true;
-};
-struct MovesOnly {
-  static constexpr bool moves = true;
-  static constexpr bool labels = false;
-};
-struct LabelsOnly {
-  static constexpr bool moves = false;
-  static constexpr bool labels = true;
-};
-
 // The DP over one set of per-type stage limits. With `exact_mix`, a
 // complete plan must use exactly `limit[h]` stages of each type (the
 // load-balance pruning enumerates mixes); otherwise at most.
@@ -144,7 +124,7 @@ struct LabelsOnly {
 // latency is still exact, the plan among equal latencies is not canonical.
 void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const Windows& win,
             const SearchOptions& opt, double comp_threshold, double incumbent, bool value_only,
-            const CancelCheck* cancel, const LevelHelpers* helpers, ConfigOutcome& out) {
+            const CancelCheck* cancel, ConfigOutcome& out) {
   if (opt.count_only) {  // the same DP counted, not costed (count.cpp)
     hsdp::count_dp(ev, limit, exact_mix, win, opt, comp_threshold, cancel, out);
     return;
@@ -256,14 +236,9 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
   // The fronts of the level being built, keyed by state. Their labels stay
   // inline (Entry) until the level is complete; only the survivors then
   // enter the arena, each state's labels contiguous and in insertion order.
-  // The arena, the level's states and the floors of the stages left below
-  // are this thread's, reached through references: the tasks of a split
-  // level (helpers) run on other threads and read them.
   thread_local FrontStore<Entry> store;
-  thread_local std::vector<Label> arena_of_thread;
-  thread_local std::vector<StateRange> current_of_thread;
-  std::vector<Label>& arena = arena_of_thread;
-  std::vector<StateRange>& current = current_of_thread;
+  thread_local std::vector<Label> arena;
+  thread_local std::vector<StateRange> current;
   thread_local std::vector<StateRange> upcoming;
   thread_local std::vector<std::pair<std::uint64_t, std::size_t>> order;
   thread_local std::vector<std::int32_t> bucket;
@@ -333,10 +308,8 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
   // floor of their slowest step by layers left; the floor of the layers'
   // steps they add by first layer left; the whole-layer floor again where
   // only MoE layers are left, at the types' MoE layer steps.
-  thread_local std::vector<std::int32_t> left_at_of_thread;  // offset in left_floors, or -1
-  thread_local std::vector<double> left_floors_of_thread;
-  std::vector<std::int32_t>& left_at = left_at_of_thread;
-  std::vector<double>& left_floors = left_floors_of_thread;
+  thread_local std::vector<std::int32_t> left_at;  // offset in left_floors, or -1
+  thread_local std::vector<double> left_floors;
   // Per layer j: the MoE layers among [j, N).
   const int* moe_from = whole_layers ? ev.moe_layers_left() : nullptr;
   if (whole_layers) {
@@ -383,83 +356,44 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
     left_floors.insert(left_floors.end(), one.begin(), one.end());
     return left_floors.data() + at;
   };
-  // What expanding states adds up besides `out`'s counters: the partial
-  // plans the bound drops, the insertion order of the level's labels (seq,
-  // which value-only runs restore) and the labels extended since the last
-  // ask of `cancel` (a level of a model with thousands of layers can take
-  // seconds, so the search asks inside it too, every kCancelEvery labels:
-  // one add and compare per transition).
-  struct Tally {
-    std::int64_t pruned_bound = 0;
-    std::int32_t seq = 0;
-    std::int64_t extended = 0;
-    bool cancelled = false;
-  };
-  // A move's target is the type of its stage and the layers covered after
-  // it, at h (N + 1) + j'.
-  const std::size_t targets = static_cast<std::size_t>(types) * static_cast<std::size_t>(n + 1);
-  // Counts a move in `out`; false when the memory pruning cuts it.
-  const auto count_move = [&](const StageEval& e, int i, int h, int layers) {
-    if (!e.feasible) {
-      note_shortfall(out, e, ev.pi(), i, h, layers);
-      if (opt.prune.memory) {
-        ++out.stats.pruned_memory;
-        return false;
-      }
+  std::vector<int> used(static_cast<std::size_t>(types), 0);
+  // Labels extended since the last ask of `cancel`: a level of a model
+  // with thousands of layers can take seconds, so the search asks inside
+  // it too, every kCancelEvery labels (one add and compare per
+  // transition).
+  std::int64_t extended = 0;
+  for (int i = 0; i < pp && !current.empty(); ++i) {
+    if (cancel != nullptr && (*cancel)(0)) {
+      out.cancelled = true;
+      return;
     }
-    ++out.stats.transitions;
-    return true;
-  };
-  // Expands the states of level i (`current`, in key order).
-  // - Mode::moves: counts every move (state, type, layers) in `out` --
-  //   states, the prunings' cuts, transitions, the closest miss --, makes
-  //   the floors of the stages left and, if `weight` is given, adds each
-  //   move's labels to weight[its target].
-  // - Mode::labels: extends the labels of the moves whose target lies in
-  //   [t_lo, t_hi) into `into`.
-  // The serial level does both in one pass. A split level counts the moves
-  // first, then extends the labels in tasks over disjoint ranges of
-  // targets, which read the stage memo and the floors alone: each front
-  // still receives its candidates in the serial order.
-  const auto expand = [&]<class Mode>(Mode, int i, std::size_t t_lo, std::size_t t_hi,
-                                      FrontStore<Entry>& into, Tally& tally, std::int64_t* weight) {
     const int remaining_after = pp - i - 1;
-    std::vector<int> used(static_cast<std::size_t>(types), 0);
+    store.clear();
+    store.recycle_pool();
+    std::int32_t seq = 0;
+    // Expand the states of level i in key order (`current` is sorted).
     for (const StateRange& state : current) {
       const std::uint64_t key = state.key;
       const int hp = static_cast<int>(key % hspan) - 1;
       const int j = static_cast<int>(key / hspan % jspan);
       const std::uint64_t code = key / hspan / jspan;
-      if constexpr (Mode::moves) {
-        ++out.stats.states;
-      } else {
-        // Only the states with a target in range: layers (j, N] of some h.
-        bool any = false;
-        for (int h = 0; h < types && !any; ++h) {
-          const std::size_t first = static_cast<std::size_t>(h) * (n + 1) + j + 1;
-          const std::size_t last = static_cast<std::size_t>(h) * (n + 1) + n;
-          any = j < n && first < t_hi && last >= t_lo;
-        }
-        if (!any) continue;
-      }
+      ++out.stats.states;
       for (int t = 0; t < types; ++t) used[static_cast<std::size_t>(t)] = used_of(code, t);
       // The least any label of the front can carry into a candidate's
       // bound, for the pre-check below.
       FrontFloor low;
-      if constexpr (Mode::labels) {
-        low.usable = opt.bound && m_less_one > 0;  // 0 * inf would be NaN, never above
-        if (low.usable) {
-          for (std::int32_t from = state.begin; from < state.end; ++from) {
-            const Label& f = arena[static_cast<std::size_t>(from)];
-            low.sum = std::min(low.sum, f.sum);
-            low.max = std::min(low.max, f.max);
-            low.tail_sync = std::min(low.tail_sync, f.tail_sync);
-            low.tail_opt = std::min(low.tail_opt, f.tail_opt);
-            // A NaN (whose bound is never above the threshold) would be
-            // skipped by min: no pre-check then.
-            low.usable = low.usable && f.sum == f.sum && f.max == f.max &&
-                         f.tail_sync == f.tail_sync && f.tail_opt == f.tail_opt;
-          }
+      low.usable = opt.bound && m_less_one > 0;  // 0 * inf would be NaN, never above
+      if (low.usable) {
+        for (std::int32_t from = state.begin; from < state.end; ++from) {
+          const Label& f = arena[static_cast<std::size_t>(from)];
+          low.sum = std::min(low.sum, f.sum);
+          low.max = std::min(low.max, f.max);
+          low.tail_sync = std::min(low.tail_sync, f.tail_sync);
+          low.tail_opt = std::min(low.tail_opt, f.tail_opt);
+          // A NaN (whose bound is never above the threshold) would be
+          // skipped by min: no pre-check then.
+          low.usable = low.usable && f.sum == f.sum && f.max == f.max &&
+                       f.tail_sync == f.tail_sync && f.tail_opt == f.tail_opt;
         }
       }
       for (int h = 0; h < types; ++h) {
@@ -469,22 +403,18 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
         if (max_n < 1) continue;
         // The last stage takes all the remaining layers.
         const int min_n = remaining_after == 0 ? max_n : 1;
-        int lo = std::max(min_n, win.lo_at(i, h));
-        int hi = std::min(max_n, win.hi_at(i, h));
-        if constexpr (Mode::moves) {
-          if (!opt.uniform) {  // with --uniform the window is the space itself
-            out.stats.pruned_load_balance += (max_n - min_n + 1) - std::max(0, hi - lo + 1);
-          }
+        const int lo = std::max(min_n, win.lo_at(i, h));
+        const int hi = std::min(max_n, win.hi_at(i, h));
+        if (!opt.uniform) {  // with --uniform the window is the space itself
+          out.stats.pruned_load_balance += (max_n - min_n + 1) - std::max(0, hi - lo + 1);
         }
         const CostModel::Boundary& b = ev.boundary(hp, h);
         if (hp >= 0 && hp != h && comp_threshold > 0) {
           const double t_comm = b.fwd_s + b.bwd_s;
-          if constexpr (Mode::moves) {
-            out.stats.hetero_comm_ratio =
-                std::max(out.stats.hetero_comm_ratio, t_comm * opt.eta / comp_threshold);
-          }
+          out.stats.hetero_comm_ratio =
+              std::max(out.stats.hetero_comm_ratio, t_comm * opt.eta / comp_threshold);
           if (opt.prune.hetero_comm && t_comm > comp_threshold) {
-            if constexpr (Mode::moves) out.stats.pruned_hetero_comm += std::max(0, hi - lo + 1);
+            out.stats.pruned_hetero_comm += std::max(0, hi - lo + 1);
             continue;
           }
         }
@@ -506,25 +436,6 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
             if (closed > idle_cap[up]) continue;
             next_code += static_cast<std::uint64_t>(closed - idle) * idle_stride[up];
           }
-        }
-        const Evaluator::Row stage_row = ev.row(h, i, j);
-        if constexpr (!Mode::labels) {
-          if (remaining_after > 0 && whole_layers) {
-            floors_left(code % ucount + stride[static_cast<std::size_t>(h)], i, used, h);
-          }
-          const std::size_t at = static_cast<std::size_t>(h) * (n + 1) + j;
-          for (int layers = lo; layers <= hi; ++layers) {
-            if (!count_move(ev.stage(stage_row, layers), i, h, layers)) continue;
-            if (weight != nullptr) weight[at + layers] += state.end - state.begin;
-          }
-          continue;
-        }
-        if constexpr (!Mode::moves) {  // the layers whose target is in range
-          const auto at = static_cast<std::int64_t>(h) * (n + 1) + j;
-          lo = static_cast<int>(std::max<std::int64_t>(lo, static_cast<std::int64_t>(t_lo) - at));
-          hi = static_cast<int>(
-              std::min<std::int64_t>(hi, static_cast<std::int64_t>(t_hi) - 1 - at));
-          if (lo > hi) continue;
         }
         // The stages still to place: speed_left, the sum of 1 / (cheapest
         // layer step of their type), and what their fixed steps add to the
@@ -556,13 +467,8 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
             fixed_left += out_min;
             held_left += out_held;
             if (whole_layers) {
-              // A task reads the floors its level's moves made.
-              const std::uint64_t next_u = code % ucount + stride[static_cast<std::size_t>(h)];
-              if constexpr (Mode::moves) {
-                slowest_left = floors_left(next_u, i, used, h);
-              } else {
-                slowest_left = left_floors.data() + left_at[static_cast<std::size_t>(next_u)];
-              }
+              slowest_left =
+                  floors_left(code % ucount + stride[static_cast<std::size_t>(h)], i, used, h);
               sum_left = slowest_left + n + 1;
               slowest_moe = sum_left + n + 1;
             }
@@ -572,19 +478,21 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
             held_left = remaining_after * entry_per_floor + out_per_floor;
           }
         }
+        const Evaluator::Row stage_row = ev.row(h, i, j);
         for (int layers = lo; layers <= hi; ++layers) {
-          // A task reads the stages its level's moves evaluated.
-          const StageEval& e =
-              Mode::moves ? ev.stage(stage_row, layers) : ev.known_stage(stage_row, layers);
-          if constexpr (Mode::moves) {
-            if (!count_move(e, i, h, layers)) continue;
-          } else if (!e.feasible && opt.prune.memory) {
-            continue;
+          const StageEval& e = ev.stage(stage_row, layers);
+          if (!e.feasible) {
+            note_shortfall(out, e, ev.pi(), i, h, layers);
+            if (opt.prune.memory) {
+              ++out.stats.pruned_memory;
+              continue;
+            }
           }
-          if (cancel != nullptr && (tally.extended += state.end - state.begin) >= kCancelEvery) {
-            tally.extended = 0;
+          ++out.stats.transitions;
+          if (cancel != nullptr && (extended += state.end - state.begin) >= kCancelEvery) {
+            extended = 0;
             if ((*cancel)(0)) {
-              tally.cancelled = true;
+              out.cancelled = true;
               return;
             }
           }
@@ -610,7 +518,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
                               m_less_one * low_max + std::min(low.tail_sync, e.sync) +
                               std::min(low.tail_opt, e.opt);
             if (lb > threshold) {
-              tally.pruned_bound += state.end - state.begin;
+              out.stats.pruned_bound += state.end - state.begin;
               continue;
             }
           }
@@ -637,131 +545,36 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
               const double lb = pipeline_edge(cand.sum + floor, cand_max, vpp) +
                                 m_less_one * cand_max + cand.tail_sync + cand.tail_opt;
               if (lb > threshold) {
-                ++tally.pruned_bound;
+                ++out.stats.pruned_bound;
                 continue;
               }
             }
             cand.key = (static_cast<std::int64_t>(f.rank) << 32) | stage_key;
             cand.parent = from;
-            cand.seq = tally.seq++;
+            cand.seq = seq++;
             // Feasible and infeasible labels never dominate each other (an
             // infeasible one never completes).
             cand.feasible = f.feasible && e.feasible;
             if (dest == nullptr) {
               bool created = false;
-              dest = &into.at(make_key(next_code, j + layers, h), created);
+              dest = &store.at(make_key(next_code, j + layers, h), created);
             }
             merge(*dest, cand, gap);
           }
         }
       }
     }
-  };
-  // A level is split while a helper is idle (LevelHelpers), into at most
-  // kPiecesPerThread pieces per thread of the team.
-  constexpr int kPiecesPerThread = 4;
-  thread_local std::vector<FrontStore<Entry>> pieces_of_thread;
-  std::vector<FrontStore<Entry>>& pieces = pieces_of_thread;
-  std::vector<std::int64_t> weight;
-  std::vector<std::size_t> cut;
-  Tally whole;  // the serial levels'
-  for (int i = 0; i < pp && !current.empty(); ++i) {
-    if (cancel != nullptr && (*cancel)(0)) {
-      out.cancelled = true;
-      return;
-    }
-    std::size_t split = 0;  // pieces of a split level (0: serial)
-    if (helpers != nullptr &&
-        arena.size() - static_cast<std::size_t>(current.front().begin) >= helpers->least_labels) {
-      if (helpers->idle.load(std::memory_order_relaxed) > 0 && omp_in_parallel() != 0) {
-        split = static_cast<std::size_t>(kPiecesPerThread * omp_get_num_threads());
-      }
-    }
-    if (split > 0) {
-      helpers->levels_split.fetch_add(1, std::memory_order_relaxed);
-      weight.assign(targets, 0);
-      Tally none;
-      expand(MovesOnly{}, i, 0, targets, store, none, weight.data());
-      std::int64_t total = 0;
-      for (const std::int64_t w : weight) total += w;
-      split = std::clamp<std::size_t>(static_cast<std::size_t>(total / helpers->piece_labels), 1,
-                                      split);
-      // Contiguous ranges of targets of about total / split candidates.
-      cut.assign(1, 0);
-      std::int64_t sum = 0;
-      for (std::size_t t = 0; t < targets && cut.size() < split; ++t) {
-        sum += weight[t];
-        if (sum * static_cast<std::int64_t>(split) >=
-            total * static_cast<std::int64_t>(cut.size())) {
-          cut.push_back(t + 1);
-        }
-      }
-      cut.push_back(targets);
-      split = cut.size() - 1;
-      if (pieces.size() < split) pieces.resize(split);
-      std::vector<Tally> tallies(split);
-      std::vector<std::exception_ptr> failed(split);
-      for (std::size_t p = 0; p < split; ++p) {
-        pieces[p].clear();
-        pieces[p].recycle_pool();
-#pragma omp task default(none) firstprivate(p, i) shared(expand, cut, pieces, tallies, failed)
-        {
-          try {
-            expand(LabelsOnly{}, i, cut[p], cut[p + 1], pieces[p], tallies[p], nullptr);
-          } catch (...) {
-            failed[p] = std::current_exception();
-          }
-        }
-      }
-#pragma omp taskwait
-      bool cancelled = false;
-      for (std::size_t p = 0; p < split; ++p) {
-        if (failed[p]) std::rethrow_exception(failed[p]);
-        out.stats.pruned_bound += tallies[p].pruned_bound;
-        cancelled = cancelled || tallies[p].cancelled;
-      }
-      if (cancelled) {
-        out.cancelled = true;
-        return;
-      }
-    } else {
-      store.clear();
-      store.recycle_pool();
-      whole.seq = 0;
-      expand(Whole{}, i, 0, targets, store, whole, nullptr);
-      out.stats.pruned_bound += whole.pruned_bound;
-      whole.pruned_bound = 0;
-      if (whole.cancelled) {
-        out.cancelled = true;
-        return;
-      }
-    }
     // The level's survivors enter the arena, state by state in key order.
     const auto level_begin = static_cast<std::int32_t>(arena.size());
     const std::int32_t parents = level_begin - current.front().begin;
-    // The level's fronts: in `store`, or in the pieces of a split level
-    // (disjoint keys), at (piece << 32) | index.
-    const auto front_at = [&](std::size_t at) -> std::vector<Entry>& {
-      return split > 0 ? pieces[at >> 32].front(at & 0xffffffffU) : store.front(at);
-    };
-    if (split > 0) {
-      order.clear();
-      for (std::size_t p = 0; p < split; ++p) {
-        for (std::size_t k = 0; k < pieces[p].size(); ++k) {
-          order.emplace_back(pieces[p].key(k), (p << 32) | k);
-        }
-      }
-      std::sort(order.begin(), order.end());
-    } else {
-      key_order(store, order);
-    }
+    key_order(store, order);
     // The survivors enter the arena: when it must grow, the limits are
     // asked first with the bytes of its new block (the old one is still
     // held while copied), so a memory limit stops the search before the
     // allocation that would pass it rather than after.
     if (cancel != nullptr) {
       std::size_t survivors = 0;
-      for (const auto& entry : order) survivors += front_at(entry.second).size();
+      for (const auto& entry : order) survivors += store.front(entry.second).size();
       const std::size_t need = arena.size() + survivors;
       if (need > arena.capacity()) {
         // The vector's doubling (exactly `need` or 1.5x stopped the
@@ -777,7 +590,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
     }
     upcoming.clear();
     for (const auto& [state_key, k] : order) {
-      std::vector<Entry>& front = front_at(k);
+      std::vector<Entry>& front = store.front(k);
       if (front.empty()) continue;
       // Only value-only runs depend on the order a front is expanded in
       // (which of equal labels stays); otherwise a front is the set of
@@ -998,7 +811,7 @@ std::vector<std::vector<int>> stage_mixes(const Evaluator& ev) {
 // between the two passes of search_config); `part` of its stage mixes.
 ConfigOutcome search_once(Evaluator& ev, const ParallelConfig& pi, const SearchOptions& opt,
                           double incumbent, bool value_only, SearchPart part,
-                          const CancelCheck* cancel, const LevelHelpers* helpers) {
+                          const CancelCheck* cancel) {
   const auto start = std::chrono::steady_clock::now();
   ConfigOutcome out;
   out.stats.configs_evaluated = 1;
@@ -1098,7 +911,7 @@ ConfigOutcome search_once(Evaluator& ev, const ParallelConfig& pi, const SearchO
         double t_star = 0.0;
         const Windows w = balanced_windows(ev, c, tau, fit_max, tail_lines, opt.delta, t_star);
         run_dp(ev, c, /*exact_mix=*/true, w, opt, opt.eta * t_star, incumbent, value_only, cancel,
-               helpers, out);
+               out);
       }
     } else if (part.index == 0) {  // one part only
       std::vector<int> limit(static_cast<std::size_t>(types));
@@ -1115,8 +928,7 @@ ConfigOutcome search_once(Evaluator& ev, const ParallelConfig& pi, const SearchO
         }
       }
       if (possible) {
-        run_dp(ev, limit, exact_mix, w, opt, comp_threshold, incumbent, value_only, cancel, helpers,
-               out);
+        run_dp(ev, limit, exact_mix, w, opt, comp_threshold, incumbent, value_only, cancel, out);
       }
     }
   }
@@ -1137,7 +949,7 @@ ConfigOutcome search_once(Evaluator& ev, const ParallelConfig& pi, const SearchO
 // Its moves are not the plain DP's and are not counted; its time is in
 // the configuration's seconds. +infinity when nothing fits.
 double plain_upper_bound(Evaluator& ev, const ParallelConfig& pi, const SearchOptions& opt,
-                         const CancelCheck* cancel, const LevelHelpers* helpers) {
+                         const CancelCheck* cancel) {
   constexpr int kProbeMixes = 4;
   constexpr double kInf = std::numeric_limits<double>::infinity();
   SearchOptions pruned = opt;
@@ -1146,8 +958,7 @@ double plain_upper_bound(Evaluator& ev, const ParallelConfig& pi, const SearchOp
   if (!opt.uniform) {
     const int mixes = static_cast<int>(stage_mixes(ev).size());
     for (int k = 0; k < std::min(kProbeMixes, mixes); ++k) {
-      const ConfigOutcome probe =
-          search_once(ev, pi, pruned, kInf, true, {k, mixes}, cancel, helpers);
+      const ConfigOutcome probe = search_once(ev, pi, pruned, kInf, true, {k, mixes}, cancel);
       if (probe.best) return probe.best->latency_s;
       if (probe.cancelled) return kInf;
     }
@@ -1155,7 +966,7 @@ double plain_upper_bound(Evaluator& ev, const ParallelConfig& pi, const SearchOp
   SearchOptions exact = opt;
   exact.prune.memory = true;
   exact.bound = true;
-  const ConfigOutcome probe = search_once(ev, pi, exact, kInf, true, {}, cancel, helpers);
+  const ConfigOutcome probe = search_once(ev, pi, exact, kInf, true, {}, cancel);
   return probe.best ? probe.best->latency_s : kInf;
 }
 
@@ -1184,8 +995,7 @@ struct ConfigFacts {
 
 ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
                             const SearchOptions& opt, double incumbent, SearchPart part,
-                            const CancelCheck* cancel, const ConfigFacts* facts,
-                            const LevelHelpers* helpers) {
+                            const CancelCheck* cancel, const ConfigFacts* facts) {
   HAPMOE_REQUIRE(facts == nullptr || facts->ev.pi() == pi,
                  "search_config: the facts of another configuration");
   HAPMOE_REQUIRE(part.count >= 1 && part.index >= 0 && part.index < part.count,
@@ -1197,8 +1007,8 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
   };
   if (!opt.bound && !opt.count_only) {
     Evaluator ev = evaluator();
-    const double upper = plain_upper_bound(ev, pi, opt, cancel, helpers);
-    ConfigOutcome out = search_once(ev, pi, opt, upper, false, part, cancel, helpers);
+    const double upper = plain_upper_bound(ev, pi, opt, cancel);
+    ConfigOutcome out = search_once(ev, pi, opt, upper, false, part, cancel);
     out.stats.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return out;
@@ -1207,7 +1017,7 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
   const double setup =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!opt.bound || std::isfinite(incumbent)) {
-    ConfigOutcome out = search_once(ev, pi, opt, incumbent, false, part, cancel, helpers);
+    ConfigOutcome out = search_once(ev, pi, opt, incumbent, false, part, cancel);
     out.stats.seconds += setup;
     return out;
   }
@@ -1217,12 +1027,12 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
   // finds the canonical plan among the plans that reach it. Both passes
   // count in the statistics.
   // The second pass reuses the first's stage evaluations (same evaluator).
-  ConfigOutcome probe = search_once(ev, pi, opt, incumbent, true, part, cancel, helpers);
+  ConfigOutcome probe = search_once(ev, pi, opt, incumbent, true, part, cancel);
   probe.stats.seconds += setup;
   // Nothing fits: the second pass finds nothing either. Cancelled: the
   // probe's best is a real plan, which is all a stopped search promises.
   if (!probe.best || probe.cancelled) return probe;
-  ConfigOutcome out = search_once(ev, pi, opt, probe.best->latency_s, false, part, cancel, helpers);
+  ConfigOutcome out = search_once(ev, pi, opt, probe.best->latency_s, false, part, cancel);
   if (out.cancelled && !out.best) out.best = probe.best;  // the probe's is a real plan
   const double seconds = out.stats.seconds + probe.stats.seconds;
   out.stats += probe.stats;

@@ -1,11 +1,9 @@
 // HS-DP search (paper §3.5, Algorithm 1; docs/search.md): for every
 // configuration pi of the space, the best non-uniform partition, device
 // type per stage and recomputation per stage, with the three prunings.
-// This kernel knows nothing of MPI; of threads, only that a large DP level
-// may be spread as OpenMP tasks over idle threads (LevelHelpers).
+// This kernel knows nothing of MPI or threads.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -154,25 +152,6 @@ int max_parts(const CostModel& model, const ParallelConfig& pi, const SearchOpti
 // configuration evaluated).
 void merge_part(ConfigOutcome& into, const ConfigOutcome& part);
 
-// The threads of the OpenMP parallel region a search runs in that have run
-// out of work of their own (the caller counts them in `idle`). While one
-// is idle, a large level of the search's DP is spread over the team as
-// OpenMP tasks, which idle threads take at the region's end barrier
-// (docs/parallel.md, "Levels split over threads"). The tasks extend
-// disjoint sets of the next level's states, each in the serial order, so
-// the result and every counter are the same as the DP on one thread.
-// Not for searches whose CancelCheck counts its calls (the seed's budget):
-// a split level asks from each task.
-struct LevelHelpers {
-  std::atomic<int> idle{0};
-  // A level is split when it holds at least `least_labels` labels, into
-  // ranges of about `piece_labels` candidate labels each (at most four per
-  // thread of the team). Tests set them low.
-  std::size_t least_labels = 256;
-  std::int64_t piece_labels = 8192;
-  mutable std::atomic<std::int64_t> levels_split{0};  // levels the searches split
-};
-
 // The exact best plan of one configuration under the cost model (with the
 // prunings that are on). With options.bound, partial plans whose latency
 // cannot come within `incumbent` are dropped: the result is exact whenever
@@ -187,8 +166,7 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
                             const SearchOptions& options,
                             double incumbent = std::numeric_limits<double>::infinity(),
                             SearchPart part = {}, const CancelCheck* cancel = nullptr,
-                            const ConfigFacts* facts = nullptr,
-                            const LevelHelpers* helpers = nullptr);
+                            const ConfigFacts* facts = nullptr);
 
 // Lower bounds on the latency of every plan of pi (docs/search.md, "Branch
 // and bound"). With S the sum over layers of the cheapest step of that

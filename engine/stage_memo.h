@@ -25,7 +25,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "costmodel/errors.h"
 #include "engine/bounds.h"
 #include "engine/search.h"
 
@@ -162,7 +161,7 @@ class Evaluator {
     return r;
   }
   const StageEval& stage(const Row& r, int n) {
-    const int j = first_layer(r, n);
+    const int j = (n >= 1 && n <= r.run) ? r.first[n] : r.j;
     const std::size_t key = (r.base + j) * (n_ + 1) + n;
     if (stamps_ != nullptr) {
       if (stamps_[key] == generation_) return memo_[key];
@@ -170,16 +169,6 @@ class Evaluator {
       return *e;
     }
     return evaluate(key, r.h, r.i, j, n);
-  }
-  // stage(r, n) that the memo already holds, read only: for the tasks of a
-  // split DP level, run on other threads after the level's moves evaluated
-  // every stage they extend (hsdp.cpp, run_dp).
-  const StageEval& known_stage(const Row& r, int n) const {
-    const std::size_t key = (r.base + first_layer(r, n)) * (n_ + 1) + n;
-    const StageEval* e = stamps_ != nullptr ? (stamps_[key] == generation_ ? memo_ + key : nullptr)
-                                            : map_->find(key, generation_);
-    HAPMOE_REQUIRE(e != nullptr, "Evaluator::known_stage: a stage its level did not evaluate");
-    return *e;
   }
   const StageEval& stage(int h, int i, int j, int n) { return stage(row(h, i, j), n); }
   // stage(h, i, j, n).feasible, without the choice's cost or the memo.
@@ -304,9 +293,6 @@ class Evaluator {
   std::vector<LayerTails> tails_;
   // The shape of a stage at position i holding layers [j, j + n).
   StageShape shape_at(int i, int j, int n) const;
-  // The first layer of the stage the memo keeps for row r and n layers:
-  // within a run of one kind, the first such run's.
-  static int first_layer(const Row& r, int n) { return (n >= 1 && n <= r.run) ? r.first[n] : r.j; }
   // Takes this thread's memo, with a new generation: no entry valid.
   void attach();
   // A memo miss: the stage with its least recomputation.

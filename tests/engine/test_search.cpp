@@ -717,65 +717,6 @@ TEST(SearchOracle, SearchFromAnEstimatesFactsIsTheSearch) {
   EXPECT_GT(with_plan, 50);
 }
 
-TEST(SearchOracle, LevelsSplitOverThreadsAreTheSerialSearch) {
-  // A DP level spread as tasks over a team's idle threads (LevelHelpers,
-  // here at every level of more than one label, in pieces of a label)
-  // extends disjoint states each in the serial order: the same plan and
-  // every counter the same as on one thread, with and without the bound,
-  // the prunings and an incumbent, value-only probes included, and with
-  // the launcher's placement.
-  std::mt19937 rng(5151);
-  int compared = 0;
-  int with_plan = 0;
-  std::int64_t split = 0;
-  for_random_configs(
-      rng, 50,
-      [&](const Instance& in, const SearchOptions& given, const CostModel& model,
-          const std::vector<ParallelConfig>& pis) {
-        for (const int variant : {0, 1, 2}) {
-          SearchOptions opt = given;
-          if (variant == 1) opt.prune = PruneSet{false, false, false};
-          if (variant == 2) opt.space.constraints.launcher_placement = true;
-          for (const ParallelConfig& pi : pis) {
-            const ConfigOutcome serial = search_config(model, pi, opt);
-            std::vector<double> incumbents = {std::numeric_limits<double>::infinity()};
-            if (serial.best) incumbents.push_back(serial.best->latency_s);
-            for (const double incumbent : incumbents) {
-              const ConfigOutcome reference = search_config(model, pi, opt, incumbent);
-              LevelHelpers helpers;
-              helpers.least_labels = 2;
-              helpers.piece_labels = 1;
-              helpers.idle = 2;
-              ConfigOutcome tasks;
-#pragma omp parallel num_threads(3)
-#pragma omp single
-              tasks = search_config(model, pi, opt, incumbent, {}, nullptr, nullptr, &helpers);
-              split += helpers.levels_split.load();
-              const std::string what = in.describe() + " variant " + std::to_string(variant) +
-                                       " incumbent " + std::to_string(incumbent);
-              expect_same(tasks, reference, what);
-              if (reference.best) {
-                EXPECT_EQ(tasks.best->latency_s, reference.best->latency_s) << what;
-                ++with_plan;
-              }
-              expect_same_counters(tasks, reference, what);
-              EXPECT_EQ(tasks.stats.pruned_hetero_comm, reference.stats.pruned_hetero_comm) << what;
-              EXPECT_EQ(tasks.stats.pruned_bound, reference.stats.pruned_bound) << what;
-              EXPECT_EQ(tasks.stats.hetero_comm_ratio, reference.stats.hetero_comm_ratio) << what;
-              EXPECT_EQ(tasks.closest.bytes, reference.closest.bytes) << what;
-              EXPECT_EQ(tasks.closest.stage, reference.closest.stage) << what;
-              EXPECT_EQ(tasks.closest.device_type, reference.closest.device_type) << what;
-              EXPECT_EQ(tasks.closest.layers, reference.closest.layers) << what;
-              ++compared;
-            }
-          }
-        }
-      });
-  EXPECT_GT(compared, 300);
-  EXPECT_GT(with_plan, 100);
-  EXPECT_GT(split, 1000);
-}
-
 // The kernel's stage memo (engine/stage_memo.h, Evaluator) shares one entry
 // between stages that CostModel cannot tell apart: a middle position with
 // all M micro-batches in flight (PP - i >= M) is evaluated as position 1,
