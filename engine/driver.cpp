@@ -405,10 +405,12 @@ bool plain_moves_at_most(const Workload& w, const ClusterSpec& cluster,
 // stopped there keeps the plan it found, if any. Every plan found is a
 // plan of Pi, so the K-th best of Pi is at most the K-th of theirs. Both
 // steps are spread over the ranks and threads (computed_by_all), and give
-// the same values on every rank for any of them.
+// the same values on every rank for any of them. The plans found are kept
+// for a search that a limit stops later (run_search).
 struct Seed {
   double latency = std::numeric_limits<double>::infinity();
   int searches = 0;
+  std::vector<PlanCandidate> plans;  // in the order of the sample searched
 };
 constexpr std::size_t kSeedSample = 16384;
 constexpr int kSeedSearches = 64;
@@ -437,6 +439,8 @@ Seed seed_incumbent(const CostModel& model, const std::vector<ParallelConfig>& c
   const std::size_t most = std::min(sample.size(), static_cast<std::size_t>(kSeedSearches));
   std::vector<double> found;
   Seed seed;
+  // The plans this rank's threads found, by position in the sample.
+  std::vector<std::optional<PlanCandidate>> plans(most);
   while (static_cast<std::size_t>(seed.searches) < most && found.size() < k) {
     const auto at = static_cast<std::size_t>(seed.searches);
     const std::size_t batch = std::min(k - found.size(), most - at);
@@ -450,9 +454,10 @@ Seed seed_incumbent(const CostModel& model, const std::vector<ParallelConfig>& c
             if (grow_bytes == 0 && ++checks > kSeedChecks) return true;
             return limited && watch.check(false, grow_bytes) != StopReason::kNone;
           };
-          const ConfigOutcome o = search_config(model, configs[c], opt, bound * (1.0 + kSeedMargin),
-                                                SearchPart{}, &budget);
-          return o.best ? o.best->latency_s : inf;
+          ConfigOutcome o = search_config(model, configs[c], opt, bound * (1.0 + kSeedMargin),
+                                          SearchPart{}, &budget);
+          plans[at + i] = std::move(o.best);
+          return plans[at + i] ? plans[at + i]->latency_s : inf;
         });
     if (stopped != StopReason::kNone) return {};
     seed.searches += static_cast<int>(batch);
@@ -461,7 +466,52 @@ Seed seed_incumbent(const CostModel& model, const std::vector<ParallelConfig>& c
     }
   }
   if (found.size() >= k) seed.latency = *std::max_element(found.begin(), found.end());
+  // Every rank gets every plan, in the sample's order.
+  Bytes out;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    if (!plans[i]) continue;
+    out.put(static_cast<std::uint64_t>(i));
+    out.put(*plans[i]);
+  }
+  const auto wait = Clock::now();
+  const std::vector<std::string> all =
+      comm.size() == 1 ? std::vector<std::string>{out.take()} : comm.allgather(out.take());
+  mine.idle_s += since(wait);
+  for (const std::string& from : all) {
+    Unbytes in(from);
+    while (!in.done()) {
+      const auto i = static_cast<std::size_t>(in.get<std::uint64_t>());
+      if (i >= plans.size())
+        throw std::runtime_error("seed: a plan out of range from another rank");
+      plans[i].emplace();
+      in.get(*plans[i]);
+    }
+  }
+  for (std::optional<PlanCandidate>& p : plans) {
+    if (p) seed.plans.push_back(std::move(*p));
+  }
   return seed;
+}
+
+// A search that a limit stopped also offers the seed's plans (real plans
+// of Pi, found by budgeted searches): each in the top K unless the search
+// holds a plan of its configuration at least as good. Enough to compare
+// with the top K: a configuration whose best was left out of it has K
+// better plans there.
+void add_seed_plans(std::vector<PlanCandidate>& top, const std::vector<PlanCandidate>& seed_plans,
+                    int top_k) {
+  for (const PlanCandidate& p : seed_plans) {
+    const auto same = std::find_if(top.begin(), top.end(), [&](const PlanCandidate& q) {
+      return q.plan.parallel == p.plan.parallel;
+    });
+    if (same == top.end()) {
+      top.push_back(p);
+    } else if (candidate_less(p, *same)) {
+      *same = p;
+    }
+  }
+  std::sort(top.begin(), top.end(), candidate_less);
+  if (static_cast<int>(top.size()) > top_k) top.resize(static_cast<std::size_t>(top_k));
 }
 
 }  // namespace
@@ -533,6 +583,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   // The incumbent the search starts from: the caller's, or a seed where
   // there is none and Pi is large (RunOptions::seed_from).
   double incumbent_in = run.incumbent;
+  std::vector<PlanCandidate> seed_plans;
   if (!bruteforce && opt.bound && !opt.count_only && !std::isfinite(run.incumbent) &&
       run.floors == nullptr && run.step_floors == nullptr && run.seed_from > 0 &&
       n >= run.seed_from) {
@@ -541,6 +592,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     incumbent_in = seed.latency;
     r.seed = seed.latency;
     r.seed_searches = seed.searches;
+    seed_plans = seed.plans;
   }
   std::vector<ConfigBound> bounds;
   if (!bruteforce && opt.bound) {
@@ -1108,6 +1160,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     }
   }
   finish_result(r, std::move(searched), skipped, opt.top_k);
+  if (r.stopped != StopReason::kNone) add_seed_plans(r.top, seed_plans, opt.top_k);
   if (run.configs == nullptr) {
     r.configs = std::move(enumerated);
   } else if (run.result_configs) {

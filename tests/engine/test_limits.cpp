@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -207,6 +208,44 @@ TEST(Limits, FourThousandLayersAreRefusedUpFrontOrSearched) {
   EXPECT_EQ(r.stopped, StopReason::kTimeLimit);
   EXPECT_LE(r.stats.configs_evaluated, 3);
   expect_accounted(r);
+}
+
+// A search that a limit stops after its seed (docs/search.md, "The seed
+// incumbent") reports the plans the seed's budgeted searches found -- real
+// plans of Pi, at the latency the cost model gives them -- instead of
+// none. Here the time limit passes at the first unit of the first round.
+TEST(Limits, AStopAfterTheSeedReportsTheSeedsPlans) {
+  const Workload w = load_workload("mixtral-s");
+  const ClusterSpec cl = load_cluster("paper:32-2");
+  SerialComm comm;
+  RunOptions run;
+  run.seed_from = 1;
+  run.limits.checks_before_deadline = 0;
+  const SearchResult r = run_search(w, cl, {}, false, comm, run);
+  EXPECT_EQ(r.stopped, StopReason::kTimeLimit);
+  EXPECT_EQ(r.stats.configs_evaluated, 0);
+  expect_accounted(r);
+  ASSERT_TRUE(std::isfinite(r.seed));
+  const int k = SearchOptions{}.top_k;
+  ASSERT_EQ(static_cast<int>(r.top.size()), k);
+  // The seed is the K-th best of the K plans it found.
+  EXPECT_EQ(r.top.back().latency_s, r.seed);
+  const SearchResult whole = run_search(w, cl, {}, false, comm, RunOptions{});
+  ASSERT_FALSE(whole.top.empty());
+  for (std::size_t i = 0; i < r.top.size(); ++i) {
+    const Plan& plan = r.top[i].plan;
+    const ProfileTables tables = tables_for(w, cl, {plan.parallel});
+    const CostModel model(w, cl, tables);
+    EXPECT_EQ(model.evaluate(plan).latency_s, r.top[i].latency_s) << i;
+    EXPECT_GE(r.top[i].latency_s, whole.top[std::min(i, whole.top.size() - 1)].latency_s) << i;
+    for (std::size_t j = 0; j < i; ++j) EXPECT_NE(r.top[j].plan.parallel, plan.parallel) << i;
+  }
+  // Not stopped, the same search holds no seed plan it did not search.
+  RunOptions seeded;
+  seeded.seed_from = 1;
+  const SearchResult full = run_search(w, cl, {}, false, comm, seeded);
+  ASSERT_EQ(full.top.size(), whole.top.size());
+  for (std::size_t i = 0; i < full.top.size(); ++i) EXPECT_EQ(full.top[i].plan, whole.top[i].plan);
 }
 
 // Issue 21, item 5: a 10 s limit ended at 13.3 s on a 1,000-layer model:
