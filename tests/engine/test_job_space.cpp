@@ -21,6 +21,7 @@
 
 #include "costmodel/errors.h"
 #include "engine/comm.h"
+#include "engine/driver.h"
 #include "engine/job_space.h"
 #include "io/inputs/cluster_io.h"
 #include "io/inputs/model_io.h"
@@ -254,6 +255,43 @@ TEST(JobSpace, BestIsTheBestOfEveryVariantAndEachDimensionsGainIsExact) {
 // (RunOptions::split_above) runs whole on rank 0 with one collective, not
 // one per variant; split (split_above 0) it makes a collective per round.
 // Both give every rank what one rank finds.
+// Each rank searches its share of the seed's sample, and the ranks gather
+// the plans found: a search that a limit stops after its seed reports the
+// same plans on every rank as on one (Limits.AStopAfterTheSeedReportsTheSeedsPlans).
+TEST(Limits, TheSeedsPlansOfAStoppedSearchAreTheSameOnEveryRank) {
+  const Workload w = load_workload("mixtral-s");
+  const ClusterSpec c = load_cluster("paper:32-2");
+  RunOptions run;
+  run.seed_from = 1;
+  run.split_above = 0;  // split over the ranks, small as it is
+  run.limits.checks_before_deadline = 0;
+  SerialComm serial;
+  const SearchResult one = run_search(w, c, {}, false, serial, run);
+  ASSERT_EQ(one.stopped, StopReason::kTimeLimit);
+  ASSERT_EQ(static_cast<int>(one.top.size()), SearchOptions{}.top_k);
+  for (const int n : {2, 3}) {
+    ThreadRanks ranks(n);
+    std::vector<SearchResult> got(static_cast<std::size_t>(n));
+    std::vector<std::thread> others;
+    for (int k = 1; k < n; ++k) {
+      others.emplace_back([&, k] {
+        got[static_cast<std::size_t>(k)] = run_search(w, c, {}, false, ranks.rank(k), run);
+      });
+    }
+    got[0] = run_search(w, c, {}, false, ranks.rank(0), run);
+    for (std::thread& t : others) t.join();
+    for (const SearchResult& r : got) {
+      EXPECT_EQ(r.stopped, StopReason::kTimeLimit) << n;
+      EXPECT_EQ(r.seed, one.seed) << n;
+      ASSERT_EQ(r.top.size(), one.top.size()) << n;
+      for (std::size_t i = 0; i < r.top.size(); ++i) {
+        EXPECT_EQ(r.top[i].plan, one.top[i].plan) << n << " " << i;
+        EXPECT_EQ(r.top[i].latency_s, one.top[i].latency_s) << n << " " << i;
+      }
+    }
+  }
+}
+
 TEST(JobSpace, SmallVariantsRunAsOneJobOnRankZero) {
   const Workload w = load_workload("mixtral-s");
   const ClusterSpec c = load_cluster("paper:16-2");
