@@ -481,8 +481,9 @@ Seed seed_incumbent(const CostModel& model, const std::vector<ParallelConfig>& c
     Unbytes in(from);
     while (!in.done()) {
       const auto i = static_cast<std::size_t>(in.get<std::uint64_t>());
-      if (i >= plans.size())
+      if (i >= plans.size()) {
         throw std::runtime_error("seed: a plan out of range from another rank");
+      }
       plans[i].emplace();
       in.get(*plans[i]);
     }
@@ -587,12 +588,12 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   if (!bruteforce && opt.bound && !opt.count_only && !std::isfinite(run.incumbent) &&
       run.floors == nullptr && run.step_floors == nullptr && run.seed_from > 0 &&
       n >= run.seed_from) {
-    const Seed seed = seed_incumbent(model, configs, opt, run.threads, comm, watch,
-                                     run.limits.any(), r.stopped, mine);
+    Seed seed = seed_incumbent(model, configs, opt, run.threads, comm, watch, run.limits.any(),
+                               r.stopped, mine);
     incumbent_in = seed.latency;
     r.seed = seed.latency;
     r.seed_searches = seed.searches;
-    seed_plans = seed.plans;
+    seed_plans = std::move(seed.plans);
   }
   std::vector<ConfigBound> bounds;
   if (!bruteforce && opt.bound) {
