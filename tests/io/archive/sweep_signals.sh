@@ -13,8 +13,12 @@
 # point 3 rank 1 left at once and mpiexec killed rank 0 inside its commit:
 # exit 4, no line, no archive). mpiexec (MPICH's Hydra) itself sometimes
 # exits 0 after forwarding the signals although the ranks exit 4, as
-# sweep_kill.sh also allows; the line and the archive are checked all the
-# same.
+# sweep_kill.sh also allows, or 9: when rank 0 leaves, Hydra's proxy
+# SIGKILLs the ranks still in their grace wait (its auto-cleanup) and
+# ORs the statuses it reaped, a killed rank's as 0 or as signal 9
+# (0x400 | 9, truncated to 9; CI once, 2026-11-29, and 0 of 20 runs with
+# one core busy: 13 exited 4, 7 exited 0). The line and the archive are
+# checked all the same.
 #   sweep_signals.sh HAPMOE SWEEP [MPIEXEC]
 # No timing bounds: each point waits (up to 120 s) for a line of the sweep.
 set -uo pipefail
@@ -35,7 +39,7 @@ source "$(dirname "$0")/background.sh"
 # check LABEL CODE OUT ERR: the documented state after a stop
 check() {
   local label=$1 code=$2 out=$3 err=$4
-  [[ $code == 4 || ($code == 0 && $label == *"ranks"*) ]] ||
+  [[ $code == 4 || (($code == 0 || $code == 9) && $label == *"ranks"*) ]] ||
     fail "$label: exit $code, expected 4: $(cat "$err")"
   [[ $(grep -c "^hapmoe sweep: stopped" "$err") == 1 ]] ||
     fail "$label: not one line saying the sweep stopped: $(cat "$err")"
