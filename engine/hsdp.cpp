@@ -845,11 +845,27 @@ ConfigOutcome search_once(Evaluator& ev, const ParallelConfig& pi, const SearchO
       // moves find the closest miss, if wanted). With the bound only: the
       // plain DP's counts stay count_only's.
       const bool skip_short = opt.bound && opt.prune.memory && !opt.count_only && ev.layers_alike();
+      // The most layers a stage of each type holds in a plan under the
+      // incumbent (memory, then the step; fit_max, which the windows take,
+      // is memory alone).
+      std::vector<int> room = fit_max;
+      bool room_below_fit = false;
+      if (skip_short && std::isfinite(incumbent)) {
+        // The most layers a stage can hold in a plan under the incumbent
+        // (Evaluator::most_under_cut).
+        const double cut = incumbent * (1.0 + 1e-9);
+        for (int h : usable) {
+          room[static_cast<std::size_t>(h)] =
+              ev.most_under_cut(h, fit_max[static_cast<std::size_t>(h)], cut);
+          room_below_fit = room_below_fit ||
+                           room[static_cast<std::size_t>(h)] < fit_max[static_cast<std::size_t>(h)];
+        }
+      }
       const auto short_of_layers = [&](const std::vector<int>& c) {
         long long held = 0;
         for (int h : usable) {
           held += static_cast<long long>(c[static_cast<std::size_t>(h)]) *
-                  fit_max[static_cast<std::size_t>(h)];
+                  room[static_cast<std::size_t>(h)];
         }
         return held < n;
       };
@@ -857,7 +873,7 @@ ConfigOutcome search_once(Evaluator& ev, const ParallelConfig& pi, const SearchO
         // The most any pp stages hold: the types that hold the most first.
         std::vector<int> most(usable);
         std::sort(most.begin(), most.end(), [&](int a, int b) {
-          return fit_max[static_cast<std::size_t>(a)] > fit_max[static_cast<std::size_t>(b)];
+          return room[static_cast<std::size_t>(a)] > room[static_cast<std::size_t>(b)];
         });
         std::vector<int> c(static_cast<std::size_t>(types), 0);
         int left = pi.pp;
@@ -906,6 +922,13 @@ ConfigOutcome search_once(Evaluator& ev, const ParallelConfig& pi, const SearchO
         }
         const std::vector<int>& c = all_mixes[k];
         if (skip_short && (std::isfinite(best) || !opt.closest_miss) && short_of_layers(c)) {
+          continue;
+        }
+        // The bound again with the rooms under the incumbent, where they
+        // are tighter than memory alone (not in mix_bound: the order, and
+        // so the parts, must not depend on the incumbent).
+        if (room_below_fit && ev.mix_lower_bound(c, &room, mix_cut) > best * (1.0 + 1e-12)) {
+          ++out.stats.pruned_bound;
           continue;
         }
         double t_star = 0.0;

@@ -234,6 +234,18 @@ int Evaluator::max_fitting_layers(int h) {
   return best;
 }
 
+int Evaluator::most_under_cut(int h, int most, double cut) {
+  const double m = m_;
+  for (int k = std::min(most, n_ - (pi_.pp - 1)); k >= 1; --k) {
+    const double others = remaining_floor(k) / pi_.vpp;  // layers alike: any N - k of them
+    for (int i = std::max(0, pi_.pp - 2); i < pi_.pp; ++i) {
+      const StageEval& e = stage(h, i, n_ - k, k);
+      if (e.feasible && m * (e.fwd + e.bwd) + others + (e.sync + e.opt) <= cut) return k;
+    }
+  }
+  return 0;
+}
+
 double Evaluator::mix_lower_bound(const std::vector<int>& c, const std::vector<int>* most,
                                   double cut) const {
   // The shape of the mix's types (as bound_shape's of a configuration's).

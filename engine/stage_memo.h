@@ -227,6 +227,18 @@ class Evaluator {
   // no stage of type h holds more anywhere: an earlier position holds more
   // micro-batches in flight, the first the embedding too.
   int max_fitting_layers(int h);
+  // The most layers k <= most a stage of type h holds, each layer alike,
+  // in a plan no slower than `cut`: one whose latency, at least
+  //   M t + R / v + tail
+  // (t the stage's step, forward + backward with its least recomputation;
+  // R the other layers' steps at their cheapest; tail its sync +
+  // optimizer: iteration_latency, pipeline_edge), is at most the cut, at
+  // the later positions, as max_fitting_layers. For the same reason no
+  // stage of type h holds more anywhere: an earlier position holds more
+  // micro-batches in flight, so its least recomputation is no cheaper, and
+  // the first the embedding too. 0 if no count of layers does. With
+  // layers_alike() only.
+  int most_under_cut(int h, int most, double cut);
   // max_fitting_layers' guess at position i (below `most`) from the memory
   // of full recomputation of 1 and 2 layers, extrapolated; -1 if none.
   int fitting_guess(int h, int i, int most) const;

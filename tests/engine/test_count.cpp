@@ -399,5 +399,55 @@ TEST(Count, AlikeLayersFitNowhereBeyondTheLaterPositions) {
   EXPECT_GT(bound_binds, 50);  // memory did bind
 }
 
+// With every layer alike, no stage of a type holds more layers, in a plan
+// no slower than a cut, than most_under_cut finds at the later positions:
+// a stage of k layers with step t and tail (sync + optimizer) puts every
+// plan it is in at M t + R / v + tail at least (R: the other N - k layers
+// at their cheapest), and an earlier position is no cheaper. search_once
+// skips stage mixes that cannot hold the N layers within these rooms.
+TEST(Count, AlikeLayersStepNowhereUnderACutBeyondTheLaterPositions) {
+  int checked = 0;
+  int room_binds = 0;
+  each_evaluator(13, 120, [&](int trial, const ParallelConfig& pi, hsdp::Evaluator& ev) {
+    if (!ev.layers_alike()) return;
+    const int n = ev.layers();
+    const double m = ev.microbatches();
+    // What a stage at position i holding [j, j + k) puts a plan at, at least.
+    const auto floor_of = [&](int h, int i, int j, int k) {
+      const hsdp::StageEval& e = ev.stage(h, i, j, k);
+      return e.feasible ? m * (e.fwd + e.bwd) + ev.remaining_floor(k) / pi.vpp + (e.sync + e.opt)
+                        : std::numeric_limits<double>::infinity();
+    };
+    for (int h = 0; h < ev.types(); ++h) {
+      if (ev.cap(h) == 0) continue;
+      const int most = ev.max_fitting_layers(h);
+      // Cuts at the floors of the later positions' stages, and between.
+      std::vector<double> cuts;
+      for (int k = 1; k <= std::min(most, n - (pi.pp - 1)); ++k) {
+        const double f = floor_of(h, pi.pp - 1, n - k, k);
+        if (std::isfinite(f)) cuts.insert(cuts.end(), {f, f * 1.01, f * 0.99});
+      }
+      for (const double cut : cuts) {
+        const int room = ev.most_under_cut(h, most, cut);
+        ASSERT_LE(room, most);
+        room_binds += room < std::min(most, n - (pi.pp - 1)) ? 1 : 0;
+        for (int i = 0; i < pi.pp; ++i) {
+          for (int j = i; j < n; ++j) {
+            for (int k = room + 1; j + k <= n - (pi.pp - 1 - i); ++k) {
+              ASSERT_GT(floor_of(h, i, j, k), cut)
+                  << "trial " << trial << " pp" << pi.pp << " vpp" << pi.vpp << " type " << h
+                  << " position " << i << " from " << j << ": " << k
+                  << " layers under the cut, most_under_cut says " << room;
+              ++checked;
+            }
+          }
+        }
+      }
+    }
+  });
+  EXPECT_GT(checked, 10000);
+  EXPECT_GT(room_binds, 100);  // the step did bind
+}
+
 }  // namespace
 }  // namespace hapmoe
