@@ -122,9 +122,14 @@ struct StateRange {
 //
 // With `value_only`, labels dominate on (sum, max, tail) alone: the best
 // latency is still exact, the plan among equal latencies is not canonical.
+//
+// `room`, if given, caps the layers a stage of each type holds (the rooms
+// under the incumbent, Evaluator::most_under_cut): the moves above it are
+// dropped as the bound drops them, and the floors of the stages left take
+// it.
 void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const Windows& win,
             const SearchOptions& opt, double comp_threshold, double incumbent, bool value_only,
-            const CancelCheck* cancel, ConfigOutcome& out) {
+            const CancelCheck* cancel, ConfigOutcome& out, const std::vector<int>* room = nullptr) {
   if (opt.count_only) {  // the same DP counted, not costed (count.cpp)
     hsdp::count_dp(ev, limit, exact_mix, win, opt, comp_threshold, cancel, out);
     return;
@@ -296,7 +301,9 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
         const auto at = static_cast<std::size_t>(i * types + t);
         const auto next = static_cast<std::size_t>((i + 1) * types + t);
         const int lo_next = std::max(1, win.lo_at(i + 1, t));
-        const int hi_next = win.hi_at(i + 1, t);
+        const int hi_next =
+            room != nullptr ? std::min(win.hi_at(i + 1, t), (*room)[static_cast<std::size_t>(t)])
+                            : win.hi_at(i + 1, t);
         after_lo[at] = std::min(i + 1 < pp - 1 ? after_lo[next] : lo_next, lo_next);
         after_hi[at] = std::max(i + 1 < pp - 1 ? after_hi[next] : hi_next, hi_next);
       }
@@ -404,9 +411,15 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
         // The last stage takes all the remaining layers.
         const int min_n = remaining_after == 0 ? max_n : 1;
         const int lo = std::max(min_n, win.lo_at(i, h));
-        const int hi = std::min(max_n, win.hi_at(i, h));
+        int hi = std::min(max_n, win.hi_at(i, h));
         if (!opt.uniform) {  // with --uniform the window is the space itself
           out.stats.pruned_load_balance += (max_n - min_n + 1) - std::max(0, hi - lo + 1);
+        }
+        if (room != nullptr && hi > (*room)[static_cast<std::size_t>(h)]) {
+          const int capped = std::max(lo - 1, (*room)[static_cast<std::size_t>(h)]);
+          out.stats.pruned_bound +=
+              static_cast<std::int64_t>(hi - capped) * (state.end - state.begin);
+          hi = capped;
         }
         const CostModel::Boundary& b = ev.boundary(hp, h);
         if (hp >= 0 && hp != h && comp_threshold > 0) {
@@ -934,7 +947,7 @@ ConfigOutcome search_once(Evaluator& ev, const ParallelConfig& pi, const SearchO
         double t_star = 0.0;
         const Windows w = balanced_windows(ev, c, tau, fit_max, tail_lines, opt.delta, t_star);
         run_dp(ev, c, /*exact_mix=*/true, w, opt, opt.eta * t_star, incumbent, value_only, cancel,
-               out);
+               out, room_below_fit ? &room : nullptr);
       }
     } else if (part.index == 0) {  // one part only
       std::vector<int> limit(static_cast<std::size_t>(types));
