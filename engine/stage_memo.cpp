@@ -236,8 +236,12 @@ int Evaluator::max_fitting_layers(int h) {
 
 int Evaluator::most_under_cut(int h, int most, double cut) {
   const double m = m_;
+  const double layer = layer_floor(h);
   for (int k = std::min(most, n_ - (pi_.pp - 1)); k >= 1; --k) {
     const double others = remaining_floor(k) / pi_.vpp;  // layers alike: any N - k of them
+    // Its layers' steps alone (as the bottleneck floor's) pass the cut:
+    // no stage to evaluate.
+    if (m * k * layer + others > cut) continue;
     for (int i = std::max(0, pi_.pp - 2); i < pi_.pp; ++i) {
       const StageEval& e = stage(h, i, n_ - k, k);
       if (e.feasible && m * (e.fwd + e.bwd) + others + (e.sync + e.opt) <= cut) return k;
