@@ -31,13 +31,13 @@ Evaluator::Evaluator(const CostModel& model, const ParallelConfig& pi, const Sea
       n_(model.workload().model.num_layers),
       types_(model.cluster().num_types()),
       m_(model.num_microbatches(pi)),
-      full_from_(pi.pp) {
+      full_to_(0) {
   // stage_cost: plain 1F1B keeps PP - i micro-batches at stage i,
   // interleaved 2(PP - i - 1) + (v - 1)PP + 1 chunks, each capped at M x v;
-  // both fall with i, so position 1 keeps the cap whenever i does.
+  // both fall with i, so the positions that keep the cap are 1 .. full_to_.
   for (int i = 1; i < pi.pp - 1; ++i) {
     const int chunks = pi.vpp > 1 ? 2 * (pi.pp - i - 1) + (pi.vpp - 1) * pi.pp + 1 : pi.pp - i;
-    if (chunks >= m_ * pi.vpp) full_from_ = std::min(full_from_, i);
+    if (chunks >= m_ * pi.vpp) full_to_ = std::max(full_to_, i);
   }
   caps_.resize(static_cast<std::size_t>(types_));
   costs_.resize(static_cast<std::size_t>(types_));

@@ -152,7 +152,7 @@ class Evaluator {
   Row row(int h, int i, int j) const {
     Row r;
     r.h = h;
-    r.i = (i > 0 && i < pi_.pp - 1 && i >= full_from_) ? 1 : i;  // all in flight
+    r.i = (i > 0 && i < pi_.pp - 1 && i <= full_to_) ? 1 : i;  // all in flight
     r.j = j;
     r.run = run_[static_cast<std::size_t>(j)];
     r.first =
@@ -292,10 +292,13 @@ class Evaluator {
   int n_;
   int types_;
   int m_;
-  // The first middle position from which on a stage keeps every
-  // micro-batch in flight (stage_cost's in_flight reaches its cap, M x v):
-  // such positions cost the same as position 1.
-  int full_from_;
+  // The last middle position at which a stage keeps every micro-batch in
+  // flight (stage_cost's in_flight at its cap, M x v; 0 if none): the
+  // positions 1 .. full_to_ cost the same as position 1. (Until 2026-11-29
+  // the positions after it were taken as position 1 too: their stages
+  // held the cap's activations, not their own, when M < PP - 1;
+  // Count.EvaluatorStagesAreTheCostModelsAtEveryPosition.)
+  int full_to_;
   std::vector<int> caps_;
   std::vector<TypeCosts> costs_;
   std::vector<CostModel::Boundary> boundary_;
