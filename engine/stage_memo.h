@@ -138,6 +138,7 @@ class Evaluator {
   int cap(int h) const { return caps_[static_cast<std::size_t>(h)]; }
   const ClusterSpec& cluster() const { return model_.cluster(); }
   const ParallelConfig& pi() const { return pi_; }
+  const CostModel& model() const { return model_; }
 
   // The stages of type h at position i from layer j, for the DP's loop
   // over the layer count: what stage() computes for every count, once.

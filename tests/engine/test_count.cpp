@@ -458,53 +458,40 @@ TEST(Count, AlikeLayersStepNowhereUnderACutBeyondTheLaterPositions) {
 TEST(Count, EvaluatorStagesAreTheCostModelsAtEveryPosition) {
   int checked = 0;
   int uncapped = 0;  // middle positions under the cap, where the bug was
-  std::mt19937 rng(5);
-  for (int trial = 0; trial < 200; ++trial) {
-    const Instance in = random_instance(rng);
-    if (!in.valid()) continue;
-    SearchOptions opt;
-    opt.space.max_pp = 6;
-    opt.space.vpp = trial % 4 == 0 ? 2 : 1;
-    const std::vector<ParallelConfig> configs =
-        enumerate_configs(in.workload, in.cluster, opt.space);
-    const ProfileTables tables = tables_for(in.workload, in.cluster, configs);
-    const CostModel model(in.workload, in.cluster, tables);
-    for (const ParallelConfig& pi : configs) {
-      hsdp::Evaluator ev(model, pi, opt);
-      const int n = ev.layers();
-      for (int h = 0; h < ev.types(); ++h) {
-        if (ev.cap(h) == 0) continue;
-        const TypeCosts tc = model.type_costs(pi, h);
-        for (int i = 0; i < pi.pp; ++i) {
-          for (int j = i; j < n; ++j) {
-            for (int k = 1; j + k <= n - (pi.pp - 1 - i); ++k) {
-              StageShape shape;
-              shape.position = i;
-              shape.first_layer = j;
-              shape.layers = k;
-              shape.moe_layers = model.moe_layers_in(j, k);
-              const CostModel::RecomputeChoice choice = model.least_recompute_cost(pi, tc, shape);
-              const hsdp::StageEval& e = ev.stage(h, i, j, k);
-              const std::string what =
-                  "trial " + std::to_string(trial) + " pp" + std::to_string(pi.pp) + " vpp" +
-                  std::to_string(pi.vpp) + " M" + std::to_string(ev.microbatches()) + " type " +
-                  std::to_string(h) + " position " + std::to_string(i) + " layers [" +
-                  std::to_string(j) + ", +" + std::to_string(k) + ")";
-              ASSERT_EQ(e.feasible, choice.recompute.has_value()) << what;
-              ASSERT_EQ(e.fwd, choice.cost.fwd_s) << what;
-              ASSERT_EQ(e.bwd, choice.cost.bwd_s) << what;
-              ASSERT_EQ(e.over, choice.cost.memory.total() - choice.cost.capacity_bytes) << what;
-              ++checked;
-              uncapped +=
-                  (i > 0 && i < pi.pp - 1 && choice.cost.in_flight < ev.microbatches() * pi.vpp)
-                      ? 1
-                      : 0;
-            }
+  each_evaluator(5, 200, [&](int trial, const ParallelConfig& pi, hsdp::Evaluator& ev) {
+    const CostModel& model = ev.model();
+    const int n = ev.layers();
+    for (int h = 0; h < ev.types(); ++h) {
+      if (ev.cap(h) == 0) continue;
+      const TypeCosts tc = model.type_costs(pi, h);
+      for (int i = 0; i < pi.pp; ++i) {
+        for (int j = i; j < n; ++j) {
+          for (int k = 1; j + k <= n - (pi.pp - 1 - i); ++k) {
+            StageShape shape;
+            shape.position = i;
+            shape.first_layer = j;
+            shape.layers = k;
+            shape.moe_layers = model.moe_layers_in(j, k);
+            const CostModel::RecomputeChoice choice = model.least_recompute_cost(pi, tc, shape);
+            const hsdp::StageEval& e = ev.stage(h, i, j, k);
+            const std::string what =
+                "trial " + std::to_string(trial) + " pp" + std::to_string(pi.pp) + " vpp" +
+                std::to_string(pi.vpp) + " M" + std::to_string(ev.microbatches()) + " type " +
+                std::to_string(h) + " position " + std::to_string(i) + " layers [" +
+                std::to_string(j) + ", +" + std::to_string(k) + ")";
+            ASSERT_EQ(e.feasible, choice.recompute.has_value()) << what;
+            ASSERT_EQ(e.fwd, choice.cost.fwd_s) << what;
+            ASSERT_EQ(e.bwd, choice.cost.bwd_s) << what;
+            ASSERT_EQ(e.over, choice.cost.memory.total() - choice.cost.capacity_bytes) << what;
+            ++checked;
+            uncapped +=
+                (i > 0 && i < pi.pp - 1 && choice.cost.in_flight < ev.microbatches() * pi.vpp) ? 1
+                                                                                               : 0;
           }
         }
       }
     }
-  }
+  });
   EXPECT_GT(checked, 10000);
   EXPECT_GT(uncapped, 100);
 }
