@@ -123,13 +123,14 @@ struct StateRange {
 // With `value_only`, labels dominate on (sum, max, tail) alone: the best
 // latency is still exact, the plan among equal latencies is not canonical.
 //
-// `room`, if given, caps the layers a stage of each type holds (the rooms
-// under the incumbent, Evaluator::most_under_cut): the moves above it are
-// dropped as the bound drops them, and the floors of the stages left take
-// it.
+// `rooms`, if given, caps the layers a stage of each type holds (the rooms
+// under the incumbent, Evaluator::most_under_cut): the moves above them
+// are dropped as the bound drops them, and the floors of the stages left
+// take them.
 void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const Windows& win,
             const SearchOptions& opt, double comp_threshold, double incumbent, bool value_only,
-            const CancelCheck* cancel, ConfigOutcome& out, const std::vector<int>* room = nullptr) {
+            const CancelCheck* cancel, ConfigOutcome& out,
+            const std::vector<int>* rooms = nullptr) {
   if (opt.count_only) {  // the same DP counted, not costed (count.cpp)
     hsdp::count_dp(ev, limit, exact_mix, win, opt, comp_threshold, cancel, out);
     return;
@@ -302,8 +303,8 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
         const auto next = static_cast<std::size_t>((i + 1) * types + t);
         const int lo_next = std::max(1, win.lo_at(i + 1, t));
         const int hi_next =
-            room != nullptr ? std::min(win.hi_at(i + 1, t), (*room)[static_cast<std::size_t>(t)])
-                            : win.hi_at(i + 1, t);
+            rooms != nullptr ? std::min(win.hi_at(i + 1, t), (*rooms)[static_cast<std::size_t>(t)])
+                             : win.hi_at(i + 1, t);
         after_lo[at] = std::min(i + 1 < pp - 1 ? after_lo[next] : lo_next, lo_next);
         after_hi[at] = std::max(i + 1 < pp - 1 ? after_hi[next] : hi_next, hi_next);
       }
@@ -415,8 +416,8 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
         if (!opt.uniform) {  // with --uniform the window is the space itself
           out.stats.pruned_load_balance += (max_n - min_n + 1) - std::max(0, hi - lo + 1);
         }
-        if (room != nullptr && hi > (*room)[static_cast<std::size_t>(h)]) {
-          const int capped = std::max(lo - 1, (*room)[static_cast<std::size_t>(h)]);
+        if (rooms != nullptr && hi > (*rooms)[static_cast<std::size_t>(h)]) {
+          const int capped = std::max(lo - 1, (*rooms)[static_cast<std::size_t>(h)]);
           out.stats.pruned_bound +=
               static_cast<std::int64_t>(hi - capped) * (state.end - state.begin);
           hi = capped;
