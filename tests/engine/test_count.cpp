@@ -449,7 +449,6 @@ TEST(Count, AlikeLayersStepNowhereUnderACutBeyondTheLaterPositions) {
   EXPECT_GT(room_binds, 100);  // the step did bind
 }
 
-}  // namespace
 // The stage memo's entries are the cost model's stage with its least
 // recomputation, at every position: the memo shares a row between middle
 // positions that keep every micro-batch in flight (M x v, the cap), and
@@ -495,5 +494,7 @@ TEST(Count, EvaluatorStagesAreTheCostModelsAtEveryPosition) {
   EXPECT_GT(checked, 10000);
   EXPECT_GT(uncapped, 100);
 }
+
+}  // namespace
 
 }  // namespace hapmoe
