@@ -20,7 +20,11 @@
 #      checkpoint during the search (--checkpoint-every): under ASan the
 #      search passes the default 60 s, and the checkpoint's --out write
 #      would fail first.
-#   faults.sh MPIEXEC HAPMOE
+#   faults.sh MPIEXEC HAPMOE [STEP6_TOP_K]
+# STEP6_TOP_K (default 100) sizes step 6's whole search: CMake passes 30
+# under a sanitizer, whose binary runs the top 100 in about 50 s over 2
+# ranks (ASan, 2026-12-01) and the top 30 in 14 s, still 13 s after the
+# first progress line that step 6 waits for.
 set -uo pipefail
 # mpiexec forwards its stdin to rank 0. Under load, Hydra 4.0.2 fails
 # forwarding even /dev/null ("process reading stdin too slowly; can't keep
@@ -30,6 +34,7 @@ set -uo pipefail
 exec <&-
 mpiexec=$1
 hapmoe=$2
+step6_top_k=${3:-100}
 work=$(mktemp -d)
 trap 'pkill -9 -f "$work" 2>/dev/null; rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -38,7 +43,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 # top 100 keeps the bound from skipping most configurations early: with
 # the top 30 the search ends after about 1.8 s since the DP's whole-layer
 # floors (2c9a3e5), before the time limit of step 1 and the kill of step 2.
-big=(--model deepseek-v3 --cluster H800:4096,MI300X:4096,910B:4096 --global-batch 12288 --top-k 100)
+large=(--model deepseek-v3 --cluster H800:4096,MI300X:4096,910B:4096 --global-batch 12288)
+big=("${large[@]}" --top-k 100)
 
 # 1.
 start=$(date +%s.%N)
@@ -180,7 +186,8 @@ ls -a "$work" | grep -q "\.tmp\." && fail "a temporary file was left"
 
 # 6.
 if command -v prlimit >/dev/null; then
-  "$mpiexec" -n 2 bash -c 'trap "" XFSZ; exec "$0" "$@"' "$hapmoe" plan "${big[@]}" --threads 1 \
+  "$mpiexec" -n 2 bash -c 'trap "" XFSZ; exec "$0" "$@"' "$hapmoe" plan "${large[@]}" \
+    --top-k "$step6_top_k" --threads 1 \
     --progress-every 1 --plan-json "$work/full.json" --out "$work/full.h5" \
     --checkpoint-every 1000000 >"$work/out6.txt" 2>"$work/err6.txt" <&- &
   job=$!
