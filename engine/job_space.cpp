@@ -352,6 +352,20 @@ JobSpace parse_job_space(const std::string& text, const std::string& where) {
   return s;
 }
 
+JobOverlaps parse_job_overlaps(const std::string& text, const std::string& where) {
+  if (text == "given") return JobOverlaps::kGiven;
+  if (text == "recipe") return JobOverlaps::kRecipe;
+  throw InputError(where, "expected given or recipe, got \"" + text + "\"");
+}
+
+const char* to_string(JobOverlaps o) { return o == JobOverlaps::kRecipe ? "recipe" : "given"; }
+
+Overlap recipe_overlap(Overlap given, bool distributed_optimizer) {
+  given.grad_reduce = true;
+  given.param_gather = given.param_gather || distributed_optimizer;
+  return given;
+}
+
 std::string to_string(const JobSpace& s) {
   if (s.dims == 0) return "none";
   std::string out;
@@ -372,6 +386,7 @@ JobVariant base_variant(const Workload& w) {
   v.dispatcher = t.dispatcher;
   v.precision = t.precision;
   v.recompute = t.recompute;
+  v.overlap = t.overlap;
   return v;
 }
 
@@ -386,6 +401,7 @@ Workload apply(const Workload& w, const JobVariant& v) {
   t.dispatcher = v.dispatcher;
   t.precision = v.precision;
   t.recompute = v.recompute;
+  t.overlap = v.overlap;
   return out;
 }
 
@@ -564,6 +580,9 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
             set_sharding(x, s);
             x.dispatcher = d;
             x.precision = p;
+            if (space.overlaps == JobOverlaps::kRecipe) {
+              x.overlap = recipe_overlap(base.overlap, x.distributed_optimizer);
+            }
             combos.push_back(x);
           }
         }

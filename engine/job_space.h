@@ -23,8 +23,14 @@ constexpr unsigned job_dim_bit(JobDim d) { return 1u << static_cast<unsigned>(d)
 // "micro-batch", "vpp", "sharding", "offload", "dispatcher", "fp8".
 const char* to_string(JobDim d);
 
+// The overlaps of each variant (docs/search.md, "Overlaps of the job-wide
+// knobs"): the workload's as given, or Megatron's recipes' defaults for the
+// variant's sharding (recipe_overlap) on top of them.
+enum class JobOverlaps { kGiven, kRecipe };
+
 struct JobSpace {
   unsigned dims = 0;  // job_dim_bit()s searched; 0: the workload's values only
+  JobOverlaps overlaps = JobOverlaps::kGiven;
   int max_micro_batch = 8;
   int max_vpp = 4;
   // Optimizer offload fractions are the multiples of this in (0, 1].
@@ -43,6 +49,9 @@ struct JobSpace {
 // `where` otherwise).
 JobSpace parse_job_space(const std::string& text, const std::string& where);
 std::string to_string(const JobSpace& s);
+// "given" or "recipe" (InputError naming `where` otherwise).
+JobOverlaps parse_job_overlaps(const std::string& text, const std::string& where);
+const char* to_string(JobOverlaps o);
 
 // One value of every knob.
 struct JobVariant {
@@ -59,8 +68,18 @@ struct JobVariant {
   Precision precision = Precision::kBf16;
   // The job-wide recompute setting; std::nullopt: per stage.
   std::optional<RecomputeSetting> recompute;
+  // Not a dimension: the workload's, or with JobOverlaps::kRecipe a
+  // function of the sharding (recipe_overlap).
+  Overlap overlap;
   bool operator==(const JobVariant&) const = default;
 };
+
+// Megatron's recipes' overlaps on top of `given` (Megatron-Bridge's
+// performance recipes and the Megatron-MoE-ModelZoo set both:
+// --overlap-grad-reduce always, --overlap-param-gather with the
+// distributed optimizer, which it needs; docs/search.md). The TP and MoE
+// overlaps stay as given.
+Overlap recipe_overlap(Overlap given, bool distributed_optimizer);
 
 // The workload's own values (vpp 1).
 JobVariant base_variant(const Workload& workload);

@@ -52,7 +52,8 @@ constexpr const char* kCaseFields[] = {"name",
                                        "space",
                                        "recompute_scope",
                                        "max_micro_batch",
-                                       "max_vpp"};
+                                       "max_vpp",
+                                       "overlaps"};
 
 bool is_case_field(const std::string& key) {
   for (const char* f : kCaseFields) {
@@ -75,7 +76,7 @@ void check_fields(const Json& object, const std::string& origin, const std::stri
           "seq_len, global_batch, micro_batch, precision, dispatcher, imbalance, "
           "gamma, distributed_optimizer, baseline, fp8_recipe, fsdp, "
           "optimizer_offload_fraction, activation_offload_layers, space, recompute_scope, "
-          "max_micro_batch, max_vpp)");
+          "max_micro_batch, max_vpp, overlaps)");
     }
     if (!allow_name && item.key() == "name") {
       throw InputError(origin + ":" + pointer + "/name",
@@ -130,6 +131,12 @@ SweepCase resolve(const RawCase& raw, const std::string& origin) {
     c.job = parse_job_space(*v, origin + ":" + r.pointer("space"));
   if (auto v = r.opt_int("max_micro_batch", 1, 1 << 20)) c.job.max_micro_batch = *v;
   if (auto v = r.opt_int("max_vpp", 1, 1024)) c.job.max_vpp = *v;
+  // As plan's --overlaps: recipe by default with a space.
+  if (c.job.dims != 0) c.job.overlaps = JobOverlaps::kRecipe;
+  if (auto v = r.opt_string("overlaps")) {
+    if (c.job.dims == 0) r.fail("overlaps", "goes with space (the job-wide knobs)");
+    c.job.overlaps = parse_job_overlaps(*v, origin + ":" + r.pointer("overlaps"));
+  }
   if (auto v = r.opt_string("recompute_scope")) {
     if (*v != "stage" && *v != "job") {
       r.fail("recompute_scope", "expected stage or job, got \"" + *v + "\"");
@@ -211,6 +218,7 @@ SweepCase resolve(const RawCase& raw, const std::string& origin) {
     j["recompute_scope"] = c.job.job_recompute ? "job" : "stage";
     j["max_micro_batch"] = c.job.max_micro_batch;
     j["max_vpp"] = c.job.max_vpp;
+    if (c.job.dims != 0) j["overlaps"] = to_string(c.job.overlaps);
   }
   c.resolved = j;
   return c;

@@ -64,7 +64,8 @@ PlanInput read_plan_input(const cxxopts::ParseResult& r, Inputs& in) {
   } else {
     const std::string text = read_regular_file(p.path);
     p.job = apply_plan_job(text, p.path, in.workload);
-    for (const std::string& e : {p.job ? check_precision(in.workload, in.cluster) : "",
+    for (const std::string& e : {p.job ? validate(in.workload.training, in.workload.model) : "",
+                                 p.job ? check_precision(in.workload, in.cluster) : "",
                                  p.job ? check_offload(in.workload, in.cluster) : ""}) {
       if (!e.empty()) throw InputError(p.path, e);
     }

@@ -120,6 +120,7 @@ nlohmann::ordered_json archive_options(const PlanRequest& q) {
   o["baseline"] = to_string(q.baseline);
   o["space"] = to_string(q.job);
   o["recompute_scope"] = q.job.job_recompute ? "job" : "stage";
+  if (q.job.dims != 0) o["overlaps"] = to_string(q.job.overlaps);
   return o;
 }
 
@@ -386,6 +387,11 @@ void print_job_space(std::ostream& out, const PlanRequest& q, const JobSearchRes
       << " variants, " << configs << " configurations";
   if (refused > 0) out << ", " << refused << " refused";
   out << "\n  best: " << to_string(job.best, moe) << "\n";
+  out << "  overlaps: " << to_string(q.job.overlaps)
+      << (q.job.overlaps == JobOverlaps::kRecipe
+              ? " (each variant --overlap-grad-reduce, and --overlap-param-gather with the "
+                "distributed optimizer; --overlaps given: the flags alone)\n"
+              : " (the overlap flags given)\n");
   out << "  dimension     variants  configurations  best with it alone  vs the given values\n";
   for (int d = 0; d < kNumJobDims; ++d) {
     const auto dim = static_cast<JobDim>(d);
@@ -511,6 +517,7 @@ nlohmann::ordered_json plan_document(const PlanRequest& q, const BaselineRun& ra
     doc["job"] = {{"space", to_string(q.job)},
                   {"variants", job->variants.size()},
                   {"recompute_scope", q.job.job_recompute ? "job" : "stage"},
+                  {"overlaps", to_string(q.job.overlaps)},
                   {"training", job_training_json(q.in.workload.training)}};
     if (job->best.recompute) doc["job"]["recompute"] = to_string(*job->best.recompute);
   }

@@ -338,6 +338,11 @@ void add_job_space_options(cxxopts::Options& o) {
       "stage: each stage's least recomputation that fits (the paper's); job: one Megatron-LM "
       "recompute setting for the whole job (none, selective, full, full block K), as stock "
       "Megatron runs it (default: job with --launcher, else stage)",
+      cxxopts::value<std::string>())(
+      "overlaps",
+      "with --space: recipe gives every variant Megatron's recipes' overlaps, "
+      "--overlap-grad-reduce and, with the distributed optimizer, --overlap-param-gather, on "
+      "top of the overlap flags given; given: only the flags given (default: recipe)",
       cxxopts::value<std::string>());
 }
 
@@ -345,6 +350,17 @@ JobSpace read_job_space(const cxxopts::ParseResult& r, const Inputs& in) {
   JobSpace s;
   if (r.count("space")) s = parse_job_space(r["space"].as<std::string>(), "--space");
   if (in.precision_auto) s.dims |= job_dim_bit(JobDim::kPrecision);
+  // The search chooses the knobs users tune, each variant with the
+  // overlaps its recipe would run (docs/search.md).
+  if (s.dims != 0) s.overlaps = JobOverlaps::kRecipe;
+  if (r.count("overlaps")) {
+    if (s.dims == 0) {
+      throw InputError("--overlaps",
+                       "goes with --space (the job-wide knobs); a plan of fixed "
+                       "knobs takes the overlap flags themselves");
+    }
+    s.overlaps = parse_job_overlaps(r["overlaps"].as<std::string>(), "--overlaps");
+  }
   if (r.count("max-micro-batch")) {
     s.max_micro_batch = static_cast<int>(
         parse_int_text(r["max-micro-batch"].as<std::string>(), 1, 1 << 20, "--max-micro-batch"));

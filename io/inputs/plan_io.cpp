@@ -134,7 +134,7 @@ bool apply_plan_job(const std::string& text, const std::string& origin, Workload
   const Json j = parse_json(text, origin);
   if (!j.is_object() || !j.contains("job")) return false;
   ObjectReader job(j.at("job"), origin, "/job");
-  job.ignore({"space", "variants", "recompute_scope", "recompute"});
+  job.ignore({"space", "variants", "recompute_scope", "recompute", "overlaps"});
   const Json* training = job.opt_raw("training");
   job.finish();
   if (training == nullptr) return false;
@@ -149,6 +149,17 @@ bool apply_plan_job(const std::string& text, const std::string& origin, Workload
   out.fsdp = parse_fsdp(t.get_string("fsdp"), where("fsdp"));
   out.optimizer_offload_fraction = t.get_number("optimizer_offload_fraction", 0.0, 1.0);
   out.dispatcher = parse_dispatcher(t.get_string("dispatcher"), where("dispatcher"));
+  // The overlaps the plan was costed with (files of before 2026-12-01 have
+  // none: the workload's stay).
+  if (const Json* o = t.opt_raw("overlap")) {
+    ObjectReader ov(*o, origin, "/job/training/overlap");
+    out.overlap.grad_reduce = ov.get_bool("grad_reduce");
+    out.overlap.param_gather = ov.get_bool("param_gather");
+    out.overlap.tp_comm = ov.get_bool("tp_comm");
+    out.overlap.moe_ep_comm = ov.get_bool("moe_ep_comm");
+    out.overlap.delay_wgrad = ov.get_bool("delay_wgrad");
+    ov.finish();
+  }
   t.finish();
   return true;
 }
@@ -160,6 +171,11 @@ nlohmann::ordered_json job_training_json(const TrainingSpec& t) {
   j["fsdp"] = to_string(t.fsdp);
   j["optimizer_offload_fraction"] = t.optimizer_offload_fraction;
   j["dispatcher"] = to_string(t.dispatcher);
+  j["overlap"] = {{"grad_reduce", t.overlap.grad_reduce},
+                  {"param_gather", t.overlap.param_gather},
+                  {"tp_comm", t.overlap.tp_comm},
+                  {"moe_ep_comm", t.overlap.moe_ep_comm},
+                  {"delay_wgrad", t.overlap.delay_wgrad}};
   return j;
 }
 

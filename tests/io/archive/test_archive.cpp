@@ -627,6 +627,22 @@ TEST(Sweep, SpaceCasesSearchTheJobWideKnobsAsPlanDoes) {
   EXPECT_EQ(s.cases[0].job.max_vpp, 3);
   EXPECT_EQ(s.cases[0].resolved.at("space"), "micro-batch,vpp");
   EXPECT_FALSE(s.cases[1].resolved.contains("space"));  // earlier sweeps resolve the same
+  // Megatron's recipes' overlaps with a space, as plan --space (--overlaps).
+  EXPECT_EQ(s.cases[0].job.overlaps, JobOverlaps::kRecipe);
+  EXPECT_EQ(s.cases[0].resolved.at("overlaps"), "recipe");
+  EXPECT_FALSE(s.cases[1].resolved.contains("overlaps"));
+  EXPECT_EQ(parse_sweep_json(R"({"cases": [{"model": "mixtral-s", "cluster": "paper:16-1",
+                                            "space": "vpp", "overlaps": "given"}]})",
+                             "s.json")
+                .cases[0]
+                .job.overlaps,
+            JobOverlaps::kGiven);
+  expect_sweep_error(R"({"cases": [{"model": "mixtral-s", "cluster": "paper:16-1",
+                                    "overlaps": "recipe"}]})",
+                     "/cases/0/overlaps");
+  expect_sweep_error(R"({"cases": [{"model": "mixtral-s", "cluster": "paper:16-1",
+                                    "space": "vpp", "overlaps": "some"}]})",
+                     "/cases/0/overlaps");
   expect_sweep_error(R"({"cases": [{"model": "mixtral-s", "cluster": "paper:16-1",
                                     "space": "vpp", "baseline": "mi"}]})",
                      "/cases/0/space");

@@ -868,14 +868,20 @@ TEST(CliPlan, JobSpaceKnobsAreSearchedWrittenAndEvaluatedBack) {
   }
   const Json doc = parse_json(slurp(planned), planned);
   const Json& training = doc.at("job").at("training");
-  for (const char* k :
-       {"precision", "distributed_optimizer", "fsdp", "optimizer_offload_fraction", "dispatcher"}) {
+  for (const char* k : {"precision", "distributed_optimizer", "fsdp", "optimizer_offload_fraction",
+                        "dispatcher", "overlap"}) {
     EXPECT_TRUE(training.contains(k)) << k;
   }
+  // Each variant with its recipe's overlaps (the default with --space);
+  // evaluate applies them from the file.
+  EXPECT_EQ(doc.at("job").at("overlaps"), "recipe");
+  EXPECT_TRUE(training.at("overlap").at("grad_reduce").get<bool>());
+  EXPECT_NE(r.out.find("overlaps --overlap-grad-reduce"), std::string::npos) << r.out;
   r = run({"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-2", "--plan", planned,
            "--plan-json", again});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_NE(r.out.find("the training knobs its search chose"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("overlaps --overlap-grad-reduce"), std::string::npos) << r.out;
   const double searched = doc.at("plans").at(0).at("latency_s").get<double>();
   const double evaluated =
       parse_json(slurp(again), again).at("plans").at(0).at("latency_s").get<double>();
@@ -1024,6 +1030,17 @@ TEST(CliPlan, SpaceOffloadPlansAndLaunchesThePapersSmallCase) {
   const std::string text = slurp(launcher);
   EXPECT_NE(text.find("--optimizer-cpu-offload"), std::string::npos) << text;
   EXPECT_NE(text.find("--optimizer-offload-fraction 1\n"), std::string::npos) << text;
+  // The overlaps of Megatron's recipes (--overlaps recipe, the default with
+  // --space), launched as costed: the script evaluates to the prediction.
+  for (const char* flag : {"--overlap-grad-reduce\n", "--overlap-param-gather\n"}) {
+    EXPECT_NE(text.find(flag), std::string::npos) << flag << text;
+  }
+  const std::size_t at = r.out.find("iteration latency  ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const CliRun back = run({"evaluate", "--megatron-script", launcher, "--cluster", "paper:16-1"});
+  ASSERT_EQ(back.code, kExitOk) << back.out << back.err;
+  EXPECT_NE(back.out.find(r.out.substr(at, r.out.find('\n', at) - at)), std::string::npos)
+      << back.out;
   fs::remove_all(d);
 }
 
@@ -1085,6 +1102,9 @@ TEST(CliPlan, BadJobSpaceOptionsExitTwo) {
         {"plan", "--model", "mixtral-s", "--cluster", "paper:16-1", "--recompute-scope", "layer"},
         {"plan", "--model", "mixtral-s", "--cluster", "paper:16-1", "--recompute-scope", "job",
          "--baseline", "mi"},
+        {"plan", "--model", "mixtral-s", "--cluster", "paper:16-1", "--overlaps", "recipe"},
+        {"plan", "--model", "mixtral-s", "--cluster", "paper:16-1", "--overlaps", "all", "--space",
+         "vpp"},
         {"evaluate", "--model", "mixtral-s", "--cluster", "paper:16-1", "--plan", kPlan,
          "--precision", "auto"}}) {
     const CliRun r = run(args);
