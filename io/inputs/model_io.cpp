@@ -16,6 +16,7 @@
 #include "costmodel/text.h"
 #include "io/inputs/files.h"
 #include "io/inputs/json_strict.h"
+#include "io/inputs/plan_io.h"
 
 namespace hapmoe {
 
@@ -1121,11 +1122,7 @@ std::string workload_to_json(const Workload& workload) {
   tr["dispatcher"] = to_string(t.dispatcher);
   tr["imbalance"] = t.imbalance;
   tr["gamma"] = t.gamma;
-  tr["overlap"] = {{"grad_reduce", t.overlap.grad_reduce},
-                   {"param_gather", t.overlap.param_gather},
-                   {"tp_comm", t.overlap.tp_comm},
-                   {"moe_ep_comm", t.overlap.moe_ep_comm},
-                   {"delay_wgrad", t.overlap.delay_wgrad}};
+  tr["overlap"] = overlap_json(t.overlap);
   j["training"] = std::move(tr);
   return j.dump(2) + "\n";
 }

@@ -164,6 +164,14 @@ bool apply_plan_job(const std::string& text, const std::string& origin, Workload
   return true;
 }
 
+nlohmann::ordered_json overlap_json(const Overlap& o) {
+  return {{"grad_reduce", o.grad_reduce},
+          {"param_gather", o.param_gather},
+          {"tp_comm", o.tp_comm},
+          {"moe_ep_comm", o.moe_ep_comm},
+          {"delay_wgrad", o.delay_wgrad}};
+}
+
 nlohmann::ordered_json job_training_json(const TrainingSpec& t) {
   nlohmann::ordered_json j = {{"precision", to_string(t.precision)}};
   if (t.precision == Precision::kFp8) j["fp8_recipe"] = to_string(t.fp8_recipe);
@@ -171,11 +179,7 @@ nlohmann::ordered_json job_training_json(const TrainingSpec& t) {
   j["fsdp"] = to_string(t.fsdp);
   j["optimizer_offload_fraction"] = t.optimizer_offload_fraction;
   j["dispatcher"] = to_string(t.dispatcher);
-  j["overlap"] = {{"grad_reduce", t.overlap.grad_reduce},
-                  {"param_gather", t.overlap.param_gather},
-                  {"tp_comm", t.overlap.tp_comm},
-                  {"moe_ep_comm", t.overlap.moe_ep_comm},
-                  {"delay_wgrad", t.overlap.delay_wgrad}};
+  j["overlap"] = overlap_json(t.overlap);
   return j;
 }
 
@@ -245,11 +249,7 @@ nlohmann::ordered_json plan_report_json(const PlanReport& r, const ClusterSpec& 
       {"dp_hidden_s", r.breakdown.dp_hidden_s}};
   // Which of Megatron's overlaps the plan was costed with (docs/costmodel.md,
   // "Overlap").
-  p["overlap"] = {{"grad_reduce", r.overlap.grad_reduce},
-                  {"param_gather", r.overlap.param_gather},
-                  {"tp_comm", r.overlap.tp_comm},
-                  {"moe_ep_comm", r.overlap.moe_ep_comm},
-                  {"delay_wgrad", r.overlap.delay_wgrad}};
+  p["overlap"] = overlap_json(r.overlap);
   return p;
 }
 

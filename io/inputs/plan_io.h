@@ -31,6 +31,10 @@ Plan load_plan(const std::string& path, const ClusterSpec& cluster, int default_
 bool apply_plan_job(const std::string& text, const std::string& origin, Workload& workload);
 // The "job"/"training" object for `training`.
 nlohmann::ordered_json job_training_json(const TrainingSpec& training);
+// A training's overlaps as JSON ({"grad_reduce": ..., ...}, one key per
+// Overlap field): in a plan file's plans and "job", and the model JSON's
+// `training.overlap`.
+nlohmann::ordered_json overlap_json(const Overlap& overlap);
 
 // "none", "selective", "full", "full:K" -> Recompute (K checked against
 // `stage_layers` by the plan checks, not here).
