@@ -454,6 +454,50 @@ void layer_sum_floors(const std::vector<LayersOnType>& types, int layers,
   fill(&LayersOnType::moe, moe);
 }
 
+int most_fitting_layers(const CostModel& model, const ParallelConfig& pi, const TypeCosts& tc,
+                        int position, int most) {
+  const int n = model.workload().model.num_layers;
+  const auto shape = [&](int layers) {
+    StageShape s;
+    s.position = position;
+    s.first_layer = n - layers;
+    s.layers = layers;
+    s.moe_layers = model.moe_layers_in(n - layers, layers);
+    return s;
+  };
+  const auto fits = [&](int layers) { return model.fits_with_recompute(pi, tc, shape(layers)); };
+  if (most <= 0 || fits(most)) return std::max(most, 0);
+  if (most >= 2) {
+    // Over the capacity with full recomputation of `layers`.
+    const auto over = [&](int layers) {
+      StageShape s = shape(layers);
+      s.recompute = {RecomputeKind::kFull, layers};
+      s.moe_in_first_recomputed = s.moe_layers;  // all of them
+      return model.stage_hold(pi, tc, s).memory.total() - tc.capacity_bytes;
+    };
+    const double one = over(1);
+    const double per = over(2) - one;
+    if (per > 0) {
+      // The most with one + (g - 1) * per <= 0, below `most` (which does
+      // not fit).
+      const double g = std::floor(1.0 - one / per);
+      const int guess = g < 0 ? 0 : static_cast<int>(std::min<double>(g, most - 1));
+      if ((guess == 0 || fits(guess)) && (guess + 1 == most || !fits(guess + 1))) return guess;
+    }
+  }
+  int lo = 0;  // fits (trivially)
+  int hi = most - 1;
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    if (fits(mid)) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
 }  // namespace hsdp
 
 using hsdp::bottleneck_floor;
@@ -563,6 +607,65 @@ ConfigBound ShapeBounds::bound(const ParallelConfig& pi, double cut, bool steps_
     add_tails(*model_, pi, *options_, *whole_, &costs_);
   }
   return config_lower_bound(*model_, *whole_, pi, cut, steps_above_cut);
+}
+
+bool ShapeBounds::short_of_memory(const ParallelConfig& pi) {
+  const CostModel& model = *model_;
+  const int n = model.workload().model.num_layers;
+  const int moe = model.moe_layers_in(0, n);
+  if (moe != 0 && moe != n) return false;
+  const ClusterSpec& cluster = model.cluster();
+  // The most layers (at most `most`) a stage of each usable type holds at
+  // positions PP - 2 and PP - 1 of `at`, into fit_: the fewest
+  // micro-batches in flight, and no embedding past the first
+  // (Evaluator::max_fitting_layers).
+  const auto fill = [&](const ParallelConfig& at, int most) {
+    fit_.assign(static_cast<std::size_t>(cluster.num_types()), -1);
+    for_each_usable_type(model, at, *options_, &costs_, [&](int h, int, const TypeCosts& tc) {
+      int best = 0;
+      for (int i = std::max(0, at.pp - 2); i < at.pp; ++i) {
+        best = std::max(best, hsdp::most_fitting_layers(model, at, tc, i, most));
+      }
+      fit_[static_cast<std::size_t>(h)] = best;
+    });
+  };
+  // Without interleaving, positions PP - 2 and PP - 1 keep 2 and 1
+  // micro-batches in flight at any PP, so the key's (PP 1, 2 or 3) serve
+  // every PP, counted to N; interleaved, they keep more as PP grows, so
+  // each configuration's own, counted to the most its stage can take.
+  const int cap_layers = n - (pi.pp - 1);
+  const ParallelConfig key = pi.vpp > 1 ? pi : bound_shape_key(pi);
+  if (!(key == fit_key_)) {
+    fit_key_ = key;
+    fill(key, pi.vpp > 1 ? cap_layers : n);
+  }
+  // As search_config: a type's stages hold all N where memory does not
+  // limit them below the most a stage can take; the types that hold the
+  // most take the PP stages first.
+  std::vector<std::pair<int, int>> room;  // (layers, stages) per usable type
+  for (int h = 0; h < cluster.num_types(); ++h) {
+    const int fit = fit_[static_cast<std::size_t>(h)];
+    if (fit < 0) continue;
+    const int stages = std::min(stage_capacity(cluster, h, pi, options_->space.constraints), pi.pp);
+    room.emplace_back(fit >= cap_layers ? n : fit, stages);
+  }
+  std::sort(room.begin(), room.end(), std::greater<>{});
+  long long held = 0;
+  int left = pi.pp;
+  for (const auto& [layers, stages] : room) {
+    const int take = std::min(left, stages);
+    held += static_cast<long long>(take) * layers;
+    left -= take;
+  }
+  return held < n;
+}
+
+bool memory_short_applies(const CostModel& model, const SearchOptions& opt, double incumbent) {
+  const int n = model.workload().model.num_layers;
+  const int moe = model.moe_layers_in(0, n);
+  return opt.bound && opt.prune.memory && opt.prune.load_balance && !opt.uniform &&
+         !opt.count_only && (moe == 0 || moe == n) &&
+         (std::isfinite(incumbent) || !opt.closest_miss);
 }
 
 ParallelConfig bound_shape_key(const ParallelConfig& pi) {

@@ -101,6 +101,17 @@ ConfigBound floor_past_cut(const std::vector<StageFloor>& types, const LatencyFl
 ConfigBound latency_floor(const std::vector<StageFloor>& types, const LatencyFloorInputs& in,
                           double slowest);
 
+// The most layers, at most `most`, a stage of pi at `position` holds in
+// memory, holding the model's last layers (every layer alike; full
+// recomputation at worst: CostModel::fits_with_recompute), 0 if not even
+// one. Memory grows with the layers, nearly affine: a guess from the
+// memory of full recomputation of 1 and 2 layers is taken where it is the
+// boundary (it fits and one more does not; fits is monotone, so that is a
+// bisection's answer), else a bisection finds it. About half the fits
+// tests of the bisection.
+int most_fitting_layers(const CostModel& model, const ParallelConfig& pi, const TypeCosts& tc,
+                        int position, int most);
+
 // One device type of the stages a partial plan has still to place: the
 // least step a stage of it has besides its layers (its cheapest entry
 // boundary), the least step of a layer on it, its stages left and the

@@ -641,12 +641,22 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
       by_shape = bound_shape_order(configs);
     }
     std::vector<ShapeBounds> shapes(static_cast<std::size_t>(run.threads), ShapeBounds(model, opt));
+    // A configuration search_config would skip at once for memory takes
+    // an infinite bound (its steps kept: another sharding or offload may
+    // fit it), so that it is skipped before its work estimate and search,
+    // the incumbent or not (RunOptions::floors carry it to the searches
+    // this one relaxes: they need no less memory).
+    const bool memory_short = memory_short_applies(model, opt, incumbent_in);
     const std::vector<ConfigBound> in_shape_order = computed_by_all<ConfigBound>(
         comm, run.threads, by_shape.size(), 512, watch, r.stopped, mine, [&](std::size_t i) {
           const std::size_t c = by_shape[i];
           const auto thread = static_cast<std::size_t>(omp_get_thread_num());
           ConfigBound b =
               shapes[thread].bound(configs[c], incumbent_cut, run.step_bounds_above_cut);
+          if (memory_short && !(b.latency > incumbent_cut) &&
+              shapes[thread].short_of_memory(configs[c])) {
+            b.latency = std::numeric_limits<double>::infinity();
+          }
           b.latency = std::max(b.latency, floor_of(c));
           b.steps = std::max(b.steps, steps_of(c));
           return b;
@@ -1052,9 +1062,12 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   std::vector<std::pair<double, std::size_t>> heap;  // least first
   if (rounds) {
     const double first_cut = skip_above(incumbent_in);
+    // An infinite bound, no plan at all, is skipped without an incumbent
+    // too where no closest miss is wanted.
+    const bool skip_infinite = memory_short_applies(model, opt, incumbent_in);
     for (std::size_t c = 0; c < n; ++c) {
       if (r.outcome_of[c] != SearchResult::kNotSearched) continue;
-      if (bounds[c].latency > first_cut) {
+      if (bounds[c].latency > first_cut || (skip_infinite && std::isinf(bounds[c].latency))) {
         r.outcome_of[c] = SearchResult::kSkippedByBound;
         ++skipped;
       } else {

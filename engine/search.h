@@ -269,6 +269,18 @@ class ShapeBounds {
   ShapeBounds(const CostModel& model, const SearchOptions& options)
       : model_(&model), options_(&options) {}
   ConfigBound bound(const ParallelConfig& pi, double cut, bool steps_above_cut);
+  // Whether no plan of pi fits in memory by the test search_config skips
+  // a configuration on before its stage mixes (the memory pruning's, with
+  // every layer alike: the most layers a stage of each type holds at its
+  // later pipeline positions, full recomputation at worst, over the PP
+  // stages the types that hold the most can give, fall short of the
+  // layers; Evaluator::max_fitting_layers). Without interleaving those
+  // positions hold what they hold at any PP from 3 on, so the most layers
+  // are found once per bound shape; interleaved (their micro-batches in
+  // flight grow with PP), once per configuration. With layers of two
+  // kinds: false (search_config has no such test). For callers that would
+  // have search_config skip it (memory_short_applies).
+  bool short_of_memory(const ParallelConfig& pi);
 
  private:
   const CostModel* model_;
@@ -277,7 +289,18 @@ class ShapeBounds {
   BoundShape loose_;       // its tails pending
   std::optional<BoundShape> whole_;
   TypeCostsCache costs_;
+  // short_of_memory's: per type, the most layers a stage holds at the
+  // later positions of fit_key_ (the bound shape key, or the interleaved
+  // configuration), -1 for an unusable type.
+  ParallelConfig fit_key_{0};
+  std::vector<int> fit_;
 };
+
+// Whether search_config skips a configuration whose stages cannot hold the
+// layers in memory (ShapeBounds::short_of_memory) without searching it:
+// with the bound, the memory and load-balance prunings, every layer alike,
+// not counting, and a closest miss not wanted or an incumbent to beat.
+bool memory_short_applies(const CostModel& model, const SearchOptions& options, double incumbent);
 
 // A relative estimate of the work search_config does on pi. Without the
 // bound: the plain DP's transitions, counted (count_only), plus a fixed

@@ -187,49 +187,13 @@ const int* Evaluator::moe_layers_left() {
   return moe_left_.data();
 }
 
-int Evaluator::fitting_guess(int h, int i, int most) const {
-  if (most < 2) return -1;
-  const TypeCosts& tc = costs_[static_cast<std::size_t>(h)];
-  const auto bytes = [&](int count) {
-    StageShape shape = shape_at(i, n_ - count, count);
-    shape.recompute = {RecomputeKind::kFull, count};
-    shape.moe_in_first_recomputed = shape.moe_layers;  // all of them
-    // Over the capacity:
-    return model_.stage_hold(pi_, tc, shape).memory.total() - tc.capacity_bytes;
-  };
-  const double one = bytes(1);
-  const double per = bytes(2) - one;
-  if (!(per > 0)) return -1;
-  const double g = std::floor(1.0 - one / per);  // the most with one + (g - 1) * per <= 0
-  return g < 0 ? 0 : static_cast<int>(std::min<double>(g, most - 1));
-}
-
 int Evaluator::max_fitting_layers(int h) {
   const int most = n_ - (pi_.pp - 1);  // the most a stage can take
   int best = 0;
   for (int i = std::max(0, pi_.pp - 2); i < pi_.pp; ++i) {
-    if (fits(h, i, n_ - most, most)) return n_;  // memory does not limit
-    int lo = 0;                                  // fits (0 trivially)
-    int hi = most - 1;
-    // Memory grows with the layers, nearly affine: a guess from full
-    // recomputation of 1 and 2 layers, taken if the boundary is there
-    // (fits, and one more does not; fits is monotone, so that is the
-    // bisection's answer). About half the fits tests of the bisection.
-    if (const int g = fitting_guess(h, i, most); g >= 0 && g < most) {
-      if ((g == 0 || fits(h, i, n_ - g, g)) && (g + 1 == most || !fits(h, i, n_ - g - 1, g + 1))) {
-        best = std::max(best, g);
-        continue;
-      }
-    }
-    while (lo < hi) {
-      const int mid = lo + (hi - lo + 1) / 2;
-      if (fits(h, i, n_ - mid, mid)) {
-        lo = mid;
-      } else {
-        hi = mid - 1;
-      }
-    }
-    best = std::max(best, lo);
+    const int k = most_fitting_layers(model_, pi_, costs_[static_cast<std::size_t>(h)], i, most);
+    if (k == most) return n_;  // memory does not limit
+    best = std::max(best, k);
   }
   return best;
 }

@@ -240,9 +240,6 @@ class Evaluator {
   // the first the embedding too. 0 if no count of layers does. With
   // layers_alike() only.
   int most_under_cut(int h, int most, double cut);
-  // max_fitting_layers' guess at position i (below `most`) from the memory
-  // of full recomputation of 1 and 2 layers, extrapolated; -1 if none.
-  int fitting_guess(int h, int i, int most) const;
 
   // The step of a dense and of a MoE layer on type h (forward + backward,
   // no recomputation).

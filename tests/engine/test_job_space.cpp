@@ -23,6 +23,8 @@
 #include "engine/comm.h"
 #include "engine/driver.h"
 #include "engine/job_space.h"
+#include "engine/search.h"
+#include "engine/stage_memo.h"
 #include "io/inputs/cluster_io.h"
 #include "io/inputs/model_io.h"
 #include "partition/config_space.h"
@@ -822,6 +824,91 @@ struct CarryCase {
   double plain = run_search(w, c, opt).top.front().latency_s;
 };
 
+// ShapeBounds::short_of_memory is search_config's test of a configuration
+// whose stages cannot hold its layers in memory (the Evaluator's most
+// layers per type, the PP stages filled from the types that hold the
+// most), for every configuration of variants that move the memory
+// (micro-batch, interleaving, which the cached most layers per shape must
+// not take for another PP's, sharding, an offload range), bounded in shape
+// order and in reverse: the answer is the configuration's alone. Where it
+// holds, search_config finds no plan and takes no transition. The driver
+// skips those before their search once no closest miss is wanted, with the
+// same plans.
+TEST(JobSpace, ShortOfMemoryIsTheSearchsOwnTest) {
+  const Workload w = load_workload("mixtral-l");
+  const int n = w.model.num_layers;
+  SearchOptions opt;
+  opt.closest_miss = false;
+  std::vector<JobVariant> variants(6, base_variant(w));
+  variants[1].micro_batch = 2;
+  variants[2].vpp = 2;
+  variants[3].vpp = 4;
+  variants[4].fsdp = Fsdp::kOptimGradsParams;
+  variants[5].offload = 0.5;
+  variants[5].offload_to = 1.0;
+  int shorts = 0;
+  int fits = 0;
+  for (const char* cluster : {"paper:16-1-h", "paper:32-1", "paper:24-2"})
+    for (const JobVariant& v : variants) {
+      const ClusterSpec c = load_cluster(cluster);
+      const Workload vw = apply(w, v);
+      SearchOptions o = opt;
+      o.space.vpp = v.vpp;
+      const std::vector<ParallelConfig> configs = enumerate_configs(vw, c, o.space);
+      ASSERT_FALSE(configs.empty()) << to_string(v, true);
+      const ProfileTables tables = tables_for(vw, c, configs);
+      const CostModel model(vw, c, tables);
+      std::vector<char> reference(configs.size());
+      for (std::size_t k = 0; k < configs.size(); ++k) {
+        hsdp::Evaluator ev(model, configs[k], o);
+        std::vector<std::pair<int, int>> room;
+        for (int h = 0; h < ev.types(); ++h) {
+          if (ev.cap(h) > 0) room.emplace_back(ev.max_fitting_layers(h), ev.cap(h));
+        }
+        std::sort(room.begin(), room.end(), std::greater<>{});
+        long long held = 0;
+        int left = configs[k].pp;
+        for (const auto& [layers, stages] : room) {
+          held += static_cast<long long>(std::min(left, stages)) * layers;
+          left -= std::min(left, stages);
+        }
+        reference[k] = held < n ? 1 : 0;
+        (reference[k] != 0 ? shorts : fits) += 1;
+      }
+      std::vector<std::size_t> order = bound_shape_order(configs);
+      for (const bool reversed : {false, true}) {
+        if (reversed) std::reverse(order.begin(), order.end());
+        ShapeBounds bounds(model, o);
+        for (const std::size_t k : order) {
+          ASSERT_EQ(bounds.short_of_memory(configs[k]), reference[k] != 0)
+              << to_string(v, true) << " PP " << configs[k].pp << " TP " << configs[k].tp << " EP "
+              << configs[k].ep << " DP " << configs[k].dp << (reversed ? " (reversed)" : "");
+        }
+      }
+      for (std::size_t k = 0; k < configs.size(); k += 7) {
+        if (reference[k] == 0) continue;
+        const ConfigOutcome out =
+            search_config(model, configs[k], o, std::numeric_limits<double>::infinity());
+        EXPECT_FALSE(out.best.has_value()) << to_string(v, true);
+        EXPECT_EQ(out.stats.transitions, 0) << to_string(v, true);
+      }
+      // The search skips them before their search, with the same plans.
+      SerialComm comm;
+      const SearchResult skipping = run_search(vw, c, o, false, comm, RunOptions{});
+      SearchOptions wanted = o;
+      wanted.closest_miss = true;
+      const SearchResult searching = run_search(vw, c, wanted, false, comm, RunOptions{});
+      ASSERT_EQ(skipping.top.size(), searching.top.size()) << to_string(v, true);
+      for (std::size_t i = 0; i < skipping.top.size(); ++i) {
+        EXPECT_EQ(skipping.top[i].plan, searching.top[i].plan) << to_string(v, true);
+        EXPECT_EQ(skipping.top[i].latency_s, searching.top[i].latency_s) << to_string(v, true);
+      }
+      EXPECT_LE(skipping.stats.configs_evaluated, searching.stats.configs_evaluated);
+    }
+  EXPECT_GT(shorts, 100);
+  EXPECT_GT(fits, 100);
+}
+
 // A search's floors (SearchResult::floors) hold for every search it
 // relaxes: a range of offload fractions for each fraction in it, per-stage
 // recompute for a job-wide setting. Given as RunOptions::floors they skip
@@ -886,7 +973,12 @@ TEST(JobSpace, FloorsOfARelaxationSkipWorkAndChangeNoPlan) {
     }
     EXPECT_GT(under, 0) << f;
     EXPECT_LE(given.stats.configs_evaluated, own.stats.configs_evaluated) << f;
-    skipped_more += given.stats.configs_evaluated < own.stats.configs_evaluated ? 1 : 0;
+    // The floors settle configurations whose own bound does not: those the
+    // search without them bounds (and searches, unless it fits no stage
+    // in memory: ShapeBounds::short_of_memory) go unbounded.
+    for (std::size_t k = 0; k < own.configs.size(); ++k) {
+      if (relaxed.floors[k] > plain && own.lower_bounds[k] <= plain) ++skipped_more;
+    }
   }
   EXPECT_GT(skipped_more, 0);
   // Per-stage recompute relaxes each job-wide setting.
