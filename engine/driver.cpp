@@ -596,6 +596,9 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     seed_plans = std::move(seed.plans);
   }
   std::vector<ConfigBound> bounds;
+  // Configurations whose stages cannot hold the layers are skipped by an
+  // infinite bound (below), where search_config would skip them unsearched.
+  const bool memory_short = memory_short_applies(model, opt, incumbent_in);
   if (!bruteforce && opt.bound) {
     HAPMOE_REQUIRE((run.floors == nullptr || run.floors->size() == n) &&
                        (run.step_floors == nullptr || run.step_floors->size() == n),
@@ -646,7 +649,6 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     // fit it), so that it is skipped before its work estimate and search,
     // the incumbent or not (RunOptions::floors carry it to the searches
     // this one relaxes: they need no less memory).
-    const bool memory_short = memory_short_applies(model, opt, incumbent_in);
     const std::vector<ConfigBound> in_shape_order = computed_by_all<ConfigBound>(
         comm, run.threads, by_shape.size(), 512, watch, r.stopped, mine, [&](std::size_t i) {
           const std::size_t c = by_shape[i];
@@ -1062,12 +1064,11 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   std::vector<std::pair<double, std::size_t>> heap;  // least first
   if (rounds) {
     const double first_cut = skip_above(incumbent_in);
-    // An infinite bound, no plan at all, is skipped without an incumbent
-    // too where no closest miss is wanted.
-    const bool skip_infinite = memory_short_applies(model, opt, incumbent_in);
     for (std::size_t c = 0; c < n; ++c) {
       if (r.outcome_of[c] != SearchResult::kNotSearched) continue;
-      if (bounds[c].latency > first_cut || (skip_infinite && std::isinf(bounds[c].latency))) {
+      // An infinite bound, no plan at all, is skipped without an incumbent
+      // too where no closest miss is wanted.
+      if (bounds[c].latency > first_cut || (memory_short && std::isinf(bounds[c].latency))) {
         r.outcome_of[c] = SearchResult::kSkippedByBound;
         ++skipped;
       } else {
