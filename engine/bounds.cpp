@@ -454,6 +454,17 @@ void layer_sum_floors(const std::vector<LayersOnType>& types, int layers,
   fill(&LayersOnType::moe, moe);
 }
 
+bool stages_fall_short(std::vector<std::pair<int, int>> room, int pp, int layers) {
+  std::sort(room.begin(), room.end(), std::greater<>{});
+  long long held = 0;
+  for (const auto& [most, stages] : room) {
+    const int take = std::min(pp, stages);
+    held += static_cast<long long>(take) * most;
+    pp -= take;
+  }
+  return held < layers;
+}
+
 int most_fitting_layers(const CostModel& model, const ParallelConfig& pi, const TypeCosts& tc,
                         int position, int most) {
   const int n = model.workload().model.num_layers;
@@ -640,8 +651,7 @@ bool ShapeBounds::short_of_memory(const ParallelConfig& pi) {
     fill(key, pi.vpp > 1 ? cap_layers : n);
   }
   // As search_config: a type's stages hold all N where memory does not
-  // limit them below the most a stage can take; the types that hold the
-  // most take the PP stages first.
+  // limit them below the most a stage can take.
   std::vector<std::pair<int, int>> room;  // (layers, stages) per usable type
   for (int h = 0; h < cluster.num_types(); ++h) {
     const int fit = fit_[static_cast<std::size_t>(h)];
@@ -649,15 +659,7 @@ bool ShapeBounds::short_of_memory(const ParallelConfig& pi) {
     const int stages = std::min(stage_capacity(cluster, h, pi, options_->space.constraints), pi.pp);
     room.emplace_back(fit >= cap_layers ? n : fit, stages);
   }
-  std::sort(room.begin(), room.end(), std::greater<>{});
-  long long held = 0;
-  int left = pi.pp;
-  for (const auto& [layers, stages] : room) {
-    const int take = std::min(left, stages);
-    held += static_cast<long long>(take) * layers;
-    left -= take;
-  }
-  return held < n;
+  return hsdp::stages_fall_short(std::move(room), pi.pp, n);
 }
 
 bool memory_short_applies(const CostModel& model, const SearchOptions& opt, double incumbent) {

@@ -10,6 +10,7 @@
 // branch and bound stays exact. Relies on the cost model only.
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "engine/search.h"
@@ -100,6 +101,12 @@ ConfigBound floor_past_cut(const std::vector<StageFloor>& types, const LatencyFl
 // step) at the next. +infinity when `slowest` is.
 ConfigBound latency_floor(const std::vector<StageFloor>& types, const LatencyFloorInputs& in,
                           double slowest);
+
+// Whether `pp` stages hold fewer than `layers` layers at the most: `room`
+// holds per type the most layers a stage of it holds and the stages it can
+// give, and the types that hold the most give theirs first (the memory
+// pruning's test of a configuration, search_config).
+bool stages_fall_short(std::vector<std::pair<int, int>> room, int pp, int layers);
 
 // The most layers, at most `most`, a stage of pi at `position` holds in
 // memory, holding the model's last layers (every layer alike; full

@@ -884,18 +884,9 @@ ConfigOutcome search_once(Evaluator& ev, const ParallelConfig& pi, const SearchO
         return held < n;
       };
       if (skip_short && (std::isfinite(incumbent) || !opt.closest_miss)) {
-        // The most any pp stages hold: the types that hold the most first.
-        std::vector<int> most(usable);
-        std::sort(most.begin(), most.end(), [&](int a, int b) {
-          return room[static_cast<std::size_t>(a)] > room[static_cast<std::size_t>(b)];
-        });
-        std::vector<int> c(static_cast<std::size_t>(types), 0);
-        int left = pi.pp;
-        for (const int h : most) {
-          c[static_cast<std::size_t>(h)] = std::min(left, ev.cap(h));
-          left -= c[static_cast<std::size_t>(h)];
-        }
-        if (short_of_layers(c)) {
+        std::vector<std::pair<int, int>> held;
+        for (const int h : usable) held.emplace_back(room[static_cast<std::size_t>(h)], ev.cap(h));
+        if (hsdp::stages_fall_short(std::move(held), pi.pp, n)) {
           out.stats.seconds =
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
           return out;
