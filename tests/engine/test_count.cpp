@@ -370,7 +370,7 @@ TEST(Count, AlikeLayersFitNowhereBeyondTheLaterPositions) {
       const int most = ev.max_fitting_layers(h);
       bound_binds += most < n - (pi.pp - 1) ? 1 : 0;
       // And it is the most that fits at the later positions, counted one
-      // by one (its guess from two sizes, Evaluator::fitting_guess, is
+      // by one (its guess from two sizes, hsdp::most_fitting_layers, is
       // taken only where the bisection would end).
       const int cap = n - (pi.pp - 1);
       int counted = 0;
