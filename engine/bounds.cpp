@@ -626,29 +626,26 @@ bool ShapeBounds::short_of_memory(const ParallelConfig& pi) {
   const int moe = model.moe_layers_in(0, n);
   if (moe != 0 && moe != n) return false;
   const ClusterSpec& cluster = model.cluster();
-  // The most layers (at most `most`) a stage of each usable type holds at
-  // positions PP - 2 and PP - 1 of `at`, into fit_: the fewest
-  // micro-batches in flight, and no embedding past the first
-  // (Evaluator::max_fitting_layers).
-  const auto fill = [&](const ParallelConfig& at, int most) {
-    fit_.assign(static_cast<std::size_t>(cluster.num_types()), -1);
-    for_each_usable_type(model, at, *options_, &costs_, [&](int h, int, const TypeCosts& tc) {
-      int best = 0;
-      for (int i = std::max(0, at.pp - 2); i < at.pp; ++i) {
-        best = std::max(best, hsdp::most_fitting_layers(model, at, tc, i, most));
-      }
-      fit_[static_cast<std::size_t>(h)] = best;
-    });
-  };
-  // Without interleaving, positions PP - 2 and PP - 1 keep 2 and 1
-  // micro-batches in flight at any PP, so the key's (PP 1, 2 or 3) serve
-  // every PP, counted to N; interleaved, they keep more as PP grows, so
-  // each configuration's own, counted to the most its stage can take.
+  // Per usable type, the most layers a stage holds at positions PP - 2
+  // and PP - 1 of the key (the fewest micro-batches in flight, and no
+  // embedding past the first: Evaluator::max_fitting_layers). Without
+  // interleaving, those positions keep 2 and 1 micro-batches in flight at
+  // any PP, so the bound shape key's (PP 1, 2 or 3) serves every PP,
+  // counted to N; interleaved, they keep more as PP grows, so each
+  // configuration has its own, counted to the most its stage can take.
   const int cap_layers = n - (pi.pp - 1);
   const ParallelConfig key = pi.vpp > 1 ? pi : bound_shape_key(pi);
   if (!(key == fit_key_)) {
     fit_key_ = key;
-    fill(key, pi.vpp > 1 ? cap_layers : n);
+    const int most = pi.vpp > 1 ? cap_layers : n;
+    fit_.assign(static_cast<std::size_t>(cluster.num_types()), -1);
+    for_each_usable_type(model, key, *options_, &costs_, [&](int h, int, const TypeCosts& tc) {
+      int best = 0;
+      for (int i = std::max(0, key.pp - 2); i < key.pp; ++i) {
+        best = std::max(best, hsdp::most_fitting_layers(model, key, tc, i, most));
+      }
+      fit_[static_cast<std::size_t>(h)] = best;
+    });
   }
   // As search_config: a type's stages hold all N where memory does not
   // limit them below the most a stage can take.
