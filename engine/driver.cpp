@@ -1089,8 +1089,14 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     // them).
     const double incumbent = rounds ? kth() : run.incumbent;
     const double cut = skip_above(incumbent);
+    // A first round without an incumbent takes only the K configurations
+    // of least bound: searched unbounded, each is several times dearer
+    // than against a cut, and K plans give every later round its cut.
+    const std::size_t size = rounds && r.rounds == 0 && !std::isfinite(incumbent)
+                                 ? std::min(round_size, static_cast<std::size_t>(opt.top_k))
+                                 : round_size;
     std::vector<std::size_t> batch;
-    while (taken < n && (!rounds || batch.size() < round_size)) {
+    while (taken < n && (!rounds || batch.size() < size)) {
       std::size_t c = taken;
       if (rounds) {
         if (heap.front().first > cut) {  // this bound and every later one

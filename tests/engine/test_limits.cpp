@@ -50,19 +50,23 @@ TEST(Limits, ADeadlineInThePastSearchesNothing) {
 
 // Stopped after K units (test hook), on one thread: exactly the first K
 // configurations of the search order are searched, the plans are the best
-// of those, and the whole search (no limit) is at least as good.
+// of those, and the whole search (no limit) is at least as good. The K
+// fall in the first round: a search without an incumbent first takes the
+// top_k configurations of least bound, here 12.
 TEST(Limits, StoppedMidwayReportsTheBestOfWhatItSearched) {
   const Workload w = load_workload("mixtral-l");
   const ClusterSpec cl = load_cluster("paper:24-3");
   SerialComm comm;
-  const SearchResult whole = run_search(w, cl, {}, false, comm, RunOptions{});
+  SearchOptions opt;
+  opt.top_k = 12;
+  const SearchResult whole = run_search(w, cl, opt, false, comm, RunOptions{});
   ASSERT_EQ(whole.stopped, StopReason::kNone);
   ASSERT_GT(whole.stats.configs_evaluated, 12);
   for (const int threads : {1, 2}) {
     RunOptions run;
     run.threads = threads;
     run.limits.checks_before_deadline = 10;
-    const SearchResult r = run_search(w, cl, {}, false, comm, run);
+    const SearchResult r = run_search(w, cl, opt, false, comm, run);
     EXPECT_EQ(r.stopped, StopReason::kTimeLimit);
     EXPECT_EQ(r.stats.configs_evaluated, 10) << threads << " threads";
     expect_accounted(r);
