@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -123,6 +124,30 @@ std::string refusal(const Workload& w, const ClusterSpec& cluster) {
 }
 
 // Which dimensions v differs in from base, as job_dim_bit()s.
+// A hash of the knobs (equality is JobVariant's own ==).
+struct VariantHash {
+  std::size_t operator()(const JobVariant& v) const {
+    std::uint64_t h = 0x9e3779b97f4a7c15u;
+    const auto mix = [&](std::uint64_t x) {
+      h = (h ^ x) * 0xff51afd7ed558ccdu;
+      h ^= h >> 32;
+    };
+    mix(static_cast<std::uint64_t>(v.micro_batch));
+    mix(static_cast<std::uint64_t>(v.vpp));
+    mix(static_cast<std::uint64_t>(v.distributed_optimizer));
+    mix(static_cast<std::uint64_t>(v.fsdp));
+    mix(std::bit_cast<std::uint64_t>(v.offload + 0.0));
+    mix(std::bit_cast<std::uint64_t>(v.offload_to + 0.0));
+    mix(static_cast<std::uint64_t>(v.dispatcher));
+    mix(static_cast<std::uint64_t>(v.precision));
+    if (v.recompute) {
+      mix(static_cast<std::uint64_t>(v.recompute->kind) + 1);
+      mix(static_cast<std::uint64_t>(v.recompute->block));
+    }
+    return static_cast<std::size_t>(h);
+  }
+};
+
 unsigned differs(const JobVariant& v, const JobVariant& base) {
   unsigned d = 0;
   if (v.micro_batch != base.micro_batch) d |= job_dim_bit(JobDim::kMicroBatch);
@@ -434,24 +459,46 @@ std::string to_string(const JobVariant& v, bool moe) {
   return s;
 }
 
-std::vector<double> interleaved_step_floors(const std::vector<double>& floors,
-                                            const std::vector<ParallelConfig>& plain,
-                                            const std::vector<ParallelConfig>& configs,
-                                            int global_batch) {
-  HAPMOE_REQUIRE(floors.size() == plain.size(),
-                 "interleaved_step_floors: a floor per configuration of the plain Pi");
-  std::vector<double> out(configs.size(), 0.0);
+std::vector<std::size_t> plain_indices(const std::vector<ParallelConfig>& plain,
+                                       const std::vector<ParallelConfig>& configs) {
+  std::vector<std::size_t> out(configs.size(), kNotPlain);
   std::size_t j = 0;
   for (std::size_t c = 0; c < configs.size(); ++c) {
     ParallelConfig pi = configs[c];
     pi.vpp = 1;
     while (j < plain.size() && !(plain[j] == pi)) ++j;
     if (j == plain.size()) break;  // not in the plain Pi, nor any later one
-    const double v = configs[c].vpp;
+    out[c] = j++;
+  }
+  return out;
+}
+
+std::vector<bool> interleaved_no_plan(const std::vector<bool>& none,
+                                      const std::vector<ParallelConfig>& plain,
+                                      const std::vector<ParallelConfig>& configs) {
+  HAPMOE_REQUIRE(none.size() == plain.size(),
+                 "interleaved_no_plan: a flag per configuration of the plain Pi");
+  const std::vector<std::size_t> at = plain_indices(plain, configs);
+  std::vector<bool> out(configs.size(), false);
+  for (std::size_t c = 0; c < configs.size(); ++c) out[c] = at[c] != kNotPlain && none[at[c]];
+  return out;
+}
+
+std::vector<double> interleaved_step_floors(const std::vector<double>& floors,
+                                            const std::vector<ParallelConfig>& plain,
+                                            const std::vector<ParallelConfig>& configs,
+                                            int global_batch) {
+  HAPMOE_REQUIRE(floors.size() == plain.size(),
+                 "interleaved_step_floors: a floor per configuration of the plain Pi");
+  const std::vector<std::size_t> at = plain_indices(plain, configs);
+  std::vector<double> out(configs.size(), 0.0);
+  for (std::size_t c = 0; c < configs.size(); ++c) {
+    if (at[c] == kNotPlain) continue;
+    const ParallelConfig& pi = configs[c];
+    const double v = pi.vpp;
     const int microbatches = global_batch / (pi.micro_batch * pi.dp);  // M, a whole number
     const double m = microbatches;
-    out[c] = floors[j] * (1.0 + (v - 1.0) * m / (pi.pp + m - 1.0)) / v * (1.0 - 1e-12);
-    ++j;
+    out[c] = floors[at[c]] * (1.0 + (v - 1.0) * m / (pi.pp + m - 1.0)) / v * (1.0 - 1e-12);
   }
   return out;
 }
@@ -726,6 +773,30 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
     return f;
   };
 
+  // Per variant without interleaving, the configurations of its Pi that
+  // have no plan at all, for the same variant interleaved (docs/search.md,
+  // "No plan without interleaving, none with it"): interleaving keeps no
+  // fewer activations in flight at any stage (in_flight / v >= PP - i for
+  // every micro-batch count) and changes no other memory, so a stage that
+  // does not fit without it does not fit with it. Its Pi is the plain
+  // one's less what interleaving refuses, in the same order. Kept only
+  // where the space has interleaved variants.
+  struct NoPlan {
+    Space configs;
+    std::vector<bool> none;
+  };
+  const bool will_interleave =
+      std::any_of(values.vpp.begin(), values.vpp.end(), [](int v) { return v > 1; });
+  std::unordered_map<JobVariant, NoPlan, VariantHash> no_plan;
+  const auto no_plan_key = [](JobVariant v) {
+    v.vpp = 1;
+    return v;
+  };
+  const auto find_no_plan = [&](const JobVariant& v) -> const NoPlan* {
+    const auto at = no_plan.find(no_plan_key(v));
+    return at == no_plan.end() ? nullptr : &at->second;
+  };
+
   // One variant's search against `incumbent` given the floors of one it
   // relaxes (null: none), its outcome recorded: its result (of Pi, or of
   // the part of Pi the floors leave open, Floors::sub) and the floors it
@@ -737,7 +808,7 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
     std::shared_ptr<const Floors> floors;
   };
   const auto search = [&](const JobVariant& v, double incumbent,
-                          const std::shared_ptr<const Floors>& floors) -> std::optional<Searched> {
+                          std::shared_ptr<const Floors> floors) -> std::optional<Searched> {
     if (progress != nullptr) progress->variants.fetch_add(1, std::memory_order_relaxed);
     VariantOutcome o;
     o.variant = v;
@@ -754,6 +825,19 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
     RunOptions r = run;
     r.incumbent = std::min(run.incumbent, incumbent);
     const Space configs = space_of(vw, v, opt.space);
+    // Interleaved: no plan where the variant without interleaving has none
+    // (NoPlan), an infinite floor on top of those given.
+    if (const NoPlan* none = v.vpp > 1 ? find_no_plan(v) : nullptr) {
+      auto both = std::make_shared<Floors>();
+      both->n = configs->size();
+      both->at = floors && (floors->sub || !floors->at.empty()) ? floors->dense()
+                                                                : std::vector<double>(both->n, 0.0);
+      const std::vector<bool> no = interleaved_no_plan(none->none, *none->configs, *configs);
+      for (std::size_t c = 0; c < both->n; ++c) {
+        if (no[c]) both->at[c] = std::numeric_limits<double>::infinity();
+      }
+      floors = std::move(both);
+    }
     r.configs = configs.get();
     Facts& known_facts = facts_of(vw, v);
     r.summary = &known_facts.summary;
@@ -883,6 +967,18 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
     out.stats += res.stats;
     if (res.stopped != StopReason::kNone) stopped = res.stopped;
     out.variants.push_back(std::move(o));
+    if (v.vpp == 1 && res.stopped == StopReason::kNone && will_interleave) {
+      // The configurations without a plan at all (an infinite floor: a
+      // bound of +inf, or searched without a cut and nothing fits).
+      const std::vector<double> all = node->dense();
+      std::vector<bool> none(all.size());
+      bool any = false;
+      for (std::size_t c = 0; c < all.size(); ++c) {
+        none[c] = std::isinf(all[c]);
+        any = any || none[c];
+      }
+      if (any) no_plan.emplace(no_plan_key(v), NoPlan{configs, std::move(none)});
+    }
     return Searched{std::move(res), std::move(node)};
   };
 

@@ -139,6 +139,26 @@ struct JobSearchResult {
   std::int64_t floored_before = 0;
 };
 
+// For each configuration of an interleaved Pi `configs`, its index in
+// `plain`, the Pi without interleaving it comes from (with_vpp: the same
+// configurations less those interleaving refuses, in the same order), or
+// kNotPlain.
+inline constexpr std::size_t kNotPlain = static_cast<std::size_t>(-1);
+std::vector<std::size_t> plain_indices(const std::vector<ParallelConfig>& plain,
+                                       const std::vector<ParallelConfig>& configs);
+
+// Which configurations of an interleaved Pi `configs` have no plan, from
+// `none`, those of `plain` (its Pi without interleaving, plain_indices)
+// that have none at all with the same other knobs: interleaving keeps no
+// fewer activations in flight at any stage (PP - i micro-batches without
+// it, 2 (PP - i - 1) + (v - 1) PP + 1 of 1/v of the stage with it, for any
+// number of micro-batches) and changes no other memory, so a stage that
+// does not fit without it does not fit with it (docs/search.md, "No plan
+// without interleaving, none with it").
+std::vector<bool> interleaved_no_plan(const std::vector<bool>& none,
+                                      const std::vector<ParallelConfig>& plain,
+                                      const std::vector<ParallelConfig>& configs);
+
 // An interleaved variant's step floors (RunOptions::step_floors) from the
 // step bounds `floors` of its configurations without interleaving, `plain`
 // (its micro-batch, precision and dispatcher; docs/search.md, "Step bounds

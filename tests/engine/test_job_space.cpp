@@ -1191,6 +1191,141 @@ TEST(JobSpace, StepBoundsCarryToInterleavedVariants) {
   }
 }
 
+// The job search carries the configurations a variant without
+// interleaving proves to have no plan at all to the same variant
+// interleaved (docs/search.md, "No plan without interleaving, none with
+// it"). Its premise, checked stage by stage: interleaving needs no less
+// device or host memory for the same stage, whatever its position, layers
+// and recomputation. And the job search stays exact where the carry
+// skips work: Mixtral-L on paper:16-1, where nothing fits without offload
+// (JobSpace.BestIsTheBestOfEveryVariantAndEachDimensionsGainIsExact checks
+// each unbounded variant's best, interleaved ones included).
+TEST(JobSpace, NoPlanWithoutInterleavingNoneWithIt) {
+  const Workload w = load_workload("mixtral-l");
+  const ClusterSpec c = load_cluster("paper:16-1");
+  std::vector<JobVariant> variants(3, base_variant(w));
+  variants[1].fsdp = Fsdp::kOptimGradsParams;
+  variants[2].offload = 0.25;
+  variants[2].offload_to = 1.0;
+  int compared = 0;
+  int more = 0;  // stages that need more interleaved
+  for (const JobVariant& v : variants) {
+    const Workload vw = apply(w, v);
+    const std::vector<ParallelConfig> plain = pi_of(w, c, v);
+    const ProfileTables tables = tables_for(vw, c, plain);
+    const CostModel model(vw, c, tables);
+    for (const int vpp : {2, 4}) {
+      JobVariant iv = v;
+      iv.vpp = vpp;
+      const std::vector<ParallelConfig> interleaved = pi_of(w, c, iv);
+      const std::vector<std::size_t> at = plain_indices(plain, interleaved);
+      for (std::size_t k = 0; k < interleaved.size(); k += 3) {
+        ASSERT_NE(at[k], kNotPlain) << to_string(iv, true);
+        const ParallelConfig& pi = interleaved[k];
+        const ParallelConfig& one = plain[at[k]];
+        for (int h = 0; h < c.num_types(); ++h) {
+          if (stage_capacity(c, h, pi, SpaceOptions{}.constraints) == 0) continue;
+          const TypeCosts tc = model.type_costs(pi, h);
+          for (int position = 0; position < pi.pp; ++position) {
+            for (const int layers : {1, 4, w.model.num_layers / pi.pp}) {
+              for (const Recompute& r : {Recompute{}, Recompute{RecomputeKind::kSelective, 0},
+                                         Recompute{RecomputeKind::kFull, layers}}) {
+                StageShape shape;
+                shape.position = position;
+                shape.layers = layers;
+                shape.moe_layers = layers;  // every layer of Mixtral is MoE
+                shape.moe_in_first_recomputed = r.kind == RecomputeKind::kFull ? layers : 0;
+                shape.prev_type = position == 0 ? -1 : h;
+                shape.recompute = r;
+                const StageCost with = model.stage_cost(pi, tc, shape);
+                const StageCost without = model.stage_cost(one, tc, shape);
+                EXPECT_GE(with.memory.total(), without.memory.total())
+                    << to_string(iv, true) << " PP " << pi.pp << " position " << position;
+                EXPECT_GE(with.host_bytes, without.host_bytes) << to_string(iv, true);
+                more += with.memory.total() > without.memory.total() ? 1 : 0;
+                ++compared;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 1000);
+  EXPECT_GT(more, compared / 2);
+
+  // The flags follow each configuration into the interleaved Pi, which
+  // lacks some of the plain one's.
+  {
+    const std::vector<ParallelConfig> plain = pi_of(w, c, base_variant(w));
+    JobVariant iv = base_variant(w);
+    iv.vpp = 2;
+    const std::vector<ParallelConfig> interleaved = pi_of(w, c, iv);
+    ASSERT_LT(interleaved.size(), plain.size());
+    const auto flagged = [](const ParallelConfig& pi) { return pi.tp == 2 || pi.pp % 4 == 0; };
+    std::vector<bool> none(plain.size());
+    for (std::size_t k = 0; k < plain.size(); ++k) none[k] = flagged(plain[k]);
+    const std::vector<bool> got = interleaved_no_plan(none, plain, interleaved);
+    ASSERT_EQ(got.size(), interleaved.size());
+    int flags = 0;
+    for (std::size_t k = 0; k < interleaved.size(); ++k) {
+      EXPECT_EQ(got[k], flagged(interleaved[k])) << k;
+      flags += got[k] ? 1 : 0;
+    }
+    EXPECT_GT(flags, 0);
+    EXPECT_LT(flags, static_cast<int>(interleaved.size()));
+  }
+
+  // The job search: every variant alone, its best and each dimension's.
+  SearchOptions opt;
+  SerialComm comm;
+  JobSpace space;
+  space.dims = job_dim_bit(JobDim::kOffload) | job_dim_bit(JobDim::kVpp);
+  space.max_vpp = 2;
+  space.offload_step = 0.25;
+  const JobSearchResult job = run_job_search(w, c, opt, space, comm, RunOptions{});
+  ASSERT_FALSE(job.result.top.empty());
+  const double inf = std::numeric_limits<double>::infinity();
+  double best = inf;
+  double vpp_best = inf;
+  for (const int vpp : {1, 2}) {
+    for (int k = 0; k <= 4; ++k) {
+      JobVariant v = base_variant(w);
+      v.vpp = vpp;
+      v.offload = k / 4.0;
+      const SearchResult r = alone(w, c, v, opt);
+      const double t = r.top.empty() ? inf : r.top.front().latency_s;
+      best = std::min(best, t);
+      if (k == 0) vpp_best = std::min(vpp_best, t);
+    }
+  }
+  // Configuration by configuration (unbounded, every 5th): without a plan
+  // interleaved wherever none without.
+  int none = 0;
+  for (const double offload : {0.0, 0.5}) {
+    JobVariant v = base_variant(w);
+    v.offload = offload;
+    const Workload vw = apply(w, v);
+    const std::vector<ParallelConfig> plain = pi_of(w, c, v);
+    v.vpp = 2;
+    const std::vector<ParallelConfig> interleaved = pi_of(w, c, v);
+    const ProfileTables tables = tables_for(vw, c, plain);
+    const CostModel model(vw, c, tables);
+    SearchOptions o = opt;
+    o.space.vpp = 2;
+    const std::vector<std::size_t> at = plain_indices(plain, interleaved);
+    for (std::size_t i = 0; i < interleaved.size(); i += 5) {
+      if (search_config(model, plain[at[i]], opt, inf).best) continue;
+      EXPECT_FALSE(search_config(model, interleaved[i], o, inf).best)
+          << to_string(v, true) << " " << i;
+      ++none;
+    }
+  }
+  EXPECT_GT(none, 20);
+  EXPECT_EQ(job.best_s, best);
+  EXPECT_EQ(job.dim_best[static_cast<int>(JobDim::kVpp)], vpp_best);
+}
+
 // interleaved_step_floors is exact where it can be: with every stage's
 // step alike, the interleaved pipeline's steps (iteration_latency, no
 // tail) are the plain one's times (1 + (v - 1) M / (PP + M - 1)) / v; with
