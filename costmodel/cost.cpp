@@ -233,10 +233,10 @@ void check_layer(const LayerCost& c, const char* kind, const Workload& w,
   }
 }
 
+// The fields of t but its two layer costs (checked by check_layer when
+// computed, before type_costs' memo keeps them).
 void check_type_costs(const TypeCosts& t, const Workload& w, const ClusterSpec& cluster,
                       const ParallelConfig& pi) {
-  check_layer(t.dense, "dense", w, cluster, pi, t.type);
-  check_layer(t.moe, "MoE", w, cluster, pi, t.type);
   const struct {
     const char* name;
     double value;
@@ -648,6 +648,8 @@ TypeCosts CostModel::type_costs(const ParallelConfig& pi, int type) const {
   } else {
     t.dense = layer_cost(pi, type, false);
     if (m.is_moe()) t.moe = layer_cost(pi, type, true);
+    check_layer(t.dense, "dense", workload_, cluster_, pi, type);
+    check_layer(t.moe, "MoE", workload_, cluster_, pi, type);
     memo.layers.emplace(key, std::make_pair(t.dense, t.moe));
   }
   t.embedding_fwd_s = ce.embedding_fwd;
