@@ -519,7 +519,8 @@ void add_seed_plans(std::vector<PlanCandidate>& top, const std::vector<PlanCandi
 
 SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const SearchOptions& opt,
                         bool bruteforce, Comm& comm, const RunOptions& run) {
-  HAPMOE_REQUIRE(run.threads >= 1 && run.round >= 1, "run_search: threads and round must be >= 1");
+  HAPMOE_REQUIRE(run.threads >= 1 && run.round >= 1 && opt.top_k >= 1,
+                 "run_search: threads, round and top_k must be >= 1");
   const auto start = Clock::now();
   const int ranks = comm.size();
   const int me = comm.rank();

@@ -123,7 +123,6 @@ std::string refusal(const Workload& w, const ClusterSpec& cluster) {
   return check_offload(w, cluster);
 }
 
-// Which dimensions v differs in from base, as job_dim_bit()s.
 // A hash of the knobs (equality is JobVariant's own ==).
 struct VariantHash {
   std::size_t operator()(const JobVariant& v) const {
@@ -148,6 +147,7 @@ struct VariantHash {
   }
 };
 
+// Which dimensions v differs in from base, as job_dim_bit()s.
 unsigned differs(const JobVariant& v, const JobVariant& base) {
   unsigned d = 0;
   if (v.micro_batch != base.micro_batch) d |= job_dim_bit(JobDim::kMicroBatch);

@@ -48,6 +48,17 @@ TEST(Limits, ADeadlineInThePastSearchesNothing) {
   expect_accounted(r);
 }
 
+// A search keeps the K best plans, K at least one: its first round takes
+// K configurations, and none would never end.
+TEST(Limits, ASearchOfNoPlansIsRefused) {
+  const Workload w = load_workload("mixtral-s");
+  const ClusterSpec cl = load_cluster("paper:32-2");
+  SearchOptions opt;
+  opt.top_k = 0;
+  SerialComm comm;
+  EXPECT_THROW(run_search(w, cl, opt, false, comm, RunOptions{}), ContractError);
+}
+
 // Stopped after K units (test hook), on one thread: exactly the first K
 // configurations of the search order are searched, the plans are the best
 // of those, and the whole search (no limit) is at least as good. The K
