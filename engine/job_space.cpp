@@ -967,17 +967,18 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
     out.stats += res.stats;
     if (res.stopped != StopReason::kNone) stopped = res.stopped;
     out.variants.push_back(std::move(o));
-    if (v.vpp == 1 && res.stopped == StopReason::kNone && will_interleave) {
-      // The configurations without a plan at all (an infinite floor: a
-      // bound of +inf, or searched without a cut and nothing fits).
-      const std::vector<double> all = node->dense();
-      std::vector<bool> none(all.size());
-      bool any = false;
-      for (std::size_t c = 0; c < all.size(); ++c) {
-        none[c] = std::isinf(all[c]);
-        any = any || none[c];
+    // The configurations this search proved to have no plan at all (an
+    // infinite floor among those it searched or bounded: a bound of +inf,
+    // or searched without a cut and nothing fit). Those it took from the
+    // floors given reach the interleaved variant through its own floors.
+    const auto infinite = [](double x) { return std::isinf(x); };
+    if (v.vpp == 1 && res.stopped == StopReason::kNone && will_interleave &&
+        std::any_of(node->at.begin(), node->at.end(), infinite)) {
+      std::vector<bool> none(n, false);
+      for (std::size_t k = 0; k < node->at.size(); ++k) {
+        if (infinite(node->at[k])) none[node->sub ? (*node->sub)[k] : k] = true;
       }
-      if (any) no_plan.emplace(no_plan_key(v), NoPlan{configs, std::move(none)});
+      no_plan.emplace(no_plan_key(v), NoPlan{configs, std::move(none)});
     }
     return Searched{std::move(res), std::move(node)};
   };
