@@ -503,6 +503,42 @@ std::vector<double> interleaved_step_floors(const std::vector<double>& floors,
   return out;
 }
 
+void SparseBounds::add(std::uint32_t c, double v, double cut) {
+  if (v <= cut) {
+    low_.emplace_back(c, v);
+  } else {
+    rest_ = std::min(rest_, v);
+  }
+}
+
+void SparseBounds::keep_under(double cut) {
+  const std::vector<std::pair<std::uint32_t, double>> all = std::move(low_);
+  low_.clear();
+  for (const auto& [c, v] : all) add(c, v, cut);
+  dense_.reset();
+  under_.reset();
+}
+
+const std::shared_ptr<const std::vector<double>>& SparseBounds::dense() const {
+  if (!dense_) {
+    auto out = std::make_shared<std::vector<double>>(n_, rest_);
+    for (const auto& [c, v] : low_) (*out)[c] = v;
+    dense_ = std::move(out);
+  }
+  return dense_;
+}
+
+std::vector<std::uint32_t> SparseBounds::under(double cut) const {
+  if (!under_ || cut > under_->first) under_.emplace(cut, low_);
+  auto& [at, kept] = *under_;
+  std::erase_if(kept, [&](const auto& e) { return !(e.second <= cut); });
+  at = cut;
+  std::vector<std::uint32_t> out;
+  out.reserve(kept.size());
+  for (const auto& e : kept) out.push_back(e.first);
+  return out;
+}
+
 namespace {
 
 std::string encode_job_result(const JobSearchResult& j) {
@@ -680,34 +716,9 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
   // at most the cut of any later search (every later incumbent is at most
   // the K-th best after the workload's own combination, base_kth); the
   // others all as the least of them.
-  struct StepFloors {
-    std::size_t n = 0;
+  struct StepFloors : SparseBounds {
+    using SparseBounds::SparseBounds;
     Space configs;  // the Pi its indices refer to
-    std::vector<std::pair<std::uint32_t, double>> low;
-    double rest = std::numeric_limits<double>::infinity();
-    mutable std::shared_ptr<const std::vector<double>> dense_;  // made once
-    // Configuration c's step bound v, kept if at most `cut`.
-    void add(std::uint32_t c, double v, double cut) {
-      if (v <= cut) {
-        low.emplace_back(c, v);
-      } else {
-        rest = std::min(rest, v);
-      }
-    }
-    void keep_under(double cut) {
-      const std::vector<std::pair<std::uint32_t, double>> all = std::move(low);
-      low.clear();
-      for (const auto& [c, v] : all) add(c, v, cut);
-      dense_.reset();
-    }
-    const std::shared_ptr<const std::vector<double>>& dense() const {
-      if (!dense_) {
-        auto out = std::make_shared<std::vector<double>>(n, rest);
-        for (const auto& [c, v] : low) (*out)[c] = v;
-        dense_ = std::move(out);
-      }
-      return dense_;
-    }
   };
   bool base_done = false;  // base_kth is set
   using StepKey = std::tuple<int, int, Precision, Dispatcher>;
@@ -898,8 +909,8 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
         for (std::size_t k = 0; k < floors->sub->size(); ++k) {
           consider((*floors->sub)[k], floors->at[k]);
         }
-      } else if (!floored && known != nullptr && known->rest > cut) {
-        for (const auto& e : known->low) consider(e.first, 0.0);
+      } else if (!floored && known != nullptr && known->rest() > cut) {
+        for (const std::uint32_t c : known->under(cut)) consider(c, 0.0);
       } else {
         for (std::size_t c = 0; c < n; ++c) consider(c, floors_of ? (*floors_of)[c] : 0.0);
       }
@@ -945,11 +956,10 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
         res.stopped == StopReason::kNone) {
       // Outside the part searched, a configuration's step bound is its
       // step floor (run_search's, where a floor skips it).
-      StepFloors f;
-      f.n = n;
+      StepFloors f(n);
       f.configs = configs;
       const double keep_cut = skip_above(later);
-      for (std::size_t c = 0, k = 0; c < f.n; ++c) {
+      for (std::size_t c = 0, k = 0; c < n; ++c) {
         const bool searched = !part || (k < node->sub->size() && (*node->sub)[k] == c);
         f.add(static_cast<std::uint32_t>(c),
               searched ? res.step_bounds[part ? k++ : c] : (*given_steps)[c], keep_cut);

@@ -9,8 +9,10 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/driver.h"
@@ -174,6 +176,39 @@ std::vector<double> interleaved_step_floors(const std::vector<double>& floors,
                                             const std::vector<ParallelConfig>& plain,
                                             const std::vector<ParallelConfig>& configs,
                                             int global_batch);
+
+// Bounds over the n configurations of a Pi, kept sparsely: those at most
+// a cut, in Pi's order, and the least of the others (search_variants' step
+// bounds, docs/search.md, "Step bounds carried across sharding, offload
+// and recompute").
+class SparseBounds {
+ public:
+  explicit SparseBounds(std::size_t n) : n_(n) {}
+  // Configuration c's bound v, kept if at most `cut`; c above every
+  // configuration added before.
+  void add(std::uint32_t c, double v, double cut);
+  // Keeps only those at most `cut`.
+  void keep_under(double cut);
+  // The least bound not kept (+inf while every one is).
+  double rest() const { return rest_; }
+  // Over Pi: each kept bound, `rest` elsewhere (a floor under those). Made
+  // once.
+  const std::shared_ptr<const std::vector<double>>& dense() const;
+  // The configurations kept whose bound is at most `cut`, in Pi's order.
+  // Filtered from the last answer when its cut was no lower (the cuts of
+  // later searches mostly fall), else from all those kept: on DeepSeek-V3's
+  // large case, the 240 searches that ask keep 123 k bounds each and take
+  // about 50.
+  std::vector<std::uint32_t> under(double cut) const;
+
+ private:
+  std::size_t n_;
+  std::vector<std::pair<std::uint32_t, double>> low_;
+  double rest_ = std::numeric_limits<double>::infinity();
+  mutable std::shared_ptr<const std::vector<double>> dense_;
+  // under()'s last cut and the bounds kept at most it.
+  mutable std::optional<std::pair<double, std::vector<std::pair<std::uint32_t, double>>>> under_;
+};
 
 // Searches every variant of `space` (run_search on each): first the
 // workload's own values, then the combinations that differ in one

@@ -13,6 +13,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -1535,5 +1536,50 @@ TEST(JobSpace, TablesDependOnlyOnMicroBatchAndPrecision) {
     EXPECT_FALSE(same(tables_for(apply(w, fp8), c, summary), want));
   }
 }
+
+// SparseBounds::under is the filter of the kept bounds by the cut, in Pi's
+// order, whatever the cuts asked before it: falling, rising again, equal
+// to a bound, after keep_under; bounds above the keeping cut never come.
+TEST(JobSpace, SparseBoundsUnderACutAreThoseKeptAtMostIt) {
+  std::mt19937_64 rng(20261203);
+  std::uniform_real_distribution<double> value(0.0, 10.0);
+  const std::size_t n = 500;
+  std::vector<double> all(n);
+  for (double& v : all) v = std::round(value(rng) * 4) / 4;  // ties with the cuts
+  SparseBounds kept(n);
+  double keep = 8.0;
+  for (std::size_t c = 0; c < n; ++c) kept.add(static_cast<std::uint32_t>(c), all[c], keep);
+  const auto expected = [&](double cut) {
+    std::vector<std::uint32_t> out;
+    for (std::size_t c = 0; c < n; ++c) {
+      if (all[c] <= keep && all[c] <= cut) out.push_back(static_cast<std::uint32_t>(c));
+    }
+    return out;
+  };
+  double least_above = std::numeric_limits<double>::infinity();
+  for (const double v : all) {
+    if (v > keep) least_above = std::min(least_above, v);
+  }
+  EXPECT_EQ(kept.rest(), least_above);
+  // Falling, then rising past the last cut, then past the keeping cut.
+  for (const double cut : {7.0, 5.5, 5.5, 2.25, 6.0, 0.0, -1.0, 3.0, 9.0, 7.75}) {
+    EXPECT_EQ(kept.under(cut), expected(cut)) << "cut " << cut;
+  }
+  std::uniform_real_distribution<double> cuts(-0.5, 10.5);
+  for (int k = 0; k < 200; ++k) {
+    const double cut = std::round(cuts(rng) * 4) / 4;
+    if (k == 100) {
+      keep = 4.0;
+      kept.keep_under(keep);
+    }
+    ASSERT_EQ(kept.under(cut), expected(cut)) << "cut " << cut << ", query " << k;
+  }
+  const std::vector<double>& dense = *kept.dense();
+  ASSERT_EQ(dense.size(), n);
+  for (std::size_t c = 0; c < n; ++c) {
+    EXPECT_EQ(dense[c], all[c] <= keep ? all[c] : kept.rest()) << c;
+  }
+}
+
 }  // namespace
 }  // namespace hapmoe
