@@ -504,6 +504,8 @@ std::vector<double> interleaved_step_floors(const std::vector<double>& floors,
 }
 
 void SparseBounds::add(std::uint32_t c, double v, double cut) {
+  dense_.reset();
+  under_.reset();
   if (v <= cut) {
     low_.emplace_back(c, v);
   } else {
@@ -515,8 +517,6 @@ void SparseBounds::keep_under(double cut) {
   const std::vector<std::pair<std::uint32_t, double>> all = std::move(low_);
   low_.clear();
   for (const auto& [c, v] : all) add(c, v, cut);
-  dense_.reset();
-  under_.reset();
 }
 
 const std::shared_ptr<const std::vector<double>>& SparseBounds::dense() const {

@@ -198,7 +198,8 @@ class SparseBounds {
   // Filtered from the last answer when its cut was no lower (the cuts of
   // later searches mostly fall), else from all those kept: on DeepSeek-V3's
   // large case, the 240 searches that ask keep 123 k bounds each and take
-  // about 50.
+  // about 50. Like dense(), it keeps what it made: not for two threads at
+  // once.
   std::vector<std::uint32_t> under(double cut) const;
 
  private:
