@@ -198,8 +198,8 @@ class SparseBounds {
   // Filtered from the last answer when its cut was no lower (the cuts of
   // later searches mostly fall), else from all those kept: on DeepSeek-V3's
   // large case, 240 searches ask, of 123 k bounds kept on average, for
-  // about 50 each. Like dense(), it keeps what it made: not for two threads at
-  // once.
+  // about 50 each. Like dense(), it keeps what it made, so it is not for
+  // two threads at once.
   std::vector<std::uint32_t> under(double cut) const;
 
  private:
