@@ -629,21 +629,23 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     // Configurations of equal shape next to each other (BoundShape: most
     // of a bound's cost), so a thread computes each shape once, for the
     // run of its chunk that shares it.
-    std::vector<std::size_t> by_shape;
+    std::vector<std::size_t> own_order;
+    const std::vector<std::size_t>* order = &own_order;  // the kept one, or own_order
     if (floored && open.size() < n) {
       std::vector<ParallelConfig> left;
       left.reserve(open.size());
       for (const std::size_t c : open) left.push_back(configs[c]);
-      for (const std::size_t k : bound_shape_order(left)) by_shape.push_back(open[k]);
+      for (const std::size_t k : bound_shape_order(left)) own_order.push_back(open[k]);
     } else if (run.shape_order != nullptr) {
       std::shared_ptr<const std::vector<std::size_t>>& kept = *run.shape_order;
       if (!kept)
         kept = std::make_shared<const std::vector<std::size_t>>(bound_shape_order(configs));
       HAPMOE_REQUIRE(kept->size() == n, "run_search: a shape order of another Pi");
-      by_shape = *kept;
+      order = kept.get();
     } else {
-      by_shape = bound_shape_order(configs);
+      own_order = bound_shape_order(configs);
     }
+    const std::vector<std::size_t>& by_shape = *order;
     std::vector<ShapeBounds> shapes(static_cast<std::size_t>(run.threads), ShapeBounds(model, opt));
     // A configuration search_config would skip at once for memory takes
     // an infinite bound (its steps kept: another sharding or offload may

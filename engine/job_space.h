@@ -149,6 +149,18 @@ inline constexpr std::size_t kNotPlain = static_cast<std::size_t>(-1);
 std::vector<std::size_t> plain_indices(const std::vector<ParallelConfig>& plain,
                                        const std::vector<ParallelConfig>& configs);
 
+// The shape order (bound_shape_order) of `configs`, a Pi that with_vpp
+// derives from `known` (its configurations less some, in the same order,
+// the degrees unchanged), from `order`, known's: its positions in `order`'s
+// sequence, in one pass over `known` rather than a sort of its own. Empty
+// if `configs` is not such a subsequence. The order of the bounds only
+// decides which configurations share a bound shape in turn, never a bound
+// (ShapeBounds::bound: the loose bound where it passes the cut, else the
+// whole one).
+std::vector<std::size_t> shape_order_within(const std::vector<std::size_t>& order,
+                                            const std::vector<ParallelConfig>& known,
+                                            const std::vector<ParallelConfig>& configs);
+
 // Which configurations of an interleaved Pi `configs` have no plan, from
 // `none`, those of `plain` (its Pi without interleaving, plain_indices)
 // that have none at all with the same other knobs: interleaving keeps no

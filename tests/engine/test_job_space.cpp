@@ -543,6 +543,72 @@ TEST(JobSpace, PiOfALargerMicroBatchIsAPassOverAKnownOne) {
   }
 }
 
+// A Pi that with_vpp derives from a root takes the root's shape order
+// (shape_order_within): a permutation of its configurations in the root's
+// sequence, and a search given it finds what one that sorts its own finds,
+// its plans, counters and every configuration's bound (the order never
+// decides a bound). Not a subsequence: no order.
+TEST(JobSpace, ADerivedPiTakesItsShapeOrderFromItsRoots) {
+  for (const auto& [model, cluster] : kPiCases) {
+    const ClusterSpec c = load_cluster(cluster);
+    const Workload w = load_workload(model);
+    const std::vector<ParallelConfig> root = enumerate_configs(w, c, SpaceOptions{});
+    const std::vector<std::size_t> root_order = bound_shape_order(root);
+    std::vector<std::size_t> rank(root.size());
+    for (std::size_t k = 0; k < root_order.size(); ++k) rank[root_order[k]] = k;
+    int fewer = 0;  // derived Pis that leave configurations out
+    for (const auto& [b, vpp] : {std::pair{2, 1}, {1, 2}, {2, 4}}) {
+      Workload at = w;
+      at.training.micro_batch = b;
+      const std::vector<ParallelConfig> configs = with_vpp(root, at, vpp);
+      ASSERT_LE(configs.size(), root.size()) << model << " b=" << b << " vpp=" << vpp;
+      fewer += configs.size() < root.size() ? 1 : 0;
+      const std::vector<std::size_t> order = shape_order_within(root_order, root, configs);
+      ASSERT_EQ(order.size(), configs.size()) << model << " b=" << b << " vpp=" << vpp;
+      std::vector<std::size_t> sorted = order;
+      std::sort(sorted.begin(), sorted.end());
+      for (std::size_t k = 0; k < sorted.size(); ++k) ASSERT_EQ(sorted[k], k) << model;
+      // In the root's sequence: the root positions of the configurations,
+      // found by their degrees, rise along the order.
+      std::size_t last = 0;
+      for (std::size_t k = 0; k < order.size(); ++k) {
+        ParallelConfig pi = configs[order[k]];
+        pi.vpp = 1;
+        pi.micro_batch = w.training.micro_batch;
+        const auto at_root =
+            static_cast<std::size_t>(std::find(root.begin(), root.end(), pi) - root.begin());
+        ASSERT_LT(at_root, root.size()) << model;
+        if (k > 0) EXPECT_GT(rank[at_root], last) << model << " b=" << b << " vpp=" << vpp;
+        last = rank[at_root];
+      }
+      if (model == "deepseek-v3") continue;  // its searches take seconds: the order alone
+      SearchOptions opt;
+      opt.space.vpp = vpp;
+      SerialComm comm;
+      auto kept = std::make_shared<const std::vector<std::size_t>>(order);
+      RunOptions given;
+      given.configs = &configs;
+      given.shape_order = &kept;
+      RunOptions alone;
+      alone.configs = &configs;
+      const SearchResult a = run_search(at, c, opt, false, comm, given);
+      const SearchResult e = run_search(at, c, opt, false, comm, alone);
+      ASSERT_EQ(a.top.size(), e.top.size()) << model;
+      for (std::size_t k = 0; k < a.top.size(); ++k) {
+        EXPECT_EQ(a.top[k].plan, e.top[k].plan) << model;
+        EXPECT_EQ(a.top[k].latency_s, e.top[k].latency_s) << model;
+      }
+      EXPECT_EQ(a.stats.transitions, e.stats.transitions) << model;
+      EXPECT_EQ(a.stats.configs_evaluated, e.stats.configs_evaluated) << model;
+      EXPECT_EQ(a.lower_bounds, e.lower_bounds) << model << " b=" << b << " vpp=" << vpp;
+      EXPECT_EQ(a.step_bounds, e.step_bounds) << model << " b=" << b << " vpp=" << vpp;
+    }
+    EXPECT_GE(fewer, 2) << model;
+    std::vector<ParallelConfig> stranger = {root.back(), root.front()};  // out of order
+    EXPECT_TRUE(shape_order_within(root_order, root, stranger).empty()) << model;
+  }
+}
+
 // H100 has FP8 and DeepEP: both are tried; 910B has neither.
 TEST(JobSpace, Fp8AndFlexOnlyWhereEveryDeviceHasThem) {
   const Workload w = load_workload("mixtral-s");
