@@ -537,6 +537,8 @@ void SparseBounds::add(std::uint32_t c, double v, double cut) {
   }
 }
 
+void SparseBounds::reserve(std::size_t kept) { low_.reserve(kept); }
+
 void SparseBounds::keep_under(double cut) {
   const std::vector<std::pair<std::uint32_t, double>> all = std::move(low_);
   low_.clear();
@@ -1010,11 +1012,17 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
       StepFloors f(n);
       f.configs = configs;
       const double keep_cut = skip_above(later);
-      for (std::size_t c = 0, k = 0; c < n; ++c) {
-        const bool searched = !part || (k < node->sub->size() && (*node->sub)[k] == c);
-        f.add(static_cast<std::uint32_t>(c),
-              searched ? res.step_bounds[part ? k++ : c] : (*given_steps)[c], keep_cut);
-      }
+      const auto each = [&](auto&& take) {
+        for (std::size_t c = 0, k = 0; c < n; ++c) {
+          const bool searched = !part || (k < node->sub->size() && (*node->sub)[k] == c);
+          take(c, searched ? res.step_bounds[part ? k++ : c] : (*given_steps)[c]);
+        }
+      };
+      // Counted first, so that the kept ones take their room at once.
+      std::size_t kept = 0;
+      each([&](std::size_t, double v) { kept += v <= keep_cut ? 1 : 0; });
+      f.reserve(kept);
+      each([&](std::size_t c, double v) { f.add(static_cast<std::uint32_t>(c), v, keep_cut); });
       step_floors.emplace_back(key, std::move(f));
     }
     o.stats = res.stats;

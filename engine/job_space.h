@@ -199,6 +199,8 @@ class SparseBounds {
   // Configuration c's bound v, kept if at most `cut`; c above every
   // configuration added before.
   void add(std::uint32_t c, double v, double cut);
+  // Room for `kept` bounds at most the cuts of the adds to come.
+  void reserve(std::size_t kept);
   // Keeps only those at most `cut`.
   void keep_under(double cut);
   // The least bound not kept (+inf while every one is).
