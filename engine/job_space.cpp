@@ -970,9 +970,9 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
       // Pi derives from (shape_order_within), where that is made: on the
       // large case a pass of 2-4 ms, against 15-32 ms for its own.
       for (const auto& [root_key, root] : roots) {
+        if (known_facts.shape_order) break;
         const SpaceKey k = root_key;  // a copy: a lambda cannot capture a binding (clang 14)
-        if (known_facts.shape_order || k == known_facts.key || !derives(k, known_facts.key))
-          continue;
+        if (k == known_facts.key || !derives(k, known_facts.key)) continue;
         const auto from = std::find_if(facts.begin(), facts.end(),
                                        [&](const Facts& e) { return e.key == k && e.shape_order; });
         if (from == facts.end()) continue;
