@@ -46,6 +46,20 @@ const std::vector<std::pair<std::string, std::string>> kPiCases = {
     {"deepseek-v3", "H800:64,MI300X:64,910B:64"},
     {"llama2-7b", "H800:32,910B:32"}};
 
+// Two searches of one Pi that must find the same: their plans, counters,
+// bounds and step bounds.
+void expect_same_search(const SearchResult& a, const SearchResult& b, const std::string& what) {
+  ASSERT_EQ(a.top.size(), b.top.size()) << what;
+  for (std::size_t k = 0; k < a.top.size(); ++k) {
+    EXPECT_EQ(a.top[k].plan, b.top[k].plan) << what;
+    EXPECT_EQ(a.top[k].latency_s, b.top[k].latency_s) << what;
+  }
+  EXPECT_EQ(a.stats.configs_evaluated, b.stats.configs_evaluated) << what;
+  EXPECT_EQ(a.stats.transitions, b.stats.transitions) << what;
+  EXPECT_EQ(a.lower_bounds, b.lower_bounds) << what;
+  EXPECT_EQ(a.step_bounds, b.step_bounds) << what;
+}
+
 // The workload's own values but these.
 JobVariant variant_of(const Workload& w, int micro_batch, int vpp, Precision precision) {
   JobVariant v = base_variant(w);
@@ -426,18 +440,8 @@ TEST(JobSpace, AShapeOrderKeptForPiIsTheOneASearchMakes) {
   with.shape_order = &kept;
   RunOptions alone;
   alone.configs = &configs;
-  const auto expect_same = [](const SearchResult& a, const SearchResult& b, const char* what) {
-    ASSERT_EQ(a.top.size(), b.top.size()) << what;
-    for (std::size_t k = 0; k < a.top.size(); ++k) {
-      EXPECT_EQ(a.top[k].plan, b.top[k].plan) << what;
-      EXPECT_EQ(a.top[k].latency_s, b.top[k].latency_s) << what;
-    }
-    EXPECT_EQ(a.stats.configs_evaluated, b.stats.configs_evaluated) << what;
-    EXPECT_EQ(a.stats.transitions, b.stats.transitions) << what;
-    EXPECT_EQ(a.lower_bounds, b.lower_bounds) << what;
-  };
-  expect_same(run_search(w, c, SearchOptions{}, false, comm, with),
-              run_search(w, c, SearchOptions{}, false, comm, alone), "first");
+  expect_same_search(run_search(w, c, SearchOptions{}, false, comm, with),
+                     run_search(w, c, SearchOptions{}, false, comm, alone), "first");
   ASSERT_NE(kept, nullptr);
   EXPECT_EQ(*kept, bound_shape_order(configs));
   Workload other = w;
@@ -445,8 +449,8 @@ TEST(JobSpace, AShapeOrderKeptForPiIsTheOneASearchMakes) {
                                   ? Dispatcher::kAllGather
                                   : Dispatcher::kAllToAll;
   const auto* made = kept.get();
-  expect_same(run_search(other, c, SearchOptions{}, false, comm, with),
-              run_search(other, c, SearchOptions{}, false, comm, alone), "second");
+  expect_same_search(run_search(other, c, SearchOptions{}, false, comm, with),
+                     run_search(other, c, SearchOptions{}, false, comm, alone), "second");
   EXPECT_EQ(kept.get(), made);  // read, not made again
 }
 
@@ -591,17 +595,9 @@ TEST(JobSpace, ADerivedPiTakesItsShapeOrderFromItsRoots) {
       given.shape_order = &kept;
       RunOptions alone;
       alone.configs = &configs;
-      const SearchResult a = run_search(at, c, opt, false, comm, given);
-      const SearchResult e = run_search(at, c, opt, false, comm, alone);
-      ASSERT_EQ(a.top.size(), e.top.size()) << model;
-      for (std::size_t k = 0; k < a.top.size(); ++k) {
-        EXPECT_EQ(a.top[k].plan, e.top[k].plan) << model;
-        EXPECT_EQ(a.top[k].latency_s, e.top[k].latency_s) << model;
-      }
-      EXPECT_EQ(a.stats.transitions, e.stats.transitions) << model;
-      EXPECT_EQ(a.stats.configs_evaluated, e.stats.configs_evaluated) << model;
-      EXPECT_EQ(a.lower_bounds, e.lower_bounds) << model << " b=" << b << " vpp=" << vpp;
-      EXPECT_EQ(a.step_bounds, e.step_bounds) << model << " b=" << b << " vpp=" << vpp;
+      expect_same_search(run_search(at, c, opt, false, comm, given),
+                         run_search(at, c, opt, false, comm, alone),
+                         model + " b=" + std::to_string(b) + " vpp=" + std::to_string(vpp));
     }
     EXPECT_GE(fewer, 2) << model;
     std::vector<ParallelConfig> stranger = {root.back(), root.front()};  // out of order
