@@ -9,6 +9,8 @@
 # layouts interleaved (the machine's speed drifts); the medians are printed
 # with each run. The large case's output at 1 x 2 and 2 x 1 must be 1 x 1's
 # (but for the lines that name the ranks and threads and the wall time).
+# Beside them it prints the machine's ceiling for two workers: the work
+# two 1 x 1 runs side by side do, over one alone.
 #
 #   bench/space_all.sh [HAPMOE_BINARY] [RUNS]     (default: build/hapmoe 3)
 #
@@ -65,7 +67,7 @@ large=(plan --model deepseek-v3 --cluster H800:4096,MI300X:4096,910B:4096 --glob
   --space all)
 have_mpi=1
 command -v mpiexec > /dev/null || have_mpi=0
-t11=() t12=() t21=()
+t11=() t12=() t21=() tpair=()
 for ((r = 1; r <= runs; ++r)); do
   start=$(now_ms)
   "$bin" "${large[@]}" --threads 1 > "$work/1x1"
@@ -78,6 +80,14 @@ for ((r = 1; r <= runs; ++r)); do
     mpiexec -n 2 "$bin" "${large[@]}" --threads 1 > "$work/2x1"
     t21+=($(($(now_ms) - start)))
   fi
+  # The machine's own ceiling for two workers: two 1 x 1 runs side by
+  # side, sharing nothing but the machine (bench/README.md, "What two
+  # workers can reach on this machine"); the later one to finish counts.
+  start=$(now_ms)
+  "$bin" "${large[@]}" --threads 1 > /dev/null &
+  "$bin" "${large[@]}" --threads 1 > /dev/null
+  wait
+  tpair+=($(($(now_ms) - start)))
 done
 same=yes
 for layout in 1x2 2x1; do
@@ -87,8 +97,9 @@ for layout in 1x2 2x1; do
     same="no ($layout differs from 1 x 1)"
   fi
 done
-echo "the large case, --space all (ms): 1 x 1: ${t11[*]}; 1 x 2: ${t12[*]}; 2 x 1: ${t21[*]:-not run (no mpiexec)}"
+echo "the large case, --space all (ms): 1 x 1: ${t11[*]}; 1 x 2: ${t12[*]}; 2 x 1: ${t21[*]:-not run (no mpiexec)}; two 1 x 1 side by side: ${tpair[*]}"
 m11=$(median "${t11[@]}")
+mpair=$(median "${tpair[@]}")
 m12=$(median "${t12[@]}")
 m21=$( ((have_mpi)) && median "${t21[@]}" || echo 0)
 
@@ -108,4 +119,6 @@ if ((have_mpi)); then
   row "large case, 2 ranks x 1 thread (speed-up)" "$(awk -v a="$m11" -v b="$m21" 'BEGIN {print a / b}')" \
     x ">= 1.8 x" "$(awk -v a="$m11" -v b="$m21" 'BEGIN {print (a / b >= 1.8)}')"
 fi
+printf '%-44s %10.2f x\n' "two 1 x 1 runs side by side (the ceiling)" \
+  "$(awk -v a="$m11" -v b="$mpair" 'BEGIN {print 2 * a / b}')"
 echo "the large case's output the same at every layout: $same"
