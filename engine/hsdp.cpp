@@ -44,10 +44,14 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <span>
+#include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -112,6 +116,122 @@ struct StateRange {
   std::int32_t end = 0;
 };
 
+// The level share that builds a state (SearchPart::levels): its key,
+// mixed (splitmix64's finalizer), modulo the shares. The states of a
+// level spread evenly over the shares whatever their pattern of keys.
+int share_of(std::uint64_t key, int count) {
+  key ^= key >> 30;
+  key *= 0xbf58476d1ce4e5b9ULL;
+  key ^= key >> 27;
+  key *= 0x94d049bb133111ebULL;
+  key ^= key >> 31;
+  return static_cast<int>(key % static_cast<std::uint64_t>(count));
+}
+
+// What one level share built of a level, for the trade: whether it
+// stopped (a limit), then its states in key order, each its key and its
+// labels (a front, as it enters the arena). Plain data as its bytes
+// (engine/bytes.h).
+template <class T>
+void append_raw(std::string& to, const T* from, std::size_t count) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  to.append(reinterpret_cast<const char*>(from), count * sizeof(T));
+}
+
+std::string encode_level(FrontStore<Entry>& store,
+                         const std::vector<std::pair<std::uint64_t, std::size_t>>& order,
+                         bool stopped, bool value_only) {
+  thread_local std::vector<std::uint64_t> keys;
+  thread_local std::vector<std::uint32_t> sizes;
+  thread_local std::vector<Label> labels;
+  keys.clear();
+  sizes.clear();
+  labels.clear();
+  for (const auto& [key, k] : order) {
+    std::vector<Entry>& front = store.front(k);
+    if (front.empty()) continue;
+    if (value_only) by_insertion(front);  // as the arena takes it (run_dp)
+    keys.push_back(key);
+    sizes.push_back(static_cast<std::uint32_t>(front.size()));
+    for (const Entry& c : front) labels.push_back(to_label(c));
+  }
+  std::string out;
+  const char stop = stopped ? 1 : 0;
+  const std::uint64_t states = keys.size();
+  out.reserve(1 + sizeof states + states * (sizeof(std::uint64_t) + sizeof(std::uint32_t)) +
+              labels.size() * sizeof(Label));
+  append_raw(out, &stop, 1);
+  append_raw(out, &states, 1);
+  append_raw(out, keys.data(), keys.size());
+  append_raw(out, sizes.data(), sizes.size());
+  append_raw(out, labels.data(), labels.size());
+  return out;
+}
+
+// A level as the shares traded it: every share's states in key order,
+// each state's labels at [begin, end) of `labels`.
+struct TradedLevel {
+  std::vector<StateRange> states;
+  std::vector<Label> labels;
+};
+
+// Every share's part of a level (encode_level), merged in key order into
+// `level`; false when a share stopped.
+bool decode_levels(const std::vector<std::string>& built, TradedLevel& level) {
+  struct Part {
+    std::size_t share = 0;
+    std::size_t state = 0;  // its index among the share's states
+    std::uint64_t key = 0;
+  };
+  thread_local std::vector<Part> parts;
+  thread_local std::vector<std::size_t> first_label;  // per (share, state), then the share's end
+  thread_local std::vector<std::size_t> share_at;     // per share: its first in first_label
+  parts.clear();
+  first_label.clear();
+  share_at.clear();
+  level.states.clear();
+  level.labels.clear();
+  // The shares' labels, one after another; then the states' ranges.
+  for (std::size_t s = 0; s < built.size(); ++s) {
+    const std::string& b = built[s];
+    HAPMOE_REQUIRE(b.size() >= 1 + sizeof(std::uint64_t), "run_dp: a level share sent no level");
+    if (b[0] != 0) return false;
+    std::uint64_t states = 0;
+    std::memcpy(&states, b.data() + 1, sizeof states);
+    const char* at = b.data() + 1 + sizeof states;
+    const std::size_t head = states * (sizeof(std::uint64_t) + sizeof(std::uint32_t));
+    HAPMOE_REQUIRE(b.size() >= 1 + sizeof states + head &&
+                       (b.size() - 1 - sizeof states - head) % sizeof(Label) == 0,
+                   "run_dp: a level share sent a truncated level");
+    share_at.push_back(first_label.size());
+    std::size_t label = level.labels.size();
+    for (std::uint64_t k = 0; k < states; ++k) {
+      std::uint64_t key = 0;
+      std::uint32_t size = 0;
+      std::memcpy(&key, at + k * sizeof key, sizeof key);
+      std::memcpy(&size, at + states * sizeof key + k * sizeof size, sizeof size);
+      parts.push_back({s, static_cast<std::size_t>(k), key});
+      first_label.push_back(label);
+      label += size;
+    }
+    first_label.push_back(label);
+    const std::size_t count = (b.size() - 1 - sizeof states - head) / sizeof(Label);
+    HAPMOE_REQUIRE(label - level.labels.size() == count,
+                   "run_dp: a level share sent labels its states do not hold");
+    level.labels.resize(label);
+    std::memcpy(level.labels.data() + (label - count), at + head, count * sizeof(Label));
+  }
+  // Keys are distinct across the shares (each state is built by one).
+  std::sort(parts.begin(), parts.end(),
+            [](const Part& a, const Part& b) { return a.key < b.key; });
+  for (const Part& p : parts) {
+    const std::size_t at = share_at[p.share] + p.state;
+    level.states.push_back({p.key, static_cast<std::int32_t>(first_label[at]),
+                            static_cast<std::int32_t>(first_label[at + 1])});
+  }
+  return true;
+}
+
 // The DP over one set of per-type stage limits. With `exact_mix`, a
 // complete plan must use exactly `limit[h]` stages of each type (the
 // load-balance pruning enumerates mixes); otherwise at most.
@@ -127,10 +247,13 @@ struct StateRange {
 // under the incumbent, Evaluator::most_under_cut): the moves above them
 // are dropped as the bound drops them, and the floors of the stages left
 // take them.
+//
+// `share`, a level share (SearchPart::levels), builds the states of each
+// level that share_of gives it and trades them for the others' (below).
 void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const Windows& win,
             const SearchOptions& opt, double comp_threshold, double incumbent, bool value_only,
-            const CancelCheck* cancel, ConfigOutcome& out,
-            const std::vector<int>* rooms = nullptr) {
+            const CancelCheck* cancel, ConfigOutcome& out, const std::vector<int>* rooms = nullptr,
+            SearchPart share = {}) {
   if (opt.count_only) {  // the same DP counted, not costed (count.cpp)
     hsdp::count_dp(ev, limit, exact_mix, win, opt, comp_threshold, cancel, out);
     return;
@@ -250,6 +373,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
   thread_local std::vector<std::int32_t> bucket;
   thread_local std::vector<std::int32_t> ranked;
   thread_local std::vector<std::int32_t> by_low;
+  thread_local TradedLevel traded;  // a level share's level, as traded
   store.clear();
   store.recycle_pool();
   arena.clear();
@@ -365,13 +489,28 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
     return left_floors.data() + at;
   };
   std::vector<int> used(static_cast<std::size_t>(types), 0);
+  // A level share expands every state of a level but makes only the moves
+  // into the states it owns, and counts only the states it owns (their
+  // expansion, and the complete plans), so that every count is made by
+  // one share. It asks `cancel` between levels only, and every share
+  // learns at the trade that one stopped: a share that left the DP alone
+  // would leave the others waiting at the next trade.
+  LevelExchange* const trade = share.count > 1 ? share.levels : nullptr;
+  HAPMOE_REQUIRE(trade == nullptr || (!opt.bound && rooms == nullptr),
+                 "run_dp: a level share of a bounded search");
+  const auto owns = [&](std::uint64_t key) {
+    return trade == nullptr || share_of(key, share.count) == share.index;
+  };
+  const CancelCheck* within_level = trade == nullptr ? cancel : nullptr;
+  bool stop_next = false;  // a share's limit, passed at the next trade
   // Labels extended since the last ask of `cancel`: a level of a model
   // with thousands of layers can take seconds, so the search asks inside
   // it too, every kCancelEvery labels (one add and compare per
   // transition).
   std::int64_t extended = 0;
   for (int i = 0; i < pp && !current.empty(); ++i) {
-    if (cancel != nullptr && (*cancel)(0)) {
+    const bool stop = stop_next || (cancel != nullptr && (*cancel)(0));
+    if (stop && trade == nullptr) {
       out.cancelled = true;
       return;
     }
@@ -379,13 +518,15 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
     store.clear();
     store.recycle_pool();
     std::int32_t seq = 0;
-    // Expand the states of level i in key order (`current` is sorted).
-    for (const StateRange& state : current) {
+    // Expand the states of level i in key order (`current` is sorted); a
+    // share that stops builds nothing and says so at the trade.
+    for (const StateRange& state : std::span(current).first(stop ? 0 : current.size())) {
       const std::uint64_t key = state.key;
       const int hp = static_cast<int>(key % hspan) - 1;
       const int j = static_cast<int>(key / hspan % jspan);
       const std::uint64_t code = key / hspan / jspan;
-      ++out.stats.states;
+      const bool own_state = owns(key);
+      if (own_state) ++out.stats.states;
       for (int t = 0; t < types; ++t) used[static_cast<std::size_t>(t)] = used_of(code, t);
       // The least any label of the front can carry into a candidate's
       // bound, for the pre-check below.
@@ -413,7 +554,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
         const int min_n = remaining_after == 0 ? max_n : 1;
         const int lo = std::max(min_n, win.lo_at(i, h));
         int hi = std::min(max_n, win.hi_at(i, h));
-        if (!opt.uniform) {  // with --uniform the window is the space itself
+        if (!opt.uniform && own_state) {  // with --uniform the window is the space itself
           out.stats.pruned_load_balance += (max_n - min_n + 1) - std::max(0, hi - lo + 1);
         }
         if (rooms != nullptr && hi > (*rooms)[static_cast<std::size_t>(h)]) {
@@ -428,7 +569,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
           out.stats.hetero_comm_ratio =
               std::max(out.stats.hetero_comm_ratio, t_comm * opt.eta / comp_threshold);
           if (opt.prune.hetero_comm && t_comm > comp_threshold) {
-            out.stats.pruned_hetero_comm += std::max(0, hi - lo + 1);
+            if (own_state) out.stats.pruned_hetero_comm += std::max(0, hi - lo + 1);
             continue;
           }
         }
@@ -494,6 +635,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
         }
         const Evaluator::Row stage_row = ev.row(h, i, j);
         for (int layers = lo; layers <= hi; ++layers) {
+          if (trade != nullptr && !owns(make_key(next_code, j + layers, h))) continue;
           const StageEval& e = ev.stage(stage_row, layers);
           if (!e.feasible) {
             note_shortfall(out, e, ev.pi(), i, h, layers);
@@ -503,9 +645,10 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
             }
           }
           ++out.stats.transitions;
-          if (cancel != nullptr && (extended += state.end - state.begin) >= kCancelEvery) {
+          if (within_level != nullptr &&
+              (extended += state.end - state.begin) >= kCancelEvery) {
             extended = 0;
-            if ((*cancel)(0)) {
+            if ((*within_level)(0)) {
               out.cancelled = true;
               return;
             }
@@ -582,13 +725,23 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
     const auto level_begin = static_cast<std::int32_t>(arena.size());
     const std::int32_t parents = level_begin - current.front().begin;
     key_order(store, order);
+    if (trade != nullptr) {  // the shares trade what they built
+      const std::vector<std::string>& built =
+          trade->trade(share.index, encode_level(store, order, stop, value_only));
+      if (!decode_levels(built, traded)) {
+        out.cancelled = true;
+        return;
+      }
+    }
     // The survivors enter the arena: when it must grow, the limits are
     // asked first with the bytes of its new block (the old one is still
     // held while copied), so a memory limit stops the search before the
     // allocation that would pass it rather than after.
     if (cancel != nullptr) {
-      std::size_t survivors = 0;
-      for (const auto& entry : order) survivors += store.front(entry.second).size();
+      std::size_t survivors = trade != nullptr ? traded.labels.size() : 0;
+      for (const auto& entry : order) {
+        if (trade == nullptr) survivors += store.front(entry.second).size();
+      }
       const std::size_t need = arena.size() + survivors;
       if (need > arena.capacity()) {
         // The vector's doubling (exactly `need` or 1.5x stopped the
@@ -596,25 +749,37 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
         // growing a contiguous arena needs its old and new blocks at once).
         const std::size_t grown = std::max(need, 2 * arena.capacity());
         if ((*cancel)(static_cast<std::int64_t>(grown * sizeof(Label)))) {
-          out.cancelled = true;
-          return;
+          if (trade == nullptr) {
+            out.cancelled = true;
+            return;
+          }
+          stop_next = true;  // the others are told at the next trade
         }
         arena.reserve(grown);
       }
     }
     upcoming.clear();
-    for (const auto& [state_key, k] : order) {
-      std::vector<Entry>& front = store.front(k);
-      if (front.empty()) continue;
-      // Only value-only runs depend on the order a front is expanded in
-      // (which of equal labels stays); otherwise a front is the set of
-      // the non-dominated candidates, whatever their order (dominance is
-      // then a strict partial order: transitive, and two labels at one
-      // state never dominate each other, their keys differing).
-      if (value_only) by_insertion(front);
-      const auto begin = static_cast<std::int32_t>(arena.size());
-      for (const Entry& c : front) arena.push_back(to_label(c));
-      upcoming.push_back({state_key, begin, static_cast<std::int32_t>(arena.size())});
+    if (trade != nullptr) {  // every share's states, in key order
+      for (const StateRange& state : traded.states) {
+        const auto begin = static_cast<std::int32_t>(arena.size());
+        arena.insert(arena.end(), traded.labels.begin() + state.begin,
+                     traded.labels.begin() + state.end);
+        upcoming.push_back({state.key, begin, static_cast<std::int32_t>(arena.size())});
+      }
+    } else {
+      for (const auto& [state_key, k] : order) {
+        std::vector<Entry>& front = store.front(k);
+        if (front.empty()) continue;
+        // Only value-only runs depend on the order a front is expanded in
+        // (which of equal labels stays); otherwise a front is the set of
+        // the non-dominated candidates, whatever their order (dominance is
+        // then a strict partial order: transitive, and two labels at one
+        // state never dominate each other, their keys differing).
+        if (value_only) by_insertion(front);
+        const auto begin = static_cast<std::int32_t>(arena.size());
+        for (const Entry& c : front) arena.push_back(to_label(c));
+        upcoming.push_back({state_key, begin, static_cast<std::int32_t>(arena.size())});
+      }
     }
     rank_level(arena, parents, level_begin, types, n, bucket, by_low, ranked);
     std::swap(current, upcoming);
@@ -624,6 +789,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
     const std::uint64_t key = state.key;
     if (static_cast<int>(key / hspan % jspan) != n) continue;
     if (exact_mix && key / hspan / jspan % ucount != full) continue;
+    if (!owns(key)) continue;
     ++out.stats.states;
     for (std::int32_t idx = state.begin; idx < state.end; ++idx) offer(out, arena, idx, ev);
   }
@@ -941,7 +1107,7 @@ ConfigOutcome search_once(Evaluator& ev, const ParallelConfig& pi, const SearchO
         run_dp(ev, c, /*exact_mix=*/true, w, opt, opt.eta * t_star, incumbent, value_only, cancel,
                out, room_below_fit ? &room : nullptr);
       }
-    } else if (part.index == 0) {  // one part only
+    } else if (part.index == 0 || part.levels != nullptr) {  // one part, or a level share
       std::vector<int> limit(static_cast<std::size_t>(types));
       for (int h = 0; h < types; ++h) limit[static_cast<std::size_t>(h)] = ev.cap(h);
       Windows w = full_windows(ev);
@@ -956,7 +1122,8 @@ ConfigOutcome search_once(Evaluator& ev, const ParallelConfig& pi, const SearchO
         }
       }
       if (possible) {
-        run_dp(ev, limit, exact_mix, w, opt, comp_threshold, incumbent, value_only, cancel, out);
+        run_dp(ev, limit, exact_mix, w, opt, comp_threshold, incumbent, value_only, cancel, out,
+               nullptr, part);
       }
     }
   }
@@ -1000,6 +1167,10 @@ double plain_upper_bound(Evaluator& ev, const ParallelConfig& pi, const SearchOp
 
 }  // namespace
 
+bool can_share_levels(const SearchOptions& opt) {
+  return !opt.bound && !opt.count_only && (!opt.prune.load_balance || opt.uniform);
+}
+
 int max_parts(const CostModel& model, const ParallelConfig& pi, const SearchOptions& opt) {
   if (!opt.prune.load_balance || opt.uniform) return 1;
   const Evaluator ev(model, pi, opt);
@@ -1028,6 +1199,8 @@ ConfigOutcome search_config(const CostModel& model, const ParallelConfig& pi,
                  "search_config: the facts of another configuration");
   HAPMOE_REQUIRE(part.count >= 1 && part.index >= 0 && part.index < part.count,
                  "search_config: part index out of range");
+  HAPMOE_REQUIRE(part.levels == nullptr || can_share_levels(opt),
+                 "search_config: level shares of a search with stage mixes or a bound");
   const auto start = std::chrono::steady_clock::now();
   // Every search's evaluator, made or taken from the estimate's.
   const auto evaluator = [&] {

@@ -137,10 +137,37 @@ inline constexpr std::int64_t kCancelEvery = std::int64_t{1} << 16;
 // (against the same incumbent) and merged with merge_part: the best plan
 // is the configuration's exact best, the counters are the parts' sums
 // (more work than one search, which tightens across all mixes).
+//
+// A level share is the other way to cut a search, for a DP that has no
+// stage mixes (the load-balance pruning off, or --uniform) and no bound:
+// `count` workers run the configuration's one DP at once, and share
+// `index` builds, at each DP level, the states whose key hashes to it,
+// from every state of the level before. At the end of each level the
+// shares trade the states they built through `levels`, so each holds the
+// whole level, as one search would have built it. The best plan is the
+// configuration's exact best, and the counters summed over the shares are
+// those of one search (each state and each move is counted by one share).
+class LevelExchange;
 struct SearchPart {
   int index = 0;
   int count = 1;
+  LevelExchange* levels = nullptr;  // a level share (count > 1): the trade
 };
+
+// The trade of a level between the shares of one DP (SearchPart::levels),
+// which the caller provides (threads, ranks or both). Every share calls
+// trade once per level, with the same number of calls, passing the bytes
+// of the states it built; it returns every share's bytes in share order,
+// valid until the share's next call. A trade must not throw.
+class LevelExchange {
+ public:
+  virtual ~LevelExchange() = default;
+  virtual const std::vector<std::string>& trade(int share, std::string built) = 0;
+};
+
+// Whether pi's search can be cut into level shares (SearchPart::levels)
+// under `options`: without the bound, with no stage mixes.
+bool can_share_levels(const SearchOptions& options);
 
 // How many parts pi's search can be cut into: its stage mixes under the
 // load-balance pruning (1 without it, or with --uniform).
