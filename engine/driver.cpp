@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -119,6 +120,117 @@ std::string parallel_for(int threads, std::size_t n, Body&& body) {
         return i < count ? i : -1;
       },
       std::forward<Body>(body));
+}
+
+// The trade of a level between the level shares of one configuration's
+// DP (SearchPart::levels), one share per thread of every rank: the
+// threads of a rank meet at a barrier, the rank's first thread trades the
+// rank's shares with the other ranks (one Comm::allgather per level), and
+// every thread then reads them all. Shares first_share .. first_share +
+// threads - 1 are this rank's.
+class RankTrade final : public LevelExchange {
+ public:
+  RankTrade(Comm& comm, int threads, int first_share)
+      : comm_(comm), sync_(threads), mine_(static_cast<std::size_t>(threads)), first_(first_share) {}
+
+  const std::vector<std::string>& trade(int share, std::string built) override {
+    sync_.arrive_and_wait();  // every thread has read the last trade
+    mine_[static_cast<std::size_t>(share - first_)] = std::move(built);
+    sync_.arrive_and_wait();
+    if (share == first_) {
+      all_.clear();
+      if (comm_.size() == 1) {
+        std::swap(all_, mine_);
+        mine_.resize(all_.size());
+      } else {
+        Bytes out;
+        out.put(mine_);
+        for (const std::string& rank : comm_.allgather(out.take())) {
+          Unbytes in(rank);
+          for (std::string& b : in.get<std::vector<std::string>>()) all_.push_back(std::move(b));
+        }
+      }
+    }
+    sync_.arrive_and_wait();
+    return all_;
+  }
+
+ private:
+  Comm& comm_;
+  std::barrier<> sync_;
+  std::vector<std::string> mine_;  // this rank's shares' bytes
+  std::vector<std::string> all_;   // every share's, in share order
+  int first_;
+};
+
+// What a share sends once its search is over (kEnd) or has failed
+// (kFailed, a stop: LevelExchange). The shares end together: every one
+// trades until none is still searching (search_in_shares).
+const std::string kEnd(1, '\x02');
+const std::string kFailed(1, '\x01');
+
+// Searches pi in level shares (SearchPart::levels) on `threads` threads of
+// every rank at once: every rank calls it with the same arguments. Returns
+// this rank's threads' outcomes merged in share order (merge_part),
+// `shares` the shares over the job, and `error` the first failure of a
+// thread of this rank ("" if none). A share that fails leaves the others
+// cancelled at their next trade; the trades after the searches, until
+// every share has ended, keep the barriers and the collectives matched.
+ConfigOutcome search_in_shares(Comm& comm, int threads, const CostModel& model,
+                               const ParallelConfig& pi, const SearchOptions& opt,
+                               double incumbent, const CancelCheck* cancel, int& shares,
+                               std::string& error) {
+  std::vector<ConfigOutcome> outcomes;
+  std::vector<std::string> errors;
+  std::unique_ptr<RankTrade> trade;
+  int first = 0;
+#pragma omp parallel num_threads(threads)
+  {
+#pragma omp single
+    {
+      // The team OpenMP gave, which may be fewer threads than asked.
+      const int team = omp_get_num_threads();
+      Bytes mine;
+      mine.put(team);
+      shares = 0;
+      const std::vector<std::string> teams = comm.allgather(mine.take());
+      for (int k = 0; k < comm.size(); ++k) {
+        if (k == comm.rank()) first = shares;
+        shares += Unbytes(teams[static_cast<std::size_t>(k)]).get<int>();
+      }
+      outcomes.resize(static_cast<std::size_t>(team));
+      errors.resize(static_cast<std::size_t>(team));
+      trade = std::make_unique<RankTrade>(comm, team, first);
+    }  // (the single's barrier: every thread sees `trade`)
+    const int t = omp_get_thread_num();
+    const int share = first + t;
+    std::string& failure = errors[static_cast<std::size_t>(t)];
+    try {
+      outcomes[static_cast<std::size_t>(t)] =
+          search_config(model, pi, opt, incumbent, SearchPart{share, shares, trade.get()}, cancel);
+    } catch (const std::bad_alloc&) {
+      failure = "out of memory";
+    } catch (const std::exception& e) {
+      failure = e.what()[0] != 0 ? e.what() : "unknown error";
+    } catch (...) {
+      failure = "unknown exception";
+    }
+    // Until no share is searching: a failed one stops the others at their
+    // trade, then ends with them.
+    for (std::string say = failure.empty() ? kEnd : kFailed;; say = kEnd) {
+      const std::vector<std::string>& all = trade->trade(share, say);
+      if (std::all_of(all.begin(), all.end(),
+                      [](const std::string& b) { return b == kEnd || b == kFailed; })) {
+        break;
+      }
+    }
+  }
+  ConfigOutcome merged;
+  for (std::size_t k = 0; k < outcomes.size(); ++k) {
+    if (error.empty() && !errors[k].empty()) error = errors[k];
+    merge_part(merged, outcomes[k]);
+  }
+  return merged;
 }
 
 std::string on_rank(const Comm& comm, const std::string& error) {
@@ -785,6 +897,9 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     // What the round's estimate computed of the configuration, on this
     // rank (null elsewhere): its search, on any thread, starts there.
     std::shared_ptr<const ConfigFacts> facts;
+    // Searched in level shares by every thread of every rank at once
+    // (SearchPart::levels; its `part` is then unused).
+    bool shared = false;
   };
   std::atomic<std::int64_t> started{0};  // searches this rank began (test hook)
   // The node counter's value before this round: where the last search on
@@ -802,11 +917,13 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
   const auto run_units = [&](const std::vector<Unit>& units, const std::vector<std::size_t>& seg,
                              double incumbent, bool first_of_round) {
     std::vector<double> work(seg.size());
-    for (std::size_t k = 0; k < seg.size(); ++k) work[k] = units[seg[k]].work;
+    for (std::size_t k = 0; k < seg.size(); ++k) {
+      work[k] = units[seg[k]].shared ? 0.0 : units[seg[k]].work;
+    }
     const Shard shard = lpt_split(work, comm.nodes());
     std::vector<std::size_t> local;  // positions in seg of this node's units, largest first
     for (std::size_t k = 0; k < seg.size(); ++k) {
-      if (shard.owner[k] == comm.node()) local.push_back(k);
+      if (shard.owner[k] == comm.node() && !units[seg[k]].shared) local.push_back(k);
     }
     std::stable_sort(local.begin(), local.end(),
                      [&](std::size_t a, std::size_t b) { return work[a] > work[b]; });
@@ -834,12 +951,47 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     progress.round_units.fetch_add(static_cast<std::int64_t>(local.size()),
                                    std::memory_order_relaxed);
     const auto t = Clock::now();
+    // The level-shared units first, one after another, each on every
+    // thread of every rank at once. The ranks agree before each whether to
+    // start it: a limit or a signal on any rank starts none of them.
+    struct SharedRun {
+      std::size_t at = 0;  // position in seg
+      ConfigOutcome outcome;
+      int shares = 0;
+    };
+    std::vector<SharedRun> shared;
+    std::string shared_error;
+    for (std::size_t k = 0; k < seg.size() && shared_error.empty(); ++k) {
+      const Unit& unit = units[seg[k]];
+      if (!unit.shared) continue;
+      StopReason why = stop.load(std::memory_order_relaxed);
+      if (why == StopReason::kNone) why = watch.check(true);
+      if (why == StopReason::kNone && run.stop_requested && run.stop_requested()) {
+        why = StopReason::kSignal;
+      }
+      Bytes asked;
+      asked.put(why);
+      for (const std::string& b : comm.allgather(asked.take())) {
+        why = std::max(why, Unbytes(b).get<StopReason>());
+      }
+      if (why != StopReason::kNone) {
+        stop.store(why, std::memory_order_relaxed);
+        break;
+      }
+      progress.round_units.fetch_add(1, std::memory_order_relaxed);
+      progress.round_claimed.fetch_add(1, std::memory_order_relaxed);
+      SharedRun done{k, {}, 0};
+      done.outcome = search_in_shares(comm, run.threads, model, configs[unit.config], opt,
+                                      incumbent, cancel_ptr, done.shares, shared_error);
+      shared.push_back(std::move(done));
+    }
     // The test hook fails this rank in a given round, whether or not it
     // would have claimed work there (it claims none; the others do it all).
     const bool inject = r.rounds - 1 == run.fail_round;
     const std::string error =
-        inject ? "injected failure (test hook) in round " + std::to_string(r.rounds - 1)
-               : parallel_for_each(
+        !shared_error.empty() ? shared_error
+        : inject              ? "injected failure (test hook) in round " + std::to_string(r.rounds - 1)
+                              : parallel_for_each(
                      run.threads, local.size(),
                      [&] {
                        if (stop.load(std::memory_order_relaxed) != StopReason::kNone)
@@ -887,6 +1039,14 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
         mine.transitions += results[i].stats.transitions;
         mine.estimate += unit.work;
       }
+      for (const SharedRun& done : shared) {
+        out.put(static_cast<std::uint64_t>(done.at));
+        out.put(done.outcome);
+        mine.configs += comm.rank() == 0 ? 1 : 0;
+        mine.parts += 1;
+        mine.transitions += done.outcome.stats.transitions;
+        mine.estimate += units[seg[done.at]].work / comm.size();
+      }
     }
     const auto wait = Clock::now();
     const std::vector<std::string> all = comm.allgather(out.take());
@@ -895,6 +1055,9 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     double longest = 0;
     std::vector<std::optional<ConfigOutcome>> got(seg.size());
     std::vector<int> by(seg.size(), -1);
+    // A shared unit's outcome from each rank (seconds, transitions), merged
+    // in rank order into got.
+    std::vector<std::vector<ConfigOutcome>> by_rank(seg.size());
     for (int k = 0; k < ranks && first.empty(); ++k) {
       Unbytes in(all[static_cast<std::size_t>(k)]);
       first = in.get<std::string>();
@@ -903,8 +1066,17 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
       longest = std::max(longest, in.get<double>());
       while (first.empty() && !in.done()) {
         const auto u = static_cast<std::size_t>(in.get<std::uint64_t>());
-        HAPMOE_REQUIRE(u < seg.size() && !got[u],
+        HAPMOE_REQUIRE(u < seg.size() && (!got[u] || units[seg[u]].shared),
                        "run_search: a rank sent a unit not in the round, or twice");
+        if (units[seg[u]].shared) {
+          by_rank[u].push_back(in.get<ConfigOutcome>());
+          if (!got[u]) got[u].emplace();
+          merge_part(*got[u], by_rank[u].back());
+          HAPMOE_REQUIRE(static_cast<int>(by_rank[u].size()) == k + 1,
+                         "run_search: a rank did not take part in a shared unit");
+          if (by[u] < 0) by[u] = k;
+          continue;
+        }
         got[u] = in.get<ConfigOutcome>();
         by[u] = k;
       }
@@ -928,8 +1100,11 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
                   whole.begin() + static_cast<std::ptrdiff_t>(end), 0);
       k = end;
     }
+    int shares = 0;  // of the shared units (the same for all of them)
+    for (const SharedRun& done : shared) shares = done.shares;
     for (std::size_t k = 0; k < seg.size(); ++k) {
       const Unit& unit = units[seg[k]];
+      if (unit.shared && got[k] && static_cast<int>(by_rank[k].size()) != ranks) got[k].reset();
       if (!got[k] || !whole[k]) {
         HAPMOE_REQUIRE(r.stopped != StopReason::kNone, "run_search: a unit of the round was lost");
         continue;
@@ -939,11 +1114,20 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
         r.outcome_of[c] = static_cast<std::int32_t>(searched.size());
         searched.emplace_back();
         r.ran_on[c] = by[k];
-        r.parts[c] = unit.part.count;
+        r.parts[c] = unit.shared ? shares : unit.part.count;
       }
       merge_part(searched[static_cast<std::size_t>(r.outcome_of[c])], *got[k]);
-      r.units.push_back({c, unit.part, r.rounds - 1, by[k], unit.work, got[k]->stats.seconds,
-                         got[k]->stats.transitions});
+      if (!unit.shared) {
+        r.units.push_back({c, unit.part, r.rounds - 1, by[k], unit.work, got[k]->stats.seconds,
+                           got[k]->stats.transitions});
+        continue;
+      }
+      // A shared unit: one figure per rank, its threads' shares together.
+      for (int rank = 0; rank < ranks; ++rank) {
+        const ConfigOutcome& o = by_rank[k][static_cast<std::size_t>(rank)];
+        r.units.push_back({c, SearchPart{rank, ranks}, r.rounds - 1, rank, unit.work / ranks,
+                           o.stats.seconds, o.stats.transitions});
+      }
     }
     return longest;
   };
@@ -977,6 +1161,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     for (std::size_t k = 0; k < batch.size(); ++k) {
       const std::size_t c = batch[k];
       int parts = 1;
+      bool shared = false;
       // Without the bound every part is searched with its configuration's
       // own probe plan (search_config); with it, only rounds that have an
       // incumbent are cut (without one, every part would first run its best
@@ -987,11 +1172,14 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
         if (share > 1.0) {
           parts = std::min(max_parts(model, configs[c], opt),
                            static_cast<int>(std::min(std::ceil(share), 1e6)));
+          // A DP without stage mixes has no parts: every worker shares it,
+          // level by level.
+          shared = parts == 1 && can_share_levels(opt);
         }
       }
       first_unit.push_back(units.size());
       for (int p = 0; p < parts; ++p) {
-        units.push_back({c, SearchPart{p, parts}, r.estimates[c] / parts, facts[k]});
+        units.push_back({c, SearchPart{p, parts}, r.estimates[c] / parts, facts[k], shared});
       }
     }
     first_unit.push_back(units.size());

@@ -194,8 +194,8 @@ bool decode_levels(const std::vector<std::string>& built, TradedLevel& level) {
   // The shares' labels, one after another; then the states' ranges.
   for (std::size_t s = 0; s < built.size(); ++s) {
     const std::string& b = built[s];
+    if (b.empty() || b[0] != 0) return false;  // a share stopped (or failed: the caller's)
     HAPMOE_REQUIRE(b.size() >= 1 + sizeof(std::uint64_t), "run_dp: a level share sent no level");
-    if (b[0] != 0) return false;
     std::uint64_t states = 0;
     std::memcpy(&states, b.data() + 1, sizeof states);
     const char* at = b.data() + 1 + sizeof states;

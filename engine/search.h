@@ -158,7 +158,10 @@ struct SearchPart {
 // which the caller provides (threads, ranks or both). Every share calls
 // trade once per level, with the same number of calls, passing the bytes
 // of the states it built; it returns every share's bytes in share order,
-// valid until the share's next call. A trade must not throw.
+// valid until the share's next call. A trade must not throw. Bytes that
+// are empty or begin with a byte other than 0 are a stop: every share
+// that receives one ends its search, cancelled (what the caller sends for
+// a share that failed).
 class LevelExchange {
  public:
   virtual ~LevelExchange() = default;

@@ -231,6 +231,39 @@ TEST(Parallel, PartsOfTheSearchWithoutTheBoundChangeNothing) {
   EXPECT_GT(b.units.size(), a.units.size());
 }
 
+// With --prune none a configuration's DP has no stage mixes: a large one
+// is shared level by level by every thread (SearchPart::levels). The same
+// plans and every counter, with any threads; each shared configuration is
+// one unit per rank, its shares as many as the threads.
+TEST(Parallel, LevelSharesOfTheSearchWithoutTheBoundChangeNothing) {
+  const Workload w = load_workload("mixtral-s");
+  const ClusterSpec cl = load_cluster("paper:32-1");
+  SearchOptions opt;
+  opt.bound = false;
+  opt.prune = {false, false, false};
+  SerialComm comm;
+  RunOptions whole;
+  const SearchResult a = run_search(w, cl, opt, false, comm, whole);
+  ASSERT_FALSE(a.top.empty());
+  for (const int threads : {1, 2, 3}) {
+    RunOptions shared;
+    shared.parts_per_round = 1024;
+    shared.threads = threads;
+    const SearchResult b = run_search(w, cl, opt, false, comm, shared);
+    const std::string what = std::to_string(threads) + " threads";
+    expect_identical(a, b, what);
+    EXPECT_EQ(a.stats.pruned_memory, b.stats.pruned_memory) << what;
+    EXPECT_EQ(a.stats.pruned_hetero_comm, b.stats.pruned_hetero_comm) << what;
+    EXPECT_EQ(a.outcomes.size(), b.outcomes.size()) << what;
+    int cut = 0;
+    for (const int p : b.parts) cut += p == threads && threads > 1 ? 1 : 0;
+    if (threads > 1) EXPECT_GT(cut, 0) << what;
+    EXPECT_EQ(b.units.size(), a.units.size()) << what;
+    EXPECT_EQ(b.ranks[0].configs, b.stats.configs_evaluated) << what;
+    EXPECT_EQ(b.ranks[0].transitions, b.stats.transitions) << what;
+  }
+}
+
 TEST(Parallel, AFailingSearchIsReportedNotLost) {
   const Workload w = load_workload("mixtral-s");
   const ClusterSpec cl = load_cluster("paper:32-2");

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
+#include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -14,6 +16,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -677,6 +680,126 @@ TEST(SearchOracle, PartsMergeToTheWholeSearch) {
       });
   EXPECT_GT(compared, 300);
   EXPECT_GT(cut, 100);
+}
+
+// The shares of one DP trading each level through memory, one thread per
+// share, as the driver's threads do (engine/driver.cpp, RankTrade).
+class ThreadTrade final : public LevelExchange {
+ public:
+  explicit ThreadTrade(int shares)
+      : sync_(shares), mine_(static_cast<std::size_t>(shares)) {}
+  const std::vector<std::string>& trade(int share, std::string built) override {
+    sync_.arrive_and_wait();
+    mine_[static_cast<std::size_t>(share)] = std::move(built);
+    sync_.arrive_and_wait();
+    if (share == 0) all_ = mine_;
+    sync_.arrive_and_wait();
+    ++trades_[static_cast<std::size_t>(share)];
+    return all_;
+  }
+  int trades(int share) const { return trades_[static_cast<std::size_t>(share)]; }
+
+ private:
+  std::barrier<> sync_;
+  std::vector<std::string> mine_;
+  std::vector<std::string> all_;
+  std::array<int, 8> trades_{};
+};
+
+// pi searched in `count` level shares at once, merged in share order.
+ConfigOutcome search_in_shares(const CostModel& model, const ParallelConfig& pi,
+                               const SearchOptions& opt, int count,
+                               const std::function<const CancelCheck*(int)>& cancel_of = {}) {
+  ThreadTrade trade(count);
+  std::vector<ConfigOutcome> outcomes(static_cast<std::size_t>(count));
+  {
+    std::vector<std::jthread> threads;
+    for (int s = 0; s < count; ++s) {
+      threads.emplace_back([&, s] {
+        outcomes[static_cast<std::size_t>(s)] =
+            search_config(model, pi, opt, std::numeric_limits<double>::infinity(),
+                          SearchPart{s, count, &trade}, cancel_of ? cancel_of(s) : nullptr);
+      });
+    }
+  }
+  for (int s = 1; s < count; ++s) EXPECT_EQ(trade.trades(s), trade.trades(0));
+  ConfigOutcome merged;
+  for (const ConfigOutcome& o : outcomes) merge_part(merged, o);
+  return merged;
+}
+
+TEST(SearchOracle, LevelSharesMergeToTheWholeSearch) {
+  // Without the bound and without stage mixes, a configuration's one DP
+  // shared level by level between 2 or 3 threads (each builds the
+  // states that hash to it, then they trade) gives the same best plan, to
+  // the bit, and the same counters as one search, with each of the
+  // prunings that can be on and under --uniform.
+  std::mt19937 rng(6060);
+  int compared = 0;
+  int with_plan = 0;
+  int cut_memory = 0;
+  int cut_comm = 0;
+  for_random_configs(
+      rng, 15,
+      [&](const Instance& in, SearchOptions opt, const CostModel& model,
+          const std::vector<ParallelConfig>& pis) {
+        opt.bound = false;
+        const int variant = compared % 5;
+        opt.prune = {false, variant == 1 || variant == 3, variant == 2 || variant == 3};
+        opt.eta = variant == 2 ? 0.05 : opt.eta;  // cut some cross-type boundaries
+        opt.uniform = variant == 4;
+        ASSERT_TRUE(can_share_levels(opt));
+        for (const auto& pi : pis) {
+          const ConfigOutcome whole = search_config(model, pi, opt);
+          for (const int count : {2, 3}) {
+            const ConfigOutcome merged = search_in_shares(model, pi, opt, count);
+            const std::string what = in.describe() + " shares " + std::to_string(count) +
+                                     " prune " + to_string(opt.prune);
+            expect_same(merged, whole, what);
+            if (whole.best) {
+              EXPECT_EQ(merged.best->latency_s, whole.best->latency_s) << what;
+            }
+            expect_same_counters(merged, whole, what);
+            EXPECT_EQ(merged.stats.pruned_hetero_comm, whole.stats.pruned_hetero_comm) << what;
+            EXPECT_EQ(merged.stats.hetero_comm_ratio, whole.stats.hetero_comm_ratio) << what;
+            EXPECT_EQ(merged.closest.bytes, whole.closest.bytes) << what;
+            EXPECT_FALSE(merged.cancelled) << what;
+          }
+          ++compared;
+          with_plan += whole.best ? 1 : 0;
+          cut_memory += whole.stats.pruned_memory > 0 ? 1 : 0;
+          cut_comm += whole.stats.pruned_hetero_comm > 0 ? 1 : 0;
+        }
+      });
+  EXPECT_GT(compared, 500);
+  EXPECT_GT(with_plan, 200);
+  EXPECT_GT(cut_memory, 50);
+  EXPECT_GT(cut_comm, 50);
+}
+
+TEST(SearchOracle, ALevelShareThatStopsStopsThemAll) {
+  // A limit reached by one share (its cancel check) ends every share's
+  // search at the next trade, cancelled, instead of leaving them waiting.
+  const Workload w = load_workload("mixtral-s");
+  const ClusterSpec cl = load_cluster("paper:16-2");
+  SearchOptions opt;
+  opt.bound = false;
+  opt.prune = {false, false, false};
+  const auto pis = enumerate_configs(w, cl, opt.space);
+  const ProfileTables tables = tables_for(w, cl, pis);
+  const CostModel model(w, cl, tables);
+  const auto deep = std::max_element(pis.begin(), pis.end(), [](const auto& a, const auto& b) {
+    return a.pp < b.pp;
+  });
+  ASSERT_GE(deep->pp, 4);
+  int asked = 0;
+  const CancelCheck stop_third = [&](std::int64_t) { return ++asked >= 3; };
+  const ConfigOutcome merged = search_in_shares(
+      model, *deep, opt, 3, [&](int s) { return s == 1 ? &stop_third : nullptr; });
+  EXPECT_TRUE(merged.cancelled);
+  EXPECT_FALSE(merged.best.has_value());
+  const ConfigOutcome whole = search_config(model, *deep, opt);
+  EXPECT_LT(merged.stats.transitions, whole.stats.transitions);
 }
 
 TEST(SearchOracle, SearchFromAnEstimatesFactsIsTheSearch) {
