@@ -30,6 +30,10 @@
 //   --config PP,TP,CP,EP,TPE,DP
 //                      measure this configuration instead of a sample
 //                      (repeatable; each must be in Pi).
+//   --shares T         search each measured configuration of the plain DP
+//                      in T level shares on T threads (search_in_shares,
+//                      docs/parallel.md): the same plan and transitions,
+//                      its wall time.
 //
 // Each measured configuration's transitions are also counted
 // (count_only, exact, milliseconds), killed or not, and so are all of
@@ -87,15 +91,27 @@ struct Sample {
   double latency = std::numeric_limits<double>::infinity();
 };
 
-// search_config(model, pi, opt) timed in a forked child; nullopt if it did
-// not finish within limit_s seconds (the child is killed) or failed.
+// search_config(model, pi, opt) timed in a forked child, or in `shares`
+// level shares on as many threads; nullopt if it did not finish within
+// limit_s seconds (the child is killed) or failed.
 std::optional<Sample> sample_limited(const hapmoe::CostModel& model,
                                      const hapmoe::ParallelConfig& pi,
-                                     const hapmoe::SearchOptions& opt, double limit_s) {
+                                     const hapmoe::SearchOptions& opt, double limit_s, int shares) {
   return hapmoe::bench::run_limited(
       [&] {
         const auto start = Clock::now();
-        const hapmoe::ConfigOutcome o = hapmoe::search_config(model, pi, opt);
+        hapmoe::ConfigOutcome o;
+        if (shares > 1) {
+          hapmoe::SerialComm comm;
+          int made = 0;
+          std::string error;
+          o = hapmoe::search_in_shares(comm, shares, model, pi, opt,
+                                       std::numeric_limits<double>::infinity(), nullptr, made,
+                                       error);
+          if (!error.empty() || made != shares) std::abort();  // counted as failed
+        } else {
+          o = hapmoe::search_config(model, pi, opt);
+        }
         Sample s;
         s.seconds = seconds_since(start);
         s.transitions = o.stats.transitions;
@@ -111,6 +127,7 @@ int usage(const char* argv0) {
                "usage: %s MODEL [--sample N] [--seed S] [--budget SECONDS]\n"
                "          [--config-limit SECONDS] [--verbose] [--no-pruned] [--no-sample]\n"
                "          [--cluster SPEC] [--global-batch B] [--config PP,TP,CP,EP,TPE,DP]...\n"
+               "          [--shares T]\n"
                "  MODEL: mixtral-l | deepseek-v3\n",
                argv0);
   return 2;
@@ -131,6 +148,7 @@ int main(int argc, char** argv) {
   bool run_sample = true;
   bool verbose = false;
   std::vector<std::array<int, 6>> chosen;  // --config
+  int shares = 1;                          // --shares
   for (int a = 2; a < argc; ++a) {
     const std::string arg = argv[a];
     const bool has_value = a + 1 < argc;
@@ -153,6 +171,9 @@ int main(int argc, char** argv) {
         return usage(argv[0]);
       }
       chosen.push_back(d);
+    } else if (arg == "--shares" && has_value) {
+      shares = std::stoi(argv[++a]);
+      if (shares < 1) return usage(argv[0]);
     } else if (arg == "--verbose") {
       verbose = true;
     } else if (arg == "--no-pruned") {
@@ -170,8 +191,10 @@ int main(int argc, char** argv) {
     ov.global_batch = global_batch;
     hapmoe::apply_overrides(ov, w);
     const hapmoe::ClusterSpec cluster = hapmoe::load_cluster(cluster_spec);
-    std::printf("model %s, cluster %s, global batch %d, one thread\n", model_name.c_str(),
+    std::printf("model %s, cluster %s, global batch %d, one thread", model_name.c_str(),
                 cluster_spec.c_str(), global_batch);
+    if (shares > 1) std::printf(" (the sample's plain DPs: %d level shares on %d)", shares, shares);
+    std::printf("\n");
 
     if (run_pruned) {
       const hapmoe::SearchOptions opt;  // defaults: prune all, bound on
@@ -267,7 +290,7 @@ int main(int argc, char** argv) {
         const auto moves =
             static_cast<double>(hapmoe::search_config(model, pi, counting).stats.transitions);
         counted += moves;
-        const std::optional<Sample> s = sample_limited(model, pi, plain, config_limit);
+        const std::optional<Sample> s = sample_limited(model, pi, plain, config_limit, shares);
         if (s) {
           times.push_back(s->seconds);
           transitions += s->transitions;

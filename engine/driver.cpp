@@ -18,6 +18,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 #include "costmodel/analytic.h"
@@ -131,23 +132,44 @@ std::string parallel_for(int threads, std::size_t n, Body&& body) {
 class RankTrade final : public LevelExchange {
  public:
   RankTrade(Comm& comm, int threads, int first_share)
-      : comm_(comm), sync_(threads), mine_(static_cast<std::size_t>(threads)), first_(first_share) {}
+      : comm_(comm),
+        sync_(threads),
+        mine_(static_cast<std::size_t>(threads)),
+        first_(first_share) {}
 
-  const std::vector<std::string>& trade(int share, std::string built) override {
+  const std::vector<std::string_view>& trade(int share, std::string_view built) override {
     sync_.arrive_and_wait();  // every thread has read the last trade
-    mine_[static_cast<std::size_t>(share - first_)] = std::move(built);
+    mine_[static_cast<std::size_t>(share - first_)] = built;
     sync_.arrive_and_wait();
+    if (comm_.size() == 1) return mine_;  // every share's, once all are in
     if (share == first_) {
-      all_.clear();
-      if (comm_.size() == 1) {
-        std::swap(all_, mine_);
-        mine_.resize(all_.size());
-      } else {
-        Bytes out;
-        out.put(mine_);
-        for (const std::string& rank : comm_.allgather(out.take())) {
-          Unbytes in(rank);
-          for (std::string& b : in.get<std::vector<std::string>>()) all_.push_back(std::move(b));
+      {
+        // The rank's shares as one buffer: their count, sizes, bytes.
+        std::string out;
+        const std::uint64_t count = mine_.size();
+        out.append(reinterpret_cast<const char*>(&count), sizeof count);
+        for (const std::string_view b : mine_) {
+          const std::uint64_t size = b.size();
+          out.append(reinterpret_cast<const char*>(&size), sizeof size);
+        }
+        for (const std::string_view b : mine_) out.append(b);
+        received_ = comm_.allgather(out);
+        all_.clear();
+        for (int rank = 0; rank < comm_.size(); ++rank) {
+          if (rank == comm_.rank()) {
+            all_.insert(all_.end(), mine_.begin(), mine_.end());
+            continue;
+          }
+          const std::string& in = received_[static_cast<std::size_t>(rank)];
+          std::uint64_t shares = 0;
+          std::memcpy(&shares, in.data(), sizeof shares);
+          std::size_t at = sizeof shares * (1 + shares);
+          for (std::uint64_t k = 0; k < shares; ++k) {
+            std::uint64_t size = 0;
+            std::memcpy(&size, in.data() + sizeof shares * (1 + k), sizeof size);
+            all_.emplace_back(in.data() + at, size);
+            at += size;
+          }
         }
       }
     }
@@ -158,28 +180,27 @@ class RankTrade final : public LevelExchange {
  private:
   Comm& comm_;
   std::barrier<> sync_;
-  std::vector<std::string> mine_;  // this rank's shares' bytes
-  std::vector<std::string> all_;   // every share's, in share order
+  std::vector<std::string_view> mine_;  // this rank's shares' bytes
+  std::vector<std::string> received_;   // the other ranks' (and this one's)
+  std::vector<std::string_view> all_;   // every share's, in share order
   int first_;
 };
 
 // What a share sends once its search is over (kEnd) or has failed
 // (kFailed, a stop: LevelExchange). The shares end together: every one
 // trades until none is still searching (search_in_shares).
-const std::string kEnd(1, '\x02');
-const std::string kFailed(1, '\x01');
+// (Static: a trade's bytes must outlive the next trade.)
+constexpr std::string_view kEnd("\x02", 1);
+constexpr std::string_view kFailed("\x01", 1);
 
-// Searches pi in level shares (SearchPart::levels) on `threads` threads of
-// every rank at once: every rank calls it with the same arguments. Returns
-// this rank's threads' outcomes merged in share order (merge_part),
-// `shares` the shares over the job, and `error` the first failure of a
-// thread of this rank ("" if none). A share that fails leaves the others
-// cancelled at their next trade; the trades after the searches, until
-// every share has ended, keep the barriers and the collectives matched.
+}  // namespace
+
+// A share that fails leaves the others cancelled at their next trade; the
+// trades after the searches, until every share has ended, keep the
+// barriers and the collectives matched.
 ConfigOutcome search_in_shares(Comm& comm, int threads, const CostModel& model,
-                               const ParallelConfig& pi, const SearchOptions& opt,
-                               double incumbent, const CancelCheck* cancel, int& shares,
-                               std::string& error) {
+                               const ParallelConfig& pi, const SearchOptions& opt, double incumbent,
+                               const CancelCheck* cancel, int& shares, std::string& error) {
   std::vector<ConfigOutcome> outcomes;
   std::vector<std::string> errors;
   std::unique_ptr<RankTrade> trade;
@@ -217,10 +238,10 @@ ConfigOutcome search_in_shares(Comm& comm, int threads, const CostModel& model,
     }
     // Until no share is searching: a failed one stops the others at their
     // trade, then ends with them.
-    for (std::string say = failure.empty() ? kEnd : kFailed;; say = kEnd) {
-      const std::vector<std::string>& all = trade->trade(share, say);
+    for (std::string_view say = failure.empty() ? kEnd : kFailed;; say = kEnd) {
+      const std::vector<std::string_view>& all = trade->trade(share, say);
       if (std::all_of(all.begin(), all.end(),
-                      [](const std::string& b) { return b == kEnd || b == kFailed; })) {
+                      [](std::string_view b) { return b == kEnd || b == kFailed; })) {
         break;
       }
     }
@@ -232,6 +253,8 @@ ConfigOutcome search_in_shares(Comm& comm, int threads, const CostModel& model,
   }
   return merged;
 }
+
+namespace {
 
 std::string on_rank(const Comm& comm, const std::string& error) {
   if (error.empty() || comm.size() == 1) return error;
@@ -990,38 +1013,39 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     const bool inject = r.rounds - 1 == run.fail_round;
     const std::string error =
         !shared_error.empty() ? shared_error
-        : inject              ? "injected failure (test hook) in round " + std::to_string(r.rounds - 1)
-                              : parallel_for_each(
-                     run.threads, local.size(),
-                     [&] {
-                       if (stop.load(std::memory_order_relaxed) != StopReason::kNone)
-                         return std::int64_t{-1};
-                       if (const StopReason why = watch.check(true); why != StopReason::kNone) {
-                         stop.store(why, std::memory_order_relaxed);
-                         return std::int64_t{-1};
-                       }
-                       // A stop asked for (a signal): start nothing more;
-                       // the units in flight finish.
-                       if (run.stop_requested && run.stop_requested()) {
-                         stop.store(StopReason::kSignal, std::memory_order_relaxed);
-                         return std::int64_t{-1};
-                       }
-                       const std::int64_t v = comm.claim(limit);
-                       return v < 0 ? v : v - base;
-                     },
-                     [&](std::size_t i) {
-                       const Unit& unit = units[seg[local[i]]];
-                       ran[i] = 1;
-                       if (started.fetch_add(1) == run.fail_search) {
-                         throw std::runtime_error("injected failure (test hook) in configuration " +
-                                                  std::to_string(unit.config));
-                       }
-                       const ParallelConfig& pi = configs[unit.config];
-                       progress.round_claimed.fetch_add(1, std::memory_order_relaxed);
-                       results[i] = bruteforce ? bruteforce_config(model, pi, opt)
-                                               : search_config(model, pi, opt, incumbent, unit.part,
-                                                               cancel_ptr, unit.facts.get());
-                     });
+        : inject
+            ? "injected failure (test hook) in round " + std::to_string(r.rounds - 1)
+            : parallel_for_each(
+                  run.threads, local.size(),
+                  [&] {
+                    if (stop.load(std::memory_order_relaxed) != StopReason::kNone)
+                      return std::int64_t{-1};
+                    if (const StopReason why = watch.check(true); why != StopReason::kNone) {
+                      stop.store(why, std::memory_order_relaxed);
+                      return std::int64_t{-1};
+                    }
+                    // A stop asked for (a signal): start nothing more;
+                    // the units in flight finish.
+                    if (run.stop_requested && run.stop_requested()) {
+                      stop.store(StopReason::kSignal, std::memory_order_relaxed);
+                      return std::int64_t{-1};
+                    }
+                    const std::int64_t v = comm.claim(limit);
+                    return v < 0 ? v : v - base;
+                  },
+                  [&](std::size_t i) {
+                    const Unit& unit = units[seg[local[i]]];
+                    ran[i] = 1;
+                    if (started.fetch_add(1) == run.fail_search) {
+                      throw std::runtime_error("injected failure (test hook) in configuration " +
+                                               std::to_string(unit.config));
+                    }
+                    const ParallelConfig& pi = configs[unit.config];
+                    progress.round_claimed.fetch_add(1, std::memory_order_relaxed);
+                    results[i] = bruteforce ? bruteforce_config(model, pi, opt)
+                                            : search_config(model, pi, opt, incumbent, unit.part,
+                                                            cancel_ptr, unit.facts.get());
+                  });
     const double busy = since(t);
     mine.busy_s += busy;
     Bytes out;

@@ -72,6 +72,16 @@ inline constexpr std::size_t kSeedFrom = 32768;
 
 struct SearchResult;
 
+// Searches pi in level shares (SearchPart::levels, can_share_levels(opt))
+// on `threads` threads of every rank at once, one share per thread: every
+// rank calls it with the same arguments. Returns this rank's threads'
+// outcomes merged in share order (merge_part; the job's outcome is the
+// ranks' merged in rank order), `shares` the shares over the job, and
+// `error` the first failure of a thread of this rank ("" if none).
+ConfigOutcome search_in_shares(Comm& comm, int threads, const CostModel& model,
+                               const ParallelConfig& pi, const SearchOptions& opt, double incumbent,
+                               const CancelCheck* cancel, int& shares, std::string& error);
+
 // A configuration whose search is committed (a checkpoint of an earlier
 // run, RunOptions::resume): its outcome as that run merged it.
 struct CommittedConfig {

@@ -40,6 +40,7 @@
 //   bruteforce.cpp      every plan without DP, the reference of the tests;
 //   plan_order.cpp      the canonical order of plans.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -51,6 +52,7 @@
 #include <numeric>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -138,9 +140,9 @@ void append_raw(std::string& to, const T* from, std::size_t count) {
   to.append(reinterpret_cast<const char*>(from), count * sizeof(T));
 }
 
-std::string encode_level(FrontStore<Entry>& store,
-                         const std::vector<std::pair<std::uint64_t, std::size_t>>& order,
-                         bool stopped, bool value_only) {
+void encode_level(FrontStore<Entry>& store,
+                  const std::vector<std::pair<std::uint64_t, std::size_t>>& order, bool stopped,
+                  bool value_only, std::string& out) {
   thread_local std::vector<std::uint64_t> keys;
   thread_local std::vector<std::uint32_t> sizes;
   thread_local std::vector<Label> labels;
@@ -155,7 +157,7 @@ std::string encode_level(FrontStore<Entry>& store,
     sizes.push_back(static_cast<std::uint32_t>(front.size()));
     for (const Entry& c : front) labels.push_back(to_label(c));
   }
-  std::string out;
+  out.clear();
   const char stop = stopped ? 1 : 0;
   const std::uint64_t states = keys.size();
   out.reserve(1 + sizeof states + states * (sizeof(std::uint64_t) + sizeof(std::uint32_t)) +
@@ -165,70 +167,52 @@ std::string encode_level(FrontStore<Entry>& store,
   append_raw(out, keys.data(), keys.size());
   append_raw(out, sizes.data(), sizes.size());
   append_raw(out, labels.data(), labels.size());
-  return out;
 }
 
 // A level as the shares traded it: every share's states in key order,
-// each state's labels at [begin, end) of `labels`.
+// each its key and its labels, as bytes inside the traded buffers.
+struct TradedState {
+  std::uint64_t key = 0;
+  const char* labels = nullptr;  // `count` Labels, unaligned
+  std::uint32_t count = 0;
+};
 struct TradedLevel {
-  std::vector<StateRange> states;
-  std::vector<Label> labels;
+  std::vector<TradedState> states;
+  std::size_t labels = 0;  // over all states
 };
 
 // Every share's part of a level (encode_level), merged in key order into
 // `level`; false when a share stopped.
-bool decode_levels(const std::vector<std::string>& built, TradedLevel& level) {
-  struct Part {
-    std::size_t share = 0;
-    std::size_t state = 0;  // its index among the share's states
-    std::uint64_t key = 0;
-  };
-  thread_local std::vector<Part> parts;
-  thread_local std::vector<std::size_t> first_label;  // per (share, state), then the share's end
-  thread_local std::vector<std::size_t> share_at;     // per share: its first in first_label
-  parts.clear();
-  first_label.clear();
-  share_at.clear();
+bool decode_levels(const std::vector<std::string_view>& built, TradedLevel& level) {
   level.states.clear();
-  level.labels.clear();
-  // The shares' labels, one after another; then the states' ranges.
-  for (std::size_t s = 0; s < built.size(); ++s) {
-    const std::string& b = built[s];
+  level.labels = 0;
+  for (const std::string_view b : built) {
     if (b.empty() || b[0] != 0) return false;  // a share stopped (or failed: the caller's)
-    HAPMOE_REQUIRE(b.size() >= 1 + sizeof(std::uint64_t), "run_dp: a level share sent no level");
     std::uint64_t states = 0;
+    HAPMOE_REQUIRE(b.size() >= 1 + sizeof states, "run_dp: a level share sent no level");
     std::memcpy(&states, b.data() + 1, sizeof states);
-    const char* at = b.data() + 1 + sizeof states;
-    const std::size_t head = states * (sizeof(std::uint64_t) + sizeof(std::uint32_t));
-    HAPMOE_REQUIRE(b.size() >= 1 + sizeof states + head &&
-                       (b.size() - 1 - sizeof states - head) % sizeof(Label) == 0,
+    const char* keys = b.data() + 1 + sizeof states;
+    const char* sizes = keys + states * sizeof(std::uint64_t);
+    const char* labels = sizes + states * sizeof(std::uint32_t);
+    HAPMOE_REQUIRE(labels <= b.data() + b.size() &&
+                       static_cast<std::size_t>(b.data() + b.size() - labels) % sizeof(Label) == 0,
                    "run_dp: a level share sent a truncated level");
-    share_at.push_back(first_label.size());
-    std::size_t label = level.labels.size();
+    std::size_t count = 0;
     for (std::uint64_t k = 0; k < states; ++k) {
-      std::uint64_t key = 0;
-      std::uint32_t size = 0;
-      std::memcpy(&key, at + k * sizeof key, sizeof key);
-      std::memcpy(&size, at + states * sizeof key + k * sizeof size, sizeof size);
-      parts.push_back({s, static_cast<std::size_t>(k), key});
-      first_label.push_back(label);
-      label += size;
+      TradedState state;
+      std::memcpy(&state.key, keys + k * sizeof state.key, sizeof state.key);
+      std::memcpy(&state.count, sizes + k * sizeof state.count, sizeof state.count);
+      state.labels = labels + count * sizeof(Label);
+      count += state.count;
+      level.states.push_back(state);
     }
-    first_label.push_back(label);
-    const std::size_t count = (b.size() - 1 - sizeof states - head) / sizeof(Label);
-    HAPMOE_REQUIRE(label - level.labels.size() == count,
+    HAPMOE_REQUIRE(labels + count * sizeof(Label) == b.data() + b.size(),
                    "run_dp: a level share sent labels its states do not hold");
-    level.labels.resize(label);
-    std::memcpy(level.labels.data() + (label - count), at + head, count * sizeof(Label));
+    level.labels += count;
   }
   // Keys are distinct across the shares (each state is built by one).
-  std::sort(parts.begin(), parts.end(),
-            [](const Part& a, const Part& b) { return a.key < b.key; });
-  for (const Part& p : parts) {
-    const std::size_t at = share_at[p.share] + p.state;
-    level.states.push_back({p.key, static_cast<std::int32_t>(first_label[at]),
-                            static_cast<std::int32_t>(first_label[at + 1])});
-  }
+  std::sort(level.states.begin(), level.states.end(),
+            [](const TradedState& a, const TradedState& b) { return a.key < b.key; });
   return true;
 }
 
@@ -373,7 +357,8 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
   thread_local std::vector<std::int32_t> bucket;
   thread_local std::vector<std::int32_t> ranked;
   thread_local std::vector<std::int32_t> by_low;
-  thread_local TradedLevel traded;  // a level share's level, as traded
+  thread_local TradedLevel traded;                // a level share's level, as traded
+  thread_local std::array<std::string, 2> built;  // what it built of the last two levels
   store.clear();
   store.recycle_pool();
   arena.clear();
@@ -645,8 +630,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
             }
           }
           ++out.stats.transitions;
-          if (within_level != nullptr &&
-              (extended += state.end - state.begin) >= kCancelEvery) {
+          if (within_level != nullptr && (extended += state.end - state.begin) >= kCancelEvery) {
             extended = 0;
             if ((*within_level)(0)) {
               out.cancelled = true;
@@ -726,9 +710,11 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
     const std::int32_t parents = level_begin - current.front().begin;
     key_order(store, order);
     if (trade != nullptr) {  // the shares trade what they built
-      const std::vector<std::string>& built =
-          trade->trade(share.index, encode_level(store, order, stop, value_only));
-      if (!decode_levels(built, traded)) {
+      // Two buffers, a level each: the others may still read the last
+      // level's while this share writes the next.
+      std::string& mine = built[static_cast<std::size_t>(i % 2)];
+      encode_level(store, order, stop, value_only, mine);
+      if (!decode_levels(trade->trade(share.index, mine), traded)) {
         out.cancelled = true;
         return;
       }
@@ -738,7 +724,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
     // held while copied), so a memory limit stops the search before the
     // allocation that would pass it rather than after.
     if (cancel != nullptr) {
-      std::size_t survivors = trade != nullptr ? traded.labels.size() : 0;
+      std::size_t survivors = trade != nullptr ? traded.labels : 0;
       for (const auto& entry : order) {
         if (trade == nullptr) survivors += store.front(entry.second).size();
       }
@@ -760,11 +746,13 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
     }
     upcoming.clear();
     if (trade != nullptr) {  // every share's states, in key order
-      for (const StateRange& state : traded.states) {
-        const auto begin = static_cast<std::int32_t>(arena.size());
-        arena.insert(arena.end(), traded.labels.begin() + state.begin,
-                     traded.labels.begin() + state.end);
-        upcoming.push_back({state.key, begin, static_cast<std::int32_t>(arena.size())});
+      for (const TradedState& state : traded.states) {
+        const std::size_t begin = arena.size();
+        arena.resize(begin + state.count);
+        std::memcpy(static_cast<void*>(arena.data() + begin), state.labels,
+                    state.count * sizeof(Label));
+        upcoming.push_back(
+            {state.key, static_cast<std::int32_t>(begin), static_cast<std::int32_t>(arena.size())});
       }
     } else {
       for (const auto& [state_key, k] : order) {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "costmodel/cost.h"
@@ -157,15 +158,18 @@ struct SearchPart {
 // The trade of a level between the shares of one DP (SearchPart::levels),
 // which the caller provides (threads, ranks or both). Every share calls
 // trade once per level, with the same number of calls, passing the bytes
-// of the states it built; it returns every share's bytes in share order,
-// valid until the share's next call. A trade must not throw. Bytes that
-// are empty or begin with a byte other than 0 are a stop: every share
-// that receives one ends its search, cancelled (what the caller sends for
-// a share that failed).
+// of the states it built, which stay as they are until its next call
+// returns; it returns every share's bytes in share order, valid until the
+// share's next call. A trade must not throw. Bytes that are empty or
+// begin with a byte other than 0 are a stop: every share that receives
+// one ends its search, cancelled (what the caller sends for a share that
+// failed). A share's bytes live in its thread's storage: the caller ends
+// with one more trade (a stop, say) after every share's search, so that no
+// thread ends while another may still read its last level.
 class LevelExchange {
  public:
   virtual ~LevelExchange() = default;
-  virtual const std::vector<std::string>& trade(int share, std::string built) = 0;
+  virtual const std::vector<std::string_view>& trade(int share, std::string_view built) = 0;
 };
 
 // Whether pi's search can be cut into level shares (SearchPart::levels)

@@ -686,23 +686,19 @@ TEST(SearchOracle, PartsMergeToTheWholeSearch) {
 // share, as the driver's threads do (engine/driver.cpp, RankTrade).
 class ThreadTrade final : public LevelExchange {
  public:
-  explicit ThreadTrade(int shares)
-      : sync_(shares), mine_(static_cast<std::size_t>(shares)) {}
-  const std::vector<std::string>& trade(int share, std::string built) override {
+  explicit ThreadTrade(int shares) : sync_(shares), mine_(static_cast<std::size_t>(shares)) {}
+  const std::vector<std::string_view>& trade(int share, std::string_view built) override {
     sync_.arrive_and_wait();
-    mine_[static_cast<std::size_t>(share)] = std::move(built);
-    sync_.arrive_and_wait();
-    if (share == 0) all_ = mine_;
+    mine_[static_cast<std::size_t>(share)] = built;
     sync_.arrive_and_wait();
     ++trades_[static_cast<std::size_t>(share)];
-    return all_;
+    return mine_;
   }
   int trades(int share) const { return trades_[static_cast<std::size_t>(share)]; }
 
  private:
   std::barrier<> sync_;
-  std::vector<std::string> mine_;
-  std::vector<std::string> all_;
+  std::vector<std::string_view> mine_;
   std::array<int, 8> trades_{};
 };
 
@@ -719,6 +715,9 @@ ConfigOutcome search_in_shares(const CostModel& model, const ParallelConfig& pi,
         outcomes[static_cast<std::size_t>(s)] =
             search_config(model, pi, opt, std::numeric_limits<double>::infinity(),
                           SearchPart{s, count, &trade}, cancel_of ? cancel_of(s) : nullptr);
+        // The closing trade: no thread ends (its buffers with it) while
+        // another may still read its last level.
+        trade.trade(s, std::string_view("\x02", 1));
       });
     }
   }
@@ -788,14 +787,13 @@ TEST(SearchOracle, ALevelShareThatStopsStopsThemAll) {
   const auto pis = enumerate_configs(w, cl, opt.space);
   const ProfileTables tables = tables_for(w, cl, pis);
   const CostModel model(w, cl, tables);
-  const auto deep = std::max_element(pis.begin(), pis.end(), [](const auto& a, const auto& b) {
-    return a.pp < b.pp;
-  });
+  const auto deep = std::max_element(pis.begin(), pis.end(),
+                                     [](const auto& a, const auto& b) { return a.pp < b.pp; });
   ASSERT_GE(deep->pp, 4);
   int asked = 0;
   const CancelCheck stop_third = [&](std::int64_t) { return ++asked >= 3; };
-  const ConfigOutcome merged = search_in_shares(
-      model, *deep, opt, 3, [&](int s) { return s == 1 ? &stop_third : nullptr; });
+  const ConfigOutcome merged =
+      search_in_shares(model, *deep, opt, 3, [&](int s) { return s == 1 ? &stop_third : nullptr; });
   EXPECT_TRUE(merged.cancelled);
   EXPECT_FALSE(merged.best.has_value());
   const ConfigOutcome whole = search_config(model, *deep, opt);
