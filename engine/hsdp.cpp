@@ -127,7 +127,9 @@ int share_of(std::uint64_t key, int count) {
   key ^= key >> 27;
   key *= 0x94d049bb133111ebULL;
   key ^= key >> 31;
-  return static_cast<int>(key % static_cast<std::uint64_t>(count));
+  // key * count / 2^64: the range reduction without a division.
+  return static_cast<int>((static_cast<unsigned __int128>(key) * static_cast<unsigned>(count)) >>
+                          64);
 }
 
 // What one level share built of a level, for the trade: whether it
@@ -145,28 +147,37 @@ void encode_level(FrontStore<Entry>& store,
                   bool value_only, std::string& out) {
   thread_local std::vector<std::uint64_t> keys;
   thread_local std::vector<std::uint32_t> sizes;
-  thread_local std::vector<Label> labels;
   keys.clear();
   sizes.clear();
-  labels.clear();
+  std::size_t labels = 0;
   for (const auto& [key, k] : order) {
-    std::vector<Entry>& front = store.front(k);
-    if (front.empty()) continue;
-    if (value_only) by_insertion(front);  // as the arena takes it (run_dp)
+    const std::size_t size = store.front(k).size();
+    if (size == 0) continue;
     keys.push_back(key);
-    sizes.push_back(static_cast<std::uint32_t>(front.size()));
-    for (const Entry& c : front) labels.push_back(to_label(c));
+    sizes.push_back(static_cast<std::uint32_t>(size));
+    labels += size;
   }
-  out.clear();
   const char stop = stopped ? 1 : 0;
   const std::uint64_t states = keys.size();
-  out.reserve(1 + sizeof states + states * (sizeof(std::uint64_t) + sizeof(std::uint32_t)) +
-              labels.size() * sizeof(Label));
+  const std::size_t head =
+      1 + sizeof states + states * (sizeof(std::uint64_t) + sizeof(std::uint32_t));
+  // Grown geometrically: levels grow, and a buffer reallocated to each
+  // level's exact size would take fresh pages every level.
+  const std::size_t need = head + labels * sizeof(Label);
+  if (need > out.capacity()) out.reserve(std::max(need, 2 * out.capacity()));
+  out.clear();
   append_raw(out, &stop, 1);
   append_raw(out, &states, 1);
   append_raw(out, keys.data(), keys.size());
   append_raw(out, sizes.data(), sizes.size());
-  append_raw(out, labels.data(), labels.size());
+  for (const auto& [key, k] : order) {
+    std::vector<Entry>& front = store.front(k);
+    if (value_only) by_insertion(front);  // as the arena takes it (run_dp)
+    for (const Entry& c : front) {
+      const Label l = to_label(c);
+      append_raw(out, &l, 1);
+    }
+  }
 }
 
 // A level as the shares traded it: every share's states in key order,
