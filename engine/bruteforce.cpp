@@ -30,6 +30,8 @@ using hsdp::Label;
 using hsdp::note_shortfall;
 using hsdp::offer;
 using hsdp::StageEval;
+using hsdp::Step;
+using hsdp::step_of;
 
 double bruteforce_size(const CostModel& model, const ParallelConfig& pi, const SearchOptions& opt) {
   const int n = model.workload().model.num_layers;
@@ -77,11 +79,14 @@ ConfigOutcome bruteforce_config(const CostModel& model, const ParallelConfig& pi
   std::vector<Label> arena;  // the current path only, root first
   arena.reserve(static_cast<std::size_t>(pp) + 1);
   arena.push_back(Label{});
+  std::vector<Step> trail;  // the path's steps, for offer
   std::function<void(int, int, int)> place = [&](int i, int j, int hp) {
     if (i == pp) {
       if (!on_the_devices() || !placeable()) return;
       ++out.stats.transitions;
-      offer(out, arena, static_cast<std::int32_t>(arena.size() - 1), ev);
+      trail.clear();
+      for (const Label& l : arena) trail.push_back(step_of(l));
+      offer(out, arena.back(), trail, static_cast<std::int32_t>(arena.size() - 1), ev);
       return;
     }
     const int remaining_after = pp - i - 1;

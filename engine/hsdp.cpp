@@ -96,6 +96,8 @@ using hsdp::note_shortfall;
 using hsdp::offer;
 using hsdp::rank_level;
 using hsdp::StageEval;
+using hsdp::Step;
+using hsdp::step_of;
 using hsdp::tie_gap;
 using hsdp::to_label;
 
@@ -359,9 +361,15 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
 
   // The fronts of the level being built, keyed by state. Their labels stay
   // inline (Entry) until the level is complete; only the survivors then
-  // enter the arena, each state's labels contiguous and in insertion order.
+  // enter `next`, each state's labels contiguous and in insertion order,
+  // and their steps the trail. Labels are numbered over the run (their
+  // index in the trail); `sources` holds the level being expanded, whose
+  // first label is number `base`.
   thread_local FrontStore<Entry> store;
-  thread_local std::vector<Label> arena;
+  thread_local std::vector<Label> sources;
+  thread_local std::vector<Label> next;
+  thread_local std::vector<Step> trail;
+  std::int32_t base = 0;
   thread_local std::vector<StateRange> current;
   thread_local std::vector<StateRange> upcoming;
   thread_local std::vector<std::pair<std::uint64_t, std::size_t>> order;
@@ -372,8 +380,8 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
   thread_local std::array<std::string, 2> built;  // what it built of the last two levels
   store.clear();
   store.recycle_pool();
-  arena.clear();
-  arena.push_back(Label{});  // the root: nothing placed
+  sources.assign(1, Label{});  // the root: nothing placed
+  trail.assign(1, step_of(sources[0]));
   current.clear();
   current.push_back({make_key(0, 0, -1), 0, 1});
   // Plans slower than this configuration's best so far cannot be its
@@ -530,7 +538,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
       low.usable = opt.bound && m_less_one > 0;  // 0 * inf would be NaN, never above
       if (low.usable) {
         for (std::int32_t from = state.begin; from < state.end; ++from) {
-          const Label& f = arena[static_cast<std::size_t>(from)];
+          const Label& f = sources[static_cast<std::size_t>(from - base)];
           low.sum = std::min(low.sum, f.sum);
           low.max = std::min(low.max, f.max);
           low.tail_sync = std::min(low.tail_sync, f.tail_sync);
@@ -676,7 +684,7 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
           }
           std::vector<Entry>* dest = nullptr;  // looked up at the first survivor
           for (std::int32_t from = state.begin; from < state.end; ++from) {
-            const Label& f = arena[static_cast<std::size_t>(from)];
+            const Label& f = sources[static_cast<std::size_t>(from - base)];
             Entry cand;
             cand.sum = f.sum + step;
             cand.max = std::max(f.max, step);
@@ -716,9 +724,9 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
         }
       }
     }
-    // The level's survivors enter the arena, state by state in key order.
-    const auto level_begin = static_cast<std::int32_t>(arena.size());
-    const std::int32_t parents = level_begin - current.front().begin;
+    // The level's survivors enter `next`, state by state in key order.
+    const auto level_begin = static_cast<std::int32_t>(trail.size());
+    const auto parents = static_cast<std::int32_t>(sources.size());
     key_order(store, order);
     if (trade != nullptr) {  // the shares trade what they built
       // Two buffers, a level each: the others may still read the last
@@ -730,40 +738,45 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
         return;
       }
     }
-    // The survivors enter the arena: when it must grow, the limits are
-    // asked first with the bytes of its new block (the old one is still
-    // held while copied), so a memory limit stops the search before the
-    // allocation that would pass it rather than after.
+    // The survivors enter `next` and the trail: when one must grow, the
+    // limits are asked first with the bytes of its new block (the old one
+    // is still held while copied), so a memory limit stops the search
+    // before the allocation that would pass it rather than after.
+    next.clear();
     if (cancel != nullptr) {
       std::size_t survivors = trade != nullptr ? traded.labels : 0;
       for (const auto& entry : order) {
         if (trade == nullptr) survivors += store.front(entry.second).size();
       }
-      const std::size_t need = arena.size() + survivors;
-      if (need > arena.capacity()) {
-        // The vector's doubling (exactly `need` or 1.5x stopped the
-        // 1,000-layer model at the same peak, bench/README.md "Limits":
-        // growing a contiguous arena needs its old and new blocks at once).
-        const std::size_t grown = std::max(need, 2 * arena.capacity());
-        if ((*cancel)(static_cast<std::int64_t>(grown * sizeof(Label)))) {
+      // The vector's doubling (exactly `need` or 1.5x stopped the
+      // 1,000-layer model at the same peak, bench/README.md "Limits":
+      // growing a contiguous block needs its old and new blocks at once).
+      const std::size_t need = trail.size() + survivors;
+      const std::size_t trail_to =
+          need > trail.capacity() ? std::max(need, 2 * trail.capacity()) : 0;
+      const std::size_t next_to = survivors > next.capacity() ? survivors : 0;
+      const double grow = static_cast<double>(trail_to * sizeof(Step) + next_to * sizeof(Label));
+      if (grow > 0) {
+        if ((*cancel)(static_cast<std::int64_t>(grow))) {
           if (trade == nullptr) {
             out.cancelled = true;
             return;
           }
           stop_next = true;  // the others are told at the next trade
         }
-        arena.reserve(grown);
+        if (trail_to > 0) trail.reserve(trail_to);
+        if (next_to > 0) next.reserve(next_to);
       }
     }
     upcoming.clear();
     if (trade != nullptr) {  // every share's states, in key order
       for (const TradedState& state : traded.states) {
-        const std::size_t begin = arena.size();
-        arena.resize(begin + state.count);
-        std::memcpy(static_cast<void*>(arena.data() + begin), state.labels,
+        const std::size_t begin = next.size();
+        next.resize(begin + state.count);
+        std::memcpy(static_cast<void*>(next.data() + begin), state.labels,
                     state.count * sizeof(Label));
-        upcoming.push_back(
-            {state.key, static_cast<std::int32_t>(begin), static_cast<std::int32_t>(arena.size())});
+        upcoming.push_back({state.key, level_begin + static_cast<std::int32_t>(begin),
+                            level_begin + static_cast<std::int32_t>(next.size())});
       }
     } else {
       for (const auto& [state_key, k] : order) {
@@ -775,13 +788,17 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
         // then a strict partial order: transitive, and two labels at one
         // state never dominate each other, their keys differing).
         if (value_only) by_insertion(front);
-        const auto begin = static_cast<std::int32_t>(arena.size());
-        for (const Entry& c : front) arena.push_back(to_label(c));
-        upcoming.push_back({state_key, begin, static_cast<std::int32_t>(arena.size())});
+        const auto begin = level_begin + static_cast<std::int32_t>(next.size());
+        for (const Entry& c : front) next.push_back(to_label(c));
+        upcoming.push_back(
+            {state_key, begin, level_begin + static_cast<std::int32_t>(next.size())});
       }
     }
-    rank_level(arena, parents, level_begin, types, n, bucket, by_low, ranked);
+    for (const Label& l : next) trail.push_back(step_of(l));
+    rank_level(next, parents, 0, types, n, bucket, by_low, ranked);
     std::swap(current, upcoming);
+    std::swap(sources, next);
+    base = level_begin;
   }
   // Complete plans: all PP stages, all N layers, the mix if required.
   for (const StateRange& state : current) {
@@ -790,7 +807,9 @@ void run_dp(Evaluator& ev, const std::vector<int>& limit, bool exact_mix, const 
     if (exact_mix && key / hspan / jspan % ucount != full) continue;
     if (!owns(key)) continue;
     ++out.stats.states;
-    for (std::int32_t idx = state.begin; idx < state.end; ++idx) offer(out, arena, idx, ev);
+    for (std::int32_t idx = state.begin; idx < state.end; ++idx) {
+      offer(out, sources[static_cast<std::size_t>(idx - base)], trail, idx, ev);
+    }
   }
 }
 

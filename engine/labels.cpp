@@ -17,17 +17,17 @@ namespace hapmoe::hsdp {
 namespace {
 
 // Rebuilds the plan of a complete label.
-Plan rebuild(const std::vector<Label>& arena, std::int32_t index, Evaluator& ev) {
+Plan rebuild(const std::vector<Step>& trail, std::int32_t index, Evaluator& ev) {
   Plan plan;
   plan.parallel = ev.pi();
   std::vector<std::int32_t> chain;
-  for (std::int32_t k = index; k >= 0; k = arena[static_cast<std::size_t>(k)].parent) {
-    if (arena[static_cast<std::size_t>(k)].layers > 0) chain.push_back(k);
+  for (std::int32_t k = index; k >= 0; k = trail[static_cast<std::size_t>(k)].parent) {
+    if (trail[static_cast<std::size_t>(k)].layers > 0) chain.push_back(k);
   }
   std::reverse(chain.begin(), chain.end());
   int j = 0;
   for (std::size_t i = 0; i < chain.size(); ++i) {
-    const Label& l = arena[static_cast<std::size_t>(chain[i])];
+    const Step& l = trail[static_cast<std::size_t>(chain[i])];
     const StageEval& e = ev.stage(l.type, static_cast<int>(i), j, l.layers);
     plan.stages.push_back({l.type, l.layers, e.recompute});
     j += l.layers;
@@ -37,13 +37,13 @@ Plan rebuild(const std::vector<Label>& arena, std::int32_t index, Evaluator& ev)
 
 }  // namespace
 
-void offer(ConfigOutcome& out, const std::vector<Label>& arena, std::int32_t index, Evaluator& ev) {
-  const Label& l = arena[static_cast<std::size_t>(index)];
+void offer(ConfigOutcome& out, const Label& l, const std::vector<Step>& trail, std::int32_t index,
+           Evaluator& ev) {
   if (!l.feasible) return;
   ++out.stats.feasible;
   PlanCandidate c{latency(l, ev.microbatches(), ev.pi().vpp), {}};
   if (out.best && c.latency_s > out.best->latency_s) return;
-  c.plan = rebuild(arena, index, ev);
+  c.plan = rebuild(trail, index, ev);
   if (!out.best || candidate_less(c, *out.best)) out.best = std::move(c);
 }
 

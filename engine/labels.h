@@ -50,6 +50,17 @@ struct Label {
   std::int32_t rank = 0;
 };
 
+// What a plan needs of a label once its level is expanded: its stage
+// (type and layers) and the label before it. The DP keeps every label's
+// step (the trail, indexed like the labels) and whole labels only for the
+// level it expands and the one it builds.
+struct Step {
+  std::int32_t parent = -1;
+  std::int16_t type = 0;
+  std::int32_t layers = 0;
+};
+inline Step step_of(const Label& l) { return {l.parent, l.type, l.layers}; }
+
 // The low 32 bits of Label::key: (type, layers), 12 and 20 bits (a stage
 // of up to 2^20 - 1 layers; 16 bits each held at most 32,767 layers,
 // below the models' 100,000).
@@ -125,8 +136,10 @@ inline double tie_gap(int pp, double upper) {
   return std::isfinite(upper) ? 1e-14 * (pp + 4) * upper : std::numeric_limits<double>::infinity();
 }
 
-// Offers a finished label to the configuration's best.
-void offer(ConfigOutcome& out, const std::vector<Label>& arena, std::int32_t index, Evaluator& ev);
+// Offers a finished label to the configuration's best: `last`, whose step
+// is trail[index].
+void offer(ConfigOutcome& out, const Label& last, const std::vector<Step>& trail,
+           std::int32_t index, Evaluator& ev);
 
 // Reusable storage of the DP's fronts: an open-addressing map from a state
 // key to a front in a pool. Kept per thread and reused across runs, so a
