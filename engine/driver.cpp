@@ -1126,6 +1126,8 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     }
     int shares = 0;  // of the shared units (the same for all of them)
     for (const SharedRun& done : shared) shares = done.shares;
+    // (A shared configuration counts as searched in one part: its DP is
+    // one, and /search/configs stays the same for any ranks and threads.)
     for (std::size_t k = 0; k < seg.size(); ++k) {
       const Unit& unit = units[seg[k]];
       if (unit.shared && got[k] && static_cast<int>(by_rank[k].size()) != ranks) got[k].reset();
@@ -1138,7 +1140,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
         r.outcome_of[c] = static_cast<std::int32_t>(searched.size());
         searched.emplace_back();
         r.ran_on[c] = by[k];
-        r.parts[c] = unit.shared ? shares : unit.part.count;
+        r.parts[c] = unit.part.count;
       }
       merge_part(searched[static_cast<std::size_t>(r.outcome_of[c])], *got[k]);
       if (!unit.shared) {
@@ -1150,7 +1152,7 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
       for (int rank = 0; rank < ranks; ++rank) {
         const ConfigOutcome& o = by_rank[k][static_cast<std::size_t>(rank)];
         r.units.push_back({c, SearchPart{rank, ranks}, r.rounds - 1, rank, unit.work / ranks,
-                           o.stats.seconds, o.stats.transitions});
+                           o.stats.seconds, o.stats.transitions, shares});
       }
     }
     return longest;
@@ -1197,8 +1199,8 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
           parts = std::min(max_parts(model, configs[c], opt),
                            static_cast<int>(std::min(std::ceil(share), 1e6)));
           // A DP without stage mixes has no parts: every worker shares it,
-          // level by level.
-          shared = parts == 1 && can_share_levels(opt);
+          // level by level (one worker searches it whole).
+          shared = parts == 1 && can_share_levels(opt) && (comm.size() > 1 || run.threads > 1);
         }
       }
       first_unit.push_back(units.size());

@@ -272,6 +272,10 @@ struct UnitFigures {
   double estimate = 0;  // its share of the configuration's work estimate
   double seconds = 0;   // its search time
   std::int64_t transitions = 0;
+  // A configuration searched in level shares (SearchPart::levels) by every
+  // thread of every rank: one unit per rank (part = {rank, ranks}), and
+  // the shares over the job; 0 for any other unit.
+  int shares = 0;
 };
 
 struct SearchResult {

@@ -520,7 +520,7 @@ void write_search(const h5::Group& group, const SearchResult& s) {
   units.reserve(s.units.size());
   for (const UnitFigures& u : s.units) {
     units.push_back({static_cast<std::int64_t>(u.config), u.part.index, u.part.count, u.round,
-                     u.rank, u.estimate, u.seconds, u.transitions});
+                     u.rank, u.estimate, u.seconds, u.transitions, u.shares});
   }
   g.write_table("units", archive::unit_row_type(), units);
 

@@ -313,6 +313,7 @@ struct UnitRow {
   double work_estimate = 0;  // its share of the configuration's estimate
   double seconds = 0;        // its search time
   std::int64_t transitions = 0;
+  std::int32_t shares = 0;  // level shares of a shared configuration over the job, else 0
 };
 
 inline h5::Compound<UnitRow> unit_row_type() {
@@ -325,6 +326,7 @@ inline h5::Compound<UnitRow> unit_row_type() {
   HAPMOE_H5_FIELD(c, UnitRow, work_estimate);
   HAPMOE_H5_FIELD(c, UnitRow, seconds);
   HAPMOE_H5_FIELD(c, UnitRow, transitions);
+  HAPMOE_H5_FIELD(c, UnitRow, shares);
   return c;
 }
 

@@ -255,9 +255,19 @@ TEST(Parallel, LevelSharesOfTheSearchWithoutTheBoundChangeNothing) {
     EXPECT_EQ(a.stats.pruned_memory, b.stats.pruned_memory) << what;
     EXPECT_EQ(a.stats.pruned_hetero_comm, b.stats.pruned_hetero_comm) << what;
     EXPECT_EQ(a.outcomes.size(), b.outcomes.size()) << what;
-    int cut = 0;
-    for (const int p : b.parts) cut += p == threads && threads > 1 ? 1 : 0;
-    if (threads > 1) EXPECT_GT(cut, 0) << what;
+    EXPECT_EQ(a.parts, b.parts) << what;  // a shared configuration is one search
+    int shared_units = 0;
+    for (const UnitFigures& u : b.units) {
+      if (u.shares == 0) continue;
+      ++shared_units;
+      EXPECT_EQ(u.shares, threads) << what;
+      EXPECT_EQ(u.part.count, 1) << what;  // one rank
+    }
+    if (threads > 1) {
+      EXPECT_GT(shared_units, 0) << what;
+    } else {
+      EXPECT_EQ(shared_units, 0) << what;  // one worker: nothing to share
+    }
     EXPECT_EQ(b.units.size(), a.units.size()) << what;
     EXPECT_EQ(b.ranks[0].configs, b.stats.configs_evaluated) << what;
     EXPECT_EQ(b.ranks[0].transitions, b.stats.transitions) << what;
