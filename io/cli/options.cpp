@@ -258,8 +258,10 @@ void add_search_options(cxxopts::Options& o) {
       cxxopts::value<std::string>())(
       "parts-per-round",
       "cut a configuration whose estimated work exceeds 1/N of its round's into parts (its "
-      "stage mixes) that several workers search apart (default 0: never); like --round it "
-      "changes the statistics, not the plans",
+      "stage mixes) that several workers search apart; like --round it changes the statistics, "
+      "not the plans. Without the bound and without stage mixes (--no-bound, --prune without "
+      "lb) such a configuration is instead shared level by level by every thread of every "
+      "rank, which changes neither (default 0: never)",
       cxxopts::value<std::string>())(
       "split-above",
       "split a search over the ranks when it has more than N configuration-layers "
