@@ -168,6 +168,38 @@ TEST(Resume, AConfigurationStoppedBetweenItsPartsIsNotCommitted) {
   EXPECT_GT(split, 0);
 }
 
+// With --prune none a large configuration is shared level by level by the
+// threads (docs/parallel.md): the ranks agree before each shared
+// configuration whether to start it, so a stop commits it whole or not at
+// all, and the resumed search is the uninterrupted one.
+TEST(Resume, AStopBetweenLevelSharedConfigurationsResumesToTheSameSearch) {
+  const Workload w = load_workload("mixtral-s");
+  const ClusterSpec cl = load_cluster("paper:32-1");
+  SearchOptions opt;
+  opt.bound = false;
+  opt.prune = {false, false, false};
+  SerialComm comm;
+  RunOptions plain;
+  const SearchResult whole = run_search(w, cl, opt, false, comm, plain);
+  int shared_before_stop = 0;
+  for (const std::int64_t after : {std::int64_t{3}, std::int64_t{40}, std::int64_t{400}}) {
+    std::atomic<std::int64_t> asked{0};
+    RunOptions run = stopping_after(2, after, asked);
+    run.parts_per_round = 1024;
+    const SearchResult a = run_search(w, cl, opt, false, comm, run);
+    ASSERT_EQ(a.stopped, StopReason::kSignal);
+    for (const UnitFigures& u : a.units) shared_before_stop += u.shares > 0 ? 1 : 0;
+    const SearchResume from = resume_point(a);
+    RunOptions again = plain;
+    again.threads = 2;
+    again.parts_per_round = 1024;
+    again.resume = &from;
+    expect_same_search(whole, run_search(w, cl, opt, false, comm, again),
+                       "stopped after " + std::to_string(after) + " units");
+  }
+  EXPECT_GT(shared_before_stop, 0);
+}
+
 TEST(Resume, EverySnapshotResumesToTheSameSearch) {
   for (const bool bound : {false, true}) {
     const Workload w = load_workload("mixtral-l");
