@@ -174,7 +174,7 @@ TEST(Resume, AConfigurationStoppedBetweenItsPartsIsNotCommitted) {
 // all, and the resumed search is the uninterrupted one.
 TEST(Resume, AStopBetweenLevelSharedConfigurationsResumesToTheSameSearch) {
   const Workload w = load_workload("mixtral-s");
-  const ClusterSpec cl = load_cluster("paper:32-1");
+  const ClusterSpec cl = load_cluster("paper:16-2");
   SearchOptions opt;
   opt.bound = false;
   opt.prune = {false, false, false};
@@ -182,17 +182,17 @@ TEST(Resume, AStopBetweenLevelSharedConfigurationsResumesToTheSameSearch) {
   RunOptions plain;
   const SearchResult whole = run_search(w, cl, opt, false, comm, plain);
   int shared_before_stop = 0;
-  for (const std::int64_t after : {std::int64_t{3}, std::int64_t{40}, std::int64_t{400}}) {
+  for (const std::int64_t after : {std::int64_t{3}, std::int64_t{100}}) {
     std::atomic<std::int64_t> asked{0};
     RunOptions run = stopping_after(2, after, asked);
-    run.parts_per_round = 1024;
+    run.parts_per_round = 512;
     const SearchResult a = run_search(w, cl, opt, false, comm, run);
     ASSERT_EQ(a.stopped, StopReason::kSignal);
     for (const UnitFigures& u : a.units) shared_before_stop += u.shares > 0 ? 1 : 0;
     const SearchResume from = resume_point(a);
     RunOptions again = plain;
     again.threads = 2;
-    again.parts_per_round = 1024;
+    again.parts_per_round = 512;
     again.resume = &from;
     expect_same_search(whole, run_search(w, cl, opt, false, comm, again),
                        "stopped after " + std::to_string(after) + " units");
