@@ -982,9 +982,11 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
       ConfigOutcome outcome;
       int shares = 0;
     };
+    // A failure on any rank (in the last shared unit) starts none either;
+    // the round's gather below then reports it on every rank.
     std::vector<SharedRun> shared;
     std::string shared_error;
-    for (std::size_t k = 0; k < seg.size() && shared_error.empty(); ++k) {
+    for (std::size_t k = 0; k < seg.size(); ++k) {
       const Unit& unit = units[seg[k]];
       if (!unit.shared) continue;
       StopReason why = stop.load(std::memory_order_relaxed);
@@ -994,9 +996,14 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
       }
       Bytes asked;
       asked.put(why);
+      asked.put(!shared_error.empty());
+      bool failed = false;
       for (const std::string& b : comm.allgather(asked.take())) {
-        why = std::max(why, Unbytes(b).get<StopReason>());
+        Unbytes in(b);
+        why = std::max(why, in.get<StopReason>());
+        failed = in.get<bool>() || failed;
       }
+      if (failed) break;
       if (why != StopReason::kNone) {
         stop.store(why, std::memory_order_relaxed);
         break;
