@@ -143,33 +143,31 @@ class RankTrade final : public LevelExchange {
     sync_.arrive_and_wait();
     if (comm_.size() == 1) return mine_;  // every share's, once all are in
     if (share == first_) {
-      {
-        // The rank's shares as one buffer: their count, sizes, bytes.
-        std::string out;
-        const std::uint64_t count = mine_.size();
-        out.append(reinterpret_cast<const char*>(&count), sizeof count);
-        for (const std::string_view b : mine_) {
-          const std::uint64_t size = b.size();
-          out.append(reinterpret_cast<const char*>(&size), sizeof size);
+      // The rank's shares as one buffer: their count, sizes, bytes.
+      std::string out;
+      const std::uint64_t count = mine_.size();
+      out.append(reinterpret_cast<const char*>(&count), sizeof count);
+      for (const std::string_view b : mine_) {
+        const std::uint64_t size = b.size();
+        out.append(reinterpret_cast<const char*>(&size), sizeof size);
+      }
+      for (const std::string_view b : mine_) out.append(b);
+      received_ = comm_.allgather(out);
+      all_.clear();
+      for (int rank = 0; rank < comm_.size(); ++rank) {
+        if (rank == comm_.rank()) {
+          all_.insert(all_.end(), mine_.begin(), mine_.end());
+          continue;
         }
-        for (const std::string_view b : mine_) out.append(b);
-        received_ = comm_.allgather(out);
-        all_.clear();
-        for (int rank = 0; rank < comm_.size(); ++rank) {
-          if (rank == comm_.rank()) {
-            all_.insert(all_.end(), mine_.begin(), mine_.end());
-            continue;
-          }
-          const std::string& in = received_[static_cast<std::size_t>(rank)];
-          std::uint64_t shares = 0;
-          std::memcpy(&shares, in.data(), sizeof shares);
-          std::size_t at = sizeof shares * (1 + shares);
-          for (std::uint64_t k = 0; k < shares; ++k) {
-            std::uint64_t size = 0;
-            std::memcpy(&size, in.data() + sizeof shares * (1 + k), sizeof size);
-            all_.emplace_back(in.data() + at, size);
-            at += size;
-          }
+        const std::string& in = received_[static_cast<std::size_t>(rank)];
+        std::uint64_t shares = 0;
+        std::memcpy(&shares, in.data(), sizeof shares);
+        std::size_t at = sizeof shares * (1 + shares);
+        for (std::uint64_t k = 0; k < shares; ++k) {
+          std::uint64_t size = 0;
+          std::memcpy(&size, in.data() + sizeof shares * (1 + k), sizeof size);
+          all_.emplace_back(in.data() + at, size);
+          at += size;
         }
       }
     }
@@ -976,14 +974,14 @@ SearchResult run_search(const Workload& w, const ClusterSpec& cluster, const Sea
     const auto t = Clock::now();
     // The level-shared units first, one after another, each on every
     // thread of every rank at once. The ranks agree before each whether to
-    // start it: a limit or a signal on any rank starts none of them.
+    // start it: a limit, a signal or a failure (in the last shared unit)
+    // on any rank starts none of them; the round's gather below then
+    // reports a failure on every rank.
     struct SharedRun {
       std::size_t at = 0;  // position in seg
       ConfigOutcome outcome;
       int shares = 0;
     };
-    // A failure on any rank (in the last shared unit) starts none either;
-    // the round's gather below then reports it on every rank.
     std::vector<SharedRun> shared;
     std::string shared_error;
     for (std::size_t k = 0; k < seg.size(); ++k) {
