@@ -112,7 +112,8 @@ struct FrontFloor {
   bool usable = false;  // the pre-check applies
 };
 
-// The labels of one state of a level: arena[begin, end), in the order they
+// The labels of one state of a level: those numbered [begin, end) (their
+// index in the trail, run_dp), in the order they
 // entered the state's front.
 struct StateRange {
   std::uint64_t key = 0;
@@ -121,7 +122,7 @@ struct StateRange {
 };
 
 // The level share that builds a state (SearchPart::levels): its key,
-// mixed (splitmix64's finalizer), modulo the shares. The states of a
+// mixed (splitmix64's finalizer), reduced to [0, count). The states of a
 // level spread evenly over the shares whatever their pattern of keys.
 int share_of(std::uint64_t key, int count) {
   key ^= key >> 30;
@@ -136,7 +137,7 @@ int share_of(std::uint64_t key, int count) {
 
 // What one level share built of a level, for the trade: whether it
 // stopped (a limit), then its states in key order, each its key and its
-// labels (a front, as it enters the arena). Plain data as its bytes
+// labels (a front, as run_dp stores it). Plain data as its bytes
 // (engine/bytes.h).
 template <class T>
 void append_raw(std::string& to, const T* from, std::size_t count) {
@@ -174,7 +175,7 @@ void encode_level(FrontStore<Entry>& store,
   append_raw(out, sizes.data(), sizes.size());
   for (const auto& [key, k] : order) {
     std::vector<Entry>& front = store.front(k);
-    if (value_only) by_insertion(front);  // as the arena takes it (run_dp)
+    if (value_only) by_insertion(front);  // as run_dp stores it
     for (const Entry& c : front) {
       const Label l = to_label(c);
       append_raw(out, &l, 1);

@@ -39,7 +39,7 @@ struct Label {
   double tail = -1;      // max stage sync + optimizer
   double tail_sync = 0;  // sync and optimizer of the first stage reaching tail
   double tail_opt = 0;
-  std::int32_t parent = -1;  // arena index of the previous label
+  std::int32_t parent = -1;  // number of the previous label (its index in the trail)
   std::int16_t type = 0;
   std::int32_t layers = 0;  // up to kKeyLayersMask (a stage of 100,000 layers)
   bool feasible = true;
@@ -231,7 +231,7 @@ void key_order(const FrontStore<T>& store,
 
 // A label of the level being built, inline in its state's front: the
 // dominance scan reads contiguous memory, and a label that a later one
-// dominates never reaches the arena.
+// dominates never reaches the labels kept (run_dp).
 struct Entry {
   double sum = 0;
   double max = 0;
@@ -362,22 +362,22 @@ inline void by_insertion(std::vector<Entry>& front) {
   }
 }
 
-// Ranks the labels arena[level_begin, end) in canonical order, i.e. by
+// Ranks the labels level[level_begin, end) in canonical order, i.e. by
 // key = (parent's rank, type, layers): a radix sort, first by
 // (type, layers) < types x (N + 1), then stably by the parent's rank
 // (the previous level's `parents` labels are ranked 0 .. parents - 1).
-inline void rank_level(std::vector<Label>& arena, std::int32_t parents, std::int32_t level_begin,
+inline void rank_level(std::vector<Label>& level, std::int32_t parents, std::int32_t level_begin,
                        int types, int n, std::vector<std::int32_t>& bucket,
                        std::vector<std::int32_t>& order, std::vector<std::int32_t>& ranked) {
-  const auto level_end = static_cast<std::int32_t>(arena.size());
+  const auto level_end = static_cast<std::int32_t>(level.size());
   if (level_end == level_begin) return;
   const auto low = [&](std::int32_t k) {
-    const std::int64_t key = arena[static_cast<std::size_t>(k)].key;
+    const std::int64_t key = level[static_cast<std::size_t>(k)].key;
     return static_cast<std::size_t>(((key >> kKeyTypeShift) & 0xfff) * (n + 1) +
                                     (key & kKeyLayersMask));
   };
   const auto high = [&](std::int32_t k) {
-    return static_cast<std::size_t>(arena[static_cast<std::size_t>(k)].key >> 32);
+    return static_cast<std::size_t>(level[static_cast<std::size_t>(k)].key >> 32);
   };
   const auto count = static_cast<std::size_t>(level_end - level_begin);
   if (count <= 32) {  // a few labels (deep pipelines): sort them directly
@@ -385,15 +385,15 @@ inline void rank_level(std::vector<Label>& arena, std::int32_t parents, std::int
     for (std::size_t r = 0; r < count; ++r) ranked[r] = level_begin + static_cast<std::int32_t>(r);
     for (std::size_t a = 1; a < count; ++a) {
       const std::int32_t x = ranked[a];
-      const std::int64_t key = arena[static_cast<std::size_t>(x)].key;
+      const std::int64_t key = level[static_cast<std::size_t>(x)].key;
       std::size_t b = a;
-      for (; b > 0 && arena[static_cast<std::size_t>(ranked[b - 1])].key > key; --b) {
+      for (; b > 0 && level[static_cast<std::size_t>(ranked[b - 1])].key > key; --b) {
         ranked[b] = ranked[b - 1];
       }
       ranked[b] = x;
     }
     for (std::size_t r = 0; r < count; ++r) {
-      arena[static_cast<std::size_t>(ranked[r])].rank = static_cast<std::int32_t>(r);
+      level[static_cast<std::size_t>(ranked[r])].rank = static_cast<std::int32_t>(r);
     }
     return;
   }
@@ -410,7 +410,7 @@ inline void rank_level(std::vector<Label>& arena, std::int32_t parents, std::int
   ranked.resize(count);
   for (const std::int32_t k : order) ranked[static_cast<std::size_t>(bucket[high(k)]++)] = k;
   for (std::size_t r = 0; r < count; ++r) {
-    arena[static_cast<std::size_t>(ranked[r])].rank = static_cast<std::int32_t>(r);
+    level[static_cast<std::size_t>(ranked[r])].rank = static_cast<std::int32_t>(r);
   }
 }
 

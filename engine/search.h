@@ -124,7 +124,7 @@ struct ConfigOutcome {
 // and inside a level every kCancelEvery labels it extends (about every
 // millisecond at most): true stops it early (ConfigOutcome::cancelled).
 // The argument is 0, or the bytes the search is about to allocate at once
-// (its arena of labels growing), which the answer must allow for: the
+// (its labels growing), which the answer must allow for: the
 // driver's limits (engine/limits.h, LimitWatch::check).
 using CancelCheck = std::function<bool(std::int64_t grow_bytes)>;
 inline constexpr std::int64_t kCancelEvery = std::int64_t{1} << 16;
