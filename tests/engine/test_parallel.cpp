@@ -2,18 +2,13 @@
 // process (the MPI runs are in tests/mpi).
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <limits>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "engine/driver.h"
 #include "io/inputs/cluster_io.h"
 #include "io/inputs/model_io.h"
-#include "partition/config_space.h"
 
 namespace hapmoe {
 namespace {
@@ -276,41 +271,6 @@ TEST(Parallel, LevelSharesOfTheSearchWithoutTheBoundChangeNothing) {
     EXPECT_EQ(b.units.size(), a.units.size()) << what;
     EXPECT_EQ(b.ranks[0].configs, b.stats.configs_evaluated) << what;
     EXPECT_EQ(b.ranks[0].transitions, b.stats.transitions) << what;
-  }
-}
-
-// A share that fails (here: its limit check throws) stops the other
-// shares at their next trade, and they all end together: the failure is
-// reported, the outcome cancelled, nothing waits forever.
-TEST(Parallel, ALevelShareThatFailsStopsTheOthersAndIsReported) {
-  const Workload w = load_workload("mixtral-s");
-  const ClusterSpec cl = load_cluster("paper:16-2");
-  SearchOptions opt;
-  opt.bound = false;
-  opt.prune = {false, false, false};
-  const auto pis = enumerate_configs(w, cl, opt.space);
-  const ProfileTables tables = tables_for(w, cl, pis);
-  const CostModel model(w, cl, tables);
-  const auto deep = std::max_element(pis.begin(), pis.end(),
-                                     [](const auto& a, const auto& b) { return a.pp < b.pp; });
-  ASSERT_GE(deep->pp, 4);
-  SerialComm comm;
-  for (const int fail_at : {1, 2, 5}) {
-    std::atomic<int> asked{0};
-    const CancelCheck failing = [&](std::int64_t) {
-      if (asked.fetch_add(1) + 1 == fail_at) throw std::runtime_error("injected limit failure");
-      return false;
-    };
-    int shares = 0;
-    std::string error;
-    const ConfigOutcome o =
-        search_in_shares(comm, 2, model, *deep, opt, std::numeric_limits<double>::infinity(),
-                         &failing, shares, error);
-    const std::string what = "failing at ask " + std::to_string(fail_at);
-    EXPECT_EQ(shares, 2) << what;
-    EXPECT_EQ(error, "injected limit failure") << what;
-    EXPECT_TRUE(o.cancelled) << what;
-    EXPECT_FALSE(o.best.has_value()) << what;
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -776,28 +778,68 @@ TEST(SearchOracle, LevelSharesMergeToTheWholeSearch) {
   EXPECT_GT(cut_comm, 50);
 }
 
+// Mixtral-S on paper:16-2 without the bound or the prunings, and its
+// deepest configuration: a DP of several levels for the level shares.
+struct DeepPlain {
+  Workload w = load_workload("mixtral-s");
+  ClusterSpec cl = load_cluster("paper:16-2");
+  SearchOptions opt = [] {
+    SearchOptions o;
+    o.bound = false;
+    o.prune = {false, false, false};
+    return o;
+  }();
+  std::vector<ParallelConfig> pis = enumerate_configs(w, cl, opt.space);
+  ProfileTables tables = tables_for(w, cl, pis);
+  CostModel model{w, cl, tables};
+  const ParallelConfig& deepest() const {
+    return *std::max_element(pis.begin(), pis.end(),
+                             [](const auto& a, const auto& b) { return a.pp < b.pp; });
+  }
+};
+
 TEST(SearchOracle, ALevelShareThatStopsStopsThemAll) {
   // A limit reached by one share (its cancel check) ends every share's
   // search at the next trade, cancelled, instead of leaving them waiting.
-  const Workload w = load_workload("mixtral-s");
-  const ClusterSpec cl = load_cluster("paper:16-2");
-  SearchOptions opt;
-  opt.bound = false;
-  opt.prune = {false, false, false};
-  const auto pis = enumerate_configs(w, cl, opt.space);
-  const ProfileTables tables = tables_for(w, cl, pis);
-  const CostModel model(w, cl, tables);
-  const auto deep = std::max_element(pis.begin(), pis.end(),
-                                     [](const auto& a, const auto& b) { return a.pp < b.pp; });
-  ASSERT_GE(deep->pp, 4);
+  const DeepPlain c;
+  const ParallelConfig& deep = c.deepest();
+  ASSERT_GE(deep.pp, 4);
   int asked = 0;
   const CancelCheck stop_third = [&](std::int64_t) { return ++asked >= 3; };
-  const ConfigOutcome merged =
-      search_in_shares(model, *deep, opt, 3, [&](int s) { return s == 1 ? &stop_third : nullptr; });
+  const ConfigOutcome merged = search_in_shares(
+      c.model, deep, c.opt, 3, [&](int s) { return s == 1 ? &stop_third : nullptr; });
   EXPECT_TRUE(merged.cancelled);
   EXPECT_FALSE(merged.best.has_value());
-  const ConfigOutcome whole = search_config(model, *deep, opt);
+  const ConfigOutcome whole = search_config(c.model, deep, c.opt);
   EXPECT_LT(merged.stats.transitions, whole.stats.transitions);
+}
+
+// A share of the driver's (engine/driver.h, search_in_shares) that fails,
+// here its limit check throwing, stops the other shares at their next
+// trade, and they all end together: the failure is reported, the outcome
+// cancelled, nothing waits forever.
+TEST(Parallel, ALevelShareThatFailsStopsTheOthersAndIsReported) {
+  const DeepPlain c;
+  const ParallelConfig& deep = c.deepest();
+  ASSERT_GE(deep.pp, 4);
+  SerialComm comm;
+  for (const int fail_at : {1, 2, 5}) {
+    std::atomic<int> asked{0};
+    const CancelCheck failing = [&](std::int64_t) {
+      if (asked.fetch_add(1) + 1 == fail_at) throw std::runtime_error("injected limit failure");
+      return false;
+    };
+    int shares = 0;
+    std::string error;
+    const ConfigOutcome o =
+        hapmoe::search_in_shares(comm, 2, c.model, deep, c.opt,
+                                 std::numeric_limits<double>::infinity(), &failing, shares, error);
+    const std::string what = "failing at ask " + std::to_string(fail_at);
+    EXPECT_EQ(shares, 2) << what;
+    EXPECT_EQ(error, "injected limit failure") << what;
+    EXPECT_TRUE(o.cancelled) << what;
+    EXPECT_FALSE(o.best.has_value()) << what;
+  }
 }
 
 TEST(SearchOracle, SearchFromAnEstimatesFactsIsTheSearch) {
