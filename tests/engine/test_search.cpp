@@ -712,6 +712,7 @@ ConfigOutcome search_in_shares(const CostModel& model, const ParallelConfig& pi,
   std::vector<ConfigOutcome> outcomes(static_cast<std::size_t>(count));
   {
     std::vector<std::jthread> threads;
+    threads.reserve(static_cast<std::size_t>(count));
     for (int s = 0; s < count; ++s) {
       threads.emplace_back([&, s] {
         outcomes[static_cast<std::size_t>(s)] =
