@@ -1020,9 +1020,11 @@ JobSearchResult search_variants(const Workload& w, const ClusterSpec& cluster,
       };
       // Counted first, so that the kept ones take their room at once.
       std::size_t kept = 0;
-      each([&](std::size_t, double v) { kept += v <= keep_cut ? 1 : 0; });
+      each([&](std::size_t, double bound) { kept += bound <= keep_cut ? 1 : 0; });
       f.reserve(kept);
-      each([&](std::size_t c, double v) { f.add(static_cast<std::uint32_t>(c), v, keep_cut); });
+      each([&](std::size_t c, double bound) {
+        f.add(static_cast<std::uint32_t>(c), bound, keep_cut);
+      });
       step_floors.emplace_back(key, std::move(f));
     }
     o.stats = res.stats;
