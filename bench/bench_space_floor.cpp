@@ -19,7 +19,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdint>
+#include <cstddef>
 #include <cstdio>
 #include <exception>
 #include <limits>
@@ -72,6 +72,7 @@ Measure measure(const hapmoe::Workload& w, const hapmoe::ClusterSpec& c, const J
 
 Measure median_of(int repeat, const auto& run) {
   std::vector<Measure> runs;
+  runs.reserve(static_cast<std::size_t>(repeat));
   for (int k = 0; k < repeat; ++k) runs.push_back(run());
   std::sort(runs.begin(), runs.end(),
             [](const Measure& a, const Measure& b) { return a.ms < b.ms; });
