@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/paper_cases.h"
 #include "bench/run_limited.h"
 #include "engine/driver.h"
 #include "engine/search.h"
@@ -134,12 +135,8 @@ int main(int argc, char** argv) {
       return usage(argv[0]);
     }
   }
-  if (models.empty()) models = {"mixtral-s", "mixtral-l"};
-  if (clusters.empty()) {
-    clusters = {"paper:16-1-h", "paper:16-2-h", "paper:16-3-h", "paper:16-1",
-                "paper:16-2",   "paper:16-3",   "paper:24-1",   "paper:24-2",
-                "paper:24-3",   "paper:32-1",   "paper:32-2",   "paper:32-3"};
-  }
+  if (models.empty()) models = hapmoe::bench::paper_models();
+  if (clusters.empty()) clusters = hapmoe::bench::paper_clusters();
 
   SearchOptions pruned;  // defaults: prune all, bound on
   SearchOptions plain;   // the plain DP baseline

@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/paper_cases.h"
 #include "engine/comm.h"
 #include "engine/driver.h"
 #include "engine/job_space.h"
@@ -103,12 +104,8 @@ int main(int argc, char** argv) {
       return usage(argv[0]);
     }
   }
-  if (models.empty()) models = {"mixtral-s", "mixtral-l"};
-  if (clusters.empty()) {
-    clusters = {"paper:16-1-h", "paper:16-2-h", "paper:16-3-h", "paper:16-1",
-                "paper:16-2",   "paper:16-3",   "paper:24-1",   "paper:24-2",
-                "paper:24-3",   "paper:32-1",   "paper:32-2",   "paper:32-3"};
-  }
+  if (models.empty()) models = hapmoe::bench::paper_models();
+  if (clusters.empty()) clusters = hapmoe::bench::paper_clusters();
   JobSpace space = hapmoe::parse_job_space("all", "bench_space_floor");
   space.overlaps = hapmoe::JobOverlaps::kRecipe;  // as `plan --space all`
   const double inf = std::numeric_limits<double>::infinity();
