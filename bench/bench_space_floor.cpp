@@ -2,9 +2,10 @@
 // costs on the paper's 24 cases, against what it would cost if the best
 // plan were known before it starts: the floor that no order of the
 // variants, seed or shared work list can go below with today's bounds.
-// Each case, one thread, in this process (no process start-up):
+// Each case, one thread, in this process (no process start-up), each
+// figure the median of --repeat runs:
 //   K=5     - run_job_search as `plan --space all` runs it (top 5, Megatron's
-//             recipes' overlaps), the median of --repeat runs;
+//             recipes' overlaps);
 //   K=1     - the same with the top 1;
 //   oracle  - the top 1 with the incumbent at its best latency (+1e-9) from
 //             the start (RunOptions::incumbent): every variant is bounded
@@ -47,7 +48,6 @@ struct Measure {
   double best = 0;
   long long evaluated = 0;    // configurations searched, over every variant
   double bounds_only_ms = 0;  // the variants that searched no configuration
-  long long variants = 0;
 };
 
 Measure measure(const hapmoe::Workload& w, const hapmoe::ClusterSpec& c, const JobSpace& space,
@@ -63,7 +63,6 @@ Measure measure(const hapmoe::Workload& w, const hapmoe::ClusterSpec& c, const J
   m.ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   m.best = j.best_s;
-  m.variants = static_cast<long long>(j.variants.size());
   for (const hapmoe::VariantOutcome& v : j.variants) {
     m.evaluated += v.stats.configs_evaluated;
     if (v.stats.configs_evaluated == 0) m.bounds_only_ms += v.stats.seconds * 1e3;
